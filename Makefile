@@ -1,0 +1,37 @@
+# The test command (README, .ci/run): installs what the tests need, then
+# checks formatting, vets, lints and runs every test with the race detector
+# (fuzz seed corpora run as ordinary tests).
+STATICCHECK_VERSION := v0.8.2
+# Tools live in the checkout, one folder per pinned version, so a stale
+# global install can never stand in for the pinned one.
+TOOLS := $(CURDIR)/.tools/staticcheck-$(STATICCHECK_VERSION)
+SERVERS := internal/interop/servers
+
+.PHONY: test deps fmt-check vet staticcheck gotest bench
+
+test: deps fmt-check vet staticcheck gotest
+
+deps: $(SERVERS)/node_modules/.package-lock.json $(TOOLS)/staticcheck
+
+# npm ci is re-run only when the lock file changes.
+$(SERVERS)/node_modules/.package-lock.json: $(SERVERS)/package-lock.json
+	cd $(SERVERS) && npm ci --ignore-scripts --no-audit --no-fund
+
+$(TOOLS)/staticcheck:
+	GOBIN=$(TOOLS) go install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
+
+fmt-check:
+	@out=$$(gofmt -l $$(git ls-files '*.go' | grep -v /testdata/)); \
+	if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+
+vet:
+	go vet ./...
+
+staticcheck: $(TOOLS)/staticcheck
+	$(TOOLS)/staticcheck ./...
+
+gotest:
+	go test -race -timeout 20m ./...
+
+bench:
+	go test -run '^$$' -bench . -benchmem ./...

@@ -1,0 +1,111 @@
+// Command capbridge lets sandboxed, model-written programs call the tools of
+// MCP servers through generated façades, over a Unix socket.
+//
+// Usage:
+//
+//	capbridge <command> [flags]
+//
+// Each command is a thin shell over a package; the logic lives in the
+// packages. Run `capbridge help` for the list.
+package main
+
+import (
+	"fmt"
+	"io"
+	"maps"
+	"os"
+	"runtime/debug"
+	"slices"
+)
+
+// A command runs with its arguments and the process's output streams and
+// returns the exit status.
+type command struct {
+	summary string
+	run     func(args []string, stdout, stderr io.Writer) int
+}
+
+// Exit statuses shared by every command.
+const (
+	exitOK    = 0
+	exitError = 1 // the command ran and failed
+	exitUsage = 2 // the command line was wrong
+)
+
+func commands() map[string]command {
+	return map[string]command{
+		"version": {"print the version of this build", runVersion},
+	}
+}
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+func run(args []string, stdout, stderr io.Writer) int {
+	cmds := commands()
+	if len(args) == 0 || args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
+		usage(stdout, cmds)
+		if len(args) == 0 {
+			return exitUsage
+		}
+		return exitOK
+	}
+	c, ok := cmds[args[0]]
+	if !ok {
+		fmt.Fprintf(stderr, "capbridge: unknown command %q; run `capbridge help` for the list\n", args[0])
+		return exitUsage
+	}
+	return c.run(args[1:], stdout, stderr)
+}
+
+func usage(w io.Writer, cmds map[string]command) {
+	fmt.Fprintln(w, "usage: capbridge <command> [flags]\n\ncommands:")
+	for _, name := range sortedKeys(cmds) {
+		fmt.Fprintf(w, "  %-10s %s\n", name, cmds[name].summary)
+	}
+}
+
+func sortedKeys(m map[string]command) []string {
+	return slices.Sorted(maps.Keys(m))
+}
+
+func runVersion(args []string, stdout, stderr io.Writer) int {
+	if len(args) != 0 {
+		fmt.Fprintln(stderr, "capbridge version: takes no arguments")
+		return exitUsage
+	}
+	fmt.Fprintln(stdout, "capbridge", version())
+	return exitOK
+}
+
+// version is the module version when built from a tagged module, else the
+// VCS revision the toolchain stamped, else "devel".
+func version() string {
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return "devel"
+	}
+	if v := bi.Main.Version; v != "" && v != "(devel)" {
+		return v
+	}
+	rev, dirty := "", false
+	for _, s := range bi.Settings {
+		switch s.Key {
+		case "vcs.revision":
+			rev = s.Value
+		case "vcs.modified":
+			dirty = s.Value == "true"
+		}
+	}
+	if rev == "" {
+		return "devel"
+	}
+	if len(rev) > 12 {
+		rev = rev[:12]
+	}
+	if dirty {
+		rev += "-dirty"
+	}
+	return "devel-" + rev
+}

@@ -1,0 +1,57 @@
+// Package interop locates the real, pinned MCP servers from npm that
+// interop tests run as child processes.
+//
+// The servers are declared in servers/package.json and pinned by
+// servers/package-lock.json; `make test` installs them with `npm ci`.
+// A test that needs one and finds it missing fails (never skips) with the
+// command that installs it.
+package interop
+
+import (
+	"os"
+	"path/filepath"
+	"runtime"
+	"testing"
+)
+
+// The pinned servers, by the name of their executable in node_modules/.bin.
+const (
+	Everything         = "mcp-server-everything"
+	Filesystem         = "mcp-server-filesystem"
+	Memory             = "mcp-server-memory"
+	SequentialThinking = "mcp-server-sequential-thinking"
+)
+
+// Dir is the folder holding package.json and, once installed, node_modules.
+func Dir() string {
+	_, file, _, _ := runtime.Caller(0)
+	return filepath.Join(filepath.Dir(file), "servers")
+}
+
+// Bin returns the absolute path of the named server's executable, or fails
+// t with the command that installs it.
+func Bin(t testing.TB, name string) string {
+	t.Helper()
+	p := filepath.Join(Dir(), "node_modules", ".bin", name)
+	if _, err := os.Stat(p); err != nil {
+		t.Fatalf("interop: %s is not installed (%v); run `make deps` (npm ci in %s)", name, err, Dir())
+	}
+	return p
+}
+
+// Command returns the argv that starts the named server on stdio, with
+// the arguments each one needs: server-everything takes its transport
+// name, server-filesystem the directories it may touch (root), the others
+// nothing. The memory server keeps its knowledge graph in the file named
+// by MEMORY_FILE_PATH; callers should set that to a temporary file.
+func Command(t testing.TB, name, root string) []string {
+	t.Helper()
+	argv := []string{Bin(t, name)}
+	switch name {
+	case Everything:
+		argv = append(argv, "stdio")
+	case Filesystem:
+		argv = append(argv, root)
+	}
+	return argv
+}
