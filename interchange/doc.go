@@ -1,0 +1,2 @@
+// Package interchange implements total conversion between MessagePack and JSON.
+package interchange

@@ -1,0 +1,584 @@
+package interchange
+
+import (
+	"bytes"
+	"encoding/binary"
+	"math"
+	"slices"
+	"strconv"
+	"unicode/utf16"
+	"unicode/utf8"
+	"unsafe"
+)
+
+// jsConv converts one JSON text to MessagePack. It is used by one
+// goroutine for one call.
+type jsConv struct {
+	src   []byte
+	out   []byte
+	limit int
+	st    *scratch
+}
+
+func isSpace(ch byte) bool {
+	return ch == ' ' || ch == '\n' || ch == '\r' || ch == '\t'
+}
+
+func (c *jsConv) skipSpace(p int) int {
+	for p < len(c.src) && isSpace(c.src[p]) {
+		p++
+	}
+	return p
+}
+
+// unexpected reports the byte at p as out of place, or truncation if the
+// input ends there.
+func (c *jsConv) unexpected(p int) *Fault {
+	if p >= len(c.src) {
+		return newFault(FaultTruncated, len(c.src))
+	}
+	return newFault(FaultSyntax, p)
+}
+
+// value converts the value at src[p] (no leading space), enclosed by
+// depth arrays and objects, and returns the offset just past it.
+func (c *jsConv) value(p, depth int) (int, *Fault) {
+	src := c.src
+	if p >= len(src) {
+		return p, newFault(FaultTruncated, len(src))
+	}
+	if len(c.out) > c.limit {
+		return p, newFault(FaultTooLarge, p)
+	}
+	switch ch := src[p]; ch {
+	case '{':
+		return c.object(p, depth)
+	case '[':
+		return c.array(p, depth)
+	case '"':
+		q, _, _, f := c.str(p)
+		return q, f
+	case 't':
+		return c.literal(p, "true", 0xc3)
+	case 'f':
+		return c.literal(p, "false", 0xc2)
+	case 'n':
+		return c.literal(p, "null", 0xc0)
+	default:
+		if ch == '-' || ch >= '0' && ch <= '9' {
+			return c.number(p)
+		}
+	}
+	return p, newFault(FaultSyntax, p)
+}
+
+func (c *jsConv) literal(p int, word string, code byte) (int, *Fault) {
+	for i := 0; i < len(word); i++ {
+		if p+i >= len(c.src) {
+			return p, newFault(FaultTruncated, len(c.src))
+		}
+		if c.src[p+i] != word[i] {
+			return p, newFault(FaultSyntax, p+i)
+		}
+	}
+	c.out = append(c.out, code)
+	return p + len(word), nil
+}
+
+// number converts the RFC 8259 §6 number at src[p]. Without a fraction or
+// exponent it is an integer and must fit int64 or uint64 exactly; with
+// either it is a float64 and must not overflow (issue 4: no wrapping, no
+// clamping, no float fallback).
+func (c *jsConv) number(p int) (int, *Fault) {
+	src := c.src
+	q := p
+	neg := src[q] == '-'
+	if neg {
+		q++
+	}
+	if q >= len(src) {
+		return q, newFault(FaultTruncated, len(src))
+	}
+	var u uint64
+	overflow := false
+	switch ch := src[q]; {
+	case ch == '0':
+		q++
+	case ch >= '1' && ch <= '9':
+		for ; q < len(src) && src[q] >= '0' && src[q] <= '9'; q++ {
+			d := uint64(src[q] - '0')
+			if u > (math.MaxUint64-d)/10 {
+				overflow = true
+			}
+			u = u*10 + d
+		}
+	default:
+		return q, newFault(FaultSyntax, q)
+	}
+	isFloat := false
+	if q < len(src) && src[q] == '.' {
+		isFloat = true
+		q++
+		if q, f := c.digits(q); f != nil {
+			return q, f
+		}
+		q = c.skipDigits(q)
+	}
+	if q < len(src) && (src[q] == 'e' || src[q] == 'E') {
+		isFloat = true
+		q++
+		if q < len(src) && (src[q] == '+' || src[q] == '-') {
+			q++
+		}
+		if q, f := c.digits(q); f != nil {
+			return q, f
+		}
+		q = c.skipDigits(q)
+	}
+	// A number is followed by a delimiter; "01", "1.5.2", "2-1" are not
+	// numbers followed by something else but malformed numbers.
+	if q < len(src) {
+		switch src[q] {
+		case '0', '1', '2', '3', '4', '5', '6', '7', '8', '9', '.', 'e', 'E', '+', '-':
+			return q, newFault(FaultSyntax, q)
+		}
+	}
+	if isFloat {
+		text := src[p:q]
+		// ParseFloat neither keeps nor returns (on success) its argument,
+		// so viewing the bytes as a string is safe and saves a copy.
+		v, err := strconv.ParseFloat(unsafe.String(unsafe.SliceData(text), len(text)), 64)
+		if err != nil && math.IsInf(v, 0) {
+			return p, newFault(FaultFloatOverflow, p)
+		}
+		// Any other error is underflow, rounded to zero or a subnormal as
+		// every JSON reader does; the grammar was checked above.
+		c.out = append(c.out, 0xcb)
+		c.out = binary.BigEndian.AppendUint64(c.out, math.Float64bits(v))
+		return q, nil
+	}
+	switch {
+	case overflow, neg && u > 1<<63:
+		return p, newFault(FaultIntegerRange, p)
+	case neg && u != 0:
+		c.out = appendInt(c.out, -int64(u-1)-1)
+	default:
+		c.out = appendUint(c.out, u)
+	}
+	return q, nil
+}
+
+func (c *jsConv) digits(q int) (int, *Fault) {
+	if q >= len(c.src) {
+		return q, newFault(FaultTruncated, len(c.src))
+	}
+	if ch := c.src[q]; ch < '0' || ch > '9' {
+		return q, newFault(FaultSyntax, q)
+	}
+	return q, nil
+}
+
+func (c *jsConv) skipDigits(q int) int {
+	for q < len(c.src) && c.src[q] >= '0' && c.src[q] <= '9' {
+		q++
+	}
+	return q
+}
+
+// appendUint writes u in the smallest MessagePack unsigned form.
+func appendUint(dst []byte, u uint64) []byte {
+	switch {
+	case u <= 0x7f:
+		return append(dst, byte(u))
+	case u <= math.MaxUint8:
+		return append(dst, 0xcc, byte(u))
+	case u <= math.MaxUint16:
+		return binary.BigEndian.AppendUint16(append(dst, 0xcd), uint16(u))
+	case u <= math.MaxUint32:
+		return binary.BigEndian.AppendUint32(append(dst, 0xce), uint32(u))
+	}
+	return binary.BigEndian.AppendUint64(append(dst, 0xcf), u)
+}
+
+// appendInt writes a negative i in the smallest MessagePack signed form.
+func appendInt(dst []byte, i int64) []byte {
+	switch {
+	case i >= -32:
+		return append(dst, byte(i))
+	case i >= math.MinInt8:
+		return append(dst, 0xd0, byte(i))
+	case i >= math.MinInt16:
+		return binary.BigEndian.AppendUint16(append(dst, 0xd1), uint16(i))
+	case i >= math.MinInt32:
+		return binary.BigEndian.AppendUint32(append(dst, 0xd2), uint32(i))
+	}
+	return binary.BigEndian.AppendUint64(append(dst, 0xd3), uint64(i))
+}
+
+// strHeaderLen is the size of the smallest MessagePack str header for n
+// bytes.
+func strHeaderLen(n int) int {
+	switch {
+	case n <= 31:
+		return 1
+	case n <= math.MaxUint8:
+		return 2
+	case n <= math.MaxUint16:
+		return 3
+	}
+	return 5
+}
+
+func putStrHeader(dst []byte, n int) {
+	switch len(dst) {
+	case 1:
+		dst[0] = 0xa0 | byte(n)
+	case 2:
+		dst[0], dst[1] = 0xd9, byte(n)
+	case 3:
+		dst[0] = 0xda
+		binary.BigEndian.PutUint16(dst[1:], uint16(n))
+	default:
+		dst[0] = 0xdb
+		binary.BigEndian.PutUint32(dst[1:], uint32(n))
+	}
+}
+
+// str converts the string whose opening quote is at src[p] and returns
+// the offset past its closing quote and where its decoded bytes landed in
+// out.
+func (c *jsConv) str(p int) (next, off, n int, f *Fault) {
+	end, esc, f := c.scanString(p)
+	if f != nil {
+		return p, 0, 0, f
+	}
+	raw := c.src[p+1 : end]
+	if uint64(len(raw)) > math.MaxUint32 {
+		// MessagePack cannot say how long this string is.
+		return p, 0, 0, newFault(FaultTooLarge, p)
+	}
+	h := strHeaderLen(len(raw))
+	at := len(c.out)
+	c.out = slices.Grow(c.out, h+len(raw))[:at+h]
+	if !esc {
+		putStrHeader(c.out[at:at+h], len(raw))
+		c.out = append(c.out, raw...)
+		return end + 1, at + h, len(raw), nil
+	}
+	// Escapes only shrink a string, so the header sized for the raw text
+	// is big enough; if the decoded text needs a smaller header, slide it
+	// down so the output stays in the smallest form.
+	c.out = decodeEscapes(c.out, raw)
+	n = len(c.out) - at - h
+	if h2 := strHeaderLen(n); h2 != h {
+		copy(c.out[at+h2:], c.out[at+h:])
+		c.out = c.out[:at+h2+n]
+		h = h2
+	}
+	putStrHeader(c.out[at:at+h], n)
+	return end + 1, at + h, n, nil
+}
+
+// scanString finds the closing quote of the string opening at src[p],
+// checking everything that can be wrong with it: raw controls, invalid
+// UTF-8, malformed escapes and unpaired surrogates. Decoding afterwards
+// cannot fail.
+func (c *jsConv) scanString(p int) (end int, esc bool, f *Fault) {
+	src := c.src
+	i := p + 1
+	for {
+		i = plainRun(src, i)
+		if i >= len(src) {
+			return 0, false, newFault(FaultTruncated, len(src))
+		}
+		switch ch := src[i]; {
+		case ch == '"':
+			return i, esc, nil
+		case ch == '\\':
+			esc = true
+			n, f := c.escape(i)
+			if f != nil {
+				return 0, false, f
+			}
+			i += n
+		case ch < 0x20:
+			return 0, false, newFault(FaultSyntax, i)
+		default:
+			r, size := utf8.DecodeRune(src[i:])
+			if r == utf8.RuneError && size == 1 {
+				if !utf8.FullRune(src[i:]) {
+					return 0, false, newFault(FaultTruncated, len(src))
+				}
+				return 0, false, newFault(FaultInvalidUTF8, i)
+			}
+			i += size
+		}
+	}
+}
+
+// escape checks the escape sequence at src[i] (a backslash) and returns
+// its length.
+func (c *jsConv) escape(i int) (int, *Fault) {
+	src := c.src
+	if i+1 >= len(src) {
+		return 0, newFault(FaultTruncated, len(src))
+	}
+	switch src[i+1] {
+	case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
+		return 2, nil
+	case 'u':
+	default:
+		return 0, newFault(FaultSyntax, i+1)
+	}
+	r, f := c.hex4(i + 2)
+	if f != nil {
+		return 0, f
+	}
+	if !utf16.IsSurrogate(r) {
+		return 6, nil
+	}
+	if r >= 0xdc00 {
+		return 0, newFault(FaultLoneSurrogate, i)
+	}
+	// A high surrogate must be followed by an escaped low one (RFC 8259
+	// §7); anything else would have to be replaced or passed on broken.
+	for j := i + 6; j < i+8; j++ {
+		if j >= len(src) {
+			return 0, newFault(FaultTruncated, len(src))
+		}
+		if src[j] != `\u`[j-i-6] {
+			return 0, newFault(FaultLoneSurrogate, i)
+		}
+	}
+	r2, f := c.hex4(i + 8)
+	if f != nil {
+		return 0, f
+	}
+	if r2 < 0xdc00 || r2 > 0xdfff {
+		return 0, newFault(FaultLoneSurrogate, i)
+	}
+	return 12, nil
+}
+
+func (c *jsConv) hex4(i int) (rune, *Fault) {
+	var r rune
+	for k := i; k < i+4; k++ {
+		if k >= len(c.src) {
+			return 0, newFault(FaultTruncated, len(c.src))
+		}
+		d := unhex(c.src[k])
+		if d < 0 {
+			return 0, newFault(FaultSyntax, k)
+		}
+		r = r<<4 | d
+	}
+	return r, nil
+}
+
+func unhex(ch byte) rune {
+	switch {
+	case ch >= '0' && ch <= '9':
+		return rune(ch - '0')
+	case ch >= 'a' && ch <= 'f':
+		return rune(ch - 'a' + 10)
+	case ch >= 'A' && ch <= 'F':
+		return rune(ch - 'A' + 10)
+	}
+	return -1
+}
+
+// decodeEscapes appends raw (a string body scanString accepted) with its
+// escapes decoded.
+func decodeEscapes(dst, raw []byte) []byte {
+	for {
+		j := bytes.IndexByte(raw, '\\')
+		if j < 0 {
+			return append(dst, raw...)
+		}
+		dst = append(dst, raw[:j]...)
+		switch ch := raw[j+1]; ch {
+		case 'b':
+			dst = append(dst, '\b')
+		case 'f':
+			dst = append(dst, '\f')
+		case 'n':
+			dst = append(dst, '\n')
+		case 'r':
+			dst = append(dst, '\r')
+		case 't':
+			dst = append(dst, '\t')
+		case 'u':
+			r := hexRune(raw[j+2:])
+			if utf16.IsSurrogate(r) {
+				r = utf16.DecodeRune(r, hexRune(raw[j+8:]))
+				j += 6
+			}
+			dst = utf8.AppendRune(dst, r)
+			raw = raw[j+6:]
+			continue
+		default: // '"', '\\', '/'
+			dst = append(dst, ch)
+		}
+		raw = raw[j+2:]
+	}
+}
+
+func hexRune(b []byte) rune {
+	return unhex(b[0])<<12 | unhex(b[1])<<8 | unhex(b[2])<<4 | unhex(b[3])
+}
+
+func (c *jsConv) array(p, depth int) (int, *Fault) {
+	if depth >= MaxDepth {
+		return p, newFault(FaultDepth, p)
+	}
+	hdr := len(c.out)
+	c.out = append(c.out, 0x90)
+	q := c.skipSpace(p + 1)
+	if q < len(c.src) && c.src[q] == ']' {
+		return q + 1, nil
+	}
+	n := 0
+	for {
+		var f *Fault
+		if q, f = c.value(q, depth+1); f != nil {
+			return q, f.index(n)
+		}
+		if n++; uint64(n) > math.MaxUint32 {
+			// MessagePack cannot count this many elements.
+			return q, newFault(FaultTooLarge, p)
+		}
+		q = c.skipSpace(q)
+		if q >= len(c.src) {
+			return q, newFault(FaultTruncated, len(c.src))
+		}
+		if c.src[q] == ']' {
+			break
+		}
+		if c.src[q] != ',' {
+			return q, newFault(FaultSyntax, q)
+		}
+		q = c.skipSpace(q + 1)
+	}
+	c.closeContainer(hdr, n, false)
+	return q + 1, nil
+}
+
+func (c *jsConv) object(p, depth int) (int, *Fault) {
+	if depth >= MaxDepth {
+		return p, newFault(FaultDepth, p)
+	}
+	if c.st == nil {
+		c.st = getScratch()
+	}
+	base := len(c.st.keys)
+	hdr := len(c.out)
+	c.out = append(c.out, 0x80)
+	q := c.skipSpace(p + 1)
+	if q < len(c.src) && c.src[q] == '}' {
+		return q + 1, nil
+	}
+	n := 0
+	for {
+		if q >= len(c.src) || c.src[q] != '"' {
+			return q, c.unexpected(q)
+		}
+		kp := q
+		var off, kn int
+		var f *Fault
+		if q, off, kn, f = c.str(q); f != nil {
+			return q, f
+		}
+		// Keys are compared decoded ("a" and "\u0061" are the same key),
+		// which is what the output holds.
+		if c.st.addKey(c.out, base, off, kn) {
+			return kp, newFault(FaultDuplicateKey, kp).key(c.out[off : off+kn])
+		}
+		q = c.skipSpace(q)
+		if q >= len(c.src) || c.src[q] != ':' {
+			return q, c.unexpected(q).key(c.out[off : off+kn])
+		}
+		q = c.skipSpace(q + 1)
+		if q, f = c.value(q, depth+1); f != nil {
+			return q, f.key(c.out[off : off+kn])
+		}
+		if n++; uint64(n) > math.MaxUint32 {
+			return q, newFault(FaultTooLarge, p)
+		}
+		q = c.skipSpace(q)
+		if q >= len(c.src) {
+			return q, newFault(FaultTruncated, len(c.src))
+		}
+		if c.src[q] == '}' {
+			break
+		}
+		if c.src[q] != ',' {
+			return q, newFault(FaultSyntax, q)
+		}
+		q = c.skipSpace(q + 1)
+	}
+	c.st.keys = c.st.keys[:base]
+	c.closeContainer(hdr, n, true)
+	return q + 1, nil
+}
+
+// closeContainer completes the one-byte header written when a container
+// opened. MessagePack puts the member count before the members, JSON says
+// it only at the end, so a container of more than 15 members needs a
+// longer header; rather than move its members now (which, nested, would
+// copy the same bytes once per level) it is noted and expand makes room
+// for every long header in one backwards pass at the end.
+func (c *jsConv) closeContainer(hdr, n int, isMap bool) {
+	if n <= 15 {
+		c.out[hdr] |= byte(n)
+		return
+	}
+	if c.st == nil {
+		c.st = getScratch()
+	}
+	c.st.fix = append(c.st.fix, fixup{pos: hdr, n: n, isMap: isMap})
+}
+
+func containerHeaderLen(n int) int {
+	switch {
+	case n <= 15:
+		return 1
+	case n <= math.MaxUint16:
+		return 3
+	}
+	return 5
+}
+
+// expand widens the headers of the containers closeContainer noted.
+func (c *jsConv) expand() {
+	fix := c.st.fix
+	// Containers are noted as they close (children before parents);
+	// the pass below needs them in output order.
+	slices.SortFunc(fix, func(a, b fixup) int { return a.pos - b.pos })
+	extra := 0
+	for _, x := range fix {
+		extra += containerHeaderLen(x.n) - 1
+	}
+	r := len(c.out)
+	c.out = slices.Grow(c.out, extra)[:r+extra]
+	w := len(c.out)
+	for i := len(fix) - 1; i >= 0; i-- {
+		x := fix[i]
+		seg := r - (x.pos + 1)
+		copy(c.out[w-seg:w], c.out[x.pos+1:r])
+		w -= seg
+		h := containerHeaderLen(x.n)
+		w -= h
+		b := c.out[w : w+h]
+		if h == 3 {
+			b[0] = 0xdc
+			binary.BigEndian.PutUint16(b[1:], uint16(x.n))
+		} else {
+			b[0] = 0xdd
+			binary.BigEndian.PutUint32(b[1:], uint32(x.n))
+		}
+		if x.isMap {
+			b[0] += 2 // map16/map32 follow array16/array32
+		}
+		r = x.pos
+	}
+}
