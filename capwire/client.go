@@ -1,0 +1,483 @@
+package capwire
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/vmihailenco/msgpack/v5"
+)
+
+// Environment variables a jailed program finds capbridge by.
+const (
+	EnvSocket = "CAPBRIDGE_SOCKET"
+	EnvToken  = "CAPBRIDGE_TOKEN"
+)
+
+// DefaultMaxInFlight is a Client's default bound on calls in flight.
+const DefaultMaxInFlight = 1024
+
+// ErrNoEnv is returned by FromEnv and Shared when CAPBRIDGE_SOCKET or
+// CAPBRIDGE_TOKEN is not set: the program is not running under capbridge.
+var ErrNoEnv = errors.New("capwire: " + EnvSocket + " and " + EnvToken + " must both be set")
+
+// Dialer holds the bounds of the Clients it dials. The zero value is
+// ready to use and gives the defaults shown.
+type Dialer struct {
+	// MaxInFlight bounds this client's calls in flight at once; 1024. A
+	// Call beyond it waits for a slot (bounded by its ctx) rather than
+	// failing, so a program fanning out wide is throttled, not refused.
+	MaxInFlight int
+	// MaxFrame is the largest frame payload read or written;
+	// DefaultMaxFrame. A result larger than this ends the connection.
+	MaxFrame int
+	// WriteTimeout bounds each write to capbridge; 30 s. A capbridge that
+	// does not read for that long is taken for dead and the connection
+	// ends.
+	WriteTimeout time.Duration
+	// HandshakeTimeout bounds Dial's hello/welcome exchange; 10 s (the
+	// ctx may shorten it).
+	HandshakeTimeout time.Duration
+}
+
+// Client is a connection to capbridge's call socket over which any number
+// of goroutines make calls; replies are matched to calls by id and may come
+// in any order.
+//
+// Concurrency: all methods are safe for concurrent use. One reader and one
+// writer goroutine run per Client; both exit when the connection closes or
+// breaks. A broken connection (capbridge hung up, sent a fatal frame, or a
+// write failed) fails every waiting call at once with an error wrapping
+// ErrClosed, and every later Call too; Close releases the socket and waits
+// for both goroutines.
+type Client struct {
+	conn    net.Conn
+	fr      *FrameReader // owned by readLoop
+	w       *writer
+	servers []string
+	max     int           // frame limit
+	slots   chan struct{} // one token per call in flight
+
+	mu     sync.Mutex
+	calls  map[uint64]chan reply // guarded by mu; nil once broken
+	nextID uint64                // guarded by mu
+	err    error                 // guarded by mu; why the client stopped, once it has
+	done   chan struct{}         // closed (under mu) when err is set
+
+	readDone  chan struct{} // closed when readLoop returns
+	closeOnce sync.Once
+}
+
+// reply settles one call. Exactly one reply is delivered per call: by the
+// reader, by the call itself (cancellation) or by fail, whichever removes
+// the call from calls first.
+type reply struct {
+	res *Result
+	err error
+}
+
+// Dial connects to capbridge's call socket and performs the hello/welcome
+// exchange with token, using the default bounds.
+func Dial(ctx context.Context, socketPath, token string) (*Client, error) {
+	var d Dialer
+	return d.Dial(ctx, socketPath, token)
+}
+
+// FromEnv dials CAPBRIDGE_SOCKET with CAPBRIDGE_TOKEN.
+func FromEnv(ctx context.Context) (*Client, error) {
+	sock, tok := os.Getenv(EnvSocket), os.Getenv(EnvToken)
+	if sock == "" || tok == "" {
+		return nil, ErrNoEnv
+	}
+	return Dial(ctx, sock, tok)
+}
+
+var shared struct {
+	mu sync.Mutex
+	c  *Client // guarded by mu
+}
+
+// Shared returns the process-wide client dialed from the environment on
+// first use; if that client's connection has broken, the next Shared call
+// dials again. Safe for concurrent use: concurrent callers wait for one
+// dial (bounded by the dialing caller's ctx and HandshakeTimeout).
+// Generated façades call this; programs never need to.
+func Shared(ctx context.Context) (*Client, error) {
+	shared.mu.Lock()
+	defer shared.mu.Unlock()
+	if c := shared.c; c != nil {
+		select {
+		case <-c.done:
+			c.Close()
+			shared.c = nil
+		default:
+			return c, nil
+		}
+	}
+	c, err := FromEnv(ctx)
+	if err != nil {
+		return nil, err
+	}
+	shared.c = c
+	return c, nil
+}
+
+// Dial connects to socketPath and performs the hello/welcome exchange. A
+// refusal by capbridge is returned as an error wrapping the *FatalMsg
+// (errors.Is(err, ErrBadToken), ...).
+func (d *Dialer) Dial(ctx context.Context, socketPath, token string) (*Client, error) {
+	var nd net.Dialer
+	conn, err := nd.DialContext(ctx, "unix", socketPath)
+	if err != nil {
+		return nil, fmt.Errorf("capwire: dial: %w", err)
+	}
+	c, err := d.handshake(ctx, conn, token)
+	if err != nil {
+		conn.Close()
+		return nil, fmt.Errorf("capwire: dial %s: %w", socketPath, err)
+	}
+	return c, nil
+}
+
+func (d *Dialer) handshake(ctx context.Context, conn net.Conn, token string) (*Client, error) {
+	maxFrame := frameLimit(d.MaxFrame)
+	timeout := d.HandshakeTimeout
+	if timeout <= 0 {
+		timeout = 10 * time.Second
+	}
+	deadline := time.Now().Add(timeout)
+	if dl, ok := ctx.Deadline(); ok && dl.Before(deadline) {
+		deadline = dl
+	}
+	if err := conn.SetDeadline(deadline); err != nil {
+		return nil, err
+	}
+	fr := NewFrameReader(conn, maxFrame)
+	stop := context.AfterFunc(ctx, func() { conn.SetDeadline(time.Unix(1, 0)) })
+	m, err := exchangeHello(conn, fr, token, maxFrame)
+	if !stop() {
+		return nil, ctx.Err()
+	}
+	if err != nil {
+		return nil, err
+	}
+	if err := conn.SetDeadline(time.Time{}); err != nil {
+		return nil, err
+	}
+	if m.V != Version {
+		return nil, fmt.Errorf("capwire: capbridge answered with wire version %d, want %d", m.V, Version)
+	}
+	inFlight := d.MaxInFlight
+	if inFlight <= 0 {
+		inFlight = DefaultMaxInFlight
+	}
+	wt := d.WriteTimeout
+	if wt <= 0 {
+		wt = 30 * time.Second
+	}
+	c := &Client{
+		conn:     conn,
+		fr:       fr,
+		servers:  m.Servers,
+		max:      maxFrame,
+		slots:    make(chan struct{}, inFlight),
+		calls:    make(map[uint64]chan reply),
+		nextID:   1,
+		done:     make(chan struct{}),
+		readDone: make(chan struct{}),
+	}
+	// Room for every call in flight to have its call frame and a cancel
+	// frame queued, so sending a cancel never has to wait.
+	c.w = newWriter(conn, 2*inFlight, wt, func(err error) {
+		c.fail(fmt.Errorf("%w: writing: %v", ErrClosed, err))
+	})
+	go c.readLoop()
+	return c, nil
+}
+
+// exchangeHello writes the hello and reads the answer, under the deadline
+// the caller set on conn.
+func exchangeHello(conn net.Conn, fr *FrameReader, token string, maxFrame int) (*WelcomeMsg, error) {
+	frame, err := AppendFrame(nil, &HelloMsg{V: Version, Token: token}, maxFrame)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := conn.Write(frame); err != nil {
+		return nil, err
+	}
+	in, err := fr.ReadFrame(nil)
+	if err != nil {
+		return nil, err
+	}
+	m, err := Decode(in)
+	if err != nil {
+		return nil, err
+	}
+	switch m := m.(type) {
+	case *WelcomeMsg:
+		return m, nil
+	case *FatalMsg:
+		return nil, m
+	}
+	return nil, fmt.Errorf("capwire: capbridge answered hello with %q", m.Type())
+}
+
+// Servers returns the MCP servers the grant reaches, as the welcome named
+// them.
+func (c *Client) Servers() []string { return append([]string(nil), c.servers...) }
+
+// Call invokes tool on MCP server (the capability "mcp."+server). args
+// must encode as a MessagePack map (nil, or a nil map, means {});
+// map[string]any is what generated code passes, and a msgpack.RawMessage
+// holding a map is sent as is.
+//
+// A denial is returned as *Denied (errors.As); errors.Is(err,
+// capwire.ErrTimeout) etc. work per code. A tool that ran and failed is a
+// *Result with IsError, not an error. When ctx is done first, Call sends
+// cancel for the call and returns an error wrapping ctx.Err(); a ctx
+// deadline is also sent to capbridge as the call's timeout_ms. A broken
+// connection gives an error wrapping ErrClosed.
+func (c *Client) Call(ctx context.Context, server, tool string, args any) (*Result, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, callCtxErr(server, tool, err)
+	}
+	select {
+	case c.slots <- struct{}{}:
+	case <-ctx.Done():
+		return nil, callCtxErr(server, tool, ctx.Err())
+	case <-c.done:
+		return nil, c.stopped()
+	}
+	defer func() { <-c.slots }()
+
+	id, ch, err := c.register()
+	if err != nil {
+		return nil, err
+	}
+	buf := getBuf()
+	out, err := c.appendCall(ctx, (*buf)[:0], id, server, tool, args)
+	*buf = out
+	if err != nil {
+		putBuf(buf)
+		c.retire(id)
+		return nil, err
+	}
+	if err := c.w.send(ctx, buf); err != nil {
+		if !c.retire(id) {
+			r := <-ch // settled meanwhile (the connection broke)
+			return r.res, r.err
+		}
+		if ctx.Err() != nil {
+			return nil, callCtxErr(server, tool, ctx.Err())
+		}
+		return nil, c.stopped()
+	}
+	select {
+	case r := <-ch:
+		return r.res, r.err
+	case <-ctx.Done():
+		if !c.retire(id) {
+			// The reply won the race; it is the call's real outcome.
+			r := <-ch
+			return r.res, r.err
+		}
+		c.sendCancel(id)
+		return nil, callCtxErr(server, tool, ctx.Err())
+	}
+}
+
+func callCtxErr(server, tool string, err error) error {
+	return fmt.Errorf("capwire: call %s/%s: %w", server, tool, err)
+}
+
+// appendCall encodes the call frame, with args encoded straight into the
+// frame buffer.
+func (c *Client) appendCall(ctx context.Context, dst []byte, id uint64, server, tool string, args any) ([]byte, error) {
+	var timeoutMS uint64
+	if dl, ok := ctx.Deadline(); ok {
+		timeoutMS = uint64(max(time.Until(dl).Milliseconds(), 1))
+	}
+	start := len(dst)
+	dst = append(dst, 0, 0, 0, 0)
+	dst, err := appendCallHead(dst, id, CapPrefix+server, tool, timeoutMS)
+	if err != nil {
+		return dst[:start], err
+	}
+	if dst, err = appendArgs(dst, args); err != nil {
+		return dst[:start], err
+	}
+	return finishFrame(dst, start, c.max, TypeCall)
+}
+
+// appendWriter lets a msgpack.Encoder append to a byte slice.
+type appendWriter struct{ b []byte }
+
+func (w *appendWriter) Write(p []byte) (int, error) { w.b = append(w.b, p...); return len(p), nil }
+func (w *appendWriter) WriteByte(c byte) error      { w.b = append(w.b, c); return nil }
+
+func appendArgs(dst []byte, args any) ([]byte, error) {
+	switch a := args.(type) {
+	case nil:
+		return append(dst, 0x80), nil
+	case msgpack.RawMessage:
+		if err := checkArgs(a); err != nil {
+			return dst, err
+		}
+		return append(dst, a...), nil
+	}
+	start := len(dst)
+	w := appendWriter{b: dst}
+	enc := msgpack.GetEncoder()
+	enc.Reset(&w)
+	enc.UseCompactInts(true)
+	err := enc.Encode(args)
+	msgpack.PutEncoder(enc)
+	dst = w.b
+	if err != nil {
+		return dst[:start], fmt.Errorf("capwire: encoding args: %w", err)
+	}
+	if len(dst) == start+1 && dst[start] == 0xc0 {
+		dst[start] = 0x80 // a nil map means {}
+	}
+	if err := checkArgs(dst[start:]); err != nil {
+		return dst[:start], err
+	}
+	return dst, nil
+}
+
+// register allocates an id and a reply slot for a new call.
+func (c *Client) register() (uint64, chan reply, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.err != nil {
+		return 0, nil, c.err
+	}
+	id := c.nextID
+	c.nextID++
+	ch := make(chan reply, 1)
+	c.calls[id] = ch
+	return id, ch, nil
+}
+
+// retire removes a call without settling it, reporting whether it was
+// still waiting (false: a reply or failure has been delivered to it).
+func (c *Client) retire(id uint64) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	_, ok := c.calls[id]
+	delete(c.calls, id)
+	return ok
+}
+
+// deliver settles call id with r, if it is still waiting; a reply to a
+// call that was cancelled or never made is dropped.
+func (c *Client) deliver(id uint64, r reply) {
+	c.mu.Lock()
+	ch, ok := c.calls[id]
+	delete(c.calls, id)
+	c.mu.Unlock()
+	if ok {
+		ch <- r // buffered, never blocks
+	}
+}
+
+// sendCancel tells capbridge to abandon call id. It is best effort: if the
+// write queue is full capbridge is not reading, and the call's own timeout
+// or the write deadline settles things.
+func (c *Client) sendCancel(id uint64) {
+	buf := getBuf()
+	out, err := AppendFrame((*buf)[:0], &CancelMsg{ID: id}, c.max)
+	*buf = out
+	if err != nil { // cannot happen for a cancel; keep the buffer anyway
+		putBuf(buf)
+		return
+	}
+	c.w.trySend(buf)
+}
+
+// fail stops the client with err (wrapping ErrClosed): every waiting call
+// gets err at once, later calls too; the socket is closed so both
+// goroutines exit. Only the first failure counts.
+func (c *Client) fail(err error) {
+	c.mu.Lock()
+	if c.err != nil {
+		c.mu.Unlock()
+		return
+	}
+	c.err = err
+	close(c.done)
+	calls := c.calls
+	c.calls = nil
+	c.mu.Unlock()
+	for _, ch := range calls {
+		ch <- reply{err: err}
+	}
+	c.conn.Close()
+	c.w.stopOnce.Do(func() { close(c.w.stop) })
+}
+
+func (c *Client) stopped() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.err
+}
+
+// Close closes the connection: calls still waiting fail with ErrClosed.
+// It waits for the client's goroutines to exit and is idempotent.
+func (c *Client) Close() error {
+	c.fail(ErrClosed)
+	c.closeOnce.Do(func() {
+		c.w.close()
+		<-c.readDone
+	})
+	return nil
+}
+
+func (c *Client) readLoop() {
+	defer close(c.readDone)
+	for {
+		// A fresh buffer per frame: a Result's Structured aliases it and
+		// belongs to the caller from then on.
+		frame, err := c.fr.ReadFrame(nil)
+		if err != nil {
+			c.fail(fmt.Errorf("%w: reading: %v", ErrClosed, err))
+			return
+		}
+		m, err := Decode(frame)
+		if err != nil {
+			we := err.(*WireError)
+			switch {
+			case !we.Fatal && we.Type != "" && !knownType(we.Type):
+				continue // a type from a newer capbridge: ignored (docs/capwire.md, "Versioning")
+			case !we.Fatal && we.HasID:
+				c.deliver(we.ID, reply{err: fmt.Errorf("capwire: malformed reply: %w", we)})
+				continue
+			}
+			c.fail(fmt.Errorf("%w: %w", ErrClosed, we))
+			return
+		}
+		switch m := m.(type) {
+		case *ResultMsg:
+			c.deliver(m.ID, reply{res: &m.Result})
+		case *DeniedMsg:
+			if m.NoID {
+				// capbridge could not tell which call it refused, so one of
+				// ours will never be answered; only ending the connection
+				// settles it.
+				c.fail(fmt.Errorf("%w: capbridge refused a frame: %w", ErrClosed, &m.Denial))
+				return
+			}
+			c.deliver(m.ID, reply{err: &m.Denial})
+		case *FatalMsg:
+			c.fail(fmt.Errorf("%w: %w", ErrClosed, m))
+			return
+		default:
+			c.fail(fmt.Errorf("%w: capbridge sent a %q frame", ErrClosed, m.Type()))
+			return
+		}
+	}
+}

@@ -1,0 +1,927 @@
+package capwire
+
+import (
+	"fmt"
+	"math"
+	"strconv"
+	"unicode/utf8"
+
+	"github.com/vmihailenco/msgpack/v5"
+)
+
+// Version is the wire version this package speaks, sent in hello and
+// welcome (docs/capwire.md, "Versioning").
+const Version = 1
+
+// CapPrefix starts every capability name in v1: a call's cap is
+// "mcp.<server>".
+const CapPrefix = "mcp."
+
+// Envelope types, the value of "t".
+const (
+	TypeHello   = "hello"
+	TypeWelcome = "welcome"
+	TypeCall    = "call"
+	TypeCancel  = "cancel"
+	TypeResult  = "result"
+	TypeDenied  = "denied"
+	TypeFatal   = "fatal"
+)
+
+// Message is one envelope. The set is closed: *HelloMsg, *WelcomeMsg,
+// *CallMsg, *CancelMsg, *ResultMsg, *DeniedMsg and *FatalMsg.
+type Message interface {
+	// Type is the envelope's "t".
+	Type() string
+	appendBody(dst []byte) ([]byte, error)
+}
+
+// HelloMsg is the first frame of a connection, client → capbridge.
+type HelloMsg struct {
+	V     uint64 // wire version the client speaks; 1
+	Token string // the grant token handed into the jail
+}
+
+// WelcomeMsg answers a good hello, capbridge → client.
+type WelcomeMsg struct {
+	V       uint64   // wire version capbridge will speak; 1
+	Servers []string // the MCP servers the grant reaches
+}
+
+// CallMsg invokes a tool, client → capbridge.
+type CallMsg struct {
+	ID  uint64 // chosen by the client, unique among its calls in flight
+	Cap string // "mcp.<server>"
+	Op  string // the tool's wire name, verbatim
+	// Args is the raw MessagePack map, exactly as it arrived: a sub-slice
+	// of the frame (capacity clipped, so appending to it cannot overwrite
+	// the frame). It is checked to be one well-formed map no deeper than
+	// MaxDepth; its content is the converter's to judge.
+	Args      msgpack.RawMessage
+	TimeoutMS uint64 // the client's deadline for the call in ms; 0 means none given
+
+	buf *[]byte // the pooled frame Args aliases, when read by a ServerConn
+}
+
+// Release returns the frame buffer that Args aliases to the pool. It is
+// optional (an unreleased buffer is garbage collected) and must be the last
+// use of Args; it is a no-op for a CallMsg not read by a ServerConn.
+func (c *CallMsg) Release() {
+	if c.buf != nil {
+		putBuf(c.buf)
+		c.buf, c.Args = nil, nil
+	}
+}
+
+// CancelMsg abandons a call, client → capbridge.
+type CancelMsg struct {
+	ID uint64
+}
+
+// ResultMsg is a call's outcome when the tool ran, capbridge → client.
+type ResultMsg struct {
+	ID     uint64
+	Result Result
+}
+
+// DeniedMsg is a call's outcome when it was refused or could not complete,
+// capbridge → client.
+type DeniedMsg struct {
+	ID uint64
+	// NoID marks a denial of a frame whose id could not be recovered (a
+	// malformed call); the id field is then omitted on the wire.
+	NoID   bool
+	Denial Denied
+}
+
+// FatalMsg ends a connection, capbridge → client; capbridge closes the
+// connection right after sending it. It is also the error a Client reports
+// (wrapped with ErrClosed) when capbridge ended the connection with it, so
+// errors.Is(err, ErrBadToken) works.
+type FatalMsg struct {
+	Code    string // one of the fatal codes
+	Message string
+}
+
+func (f *FatalMsg) Error() string {
+	if f.Message == "" {
+		return "capwire: fatal: " + f.Code
+	}
+	return "capwire: fatal: " + f.Code + ": " + f.Message
+}
+
+// Is compares Code with target's code.
+func (f *FatalMsg) Is(target error) bool { return isCode(f.Code, target) }
+
+func (*HelloMsg) Type() string   { return TypeHello }
+func (*WelcomeMsg) Type() string { return TypeWelcome }
+func (*CallMsg) Type() string    { return TypeCall }
+func (*CancelMsg) Type() string  { return TypeCancel }
+func (*ResultMsg) Type() string  { return TypeResult }
+func (*DeniedMsg) Type() string  { return TypeDenied }
+func (*FatalMsg) Type() string   { return TypeFatal }
+
+// Field indices of every key any v1 envelope uses. Decode scans a frame
+// once, noting where each known key's value lies; unknown keys are skipped
+// (checked for well-formedness, then ignored: docs/capwire.md,
+// "Versioning").
+const (
+	fT = iota
+	fV
+	fToken
+	fServers
+	fID
+	fCap
+	fOp
+	fArgs
+	fTimeout
+	fIsError
+	fContent
+	fStructured
+	fTruncated
+	fCode
+	fMessage
+	fPath
+	fRPCCode
+	nFields
+)
+
+var fieldNames = [nFields]string{
+	"t", "v", "token", "servers", "id", "cap", "op", "args", "timeout_ms",
+	"is_error", "content", "structured", "truncated", "code", "message", "path", "rpc_code",
+}
+
+func fieldOf(key []byte) int {
+	// A switch on string(key) compiles to comparisons without allocating.
+	switch string(key) {
+	case "t":
+		return fT
+	case "v":
+		return fV
+	case "token":
+		return fToken
+	case "servers":
+		return fServers
+	case "id":
+		return fID
+	case "cap":
+		return fCap
+	case "op":
+		return fOp
+	case "args":
+		return fArgs
+	case "timeout_ms":
+		return fTimeout
+	case "is_error":
+		return fIsError
+	case "content":
+		return fContent
+	case "structured":
+		return fStructured
+	case "truncated":
+		return fTruncated
+	case "code":
+		return fCode
+	case "message":
+		return fMessage
+	case "path":
+		return fPath
+	case "rpc_code":
+		return fRPCCode
+	}
+	return -1
+}
+
+// envelope is Decode's working state for one frame.
+type envelope struct {
+	b    []byte
+	seen uint32
+	at   [nFields]int // where each seen field's value starts
+	end  [nFields]int // and ends
+
+	// early is the first semantic fault found while scanning (duplicate
+	// key, non-string key, nesting too deep), reported once the type and
+	// id are known.
+	early *WireError
+
+	typ   string
+	code  string
+	fatal bool
+	id    uint64
+	hasID bool
+}
+
+// Decode decodes one frame's payload (without the length prefix) into the
+// envelope it holds. It is total: any input gives a Message or a
+// *WireError. The result may alias b (CallMsg.Args, Result.Structured); b
+// must not be modified while it is in use.
+//
+// Faults, as the spec defines them: a payload that is not exactly one
+// well-formed MessagePack map is a fatal bad_frame; any fault in a hello is
+// a fatal bad_hello; any other fault (missing or unknown "t", wrong field
+// types, a value nested deeper than MaxDepth, invalid UTF-8 in an envelope
+// string, a duplicated key) is a non-fatal bad_request that carries the
+// frame's id when it had a usable one.
+func Decode(b []byte) (Message, error) {
+	e := envelope{b: b}
+	if err := e.scan(); err != nil {
+		return nil, err
+	}
+	if err := e.classify(); err != nil {
+		return nil, err
+	}
+	if e.early != nil {
+		return nil, e.finish(e.early)
+	}
+	switch e.typ {
+	case TypeHello:
+		return e.hello()
+	case TypeWelcome:
+		return e.welcome()
+	case TypeCall:
+		return e.call()
+	case TypeCancel:
+		return e.cancel()
+	case TypeResult:
+		return e.result()
+	case TypeDenied:
+		return e.denied()
+	case TypeFatal:
+		return e.fatalMsg()
+	}
+	return nil, e.fail(fT, "", "unknown envelope type "+strconv.Quote(e.typ))
+}
+
+// knownType reports whether t is a v1 envelope type.
+func knownType(t string) bool {
+	switch t {
+	case TypeHello, TypeWelcome, TypeCall, TypeCancel, TypeResult, TypeDenied, TypeFatal:
+		return true
+	}
+	return false
+}
+
+func badFrame(off int, msg string, err error) *WireError {
+	return &WireError{Code: CodeBadFrame, Fatal: true, Offset: off, Msg: msg, Err: err}
+}
+
+// scan walks the top-level map once, recording the span of each known key's
+// value and checking every value's structure.
+func (e *envelope) scan() error {
+	b := e.b
+	h, err := readHead(b, 0)
+	if err != nil {
+		return badFrame(0, "frame is not MessagePack", err)
+	}
+	if h.k != kMap {
+		return badFrame(0, "frame is not a map", nil)
+	}
+	if h.v*2 > uint64(len(b)-h.off) {
+		return badFrame(0, "map claims more entries than the frame holds", errShort)
+	}
+	i := h.off
+	for n := h.v; n > 0; n-- {
+		kh, err := readHead(b, i)
+		if err != nil {
+			return badFrame(i, "bad key", err)
+		}
+		vat := kh.end()
+		if kh.k != kStr {
+			// Walk the key (it may be a container) to find its value.
+			if vat, err = skip(b, i, 0); err != nil && err != errTooDeep {
+				return badFrame(i, "bad key", err)
+			}
+			e.note("", i, "envelope key is not a string")
+		}
+		key := b[kh.off:kh.end()]
+		end, err := skip(b, vat, 0)
+		f := -1
+		if kh.k == kStr {
+			f = fieldOf(key)
+		}
+		switch {
+		case err == errTooDeep:
+			e.note("/"+escape(key), vat, "value nests deeper than "+strconv.Itoa(MaxDepth))
+		case err != nil:
+			return badFrame(vat, "bad value for key "+strconv.Quote(string(key)), err)
+		}
+		if f >= 0 {
+			if e.seen&(1<<f) != 0 {
+				e.note("/"+fieldNames[f], i, "duplicate key")
+			}
+			e.seen |= 1 << f
+			e.at[f], e.end[f] = vat, end
+		}
+		i = end
+	}
+	if i != len(b) {
+		return badFrame(i, strconv.Itoa(len(b)-i)+" bytes after the map", nil)
+	}
+	return nil
+}
+
+// note records the first semantic fault found by scan.
+func (e *envelope) note(path string, off int, msg string) {
+	if e.early == nil {
+		e.early = &WireError{Path: path, Offset: off, Msg: msg}
+	}
+}
+
+// escape encodes a key as an RFC 6901 reference token, for paths.
+func escape(key []byte) string {
+	s := string(key)
+	if !utf8.ValidString(s) {
+		s = strconv.Quote(s)
+	}
+	out := make([]byte, 0, len(s))
+	for i := 0; i < len(s); i++ {
+		switch s[i] {
+		case '~':
+			out = append(out, '~', '0')
+		case '/':
+			out = append(out, '~', '1')
+		default:
+			out = append(out, s[i])
+		}
+	}
+	return string(out)
+}
+
+// classify reads "t" and "id", which decide how every later fault is
+// reported.
+func (e *envelope) classify() error {
+	e.code = CodeBadRequest
+	if e.has(fT) {
+		h, _ := readHead(e.b, e.at[fT])
+		if h.k == kStr && utf8.Valid(e.b[h.off:h.end()]) {
+			e.typ = string(e.b[h.off:h.end()])
+		}
+	}
+	if e.typ == TypeHello {
+		e.code, e.fatal = CodeBadHello, true
+	}
+	if e.has(fID) {
+		if h, _ := readHead(e.b, e.at[fID]); h.k == kUint {
+			e.id, e.hasID = h.v, true
+		}
+	}
+	if !e.has(fT) {
+		return e.fail(-1, "", `missing "t"`)
+	}
+	if e.typ == "" {
+		return e.fail(fT, "", `"t" is not a non-empty UTF-8 string`)
+	}
+	return nil
+}
+
+func (e *envelope) has(f int) bool { return e.seen&(1<<f) != 0 }
+
+// finish completes a fault with what classify learned.
+func (e *envelope) finish(w *WireError) *WireError {
+	w.Code, w.Fatal, w.Type = e.code, e.fatal, e.typ
+	w.ID, w.HasID = e.id, e.hasID
+	return w
+}
+
+// fail reports a fault at field f (or at the frame when f < 0), with sub
+// appended to the field's path.
+func (e *envelope) fail(f int, sub, msg string) error {
+	w := &WireError{Offset: -1, Msg: msg}
+	if f >= 0 {
+		w.Path, w.Offset = "/"+fieldNames[f]+sub, e.at[f]
+	}
+	return e.finish(w)
+}
+
+func (e *envelope) require(f int) error {
+	if !e.has(f) {
+		return e.fail(-1, "", "missing "+strconv.Quote(fieldNames[f]))
+	}
+	return nil
+}
+
+// present reports whether optional field f was given a non-nil value.
+func (e *envelope) present(f int) bool {
+	if !e.has(f) {
+		return false
+	}
+	h, _ := readHead(e.b, e.at[f])
+	return h.k != kNil
+}
+
+func (e *envelope) uint(f int) (uint64, error) {
+	if err := e.require(f); err != nil {
+		return 0, err
+	}
+	h, _ := readHead(e.b, e.at[f])
+	if h.k != kUint {
+		return 0, e.fail(f, "", "want an unsigned integer")
+	}
+	return h.v, nil
+}
+
+func (e *envelope) int(f int) (int, error) {
+	h, _ := readHead(e.b, e.at[f])
+	switch {
+	case h.k == kUint && h.v <= math.MaxInt:
+		return int(h.v), nil
+	case h.k == kNegInt && int64(h.v) >= math.MinInt:
+		return int(int64(h.v)), nil
+	}
+	return 0, e.fail(f, "", "want an integer")
+}
+
+func (e *envelope) bool(f int) (bool, error) {
+	if err := e.require(f); err != nil {
+		return false, err
+	}
+	h, _ := readHead(e.b, e.at[f])
+	switch h.k {
+	case kTrue:
+		return true, nil
+	case kFalse:
+		return false, nil
+	}
+	return false, e.fail(f, "", "want a boolean")
+}
+
+func (e *envelope) str(f int) (string, error) {
+	if err := e.require(f); err != nil {
+		return "", err
+	}
+	return e.strAt(e.at[f], f, "")
+}
+
+// strAt decodes the string at b[i], reporting faults at field f + sub.
+func (e *envelope) strAt(i, f int, sub string) (string, error) {
+	h, _ := readHead(e.b, i)
+	if h.k != kStr {
+		return "", e.fail(f, sub, "want a string")
+	}
+	s := e.b[h.off:h.end()]
+	if !utf8.Valid(s) {
+		return "", e.fail(f, sub, "invalid UTF-8")
+	}
+	return string(s), nil
+}
+
+// nonEmpty is str for fields that must not be "".
+func (e *envelope) nonEmpty(f int) (string, error) {
+	s, err := e.str(f)
+	if err == nil && s == "" {
+		err = e.fail(f, "", "must not be empty")
+	}
+	return s, err
+}
+
+// optStr is a string field that may be absent or nil ("" then).
+func (e *envelope) optStr(f int) (string, error) {
+	if !e.present(f) {
+		return "", nil
+	}
+	return e.str(f)
+}
+
+// raw is field f's bytes, capacity clipped so an append cannot reach into
+// the rest of the frame.
+func (e *envelope) raw(f int) []byte { return e.b[e.at[f]:e.end[f]:e.end[f]] }
+
+func (e *envelope) hello() (Message, error) {
+	v, err := e.uint(fV)
+	if err != nil {
+		return nil, err
+	}
+	tok, err := e.str(fToken)
+	if err != nil {
+		return nil, err
+	}
+	return &HelloMsg{V: v, Token: tok}, nil
+}
+
+func (e *envelope) welcome() (Message, error) {
+	v, err := e.uint(fV)
+	if err != nil {
+		return nil, err
+	}
+	if err := e.require(fServers); err != nil {
+		return nil, err
+	}
+	h, _ := readHead(e.b, e.at[fServers])
+	if h.k != kArray {
+		return nil, e.fail(fServers, "", "want an array")
+	}
+	// The count was checked against the frame size by scan; cap the
+	// allocation anyway so a hostile count costs no more than its bytes.
+	servers := make([]string, 0, min(h.v, 64))
+	i := h.off
+	for k := uint64(0); k < h.v; k++ {
+		s, err := e.strAt(i, fServers, "/"+strconv.FormatUint(k, 10))
+		if err != nil {
+			return nil, err
+		}
+		servers = append(servers, s)
+		i, _ = skip(e.b, i, 1)
+	}
+	return &WelcomeMsg{V: v, Servers: servers}, nil
+}
+
+func (e *envelope) call() (Message, error) {
+	id, err := e.uint(fID)
+	if err != nil {
+		return nil, err
+	}
+	c := &CallMsg{ID: id}
+	if c.Cap, err = e.nonEmpty(fCap); err != nil {
+		return nil, err
+	}
+	if c.Op, err = e.nonEmpty(fOp); err != nil {
+		return nil, err
+	}
+	if err := e.require(fArgs); err != nil {
+		return nil, err
+	}
+	if h, _ := readHead(e.b, e.at[fArgs]); h.k != kMap {
+		return nil, e.fail(fArgs, "", "want a map")
+	}
+	c.Args = e.raw(fArgs)
+	if e.present(fTimeout) {
+		if c.TimeoutMS, err = e.uint(fTimeout); err != nil {
+			return nil, err
+		}
+	}
+	return c, nil
+}
+
+func (e *envelope) cancel() (Message, error) {
+	id, err := e.uint(fID)
+	if err != nil {
+		return nil, err
+	}
+	return &CancelMsg{ID: id}, nil
+}
+
+func (e *envelope) result() (Message, error) {
+	id, err := e.uint(fID)
+	if err != nil {
+		return nil, err
+	}
+	m := &ResultMsg{ID: id}
+	if m.Result.IsError, err = e.bool(fIsError); err != nil {
+		return nil, err
+	}
+	if m.Result.Content, err = e.content(); err != nil {
+		return nil, err
+	}
+	if e.present(fStructured) {
+		m.Result.Structured = e.raw(fStructured)
+	}
+	if e.present(fTruncated) {
+		if m.Result.Truncated, err = e.bool(fTruncated); err != nil {
+			return nil, err
+		}
+	}
+	return m, nil
+}
+
+// content decodes the result's blocks. A block of a type this version does
+// not know is kept with only its Type (docs/capwire.md, "Versioning").
+func (e *envelope) content() ([]Block, error) {
+	if err := e.require(fContent); err != nil {
+		return nil, err
+	}
+	b := e.b
+	h, _ := readHead(b, e.at[fContent])
+	if h.k != kArray {
+		return nil, e.fail(fContent, "", "want an array")
+	}
+	blocks := make([]Block, 0, min(h.v, 16))
+	i := h.off
+	for k := uint64(0); k < h.v; k++ {
+		sub := "/" + strconv.FormatUint(k, 10)
+		bh, _ := readHead(b, i)
+		if bh.k != kMap {
+			return nil, e.fail(fContent, sub, "want a map")
+		}
+		var blk Block
+		var seen [3]bool
+		j := bh.off
+		for p := uint64(0); p < bh.v; p++ {
+			kh, _ := readHead(b, j)
+			vat := kh.end()
+			if kh.k != kStr {
+				return nil, e.fail(fContent, sub, "block key is not a string")
+			}
+			var dst *string
+			slot := -1
+			switch string(b[kh.off:kh.end()]) {
+			case "type":
+				dst, slot = &blk.Type, 0
+			case "text":
+				dst, slot = &blk.Text, 1
+			case "kind":
+				dst, slot = &blk.Kind, 2
+			}
+			if slot >= 0 {
+				name := [3]string{"/type", "/text", "/kind"}[slot]
+				if seen[slot] {
+					return nil, e.fail(fContent, sub+name, "duplicate key")
+				}
+				seen[slot] = true
+				s, err := e.strAt(vat, fContent, sub+name)
+				if err != nil {
+					return nil, err
+				}
+				*dst = s
+			}
+			// Structure and depth were checked by scan.
+			j, _ = skip(b, vat, 2)
+		}
+		switch {
+		case !seen[0] || blk.Type == "":
+			return nil, e.fail(fContent, sub, `block has no "type"`)
+		case blk.Type == BlockText && !seen[1]:
+			return nil, e.fail(fContent, sub, `text block has no "text"`)
+		case blk.Type == BlockOther && blk.Kind == "":
+			return nil, e.fail(fContent, sub, `other block has no "kind"`)
+		}
+		blocks = append(blocks, blk)
+		i = j
+	}
+	return blocks, nil
+}
+
+func (e *envelope) denied() (Message, error) {
+	m := &DeniedMsg{NoID: true}
+	if e.present(fID) {
+		id, err := e.uint(fID)
+		if err != nil {
+			return nil, err
+		}
+		m.ID, m.NoID = id, false
+	}
+	var err error
+	d := &m.Denial
+	if d.Code, err = e.nonEmpty(fCode); err != nil {
+		return nil, err
+	}
+	if d.Message, err = e.optStr(fMessage); err != nil {
+		return nil, err
+	}
+	if d.Path, err = e.optStr(fPath); err != nil {
+		return nil, err
+	}
+	if e.present(fRPCCode) {
+		if d.RPCCode, err = e.int(fRPCCode); err != nil {
+			return nil, err
+		}
+	}
+	return m, nil
+}
+
+func (e *envelope) fatalMsg() (Message, error) {
+	code, err := e.nonEmpty(fCode)
+	if err != nil {
+		return nil, err
+	}
+	msg, err := e.optStr(fMessage)
+	if err != nil {
+		return nil, err
+	}
+	return &FatalMsg{Code: code, Message: msg}, nil
+}
+
+// Encoding. Keys are written in one fixed order per type and every value in
+// its shortest form, so equal messages encode to equal bytes.
+
+// AppendMessage appends m's payload (one MessagePack map, no length
+// prefix) to dst. It refuses to write what Decode would reject: strings
+// must be valid UTF-8, codes must belong to their closed set, raw
+// MessagePack fields must be single well-formed values no deeper than
+// MaxDepth.
+func AppendMessage(dst []byte, m Message) ([]byte, error) {
+	return m.appendBody(dst)
+}
+
+// AppendFrame appends m as a whole frame (length prefix and payload) to
+// dst. A payload longer than maxFrame bytes (0 means DefaultMaxFrame) is an
+// error satisfying errors.Is(err, ErrFrameTooLarge), and dst is returned
+// unchanged; the bridge answers such a result with result_too_large.
+func AppendFrame(dst []byte, m Message, maxFrame int) ([]byte, error) {
+	maxFrame = frameLimit(maxFrame)
+	start := len(dst)
+	dst = append(dst, 0, 0, 0, 0)
+	out, err := m.appendBody(dst)
+	if err != nil {
+		return dst[:start], err
+	}
+	return finishFrame(out, start, maxFrame, m.Type())
+}
+
+// finishFrame writes the length prefix reserved at out[start:start+4].
+func finishFrame(out []byte, start, maxFrame int, typ string) ([]byte, error) {
+	n := len(out) - start - 4
+	if n > maxFrame {
+		return out[:start], fmt.Errorf("capwire: encoding %s: %w: payload %d bytes, limit %d", typ, ErrFrameTooLarge, n, maxFrame)
+	}
+	out[start] = byte(n >> 24)
+	out[start+1] = byte(n >> 16)
+	out[start+2] = byte(n >> 8)
+	out[start+3] = byte(n)
+	return out, nil
+}
+
+func encodeErr(typ, field, msg string) error {
+	return fmt.Errorf("capwire: encoding %s: %s: %s", typ, field, msg)
+}
+
+func checkStr(typ, field, s string) error {
+	if !utf8.ValidString(s) {
+		return encodeErr(typ, field, "invalid UTF-8")
+	}
+	return nil
+}
+
+func (m *HelloMsg) appendBody(dst []byte) ([]byte, error) {
+	if err := checkStr(TypeHello, "token", m.Token); err != nil {
+		return dst, err
+	}
+	dst = appendMapHeader(dst, 3)
+	dst = appendStr(appendStr(dst, "t"), TypeHello)
+	dst = appendUint(appendStr(dst, "v"), m.V)
+	dst = appendStr(appendStr(dst, "token"), m.Token)
+	return dst, nil
+}
+
+func (m *WelcomeMsg) appendBody(dst []byte) ([]byte, error) {
+	for _, s := range m.Servers {
+		if err := checkStr(TypeWelcome, "servers", s); err != nil {
+			return dst, err
+		}
+	}
+	dst = appendMapHeader(dst, 3)
+	dst = appendStr(appendStr(dst, "t"), TypeWelcome)
+	dst = appendUint(appendStr(dst, "v"), m.V)
+	dst = appendArrayHeader(appendStr(dst, "servers"), len(m.Servers))
+	for _, s := range m.Servers {
+		dst = appendStr(dst, s)
+	}
+	return dst, nil
+}
+
+// appendCallHead writes a call up to and including the "args" key; the
+// args map follows. Client.Call encodes args straight after it into the
+// frame buffer.
+func appendCallHead(dst []byte, id uint64, capName, op string, timeoutMS uint64) ([]byte, error) {
+	if capName == "" || op == "" {
+		return dst, encodeErr(TypeCall, "cap/op", "must not be empty")
+	}
+	if err := checkStr(TypeCall, "cap", capName); err != nil {
+		return dst, err
+	}
+	if err := checkStr(TypeCall, "op", op); err != nil {
+		return dst, err
+	}
+	n := 5
+	if timeoutMS != 0 {
+		n++
+	}
+	dst = appendMapHeader(dst, n)
+	dst = appendStr(appendStr(dst, "t"), TypeCall)
+	dst = appendUint(appendStr(dst, "id"), id)
+	dst = appendStr(appendStr(dst, "cap"), capName)
+	dst = appendStr(appendStr(dst, "op"), op)
+	if timeoutMS != 0 {
+		dst = appendUint(appendStr(dst, "timeout_ms"), timeoutMS)
+	}
+	return appendStr(dst, "args"), nil
+}
+
+// checkArgs is the encoder's check that args is one well-formed map.
+func checkArgs(args []byte) error {
+	h, err := checkValue(args)
+	if err != nil {
+		return encodeErr(TypeCall, "args", err.Error())
+	}
+	if h.k != kMap {
+		return encodeErr(TypeCall, "args", "not a map")
+	}
+	return nil
+}
+
+func (m *CallMsg) appendBody(dst []byte) ([]byte, error) {
+	if err := checkArgs(m.Args); err != nil {
+		return dst, err
+	}
+	out, err := appendCallHead(dst, m.ID, m.Cap, m.Op, m.TimeoutMS)
+	if err != nil {
+		return dst, err
+	}
+	return append(out, m.Args...), nil
+}
+
+func (m *CancelMsg) appendBody(dst []byte) ([]byte, error) {
+	dst = appendMapHeader(dst, 2)
+	dst = appendStr(appendStr(dst, "t"), TypeCancel)
+	return appendUint(appendStr(dst, "id"), m.ID), nil
+}
+
+func (m *ResultMsg) appendBody(dst []byte) ([]byte, error) {
+	r := &m.Result
+	if len(r.Structured) > 0 {
+		if _, err := checkValue(r.Structured); err != nil {
+			return dst, encodeErr(TypeResult, "structured", err.Error())
+		}
+	}
+	for i := range r.Content {
+		blk := &r.Content[i]
+		switch {
+		case blk.Type == BlockText:
+			if err := checkStr(TypeResult, "content text", blk.Text); err != nil {
+				return dst, err
+			}
+		case blk.Type == BlockOther && blk.Kind != "":
+			if err := checkStr(TypeResult, "content kind", blk.Kind); err != nil {
+				return dst, err
+			}
+		default:
+			return dst, encodeErr(TypeResult, "content", fmt.Sprintf("block %d: want type %q or %q with a kind", i, BlockText, BlockOther))
+		}
+	}
+	dst = appendMapHeader(dst, 6)
+	dst = appendStr(appendStr(dst, "t"), TypeResult)
+	dst = appendUint(appendStr(dst, "id"), m.ID)
+	dst = appendBool(appendStr(dst, "is_error"), r.IsError)
+	dst = appendArrayHeader(appendStr(dst, "content"), len(r.Content))
+	for i := range r.Content {
+		blk := &r.Content[i]
+		dst = appendMapHeader(dst, 2)
+		dst = appendStr(appendStr(dst, "type"), blk.Type)
+		if blk.Type == BlockText {
+			dst = appendStr(appendStr(dst, "text"), blk.Text)
+		} else {
+			dst = appendStr(appendStr(dst, "kind"), blk.Kind)
+		}
+	}
+	dst = appendStr(dst, "structured")
+	if len(r.Structured) > 0 {
+		dst = append(dst, r.Structured...)
+	} else {
+		dst = append(dst, 0xc0)
+	}
+	dst = appendBool(appendStr(dst, "truncated"), r.Truncated)
+	return dst, nil
+}
+
+func (m *DeniedMsg) appendBody(dst []byte) ([]byte, error) {
+	d := &m.Denial
+	if !IsDenialCode(d.Code) {
+		return dst, encodeErr(TypeDenied, "code", strconv.Quote(d.Code)+" is not a denial code")
+	}
+	if err := checkStr(TypeDenied, "message", d.Message); err != nil {
+		return dst, err
+	}
+	if err := checkStr(TypeDenied, "path", d.Path); err != nil {
+		return dst, err
+	}
+	// rpc_code is written for server_error always (a JSON-RPC code may be
+	// 0) and for other codes only when set.
+	withRPC := d.Code == CodeServerError || d.RPCCode != 0
+	n := 3
+	if !m.NoID {
+		n++
+	}
+	if d.Path != "" {
+		n++
+	}
+	if withRPC {
+		n++
+	}
+	dst = appendMapHeader(dst, n)
+	dst = appendStr(appendStr(dst, "t"), TypeDenied)
+	if !m.NoID {
+		dst = appendUint(appendStr(dst, "id"), m.ID)
+	}
+	dst = appendStr(appendStr(dst, "code"), d.Code)
+	dst = appendStr(appendStr(dst, "message"), d.Message)
+	if d.Path != "" {
+		dst = appendStr(appendStr(dst, "path"), d.Path)
+	}
+	if withRPC {
+		dst = appendInt(appendStr(dst, "rpc_code"), int64(d.RPCCode))
+	}
+	return dst, nil
+}
+
+func (m *FatalMsg) appendBody(dst []byte) ([]byte, error) {
+	if !IsFatalCode(m.Code) {
+		return dst, encodeErr(TypeFatal, "code", strconv.Quote(m.Code)+" is not a fatal code")
+	}
+	if err := checkStr(TypeFatal, "message", m.Message); err != nil {
+		return dst, err
+	}
+	dst = appendMapHeader(dst, 3)
+	dst = appendStr(appendStr(dst, "t"), TypeFatal)
+	dst = appendStr(appendStr(dst, "code"), m.Code)
+	dst = appendStr(appendStr(dst, "message"), m.Message)
+	return dst, nil
+}
