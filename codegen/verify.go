@@ -1,0 +1,133 @@
+package codegen
+
+import (
+	"bytes"
+	"fmt"
+	"go/ast"
+	"go/format"
+	"go/parser"
+	"go/token"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// VerifyError says which check the emitted source failed, and where. It is
+// the Go analogue of seed 000's "@" backstop: the sanitiser is meant to
+// make every such failure impossible, so one means a generator bug and the
+// source is withheld rather than handed to a compiler.
+type VerifyError struct {
+	Line   int // 1-based; 0 when the failure has no single line
+	Reason string
+}
+
+func (e *VerifyError) Error() string {
+	if e.Line == 0 {
+		return "codegen: generated source failed verification: " + e.Reason
+	}
+	return fmt.Sprintf("codegen: generated source failed verification: line %d: %s", e.Line, e.Reason)
+}
+
+// Is makes every VerifyError match ErrVerification.
+func (e *VerifyError) Is(target error) bool { return target == ErrVerification }
+
+// intent is what the emitter meant to declare.
+type intent struct {
+	pkg   string
+	funcs map[string]bool
+	types map[string]bool
+}
+
+// verifyGo checks src before it is handed out (issue 6, "Verification"):
+// it parses; gofmt leaves it unchanged; it is package want.pkg; it imports
+// only goImports, unrenamed (so no import "C" and no cgo preamble); every
+// comment is a line comment beginning "// " (so no //go: or //line
+// directive, no //export, no build constraint, no block comment); and its
+// top-level declarations are exactly the intended functions and types, with
+// no init, no method, no variable or constant and no generic.
+func verifyGo(src []byte, want intent) error {
+	fset := token.NewFileSet()
+	f, err := parser.ParseFile(fset, "facade.go", src, parser.ParseComments|parser.SkipObjectResolution)
+	if err != nil {
+		return &VerifyError{Reason: "does not parse: " + clip(err.Error(), 200)}
+	}
+	line := func(p token.Pos) int { return fset.Position(p).Line }
+	formatted, err := format.Source(src)
+	if err != nil {
+		return &VerifyError{Reason: "gofmt fails: " + clip(err.Error(), 200)}
+	}
+	if !bytes.Equal(formatted, src) {
+		return &VerifyError{Line: firstDiffLine(src, formatted), Reason: "not gofmt-stable"}
+	}
+	if f.Name.Name != want.pkg {
+		return &VerifyError{Line: line(f.Name.Pos()), Reason: fmt.Sprintf("package %s, want %s", f.Name.Name, want.pkg)}
+	}
+	for _, imp := range f.Imports {
+		path, err := strconv.Unquote(imp.Path.Value)
+		if err != nil || imp.Name != nil || !slices.Contains(goImports, path) {
+			return &VerifyError{Line: line(imp.Pos()), Reason: "import outside the allowlist: " + clip(imp.Path.Value, 80)}
+		}
+	}
+	for _, g := range f.Comments {
+		for _, c := range g.List {
+			t := c.Text
+			if t != "//" && (!strings.HasPrefix(t, "// ") || strings.HasPrefix(t, "// +build")) {
+				return &VerifyError{Line: line(c.Pos()), Reason: "comment is not a plain line comment: " + strconv.QuoteToASCII(clip(t, 40))}
+			}
+		}
+	}
+	seen := map[string]bool{}
+	declare := func(name string, pos token.Pos, allowed map[string]bool, what string) error {
+		if !allowed[name] || seen[name] {
+			return &VerifyError{Line: line(pos), Reason: "unintended " + what + " " + name}
+		}
+		seen[name] = true
+		return nil
+	}
+	for _, d := range f.Decls {
+		switch d := d.(type) {
+		case *ast.FuncDecl:
+			if d.Recv != nil || d.Type.TypeParams != nil || d.Name.Name == "init" {
+				return &VerifyError{Line: line(d.Pos()), Reason: "unintended init, method or generic " + d.Name.Name}
+			}
+			if err := declare(d.Name.Name, d.Pos(), want.funcs, "function"); err != nil {
+				return err
+			}
+		case *ast.GenDecl:
+			switch d.Tok {
+			case token.IMPORT:
+			case token.TYPE:
+				for _, s := range d.Specs {
+					ts := s.(*ast.TypeSpec)
+					if ts.TypeParams != nil || ts.Assign.IsValid() {
+						return &VerifyError{Line: line(ts.Pos()), Reason: "unintended alias or generic " + ts.Name.Name}
+					}
+					if err := declare(ts.Name.Name, ts.Pos(), want.types, "type"); err != nil {
+						return err
+					}
+				}
+			default:
+				return &VerifyError{Line: line(d.Pos()), Reason: "unintended " + d.Tok.String() + " declaration"}
+			}
+		default:
+			return &VerifyError{Line: line(d.Pos()), Reason: "unintended declaration"}
+		}
+	}
+	if len(seen) != len(want.funcs)+len(want.types) {
+		return &VerifyError{Reason: fmt.Sprintf("%d declarations, want %d", len(seen), len(want.funcs)+len(want.types))}
+	}
+	return nil
+}
+
+func firstDiffLine(a, b []byte) int {
+	n := 1
+	for i := 0; i < len(a) && i < len(b); i++ {
+		if a[i] != b[i] {
+			return n
+		}
+		if a[i] == '\n' {
+			n++
+		}
+	}
+	return n
+}
