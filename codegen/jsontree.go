@@ -13,8 +13,8 @@ import (
 // server wrote its properties in, and encoding/json's maps would lose it.
 type node struct {
 	kind  nodeKind
-	str   string  // kindString; kindNumber holds the literal text
-	b     bool    // kindBool
+	str   string   // kindString; kindNumber holds the literal text
+	b     bool     // kindBool
 	keys  []string // kindObject, in document order, unique
 	vals  []*node  // kindObject, parallel to keys
 	elems []*node  // kindArray
