@@ -7,13 +7,14 @@ import (
 
 // FaultKind says why a conversion refused its input. The set is closed:
 // the constants below are every kind a conversion returns, and the package
-// doc says which direction produces which. A FaultKind is itself an error,
-// so callers that only branch on the kind can write
-// errors.Is(err, interchange.FaultDuplicateKey).
+// doc says which direction produces which. Reach it with errors.As:
+//
+//	var f *interchange.Fault
+//	if errors.As(err, &f) && f.Kind == interchange.FaultDuplicateKey { … }
 type FaultKind uint8
 
-// The fault kinds. Their String forms are stable identifiers (suitable for
-// a denial code or a log field); their Error texts are not.
+// The fault kinds. Their String forms are stable identifiers, suitable for
+// a denial code or a log field; Fault's message text is not.
 const (
 	// FaultTruncated: the input ended inside a value.
 	FaultTruncated FaultKind = iota + 1
@@ -89,14 +90,6 @@ func (k FaultKind) String() string {
 	return "FaultKind(" + strconv.Itoa(int(k)) + ")"
 }
 
-// Error lets a kind stand as a sentinel for errors.Is.
-func (k FaultKind) Error() string {
-	if int(k) < len(kindTexts) && kindTexts[k] != "" {
-		return "interchange: " + kindTexts[k]
-	}
-	return "interchange: " + k.String()
-}
-
 // Fault is the error every conversion returns. It names what went wrong,
 // where in the document (Path) and where in the input (Offset).
 type Fault struct {
@@ -126,13 +119,6 @@ func (f *Fault) Error() string {
 	}
 	return "interchange: " + in + ": " + kindTexts[f.Kind] + " at " + strconv.Quote(f.Path) +
 		" (byte " + strconv.Itoa(f.Offset) + ")"
-}
-
-// Is reports whether target is f's kind, so errors.Is(err, FaultDepth)
-// works on a *Fault.
-func (f *Fault) Is(target error) bool {
-	k, ok := target.(FaultKind)
-	return ok && k == f.Kind
 }
 
 func newFault(k FaultKind, off int) *Fault {

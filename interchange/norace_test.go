@@ -1,0 +1,5 @@
+//go:build !race
+
+package interchange
+
+const raceEnabled = false
