@@ -1,0 +1,632 @@
+package capwire
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"os"
+	"reflect"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/capbridge/capbridge/internal/leakcheck"
+	"github.com/vmihailenco/msgpack/v5"
+)
+
+func testCtx(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func TestDial(t *testing.T) {
+	defer leakcheck.Check(t)()
+	p := startPeer(t, ServerConfig{}, serveEcho)
+	defer p.stop()
+	ctx := testCtx(t)
+
+	c, err := Dial(ctx, p.path, "good")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := c.Servers(); !reflect.DeepEqual(got, testServers) {
+		t.Errorf("Servers() = %v", got)
+	}
+	if err := c.Close(); err != nil {
+		t.Errorf("Close: %v", err)
+	}
+	if err := c.Close(); err != nil {
+		t.Errorf("second Close: %v", err)
+	}
+	if _, err := c.Call(ctx, "github", "x", nil); !errors.Is(err, ErrClosed) {
+		t.Errorf("Call after Close: %v", err)
+	}
+
+	_, err = Dial(ctx, p.path, "bad")
+	var f *FatalMsg
+	if !errors.Is(err, ErrBadToken) || !errors.As(err, &f) || f.Message == "" {
+		t.Errorf("bad token: err = %v", err)
+	}
+	if _, err := Dial(ctx, p.path+"-missing", "good"); err == nil {
+		t.Error("dialing a missing socket succeeded")
+	}
+}
+
+func TestDialRefusals(t *testing.T) {
+	tests := []struct {
+		name   string
+		script func(t *testing.T, conn net.Conn)
+		check  func(err error) bool
+	}{
+		{"silent server: the ctx deadline ends the wait", func(t *testing.T, conn net.Conn) {
+			buf := make([]byte, 64)
+			for {
+				if _, err := conn.Read(buf); err != nil {
+					return
+				}
+			}
+		}, func(err error) bool { return errors.Is(err, context.DeadlineExceeded) }},
+		{"wrong version in welcome", func(t *testing.T, conn net.Conn) {
+			NewFrameReader(conn, 0).ReadFrame(nil)
+			b, _ := AppendMessage(nil, &WelcomeMsg{V: 2, Servers: []string{}})
+			writeFrame(t, conn, b)
+		}, func(err error) bool { return err != nil && strings.Contains(err.Error(), "version 2") }},
+		{"garbage answer", func(t *testing.T, conn net.Conn) {
+			NewFrameReader(conn, 0).ReadFrame(nil)
+			writeFrame(t, conn, []byte{0x92, 1, 2})
+		}, func(err error) bool { return errors.Is(err, ErrBadFrame) }},
+		{"hang up", func(t *testing.T, conn net.Conn) {
+			NewFrameReader(conn, 0).ReadFrame(nil)
+		}, func(err error) bool { return err != nil }},
+		{"call instead of welcome", func(t *testing.T, conn net.Conn) {
+			NewFrameReader(conn, 0).ReadFrame(nil)
+			b, _ := AppendMessage(nil, &CancelMsg{ID: 1})
+			writeFrame(t, conn, b)
+		}, func(err error) bool { return err != nil && strings.Contains(err.Error(), `"cancel"`) }},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			defer leakcheck.Check(t)()
+			p := startRaw(t, func(conn net.Conn) { tc.script(t, conn) })
+			defer p.stop()
+			ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+			defer cancel()
+			c, err := Dial(ctx, p.path, "good")
+			if err == nil {
+				c.Close()
+			}
+			if !tc.check(err) {
+				t.Fatalf("err = %v", err)
+			}
+		})
+	}
+}
+
+// 1000 calls in flight on one connection, answered in shuffled order:
+// each caller must get its own reply (issue 5, "Tests and measurements").
+func TestConcurrentCallsShuffledReplies(t *testing.T) {
+	defer leakcheck.Check(t)()
+	const n = 1000
+	seen := make(chan map[uint64]bool, 1)
+	p := startPeer(t, ServerConfig{WriteQueue: 64}, func(s *ServerConn) {
+		var calls []*CallMsg
+		ids := map[uint64]bool{}
+		for len(calls) < n {
+			msg, err := s.Read()
+			if err != nil {
+				t.Errorf("peer read: %v", err)
+				return
+			}
+			c := msg.(*CallMsg)
+			ids[c.ID] = true
+			calls = append(calls, c)
+		}
+		seen <- ids
+		rand.Shuffle(len(calls), func(i, j int) { calls[i], calls[j] = calls[j], calls[i] })
+		for _, c := range calls {
+			res := &ResultMsg{ID: c.ID, Result: Result{Content: []Block{{Type: BlockText, Text: c.Op}}, Structured: c.Args}}
+			if err := s.Send(context.Background(), res); err != nil {
+				t.Errorf("peer send: %v", err)
+				return
+			}
+			c.Release()
+		}
+		serveEcho(s)
+	})
+	defer p.stop()
+	ctx := testCtx(t)
+	c, err := Dial(ctx, p.path, "good")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+
+	var wg sync.WaitGroup
+	errs := make(chan error, n)
+	for i := range n {
+		wg.Go(func() {
+			op := fmt.Sprintf("tool_%d", i)
+			res, err := c.Call(ctx, "github", op, map[string]any{"n": i, "pad": strings.Repeat("x", i%97)})
+			if err != nil {
+				errs <- err
+				return
+			}
+			var got struct {
+				N int `msgpack:"n"`
+			}
+			if err := res.Decode(&got); err != nil {
+				errs <- err
+				return
+			}
+			if res.Text() != op || got.N != i {
+				errs <- fmt.Errorf("call %d got text %q n %d", i, res.Text(), got.N)
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	if ids := <-seen; len(ids) != n {
+		t.Errorf("peer saw %d distinct ids, want %d", len(ids), n)
+	}
+}
+
+func TestCancelSendsCancel(t *testing.T) {
+	defer leakcheck.Check(t)()
+	gotCall := make(chan uint64, 1)
+	gotCancel := make(chan uint64, 1)
+	p := startPeer(t, ServerConfig{}, func(s *ServerConn) {
+		msg, err := s.Read()
+		if err != nil {
+			return
+		}
+		call := msg.(*CallMsg)
+		gotCall <- call.ID
+		msg, err = s.Read()
+		if err != nil {
+			return
+		}
+		gotCancel <- msg.(*CancelMsg).ID
+		// A late reply to the cancelled call must be dropped by the client.
+		s.Send(context.Background(), &ResultMsg{ID: call.ID, Result: Result{Content: []Block{{Type: BlockText, Text: "late"}}}})
+		serveEcho(s)
+	})
+	defer p.stop()
+	c, err := Dial(testCtx(t), p.path, "good")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+
+	ctx, cancel := context.WithCancel(testCtx(t))
+	go func() {
+		<-gotCall
+		cancel()
+	}()
+	_, err = c.Call(ctx, "github", "slow", nil)
+	if !errors.Is(err, context.Canceled) || !strings.Contains(err.Error(), "github/slow") {
+		t.Fatalf("cancelled call: err = %v", err)
+	}
+	select {
+	case id := <-gotCancel:
+		if id != 1 {
+			t.Errorf("cancel named id %d, want 1", id)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("no cancel frame reached the peer")
+	}
+	res, err := c.Call(testCtx(t), "github", "next", nil)
+	if err != nil || res.Text() != "next" {
+		t.Fatalf("call after a cancel: %v, %v", res, err)
+	}
+}
+
+func TestDeadlineTravelsAsTimeout(t *testing.T) {
+	defer leakcheck.Check(t)()
+	got := make(chan uint64, 2)
+	p := startPeer(t, ServerConfig{}, func(s *ServerConn) {
+		for {
+			msg, err := s.Read()
+			if err != nil {
+				return
+			}
+			c := msg.(*CallMsg)
+			got <- c.TimeoutMS
+			s.Send(context.Background(), &ResultMsg{ID: c.ID, Result: Result{Content: []Block{}}})
+		}
+	})
+	defer p.stop()
+	c, err := Dial(testCtx(t), p.path, "good")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := c.Call(context.Background(), "fs", "a", nil); err != nil {
+		t.Fatal(err)
+	}
+	if ms := <-got; ms != 0 {
+		t.Errorf("no deadline sent timeout_ms %d", ms)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if _, err := c.Call(ctx, "fs", "a", nil); err != nil {
+		t.Fatal(err)
+	}
+	if ms := <-got; ms == 0 || ms > 20000 {
+		t.Errorf("timeout_ms = %d, want (0, 20000]", ms)
+	}
+}
+
+func TestPeerDisconnectFailsEveryWaiter(t *testing.T) {
+	defer leakcheck.Check(t)()
+	const n = 10
+	p := startPeer(t, ServerConfig{}, func(s *ServerConn) {
+		for range n {
+			if _, err := s.Read(); err != nil {
+				return
+			}
+		}
+		// Returning closes the connection with all n calls unanswered.
+	})
+	defer p.stop()
+	ctx := testCtx(t)
+	c, err := Dial(ctx, p.path, "good")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	var wg sync.WaitGroup
+	errs := make(chan error, n)
+	for range n {
+		wg.Go(func() {
+			_, err := c.Call(ctx, "github", "x", nil)
+			errs <- err
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if !errors.Is(err, ErrClosed) {
+			t.Errorf("waiter got %v, want ErrClosed", err)
+		}
+	}
+	if _, err := c.Call(ctx, "github", "x", nil); !errors.Is(err, ErrClosed) {
+		t.Errorf("call on a broken client: %v", err)
+	}
+}
+
+func TestFatalFailsEveryWaiter(t *testing.T) {
+	defer leakcheck.Check(t)()
+	p := startPeer(t, ServerConfig{}, func(s *ServerConn) {
+		if _, err := s.Read(); err != nil {
+			return
+		}
+		s.Fatal(CodeBadFrame, "scripted")
+	})
+	defer p.stop()
+	ctx := testCtx(t)
+	c, err := Dial(ctx, p.path, "good")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_, err = c.Call(ctx, "github", "x", nil)
+	var f *FatalMsg
+	if !errors.Is(err, ErrClosed) || !errors.Is(err, ErrBadFrame) || !errors.As(err, &f) || f.Message != "scripted" {
+		t.Fatalf("err = %v", err)
+	}
+}
+
+func TestDenialsAreTypedErrors(t *testing.T) {
+	defer leakcheck.Check(t)()
+	p := startPeer(t, ServerConfig{}, func(s *ServerConn) {
+		for {
+			msg, err := s.Read()
+			if err != nil {
+				return
+			}
+			c := msg.(*CallMsg)
+			d := &DeniedMsg{ID: c.ID, Denial: Denied{Code: c.Op, Message: "because " + c.Op, Path: "/p", RPCCode: -32000}}
+			if err := s.Send(context.Background(), d); err != nil {
+				return
+			}
+		}
+	})
+	defer p.stop()
+	ctx := testCtx(t)
+	c, err := Dial(ctx, p.path, "good")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	for code, info := range codes {
+		if info.fatal {
+			continue
+		}
+		res, err := c.Call(ctx, "github", code, nil)
+		var d *Denied
+		if res != nil || !errors.Is(err, sentinel(code)) || !errors.As(err, &d) {
+			t.Errorf("%s: res %v err %v", code, res, err)
+			continue
+		}
+		if d.Code != code || d.Message != "because "+code || d.Path != "/p" || d.RPCCode != -32000 {
+			t.Errorf("%s: denial %+v", code, d)
+		}
+		if errors.Is(err, ErrClosed) {
+			t.Errorf("%s: a denial must not look like a closed connection", code)
+		}
+	}
+}
+
+func TestArgsEncoding(t *testing.T) {
+	defer leakcheck.Check(t)()
+	p := startPeer(t, ServerConfig{}, serveEcho)
+	defer p.stop()
+	ctx := testCtx(t)
+	c, err := Dial(ctx, p.path, "good")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	type args struct {
+		Title string `msgpack:"title"`
+		N     int    `msgpack:"n"`
+	}
+	var nilMap map[string]any
+	tests := []struct {
+		name string
+		args any
+		want map[string]any // what the peer echoed back, decoded
+		err  string
+	}{
+		{"nil", nil, map[string]any{}, ""},
+		{"nil map", nilMap, map[string]any{}, ""},
+		{"map", map[string]any{"a": 1, "b": []any{"x", true}}, map[string]any{"a": int8(1), "b": []any{"x", true}}, ""},
+		{"struct", args{Title: "t", N: 70000}, map[string]any{"title": "t", "n": uint32(70000)}, ""},
+		{"raw map", msgpack.RawMessage(m("k", "v")), map[string]any{"k": "v"}, ""},
+		{"slice", []int{1}, nil, "not a map"},
+		{"raw array", msgpack.RawMessage(arr(1)), nil, "not a map"},
+		{"unencodable", map[string]any{"c": make(chan int)}, nil, "encoding args"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			res, err := c.Call(ctx, "fs", "echo", tc.args)
+			if tc.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.err) {
+					t.Fatalf("err = %v, want %q", err, tc.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got map[string]any
+			if err := res.Decode(&got); err != nil || !reflect.DeepEqual(got, tc.want) {
+				t.Fatalf("echoed %#v (%v), want %#v", got, err, tc.want)
+			}
+		})
+	}
+	// The refused calls sent nothing and broke nothing.
+	if _, err := c.Call(ctx, "fs", "echo", nil); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A malformed reply that names its call fails that call only; a frame of a
+// type from a newer capbridge is ignored.
+func TestMalformedReplies(t *testing.T) {
+	defer leakcheck.Check(t)()
+	p := startRaw(t, func(conn net.Conn) {
+		fr := NewFrameReader(conn, 0)
+		fr.ReadFrame(nil) // hello
+		b, _ := AppendMessage(nil, &WelcomeMsg{V: 1, Servers: []string{"fs"}})
+		writeFrame(t, conn, b)
+		for {
+			f, err := fr.ReadFrame(nil)
+			if err != nil {
+				return
+			}
+			msg, err := Decode(f)
+			if err != nil {
+				t.Errorf("peer decode: %v", err)
+				return
+			}
+			call := msg.(*CallMsg)
+			writeFrame(t, conn, m("t", "progress", "id", call.ID, "pct", 50))
+			if call.Op == "bad" {
+				writeFrame(t, conn, m("t", "result", "id", call.ID, "is_error", "yes", "content", arr()))
+				continue
+			}
+			b, _ := AppendMessage(nil, &ResultMsg{ID: call.ID, Result: Result{Content: []Block{{Type: BlockText, Text: "ok"}}}})
+			writeFrame(t, conn, b)
+		}
+	})
+	defer p.stop()
+	ctx := testCtx(t)
+	c, err := Dial(ctx, p.path, "good")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_, err = c.Call(ctx, "fs", "bad", nil)
+	var we *WireError
+	if !errors.As(err, &we) || we.Path != "/is_error" || errors.Is(err, ErrClosed) {
+		t.Fatalf("malformed reply: err = %v", err)
+	}
+	res, err := c.Call(ctx, "fs", "good", nil)
+	if err != nil || res.Text() != "ok" {
+		t.Fatalf("after a malformed reply: %v %v", res, err)
+	}
+}
+
+// Calls beyond MaxInFlight wait for a slot: the peer never has more than
+// MaxInFlight unanswered calls, and a waiting call honours its ctx.
+func TestInFlightBound(t *testing.T) {
+	defer leakcheck.Check(t)()
+	const limit, total = 2, 6
+	arrived := make(chan *CallMsg, total)
+	p := startPeer(t, ServerConfig{}, func(s *ServerConn) {
+		go func() {
+			for {
+				msg, err := s.Read()
+				if err != nil {
+					close(arrived)
+					return
+				}
+				arrived <- msg.(*CallMsg)
+			}
+		}()
+		var pending []*CallMsg
+		for answered := 0; answered < total; answered++ {
+			for len(pending) < limit && answered+len(pending) < total {
+				c, ok := <-arrived
+				if !ok {
+					return
+				}
+				pending = append(pending, c)
+			}
+			// Give a client that ignores the bound time to send one more.
+			time.Sleep(20 * time.Millisecond)
+			if len(arrived) > 0 {
+				t.Errorf("more than %d calls in flight", limit)
+			}
+			s.Send(context.Background(), &ResultMsg{ID: pending[0].ID, Result: Result{Content: []Block{}}})
+			pending = pending[1:]
+		}
+	})
+	defer p.stop()
+	ctx := testCtx(t)
+	d := Dialer{MaxInFlight: limit}
+	c, err := d.Dial(ctx, p.path, "good")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	var wg sync.WaitGroup
+	for range total {
+		wg.Go(func() {
+			if _, err := c.Call(ctx, "fs", "x", nil); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	wg.Wait()
+
+	// With both slots held by calls nobody answers, a third call gives up
+	// when its ctx does.
+	p2 := startPeer(t, ServerConfig{}, func(s *ServerConn) {
+		for {
+			if _, err := s.Read(); err != nil {
+				return
+			}
+		}
+	})
+	defer p2.stop()
+	c2, err := d.Dial(ctx, p2.path, "good")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c2.Close()
+	hold, release := context.WithCancel(ctx)
+	for range limit {
+		wg.Go(func() { c2.Call(hold, "fs", "hold", nil) })
+	}
+	for len(c2.slots) < limit {
+		time.Sleep(time.Millisecond)
+	}
+	short, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+	defer cancel()
+	if _, err := c2.Call(short, "fs", "third", nil); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("third call: %v", err)
+	}
+	release()
+	wg.Wait()
+}
+
+func TestFromEnvAndShared(t *testing.T) {
+	defer leakcheck.Check(t)()
+	p := startPeer(t, ServerConfig{}, func(s *ServerConn) {
+		for {
+			msg, err := s.Read()
+			if err != nil {
+				return
+			}
+			c := msg.(*CallMsg)
+			if c.Op == "hangup" {
+				return
+			}
+			s.Send(context.Background(), &ResultMsg{ID: c.ID, Result: Result{Content: []Block{{Type: BlockText, Text: c.Op}}}})
+		}
+	})
+	defer p.stop()
+	defer func() {
+		shared.mu.Lock()
+		if shared.c != nil {
+			shared.c.Close()
+			shared.c = nil
+		}
+		shared.mu.Unlock()
+	}()
+	ctx := testCtx(t)
+
+	t.Setenv(EnvSocket, "")
+	t.Setenv(EnvToken, "good")
+	if _, err := FromEnv(ctx); !errors.Is(err, ErrNoEnv) {
+		t.Fatalf("FromEnv without a socket: %v", err)
+	}
+	if _, err := Shared(ctx); !errors.Is(err, ErrNoEnv) {
+		t.Fatalf("Shared without a socket: %v", err)
+	}
+	os.Setenv(EnvSocket, p.path)
+
+	c, err := FromEnv(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Close()
+
+	c1, err := Shared(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again, _ := Shared(ctx); again != c1 {
+		t.Fatal("Shared dialed again while the first client was healthy")
+	}
+	if _, err := c1.Call(ctx, "fs", "hangup", nil); !errors.Is(err, ErrClosed) {
+		t.Fatalf("hangup: %v", err)
+	}
+	c2, err := Shared(ctx)
+	if err != nil || c2 == c1 {
+		t.Fatalf("Shared after a break: %v, same client %v", err, c2 == c1)
+	}
+	if res, err := c2.Call(ctx, "fs", "hi", nil); err != nil || res.Text() != "hi" {
+		t.Fatalf("redialed client: %v %v", res, err)
+	}
+}
+
+func TestResultHelpers(t *testing.T) {
+	r := &Result{Content: []Block{{Type: BlockText, Text: "a"}, {Type: BlockOther, Kind: "image"}, {Type: BlockText, Text: "b"}}}
+	if got := r.Text(); got != "a\nb" {
+		t.Errorf("Text() = %q", got)
+	}
+	if err := r.Decode(new(any)); !errors.Is(err, ErrNoStructured) {
+		t.Errorf("Decode without structured: %v", err)
+	}
+	r.Structured = m("k", arr(1, 2))
+	var got struct {
+		K []int `msgpack:"k"`
+	}
+	if err := r.Decode(&got); err != nil || !reflect.DeepEqual(got.K, []int{1, 2}) {
+		t.Errorf("Decode: %v %v", got, err)
+	}
+	var wrong string
+	if err := r.Decode(&wrong); err == nil || !strings.HasPrefix(err.Error(), "capwire: ") {
+		t.Errorf("Decode into the wrong type: %v", err)
+	}
+}

@@ -1,0 +1,178 @@
+package capwire
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+)
+
+// testServers is what the scripted peer's grant reaches.
+var testServers = []string{"github", "fs"}
+
+func testAuth(h *HelloMsg) ([]string, error) {
+	if h.Token != "good" {
+		return nil, errors.New("unknown token")
+	}
+	return testServers, nil
+}
+
+// peer is a scripted capbridge on a real Unix socket in a fresh directory.
+// Each accepted connection is handshaken by a ServerConn and then handed
+// to script; the connection is closed when script returns.
+type peer struct {
+	path string
+	ln   net.Listener
+	wg   sync.WaitGroup
+}
+
+// sockPath returns a socket path short enough for sun_path (108 bytes),
+// which t.TempDir's long names can exceed.
+func sockPath(t *testing.T) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "cw")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	return filepath.Join(dir, "s")
+}
+
+func listen(t *testing.T) (string, net.Listener) {
+	t.Helper()
+	path := sockPath(t)
+	ln, err := net.Listen("unix", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return path, ln
+}
+
+func startPeer(t *testing.T, cfg ServerConfig, script func(s *ServerConn)) *peer {
+	t.Helper()
+	path, ln := listen(t)
+	p := &peer{path: path, ln: ln}
+	p.serve(func(conn net.Conn) {
+		s := NewServerConn(conn, cfg)
+		defer s.Close()
+		if _, err := s.Handshake(context.Background(), testAuth); err != nil {
+			return
+		}
+		script(s)
+	})
+	return p
+}
+
+// startRaw is a peer that hands script the bare connection.
+func startRaw(t *testing.T, script func(conn net.Conn)) *peer {
+	t.Helper()
+	path, ln := listen(t)
+	p := &peer{path: path, ln: ln}
+	p.serve(func(conn net.Conn) {
+		defer conn.Close()
+		script(conn)
+	})
+	return p
+}
+
+func (p *peer) serve(handle func(net.Conn)) {
+	p.wg.Add(1)
+	go func() {
+		defer p.wg.Done()
+		for {
+			conn, err := p.ln.Accept()
+			if err != nil {
+				return
+			}
+			p.wg.Add(1)
+			go func() {
+				defer p.wg.Done()
+				handle(conn)
+			}()
+		}
+	}()
+}
+
+// stop closes the listener and waits for every connection's script. Tests
+// defer it after leakcheck.Check so it runs first.
+func (p *peer) stop() {
+	p.ln.Close()
+	p.wg.Wait()
+}
+
+// serveEcho answers every call with its id as text and its args as
+// structured content, in arrival order, until the client goes away.
+func serveEcho(s *ServerConn) {
+	for {
+		msg, err := s.Read()
+		if err != nil {
+			return
+		}
+		if c, ok := msg.(*CallMsg); ok {
+			res := &ResultMsg{ID: c.ID, Result: Result{Content: []Block{{Type: BlockText, Text: c.Op}}, Structured: c.Args}}
+			err := s.Send(context.Background(), res)
+			c.Release()
+			if err != nil {
+				return
+			}
+		}
+	}
+}
+
+// writeFrame writes payload as one frame, for raw peers and raw clients.
+func writeFrame(t *testing.T, w io.Writer, payload []byte) {
+	t.Helper()
+	if _, err := w.Write(frameOf(payload)); err != nil {
+		t.Errorf("write frame: %v", err)
+	}
+}
+
+// rawClient is a client that speaks frames by hand, to send what the
+// Client never would.
+type rawClient struct {
+	t    *testing.T
+	conn net.Conn
+	fr   *FrameReader
+}
+
+func dialRaw(t *testing.T, path string) *rawClient {
+	t.Helper()
+	conn, err := net.Dial("unix", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn.SetDeadline(time.Now().Add(20 * time.Second))
+	return &rawClient{t: t, conn: conn, fr: NewFrameReader(conn, 0)}
+}
+
+func (r *rawClient) send(payload []byte) { writeFrame(r.t, r.conn, payload) }
+
+func (r *rawClient) sendMsg(m Message) {
+	b, err := AppendMessage(nil, m)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	r.send(b)
+}
+
+func (r *rawClient) recv() (Message, error) {
+	f, err := r.fr.ReadFrame(nil)
+	if err != nil {
+		return nil, err
+	}
+	return Decode(f)
+}
+
+func (r *rawClient) hello() {
+	r.sendMsg(&HelloMsg{V: 1, Token: "good"})
+	if m, err := r.recv(); err != nil {
+		r.t.Fatalf("no welcome: %v", err)
+	} else if _, ok := m.(*WelcomeMsg); !ok {
+		r.t.Fatalf("got %#v, want a welcome", m)
+	}
+}
