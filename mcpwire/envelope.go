@@ -1,0 +1,269 @@
+package mcpwire
+
+import (
+	"strconv"
+)
+
+// Kind classifies an inbound JSON-RPC message the way JSON-RPC does.
+type Kind uint8
+
+const (
+	// KindResponse: no "method"; carries "result" or "error" for an id
+	// we minted.
+	KindResponse Kind = iota + 1
+	// KindRequest: a "method" and an "id": the server asks us something.
+	KindRequest
+	// KindNotification: a "method" and no "id".
+	KindNotification
+)
+
+// ID is a JSON-RPC request id as it appeared on the wire. We mint
+// integers; a peer may use strings for its own requests. Raw is the
+// exact JSON token (echoed verbatim in our responses).
+type ID struct {
+	Raw []byte
+	// Int is the value of an integer id that fits int64; IsInt says
+	// whether Int is meaningful. A string id never equals an integer
+	// id, even "5" and 5.
+	Int   int64
+	IsInt bool
+}
+
+// Message is one decoded inbound JSON-RPC message. Every []byte field
+// aliases the decoded line: copy what must outlive it.
+type Message struct {
+	Kind   Kind
+	ID     ID     // requests and responses; also set on a fault if readable
+	HasID  bool   // whether ID was read (possibly on a faulty envelope)
+	Method []byte // requests and notifications
+	Params []byte // raw; nil when absent
+	Result []byte // raw; responses without an error
+	Error  *RPCError
+}
+
+func (m *Message) reset() {
+	*m = Message{}
+}
+
+// DecodeMessage decodes one JSON-RPC message from a single line into m,
+// reusing m. It is total: any input yields either a classified message
+// or a *MessageFault. Unknown members are ignored; params, result and
+// error data stay raw. Rules, from JSON-RPC 2.0 and the MCP base
+// protocol: "jsonrpc" must be exactly "2.0"; an id must be a string or
+// an integer (never null, never fractional); a response has exactly one
+// of "result" and "error"; duplicate envelope members are refused.
+//
+// On a fault the id is still reported in m (HasID) when it was read, so
+// a client can fail the one call a broken response was meant for.
+func DecodeMessage(line []byte, m *Message) error {
+	m.reset()
+	start, _, _, serr := validValue(line)
+	if serr != nil {
+		return &MessageFault{Offset: serr.off, Reason: serr.reason}
+	}
+	if line[start] != '{' {
+		return &MessageFault{Offset: start, Reason: "message is not a JSON object", JSON: true}
+	}
+	return decodeObject(line, start, m)
+}
+
+// envelope member bits, for duplicate detection.
+const (
+	seenJSONRPC = 1 << iota
+	seenID
+	seenMethod
+	seenParams
+	seenResult
+	seenError
+)
+
+func decodeObject(line []byte, start int, m *Message) error {
+	var seen int
+	var fault *MessageFault
+	var versionOK bool
+	obj := line[start:]
+	_ = eachMember(obj, func(key, val []byte) error {
+		off := start + int(cap(obj)-cap(val)) // offset of val in line
+		bit, name := memberBit(key)
+		if bit == 0 {
+			return nil
+		}
+		if seen&bit != 0 {
+			fault = &MessageFault{Offset: off, Reason: "duplicate member " + strconv.Quote(name), JSON: true}
+			return fault
+		}
+		seen |= bit
+		switch bit {
+		case seenJSONRPC:
+			versionOK = string(val) == `"2.0"`
+		case seenID:
+			id, reason := decodeID(val)
+			if reason != "" {
+				fault = &MessageFault{Offset: off, Reason: reason, JSON: true}
+				return fault
+			}
+			m.ID, m.HasID = id, true
+		case seenMethod:
+			if val[0] != '"' {
+				fault = &MessageFault{Offset: off, Reason: `"method" is not a string`, JSON: true}
+				return fault
+			}
+			m.Method = val[1 : len(val)-1]
+			if hasBackslash(m.Method) {
+				m.Method = []byte(unquote(val))
+			}
+		case seenParams:
+			m.Params = val
+		case seenResult:
+			m.Result = val
+		case seenError:
+			e, reason := decodeRPCError(val)
+			if reason != "" {
+				fault = &MessageFault{Offset: off, Reason: reason, JSON: true}
+				return fault
+			}
+			m.Error = e
+		}
+		return nil
+	})
+	if fault != nil {
+		return fault
+	}
+	if !versionOK {
+		return &MessageFault{Offset: start, Reason: `"jsonrpc" is not "2.0"`, JSON: true}
+	}
+	switch {
+	case seen&seenMethod != 0:
+		if seen&(seenResult|seenError) != 0 {
+			return &MessageFault{Offset: start, Reason: `request carries "result" or "error"`, JSON: true}
+		}
+		if m.Params != nil && m.Params[0] != '{' && m.Params[0] != '[' {
+			return &MessageFault{Offset: start, Reason: `"params" is neither object nor array`, JSON: true}
+		}
+		if m.HasID {
+			m.Kind = KindRequest
+		} else {
+			m.Kind = KindNotification
+		}
+	case !m.HasID:
+		return &MessageFault{Offset: start, Reason: `response without "id"`, JSON: true}
+	case seen&seenResult != 0 && seen&seenError != 0:
+		return &MessageFault{Offset: start, Reason: `response carries both "result" and "error"`, JSON: true}
+	case seen&(seenResult|seenError) == 0:
+		return &MessageFault{Offset: start, Reason: `response carries neither "result" nor "error"`, JSON: true}
+	default:
+		m.Kind = KindResponse
+	}
+	return nil
+}
+
+func memberBit(key []byte) (int, string) {
+	for _, k := range [...]struct {
+		bit  int
+		name string
+	}{{seenJSONRPC, "jsonrpc"}, {seenID, "id"}, {seenMethod, "method"}, {seenParams, "params"}, {seenResult, "result"}, {seenError, "error"}} {
+		if keyIs(key, k.name) {
+			return k.bit, k.name
+		}
+	}
+	return 0, ""
+}
+
+// decodeID reads a validated JSON value as a request id.
+func decodeID(val []byte) (ID, string) {
+	switch c := val[0]; {
+	case c == '"':
+		return ID{Raw: val}, ""
+	case c == '-' || (c >= '0' && c <= '9'):
+		_, integer, _ := scanNumber(val, 0)
+		if !integer {
+			return ID{}, "id is not an integer"
+		}
+		n, err := strconv.ParseInt(string(val), 10, 64)
+		// An integer id beyond int64 is still a valid id; it just can
+		// never be one we minted.
+		return ID{Raw: val, Int: n, IsInt: err == nil}, ""
+	case c == 'n':
+		return ID{}, "id is null"
+	}
+	return ID{}, "id is neither string nor integer"
+}
+
+// decodeRPCError reads a JSON-RPC error object strictly: integer "code",
+// string "message", optional raw "data".
+func decodeRPCError(val []byte) (*RPCError, string) {
+	if val[0] != '{' {
+		return nil, `"error" is not an object`
+	}
+	e := &RPCError{}
+	var haveCode, haveMsg bool
+	var reason string
+	_ = eachMember(val, func(key, v []byte) error {
+		switch {
+		case keyIs(key, "code"):
+			if v[0] != '-' && (v[0] < '0' || v[0] > '9') {
+				reason = "error code is not a number"
+				return errStop
+			}
+			n, err := strconv.ParseInt(string(v), 10, 64)
+			if err != nil {
+				reason = "error code is not an integer"
+				return errStop
+			}
+			e.Code, haveCode = n, true
+		case keyIs(key, "message"):
+			if v[0] != '"' {
+				reason = "error message is not a string"
+				return errStop
+			}
+			e.Message, haveMsg = unquote(v), true
+		case keyIs(key, "data"):
+			e.Data = v
+		}
+		return nil
+	})
+	switch {
+	case reason != "":
+		return nil, reason
+	case !haveCode:
+		return nil, "error without code"
+	case !haveMsg:
+		return nil, "error without message"
+	}
+	return e, ""
+}
+
+// errStop ends an eachMember walk early; the walker's caller holds the
+// real reason.
+var errStop = &MessageFault{Reason: "stop"}
+
+// SplitBatch splits a JSON-RPC batch line (a JSON array, accepted only
+// when protocol revision 2025-03-26 is negotiated, which requires
+// receivers to support batches) into its element spans. An empty batch
+// or a non-object element is a fault.
+func SplitBatch(line []byte) ([][]byte, error) {
+	start, _, _, serr := validValue(line)
+	if serr != nil {
+		return nil, &MessageFault{Offset: serr.off, Reason: serr.reason}
+	}
+	if line[start] != '[' {
+		return nil, &MessageFault{Offset: start, Reason: "batch is not a JSON array", JSON: true}
+	}
+	var elems [][]byte
+	var fault error
+	_ = eachElement(line[start:], func(i int, v []byte) error {
+		if v[0] != '{' {
+			fault = &MessageFault{Offset: start, Reason: "batch element " + strconv.Itoa(i) + " is not an object", JSON: true}
+			return fault
+		}
+		elems = append(elems, v)
+		return nil
+	})
+	if fault != nil {
+		return nil, fault
+	}
+	if len(elems) == 0 {
+		return nil, &MessageFault{Offset: start, Reason: "empty batch", JSON: true}
+	}
+	return elems, nil
+}

@@ -1,0 +1,505 @@
+package mcpwire
+
+import (
+	"strconv"
+)
+
+// RequestedVersion is the protocol revision the client asks for.
+const RequestedVersion = "2025-11-25"
+
+// SupportedVersions are the revisions the client accepts from a server,
+// newest first. Anything else is refused with a *VersionError.
+var SupportedVersions = []string{"2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"}
+
+// batchVersion is the only revision whose stdio transport allows a
+// JSON-RPC batch on one line ("MUST support receiving JSON-RPC
+// batches"); 2025-06-18 removed batching again.
+const batchVersion = "2025-03-26"
+
+func versionSupported(v string) bool {
+	for _, s := range SupportedVersions {
+		if s == v {
+			return true
+		}
+	}
+	return false
+}
+
+// Implementation is the serverInfo of an initialize result.
+type Implementation struct {
+	Name, Version, Title string
+}
+
+// InitializeResult is the decoded answer to initialize. Capabilities is
+// the raw capabilities object; ToolsListChanged is read out of it.
+type InitializeResult struct {
+	ProtocolVersion  string
+	Capabilities     []byte
+	HasTools         bool // capabilities.tools present
+	ToolsListChanged bool // capabilities.tools.listChanged
+	ServerInfo       Implementation
+	Instructions     string
+}
+
+// ToolAnnotations are a tool's behaviour hints (2025-03-26+). They are
+// untrusted hints; a nil pointer means the hint is absent and its
+// spec default applies.
+type ToolAnnotations struct {
+	Title           string
+	ReadOnlyHint    *bool
+	DestructiveHint *bool
+	IdempotentHint  *bool
+	OpenWorldHint   *bool
+}
+
+// Tool is one tools/list entry. Schemas, icons, _meta and execution stay
+// raw JSON and are untrusted data.
+type Tool struct {
+	Name         string
+	Title        string
+	Description  string
+	InputSchema  []byte
+	OutputSchema []byte // nil when absent
+	Annotations  *ToolAnnotations
+	Icons        []byte // raw array, nil when absent
+	Meta         []byte // raw _meta object, nil when absent
+	Execution    []byte // raw execution object (2025-11-25), nil when absent
+	TaskSupport  string // execution.taskSupport, "" when absent
+}
+
+// ToolsPage is one tools/list result page.
+type ToolsPage struct {
+	Tools      []Tool
+	NextCursor string
+	HasNext    bool // nextCursor present (an empty string is a cursor too)
+}
+
+// ContentBlock is one block of a tool result. Type is the block's "type"
+// verbatim (text, image, audio, resource_link, resource, or anything a
+// newer server invents); Text is set for text blocks only; Raw is the
+// whole block as JSON for every block.
+type ContentBlock struct {
+	Type string
+	Text string
+	Raw  []byte
+}
+
+// CallToolResult is a decoded tools/call result. StructuredContent and
+// Meta are raw JSON, nil when absent.
+type CallToolResult struct {
+	Content           []ContentBlock
+	StructuredContent []byte
+	IsError           bool
+	Meta              []byte
+}
+
+// pfault builds a ProtocolFault.
+func pfault(what, path string, index int, reason string) *ProtocolFault {
+	return &ProtocolFault{What: what, Path: path, Index: index, Reason: reason}
+}
+
+// objectResult validates that raw is one JSON object.
+func objectResult(what string, raw []byte) ([]byte, error) {
+	start, end, _, serr := validValue(raw)
+	if serr != nil {
+		return nil, pfault(what, "", -1, "invalid JSON at byte "+strconv.Itoa(serr.off)+": "+serr.reason)
+	}
+	if raw[start] != '{' {
+		return nil, pfault(what, "", -1, "result is not an object")
+	}
+	return raw[start:end], nil
+}
+
+func kindName(v []byte) string {
+	switch v[0] {
+	case '{':
+		return "object"
+	case '[':
+		return "array"
+	case '"':
+		return "string"
+	case 't', 'f':
+		return "boolean"
+	case 'n':
+		return "null"
+	}
+	return "number"
+}
+
+// str reads a string member or explains the mismatch.
+func str(v []byte) (string, string) {
+	if v[0] != '"' {
+		return "", "expected string, found " + kindName(v)
+	}
+	return unquote(v), ""
+}
+
+func boolean(v []byte) (bool, string) {
+	switch v[0] {
+	case 't':
+		return true, ""
+	case 'f':
+		return false, ""
+	}
+	return false, "expected boolean, found " + kindName(v)
+}
+
+func object(v []byte) ([]byte, string) {
+	if v[0] != '{' {
+		return nil, "expected object, found " + kindName(v)
+	}
+	return v, ""
+}
+
+// DecodeInitializeResult decodes the result of initialize. It does not
+// judge the version; the client does.
+func DecodeInitializeResult(raw []byte) (*InitializeResult, error) {
+	obj, err := objectResult("initialize", raw)
+	if err != nil {
+		return nil, err
+	}
+	r := &InitializeResult{}
+	var have struct{ version, caps, info bool }
+	var fault error
+	_ = eachMember(obj, func(key, v []byte) error {
+		var why, at string
+		switch {
+		case keyIs(key, "protocolVersion"):
+			r.ProtocolVersion, why = str(v)
+			have.version, at = true, "/protocolVersion"
+		case keyIs(key, "capabilities"):
+			r.Capabilities, why = object(v)
+			have.caps, at = true, "/capabilities"
+			if why == "" {
+				why, at = decodeServerCaps(v, r)
+			}
+		case keyIs(key, "serverInfo"):
+			have.info, at = true, "/serverInfo"
+			why, at = decodeImplementation(v, &r.ServerInfo, at)
+		case keyIs(key, "instructions"):
+			r.Instructions, why = str(v)
+			at = "/instructions"
+		}
+		if why != "" {
+			fault = pfault("initialize", at, -1, why)
+			return fault
+		}
+		return nil
+	})
+	switch {
+	case fault != nil:
+		return nil, fault
+	case !have.version:
+		return nil, pfault("initialize", "/protocolVersion", -1, "missing")
+	case !have.caps:
+		return nil, pfault("initialize", "/capabilities", -1, "missing")
+	case !have.info:
+		return nil, pfault("initialize", "/serverInfo", -1, "missing")
+	}
+	return r, nil
+}
+
+func decodeServerCaps(caps []byte, r *InitializeResult) (why, at string) {
+	_ = eachMember(caps, func(key, v []byte) error {
+		if !keyIs(key, "tools") {
+			return nil
+		}
+		at = "/capabilities/tools"
+		if _, why = object(v); why != "" {
+			return errStop
+		}
+		r.HasTools = true
+		return eachMember(v, func(k, lv []byte) error {
+			if keyIs(k, "listChanged") {
+				at = "/capabilities/tools/listChanged"
+				if r.ToolsListChanged, why = boolean(lv); why != "" {
+					return errStop
+				}
+			}
+			return nil
+		})
+	})
+	return why, at
+}
+
+func decodeImplementation(v []byte, impl *Implementation, at string) (string, string) {
+	if _, why := object(v); why != "" {
+		return why, at
+	}
+	var why, where string
+	var haveName, haveVersion bool
+	_ = eachMember(v, func(key, mv []byte) error {
+		switch {
+		case keyIs(key, "name"):
+			impl.Name, why = str(mv)
+			haveName, where = true, at+"/name"
+		case keyIs(key, "version"):
+			impl.Version, why = str(mv)
+			haveVersion, where = true, at+"/version"
+		case keyIs(key, "title"):
+			impl.Title, why = str(mv)
+			where = at + "/title"
+		}
+		if why != "" {
+			return errStop
+		}
+		return nil
+	})
+	switch {
+	case why != "":
+		return why, where
+	case !haveName:
+		return "missing", at + "/name"
+	case !haveVersion:
+		return "missing", at + "/version"
+	}
+	return "", ""
+}
+
+// DecodeToolsPage decodes one tools/list result. One lying tool (not an
+// object, an empty or missing name, a missing or non-object inputSchema,
+// a field of the wrong type) fails the whole page with a fault naming
+// its index: a server that lies about one tool is not half-trusted.
+func DecodeToolsPage(raw []byte) (*ToolsPage, error) {
+	obj, err := objectResult("tools/list", raw)
+	if err != nil {
+		return nil, err
+	}
+	p := &ToolsPage{}
+	var haveTools bool
+	var fault error
+	_ = eachMember(obj, func(key, v []byte) error {
+		switch {
+		case keyIs(key, "tools"):
+			haveTools = true
+			if v[0] != '[' {
+				fault = pfault("tools/list", "/tools", -1, "expected array, found "+kindName(v))
+				return fault
+			}
+			p.Tools = p.Tools[:0]
+			return eachElement(v, func(i int, tv []byte) error {
+				t, why, at := decodeTool(tv)
+				if why != "" {
+					fault = pfault("tools/list", "/tools/"+strconv.Itoa(i)+at, i, why)
+					return fault
+				}
+				p.Tools = append(p.Tools, t)
+				return nil
+			})
+		case keyIs(key, "nextCursor"):
+			var why string
+			if p.NextCursor, why = str(v); why != "" {
+				fault = pfault("tools/list", "/nextCursor", -1, why)
+				return fault
+			}
+			p.HasNext = true
+		}
+		return nil
+	})
+	if fault != nil {
+		return nil, fault
+	}
+	if !haveTools {
+		return nil, pfault("tools/list", "/tools", -1, "missing")
+	}
+	return p, nil
+}
+
+func decodeTool(v []byte) (t Tool, why, at string) {
+	if v[0] != '{' {
+		return t, "tool is not an object (found " + kindName(v) + ")", ""
+	}
+	var haveName, haveInput bool
+	_ = eachMember(v, func(key, mv []byte) error {
+		switch {
+		case keyIs(key, "name"):
+			t.Name, why = str(mv)
+			haveName, at = true, "/name"
+		case keyIs(key, "title"):
+			t.Title, why = str(mv)
+			at = "/title"
+		case keyIs(key, "description"):
+			t.Description, why = str(mv)
+			at = "/description"
+		case keyIs(key, "inputSchema"):
+			t.InputSchema, why = object(mv)
+			haveInput, at = true, "/inputSchema"
+		case keyIs(key, "outputSchema"):
+			t.OutputSchema, why = object(mv)
+			at = "/outputSchema"
+		case keyIs(key, "annotations"):
+			t.Annotations, why, at = decodeAnnotations(mv)
+		case keyIs(key, "icons"):
+			at = "/icons"
+			if mv[0] != '[' {
+				why = "expected array, found " + kindName(mv)
+			}
+			t.Icons = mv
+		case keyIs(key, "_meta"):
+			t.Meta, why = object(mv)
+			at = "/_meta"
+		case keyIs(key, "execution"):
+			at = "/execution"
+			if t.Execution, why = object(mv); why == "" {
+				_ = eachMember(mv, func(k, ev []byte) error {
+					if keyIs(k, "taskSupport") {
+						at = "/execution/taskSupport"
+						t.TaskSupport, why = str(ev)
+					}
+					return nil
+				})
+			}
+		}
+		if why != "" {
+			return errStop
+		}
+		return nil
+	})
+	switch {
+	case why != "":
+		return t, why, at
+	case !haveName:
+		return t, "missing", "/name"
+	case t.Name == "":
+		return t, "empty", "/name"
+	case !haveInput:
+		return t, "missing", "/inputSchema"
+	}
+	return t, "", ""
+}
+
+func decodeAnnotations(v []byte) (*ToolAnnotations, string, string) {
+	if v[0] != '{' {
+		return nil, "expected object, found " + kindName(v), "/annotations"
+	}
+	a := &ToolAnnotations{}
+	var why, at string
+	hint := func(dst **bool, mv []byte, name string) {
+		b, w := boolean(mv)
+		if w != "" {
+			why, at = w, "/annotations/"+name
+			return
+		}
+		*dst = &b
+	}
+	_ = eachMember(v, func(key, mv []byte) error {
+		switch {
+		case keyIs(key, "title"):
+			if a.Title, why = str(mv); why != "" {
+				at = "/annotations/title"
+			}
+		case keyIs(key, "readOnlyHint"):
+			hint(&a.ReadOnlyHint, mv, "readOnlyHint")
+		case keyIs(key, "destructiveHint"):
+			hint(&a.DestructiveHint, mv, "destructiveHint")
+		case keyIs(key, "idempotentHint"):
+			hint(&a.IdempotentHint, mv, "idempotentHint")
+		case keyIs(key, "openWorldHint"):
+			hint(&a.OpenWorldHint, mv, "openWorldHint")
+		}
+		if why != "" {
+			return errStop
+		}
+		return nil
+	})
+	if why != "" {
+		return nil, why, at
+	}
+	return a, "", ""
+}
+
+// DecodeCallToolResult decodes a tools/call result. The returned value
+// aliases raw (Raw, StructuredContent, Meta), so raw must not be reused
+// while the result lives. Every block needs a string "type"; a text
+// block needs a string "text"; other kinds are kept raw without further
+// checks (tolerant content: the bridge reduces them to their kind).
+func DecodeCallToolResult(raw []byte) (*CallToolResult, error) {
+	obj, err := objectResult("tools/call", raw)
+	if err != nil {
+		return nil, err
+	}
+	r := &CallToolResult{}
+	var haveContent bool
+	var fault error
+	_ = eachMember(obj, func(key, v []byte) error {
+		var why, at string
+		switch {
+		case keyIs(key, "content"):
+			haveContent, at = true, "/content"
+			if v[0] != '[' {
+				why = "expected array, found " + kindName(v)
+				break
+			}
+			n := 0
+			_ = eachElement(v, func(int, []byte) error { n++; return nil })
+			r.Content = make([]ContentBlock, 0, n)
+			return eachElement(v, func(i int, bv []byte) error {
+				b, why, at := decodeBlock(bv)
+				if why != "" {
+					fault = pfault("tools/call", "/content/"+strconv.Itoa(i)+at, i, why)
+					return fault
+				}
+				r.Content = append(r.Content, b)
+				return nil
+			})
+		case keyIs(key, "structuredContent"):
+			// Kept raw whatever its kind: 2026-07-28 allows any JSON
+			// value, and the bridge converts it totally either way.
+			r.StructuredContent = v
+		case keyIs(key, "isError"):
+			r.IsError, why = boolean(v)
+			at = "/isError"
+		case keyIs(key, "_meta"):
+			r.Meta, why = object(v)
+			at = "/_meta"
+		}
+		if why != "" {
+			fault = pfault("tools/call", at, -1, why)
+			return fault
+		}
+		return nil
+	})
+	if fault != nil {
+		return nil, fault
+	}
+	if !haveContent {
+		return nil, pfault("tools/call", "/content", -1, "missing")
+	}
+	return r, nil
+}
+
+func decodeBlock(v []byte) (b ContentBlock, why, at string) {
+	if v[0] != '{' {
+		return b, "content block is not an object (found " + kindName(v) + ")", ""
+	}
+	b.Raw = v
+	var haveType, haveText bool
+	var text []byte
+	_ = eachMember(v, func(key, mv []byte) error {
+		switch {
+		case keyIs(key, "type"):
+			haveType, at = true, "/type"
+			b.Type, why = str(mv)
+		case keyIs(key, "text"):
+			haveText, text = true, mv
+		}
+		if why != "" {
+			return errStop
+		}
+		return nil
+	})
+	switch {
+	case why != "":
+		return b, why, at
+	case !haveType:
+		return b, "missing", "/type"
+	case b.Type == "text":
+		if !haveText {
+			return b, "missing", "/text"
+		}
+		if b.Text, why = str(text); why != "" {
+			return b, why, "/text"
+		}
+	}
+	return b, "", ""
+}

@@ -1,0 +1,219 @@
+package mcpwire
+
+import (
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+)
+
+const okTool = `{"name":"echo","inputSchema":{"type":"object"}}`
+
+var toolsPageTests = []struct {
+	name  string
+	raw   string
+	tools int
+	next  string
+	path  string // fault path; "" = success
+	index int
+}{
+	{name: "one page", raw: `{"tools":[` + okTool + `]}`, tools: 1},
+	{name: "full descriptor", raw: `{"tools":[{"name":"add","title":"Add","description":"adds","inputSchema":{"type":"object","properties":{"a":{"type":"integer"}}},"outputSchema":{"type":"object"},"annotations":{"title":"A","readOnlyHint":true,"destructiveHint":false,"idempotentHint":true,"openWorldHint":false},"icons":[{"src":"data:"}],"_meta":{"k":1},"execution":{"taskSupport":"optional"},"future":1}],"nextCursor":"c2"}`, tools: 1, next: "c2"},
+	{name: "empty cursor is a cursor", raw: `{"tools":[],"nextCursor":""}`, tools: 0, next: ""},
+	{name: "not an object", raw: `[]`, path: ""},
+	{name: "tools missing", raw: `{}`, path: "/tools", index: -1},
+	{name: "tools not array", raw: `{"tools":{}}`, path: "/tools", index: -1},
+	{name: "tool not object", raw: `{"tools":[` + okTool + `,3]}`, path: "/tools/1", index: 1},
+	{name: "name missing", raw: `{"tools":[` + okTool + `,` + okTool + `,{"inputSchema":{}}]}`, path: "/tools/2/name", index: 2},
+	{name: "name empty", raw: `{"tools":[{"name":"","inputSchema":{}}]}`, path: "/tools/0/name", index: 0},
+	{name: "name not string", raw: `{"tools":[{"name":5,"inputSchema":{}}]}`, path: "/tools/0/name", index: 0},
+	{name: "input schema missing", raw: `{"tools":[{"name":"x"}]}`, path: "/tools/0/inputSchema", index: 0},
+	{name: "input schema null", raw: `{"tools":[{"name":"x","inputSchema":null}]}`, path: "/tools/0/inputSchema", index: 0},
+	{name: "bad hint", raw: `{"tools":[{"name":"x","inputSchema":{},"annotations":{"readOnlyHint":"yes"}}]}`, path: "/tools/0/annotations/readOnlyHint", index: 0},
+	{name: "bad cursor", raw: `{"tools":[],"nextCursor":7}`, path: "/nextCursor", index: -1},
+	{name: "invalid json", raw: `{"tools":[}`, path: ""},
+}
+
+func TestDecodeToolsPage(t *testing.T) {
+	for _, tt := range toolsPageTests {
+		t.Run(tt.name, func(t *testing.T) {
+			p, err := DecodeToolsPage([]byte(tt.raw))
+			if tt.path != "" || strings.HasPrefix(tt.name, "not") || strings.HasPrefix(tt.name, "invalid") {
+				var pf *ProtocolFault
+				if !errors.As(err, &pf) || pf.Path != tt.path || (tt.path != "" && pf.Index != tt.index) {
+					t.Fatalf("err = %#v, want fault at %q index %d", err, tt.path, tt.index)
+				}
+				if !errors.Is(err, ErrProtocol) {
+					t.Error("fault does not match ErrProtocol")
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(p.Tools) != tt.tools || p.NextCursor != tt.next || (tt.next != "" || strings.Contains(tt.raw, "nextCursor")) != p.HasNext {
+				t.Fatalf("page = %+v", p)
+			}
+		})
+	}
+	p, err := DecodeToolsPage([]byte(toolsPageTests[1].raw))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tool := p.Tools[0]
+	a := tool.Annotations
+	if tool.Name != "add" || tool.Title != "Add" || tool.Description != "adds" || string(tool.OutputSchema) != `{"type":"object"}` ||
+		a == nil || a.Title != "A" || !*a.ReadOnlyHint || *a.DestructiveHint || !*a.IdempotentHint || *a.OpenWorldHint ||
+		string(tool.Icons) != `[{"src":"data:"}]` || string(tool.Meta) != `{"k":1}` || tool.TaskSupport != "optional" ||
+		!strings.Contains(string(tool.InputSchema), `"integer"`) {
+		t.Fatalf("descriptor = %+v annotations %+v", tool, a)
+	}
+}
+
+var initTests = []struct {
+	name, raw, path string
+}{
+	{name: "full", raw: `{"protocolVersion":"2025-11-25","capabilities":{"tools":{"listChanged":true},"logging":{}},"serverInfo":{"name":"s","version":"1","title":"S"},"instructions":"use \"echo\""}`},
+	{name: "no version", raw: `{"capabilities":{},"serverInfo":{"name":"s","version":"1"}}`, path: "/protocolVersion"},
+	{name: "no capabilities", raw: `{"protocolVersion":"x","serverInfo":{"name":"s","version":"1"}}`, path: "/capabilities"},
+	{name: "caps not object", raw: `{"protocolVersion":"x","capabilities":[],"serverInfo":{"name":"s","version":"1"}}`, path: "/capabilities"},
+	{name: "listChanged not bool", raw: `{"protocolVersion":"x","capabilities":{"tools":{"listChanged":1}},"serverInfo":{"name":"s","version":"1"}}`, path: "/capabilities/tools/listChanged"},
+	{name: "no server name", raw: `{"protocolVersion":"x","capabilities":{},"serverInfo":{"version":"1"}}`, path: "/serverInfo/name"},
+	{name: "no server info", raw: `{"protocolVersion":"x","capabilities":{}}`, path: "/serverInfo"},
+	{name: "instructions not string", raw: `{"protocolVersion":"x","capabilities":{},"serverInfo":{"name":"s","version":"1"},"instructions":{}}`, path: "/instructions"},
+}
+
+func TestDecodeInitializeResult(t *testing.T) {
+	for _, tt := range initTests {
+		t.Run(tt.name, func(t *testing.T) {
+			r, err := DecodeInitializeResult([]byte(tt.raw))
+			if tt.path != "" {
+				var pf *ProtocolFault
+				if !errors.As(err, &pf) || pf.Path != tt.path {
+					t.Fatalf("err = %v, want fault at %q", err, tt.path)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r.ProtocolVersion != "2025-11-25" || !r.HasTools || !r.ToolsListChanged || r.ServerInfo != (Implementation{"s", "1", "S"}) || r.Instructions != `use "echo"` {
+				t.Fatalf("result = %+v", r)
+			}
+		})
+	}
+}
+
+var callResultTests = []struct {
+	name, raw, path string
+	kinds           []string
+}{
+	{name: "every kind", raw: `{"content":[{"type":"text","text":"hi\n"},{"type":"image","data":"AA==","mimeType":"image/png"},{"type":"audio","data":"AA==","mimeType":"audio/wav"},{"type":"resource_link","uri":"file:///x","name":"x"},{"type":"resource","resource":{"uri":"file:///y","text":"t"}},{"type":"resource","resource":{"uri":"file:///z","blob":"AA=="}},{"type":"hologram","future":true}],"structuredContent":{"kinds":[1]},"isError":true,"_meta":{}}`,
+		kinds: []string{"text", "image", "audio", "resource_link", "resource", "resource", "hologram"}},
+	{name: "empty", raw: `{"content":[]}`, kinds: []string{}},
+	{name: "structured array allowed", raw: `{"content":[],"structuredContent":[1,2]}`, kinds: []string{}},
+	{name: "no content", raw: `{"isError":false}`, path: "/content"},
+	{name: "content not array", raw: `{"content":"x"}`, path: "/content"},
+	{name: "block not object", raw: `{"content":[{"type":"text","text":""},1]}`, path: "/content/1"},
+	{name: "block without type", raw: `{"content":[{"text":"x"}]}`, path: "/content/0/type"},
+	{name: "text without text", raw: `{"content":[{"type":"text"}]}`, path: "/content/0/text"},
+	{name: "text not string", raw: `{"content":[{"type":"text","text":1}]}`, path: "/content/0/text"},
+	{name: "isError not bool", raw: `{"content":[],"isError":"true"}`, path: "/isError"},
+}
+
+func TestDecodeCallToolResult(t *testing.T) {
+	for _, tt := range callResultTests {
+		t.Run(tt.name, func(t *testing.T) {
+			r, err := DecodeCallToolResult([]byte(tt.raw))
+			if tt.path != "" {
+				var pf *ProtocolFault
+				if !errors.As(err, &pf) || pf.Path != tt.path {
+					t.Fatalf("err = %v, want fault at %q", err, tt.path)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(r.Content) != len(tt.kinds) {
+				t.Fatalf("content = %+v", r.Content)
+			}
+			for i, k := range tt.kinds {
+				if r.Content[i].Type != k || !json.Valid(r.Content[i].Raw) {
+					t.Errorf("block %d = %+v, want %s", i, r.Content[i], k)
+				}
+			}
+		})
+	}
+	r, _ := DecodeCallToolResult([]byte(callResultTests[0].raw))
+	if r.Content[0].Text != "hi\n" || !r.IsError || string(r.StructuredContent) != `{"kinds":[1]}` || string(r.Meta) != `{}` {
+		t.Fatalf("result = %+v", r)
+	}
+}
+
+func TestUnquote(t *testing.T) {
+	for in, want := range map[string]string{
+		`"plain"`:              "plain",
+		`"a\nb\t\"\\\/"`:       "a\nb\t\"\\/",
+		`"\u00e9\u20ac"`:       "é€",
+		`"\ud83d\ude00"`:       "😀",
+		`"\ud83d x"`:           "\uFFFD x",
+		`"\ude00"`:             "\uFFFD",
+		`"\u0000\b\f\r"`:       "\x00\b\f\r",
+		`"\ud83d\u0041"`:       "\uFFFDA",
+		`"tail\ud83d"`:         "tail\uFFFD",
+		`"\ud83d\ud83d\ude00"`: "\uFFFD😀",
+	} {
+		var ref string
+		if err := json.Unmarshal([]byte(in), &ref); err != nil {
+			t.Fatal(err)
+		}
+		if got := unquote([]byte(in)); got != want || got != ref {
+			t.Errorf("unquote(%s) = %q, want %q (encoding/json: %q)", in, got, want, ref)
+		}
+	}
+}
+
+// FuzzProtocol: the three result decoders are total, and text blocks
+// agree with encoding/json's reading of the same string.
+func FuzzProtocol(f *testing.F) {
+	for _, tt := range toolsPageTests {
+		f.Add([]byte(tt.raw))
+	}
+	for _, tt := range initTests {
+		f.Add([]byte(tt.raw))
+	}
+	for _, tt := range callResultTests {
+		f.Add([]byte(tt.raw))
+	}
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		for _, err := range []error{
+			func() error { _, err := DecodeToolsPage(raw); return err }(),
+			func() error { _, err := DecodeInitializeResult(raw); return err }(),
+		} {
+			var pf *ProtocolFault
+			if err != nil && !errors.As(err, &pf) {
+				t.Fatalf("non-fault error %T", err)
+			}
+		}
+		r, err := DecodeCallToolResult(raw)
+		if err != nil {
+			var pf *ProtocolFault
+			if !errors.As(err, &pf) {
+				t.Fatalf("non-fault error %T", err)
+			}
+			return
+		}
+		for _, b := range r.Content {
+			if b.Type != "text" {
+				continue
+			}
+			// A map, not a struct: encoding/json matches struct fields
+			// case-insensitively, and "TEXT" is not "text".
+			var ref map[string]any
+			if json.Unmarshal(b.Raw, &ref) == nil && ref["text"] != b.Text {
+				t.Fatalf("text %q, encoding/json %q", b.Text, ref["text"])
+			}
+		}
+	})
+}
