@@ -255,7 +255,7 @@ func TestWideContainers(t *testing.T) {
 	}
 	docs := []string{
 		list(65535), list(65536), obj(65536, "[]"),
-		"[" + list(16) + "," + obj(16, list(3)) + "," + list(65536) + "]",
+		"[" + list(16) + "," + obj(16, list(3)) + "," + list(20) + "]",
 		obj(17, obj(16, list(17))),
 	}
 	for _, doc := range docs {
