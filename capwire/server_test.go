@@ -1,0 +1,229 @@
+package capwire
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/capbridge/capbridge/internal/leakcheck"
+)
+
+func TestHandshakeRefusals(t *testing.T) {
+	hello := func(v any, tok any) []byte { return m("t", "hello", "v", v, "token", tok) }
+	tests := []struct {
+		name  string
+		first []byte // a whole frame, prefix included
+		auth  func(*HelloMsg) ([]string, error)
+		code  string
+		msg   string // a substring of the fatal message
+	}{
+		{"bad token", frameOf(hello(1, "nope")), testAuth, CodeBadToken, "not accepted"},
+		{"auth's own fatal", frameOf(hello(1, "good")), func(*HelloMsg) ([]string, error) {
+			return nil, &FatalMsg{Code: CodeBadToken, Message: "grant revoked"}
+		}, CodeBadToken, "grant revoked"},
+		{"version 2", frameOf(hello(2, "good")), testAuth, CodeUnsupportedVersion, "not 2"},
+		{"token not a string", frameOf(hello(1, 7)), testAuth, CodeBadHello, "/token"},
+		{"call first", frameOf(m("t", "call", "id", 1, "cap", "mcp.fs", "op", "x", "args", m())), testAuth, CodeBadHello, "not a call"},
+		{"no type", frameOf(m("v", 1)), testAuth, CodeBadHello, `"t"`},
+		{"not a map", frameOf(arr("hello")), testAuth, CodeBadFrame, "not a map"},
+		{"zero length", prefix(0), testAuth, CodeBadFrame, "zero-length"},
+		{"too large", prefix(DefaultMaxFrame + 1), testAuth, CodeFrameTooLarge, "exceeds"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			defer leakcheck.Check(t)()
+			result := make(chan error, 1)
+			path, ln := listen(t)
+			p := &peer{path: path, ln: ln}
+			p.serve(func(conn net.Conn) {
+				s := NewServerConn(conn, ServerConfig{})
+				defer s.Close()
+				_, err := s.Handshake(context.Background(), tc.auth)
+				result <- err
+			})
+			defer p.stop()
+			rc := dialRaw(t, path)
+			defer rc.conn.Close()
+			if _, err := rc.conn.Write(tc.first); err != nil {
+				t.Fatal(err)
+			}
+			msg, err := rc.recv()
+			f, ok := msg.(*FatalMsg)
+			if err != nil || !ok || f.Code != tc.code || !strings.Contains(f.Message, tc.msg) {
+				t.Fatalf("client got %#v, %v; want fatal %s mentioning %q", msg, err, tc.code, tc.msg)
+			}
+			if _, err := rc.recv(); err != io.EOF {
+				t.Fatalf("after the fatal frame: %v, want EOF", err)
+			}
+			if err := <-result; !errors.Is(err, sentinel(tc.code)) {
+				t.Fatalf("Handshake returned %v", err)
+			}
+		})
+	}
+}
+
+func TestHandshakeTimeout(t *testing.T) {
+	defer leakcheck.Check(t)()
+	result := make(chan error, 1)
+	path, ln := listen(t)
+	p := &peer{path: path, ln: ln}
+	p.serve(func(conn net.Conn) {
+		s := NewServerConn(conn, ServerConfig{HandshakeTimeout: 100 * time.Millisecond})
+		defer s.Close()
+		_, err := s.Handshake(context.Background(), testAuth)
+		result <- err
+	})
+	defer p.stop()
+	rc := dialRaw(t, path)
+	defer rc.conn.Close()
+	if err := <-result; !errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("a silent client: Handshake returned %v", err)
+	}
+}
+
+// After a non-fatal fault the connection goes on; after a fatal one the
+// server says why and closes.
+func TestServerReadFaults(t *testing.T) {
+	defer leakcheck.Check(t)()
+	type event struct {
+		msg Message
+		err error
+	}
+	events := make(chan event, 8)
+	path, ln := listen(t)
+	p := &peer{path: path, ln: ln}
+	p.serve(func(conn net.Conn) {
+		s := NewServerConn(conn, ServerConfig{})
+		defer s.Close()
+		if _, err := s.Handshake(context.Background(), testAuth); err != nil {
+			t.Errorf("handshake: %v", err)
+			return
+		}
+		for {
+			msg, err := s.Read()
+			events <- event{msg, err}
+			var we *WireError
+			switch {
+			case errors.As(err, &we) && !we.Fatal:
+				s.Send(context.Background(), we.Denial())
+			case errors.As(err, &we):
+				s.Fatal(we.Code, we.Msg)
+				return
+			case err != nil:
+				return
+			default:
+				if c, ok := msg.(*CallMsg); ok {
+					s.Send(context.Background(), &ResultMsg{ID: c.ID, Result: Result{Content: []Block{}}})
+					c.Release()
+				}
+			}
+		}
+	})
+	defer p.stop()
+	rc := dialRaw(t, path)
+	defer rc.conn.Close()
+	rc.hello()
+
+	// A malformed call: denied by id, connection lives.
+	rc.send(m("t", "call", "cap", "mcp.fs", "op", 5, "args", m(), "id", 77))
+	if ev := <-events; ev.err == nil {
+		t.Fatalf("malformed call read as %#v", ev.msg)
+	}
+	msg, err := rc.recv()
+	if d, ok := msg.(*DeniedMsg); err != nil || !ok || d.ID != 77 || d.NoID || d.Denial.Code != CodeBadRequest || d.Denial.Path != "/op" {
+		t.Fatalf("got %#v, %v; want a bad_request denial of call 77 at /op", msg, err)
+	}
+	// A frame only capbridge may send: bad_request, no id to name.
+	rc.sendMsg(&WelcomeMsg{V: 1, Servers: []string{}})
+	<-events
+	msg, err = rc.recv()
+	if d, ok := msg.(*DeniedMsg); err != nil || !ok || !d.NoID || d.Denial.Code != CodeBadRequest {
+		t.Fatalf("got %#v, %v; want an id-less bad_request", msg, err)
+	}
+	// A good call and a cancel still work.
+	rc.sendMsg(&CallMsg{ID: 78, Cap: "mcp.fs", Op: "x", Args: m()})
+	if ev := <-events; ev.err != nil || ev.msg.(*CallMsg).ID != 78 {
+		t.Fatalf("good call read as %#v, %v", ev.msg, ev.err)
+	}
+	if msg, err := rc.recv(); err != nil || msg.(*ResultMsg).ID != 78 {
+		t.Fatalf("result: %#v, %v", msg, err)
+	}
+	rc.sendMsg(&CancelMsg{ID: 78})
+	if ev := <-events; ev.err != nil || ev.msg.(*CancelMsg).ID != 78 {
+		t.Fatalf("cancel read as %#v, %v", ev.msg, ev.err)
+	}
+	// A zero-length frame: fatal bad_frame, then the connection ends.
+	rc.conn.Write(prefix(0))
+	<-events
+	msg, err = rc.recv()
+	if f, ok := msg.(*FatalMsg); err != nil || !ok || f.Code != CodeBadFrame {
+		t.Fatalf("got %#v, %v; want fatal bad_frame", msg, err)
+	}
+	if _, err := rc.recv(); err != io.EOF {
+		t.Fatalf("after fatal: %v", err)
+	}
+}
+
+// A client that stops reading cannot stall the server: a Send blocked on a
+// full queue returns ErrClosed once the write deadline passes, and Done
+// and Err say why.
+func TestServerSlowReader(t *testing.T) {
+	defer leakcheck.Check(t)()
+	result := make(chan error, 1)
+	var sc *ServerConn
+	path, ln := listen(t)
+	p := &peer{path: path, ln: ln}
+	p.serve(func(conn net.Conn) {
+		s := NewServerConn(conn, ServerConfig{WriteQueue: 2, WriteTimeout: 200 * time.Millisecond})
+		defer s.Close()
+		if _, err := s.Handshake(context.Background(), testAuth); err != nil {
+			result <- err
+			return
+		}
+		sc = s
+		big := &ResultMsg{ID: 1, Result: Result{Content: []Block{{Type: BlockText, Text: strings.Repeat("x", 1<<20)}}}}
+		// The ctx is a backstop only; the write deadline must end this first.
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		for {
+			if err := s.Send(ctx, big); err != nil {
+				result <- err
+				return
+			}
+		}
+	})
+	defer p.stop()
+	rc := dialRaw(t, path)
+	defer rc.conn.Close()
+	rc.hello() // and then never read again
+
+	err := <-result
+	if !errors.Is(err, ErrClosed) {
+		t.Fatalf("Send to a client that stopped reading: %v, want ErrClosed", err)
+	}
+	select {
+	case <-sc.Done():
+	default:
+		t.Fatal("Done is not closed")
+	}
+	if !errors.Is(sc.Err(), os.ErrDeadlineExceeded) {
+		t.Fatalf("Err() = %v, want a write deadline", sc.Err())
+	}
+}
+
+func TestSendTooLarge(t *testing.T) {
+	defer leakcheck.Check(t)()
+	a, b := net.Pipe()
+	defer b.Close()
+	s := NewServerConn(a, ServerConfig{MaxFrame: 64})
+	defer s.Close()
+	big := &ResultMsg{ID: 1, Result: Result{Content: []Block{{Type: BlockText, Text: strings.Repeat("x", 100)}}}}
+	if err := s.Send(context.Background(), big); !errors.Is(err, ErrFrameTooLarge) {
+		t.Fatalf("Send of an oversized result: %v", err)
+	}
+}
