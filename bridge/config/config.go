@@ -1,0 +1,725 @@
+// Package config reads capbridge's configuration: the capbridge.toml file
+// and the MCP server lists of editors (Claude Desktop and Cursor's
+// "mcpServers", VS Code's "servers").
+//
+// Reading is strict and explains itself: an unknown key, a value of the
+// wrong type, a bad duration or a bad server name is an [*Error] carrying
+// the file, the line, the key and the fix, and every such mistake in a file
+// is reported at once (an [ErrorList]) so the operator fixes them in one
+// pass. The package does no I/O beyond what its caller hands it; [Load]
+// and [LoadMCPJSON] take the file's name and bytes.
+//
+// The file format (every key optional unless marked):
+//
+//	[bridge]
+//	call_socket      = "/run/capbridge/call.sock"    # default: see DefaultSockets
+//	control_socket   = "/run/capbridge/control.sock" # always created mode 0600
+//	call_socket_mode = "0660"                        # octal string; default "0600"; world bits need allowed_uids
+//	call_socket_group = "sandbox"                    # group name or numeric gid
+//	allowed_uids     = [1000, 1001]                  # peers allowed on the call socket; default: any
+//	max_frame        = "16MiB"                       # capwire frame cap (bytes or "NKiB"/"NMiB")
+//	max_connections  = 1024
+//	max_conn_inflight = 64                           # calls in flight per connection
+//	max_result_text  = "1MiB"                        # text kept per result before truncation
+//	write_timeout    = "5s"                          # a reader that stalls longer is dropped
+//	shutdown_grace   = "10s"
+//	surface_budget   = "64KiB"
+//	log_format       = "auto"                        # auto | json | console
+//	log_level        = "info"                        # debug | info | warn | error
+//	audit_values     = false                         # log argument and result values
+//
+//	[mcp.github]                                     # one table per server; name: letters, digits, _ and -
+//	command          = "npx"                         # required; argv[0], never a shell string
+//	args             = ["-y", "@modelcontextprotocol/server-github"]
+//	env              = { GITHUB_TOKEN = "…" }        # passed explicitly
+//	inherit_env      = ["PATH", "HOME", "LANG"]      # names passed through; default DefaultInheritEnv
+//	cwd              = "/srv/github"
+//	startup_timeout  = "30s"
+//	call_timeout     = "60s"                         # when the caller names none
+//	max_call_timeout = "10m"                         # the most a caller may ask for
+//	max_inflight     = 8                             # concurrent calls sent to this server
+//	max_queue        = 64                            # calls waiting beyond that; more are "overloaded"
+//	tools.allow      = ["create_issue"]              # only these are generated and callable
+//	tools.deny       = ["delete_repo"]               # these are absent
+package config
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"os"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/pelletier/go-toml/v2"
+)
+
+// Config is a whole, validated configuration with every default applied.
+type Config struct {
+	Bridge  Bridge
+	Servers []Server // sorted by name; names are unique
+}
+
+// Bridge holds the [bridge] table.
+type Bridge struct {
+	CallSocket      string // "" until the caller applies DefaultSockets
+	ControlSocket   string
+	CallSocketMode  os.FileMode
+	CallSocketGroup string // "" keeps the process's group
+	AllowedUIDs     []uint32
+	MaxFrame        int
+	MaxConnections  int
+	MaxConnInflight int
+	MaxResultText   int
+	WriteTimeout    time.Duration
+	ShutdownGrace   time.Duration
+	SurfaceBudget   int
+	LogFormat       string
+	LogLevel        string
+	AuditValues     bool
+}
+
+// Server holds one [mcp.<name>] table, or one entry of an editor's config.
+type Server struct {
+	Name           string
+	Command        string
+	Args           []string
+	Env            map[string]string
+	InheritEnv     []string
+	Cwd            string
+	StartupTimeout time.Duration
+	CallTimeout    time.Duration
+	MaxCallTimeout time.Duration
+	MaxInflight    int
+	MaxQueue       int
+	ToolsAllow     []string // nil: every tool not denied
+	ToolsDeny      []string
+
+	// Where the server was defined, for messages that come later (a
+	// failed boot names the file and line the operator must look at).
+	File string
+	Line int
+}
+
+// Defaults. Each is documented where an operator would look for it: the
+// package doc and docs/.
+const (
+	DefaultMaxFrame        = 16 << 20
+	DefaultMaxConnections  = 1024
+	DefaultMaxConnInflight = 64
+	DefaultMaxResultText   = 1 << 20
+	DefaultWriteTimeout    = 5 * time.Second
+	DefaultShutdownGrace   = 10 * time.Second
+	DefaultSurfaceBudget   = 64 << 10
+	DefaultStartupTimeout  = 30 * time.Second
+	DefaultCallTimeout     = 60 * time.Second
+	DefaultMaxCallTimeout  = 10 * time.Minute
+	DefaultMaxInflight     = 8
+	DefaultMaxQueue        = 64
+
+	// Upper bounds on what an operator may configure, so a typo cannot
+	// turn a bound into no bound.
+	maxFrameLimit    = 256 << 20
+	maxServers       = 64
+	maxCountSetting  = 1 << 20
+	maxDurationLimit = 24 * time.Hour
+)
+
+// DefaultInheritEnv is the environment a server inherits when its config
+// names none: enough for npx, uvx and ordinary binaries to run, nothing
+// that carries a credential.
+var DefaultInheritEnv = []string{"PATH", "HOME", "LANG", "LC_ALL", "TZ", "TMPDIR"}
+
+// DefaultSockets returns where the sockets go when the config names no
+// path: under $XDG_RUNTIME_DIR when the session has one (a per-user,
+// mode-0700 directory), else under a per-user directory in /tmp.
+func DefaultSockets(xdgRuntimeDir string, uid int) (call, control string) {
+	dir := fmt.Sprintf("/tmp/capbridge-%d", uid)
+	if xdgRuntimeDir != "" {
+		dir = strings.TrimRight(xdgRuntimeDir, "/") + "/capbridge"
+	}
+	return dir + "/call.sock", dir + "/control.sock"
+}
+
+// Defaults returns the configuration used when no file is given: every
+// bridge default and no servers.
+func Defaults() *Config {
+	return &Config{Bridge: Bridge{
+		CallSocketMode:  0o600,
+		MaxFrame:        DefaultMaxFrame,
+		MaxConnections:  DefaultMaxConnections,
+		MaxConnInflight: DefaultMaxConnInflight,
+		MaxResultText:   DefaultMaxResultText,
+		WriteTimeout:    DefaultWriteTimeout,
+		ShutdownGrace:   DefaultShutdownGrace,
+		SurfaceBudget:   DefaultSurfaceBudget,
+		LogFormat:       "auto",
+		LogLevel:        "info",
+	}}
+}
+
+// NewServer returns a server entry with every default applied.
+func NewServer(name, command string) Server {
+	return Server{
+		Name:           name,
+		Command:        command,
+		InheritEnv:     slices.Clone(DefaultInheritEnv),
+		StartupTimeout: DefaultStartupTimeout,
+		CallTimeout:    DefaultCallTimeout,
+		MaxCallTimeout: DefaultMaxCallTimeout,
+		MaxInflight:    DefaultMaxInflight,
+		MaxQueue:       DefaultMaxQueue,
+	}
+}
+
+// Error is one mistake in a configuration file.
+type Error struct {
+	File string
+	Line int    // 1-based; 0 when unknown
+	Key  string // dotted key path, e.g. "mcp.github.call_timeout"
+	Msg  string // what is wrong
+	Fix  string // what to write instead; may be empty
+}
+
+func (e *Error) Error() string {
+	var b strings.Builder
+	b.WriteString(e.File)
+	if e.Line > 0 {
+		b.WriteString(":" + strconv.Itoa(e.Line))
+	}
+	b.WriteString(": ")
+	if e.Key != "" {
+		b.WriteString(e.Key + ": ")
+	}
+	b.WriteString(e.Msg)
+	if e.Fix != "" {
+		b.WriteString("; " + e.Fix)
+	}
+	return b.String()
+}
+
+// ErrorList is every mistake found in one file, in line order.
+type ErrorList []*Error
+
+func (l ErrorList) Error() string {
+	msgs := make([]string, len(l))
+	for i, e := range l {
+		msgs[i] = e.Error()
+	}
+	return strings.Join(msgs, "\n")
+}
+
+// Unwrap exposes each *Error to errors.As.
+func (l ErrorList) Unwrap() []error {
+	errs := make([]error, len(l))
+	for i, e := range l {
+		errs[i] = e
+	}
+	return errs
+}
+
+// maxFileSize bounds what Load and LoadMCPJSON accept: a configuration is
+// small, and a huge file is a mistake (or a device) rather than a config.
+const maxFileSize = 4 << 20
+
+// ErrTooLarge is returned for a file over maxFileSize.
+var ErrTooLarge = errors.New("config: file is larger than 4 MiB")
+
+// Load parses and validates a capbridge.toml. name is used in messages.
+func Load(name string, data []byte) (*Config, error) {
+	if len(data) > maxFileSize {
+		return nil, fmt.Errorf("%s: %w", name, ErrTooLarge)
+	}
+	var doc map[string]any
+	if err := toml.Unmarshal(data, &doc); err != nil {
+		var de *toml.DecodeError
+		if errors.As(err, &de) {
+			line, _ := de.Position()
+			return nil, ErrorList{{File: name, Line: line, Msg: "TOML syntax: " + de.Error(), Fix: "see https://toml.io for the syntax"}}
+		}
+		return nil, ErrorList{{File: name, Msg: "TOML: " + err.Error()}}
+	}
+	r := &reader{file: name, pos: indexPositions(data)}
+	cfg := Defaults()
+	for _, k := range sortedKeys(doc) {
+		switch k {
+		case "bridge":
+			if t, ok := r.table(k, doc[k]); ok {
+				r.bridge(t, &cfg.Bridge)
+			}
+		case "mcp":
+			if t, ok := r.table(k, doc[k]); ok {
+				cfg.Servers = r.servers(t)
+			}
+		default:
+			r.unknown(k, k, []string{"bridge", "mcp"})
+		}
+	}
+	if len(r.errs) > 0 {
+		return nil, r.sorted()
+	}
+	return cfg, nil
+}
+
+// reader accumulates errors while walking a decoded document.
+type reader struct {
+	file string
+	pos  positions
+	errs ErrorList
+}
+
+func (r *reader) fail(key, fix, format string, args ...any) {
+	r.errs = append(r.errs, &Error{File: r.file, Line: r.pos.line(key), Key: key, Msg: fmt.Sprintf(format, args...), Fix: fix})
+}
+
+func (r *reader) sorted() ErrorList {
+	slices.SortStableFunc(r.errs, func(a, b *Error) int { return cmp.Compare(a.Line, b.Line) })
+	return r.errs
+}
+
+func (r *reader) unknown(key, name string, known []string) {
+	fix := "known keys here: " + strings.Join(known, ", ")
+	if s := suggest(name, known); s != "" {
+		fix = fmt.Sprintf("did you mean %q?", s)
+	}
+	r.fail(key, fix, "unknown key %q", name)
+}
+
+func (r *reader) table(key string, v any) (map[string]any, bool) {
+	t, ok := v.(map[string]any)
+	if !ok {
+		r.fail(key, "write it as a table: ["+key+"]", "must be a table, not %s", describe(v))
+	}
+	return t, ok
+}
+
+var bridgeKeys = []string{
+	"call_socket", "control_socket", "call_socket_mode", "call_socket_group", "allowed_uids",
+	"max_frame", "max_connections", "max_conn_inflight", "max_result_text", "write_timeout",
+	"shutdown_grace", "surface_budget", "log_format", "log_level", "audit_values",
+}
+
+func (r *reader) bridge(t map[string]any, b *Bridge) {
+	for _, k := range sortedKeys(t) {
+		v, key := t[k], "bridge."+k
+		switch k {
+		case "call_socket":
+			r.path(key, v, &b.CallSocket)
+		case "control_socket":
+			r.path(key, v, &b.ControlSocket)
+		case "call_socket_mode":
+			r.mode(key, v, &b.CallSocketMode)
+		case "call_socket_group":
+			r.str(key, v, &b.CallSocketGroup)
+		case "allowed_uids":
+			r.uids(key, v, &b.AllowedUIDs)
+		case "max_frame":
+			r.size(key, v, 1, maxFrameLimit, &b.MaxFrame)
+		case "max_connections":
+			r.count(key, v, &b.MaxConnections)
+		case "max_conn_inflight":
+			r.count(key, v, &b.MaxConnInflight)
+		case "max_result_text":
+			r.size(key, v, 1, maxFrameLimit, &b.MaxResultText)
+		case "write_timeout":
+			r.duration(key, v, &b.WriteTimeout)
+		case "shutdown_grace":
+			r.duration(key, v, &b.ShutdownGrace)
+		case "surface_budget":
+			r.size(key, v, 1024, maxFrameLimit, &b.SurfaceBudget)
+		case "log_format":
+			r.enum(key, v, []string{"auto", "json", "console"}, &b.LogFormat)
+		case "log_level":
+			r.enum(key, v, []string{"debug", "info", "warn", "error"}, &b.LogLevel)
+		case "audit_values":
+			r.boolean(key, v, &b.AuditValues)
+		default:
+			r.unknown(key, k, bridgeKeys)
+		}
+	}
+	if b.CallSocketMode&0o007 != 0 && len(b.AllowedUIDs) == 0 {
+		// Grant tokens still guard every call, but a socket any local
+		// user can reach should at least be a deliberate choice.
+		r.fail("bridge.call_socket_mode", `use "0660" with call_socket_group, or list allowed_uids`, "mode %04o lets every user on the host connect, and allowed_uids is empty", b.CallSocketMode)
+	}
+	if b.CallSocket != "" && b.CallSocket == b.ControlSocket {
+		r.fail("bridge.control_socket", "give the two sockets different paths", "is the same path as call_socket: the control socket grants authority and must not be the socket handed into jails")
+	}
+}
+
+// validName is what a server may be called: it becomes the capability
+// "mcp.<name>", a TOML table name and (mangled) a Go package name, so it is
+// kept to characters that survive all three unquoted.
+var validName = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9_-]{0,63}$`)
+
+const nameFix = "a server name starts with a letter and has at most 64 letters, digits, '_' or '-'"
+
+var serverKeys = []string{
+	"command", "args", "env", "inherit_env", "cwd", "startup_timeout", "call_timeout",
+	"max_call_timeout", "max_inflight", "max_queue", "tools",
+}
+
+func (r *reader) servers(t map[string]any) []Server {
+	var out []Server
+	names := sortedKeys(t)
+	if len(names) > maxServers {
+		r.fail("mcp", fmt.Sprintf("run at most %d servers per capbridge", maxServers), "%d servers configured", len(names))
+		return nil
+	}
+	for _, name := range names {
+		key := "mcp." + name
+		if !validName.MatchString(name) {
+			r.fail(key, nameFix, "bad server name %q", name)
+			continue
+		}
+		st, ok := r.table(key, t[name])
+		if !ok {
+			continue
+		}
+		s := NewServer(name, "")
+		s.File, s.Line = r.file, r.pos.line(key)
+		for _, k := range sortedKeys(st) {
+			v, k2 := st[k], key+"."+k
+			switch k {
+			case "command":
+				r.str(k2, v, &s.Command)
+			case "args":
+				r.strs(k2, v, &s.Args)
+			case "env":
+				r.env(k2, v, &s.Env)
+			case "inherit_env":
+				r.envNames(k2, v, &s.InheritEnv)
+			case "cwd":
+				r.path(k2, v, &s.Cwd)
+			case "startup_timeout":
+				r.duration(k2, v, &s.StartupTimeout)
+			case "call_timeout":
+				r.duration(k2, v, &s.CallTimeout)
+			case "max_call_timeout":
+				r.duration(k2, v, &s.MaxCallTimeout)
+			case "max_inflight":
+				r.count(k2, v, &s.MaxInflight)
+			case "max_queue":
+				r.countOrZero(k2, v, &s.MaxQueue)
+			case "tools":
+				r.tools(k2, v, &s)
+			default:
+				r.unknown(k2, k, serverKeys)
+			}
+		}
+		r.checkServer(key, st, &s)
+		out = append(out, s)
+	}
+	return out
+}
+
+// checkServer holds the rules that relate one key to another.
+func (r *reader) checkServer(key string, st map[string]any, s *Server) {
+	if _, given := st["command"]; !given {
+		r.fail(key, `add command = "/path/to/server" (argv[0]; arguments go in args = [...])`, "no command")
+	} else if st["command"] == "" {
+		r.fail(key+".command", `give the program to run, such as "/usr/local/bin/server" or "npx"`, "is empty")
+	} else if strings.ContainsAny(s.Command, " \t") && !strings.HasPrefix(s.Command, "/") {
+		// "npx -y pkg" in command is the commonest mistake: we never run
+		// a shell, so it would look for a binary named "npx -y pkg".
+		fields := strings.Fields(s.Command)
+		r.fail(key+".command", fmt.Sprintf("write command = %q and args = [%s]", fields[0], quoteAll(fields[1:])), "%q looks like a shell command line; capbridge runs argv directly, never a shell", s.Command)
+	}
+	if s.CallTimeout > s.MaxCallTimeout {
+		r.fail(key+".call_timeout", fmt.Sprintf("raise max_call_timeout to at least %s or lower call_timeout", s.CallTimeout), "call_timeout %s is longer than max_call_timeout %s", s.CallTimeout, s.MaxCallTimeout)
+	}
+	for _, d := range s.ToolsDeny {
+		if slices.Contains(s.ToolsAllow, d) {
+			r.fail(key+".tools", "name each tool in allow or deny, not both", "tool %q is both allowed and denied", d)
+		}
+	}
+}
+
+func (r *reader) tools(key string, v any, s *Server) {
+	t, ok := r.table(key, v)
+	if !ok {
+		return
+	}
+	for _, k := range sortedKeys(t) {
+		switch k {
+		case "allow":
+			r.strs(key+".allow", t[k], &s.ToolsAllow)
+			if s.ToolsAllow == nil {
+				s.ToolsAllow = []string{} // an empty allow list allows nothing
+			}
+		case "deny":
+			r.strs(key+".deny", t[k], &s.ToolsDeny)
+		default:
+			r.unknown(key+"."+k, k, []string{"allow", "deny"})
+		}
+	}
+}
+
+func (r *reader) str(key string, v any, dst *string) bool {
+	s, ok := v.(string)
+	if !ok {
+		r.fail(key, `write it as a quoted string: "…"`, "must be a string, not %s", describe(v))
+		return false
+	}
+	if strings.IndexByte(s, 0) >= 0 {
+		r.fail(key, "remove the NUL character", "contains a NUL character")
+		return false
+	}
+	*dst = s
+	return true
+}
+
+func (r *reader) path(key string, v any, dst *string) {
+	var s string
+	if !r.str(key, v, &s) {
+		return
+	}
+	if s == "" || !strings.HasPrefix(s, "/") {
+		r.fail(key, "give an absolute path, starting with /", "%q is not an absolute path", s)
+		return
+	}
+	*dst = s
+}
+
+func (r *reader) strs(key string, v any, dst *[]string) {
+	a, ok := v.([]any)
+	if !ok {
+		r.fail(key, `write it as an array of strings: ["a", "b"]`, "must be an array of strings, not %s", describe(v))
+		return
+	}
+	out := make([]string, 0, len(a))
+	for i, e := range a {
+		var s string
+		if !r.str(fmt.Sprintf("%s[%d]", key, i), e, &s) {
+			return
+		}
+		out = append(out, s)
+	}
+	*dst = out
+}
+
+var envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
+func (r *reader) env(key string, v any, dst *map[string]string) {
+	t, ok := v.(map[string]any)
+	if !ok {
+		r.fail(key, `write it as a table: env = { NAME = "value" }`, "must be a table of strings, not %s", describe(v))
+		return
+	}
+	out := make(map[string]string, len(t))
+	for _, k := range sortedKeys(t) {
+		if !envName.MatchString(k) {
+			r.fail(key+"."+k, "an environment variable name has letters, digits and '_' and does not start with a digit", "bad variable name %q", k)
+			continue
+		}
+		var s string
+		if r.str(key+"."+k, t[k], &s) {
+			out[k] = s
+		}
+	}
+	*dst = out
+}
+
+func (r *reader) envNames(key string, v any, dst *[]string) {
+	var names []string
+	r.strs(key, v, &names)
+	for _, n := range names {
+		if !envName.MatchString(n) {
+			r.fail(key, "list variable names only, such as \"PATH\"", "bad variable name %q", n)
+			return
+		}
+	}
+	if names != nil {
+		*dst = names
+	}
+}
+
+func (r *reader) duration(key string, v any, dst *time.Duration) {
+	s, ok := v.(string)
+	if !ok {
+		r.fail(key, `write a quoted Go duration such as "30s" or "2m"`, "must be a duration string, not %s", describe(v))
+		return
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil || d <= 0 || d > maxDurationLimit {
+		r.fail(key, `write a Go duration between "1ms" and "24h", such as "30s" or "2m"`, "bad duration %q", s)
+		return
+	}
+	*dst = d
+}
+
+func (r *reader) count(key string, v any, dst *int) {
+	n, ok := v.(int64)
+	if !ok || n < 1 || n > maxCountSetting {
+		r.fail(key, fmt.Sprintf("write a whole number from 1 to %d", maxCountSetting), "bad count %s", describe(v))
+		return
+	}
+	*dst = int(n)
+}
+
+func (r *reader) countOrZero(key string, v any, dst *int) {
+	if n, ok := v.(int64); ok && n == 0 {
+		*dst = 0
+		return
+	}
+	r.count(key, v, dst)
+}
+
+var sizeUnits = []struct {
+	suffix string
+	mul    int64
+}{{"GiB", 1 << 30}, {"MiB", 1 << 20}, {"KiB", 1 << 10}, {"B", 1}}
+
+func (r *reader) size(key string, v any, lo, hi int64, dst *int) {
+	fix := fmt.Sprintf(`write a byte count from %d to %d, or a string such as "64KiB" or "16MiB"`, lo, hi)
+	var n int64
+	switch x := v.(type) {
+	case int64:
+		n = x
+	case string:
+		num, mul := x, int64(1)
+		for _, u := range sizeUnits {
+			if strings.HasSuffix(x, u.suffix) {
+				num, mul = strings.TrimSpace(strings.TrimSuffix(x, u.suffix)), u.mul
+				break
+			}
+		}
+		m, err := strconv.ParseInt(num, 10, 64)
+		if err != nil || m < 0 || m > hi/mul {
+			r.fail(key, fix, "bad size %q", x)
+			return
+		}
+		n = m * mul
+	default:
+		r.fail(key, fix, "bad size %s", describe(v))
+		return
+	}
+	if n < lo || n > hi {
+		r.fail(key, fix, "size %d is out of range", n)
+		return
+	}
+	*dst = int(n)
+}
+
+func (r *reader) mode(key string, v any, dst *os.FileMode) {
+	s, ok := v.(string)
+	m, err := strconv.ParseUint(s, 8, 32)
+	if !ok || err != nil || m > 0o777 || m&0o600 != 0o600 {
+		r.fail(key, `write an octal string such as "0660" that keeps the owner's read and write bits`, "bad socket mode %s", describe(v))
+		return
+	}
+	*dst = os.FileMode(m)
+}
+
+func (r *reader) uids(key string, v any, dst *[]uint32) {
+	a, ok := v.([]any)
+	if !ok {
+		r.fail(key, "write an array of numeric uids: [1000, 1001]", "must be an array, not %s", describe(v))
+		return
+	}
+	out := make([]uint32, 0, len(a))
+	for _, e := range a {
+		n, ok := e.(int64)
+		if !ok || n < 0 || n > 1<<32-2 {
+			r.fail(key, "write numeric uids, such as 1000", "bad uid %s", describe(e))
+			return
+		}
+		out = append(out, uint32(n))
+	}
+	*dst = out
+}
+
+func (r *reader) enum(key string, v any, allowed []string, dst *string) {
+	s, ok := v.(string)
+	if !ok || !slices.Contains(allowed, s) {
+		r.fail(key, "use one of: "+strings.Join(allowed, ", "), "bad value %s", describe(v))
+		return
+	}
+	*dst = s
+}
+
+func (r *reader) boolean(key string, v any, dst *bool) {
+	b, ok := v.(bool)
+	if !ok {
+		r.fail(key, "write true or false, unquoted", "must be a boolean, not %s", describe(v))
+		return
+	}
+	*dst = b
+}
+
+// describe names a decoded TOML value for a message.
+func describe(v any) string {
+	switch x := v.(type) {
+	case string:
+		return strconv.Quote(x)
+	case int64:
+		return "the number " + strconv.FormatInt(x, 10)
+	case float64:
+		return "the number " + strconv.FormatFloat(x, 'g', -1, 64)
+	case bool:
+		return "the boolean " + strconv.FormatBool(x)
+	case []any:
+		return "an array"
+	case map[string]any:
+		return "a table"
+	case nil:
+		return "nothing"
+	default:
+		return fmt.Sprintf("a %T", v)
+	}
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}
+
+func quoteAll(ss []string) string {
+	q := make([]string, len(ss))
+	for i, s := range ss {
+		q[i] = strconv.Quote(s)
+	}
+	return strings.Join(q, ", ")
+}
+
+// suggest returns the known key closest to name when it is close enough
+// to be a typo (edit distance at most 2), else "".
+func suggest(name string, known []string) string {
+	best, bestD := "", 3
+	for _, k := range known {
+		if d := editDistance(name, k); d < bestD {
+			best, bestD = k, d
+		}
+	}
+	return best
+}
+
+func editDistance(a, b string) int {
+	if len(a) > 64 || len(b) > 64 {
+		return 64 // not a typo worth suggesting for; keeps the cost bounded
+	}
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			c := prev[j-1]
+			if a[i-1] != b[j-1] {
+				c++
+			}
+			cur[j] = min(c, prev[j]+1, cur[j-1]+1)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
+}
