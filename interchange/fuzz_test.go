@@ -42,6 +42,9 @@ func FuzzToJSON(f *testing.F) {
 			return
 		}
 		js := out[3:]
+		if len(js) > 6*len(data) {
+			t.Fatalf("%d bytes became %d, past the documented 6× bound", len(data), len(js))
+		}
 		if !json.Valid(js) {
 			t.Fatalf("output is not JSON: %q", js)
 		}
@@ -115,6 +118,9 @@ func FuzzToMsgPack(f *testing.F) {
 			t.Fatalf("accepted %q, which is not JSON", data)
 		}
 		mp := out[1:]
+		if len(mp) > 3*len(data) {
+			t.Fatalf("%d bytes became %d, past the documented 3× bound", len(data), len(mp))
+		}
 		want, err := canonJSON(data)
 		if err != nil {
 			t.Fatalf("encoding/json refuses %q: %v", data, err)

@@ -2,6 +2,7 @@ package interchange
 
 import (
 	"bytes"
+	"encoding/binary"
 	"hash/maphash"
 	"sync"
 )
@@ -15,7 +16,28 @@ const smallObject = 16
 // span locates one object key: buf[off : off+n] in the buffer the
 // conversion compares keys in (the MessagePack input, or the output for
 // JSON input, where keys are compared after their escapes are decoded).
-type span struct{ off, n int }
+// head holds the key's first (up to) eight bytes, so most comparisons of
+// short keys, the common case, never reach bytes.Equal.
+type span struct {
+	off, n int
+	head   uint64
+}
+
+func keyHead(k []byte) uint64 {
+	if len(k) >= 8 {
+		return binary.LittleEndian.Uint64(k)
+	}
+	var h uint64
+	for i, b := range k {
+		h |= uint64(b) << (8 * i)
+	}
+	return h
+}
+
+// same reports whether sp is the key k whose head is h.
+func (sp span) same(buf, k []byte, h uint64) bool {
+	return sp.n == len(k) && sp.head == h && (len(k) <= 8 || bytes.Equal(buf[sp.off+8:sp.off+sp.n], k[8:]))
+}
 
 type slot struct {
 	gen uint32 // the slot is occupied only if gen equals scratch.gen
@@ -87,14 +109,15 @@ func (s *scratch) bumpGen() {
 // had an equal key (in which case nothing is recorded).
 func (s *scratch) addKey(buf []byte, base, off, n int) (dup bool) {
 	k := buf[off : off+n]
+	h := keyHead(k)
 	cnt := len(s.keys) - base
 	if cnt < smallObject {
 		for _, sp := range s.keys[base:] {
-			if sp.n == n && bytes.Equal(buf[sp.off:sp.off+sp.n], k) {
+			if sp.same(buf, k, h) {
 				return true
 			}
 		}
-		s.keys = append(s.keys, span{off, n})
+		s.keys = append(s.keys, span{off, n, h})
 		return false
 	}
 	if cnt == smallObject {
@@ -113,13 +136,11 @@ func (s *scratch) addKey(buf []byte, base, off, n int) (dup bool) {
 		if sl.gen != s.gen {
 			*sl = slot{s.gen, len(s.keys)}
 			s.tabN++
-			s.keys = append(s.keys, span{off, n})
+			s.keys = append(s.keys, span{off, n, h})
 			return false
 		}
-		if j := sl.idx; j >= base && j < len(s.keys) {
-			if sp := s.keys[j]; sp.n == n && bytes.Equal(buf[sp.off:sp.off+sp.n], k) {
-				return true
-			}
+		if j := sl.idx; j >= base && j < len(s.keys) && s.keys[j].same(buf, k, h) {
+			return true
 		}
 	}
 }
