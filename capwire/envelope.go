@@ -261,6 +261,31 @@ func knownType(t string) bool {
 	return false
 }
 
+// typeName returns t as a string, without allocating for the v1 types
+// (the hot path decodes a "call" per tool call); "" if t is not UTF-8.
+func typeName(t []byte) string {
+	switch string(t) {
+	case TypeHello:
+		return TypeHello
+	case TypeWelcome:
+		return TypeWelcome
+	case TypeCall:
+		return TypeCall
+	case TypeCancel:
+		return TypeCancel
+	case TypeResult:
+		return TypeResult
+	case TypeDenied:
+		return TypeDenied
+	case TypeFatal:
+		return TypeFatal
+	}
+	if !utf8.Valid(t) {
+		return ""
+	}
+	return string(t)
+}
+
 func badFrame(off int, msg string, err error) *WireError {
 	return &WireError{Code: CodeBadFrame, Fatal: true, Offset: off, Msg: msg, Err: err}
 }
@@ -353,8 +378,8 @@ func (e *envelope) classify() error {
 	e.code = CodeBadRequest
 	if e.has(fT) {
 		h, _ := readHead(e.b, e.at[fT])
-		if h.k == kStr && utf8.Valid(e.b[h.off:h.end()]) {
-			e.typ = string(e.b[h.off:h.end()])
+		if h.k == kStr {
+			e.typ = typeName(e.b[h.off:h.end()])
 		}
 	}
 	if e.typ == TypeHello {

@@ -25,6 +25,9 @@ type writer struct {
 	queue   chan *[]byte // bounded; frames owned by the writer once queued
 	onFail  func(error)  // called once, from run, when a write fails
 
+	vecs net.Buffers // run's scratch for writev, full capacity; only run uses it
+	vec  net.Buffers // the batch being written (WriteTo consumes it, so it is a field, not a local that escapes)
+
 	stopOnce sync.Once
 	stop     chan struct{} // closed by close: flush what is queued, then exit
 	done     chan struct{} // closed when run has returned
@@ -99,13 +102,13 @@ func (w *writer) close() {
 func (w *writer) run() {
 	defer close(w.done)
 	batch := make([]*[]byte, 0, maxBatch)
-	vec := make(net.Buffers, 0, maxBatch)
+	w.vecs = make(net.Buffers, 0, maxBatch)
 	for {
 		select {
 		case b := <-w.queue:
 			batch = append(batch, b)
 		case <-w.stop:
-			w.flush(batch, vec)
+			w.flush(batch)
 			return
 		}
 	gather:
@@ -117,7 +120,7 @@ func (w *writer) run() {
 				break gather
 			}
 		}
-		if err := w.write(batch, vec, time.Now().Add(w.timeout)); err != nil {
+		if err := w.write(batch, time.Now().Add(w.timeout)); err != nil {
 			w.failed(err)
 			return
 		}
@@ -126,7 +129,7 @@ func (w *writer) run() {
 }
 
 // flush writes everything still queued with one overall deadline.
-func (w *writer) flush(batch []*[]byte, vec net.Buffers) {
+func (w *writer) flush(batch []*[]byte) {
 	deadline := time.Now().Add(w.timeout)
 	for {
 		batch = batch[:0]
@@ -142,21 +145,21 @@ func (w *writer) flush(batch []*[]byte, vec net.Buffers) {
 		if len(batch) == 0 {
 			return
 		}
-		if err := w.write(batch, vec, deadline); err != nil {
+		if err := w.write(batch, deadline); err != nil {
 			w.failed(err)
 			return
 		}
 	}
 }
 
-func (w *writer) write(batch []*[]byte, vec net.Buffers, deadline time.Time) error {
-	vec = vec[:0]
+func (w *writer) write(batch []*[]byte, deadline time.Time) error {
+	w.vec = w.vecs[:0]
 	for _, b := range batch {
-		vec = append(vec, *b)
+		w.vec = append(w.vec, *b)
 	}
 	err := w.conn.SetWriteDeadline(deadline)
 	if err == nil {
-		_, err = vec.WriteTo(w.conn)
+		_, err = w.vec.WriteTo(w.conn)
 	}
 	for i, b := range batch {
 		putBuf(b)
