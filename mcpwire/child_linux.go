@@ -1,0 +1,305 @@
+package mcpwire
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"runtime"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+	"unicode/utf8"
+
+	"github.com/rs/zerolog"
+	"golang.org/x/sys/unix"
+)
+
+// spawner runs every fork on one goroutine locked to its OS thread for
+// the life of the process. Pdeathsig fires when the *thread* that forked
+// the child exits, not the process (see prctl(2) PR_SET_PDEATHSIG and
+// golang/go#27505); an ordinary goroutine forks on whatever thread it
+// happens to run on, and the runtime may retire that thread later, which
+// would SIGKILL a healthy server. A locked goroutine that never returns
+// keeps its thread forever, so the signal fires only when we die. It is
+// started at package init so it predates every leak-check snapshot.
+var spawnc = make(chan spawnReq)
+
+type spawnReq struct {
+	cmd  *exec.Cmd
+	errc chan error
+}
+
+func init() {
+	go func() {
+		runtime.LockOSThread() // never unlocked: the thread must outlive every child
+		for r := range spawnc {
+			r.errc <- r.cmd.Start()
+		}
+	}()
+}
+
+// Spawn starts the server described by cmd in its own process group,
+// with SIGKILL as its parent-death signal, its stdin and stdout as
+// pipes to us and its stderr drained into a bounded ring and the log.
+func Spawn(cmd Command) (Conn, error) {
+	if len(cmd.Argv) == 0 || cmd.Argv[0] == "" {
+		return nil, errInvalid("empty argv")
+	}
+	cmd.defaults()
+	env := cmd.childEnv()
+	path, err := lookPath(cmd.Argv[0], env)
+	if err != nil {
+		return nil, err
+	}
+	log := zerolog.Nop()
+	if cmd.Logger != nil {
+		log = *cmd.Logger
+	}
+
+	// Our own pipes, handed to the child as *os.File: os/exec then
+	// starts no copying goroutines, so Wait can never be held up by a
+	// grandchild that inherited a pipe (the hang WaitDelay exists for,
+	// golang/go#50436, cannot arise), and we decide when our ends close.
+	var files []*os.File
+	closeAll := func() {
+		for _, f := range files {
+			f.Close()
+		}
+	}
+	pipe := func() (r, w *os.File) {
+		if err != nil {
+			return nil, nil
+		}
+		if r, w, err = os.Pipe(); err == nil {
+			files = append(files, r, w)
+		}
+		return r, w
+	}
+	inR, inW := pipe()
+	outR, outW := pipe()
+	errR, errW := pipe()
+	if err != nil {
+		closeAll()
+		return nil, fmt.Errorf("mcpwire: pipes: %w", err)
+	}
+	ec := &exec.Cmd{
+		Path: path, Args: cmd.Argv, Env: env, Dir: cmd.Dir,
+		Stdin: inR, Stdout: outW, Stderr: errW,
+		SysProcAttr: &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL},
+	}
+	req := spawnReq{cmd: ec, errc: make(chan error, 1)}
+	spawnc <- req
+	if err := <-req.errc; err != nil {
+		closeAll()
+		return nil, fmt.Errorf("mcpwire: start %s: %w", cmd.Argv[0], err)
+	}
+	inR.Close()
+	outW.Close()
+	errW.Close()
+
+	c := &childConn{
+		cmd: cmd, ec: ec, pid: ec.Process.Pid, log: log,
+		stdin: inW, stdout: outR, stderr: errR,
+		tail: newRing(cmd.StderrTailBytes), done: make(chan struct{}),
+		drained: make(chan struct{}), eof: make(chan struct{}), exited: make(chan struct{}),
+	}
+	log.Info().Int("pid", c.pid).Str("path", path).Msg("mcpwire: server started")
+	go c.drainStderr()
+	go c.wait()
+	return c, nil
+}
+
+// childConn is the child-process Conn.
+type childConn struct {
+	cmd Command
+	ec  *exec.Cmd
+	pid int
+	log zerolog.Logger
+
+	stdin, stdout, stderr *os.File
+	tail                  *ring
+
+	// mu orders signals against reaping: a signal to the group is sent
+	// only while the leader is unreaped, so its pid (= the pgid) cannot
+	// have been recycled.
+	mu      sync.Mutex
+	reaped  bool
+	reason  error
+	exited  chan struct{} // closed once reaped (reason set)
+	done    chan struct{} // closed once reaped and stderr drained
+	drained chan struct{} // closed when the stderr drainer ends
+	eof     chan struct{} // closed when Read first sees the end of stdout
+	eofOnce sync.Once
+
+	shutOnce sync.Once
+	exit     Exit
+	exitErr  error
+}
+
+func (c *childConn) Read(p []byte) (int, error) {
+	n, err := c.stdout.Read(p)
+	if err != nil {
+		c.eofOnce.Do(func() { close(c.eof) })
+		if errors.Is(err, os.ErrClosed) {
+			err = io.EOF // our side closed it: the stream has ended
+		}
+	}
+	return n, err
+}
+
+func (c *childConn) Write(p []byte) (int, error)        { return c.stdin.Write(p) }
+func (c *childConn) SetWriteDeadline(t time.Time) error { return c.stdin.SetWriteDeadline(t) }
+func (c *childConn) Done() <-chan struct{}              { return c.done }
+func (c *childConn) StderrTail() []byte                 { return c.tail.snapshot() }
+
+func (c *childConn) EndReason() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.reason
+}
+
+// signalGroup sends sig to the server's whole process group (npx/uvx
+// wrappers and what they started), unless the leader is already reaped.
+func (c *childConn) signalGroup(sig syscall.Signal) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.reaped {
+		_ = unix.Kill(-c.pid, sig)
+	}
+}
+
+// wait observes the leader's exit without reaping it (WNOWAIT keeps the
+// zombie, and with it the pgid, reserved), kills whatever is left of the
+// process group — those are orphans now — then reaps. After ExitDrain it
+// closes our stdout and stderr ends in case a process outside the group
+// still holds the pipes.
+func (c *childConn) wait() {
+	var info unix.Siginfo
+	for {
+		err := unix.Waitid(unix.P_PID, c.pid, &info, unix.WEXITED|unix.WNOWAIT, nil)
+		if err != unix.EINTR {
+			break
+		}
+	}
+	c.mu.Lock()
+	_ = unix.Kill(-c.pid, unix.SIGKILL)
+	_ = c.ec.Wait() // the status is in ProcessState either way
+	st := c.ec.ProcessState
+	c.reaped = true
+	c.reason = fmt.Errorf("%w (%s)", ErrExited, st.String())
+	c.mu.Unlock()
+	close(c.exited)
+	c.log.Info().Int("pid", c.pid).Str("status", st.String()).Msg("mcpwire: server exited")
+
+	deadline := time.Now().Add(c.cmd.ExitDrain)
+	if !waitUntil(c.drained, deadline) {
+		c.stderr.Close() // unblocks the drainer
+		<-c.drained
+	}
+	close(c.done)
+	if !waitUntil(c.eof, deadline) {
+		c.stdout.Close() // unblocks the client's reader with io.EOF
+	}
+}
+
+// waitUntil waits for ch to close until deadline and reports whether it
+// did.
+func waitUntil(ch <-chan struct{}, deadline time.Time) bool {
+	t := time.NewTimer(time.Until(deadline))
+	defer t.Stop()
+	select {
+	case <-ch:
+		return true
+	case <-t.C:
+		return false
+	}
+}
+
+// drainStderr copies the server's stderr into the ring and the log until
+// EOF or until its read end is closed. Never reading stderr is how other
+// clients deadlock: a server blocks in write(2) once the pipe fills.
+func (c *childConn) drainStderr() {
+	defer close(c.drained)
+	defer c.stderr.Close()
+	buf := make([]byte, 4096)
+	line := make([]byte, 0, stderrLogLine)
+	truncated := false
+	emit := func() {
+		if len(line) > 0 || truncated {
+			ev := c.log.Info().Int("pid", c.pid)
+			if truncated {
+				ev = ev.Bool("truncated", true)
+			}
+			ev.Str("stderr", strings.ToValidUTF8(string(line), string(utf8.RuneError))).Msg("mcpwire: server stderr")
+		}
+		line, truncated = line[:0], false
+	}
+	for {
+		n, err := c.stderr.Read(buf)
+		_, _ = c.tail.Write(buf[:n])
+		for _, b := range buf[:n] {
+			switch {
+			case b == '\n':
+				emit()
+			case len(line) < stderrLogLine:
+				line = append(line, b)
+			default:
+				truncated = true
+			}
+		}
+		if err != nil {
+			emit()
+			return
+		}
+	}
+}
+
+// Shutdown runs the stdio shutdown sequence of the MCP lifecycle ("close
+// the input stream, wait for the server to exit, or send SIGTERM...
+// SIGKILL") with every wait bounded, signalling the whole process group.
+func (c *childConn) Shutdown() (Exit, error) {
+	c.shutOnce.Do(func() {
+		start := time.Now()
+		how := ExitHow(0)
+		select {
+		case <-c.exited:
+			how = ExitedBefore
+		default:
+		}
+		c.stdin.Close()
+		steps := []struct {
+			sig   syscall.Signal
+			grace time.Duration
+			how   ExitHow
+		}{{0, c.cmd.StdinGrace, ExitedOnEOF}, {syscall.SIGTERM, c.cmd.TermGrace, ExitedOnSIGTERM}, {syscall.SIGKILL, c.cmd.KillGrace, ExitedOnSIGKILL}}
+		for _, s := range steps {
+			if how != 0 {
+				break
+			}
+			if s.sig != 0 {
+				c.log.Info().Int("pid", c.pid).Str("signal", s.sig.String()).Msg("mcpwire: signalling server process group")
+				c.signalGroup(s.sig)
+			}
+			t := time.NewTimer(s.grace)
+			select {
+			case <-c.exited:
+				how = s.how
+			case <-t.C:
+			}
+			t.Stop()
+		}
+		if how == 0 {
+			c.exitErr = fmt.Errorf("%w: pid %d still running %v after SIGKILL", ErrUnconfirmed, c.pid, c.cmd.KillGrace)
+			c.log.Error().Int("pid", c.pid).Msg("mcpwire: server exit not confirmed")
+			return
+		}
+		<-c.done // bounded: ExitDrain after the reap
+		c.stdout.Close()
+		st := c.ec.ProcessState
+		c.exit = Exit{How: how, Status: st.String(), Code: st.ExitCode(), Took: time.Since(start)}
+	})
+	return c.exit, c.exitErr
+}

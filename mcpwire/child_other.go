@@ -1,0 +1,11 @@
+//go:build !linux
+
+package mcpwire
+
+import "errors"
+
+// Spawn is only implemented on Linux: the custody it promises rests on
+// Pdeathsig, which other systems lack.
+func Spawn(cmd Command) (Conn, error) {
+	return nil, errors.New("mcpwire: spawning servers is only supported on Linux")
+}

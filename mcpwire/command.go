@@ -1,0 +1,109 @@
+package mcpwire
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/rs/zerolog"
+)
+
+// Defaults for Command's bounds (see docs/mcpwire.md for the table).
+const (
+	DefaultStderrTailBytes = 8 << 10
+	DefaultStdinGrace      = 5 * time.Second
+	DefaultTermGrace       = 5 * time.Second
+	DefaultKillGrace       = 5 * time.Second
+	DefaultExitDrain       = time.Second
+	// stderrLogLine caps one logged stderr line; longer lines are
+	// logged truncated (the ring keeps the bytes regardless).
+	stderrLogLine = 1 << 10
+)
+
+// DefaultInherit names the variables of our own environment a server
+// inherits when Command.Inherit is nil: enough for npx/uvx wrappers to
+// find their tools and caches, nothing that usually carries a secret.
+var DefaultInherit = []string{"HOME", "LANG", "LC_ALL", "LOGNAME", "PATH", "SHELL", "TMPDIR", "USER"}
+
+// Command describes a server to spawn. There is no shell: Argv[0] is an
+// executable (looked up in the child's PATH when it has no slash) and
+// the rest are its arguments, verbatim.
+type Command struct {
+	Argv []string
+	// Env holds explicit KEY=VALUE pairs for the child; they win over
+	// inherited ones.
+	Env []string
+	// Inherit names the variables copied from our environment. nil means
+	// DefaultInherit; an empty non-nil slice inherits nothing.
+	Inherit []string
+	// Dir is the child's working directory ("" = ours).
+	Dir string
+	// Logger receives the server's stderr lines and lifecycle events;
+	// nil logs nothing.
+	Logger *zerolog.Logger
+
+	StderrTailBytes int           // ring of stderr kept for errors (default 8 KiB)
+	StdinGrace      time.Duration // wait after closing stdin (default 5 s)
+	TermGrace       time.Duration // wait after SIGTERM (default 5 s)
+	KillGrace       time.Duration // wait after SIGKILL (default 5 s)
+	// ExitDrain bounds how long, after the process is reaped, stdout and
+	// stderr may stay open (a grandchild that escaped the process group
+	// could hold them) before they are closed on our side (default 1 s).
+	ExitDrain time.Duration
+}
+
+func (c *Command) defaults() {
+	def := func(d *time.Duration, v time.Duration) {
+		if *d <= 0 {
+			*d = v
+		}
+	}
+	def(&c.StdinGrace, DefaultStdinGrace)
+	def(&c.TermGrace, DefaultTermGrace)
+	def(&c.KillGrace, DefaultKillGrace)
+	def(&c.ExitDrain, DefaultExitDrain)
+	if c.StderrTailBytes <= 0 {
+		c.StderrTailBytes = DefaultStderrTailBytes
+	}
+	if c.Inherit == nil {
+		c.Inherit = DefaultInherit
+	}
+}
+
+// childEnv builds the child's environment: the allowlisted inherited
+// variables, then the explicit pairs (later wins in os/exec's dedup).
+func (c *Command) childEnv() []string {
+	env := make([]string, 0, len(c.Inherit)+len(c.Env))
+	for _, k := range c.Inherit {
+		if v, ok := os.LookupEnv(k); ok {
+			env = append(env, k+"="+v)
+		}
+	}
+	return append(env, c.Env...)
+}
+
+// lookPath resolves name against the child's PATH (not ours: the
+// operator's env for this server decides which npx runs).
+func lookPath(name string, env []string) (string, error) {
+	if strings.Contains(name, "/") {
+		return name, nil
+	}
+	path := ""
+	for _, kv := range env {
+		if v, ok := strings.CutPrefix(kv, "PATH="); ok {
+			path = v
+		}
+	}
+	for _, dir := range filepath.SplitList(path) {
+		if dir == "" {
+			dir = "."
+		}
+		p := filepath.Join(dir, name)
+		if st, err := os.Stat(p); err == nil && st.Mode().IsRegular() && st.Mode()&0o111 != 0 {
+			return p, nil
+		}
+	}
+	return "", fmt.Errorf("mcpwire: %q not found in the server's PATH", name)
+}
