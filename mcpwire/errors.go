@@ -103,6 +103,10 @@ func (e *FramingFault) Error() string {
 	return "mcpwire: invalid UTF-8 on stdout at byte " + strconv.Itoa(e.Offset) + " of a line"
 }
 
+// Is makes every FramingFault match ErrProtocol: the server broke the
+// stdio rule that every line is one UTF-8 JSON-RPC message.
+func (e *FramingFault) Is(target error) bool { return target == ErrProtocol }
+
 // RPCError is a JSON-RPC error response from the server: a protocol
 // failure of one request, not of the connection. Data is raw JSON (nil
 // when absent).

@@ -1,0 +1,716 @@
+package mcpwire
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+	"unicode/utf8"
+
+	"github.com/rs/zerolog"
+)
+
+// Defaults for Config's bounds (docs/mcpwire.md lists them all).
+const (
+	DefaultHandshakeTimeout = 60 * time.Second // npx cold starts are slow
+	DefaultCallIdleTimeout  = 60 * time.Second
+	DefaultCallMaxTimeout   = 10 * time.Minute
+	DefaultWriteTimeout     = 10 * time.Second
+	DefaultMaxInFlight      = 256
+	DefaultMaxPages         = 64
+	DefaultMaxTools         = 256
+	DefaultMaxStrayLines    = 1000
+	DefaultMaxStrayBytes    = 1 << 20
+	// strayPreview caps how much of a stray stdout line is logged.
+	strayPreview = 120
+	// eofExitWait bounds how long the reader, having seen stdout end,
+	// waits for the transport to report the server's exit so the death
+	// reason can carry the exit status.
+	eofExitWait = 2 * time.Second
+	// readBufSize is the size of each read from the server's stdout.
+	readBufSize = 64 << 10
+	// maxPooledLine: line buffers that grew past this are not pooled, so
+	// one 16 MiB call does not pin 16 MiB forever.
+	maxPooledLine = 64 << 10
+)
+
+// Config configures a Client. The zero value of every bound means its
+// default.
+type Config struct {
+	// ClientName and ClientVersion are sent as clientInfo (required by
+	// MCP; empty means "capbridge" / "0").
+	ClientName, ClientVersion string
+	// Logger receives stray-output, server-request, notification and
+	// lifecycle events; nil logs nothing.
+	Logger *zerolog.Logger
+
+	MaxLineBytes     int           // stdout line cap (16 MiB)
+	HandshakeTimeout time.Duration // initialize round trip (60 s)
+	CallIdleTimeout  time.Duration // per call, reset by progress (60 s)
+	CallMaxTimeout   time.Duration // per call, never extended (10 min)
+	WriteTimeout     time.Duration // one write to stdin (10 s); expiry is death
+	MaxInFlight      int           // concurrent calls (256); more fail with ErrBusy
+	MaxPages         int           // tools/list pages (64)
+	MaxTools         int           // tools in one listing (256)
+	MaxStrayLines    int           // non-JSON-RPC stdout lines tolerated (1000)
+	MaxStrayBytes    int           // ...and their bytes (1 MiB)
+}
+
+func (c *Config) defaults() {
+	defD := func(d *time.Duration, v time.Duration) {
+		if *d <= 0 {
+			*d = v
+		}
+	}
+	defI := func(n *int, v int) {
+		if *n <= 0 {
+			*n = v
+		}
+	}
+	if c.ClientName == "" {
+		c.ClientName = "capbridge"
+	}
+	if c.ClientVersion == "" {
+		c.ClientVersion = "0"
+	}
+	defI(&c.MaxLineBytes, DefaultMaxLineBytes)
+	defD(&c.HandshakeTimeout, DefaultHandshakeTimeout)
+	defD(&c.CallIdleTimeout, DefaultCallIdleTimeout)
+	defD(&c.CallMaxTimeout, DefaultCallMaxTimeout)
+	defD(&c.WriteTimeout, DefaultWriteTimeout)
+	defI(&c.MaxInFlight, DefaultMaxInFlight)
+	defI(&c.MaxPages, DefaultMaxPages)
+	defI(&c.MaxTools, DefaultMaxTools)
+	defI(&c.MaxStrayLines, DefaultMaxStrayLines)
+	defI(&c.MaxStrayBytes, DefaultMaxStrayBytes)
+}
+
+// CallOptions tune one call; zero fields take the Config's values.
+type CallOptions struct {
+	// IdleTimeout ends the call if neither its response nor a progress
+	// notification for it arrives in this long.
+	IdleTimeout time.Duration
+	// MaxTimeout ends the call this long after it started, progress or
+	// not (the spec's "SHOULD always enforce a maximum timeout").
+	MaxTimeout time.Duration
+}
+
+// Client is an MCP client over one Conn. It is live from a successful
+// Connect (or Start) until it dies; death is final and idempotent.
+//
+// All methods are safe for concurrent use; any number of calls may be in
+// flight at once (up to Config.MaxInFlight), each bounded by its own
+// context, idle timeout and maximum timeout. The client owns the Conn:
+// Close (or death) shuts the server down. The owner must call Close
+// exactly to release resources, even after death.
+type Client struct {
+	conn Conn
+	cfg  Config
+	log  zerolog.Logger
+	init *InitializeResult
+
+	// wlock is the single writer path: a token held while one line is
+	// written, so lines never interleave.
+	wlock chan struct{}
+
+	// mu guards the in-flight state below. Every call is retired exactly
+	// once: whoever removes it from calls (the reader with its response,
+	// its own waiter on timeout or cancel, or die) settles it.
+	mu     sync.Mutex
+	calls  map[int64]*call
+	nextID int64
+	dead   *DeadError
+
+	deadc        chan struct{} // closed on death
+	readerDone   chan struct{} // closed when the reader goroutine ends
+	shutdownDone chan struct{} // closed when the transport's Shutdown returned
+	toolsChanged chan struct{} // 1-buffered, coalescing
+	batch        atomic.Bool   // 2025-03-26 negotiated: accept batches
+
+	strayLines, strayBytes atomic.Int64
+
+	exit    Exit
+	exitErr error
+}
+
+// call is one request in flight. Pooled: it is reused only after its
+// settlement has been consumed by its waiter.
+type call struct {
+	id      int64
+	done    chan struct{} // 1-buffered; one send per settlement
+	timer   *time.Timer   // idle/max deadline; Reset only under Client.mu
+	idle    time.Duration
+	hard    time.Time
+	retired bool
+	result  []byte // raw result, owned (copied out of the read buffer)
+	err     error
+}
+
+var callPool = sync.Pool{New: func() any {
+	t := time.NewTimer(time.Hour)
+	t.Stop()
+	return &call{done: make(chan struct{}, 1), timer: t}
+}}
+
+var linePool = sync.Pool{New: func() any { b := make([]byte, 0, 512); return &b }}
+
+// Start spawns the server described by cmd and connects to it. ctx
+// bounds only the handshake: the server lives until Close or death,
+// never until ctx ends (tying the process to a start context is a known
+// footgun of other clients).
+func Start(ctx context.Context, cmd Command, cfg Config) (*Client, error) {
+	if cmd.Logger == nil {
+		cmd.Logger = cfg.Logger
+	}
+	conn, err := Spawn(cmd)
+	if err != nil {
+		return nil, err
+	}
+	return Connect(ctx, conn, cfg)
+}
+
+// Connect performs the MCP handshake over conn: initialize (requesting
+// RequestedVersion, declaring capabilities {}), version check,
+// notifications/initialized. On failure the server is shut down and
+// the error is a *DeadError carrying the reason and the stderr tail.
+func Connect(ctx context.Context, conn Conn, cfg Config) (*Client, error) {
+	cfg.defaults()
+	c := &Client{
+		conn: conn, cfg: cfg, log: zerolog.Nop(),
+		wlock: make(chan struct{}, 1), calls: make(map[int64]*call),
+		deadc: make(chan struct{}), readerDone: make(chan struct{}),
+		shutdownDone: make(chan struct{}), toolsChanged: make(chan struct{}, 1),
+	}
+	if cfg.Logger != nil {
+		c.log = *cfg.Logger
+	}
+	go c.readLoop()
+	if err := c.handshake(ctx); err != nil {
+		var de *DeadError
+		if !errors.As(err, &de) {
+			de = &DeadError{Reason: err, Stderr: conn.StderrTail()}
+		}
+		c.die(de.Reason)
+		c.Close()
+		return nil, de
+	}
+	return c, nil
+}
+
+func (c *Client) handshake(ctx context.Context) error {
+	// The declared client capabilities are exactly {}: no sampling (a
+	// server must not spend our model), no roots (it learns nothing of
+	// our filesystem), no elicitation (it must not question a human).
+	params := append([]byte(`{"protocolVersion":"`+RequestedVersion+`","capabilities":{},"clientInfo":{"name":`), nil...)
+	params = appendQuoted(params, c.cfg.ClientName)
+	params = append(params, `,"version":`...)
+	params = appendQuoted(params, c.cfg.ClientVersion)
+	params = append(params, `}}`...)
+	hs := c.cfg.HandshakeTimeout
+	// initialize MUST NOT be cancelled (lifecycle spec), so no
+	// notifications/cancelled on timeout: the client just dies.
+	raw, err := c.request(ctx, "initialize", params, nil, "", CallOptions{IdleTimeout: hs, MaxTimeout: hs}, false)
+	if err != nil {
+		return err
+	}
+	ir, err := DecodeInitializeResult(raw)
+	if err != nil {
+		return err
+	}
+	if !versionSupported(ir.ProtocolVersion) {
+		return &VersionError{Requested: RequestedVersion, Offered: ir.ProtocolVersion}
+	}
+	c.init = ir
+	c.batch.Store(ir.ProtocolVersion == batchVersion)
+	c.log.Info().Str("version", ir.ProtocolVersion).Str("server", ir.ServerInfo.Name).Str("server_version", ir.ServerInfo.Version).Msg("mcpwire: initialized")
+	return c.notify(ctx, "notifications/initialized", nil)
+}
+
+// Initialize returns the server's initialize result.
+func (c *Client) Initialize() *InitializeResult { return c.init }
+
+// ToolsChanged delivers a signal (coalesced: at most one pending) each
+// time the server sends notifications/tools/list_changed; the owner
+// should re-run ListTools.
+func (c *Client) ToolsChanged() <-chan struct{} { return c.toolsChanged }
+
+// Done is closed when the client dies; Err then says why.
+func (c *Client) Done() <-chan struct{} { return c.deadc }
+
+// Err returns the *DeadError once the client is dead, else nil.
+func (c *Client) Err() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.dead == nil {
+		return nil
+	}
+	return c.dead
+}
+
+// Stray reports how many non-JSON-RPC lines (and their bytes) the
+// server has written to stdout so far.
+func (c *Client) Stray() (lines, bytes int64) { return c.strayLines.Load(), c.strayBytes.Load() }
+
+// Close kills the client (in-flight calls settle with ErrClosed) and
+// shuts the server down, returning the shutdown's evidence. Idempotent;
+// bounded by the transport's shutdown waits.
+func (c *Client) Close() (Exit, error) {
+	c.die(ErrClosed)
+	<-c.shutdownDone
+	<-c.readerDone
+	return c.exit, c.exitErr
+}
+
+// ListTools lists every tool, following nextCursor for at most
+// Config.MaxPages pages; a repeated cursor is ErrTooManyPages at once.
+func (c *Client) ListTools(ctx context.Context) ([]Tool, error) {
+	var all []Tool
+	seen := map[string]bool{}
+	var params []byte
+	for page := 0; ; page++ {
+		if page == c.cfg.MaxPages {
+			return nil, fmt.Errorf("%w: more than %d pages", ErrTooManyPages, c.cfg.MaxPages)
+		}
+		raw, err := c.request(ctx, "tools/list", params, nil, "", CallOptions{}, true)
+		if err != nil {
+			return nil, err
+		}
+		p, err := DecodeToolsPage(raw)
+		if err != nil {
+			return nil, err
+		}
+		all = append(all, p.Tools...)
+		if len(all) > c.cfg.MaxTools {
+			return nil, fmt.Errorf("%w: more than %d", ErrTooManyTools, c.cfg.MaxTools)
+		}
+		if !p.HasNext {
+			return all, nil
+		}
+		if seen[p.NextCursor] {
+			return nil, fmt.Errorf("%w: cursor %q repeated on page %d", ErrTooManyPages, p.NextCursor, page+1)
+		}
+		seen[p.NextCursor] = true
+		params = appendQuoted([]byte(`{"cursor":`), p.NextCursor)
+		params = append(params, '}')
+	}
+}
+
+// Ping sends ping and waits for its (empty object) result.
+func (c *Client) Ping(ctx context.Context) error {
+	raw, err := c.request(ctx, "ping", nil, nil, "", CallOptions{}, true)
+	if err != nil {
+		return err
+	}
+	if _, err := objectResult("ping", raw); err != nil {
+		return err
+	}
+	return nil
+}
+
+// CallTool calls a tool. args is the arguments object as raw JSON (nil,
+// empty or null sends none); it is validated and compacted, never
+// re-encoded. A tool failure is a result with IsError set; an error
+// return means the call itself failed: an *RPCError from the server,
+// ErrTimeout, the context's error, a protocol fault, or a *DeadError.
+// On timeout or cancellation the server gets notifications/cancelled
+// and a late reply is ignored.
+func (c *Client) CallTool(ctx context.Context, name string, args []byte, opt CallOptions) (*CallToolResult, error) {
+	raw, err := c.request(ctx, "tools/call", nil, args, name, opt, true)
+	if err != nil {
+		return nil, err
+	}
+	return DecodeCallToolResult(raw)
+}
+
+// request performs one round trip. For tools/call the line is built from
+// name and args; for other methods from params. It returns the raw
+// result, owned by the caller.
+func (c *Client) request(ctx context.Context, method string, params, args []byte, name string, opt CallOptions, cancellable bool) ([]byte, error) {
+	idle, maxT := opt.IdleTimeout, opt.MaxTimeout
+	if idle <= 0 {
+		idle = c.cfg.CallIdleTimeout
+	}
+	if maxT <= 0 {
+		maxT = c.cfg.CallMaxTimeout
+	}
+	if idle > maxT {
+		idle = maxT
+	}
+	cl := callPool.Get().(*call)
+	c.mu.Lock()
+	switch {
+	case c.dead != nil:
+		err := c.dead
+		c.mu.Unlock()
+		callPool.Put(cl)
+		return nil, err
+	case len(c.calls) >= c.cfg.MaxInFlight:
+		c.mu.Unlock()
+		callPool.Put(cl)
+		return nil, fmt.Errorf("%w (%d)", ErrBusy, c.cfg.MaxInFlight)
+	}
+	c.nextID++
+	id := c.nextID
+	cl.id, cl.idle, cl.hard, cl.retired = id, idle, time.Now().Add(maxT), false
+	c.calls[id] = cl
+	cl.timer.Reset(idle)
+	c.mu.Unlock()
+
+	bp := linePool.Get().(*[]byte)
+	var line []byte
+	var err error
+	if method == "tools/call" {
+		line, err = appendCallTool((*bp)[:0], id, name, args)
+	} else {
+		line = appendRequest((*bp)[:0], id, method, params)
+	}
+	if err == nil {
+		err = c.write(ctx, line)
+	}
+	if cap(line) <= maxPooledLine {
+		*bp = line[:0]
+		linePool.Put(bp)
+	}
+	if err != nil {
+		if c.take(id) == cl { // still ours: nothing reached the server
+			return c.finish(cl, err)
+		}
+		<-cl.done // settled concurrently (death)
+		return c.finish(cl, nil)
+	}
+
+	var why error
+	select {
+	case <-cl.done:
+		return c.finish(cl, nil)
+	case <-ctx.Done():
+		why = ctx.Err()
+	case <-cl.timer.C:
+		why = ErrTimeout
+	}
+	if c.take(id) != cl {
+		// The response (or death) won the race: honour it.
+		<-cl.done
+		return c.finish(cl, nil)
+	}
+	if cancellable {
+		c.sendCancelled(id, why)
+	}
+	return c.finish(cl, fmt.Errorf("mcpwire: %s: %w", method, why))
+}
+
+// finish consumes a retired call's settlement, returns it to the pool and
+// yields (result, error); an override error wins.
+func (c *Client) finish(cl *call, override error) ([]byte, error) {
+	cl.timer.Stop()
+	res, err := cl.result, cl.err
+	cl.result, cl.err = nil, nil
+	callPool.Put(cl)
+	if override != nil {
+		return nil, override
+	}
+	return res, err
+}
+
+// take removes the live call with this id and marks it retired, or
+// returns nil if no such call is in flight.
+func (c *Client) take(id int64) *call {
+	c.mu.Lock()
+	cl := c.calls[id]
+	if cl != nil {
+		if cl.retired {
+			panic("mcpwire: call retired twice")
+		}
+		cl.retired = true
+		delete(c.calls, id)
+	}
+	c.mu.Unlock()
+	return cl
+}
+
+// sendCancelled tells the server to stop a call we gave up on. Best
+// effort and bounded by WriteTimeout: a failure here is death anyway.
+func (c *Client) sendCancelled(id int64, why error) {
+	reason := "cancelled"
+	if errors.Is(why, ErrTimeout) || errors.Is(why, context.DeadlineExceeded) {
+		reason = "timed out"
+	}
+	p := strconv.AppendInt([]byte(`{"requestId":`), id, 10)
+	p = append(p, `,"reason":"`+reason+`"}`...)
+	_ = c.notify(context.Background(), "notifications/cancelled", p)
+}
+
+func (c *Client) notify(ctx context.Context, method string, params []byte) error {
+	return c.write(ctx, appendNotification(nil, method, params))
+}
+
+// write is the single writer path: every line goes through here, whole,
+// under the write token, bounded by WriteTimeout. A failed or timed-out
+// write is death (a half-written line has desynchronised the stream).
+func (c *Client) write(ctx context.Context, line []byte) error {
+	select {
+	case c.wlock <- struct{}{}:
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-c.deadc:
+		return c.Err()
+	}
+	select {
+	case <-c.deadc:
+		<-c.wlock
+		return c.Err()
+	default:
+	}
+	_ = c.conn.SetWriteDeadline(time.Now().Add(c.cfg.WriteTimeout))
+	_, err := c.conn.Write(line)
+	<-c.wlock
+	if err != nil {
+		c.die(fmt.Errorf("mcpwire: write to server stdin: %w", err))
+		return c.Err()
+	}
+	return nil
+}
+
+// die makes the client dead with reason: latched once, every in-flight
+// call settles with the *DeadError at once, and the server is shut down
+// in the background. Later calls fail fast with the same error.
+func (c *Client) die(reason error) {
+	c.mu.Lock()
+	if c.dead != nil {
+		c.mu.Unlock()
+		return
+	}
+	c.dead = &DeadError{Reason: reason, Stderr: c.conn.StderrTail()}
+	calls := make([]*call, 0, len(c.calls))
+	for id, cl := range c.calls {
+		if cl.retired {
+			panic("mcpwire: call retired twice")
+		}
+		cl.retired = true
+		delete(c.calls, id)
+		calls = append(calls, cl)
+	}
+	dead := c.dead
+	c.mu.Unlock()
+	close(c.deadc)
+	for _, cl := range calls {
+		cl.err = dead
+		cl.done <- struct{}{}
+	}
+	if !errors.Is(reason, ErrClosed) {
+		c.log.Error().Err(reason).Msg("mcpwire: server connection died")
+	}
+	go func() {
+		c.exit, c.exitErr = c.conn.Shutdown()
+		close(c.shutdownDone)
+	}()
+}
+
+// readLoop is the one reader of the server's stdout.
+func (c *Client) readLoop() {
+	defer close(c.readerDone)
+	buf := make([]byte, readBufSize)
+	fr := NewFramer(c.cfg.MaxLineBytes)
+	var m Message
+	for {
+		n, err := c.conn.Read(buf)
+		if n > 0 {
+			fr.Push(buf[:n])
+			for {
+				line, ferr := fr.Next()
+				if ferr != nil {
+					c.die(ferr)
+					c.drain(buf)
+					return
+				}
+				if line == nil {
+					break
+				}
+				c.handleLine(line, &m)
+			}
+		}
+		if err != nil {
+			c.onEOF()
+			return
+		}
+	}
+}
+
+// drain keeps reading (and discarding) after a framing fault so the
+// server never blocks on a full stdout pipe while shutdown runs; it ends
+// when shutdown closes the stream.
+func (c *Client) drain(buf []byte) {
+	for {
+		if _, err := c.conn.Read(buf); err != nil {
+			return
+		}
+	}
+}
+
+func (c *Client) onEOF() {
+	reason := error(nil)
+	t := time.NewTimer(eofExitWait)
+	select {
+	case <-c.conn.Done():
+		reason = c.conn.EndReason()
+	case <-c.deadc:
+	case <-t.C:
+		reason = errors.New("mcpwire: server closed its stdout")
+	}
+	t.Stop()
+	if reason != nil {
+		c.die(reason)
+	}
+}
+
+func (c *Client) handleLine(line []byte, m *Message) {
+	if c.batch.Load() {
+		if i := skipSpace(line, 0); i < len(line) && line[i] == '[' {
+			elems, err := SplitBatch(line)
+			if err != nil {
+				c.stray(line, err)
+				return
+			}
+			for _, e := range elems {
+				c.handleMessage(e, m)
+			}
+			return
+		}
+	}
+	c.handleMessage(line, m)
+}
+
+func (c *Client) handleMessage(line []byte, m *Message) {
+	if err := DecodeMessage(line, m); err != nil {
+		// A broken envelope whose id we can read fails that one call
+		// (e.g. both "result" and "error"); the connection survives.
+		if m.HasID && m.ID.IsInt {
+			if cl := c.take(m.ID.Int); cl != nil {
+				cl.err = err
+				cl.done <- struct{}{}
+			}
+		}
+		c.stray(line, err)
+		return
+	}
+	switch m.Kind {
+	case KindResponse:
+		c.handleResponse(m)
+	case KindRequest:
+		c.handleServerRequest(m)
+	case KindNotification:
+		c.handleNotification(m)
+	}
+}
+
+func (c *Client) handleResponse(m *Message) {
+	var cl *call
+	if m.ID.IsInt {
+		cl = c.take(m.ID.Int)
+	}
+	if cl == nil {
+		// Unknown, already settled (a late reply after cancel or
+		// timeout, a duplicate) or not an id we mint (a string id):
+		// ignored, as the cancellation spec asks.
+		c.log.Debug().Bytes("id", m.ID.Raw).Msg("mcpwire: response for no call in flight dropped")
+		return
+	}
+	if m.Error != nil {
+		e := *m.Error
+		e.Data = bytes.Clone(e.Data)
+		cl.err = &e
+	} else {
+		cl.result = bytes.Clone(m.Result)
+	}
+	cl.done <- struct{}{}
+}
+
+// handleServerRequest answers ping with {} and everything else with
+// -32601: the client declared no capabilities, so sampling, roots,
+// elicitation and the rest are refused, each one logged.
+func (c *Client) handleServerRequest(m *Message) {
+	method := string(m.Method)
+	var line []byte
+	if method == "ping" {
+		line = appendResult(nil, m.ID.Raw, []byte("{}"))
+		c.log.Debug().Msg("mcpwire: server ping answered")
+	} else {
+		line = appendErrorResponse(nil, m.ID.Raw, -32601, "Method not found")
+		c.log.Warn().Str("method", preview(m.Method)).Msg("mcpwire: server request refused (-32601)")
+	}
+	_ = c.write(context.Background(), line)
+}
+
+func (c *Client) handleNotification(m *Message) {
+	switch string(m.Method) {
+	case "notifications/progress":
+		c.progress(m.Params)
+	case "notifications/tools/list_changed":
+		select {
+		case c.toolsChanged <- struct{}{}:
+		default:
+		}
+		c.log.Info().Msg("mcpwire: server tools changed")
+	case "notifications/message":
+		c.log.Info().Str("data", preview(m.Params)).Msg("mcpwire: server log message")
+	default:
+		c.log.Debug().Str("method", preview(m.Method)).Msg("mcpwire: notification dropped")
+	}
+}
+
+// progress extends the idle deadline of the call whose token (= id) the
+// notification names, never past the call's hard maximum.
+func (c *Client) progress(params []byte) {
+	if params == nil || params[0] != '{' {
+		return
+	}
+	var token int64
+	ok := false
+	_ = eachMember(params, func(key, v []byte) error {
+		if keyIs(key, "progressToken") {
+			if n, err := strconv.ParseInt(string(v), 10, 64); err == nil {
+				token, ok = n, true
+			}
+			return errStop
+		}
+		return nil
+	})
+	if !ok {
+		return
+	}
+	c.mu.Lock()
+	if cl := c.calls[token]; cl != nil {
+		d := cl.idle
+		if rem := time.Until(cl.hard); rem < d {
+			d = rem
+		}
+		if d > 0 {
+			cl.timer.Reset(d)
+		}
+	}
+	c.mu.Unlock()
+}
+
+// stray counts and logs a line that is not a usable JSON-RPC message;
+// past the bounds the server is declared dead.
+func (c *Client) stray(line []byte, why error) {
+	lines := c.strayLines.Add(1)
+	n := c.strayBytes.Add(int64(len(line)))
+	c.log.Warn().Err(why).Str("line", preview(line)).Msg("mcpwire: unusable line on server stdout skipped")
+	if lines > int64(c.cfg.MaxStrayLines) || n > int64(c.cfg.MaxStrayBytes) {
+		c.die(fmt.Errorf("%w: %d lines, %d bytes", ErrNoise, lines, n))
+	}
+}
+
+// preview renders at most strayPreview bytes of b as valid UTF-8.
+func preview(b []byte) string {
+	if len(b) > strayPreview {
+		b = b[:strayPreview]
+	}
+	return strings.ToValidUTF8(string(b), string(utf8.RuneError))
+}
