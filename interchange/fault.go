@@ -117,7 +117,11 @@ func (f *Fault) Error() string {
 	if f.fromJSON {
 		in = "json"
 	}
-	return "interchange: " + in + ": " + kindTexts[f.Kind] + " at " + strconv.Quote(f.Path) +
+	text := f.Kind.String()
+	if int(f.Kind) < len(kindTexts) && kindTexts[f.Kind] != "" {
+		text = kindTexts[f.Kind]
+	}
+	return "interchange: " + in + ": " + text + " at " + strconv.Quote(f.Path) +
 		" (byte " + strconv.Itoa(f.Offset) + ")"
 }
 

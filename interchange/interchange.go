@@ -32,7 +32,8 @@ func (l Limits) limit(start int) int {
 // appended to dst, and returns the extended buffer. On failure it returns
 // a *Fault and dst's original length (with whatever capacity the attempt
 // grew, so a pooled buffer stays useful); the bytes past that length are
-// unspecified. src is only read, and is not retained.
+// unspecified. src is only read, and is not retained; it must not share
+// memory with dst's spare capacity.
 func (l Limits) AppendJSON(dst, src []byte) ([]byte, error) {
 	start := len(dst)
 	c := mpConv{src: src, out: dst, limit: l.limit(start)}

@@ -229,6 +229,10 @@ func TestFaultMessage(t *testing.T) {
 	if FaultKind(0).String() != "FaultKind(0)" {
 		t.Errorf("zero kind named %q", FaultKind(0).String())
 	}
+	// A Fault built by hand with a kind outside the set still prints.
+	if got := (&Fault{Kind: 200}).Error(); got != `interchange: msgpack: FaultKind(200) at "" (byte 0)` {
+		t.Errorf("unknown kind prints %q", got)
+	}
 }
 
 func TestAppendJSONReusesBuffer(t *testing.T) {
