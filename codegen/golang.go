@@ -20,7 +20,8 @@ var goImports = []string{"context", capwireImport}
 
 // goReserved are the names a generated identifier must never be: Go's
 // keywords and predeclared identifiers (so no declaration or parameter
-// shadows them), and the names the emitted bodies and imports use.
+// shadows them), the blank identifier (a parameter must be usable), and the
+// names the emitted bodies and imports use.
 var goReserved = func() map[string]bool {
 	m := map[string]bool{}
 	for _, s := range strings.Fields(`
@@ -30,7 +31,7 @@ var goReserved = func() map[string]bool {
 		int64 rune string uint uint8 uint16 uint32 uint64 uintptr true false iota nil
 		append cap clear close complex copy delete imag len make max min new panic print println
 		real recover
-		ctx opts args c err context capwire main`) {
+		ctx opts args c err context capwire main _`) {
 		m[s] = true
 	}
 	return m
