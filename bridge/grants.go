@@ -1,0 +1,218 @@
+package bridge
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/subtle"
+	"encoding/base64"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Grant errors. The call path translates them into capwire codes.
+var (
+	ErrBadToken     = errors.New("bridge: unknown or malformed grant token")
+	ErrGrantExpired = errors.New("bridge: grant expired")
+	ErrRevoked      = errors.New("bridge: grant revoked")
+	ErrTooManyGrant = errors.New("bridge: too many live grants")
+)
+
+// Grant bounds. A grant lives for one code-mode execution, so minutes are
+// normal and a day is already generous.
+const (
+	DefaultGrantTTL = 10 * time.Minute
+	MaxGrantTTL     = 24 * time.Hour
+	maxLiveGrants   = 1 << 16
+)
+
+// A token is "cbt1." + 16 hex characters of grant id + "." + 22 base64url
+// characters of secret. The id is public (it appears in the audit trail and
+// names the grant in revoke); the 128-bit secret is the authority, and is
+// compared in constant time.
+const tokenPrefix = "cbt1."
+
+// tokenEncoding is strict so that each secret has exactly one spelling.
+var tokenEncoding = base64.RawURLEncoding.Strict()
+
+// GrantSpec is what the harness asks for.
+type GrantSpec struct {
+	// Servers maps each server the execution may reach to the tools it may
+	// call there; a nil or empty list means every tool the server offers.
+	Servers map[string][]string
+	TTL     time.Duration // 0 means DefaultGrantTTL
+	PeerUID *uint32       // when set, only a peer with this uid may use it
+}
+
+// Grant is one issued authority. Its fields are immutable after issue;
+// revocation is signalled through Context.
+type Grant struct {
+	ID      string
+	Expires time.Time
+	PeerUID *uint32
+	servers map[string]map[string]bool // server → allowed tools (nil: all)
+	secret  [16]byte
+
+	ctx    context.Context // cancelled, with the reason as cause, on revoke or expiry
+	cancel context.CancelCauseFunc
+	timer  *time.Timer
+}
+
+// Context is done when the grant is revoked or expires; context.Cause
+// says which (ErrRevoked or ErrGrantExpired). Connections and calls made
+// under the grant derive from it, so ending the grant ends them.
+func (g *Grant) Context() context.Context { return g.ctx }
+
+// Servers lists the servers the grant reaches, sorted.
+func (g *Grant) Servers() []string { return slices.Sorted(maps.Keys(g.servers)) }
+
+// Reaches reports whether the grant names server at all.
+func (g *Grant) Reaches(server string) bool {
+	_, ok := g.servers[server]
+	return ok
+}
+
+// Allows reports whether the grant lets its holder call tool on server.
+func (g *Grant) Allows(server, tool string) bool {
+	tools, ok := g.servers[server]
+	return ok && (tools == nil || tools[tool])
+}
+
+// grantTable holds the live grants. It is safe for concurrent use.
+type grantTable struct {
+	mu   sync.Mutex
+	byID map[string]*Grant
+	now  func() time.Time
+}
+
+func newGrantTable() *grantTable {
+	return &grantTable{byID: map[string]*Grant{}, now: time.Now}
+}
+
+// issue creates a grant under parent (the bridge's lifetime) and returns
+// its token.
+func (t *grantTable) issue(parent context.Context, spec GrantSpec) (*Grant, string, error) {
+	ttl := spec.TTL
+	if ttl == 0 {
+		ttl = DefaultGrantTTL
+	}
+	if ttl < 0 || ttl > MaxGrantTTL {
+		return nil, "", fmt.Errorf("bridge: grant ttl %s is outside (0, %s]", ttl, MaxGrantTTL)
+	}
+	if len(spec.Servers) == 0 {
+		return nil, "", errors.New("bridge: a grant must name at least one server")
+	}
+	g := &Grant{Expires: t.now().Add(ttl), PeerUID: spec.PeerUID, servers: map[string]map[string]bool{}}
+	for s, tools := range spec.Servers {
+		if len(tools) == 0 {
+			g.servers[s] = nil
+			continue
+		}
+		set := make(map[string]bool, len(tools))
+		for _, tool := range tools {
+			set[tool] = true
+		}
+		g.servers[s] = set
+	}
+	var id [8]byte
+	if _, err := rand.Read(id[:]); err != nil {
+		return nil, "", fmt.Errorf("bridge: reading randomness: %v", err)
+	}
+	if _, err := rand.Read(g.secret[:]); err != nil {
+		return nil, "", fmt.Errorf("bridge: reading randomness: %v", err)
+	}
+	g.ID = hex.EncodeToString(id[:])
+	g.ctx, g.cancel = context.WithCancelCause(parent)
+
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if len(t.byID) >= maxLiveGrants {
+		g.cancel(ErrTooManyGrant)
+		return nil, "", ErrTooManyGrant
+	}
+	t.byID[g.ID] = g
+	g.timer = time.AfterFunc(ttl, func() { t.end(g.ID, ErrGrantExpired) })
+	return g, tokenPrefix + g.ID + "." + tokenEncoding.EncodeToString(g.secret[:]), nil
+}
+
+// lookup returns the live grant a token names.
+func (t *grantTable) lookup(token string) (*Grant, error) {
+	rest, ok := strings.CutPrefix(token, tokenPrefix)
+	if !ok {
+		return nil, ErrBadToken
+	}
+	id, secretText, ok := strings.Cut(rest, ".")
+	if !ok || len(secretText) != tokenEncoding.EncodedLen(16) {
+		// Checked first: Decode writes past a too-small destination.
+		return nil, ErrBadToken
+	}
+	var secret [16]byte
+	if n, err := tokenEncoding.Decode(secret[:], []byte(secretText)); err != nil || n != len(secret) {
+		return nil, ErrBadToken
+	}
+	t.mu.Lock()
+	g := t.byID[id]
+	t.mu.Unlock()
+	// The id is not secret, so looking it up by map is fine; the secret is
+	// compared in constant time, and against a dummy when the id is
+	// unknown, so timing tells nothing about either.
+	want := [16]byte{}
+	if g != nil {
+		want = g.secret
+	}
+	if subtle.ConstantTimeCompare(want[:], secret[:]) != 1 || g == nil {
+		return nil, ErrBadToken
+	}
+	if err := context.Cause(g.ctx); err != nil {
+		return nil, err
+	}
+	if !t.now().Before(g.Expires) {
+		return nil, ErrGrantExpired
+	}
+	return g, nil
+}
+
+// revoke ends the grant named by id or token. It reports whether a live
+// grant was found.
+func (t *grantTable) revoke(idOrToken string) bool {
+	id := idOrToken
+	if rest, ok := strings.CutPrefix(idOrToken, tokenPrefix); ok {
+		id, _, _ = strings.Cut(rest, ".")
+	}
+	return t.end(id, ErrRevoked)
+}
+
+func (t *grantTable) end(id string, cause error) bool {
+	t.mu.Lock()
+	g, ok := t.byID[id]
+	delete(t.byID, id)
+	t.mu.Unlock()
+	if !ok {
+		return false
+	}
+	g.timer.Stop()
+	g.cancel(cause)
+	return true
+}
+
+// closeAll ends every grant (shutdown).
+func (t *grantTable) closeAll(cause error) {
+	t.mu.Lock()
+	ids := slices.Collect(maps.Keys(t.byID))
+	t.mu.Unlock()
+	for _, id := range ids {
+		t.end(id, cause)
+	}
+}
+
+// live counts the grants not yet ended.
+func (t *grantTable) live() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return len(t.byID)
+}

@@ -1,0 +1,168 @@
+package bridge
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestGrantIssueLookupAllows(t *testing.T) {
+	tab := newGrantTable()
+	g, token, err := tab.issue(context.Background(), GrantSpec{Servers: map[string][]string{"fs": nil, "gh": {"create_issue"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(token, "cbt1."+g.ID+".") || len(token) != len("cbt1.")+16+1+22 {
+		t.Fatalf("token %q has the wrong shape", token)
+	}
+	got, err := tab.lookup(token)
+	if err != nil || got != g {
+		t.Fatalf("lookup = %v, %v", got, err)
+	}
+	for _, c := range []struct {
+		server, tool string
+		want         bool
+	}{
+		{"fs", "read_file", true}, {"fs", "anything", true},
+		{"gh", "create_issue", true}, {"gh", "delete_repo", false},
+		{"other", "x", false},
+	} {
+		if g.Allows(c.server, c.tool) != c.want {
+			t.Errorf("Allows(%q, %q) = %v", c.server, c.tool, !c.want)
+		}
+	}
+	if s := g.Servers(); len(s) != 2 || s[0] != "fs" || s[1] != "gh" {
+		t.Errorf("Servers() = %v", s)
+	}
+	if !g.Reaches("gh") || g.Reaches("other") {
+		t.Error("Reaches is wrong")
+	}
+	if d := time.Until(g.Expires); d < DefaultGrantTTL-time.Minute || d > DefaultGrantTTL {
+		t.Errorf("default expiry in %s, want about %s", d, DefaultGrantTTL)
+	}
+	tab.closeAll(errors.New("test over"))
+}
+
+func TestGrantRefusesBadTokens(t *testing.T) {
+	tab := newGrantTable()
+	g, token, err := tab.issue(context.Background(), GrantSpec{Servers: map[string][]string{"fs": nil}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tab.closeAll(errors.New("test over"))
+	flipped := []byte(token)
+	if flipped[len(flipped)-2] == 'A' {
+		flipped[len(flipped)-2] = 'B'
+	} else {
+		flipped[len(flipped)-2] = 'A'
+	}
+	for _, bad := range []string{
+		"", "cbt1.", "cbt1." + g.ID, "cbt1." + g.ID + ".", "cbt2" + token[4:],
+		string(flipped), token + "A", token[:len(token)-1],
+		"cbt1.0000000000000000." + token[len(token)-22:], // right secret, wrong id
+		"cbt1." + g.ID + "." + strings.Repeat("!", 22),
+	} {
+		if _, err := tab.lookup(bad); !errors.Is(err, ErrBadToken) {
+			t.Errorf("lookup(%q) = %v, want ErrBadToken", bad, err)
+		}
+	}
+}
+
+func TestGrantRevoke(t *testing.T) {
+	tab := newGrantTable()
+	g, token, _ := tab.issue(context.Background(), GrantSpec{Servers: map[string][]string{"fs": nil}})
+	g2, token2, _ := tab.issue(context.Background(), GrantSpec{Servers: map[string][]string{"fs": nil}})
+	if !tab.revoke(token) {
+		t.Fatal("revoke by token found nothing")
+	}
+	if !errors.Is(context.Cause(g.Context()), ErrRevoked) {
+		t.Errorf("cause = %v, want ErrRevoked", context.Cause(g.Context()))
+	}
+	if _, err := tab.lookup(token); err == nil {
+		t.Error("a revoked token was accepted")
+	}
+	if tab.revoke(token) {
+		t.Error("revoking twice reported a live grant")
+	}
+	if !tab.revoke(g2.ID) {
+		t.Fatal("revoke by id found nothing")
+	}
+	if _, err := tab.lookup(token2); err == nil {
+		t.Error("a token revoked by id was accepted")
+	}
+	if tab.live() != 0 {
+		t.Errorf("live = %d", tab.live())
+	}
+}
+
+func TestGrantExpires(t *testing.T) {
+	tab := newGrantTable()
+	g, token, err := tab.issue(context.Background(), GrantSpec{Servers: map[string][]string{"fs": nil}, TTL: 20 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-g.Context().Done():
+	case <-time.After(10 * time.Second):
+		t.Fatal("grant did not expire")
+	}
+	if !errors.Is(context.Cause(g.Context()), ErrGrantExpired) {
+		t.Errorf("cause = %v, want ErrGrantExpired", context.Cause(g.Context()))
+	}
+	if _, err := tab.lookup(token); err == nil {
+		t.Error("an expired token was accepted")
+	}
+}
+
+// Between its deadline and its timer firing, an expired grant is refused
+// by the clock check alone.
+func TestGrantLookupChecksClock(t *testing.T) {
+	tab := newGrantTable()
+	_, token, _ := tab.issue(context.Background(), GrantSpec{Servers: map[string][]string{"fs": nil}, TTL: time.Hour})
+	defer tab.closeAll(errors.New("test over"))
+	tab.now = func() time.Time { return time.Now().Add(2 * time.Hour) }
+	if _, err := tab.lookup(token); !errors.Is(err, ErrGrantExpired) {
+		t.Errorf("lookup = %v, want ErrGrantExpired", err)
+	}
+}
+
+func TestGrantSpecErrors(t *testing.T) {
+	tab := newGrantTable()
+	for _, spec := range []GrantSpec{
+		{},
+		{Servers: map[string][]string{"fs": nil}, TTL: -time.Second},
+		{Servers: map[string][]string{"fs": nil}, TTL: MaxGrantTTL + time.Second},
+	} {
+		if _, _, err := tab.issue(context.Background(), spec); err == nil {
+			t.Errorf("issue(%+v) succeeded", spec)
+		}
+	}
+}
+
+func TestGrantTokensAreDistinct(t *testing.T) {
+	tab := newGrantTable()
+	defer tab.closeAll(errors.New("test over"))
+	seen := map[string]bool{}
+	for range 1000 {
+		_, token, err := tab.issue(context.Background(), GrantSpec{Servers: map[string][]string{"fs": nil}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if seen[token] {
+			t.Fatal("token repeated")
+		}
+		seen[token] = true
+	}
+}
+
+// Ending the bridge's context ends every grant made under it.
+func TestGrantFollowsParent(t *testing.T) {
+	tab := newGrantTable()
+	parent, cancel := context.WithCancel(context.Background())
+	g, _, _ := tab.issue(parent, GrantSpec{Servers: map[string][]string{"fs": nil}})
+	cancel()
+	<-g.Context().Done()
+	tab.closeAll(errors.New("test over"))
+}

@@ -1,0 +1,64 @@
+package bridge
+
+import (
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"time"
+)
+
+// sdNotify sends state (such as "READY=1") to the service manager's
+// notification socket, as sd_notify(3) does, when notifySocket (the
+// NOTIFY_SOCKET variable) is set. A name starting with '@' is in the
+// abstract namespace. An empty notifySocket is not an error: most
+// launchers are not systemd.
+func sdNotify(notifySocket, state string) error {
+	if notifySocket == "" {
+		return nil
+	}
+	name := notifySocket
+	if name[0] == '@' {
+		name = "\x00" + name[1:]
+	}
+	c, err := net.DialUnix("unixgram", nil, &net.UnixAddr{Name: name, Net: "unixgram"})
+	if err != nil {
+		return fmt.Errorf("bridge: NOTIFY_SOCKET: %w", err)
+	}
+	defer c.Close()
+	// A datagram write either goes whole or fails; the deadline only
+	// guards against a receiver whose queue is full.
+	_ = c.SetWriteDeadline(time.Now().Add(5 * time.Second))
+	if _, err := c.Write([]byte(state)); err != nil {
+		return fmt.Errorf("bridge: NOTIFY_SOCKET: %w", err)
+	}
+	return nil
+}
+
+// writeFileAtomic writes data to path so that a reader sees either no
+// file or the whole of it: a temporary file in the same directory,
+// synced, then renamed over path.
+func writeFileAtomic(path string, data []byte, mode os.FileMode) error {
+	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*.tmp")
+	if err != nil {
+		return err
+	}
+	tmp := f.Name()
+	_, err = f.Write(data)
+	if err == nil {
+		err = f.Chmod(mode)
+	}
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp, path)
+	}
+	if err != nil {
+		os.Remove(tmp)
+	}
+	return err
+}

@@ -1,0 +1,141 @@
+package bridge
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"net"
+	"os"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// ErrSocketInUse means a live process answers on a socket path we were
+// asked to serve: another capbridge, most likely. We never steal it.
+var ErrSocketInUse = errors.New("bridge: socket path is in use by a live process")
+
+// listenUnix creates a Unix socket at path with exactly mode (and group
+// gid, unless gid < 0) before anyone can connect to it.
+//
+// The socket is bound under a temporary name in the same directory,
+// given its mode and group, and only then renamed into place, so there is
+// no moment at which it exists at path with the umask's permissions. An
+// existing file at path is removed only if it is a socket nobody answers
+// on (a stale one from a crashed run); a live socket is ErrSocketInUse and
+// any other kind of file is refused. The parent directory is created
+// (0700) if missing. The probe-then-replace has a window in which a second
+// capbridge starting at the same instant could race us; a single owner
+// per path is the operator's contract.
+//
+// The returned listener removes path when closed.
+func listenUnix(path string, mode os.FileMode, gid int) (*unixListener, error) {
+	if len(path) >= len(unix.RawSockaddrUnix{}.Path) {
+		return nil, fmt.Errorf("bridge: socket path %q is longer than the %d bytes a Unix socket address holds", path, len(unix.RawSockaddrUnix{}.Path)-1)
+	}
+	dir := filepath.Dir(path)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("bridge: creating socket directory: %w", err)
+	}
+	if err := clearStale(path); err != nil {
+		return nil, err
+	}
+	tmp := filepath.Join(dir, fmt.Sprintf(".%s.%d.tmp", filepath.Base(path), os.Getpid()))
+	_ = os.Remove(tmp)
+	l, err := net.ListenUnix("unix", &net.UnixAddr{Name: tmp, Net: "unix"})
+	if err != nil {
+		return nil, fmt.Errorf("bridge: listening on %s: %w", path, err)
+	}
+	// We remove the file ourselves: after the rename, the name the
+	// listener would unlink is not the one the socket has.
+	l.SetUnlinkOnClose(false)
+	fail := func(err error) (*unixListener, error) {
+		l.Close()
+		os.Remove(tmp)
+		return nil, err
+	}
+	if err := os.Chmod(tmp, mode); err != nil {
+		return fail(fmt.Errorf("bridge: setting socket mode: %w", err))
+	}
+	if gid >= 0 {
+		if err := os.Lchown(tmp, -1, gid); err != nil {
+			return fail(fmt.Errorf("bridge: setting socket group: %w", err))
+		}
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return fail(fmt.Errorf("bridge: moving socket into place: %w", err))
+	}
+	return &unixListener{UnixListener: l, path: path}, nil
+}
+
+// clearStale removes a socket file at path that nobody answers on.
+func clearStale(path string) error {
+	fi, err := os.Lstat(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("bridge: checking socket path: %w", err)
+	}
+	if fi.Mode().Type() != fs.ModeSocket {
+		return fmt.Errorf("bridge: %s exists and is not a socket (%s); refusing to replace it", path, fi.Mode().Type())
+	}
+	c, err := net.DialTimeout("unix", path, time.Second)
+	if err == nil {
+		c.Close()
+		return fmt.Errorf("%w: %s", ErrSocketInUse, path)
+	}
+	if !errors.Is(err, syscall.ECONNREFUSED) && !errors.Is(err, fs.ErrNotExist) {
+		// Anything else (a timeout: someone is there but slow; EACCES:
+		// someone else's socket) is not evidence that it is stale.
+		return fmt.Errorf("bridge: %s: cannot tell whether the socket is stale: %w", path, err)
+	}
+	if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("bridge: removing stale socket: %w", err)
+	}
+	return nil
+}
+
+// unixListener removes its socket file on Close.
+type unixListener struct {
+	*net.UnixListener
+	path string
+}
+
+func (l *unixListener) Close() error {
+	err := l.UnixListener.Close()
+	// Once we have closed, nobody answers at path and clearStale removes
+	// the file; if an operator has since put a live socket (or anything
+	// else) there, it is left alone.
+	_ = clearStale(l.path)
+	return err
+}
+
+// PeerCred is the identity the kernel recorded for the process at the
+// other end of a Unix connection when it connected (SO_PEERCRED).
+type PeerCred struct {
+	PID int32
+	UID uint32
+	GID uint32
+}
+
+// peerCred reads SO_PEERCRED from a Unix connection.
+func peerCred(c *net.UnixConn) (PeerCred, error) {
+	raw, err := c.SyscallConn()
+	if err != nil {
+		return PeerCred{}, err
+	}
+	var cred *unix.Ucred
+	var credErr error
+	if err := raw.Control(func(fd uintptr) {
+		cred, credErr = unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED)
+	}); err != nil {
+		return PeerCred{}, err
+	}
+	if credErr != nil {
+		return PeerCred{}, fmt.Errorf("bridge: reading SO_PEERCRED: %w", credErr)
+	}
+	return PeerCred{PID: cred.Pid, UID: cred.Uid, GID: cred.Gid}, nil
+}
