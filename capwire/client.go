@@ -159,7 +159,9 @@ func (d *Dialer) handshake(ctx context.Context, conn net.Conn, token string) (*C
 	fr := NewFrameReader(conn, maxFrame)
 	stop := context.AfterFunc(ctx, func() { conn.SetDeadline(time.Unix(1, 0)) })
 	m, err := exchangeHello(conn, fr, token, maxFrame)
-	if !stop() {
+	// The conn deadline is ctx's deadline, so a read may time out just
+	// before ctx reports done; either way the caller's ctx is the cause.
+	if !stop() || (err != nil && ctx.Err() != nil) {
 		return nil, ctx.Err()
 	}
 	if err != nil {

@@ -537,8 +537,10 @@ func TestInFlightBound(t *testing.T) {
 	for range limit {
 		wg.Go(func() { c2.Call(hold, "fs", "hold", nil) })
 	}
-	for len(c2.slots) < limit {
-		time.Sleep(time.Millisecond)
+	for start := time.Now(); len(c2.slots) < limit; time.Sleep(time.Millisecond) {
+		if time.Since(start) > 20*time.Second {
+			t.Fatal("the holding calls never took their slots")
+		}
 	}
 	short, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
 	defer cancel()
