@@ -52,7 +52,6 @@ func (s stubImporter) Import(path string) (*types.Package, error) {
 	return p, nil
 }
 
-
 // typeCheck type-checks a façade against the stubs.
 func typeCheck(src []byte) error {
 	fset := token.NewFileSet()
