@@ -1,0 +1,244 @@
+package mcpwire
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/capbridge/capbridge/internal/mcptest"
+	"github.com/tidwall/gjson"
+)
+
+// linesReader serves the same input again and again in reads of at most
+// 64 KiB, like a pipe.
+type linesReader struct {
+	data []byte
+	off  int
+}
+
+func (r *linesReader) Read(p []byte) (int, error) {
+	if r.off == len(r.data) {
+		r.off = 0
+	}
+	n := copy(p[:min(len(p), 64<<10)], r.data[r.off:])
+	r.off += n
+	return n, nil
+}
+
+// BenchmarkFramer compares the framer (fed by 64 KiB reads) with
+// bufio.Reader.ReadBytes, the usual Go way to read NDJSON, on the same
+// input in the same run.
+func BenchmarkFramer(b *testing.B) {
+	for _, size := range []int{100, 16<<20 - 1} {
+		line := append(bytes.Repeat([]byte("x"), size), '\n')
+		b.Run(fmt.Sprintf("%dB/framer", size), func(b *testing.B) {
+			b.ReportAllocs()
+			b.SetBytes(int64(len(line)))
+			r := &linesReader{data: line}
+			f := NewFramer(DefaultMaxLineBytes)
+			buf := make([]byte, 64<<10)
+			for b.Loop() {
+				for got := false; !got; {
+					n, _ := r.Read(buf)
+					f.Push(buf[:n])
+					for {
+						l, err := f.Next()
+						if err != nil {
+							b.Fatal(err)
+						}
+						if l == nil {
+							break
+						}
+						got = true
+					}
+				}
+			}
+		})
+		b.Run(fmt.Sprintf("%dB/bufio", size), func(b *testing.B) {
+			b.ReportAllocs()
+			b.SetBytes(int64(len(line)))
+			br := bufio.NewReaderSize(&linesReader{data: line}, 64<<10)
+			for b.Loop() {
+				if _, err := br.ReadBytes('\n'); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkClassify compares our one-pass envelope decoder with gjson
+// (validate, then read the members) on responses of 64 B and 16 KiB of
+// text.
+func BenchmarkClassify(b *testing.B) {
+	for _, n := range []int{64, 16 << 10} {
+		line := []byte(`{"jsonrpc":"2.0","id":12345,"result":{"content":[{"type":"text","text":"` + strings.Repeat("y", n) + `"}]}}`)
+		b.Run(fmt.Sprintf("%dB/scanner", n), func(b *testing.B) {
+			b.ReportAllocs()
+			b.SetBytes(int64(len(line)))
+			var m Message
+			for b.Loop() {
+				if err := DecodeMessage(line, &m); err != nil || m.Kind != KindResponse {
+					b.Fatal(err)
+				}
+			}
+		})
+		b.Run(fmt.Sprintf("%dB/gjson", n), func(b *testing.B) {
+			b.ReportAllocs()
+			b.SetBytes(int64(len(line)))
+			for b.Loop() {
+				if !gjson.ValidBytes(line) {
+					b.Fatal("invalid")
+				}
+				r := gjson.GetManyBytes(line, "jsonrpc", "id", "method", "result", "error")
+				if r[0].Str != "2.0" || r[1].Type != gjson.Number || r[2].Exists() || !r[3].Exists() {
+					b.Fatal("misclassified")
+				}
+			}
+		})
+	}
+}
+
+// rawClient is the physical limit: raw pipes, hand-built lines, one
+// reader goroutine with an id→channel map, checking only the id and
+// that a result is present.
+type rawClient struct {
+	cmd    *exec.Cmd
+	stdin  io.WriteCloser
+	stdout *bufio.Reader
+	wmu    sync.Mutex
+	mu     sync.Mutex
+	next   int64
+	wait   map[int64]chan []byte
+	done   chan struct{}
+}
+
+func startRaw(b *testing.B) *rawClient {
+	argv, env := mcptest.Command(mcptest.Scenario{})
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Env = env
+	in, _ := cmd.StdinPipe()
+	out, _ := cmd.StdoutPipe()
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	rc := &rawClient{cmd: cmd, stdin: in, stdout: bufio.NewReaderSize(out, 64<<10), wait: map[int64]chan []byte{}, done: make(chan struct{})}
+	fmt.Fprintf(in, `{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"0"}}}`+"\n")
+	if _, err := rc.stdout.ReadBytes('\n'); err != nil {
+		b.Fatal(err)
+	}
+	fmt.Fprintf(in, `{"jsonrpc":"2.0","method":"notifications/initialized"}`+"\n")
+	go rc.readLoop()
+	return rc
+}
+
+func (rc *rawClient) readLoop() {
+	defer close(rc.done)
+	for {
+		line, err := rc.stdout.ReadSlice('\n')
+		if err != nil {
+			return
+		}
+		i := bytes.Index(line, []byte(`"id":`))
+		j := bytes.IndexByte(line[i+5:], ',')
+		id, _ := strconv.ParseInt(string(line[i+5:i+5+j]), 10, 64)
+		if !bytes.Contains(line, []byte(`"result"`)) {
+			panic("raw: no result")
+		}
+		rc.mu.Lock()
+		ch := rc.wait[id]
+		delete(rc.wait, id)
+		rc.mu.Unlock()
+		ch <- nil
+	}
+}
+
+func (rc *rawClient) call(buf []byte, ch chan []byte) []byte {
+	rc.mu.Lock()
+	rc.next++
+	id := rc.next
+	rc.wait[id] = ch
+	rc.mu.Unlock()
+	buf = append(buf[:0], `{"jsonrpc":"2.0","id":`...)
+	buf = strconv.AppendInt(buf, id, 10)
+	buf = append(buf, `,"method":"tools/call","params":{"name":"echo","arguments":{"text":"0123456789012345678901234567890123456789012345678901234567890123"}}}`+"\n"...)
+	rc.wmu.Lock()
+	_, _ = rc.stdin.Write(buf)
+	rc.wmu.Unlock()
+	<-ch
+	return buf
+}
+
+func (rc *rawClient) close() {
+	rc.stdin.Close()
+	<-rc.done
+	_ = rc.cmd.Wait()
+}
+
+const benchArgs = `{"text":"0123456789012345678901234567890123456789012345678901234567890123"}`
+
+// BenchmarkCallTool measures a full tools/call round trip (64 B of text)
+// to the mcptest child, sequentially and with 32 calls in flight, for
+// mcpwire and for the raw minimal client in the same run.
+func BenchmarkCallTool(b *testing.B) {
+	ctx := context.Background()
+	for _, par := range []int{1, 32} {
+		b.Run(fmt.Sprintf("mcpwire/inflight=%d", par), func(b *testing.B) {
+			c, err := Start(ctx, testCommand(mcptest.Scenario{}), Config{})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer c.Close()
+			b.ReportAllocs()
+			var fails atomic.Int64
+			run := func() {
+				r, err := c.CallTool(ctx, "echo", []byte(benchArgs), CallOptions{})
+				if err != nil || len(r.Content) != 1 || len(r.Content[0].Text) != 64 {
+					fails.Add(1)
+				}
+			}
+			if par == 1 {
+				for b.Loop() {
+					run()
+				}
+			} else {
+				b.SetParallelism((par + 1) / 2)
+				b.RunParallel(func(pb *testing.PB) {
+					for pb.Next() {
+						run()
+					}
+				})
+			}
+			if fails.Load() > 0 {
+				b.Fatalf("%d calls failed", fails.Load())
+			}
+		})
+		b.Run(fmt.Sprintf("raw/inflight=%d", par), func(b *testing.B) {
+			rc := startRaw(b)
+			defer rc.close()
+			b.ReportAllocs()
+			if par == 1 {
+				buf, ch := make([]byte, 0, 256), make(chan []byte, 1)
+				for b.Loop() {
+					buf = rc.call(buf, ch)
+				}
+			} else {
+				b.SetParallelism((par + 1) / 2)
+				b.RunParallel(func(pb *testing.PB) {
+					buf, ch := make([]byte, 0, 256), make(chan []byte, 1)
+					for pb.Next() {
+						buf = rc.call(buf, ch)
+					}
+				})
+			}
+		})
+	}
+}
