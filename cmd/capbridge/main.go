@@ -34,6 +34,7 @@ const (
 
 func commands() map[string]command {
 	return map[string]command{
+		"gen":     {"generate a façade and surface from a saved tools/list", runGen},
 		"version": {"print the version of this build", runVersion},
 	}
 }
