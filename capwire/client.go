@@ -149,19 +149,16 @@ func (d *Dialer) handshake(ctx context.Context, conn net.Conn, token string) (*C
 	if timeout <= 0 {
 		timeout = 10 * time.Second
 	}
-	deadline := time.Now().Add(timeout)
-	if dl, ok := ctx.Deadline(); ok && dl.Before(deadline) {
-		deadline = dl
-	}
-	if err := conn.SetDeadline(deadline); err != nil {
+	// The conn deadline carries HandshakeTimeout only; ctx (cancel or
+	// deadline) interrupts through AfterFunc, so its error is what the
+	// caller sees when it is the cause.
+	if err := conn.SetDeadline(time.Now().Add(timeout)); err != nil {
 		return nil, err
 	}
 	fr := NewFrameReader(conn, maxFrame)
 	stop := context.AfterFunc(ctx, func() { conn.SetDeadline(time.Unix(1, 0)) })
 	m, err := exchangeHello(conn, fr, token, maxFrame)
-	// The conn deadline is ctx's deadline, so a read may time out just
-	// before ctx reports done; either way the caller's ctx is the cause.
-	if !stop() || (err != nil && ctx.Err() != nil) {
+	if !stop() {
 		return nil, ctx.Err()
 	}
 	if err != nil {
