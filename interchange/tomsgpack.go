@@ -229,6 +229,20 @@ func strHeaderLen(n int) int {
 	return 5
 }
 
+func appendStrHeader(dst []byte, n int) []byte {
+	switch {
+	case n <= 31:
+		return append(dst, 0xa0|byte(n))
+	case n <= math.MaxUint8:
+		return append(dst, 0xd9, byte(n))
+	case n <= math.MaxUint16:
+		return binary.BigEndian.AppendUint16(append(dst, 0xda), uint16(n))
+	}
+	return binary.BigEndian.AppendUint32(append(dst, 0xdb), uint32(n))
+}
+
+// putStrHeader writes the header for n bytes into dst, which is exactly
+// strHeaderLen(n) long.
 func putStrHeader(dst []byte, n int) {
 	switch len(dst) {
 	case 1:
@@ -257,14 +271,15 @@ func (c *jsConv) str(p int) (next, off, n int, f *Fault) {
 		// MessagePack cannot say how long this string is.
 		return p, 0, 0, newFault(FaultTooLarge, p)
 	}
+	if !esc {
+		c.out = appendStrHeader(c.out, len(raw))
+		off = len(c.out)
+		c.out = append(c.out, raw...)
+		return end + 1, off, len(raw), nil
+	}
 	h := strHeaderLen(len(raw))
 	at := len(c.out)
 	c.out = slices.Grow(c.out, h+len(raw))[:at+h]
-	if !esc {
-		putStrHeader(c.out[at:at+h], len(raw))
-		c.out = append(c.out, raw...)
-		return end + 1, at + h, len(raw), nil
-	}
 	// Escapes only shrink a string, so the header sized for the raw text
 	// is big enough; if the decoded text needs a smaller header, slide it
 	// down so the output stays in the smallest form.
