@@ -56,6 +56,9 @@ func cleanText(s string, max int) string {
 
 // isHidden reports the codepoints that must never reach generated text.
 func isHidden(r rune) bool {
+	if r < utf8.RuneSelf {
+		return r < 0x20 || r == 0x7f // the ASCII controls, without table lookups
+	}
 	return unicode.In(r, unicode.Cc, unicode.Cf, unicode.Co, unicode.Cs, unicode.Zl, unicode.Zp) ||
 		(r >= 0xFDD0 && r <= 0xFDEF) || r&0xFFFE == 0xFFFE // noncharacters
 }
