@@ -382,3 +382,17 @@ func TestParseListing(t *testing.T) {
 		t.Errorf("oversized listing: %v", err)
 	}
 }
+
+// TestGenerateEmpty: a server with no tools is a valid, import-free package.
+func TestGenerateEmpty(t *testing.T) {
+	g, err := Generate("empty", nil, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(g.Source), "import") || len(g.Details) != 0 {
+		t.Errorf("source:\n%s", g.Source)
+	}
+	if err := typeCheck(g.Source); err != nil {
+		t.Fatal(err)
+	}
+}
