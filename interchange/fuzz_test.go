@@ -8,6 +8,29 @@ import (
 	"testing"
 )
 
+// wideSeeds are objects past the linear duplicate search, one of them
+// with a duplicate key, as JSON and as MessagePack, so the fuzzers start
+// inside the hash-table path too.
+func wideSeeds() (js, mp [][]byte) {
+	keys := make([]string, smallObject+4)
+	for i := range keys {
+		keys[i] = "k" + strings.Repeat("~", i%3) + string(rune('a'+i))
+	}
+	for _, dup := range []bool{false, true} {
+		if dup {
+			keys[len(keys)-1] = keys[2]
+		}
+		doc, _ := objectJSON(keys, func(i int) string { return "[" + strings.Repeat("0,", i) + "0]" })
+		js = append(js, []byte(doc))
+		m := []byte{0xde, 0, byte(len(keys))}
+		for _, k := range keys {
+			m = append(append(append(m, 0xa0|byte(len(k))), k...), 0xc0)
+		}
+		mp = append(mp, m)
+	}
+	return js, mp
+}
+
 func mustHex(s string) []byte {
 	b, err := hex.DecodeString(strings.ReplaceAll(s, " ", ""))
 	if err != nil {
@@ -31,6 +54,10 @@ func FuzzToJSON(f *testing.F) {
 	}
 	for _, tc := range toMsgPackCases {
 		f.Add(mustHex(tc.want))
+	}
+	_, wide := wideSeeds()
+	for _, mp := range wide {
+		f.Add(mp)
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		out, err := AppendJSON([]byte("pfx"), data)
@@ -100,6 +127,10 @@ func FuzzToMsgPack(f *testing.F) {
 	}
 	for _, tc := range toJSONCases {
 		f.Add([]byte(tc.want))
+	}
+	wide, _ := wideSeeds()
+	for _, js := range wide {
+		f.Add(js)
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		out, err := AppendMsgPack([]byte{0xee}, data)
