@@ -8,12 +8,12 @@ import (
 	"time"
 )
 
-// sdNotify sends state (such as "READY=1") to the service manager's
+// Notify sends state (such as "READY=1") to the service manager's
 // notification socket, as sd_notify(3) does, when notifySocket (the
 // NOTIFY_SOCKET variable) is set. A name starting with '@' is in the
 // abstract namespace. An empty notifySocket is not an error: most
 // launchers are not systemd.
-func sdNotify(notifySocket, state string) error {
+func Notify(notifySocket, state string) error {
 	if notifySocket == "" {
 		return nil
 	}
@@ -35,10 +35,10 @@ func sdNotify(notifySocket, state string) error {
 	return nil
 }
 
-// writeFileAtomic writes data to path so that a reader sees either no
+// WriteFileAtomic writes data to path so that a reader sees either no
 // file or the whole of it: a temporary file in the same directory,
 // synced, then renamed over path.
-func writeFileAtomic(path string, data []byte, mode os.FileMode) error {
+func WriteFileAtomic(path string, data []byte, mode os.FileMode) error {
 	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*.tmp")
 	if err != nil {
 		return err

@@ -7,13 +7,15 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"time"
 
 	"github.com/capbridge/capbridge/codegen"
 )
 
-// runGen is `capbridge gen`: it reads a saved tools/list result and writes
-// the façade and surface codegen generates for it, as
-// DIR/<package>/<package>.go and DIR/<package>/SURFACE.txt.
+// runGen is `capbridge gen`: it writes a server's façade and surface as
+// DIR/<package>/<package>.go and DIR/<package>/SURFACE.txt, generated from
+// a saved tools/list result (--listing, offline), or else fetched from the
+// running capbridge, which generated them at boot (--control).
 func runGen(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("capbridge gen", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -21,13 +23,26 @@ func runGen(args []string, stdout, stderr io.Writer) int {
 	server := fs.String("server", "", "the server's name, sent verbatim in every call (required)")
 	lang := fs.String("lang", "go", "language of the façade (go)")
 	out := fs.String("out", "", "directory to write <package>/ into (required)")
-	budget := fs.Int("surface-budget", codegen.DefaultSurfaceBudget, "surface size budget in bytes")
+	budget := fs.Int("surface-budget", codegen.DefaultSurfaceBudget, "surface size budget in bytes (with --listing)")
+	control := fs.String("control", defaultControl(), "the running capbridge's control socket (without --listing)")
 	if err := fs.Parse(args); err != nil {
 		return exitUsage
 	}
-	if fs.NArg() != 0 || *listing == "" || *server == "" || *out == "" {
-		fmt.Fprintln(stderr, "usage: capbridge gen --listing FILE --server NAME [--lang go] --out DIR")
+	if fs.NArg() != 0 || *server == "" || *out == "" {
+		fmt.Fprintln(stderr, "usage: capbridge gen --server NAME [--listing FILE | --control PATH] [--lang go] --out DIR")
 		return exitUsage
+	}
+	if *listing == "" {
+		if *lang != string(codegen.Go) {
+			fmt.Fprintf(stderr, "capbridge gen: no façade generator for language %q\n", *lang)
+			return exitUsage
+		}
+		module, source, surface, err := fetchFacade(*control, time.Minute, *server)
+		if err != nil {
+			fmt.Fprintf(stderr, "capbridge gen: %v\n", err)
+			return exitError
+		}
+		return writeFacade(*out, module, []byte(source), surface, stdout, stderr, "from the running capbridge")
 	}
 	f, err := os.Open(*listing)
 	if err != nil {
@@ -55,21 +70,25 @@ func runGen(args []string, stdout, stderr io.Writer) int {
 		}
 		return exitError
 	}
-	dir := filepath.Join(*out, g.ModuleName)
+	return writeFacade(*out, g.ModuleName, g.Source, g.Surface, stdout, stderr,
+		fmt.Sprintf("%d tools, surface %d bytes (%s), listing sha256 %s", len(tools), len(g.Surface), g.Level, g.ListingSHA256))
+}
+
+func writeFacade(out, module string, source []byte, surface string, stdout, stderr io.Writer, summary string) int {
+	dir := filepath.Join(out, module)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		fmt.Fprintf(stderr, "capbridge gen: %v\n", err)
 		return exitError
 	}
 	for name, content := range map[string][]byte{
-		g.ModuleName + ".go": g.Source,
-		"SURFACE.txt":        []byte(g.Surface),
+		module + ".go": source,
+		"SURFACE.txt":  []byte(surface),
 	} {
 		if err := os.WriteFile(filepath.Join(dir, name), content, 0o644); err != nil {
 			fmt.Fprintf(stderr, "capbridge gen: %v\n", err)
 			return exitError
 		}
 	}
-	fmt.Fprintf(stdout, "%s: %d tools, surface %d bytes (%s), listing sha256 %s\n",
-		dir, len(tools), len(g.Surface), g.Level, g.ListingSHA256)
+	fmt.Fprintf(stdout, "%s: %s\n", dir, summary)
 	return exitOK
 }

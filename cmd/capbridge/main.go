@@ -34,8 +34,15 @@ const (
 
 func commands() map[string]command {
 	return map[string]command{
-		"gen":     {"generate a façade and surface from a saved tools/list", runGen},
-		"version": {"print the version of this build", runVersion},
+		"call":        {"call a tool through the running capbridge, with operator authority", runCall},
+		"demo-server": {"serve the built-in demo MCP server on stdio (serve runs it when it has no config)", runDemoServer},
+		"gen":         {"write a server's façade and surface (from the running capbridge, or a saved tools/list)", runGen},
+		"grant":       {"issue a grant and print its token", runGrant},
+		"revoke":      {"revoke a grant", runRevoke},
+		"serve":       {"run the service", runServe},
+		"status":      {"show the servers, grants and connections of the running capbridge", runStatus},
+		"tools":       {"show the surface of the running capbridge's servers", runTools},
+		"version":     {"print the version of this build", runVersion},
 	}
 }
 

@@ -1,0 +1,316 @@
+package bridge
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os/user"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/capbridge/capbridge/bridge/config"
+)
+
+// Options configure a Bridge beyond its config file.
+type Options struct {
+	Config *config.Config
+	// Log receives operational logs; Audit receives one line per
+	// connection and per call (see auditCall). Either may be zerolog.Nop().
+	Log, Audit zerolog.Logger
+	// ClientVersion is sent as clientInfo.version to every server.
+	ClientVersion string
+}
+
+// Bridge is the running service. New prepares it; Boot starts the
+// servers; Listen opens the sockets; Serve accepts until Shutdown.
+//
+// Concurrency: after Boot returns, the server table is fixed and read
+// without locks; the grant table and the connection set have their own.
+// Shutdown may be called from any goroutine, once.
+type Bridge struct {
+	cfg   *config.Config
+	log   zerolog.Logger
+	audit zerolog.Logger
+	ver   string
+
+	// ctx is the service's lifetime: grants (and so connections and
+	// calls) derive from it. stop cancels it with errShuttingDown.
+	ctx  context.Context
+	stop context.CancelCauseFunc
+
+	servers map[string]*server
+	order   []string
+	grants  *grantTable
+
+	callL, ctlL *unixListener
+	conns       sync.WaitGroup
+	// acceptors counts the accept loops, so Shutdown knows when no new
+	// connection can appear.
+	acceptors sync.WaitGroup
+
+	mu      sync.Mutex
+	open    map[net.Conn]struct{} // every live connection, both sockets
+	closing bool
+}
+
+// New prepares a bridge for cfg. It starts nothing: the census of servers
+// is published (Servers) before any process exists.
+func New(o Options) *Bridge {
+	ctx, stop := context.WithCancelCause(context.Background())
+	b := &Bridge{
+		cfg: o.Config, log: o.Log, audit: o.Audit, ver: o.ClientVersion,
+		ctx: ctx, stop: stop,
+		servers: map[string]*server{},
+		grants:  newGrantTable(),
+		open:    map[net.Conn]struct{}{},
+	}
+	for _, s := range o.Config.Servers {
+		b.servers[s.Name] = newServer(s, o.Log)
+		b.order = append(b.order, s.Name)
+	}
+	return b
+}
+
+// Boot starts every server in parallel, so boot takes as long as the
+// slowest server rather than the sum, and returns each one's outcome:
+// "ready" or "failed: <reason>". A failed server stays failed (never
+// restarted silently); the others serve.
+func (b *Bridge) Boot(ctx context.Context) map[string]string {
+	var wg sync.WaitGroup
+	o := bootOptions{clientName: "capbridge", clientVersion: b.ver, surfaceBudget: b.cfg.Bridge.SurfaceBudget, maxLine: b.cfg.Bridge.MaxFrame}
+	for _, name := range b.order {
+		wg.Go(func() { _ = b.servers[name].boot(ctx, o) })
+	}
+	wg.Wait()
+	out := make(map[string]string, len(b.order))
+	for _, name := range b.order {
+		st := b.servers[name].status()
+		out[name] = st.State
+		if st.State != StateReady {
+			out[name] = st.State + ": " + st.Reason
+		}
+	}
+	return out
+}
+
+// Listen opens the call socket (mode and group from the config) and the
+// control socket (always 0600: it grants authority).
+func (b *Bridge) Listen() error {
+	gid := -1
+	if g := b.cfg.Bridge.CallSocketGroup; g != "" {
+		n, err := lookupGroup(g)
+		if err != nil {
+			return err
+		}
+		gid = n
+	}
+	call, err := listenUnix(b.cfg.Bridge.CallSocket, b.cfg.Bridge.CallSocketMode, gid)
+	if err != nil {
+		return err
+	}
+	ctl, err := listenUnix(b.cfg.Bridge.ControlSocket, 0o600, -1)
+	if err != nil {
+		call.Close()
+		return err
+	}
+	b.callL, b.ctlL = call, ctl
+	return nil
+}
+
+func lookupGroup(name string) (int, error) {
+	if n, err := strconv.Atoi(name); err == nil {
+		return n, nil
+	}
+	g, err := user.LookupGroup(name)
+	if err != nil {
+		return 0, fmt.Errorf("bridge: call_socket_group %q: %w", name, err)
+	}
+	return strconv.Atoi(g.Gid)
+}
+
+// Serve accepts connections on both sockets until Shutdown. It returns
+// once both accept loops have stopped.
+func (b *Bridge) Serve() {
+	b.acceptors.Add(2)
+	go b.accept(b.callL, b.serveCallConn)
+	go b.accept(b.ctlL, b.serveControlConn)
+	b.acceptors.Wait()
+}
+
+func (b *Bridge) accept(l *unixListener, serve func(*net.UnixConn)) {
+	defer b.acceptors.Done()
+	for {
+		c, err := l.AcceptUnix()
+		if err != nil {
+			if errors.Is(err, net.ErrClosed) {
+				return
+			}
+			// EMFILE and friends: back off rather than spin, and keep
+			// serving the connections we have.
+			b.log.Error().Err(err).Msg("accept failed")
+			select {
+			case <-time.After(100 * time.Millisecond):
+				continue
+			case <-b.ctx.Done():
+				return
+			}
+		}
+		if !b.track(c) {
+			c.Close()
+			continue
+		}
+		b.conns.Add(1)
+		go func() {
+			defer b.conns.Done()
+			defer b.untrack(c)
+			serve(c)
+		}()
+	}
+}
+
+// track admits a connection unless the bridge is closing or at
+// max_connections.
+func (b *Bridge) track(c net.Conn) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closing || len(b.open) >= b.cfg.Bridge.MaxConnections {
+		if !b.closing {
+			b.log.Warn().Int("max_connections", b.cfg.Bridge.MaxConnections).Msg("refusing a connection: at max_connections")
+		}
+		return false
+	}
+	b.open[c] = struct{}{}
+	return true
+}
+
+func (b *Bridge) untrack(c net.Conn) {
+	b.mu.Lock()
+	delete(b.open, c)
+	b.mu.Unlock()
+}
+
+// Shutdown stops the service: no new connections; calls in flight get up
+// to grace to finish; the rest settle shutting_down; connections close;
+// every server is retired with mcpwire's bounded sequence; the sockets
+// are removed. It returns an error naming every server whose exit could
+// not be confirmed.
+func (b *Bridge) Shutdown(grace time.Duration) error {
+	b.mu.Lock()
+	b.closing = true
+	b.mu.Unlock()
+	if b.callL != nil {
+		b.callL.Close()
+		b.ctlL.Close()
+	}
+	b.acceptors.Wait()
+
+	// Let the calls in flight finish, up to grace.
+	deadline := time.Now().Add(grace)
+	for b.inflight() > 0 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	// Whatever still runs settles shutting_down: the cause reaches every
+	// call through grant → connection → call contexts.
+	b.stop(errShuttingDown)
+	b.grants.closeAll(errShuttingDown)
+	b.mu.Lock()
+	for c := range b.open {
+		// Closing the read side unblocks each read loop; each connection's
+		// own goroutine then waits for its calls' replies and closes.
+		if uc, ok := c.(*net.UnixConn); ok {
+			_ = uc.CloseRead()
+		}
+	}
+	b.mu.Unlock()
+	waitTimeout(&b.conns, grace+2*b.cfg.Bridge.WriteTimeout)
+
+	var errs []error
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	for _, name := range b.order {
+		wg.Go(func() {
+			if _, err := b.servers[name].retire(); err != nil {
+				mu.Lock()
+				errs = append(errs, fmt.Errorf("server %q: %w", name, err))
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// inflight counts calls running at any server.
+func (b *Bridge) inflight() int64 {
+	var n int64
+	for _, s := range b.servers {
+		n += s.inflight.Load() + s.waiting.Load()
+	}
+	return n
+}
+
+// waitTimeout waits for wg, at most d. A connection whose client stalled
+// is bounded by the writer's own deadline, so this only guards against a
+// bug; it logs nothing and moves on.
+func waitTimeout(wg *sync.WaitGroup, d time.Duration) bool {
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	select {
+	case <-done:
+		return true
+	case <-time.After(d):
+		return false
+	}
+}
+
+// auditCall writes the one audit line of a call: who, what, how big, how
+// long, and how it ended. Values are never logged unless audit_values is
+// set (and then only their sizes are logged here; see issue 7).
+func (b *Bridge) auditCall(g *Grant, peer PeerCred, server, tool string, o outcome, took time.Duration) {
+	ev := b.audit.Info().Str("event", "call")
+	if g != nil {
+		ev = ev.Str("grant", g.ID)
+	} else {
+		ev = ev.Str("grant", "operator")
+	}
+	code := "ok"
+	if o.denial != nil {
+		code = o.denial.Code
+	} else if o.result.IsError {
+		code = "tool_error"
+	}
+	ev.Int32("peer_pid", peer.PID).Uint32("peer_uid", peer.UID).
+		Str("server", server).Str("tool", tool).
+		Int("arg_bytes", o.argBytes).Int("result_bytes", o.resultBytes).
+		Dur("took", took).Str("outcome", code).Msg("call")
+}
+
+// Servers lists the configured servers in name order.
+func (b *Bridge) Servers() []string { return b.order }
+
+// Grant issues a grant; it is what the control plane's grant calls.
+func (b *Bridge) Grant(spec GrantSpec) (*Grant, string, error) {
+	for name, tools := range spec.Servers {
+		s, ok := b.servers[name]
+		if !ok {
+			return nil, "", fmt.Errorf("bridge: no server is called %q", name)
+		}
+		for _, t := range tools {
+			if _, ok := s.tools[t]; !ok && s.status().State == StateReady {
+				return nil, "", fmt.Errorf("bridge: server %q has no tool %q", name, t)
+			}
+		}
+	}
+	return b.grants.issue(b.ctx, spec)
+}
+
+// Revoke ends a grant by id or token.
+func (b *Bridge) Revoke(idOrToken string) bool { return b.grants.revoke(idOrToken) }
+
+// CallSocket and ControlSocket return the socket paths in use.
+func (b *Bridge) CallSocket() string    { return b.cfg.Bridge.CallSocket }
+func (b *Bridge) ControlSocket() string { return b.cfg.Bridge.ControlSocket }

@@ -1,0 +1,271 @@
+package bridge
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+	"unicode/utf8"
+
+	"github.com/capbridge/capbridge/capwire"
+	"github.com/capbridge/capbridge/interchange"
+	"github.com/capbridge/capbridge/mcpwire"
+)
+
+// Causes that end a call's context; the call path turns each into its
+// denial code.
+var (
+	errCancelled    = errors.New("bridge: call cancelled by the caller")
+	errDisconnected = errors.New("bridge: caller disconnected")
+	errShuttingDown = errors.New("bridge: shutting down")
+	errCallTimeout  = errors.New("bridge: call deadline passed")
+)
+
+// callRequest is one call after the envelope was decoded, from either
+// socket: the call socket (under a grant) or the control socket (with
+// operator authority, grant nil).
+type callRequest struct {
+	server, tool string
+	args         []byte // raw MessagePack map
+	timeoutMS    uint64
+	grant        *Grant // nil: operator authority
+	peer         PeerCred
+}
+
+// outcome is what a call produced: exactly one of result and denial.
+type outcome struct {
+	result *capwire.Result
+	denial *capwire.Denied
+	// argBytes and resultBytes are for the audit line.
+	argBytes, resultBytes int
+}
+
+func deny(code, msg string) outcome {
+	return outcome{denial: &capwire.Denied{Code: code, Message: msg}}
+}
+
+// jsonBufs holds the buffers arguments are converted into. A buffer that
+// grew past maxPooledBuf is dropped rather than kept, so one huge call does
+// not pin its memory for ever.
+var jsonBufs = sync.Pool{New: func() any { b := make([]byte, 0, 4<<10); return &b }}
+
+const maxPooledBuf = 1 << 20
+
+// call runs one tool call through the whole path: checks, conversion,
+// admission, the MCP call, and reduction. ctx carries the caller's
+// lifetime (connection, grant, bridge); its cause decides the denial when
+// it ends. call never panics on anything a caller or server sends, and
+// always returns exactly one outcome.
+func (b *Bridge) call(ctx context.Context, req callRequest) outcome {
+	s, ok := b.servers[req.server]
+	switch {
+	case !ok:
+		return deny(capwire.CodeUnknownCapability, "no MCP server is called "+quote(req.server))
+	case req.grant != nil && !req.grant.Reaches(req.server):
+		return deny(capwire.CodeNotGranted, "this grant does not reach server "+quote(req.server))
+	}
+	client, err := s.ready()
+	if err != nil {
+		return deny(capwire.CodeServerUnavailable, unavailableMessage(err))
+	}
+	if _, ok := s.tools[req.tool]; !ok {
+		return deny(capwire.CodeUnknownTool, "server "+quote(req.server)+" has no tool "+quote(req.tool))
+	}
+	if req.grant != nil && !req.grant.Allows(req.server, req.tool) {
+		return deny(capwire.CodeNotGranted, "this grant does not allow tool "+quote(req.tool)+" on server "+quote(req.server))
+	}
+
+	bufp := jsonBufs.Get().(*[]byte)
+	defer func() {
+		if cap(*bufp) <= maxPooledBuf {
+			jsonBufs.Put(bufp)
+		}
+	}()
+	args, err := interchange.AppendJSON((*bufp)[:0], req.args)
+	if args != nil {
+		*bufp = args[:0]
+	}
+	if err != nil {
+		o := deny(capwire.CodeBadArguments, strings.TrimPrefix(err.Error(), "interchange: "))
+		var f *interchange.Fault
+		if errors.As(err, &f) {
+			o.denial.Path = f.Path
+		}
+		return o
+	}
+
+	d := s.cfg.CallTimeout
+	if req.timeoutMS > 0 {
+		d = time.Duration(min(req.timeoutMS, uint64(s.cfg.MaxCallTimeout/time.Millisecond))) * time.Millisecond
+	}
+	ctx, cancel := context.WithTimeoutCause(ctx, d, errCallTimeout)
+	defer cancel()
+
+	release, err := s.admit(ctx)
+	if err != nil {
+		if errors.Is(err, errOverloaded) {
+			return deny(capwire.CodeOverloaded, "server "+quote(req.server)+" has "+strconv.Itoa(s.cfg.MaxInflight)+" calls running and "+strconv.Itoa(s.cfg.MaxQueue)+" waiting; try again later")
+		}
+		return b.ended(ctx, req, err)
+	}
+	s.inflight.Add(1)
+	s.calls.Add(1)
+	res, err := client.CallTool(ctx, req.tool, args, mcpwire.CallOptions{IdleTimeout: d, MaxTimeout: d})
+	s.inflight.Add(-1)
+	release()
+	if err != nil {
+		s.errs.Add(1)
+		o := b.failed(ctx, req, err)
+		o.argBytes = len(args)
+		return o
+	}
+	o := b.reduce(res)
+	o.argBytes = len(args)
+	return o
+}
+
+// failed translates an error from the MCP call into a denial.
+func (b *Bridge) failed(ctx context.Context, req callRequest, err error) outcome {
+	var rpc *mcpwire.RPCError
+	var dead *mcpwire.DeadError
+	switch {
+	case ctx.Err() != nil:
+		return b.ended(ctx, req, err)
+	case errors.As(err, &rpc):
+		o := deny(capwire.CodeServerError, "server "+quote(req.server)+" answered error "+strconv.FormatInt(rpc.Code, 10)+": "+clip(rpc.Message, 1024))
+		o.denial.RPCCode = int(rpc.Code)
+		return o
+	case errors.As(err, &dead):
+		return deny(capwire.CodeServerUnavailable, "server "+quote(req.server)+" died: "+dead.Reason.Error()+stderrSuffix(dead.Stderr))
+	case errors.Is(err, mcpwire.ErrTimeout):
+		return deny(capwire.CodeTimeout, "server "+quote(req.server)+" did not answer "+quote(req.tool)+" in time")
+	case errors.Is(err, mcpwire.ErrBusy):
+		return deny(capwire.CodeOverloaded, "server "+quote(req.server)+" has too many calls in flight")
+	case errors.Is(err, mcpwire.ErrProtocol):
+		o := deny(capwire.CodeResultMalformed, "server "+quote(req.server)+" sent a malformed result: "+err.Error())
+		var pf *mcpwire.ProtocolFault
+		if errors.As(err, &pf) {
+			o.denial.Path = pf.Path
+		}
+		return o
+	default:
+		return deny(capwire.CodeServerUnavailable, "server "+quote(req.server)+": "+err.Error())
+	}
+}
+
+// ended translates the end of the call's context into a denial.
+func (b *Bridge) ended(ctx context.Context, req callRequest, err error) outcome {
+	cause := context.Cause(ctx)
+	switch {
+	case errors.Is(cause, errCallTimeout):
+		return deny(capwire.CodeTimeout, "call to "+quote(req.tool)+" on server "+quote(req.server)+" timed out")
+	case errors.Is(cause, ErrRevoked):
+		return deny(capwire.CodeRevoked, "the grant was revoked during the call")
+	case errors.Is(cause, ErrGrantExpired):
+		return deny(capwire.CodeRevoked, "the grant expired during the call")
+	case errors.Is(cause, errShuttingDown):
+		return deny(capwire.CodeShuttingDown, "capbridge is shutting down")
+	case errors.Is(cause, errCancelled), errors.Is(cause, errDisconnected):
+		return deny(capwire.CodeCancelled, "the call was cancelled")
+	default:
+		return deny(capwire.CodeCancelled, "the call ended: "+err.Error())
+	}
+}
+
+// reduce turns an MCP result into the capability result: text blocks
+// survive (up to max_result_text in all, beyond which the text is cut at a
+// character boundary and truncated is set), every other block becomes
+// {"type":"other","kind":…} so no image, audio or resource bytes cross,
+// structuredContent becomes MessagePack, and isError is carried.
+func (b *Bridge) reduce(res *mcpwire.CallToolResult) outcome {
+	r := &capwire.Result{IsError: res.IsError, Content: make([]capwire.Block, 0, len(res.Content))}
+	budget := b.cfg.Bridge.MaxResultText
+	size := 0
+	for _, c := range res.Content {
+		if c.Type != "text" {
+			r.Content = append(r.Content, capwire.Block{Type: capwire.BlockOther, Kind: kindOf(c.Type)})
+			size += len(c.Type)
+			continue
+		}
+		text := c.Text
+		if len(text) > budget {
+			text, r.Truncated = cutUTF8(text, budget), true
+		}
+		budget -= len(text)
+		size += len(text)
+		r.Content = append(r.Content, capwire.Block{Type: capwire.BlockText, Text: text})
+	}
+	if res.StructuredContent != nil {
+		mp, err := interchange.ToMsgPack(res.StructuredContent)
+		if err != nil {
+			o := deny(capwire.CodeResultMalformed, "the server's structuredContent cannot cross: "+strings.TrimPrefix(err.Error(), "interchange: "))
+			var f *interchange.Fault
+			if errors.As(err, &f) {
+				o.denial.Path = "/structuredContent" + f.Path
+			}
+			return o
+		}
+		r.Structured = mp
+		size += len(mp)
+	}
+	return outcome{result: r, resultBytes: size}
+}
+
+// kindOf bounds a server-chosen block type before it is echoed to a
+// program: a kind is short, printable ASCII, or it is reported as "unknown".
+func kindOf(t string) string {
+	if t == "" || len(t) > 64 {
+		return "unknown"
+	}
+	for i := 0; i < len(t); i++ {
+		if t[i] < 0x21 || t[i] > 0x7e {
+			return "unknown"
+		}
+	}
+	return t
+}
+
+// cutUTF8 returns the longest prefix of s of at most n bytes that does not
+// split a character.
+func cutUTF8(s string, n int) string {
+	if n <= 0 {
+		return ""
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
+}
+
+func unavailableMessage(err error) string {
+	var u *unavailableError
+	if errors.As(err, &u) {
+		return u.Error() + stderrSuffix(u.tail)
+	}
+	return err.Error()
+}
+
+// stderrSuffix renders the tail of a server's stderr for a denial, so
+// the program (and the model reading its output) sees why a server
+// failed. It is capped, and only valid UTF-8 crosses.
+func stderrSuffix(tail []byte) string {
+	const max = 2048
+	if len(tail) == 0 {
+		return ""
+	}
+	if len(tail) > max {
+		tail = tail[len(tail)-max:]
+	}
+	return "; stderr tail: " + strings.ToValidUTF8(strings.TrimSpace(string(tail)), "\uFFFD")
+}
+
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return cutUTF8(s, n) + "…"
+}
+
+func quote(s string) string { return `"` + clip(strings.ToValidUTF8(s, "\uFFFD"), 128) + `"` }

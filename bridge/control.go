@@ -1,0 +1,275 @@
+package bridge
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"time"
+
+	"github.com/vmihailenco/msgpack/v5"
+
+	"github.com/capbridge/capbridge/capwire"
+	"github.com/capbridge/capbridge/interchange"
+)
+
+// The control plane speaks capwire's framing (a 4-byte big-endian length,
+// then one MessagePack map) with its own envelopes, documented in
+// docs/control.md. It is the operator's: the socket is mode 0600 and the
+// peer must be capbridge's own user (or root). Requests on one connection
+// are answered in order, one at a time; a harness keeps a connection open
+// for its whole life or dials per request, as it likes.
+const (
+	ctlGrant   = "grant"
+	ctlRevoke  = "revoke"
+	ctlStatus  = "status"
+	ctlFacade  = "facade"
+	ctlCall    = "call"
+	ctlGranted = "granted"
+	ctlRevoked = "revoked"
+	ctlError   = "error"
+
+	// maxControlFrame bounds one control frame; a façade's source is the
+	// largest thing sent (a few hundred KiB for a large server).
+	maxControlFrame = 16 << 20
+	// controlIdle ends a control connection that sends nothing this long.
+	controlIdle = 5 * time.Minute
+)
+
+// ControlRequest is one request on the control socket. Which fields
+// matter depends on T; the rest are left zero.
+type ControlRequest struct {
+	T  string `msgpack:"t"`
+	ID uint64 `msgpack:"id"`
+
+	// grant
+	Servers map[string][]string `msgpack:"servers,omitempty"`
+	TTLMS   uint64              `msgpack:"ttl_ms,omitempty"`
+	PeerUID *uint32             `msgpack:"peer_uid,omitempty"`
+	// revoke: a grant id or a token
+	Grant string `msgpack:"grant,omitempty"`
+	// facade, call
+	Server string `msgpack:"server,omitempty"`
+	Lang   string `msgpack:"lang,omitempty"`
+	// call
+	Tool      string             `msgpack:"tool,omitempty"`
+	Args      msgpack.RawMessage `msgpack:"args,omitempty"`
+	TimeoutMS uint64             `msgpack:"timeout_ms,omitempty"`
+}
+
+// ControlReply is the answer to one request, T naming its kind: granted,
+// revoked, status, facade, error, or, for call, capwire's result or denied
+// (the same map a jailed program receives, with the same fields).
+type ControlReply struct {
+	T  string `msgpack:"t"`
+	ID uint64 `msgpack:"id"`
+
+	Message string `msgpack:"message,omitempty"` // error
+
+	Token     string `msgpack:"token,omitempty"` // granted
+	GrantID   string `msgpack:"grant,omitempty"` // granted
+	ExpiresMS int64  `msgpack:"expires_ms,omitempty"`
+
+	Found bool `msgpack:"found,omitempty"` // revoked
+
+	ServerStatus []serverStatus `msgpack:"servers,omitempty"` // status
+	Grants       int            `msgpack:"grants,omitempty"`
+	Connections  int            `msgpack:"connections,omitempty"`
+
+	Module  string `msgpack:"module,omitempty"` // facade
+	Source  string `msgpack:"source,omitempty"`
+	Surface string `msgpack:"surface,omitempty"`
+	Listing string `msgpack:"listing_sha256,omitempty"`
+
+	// call: the fields of capwire's result and denied envelopes.
+	IsError    bool               `msgpack:"is_error,omitempty"`
+	Content    []map[string]any   `msgpack:"content,omitempty"`
+	Structured msgpack.RawMessage `msgpack:"structured,omitempty"`
+	Truncated  bool               `msgpack:"truncated,omitempty"`
+	Code       string             `msgpack:"code,omitempty"`
+	Path       string             `msgpack:"path,omitempty"`
+	RPCCode    int                `msgpack:"rpc_code,omitempty"`
+}
+
+func (b *Bridge) serveControlConn(nc *net.UnixConn) {
+	defer nc.Close()
+	peer, err := peerCred(nc)
+	if err != nil || (int(peer.UID) != os.Getuid() && peer.UID != 0) {
+		b.log.Warn().Err(err).Uint32("peer_uid", peer.UID).Msg("control socket: refusing a peer that is not capbridge's user")
+		return
+	}
+	stop := context.AfterFunc(b.ctx, func() { nc.Close() })
+	defer stop()
+	fr := capwire.NewFrameReader(nc, maxControlFrame)
+	var buf []byte
+	for {
+		_ = nc.SetReadDeadline(time.Now().Add(controlIdle))
+		frame, err := fr.ReadFrame(buf[:0])
+		if err != nil {
+			return
+		}
+		buf = frame
+		var req ControlRequest
+		var reply []byte
+		if err := decodeControl(frame, &req); err != nil {
+			reply = encodeReply(&ControlReply{T: ctlError, Message: "malformed control request: " + err.Error()})
+		} else {
+			reply = b.control(&req, peer)
+		}
+		_ = nc.SetWriteDeadline(time.Now().Add(b.cfg.Bridge.WriteTimeout))
+		if _, err := nc.Write(reply); err != nil {
+			return
+		}
+	}
+}
+
+// control answers one request and returns the whole reply frame.
+func (b *Bridge) control(req *ControlRequest, peer PeerCred) []byte {
+	fail := func(format string, args ...any) []byte {
+		return encodeReply(&ControlReply{T: ctlError, ID: req.ID, Message: fmt.Sprintf(format, args...)})
+	}
+	switch req.T {
+	case ctlGrant:
+		g, token, err := b.Grant(GrantSpec{Servers: req.Servers, TTL: time.Duration(req.TTLMS) * time.Millisecond, PeerUID: req.PeerUID})
+		if err != nil {
+			return fail("%v", err)
+		}
+		b.audit.Info().Str("event", "grant").Str("grant", g.ID).Strs("servers", g.Servers()).Time("expires", g.Expires).Msg("grant issued")
+		return encodeReply(&ControlReply{T: ctlGranted, ID: req.ID, Token: token, GrantID: g.ID, ExpiresMS: g.Expires.UnixMilli()})
+	case ctlRevoke:
+		found := b.Revoke(req.Grant)
+		b.audit.Info().Str("event", "revoke").Bool("found", found).Msg("grant revoked")
+		return encodeReply(&ControlReply{T: ctlRevoked, ID: req.ID, Found: found})
+	case ctlStatus:
+		r := &ControlReply{T: ctlStatus, ID: req.ID, Grants: b.grants.live()}
+		for _, name := range b.order {
+			r.ServerStatus = append(r.ServerStatus, b.servers[name].status())
+		}
+		b.mu.Lock()
+		r.Connections = len(b.open)
+		b.mu.Unlock()
+		return encodeReply(r)
+	case ctlFacade:
+		s, ok := b.servers[req.Server]
+		if !ok {
+			return fail("no server is called %q", req.Server)
+		}
+		if req.Lang != "" && req.Lang != "go" {
+			return fail("no façade generator for language %q (this capbridge generates go)", req.Lang)
+		}
+		gen, err := s.facade()
+		if err != nil {
+			return fail("%s", unavailableMessage(err))
+		}
+		return encodeReply(&ControlReply{T: ctlFacade, ID: req.ID, Module: gen.ModuleName, Source: string(gen.Source), Surface: gen.Surface, Listing: gen.ListingSHA256})
+	case ctlCall:
+		start := time.Now()
+		o := b.call(b.ctx, callRequest{server: req.Server, tool: req.Tool, args: req.Args, timeoutMS: req.TimeoutMS, peer: peer})
+		b.auditCall(nil, peer, req.Server, req.Tool, o, time.Since(start))
+		var m capwire.Message
+		if o.denial != nil {
+			m = &capwire.DeniedMsg{ID: req.ID, Denial: *o.denial}
+		} else {
+			m = &capwire.ResultMsg{ID: req.ID, Result: *o.result}
+		}
+		frame, err := capwire.AppendFrame(nil, m, maxControlFrame)
+		if err != nil {
+			return encodeReply(&ControlReply{T: "denied", ID: req.ID, Code: capwire.CodeResultTooLarge, Message: err.Error()})
+		}
+		return frame
+	default:
+		return fail("unknown control request %q (known: grant, revoke, status, facade, call)", req.T)
+	}
+}
+
+// decodeControl decodes one control frame into v. The frame is first
+// checked by interchange's total, bounded converter: msgpack's reflective
+// decoder trusts a map or array header's count when it allocates, so only
+// a frame whose every count is backed by bytes actually present may reach
+// it (a 16 MiB frame can then describe at most a few million elements).
+func decodeControl(frame []byte, v any) error {
+	var scratch [512]byte
+	if _, err := interchange.AppendJSON(scratch[:0], frame); err != nil {
+		return err
+	}
+	return msgpack.Unmarshal(frame, v)
+}
+
+func encodeReply(r *ControlReply) []byte {
+	var buf bytes.Buffer
+	buf.Write([]byte{0, 0, 0, 0})
+	enc := msgpack.NewEncoder(&buf)
+	enc.SetCustomStructTag("msgpack")
+	if err := enc.Encode(r); err != nil {
+		// Every field is a plain value; this cannot fail.
+		panic(fmt.Sprintf("bridge: encoding a control reply: %v", err))
+	}
+	b := buf.Bytes()
+	binary.BigEndian.PutUint32(b, uint32(len(b)-4))
+	return b
+}
+
+// ControlClient speaks the control plane. It is what the CLI uses; a
+// harness written in Go may use it too. Not safe for concurrent use.
+type ControlClient struct {
+	c   net.Conn
+	fr  *capwire.FrameReader
+	seq uint64
+}
+
+// DialControl connects to the control socket at path.
+func DialControl(ctx context.Context, path string) (*ControlClient, error) {
+	var d net.Dialer
+	c, err := d.DialContext(ctx, "unix", path)
+	if err != nil {
+		return nil, fmt.Errorf("bridge: control socket %s: %w (is capbridge serve running?)", path, err)
+	}
+	return &ControlClient{c: c, fr: capwire.NewFrameReader(c, maxControlFrame)}, nil
+}
+
+// Close closes the connection.
+func (cc *ControlClient) Close() error { return cc.c.Close() }
+
+// Do sends req (its ID is set here) and returns the reply. An error
+// reply is returned as an error. ctx bounds the whole exchange.
+func (cc *ControlClient) Do(ctx context.Context, req *ControlRequest) (*ControlReply, error) {
+	cc.seq++
+	req.ID = cc.seq
+	if d, ok := ctx.Deadline(); ok {
+		_ = cc.c.SetDeadline(d)
+	} else {
+		_ = cc.c.SetDeadline(time.Time{})
+	}
+	stop := context.AfterFunc(ctx, func() { _ = cc.c.SetDeadline(time.Unix(1, 0)) })
+	defer stop()
+	body, err := msgpack.Marshal(req)
+	if err != nil {
+		return nil, err
+	}
+	frame := binary.BigEndian.AppendUint32(make([]byte, 0, 4+len(body)), uint32(len(body)))
+	if _, err := cc.c.Write(append(frame, body...)); err != nil {
+		return nil, fmt.Errorf("bridge: control: %w", err)
+	}
+	payload, err := cc.fr.ReadFrame(nil)
+	if err != nil {
+		if errors.Is(err, io.EOF) {
+			err = io.ErrUnexpectedEOF
+		}
+		return nil, fmt.Errorf("bridge: control: %w", err)
+	}
+	var r ControlReply
+	if err := decodeControl(payload, &r); err != nil {
+		return nil, fmt.Errorf("bridge: control: malformed reply: %w", err)
+	}
+	if r.ID != req.ID {
+		return nil, fmt.Errorf("bridge: control: reply for request %d, want %d", r.ID, req.ID)
+	}
+	if r.T == ctlError {
+		return nil, errors.New(r.Message)
+	}
+	return &r, nil
+}

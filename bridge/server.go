@@ -1,0 +1,320 @@
+package bridge
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/capbridge/capbridge/bridge/config"
+	"github.com/capbridge/capbridge/codegen"
+	"github.com/capbridge/capbridge/mcpwire"
+)
+
+// Server states, as status reports them.
+const (
+	StateStarting = "starting"
+	StateReady    = "ready"
+	StateFailed   = "failed"  // boot failed; never served
+	StateDead     = "dead"    // served, then died (crash, framing fault)
+	StateRetired  = "retired" // shut down by us
+)
+
+// server is the custody of one configured MCP server: its client, its
+// tool table and façade (fixed at boot), and its admission control.
+//
+// Boot writes client, tools and gen once, before the server is published
+// as ready (state is the publication point, read under mu); after that
+// they are read-only, so the call path reads them without a lock.
+type server struct {
+	cfg config.Server
+	log zerolog.Logger
+
+	mu     sync.Mutex
+	state  string
+	reason string // why it failed or died
+	tail   []byte // stderr tail captured at failure or death
+
+	client *mcpwire.Client
+	tools  map[string]mcpwire.Tool // callable tools (after allow/deny)
+	gen    *codegen.Generated
+
+	// Admission: slots holds one token per call running at the server
+	// (max_inflight); waiting counts calls queued for a slot, bounded by
+	// max_queue, beyond which calls are refused "overloaded".
+	slots   chan struct{}
+	waiting atomic.Int64
+
+	calls, errs, inflight atomic.Int64
+}
+
+func newServer(cfg config.Server, log zerolog.Logger) *server {
+	return &server{
+		cfg:   cfg,
+		log:   log.With().Str("server", cfg.Name).Logger(),
+		state: StateStarting,
+		slots: make(chan struct{}, cfg.MaxInflight),
+	}
+}
+
+// bootOptions carry what boot needs beyond the server's own config.
+type bootOptions struct {
+	clientName, clientVersion string
+	surfaceBudget             int
+	maxLine                   int
+}
+
+// boot starts the server, handshakes, lists its tools and generates its
+// façade, all within the server's startup_timeout. On failure the server
+// is left failed with the reason and the stderr tail, and any process is
+// already shut down.
+func (s *server) boot(ctx context.Context, o bootOptions) error {
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.StartupTimeout)
+	defer cancel()
+	env := make([]string, 0, len(s.cfg.Env))
+	for _, k := range sortedKeys(s.cfg.Env) {
+		env = append(env, k+"="+s.cfg.Env[k])
+	}
+	cmd := mcpwire.Command{
+		Argv:    append([]string{s.cfg.Command}, s.cfg.Args...),
+		Env:     env,
+		Inherit: nonNil(s.cfg.InheritEnv),
+		Dir:     s.cfg.Cwd,
+		Logger:  &s.log,
+	}
+	client, err := mcpwire.Start(ctx, cmd, mcpwire.Config{
+		ClientName:      o.clientName,
+		ClientVersion:   o.clientVersion,
+		Logger:          &s.log,
+		MaxLineBytes:    o.maxLine,
+		CallIdleTimeout: s.cfg.CallTimeout,
+		CallMaxTimeout:  s.cfg.MaxCallTimeout,
+		// The bridge admits at most max_inflight calls plus the queue;
+		// the client's own bound is a backstop above that.
+		MaxInFlight: s.cfg.MaxInflight,
+	})
+	if err != nil {
+		return s.fail(err, nil)
+	}
+	listed, err := client.ListTools(ctx)
+	if err != nil {
+		return s.fail(err, client)
+	}
+	tools := s.filter(listed)
+	gen, err := codegen.Generate(s.cfg.Name, toCodegen(tools), codegen.Options{SurfaceBudget: o.surfaceBudget})
+	if err != nil {
+		return s.fail(fmt.Errorf("generating its façade: %w", err), client)
+	}
+	table := make(map[string]mcpwire.Tool, len(tools))
+	for _, t := range tools {
+		table[t.Name] = t
+	}
+	s.mu.Lock()
+	s.client, s.tools, s.gen, s.state = client, table, gen, StateReady
+	s.mu.Unlock()
+	s.log.Info().Int("tools", len(tools)).Int("listed", len(listed)).Msg("server ready")
+	go s.watch(client)
+	return nil
+}
+
+// fail records a boot failure. A client that did start is shut down
+// first, so a failed server leaves no process behind.
+func (s *server) fail(err error, client *mcpwire.Client) error {
+	var tail []byte
+	var dead *mcpwire.DeadError
+	if errors.As(err, &dead) {
+		tail = dead.Stderr
+	}
+	if client != nil {
+		if _, cerr := client.Close(); cerr != nil {
+			s.log.Error().Err(cerr).Msg("shutting down a server that failed to boot")
+		}
+	}
+	s.mu.Lock()
+	s.state, s.reason, s.tail = StateFailed, err.Error(), tail
+	s.mu.Unlock()
+	s.log.Error().Err(err).Bytes("stderr_tail", tail).Msg("server failed to boot")
+	return err
+}
+
+// watch marks the server dead when its client dies on its own. Servers
+// are never restarted silently: a dead server answers server_unavailable
+// until the operator restarts capbridge.
+func (s *server) watch(client *mcpwire.Client) {
+	<-client.Done()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.state != StateReady {
+		return // retired by us
+	}
+	err := client.Err()
+	var dead *mcpwire.DeadError
+	if errors.As(err, &dead) {
+		s.tail = dead.Stderr
+	}
+	s.state, s.reason = StateDead, err.Error()
+	s.log.Error().Err(err).Bytes("stderr_tail", s.tail).Msg("server died")
+}
+
+// filter applies tools.allow and tools.deny, and drops tools that
+// require MCP tasks (2025-11-25: such a tool cannot be called without a
+// task, which this client does not speak, and the server must answer
+// -32601), so that what is absent from the façade is also not callable.
+func (s *server) filter(listed []mcpwire.Tool) []mcpwire.Tool {
+	var out []mcpwire.Tool
+	for _, t := range listed {
+		switch {
+		case s.cfg.ToolsAllow != nil && !slices.Contains(s.cfg.ToolsAllow, t.Name),
+			slices.Contains(s.cfg.ToolsDeny, t.Name):
+			continue
+		case t.TaskSupport == "required":
+			s.log.Warn().Str("tool", t.Name).Msg("tool requires MCP tasks, which capbridge does not speak; leaving it out")
+			continue
+		}
+		out = append(out, t)
+	}
+	return out
+}
+
+func toCodegen(tools []mcpwire.Tool) []codegen.Tool {
+	out := make([]codegen.Tool, len(tools))
+	for i, t := range tools {
+		ct := codegen.Tool{Name: t.Name, Title: t.Title, Description: t.Description, InputSchema: t.InputSchema, OutputSchema: t.OutputSchema}
+		if a := t.Annotations; a != nil {
+			if ct.Title == "" {
+				ct.Title = a.Title
+			}
+			ct.Hints = codegen.Hints{ReadOnly: a.ReadOnlyHint, Destructive: a.DestructiveHint, Idempotent: a.IdempotentHint, OpenWorld: a.OpenWorldHint}
+		}
+		out[i] = ct
+	}
+	return out
+}
+
+// ready returns the live client and tool table, or why there is none.
+func (s *server) ready() (*mcpwire.Client, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.state != StateReady {
+		return nil, &unavailableError{server: s.cfg.Name, state: s.state, reason: s.reason, tail: s.tail}
+	}
+	return s.client, nil
+}
+
+// facade returns the server's generated façade. A server that died
+// after boot keeps its façade (programs compiled against it get
+// server_unavailable at call time); one that never booted has none.
+func (s *server) facade() (*codegen.Generated, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.gen == nil {
+		return nil, &unavailableError{server: s.cfg.Name, state: s.state, reason: s.reason, tail: s.tail}
+	}
+	return s.gen, nil
+}
+
+// unavailableError says why a server cannot take calls.
+type unavailableError struct {
+	server, state, reason string
+	tail                  []byte
+}
+
+func (e *unavailableError) Error() string {
+	msg := fmt.Sprintf("server %q is %s", e.server, e.state)
+	if e.reason != "" {
+		msg += ": " + e.reason
+	}
+	return msg
+}
+
+// admit waits for a call slot, queueing at most max_queue calls. It
+// returns a release function, or errOverloaded when the queue is full, or
+// the context's error.
+func (s *server) admit(ctx context.Context) (func(), error) {
+	release := func() { <-s.slots }
+	select {
+	case s.slots <- struct{}{}:
+		return release, nil
+	default:
+	}
+	if s.waiting.Add(1) > int64(s.cfg.MaxQueue) {
+		s.waiting.Add(-1)
+		return nil, errOverloaded
+	}
+	defer s.waiting.Add(-1)
+	select {
+	case s.slots <- struct{}{}:
+		return release, nil
+	case <-ctx.Done():
+		return nil, context.Cause(ctx)
+	}
+}
+
+var errOverloaded = errors.New("bridge: server overloaded")
+
+// retire shuts the server down with mcpwire's bounded sequence and
+// returns its evidence. It is idempotent.
+func (s *server) retire() (mcpwire.Exit, error) {
+	s.mu.Lock()
+	client := s.client
+	was := s.state
+	if was == StateReady || was == StateDead {
+		s.state = StateRetired
+	}
+	s.mu.Unlock()
+	if client == nil || was == StateRetired {
+		return mcpwire.Exit{}, nil
+	}
+	start := time.Now()
+	exit, err := client.Close()
+	ev := s.log.Info()
+	if err != nil {
+		ev = s.log.Error().Err(err)
+	}
+	ev.Str("exit", exit.Status).Dur("took", time.Since(start)).Msg("server retired")
+	return exit, err
+}
+
+// serverStatus is one server's line in status.
+type serverStatus struct {
+	Name       string `msgpack:"name"`
+	State      string `msgpack:"state"`
+	Reason     string `msgpack:"reason,omitempty"`
+	Tools      int    `msgpack:"tools"`
+	Inflight   int64  `msgpack:"inflight"`
+	Queued     int64  `msgpack:"queued"`
+	Calls      int64  `msgpack:"calls"`
+	Errors     int64  `msgpack:"errors"`
+	StderrTail string `msgpack:"stderr_tail,omitempty"`
+}
+
+func (s *server) status() serverStatus {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return serverStatus{
+		Name: s.cfg.Name, State: s.state, Reason: s.reason, Tools: len(s.tools),
+		Inflight: s.inflight.Load(), Queued: s.waiting.Load(), Calls: s.calls.Load(), Errors: s.errs.Load(),
+		StderrTail: string(s.tail),
+	}
+}
+
+func nonNil(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}

@@ -1,0 +1,240 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/rs/zerolog"
+	"golang.org/x/sys/unix"
+
+	"github.com/capbridge/capbridge/bridge"
+	"github.com/capbridge/capbridge/bridge/config"
+	"github.com/capbridge/capbridge/internal/demoserver"
+)
+
+// Exit statuses of serve, documented in docs/serve.md and the README.
+const (
+	exitConfig     = 3 // the configuration could not be read or is wrong
+	exitBoot       = 4 // --require-all and a server failed to boot, or the sockets could not be opened
+	exitUnconfirmd = 5 // shutdown could not confirm that every server exited
+)
+
+// maxConfigFile bounds what serve reads as a config file.
+const maxConfigFile = 4 << 20
+
+func runServe(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("capbridge serve", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	cfgPath := fs.String("c", "", "capbridge.toml to read (default: none, which serves the built-in demo server)")
+	mcpConfig := fs.String("mcp-config", "", "an editor's MCP config (mcpServers / servers JSON) whose stdio servers to serve")
+	requireAll := fs.Bool("require-all", false, "exit if any server fails to boot")
+	readyFile := fs.String("ready-file", "", "write the readiness line to this file, atomically, once ready")
+	callSocket := fs.String("call-socket", "", "override [bridge] call_socket")
+	controlSocket := fs.String("control-socket", "", "override [bridge] control_socket")
+	if err := fs.Parse(args); err != nil {
+		return exitUsage
+	}
+	if fs.NArg() != 0 {
+		fmt.Fprintf(stderr, "capbridge serve: unexpected argument %q\n", fs.Arg(0))
+		return exitUsage
+	}
+	cfg, demo, err := loadServeConfig(*cfgPath, *mcpConfig)
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return exitConfig
+	}
+	if *callSocket != "" {
+		cfg.Bridge.CallSocket = *callSocket
+	}
+	if *controlSocket != "" {
+		cfg.Bridge.ControlSocket = *controlSocket
+	}
+	call, control := config.DefaultSockets(os.Getenv("XDG_RUNTIME_DIR"), os.Getuid())
+	if cfg.Bridge.CallSocket == "" {
+		cfg.Bridge.CallSocket = call
+	}
+	if cfg.Bridge.ControlSocket == "" {
+		cfg.Bridge.ControlSocket = control
+	}
+	log := newLogger(stderr, cfg.Bridge.LogFormat, cfg.Bridge.LogLevel)
+	b := bridge.New(bridge.Options{
+		Config:        cfg,
+		Log:           log,
+		Audit:         log.With().Str("log", "audit").Logger(),
+		ClientVersion: version(),
+	})
+
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
+	defer signal.Stop(sigs)
+	bootCtx, cancelBoot := context.WithCancel(context.Background())
+	go func() {
+		select {
+		case <-sigs:
+			cancelBoot()
+		case <-bootCtx.Done():
+		}
+	}()
+	states := b.Boot(bootCtx)
+	interrupted := bootCtx.Err() != nil
+	cancelBoot()
+	failed := 0
+	for name, st := range states {
+		if st != bridge.StateReady {
+			failed++
+			log.Error().Str("server", name).Str("state", st).Msg("server did not boot")
+		}
+	}
+	if interrupted || (*requireAll && failed > 0) {
+		if err := b.Shutdown(0); err != nil {
+			log.Error().Err(err).Msg("shutdown could not confirm every server's exit")
+			return exitUnconfirmd
+		}
+		if interrupted {
+			return exitError
+		}
+		return exitBoot
+	}
+	if err := b.Listen(); err != nil {
+		log.Error().Err(err).Msg("cannot open the sockets")
+		if err := b.Shutdown(0); err != nil {
+			return exitUnconfirmd
+		}
+		return exitBoot
+	}
+	served := make(chan struct{})
+	go func() { b.Serve(); close(served) }()
+
+	ready, _ := json.Marshal(readyLine{Ready: true, CallSocket: cfg.Bridge.CallSocket, ControlSocket: cfg.Bridge.ControlSocket, Servers: states})
+	fmt.Fprintf(stdout, "%s\n", ready)
+	if *readyFile != "" {
+		if err := bridge.WriteFileAtomic(*readyFile, append(ready, '\n'), 0o644); err != nil {
+			log.Error().Err(err).Str("path", *readyFile).Msg("cannot write the ready file")
+		}
+	}
+	if err := bridge.Notify(os.Getenv("NOTIFY_SOCKET"), "READY=1"); err != nil {
+		log.Warn().Err(err).Msg("cannot notify the service manager")
+	}
+	if demo {
+		log.Info().Msg(`no config given: serving the built-in demo server. Try, in another shell:  go run ./cmd/capbridge call demo echo '{"text":"hello"}'`)
+	}
+	log.Info().Str("call_socket", cfg.Bridge.CallSocket).Str("control_socket", cfg.Bridge.ControlSocket).Msg("ready")
+
+	sig := <-sigs
+	log.Info().Str("signal", sig.String()).Dur("grace", cfg.Bridge.ShutdownGrace).Msg("shutting down")
+	_ = bridge.Notify(os.Getenv("NOTIFY_SOCKET"), "STOPPING=1")
+	err = b.Shutdown(cfg.Bridge.ShutdownGrace)
+	<-served
+	if err != nil {
+		log.Error().Err(err).Msg("shutdown could not confirm every server's exit")
+		return exitUnconfirmd
+	}
+	log.Info().Msg("stopped")
+	return exitOK
+}
+
+type readyLine struct {
+	Ready         bool              `json:"ready"`
+	CallSocket    string            `json:"call_socket"`
+	ControlSocket string            `json:"control_socket"`
+	Servers       map[string]string `json:"servers"`
+}
+
+// loadServeConfig reads the config file and the editor config, or, when
+// neither is given, returns the defaults with the built-in demo server.
+func loadServeConfig(cfgPath, mcpConfig string) (cfg *config.Config, demo bool, err error) {
+	cfg = config.Defaults()
+	if cfgPath != "" {
+		data, err := readBounded(cfgPath)
+		if err != nil {
+			return nil, false, err
+		}
+		if cfg, err = config.Load(cfgPath, data); err != nil {
+			return nil, false, err
+		}
+	}
+	if mcpConfig != "" {
+		data, err := readBounded(mcpConfig)
+		if err != nil {
+			return nil, false, err
+		}
+		servers, err := config.LoadMCPJSON(mcpConfig, data)
+		if err != nil {
+			return nil, false, err
+		}
+		if err := config.Merge(cfg, servers); err != nil {
+			return nil, false, err
+		}
+	}
+	if cfgPath == "" && mcpConfig == "" {
+		exe, err := os.Executable()
+		if err != nil {
+			return nil, false, fmt.Errorf("capbridge serve: cannot find this executable to run the demo server: %v", err)
+		}
+		s := config.NewServer(demoserver.Name, exe)
+		s.Args = []string{"demo-server"}
+		s.File = "(built in)"
+		cfg.Servers = []config.Server{s}
+		demo = true
+	}
+	return cfg, demo, nil
+}
+
+func readBounded(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, maxConfigFile+1))
+	if err != nil {
+		return nil, fmt.Errorf("%s: %v", path, err)
+	}
+	if len(data) > maxConfigFile {
+		return nil, fmt.Errorf("%s: larger than %d bytes; is it really a config file?", path, maxConfigFile)
+	}
+	return data, nil
+}
+
+// newLogger writes human-readable lines to a terminal and JSON lines
+// otherwise (log_format "auto"), at the configured level.
+func newLogger(w io.Writer, format, level string) zerolog.Logger {
+	if format == "console" || (format == "auto" && isTerminal(w)) {
+		w = zerolog.ConsoleWriter{Out: w, TimeFormat: time.TimeOnly}
+	}
+	lvl, err := zerolog.ParseLevel(level)
+	if err != nil {
+		lvl = zerolog.InfoLevel
+	}
+	return zerolog.New(w).Level(lvl).With().Timestamp().Logger()
+}
+
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	_, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS)
+	return err == nil
+}
+
+// runDemoServer serves the built-in demo MCP server on stdio: what serve
+// spawns, as a child of this same binary, when it has no config.
+func runDemoServer(args []string, stdout, stderr io.Writer) int {
+	if len(args) != 0 {
+		fmt.Fprintln(stderr, "capbridge demo-server: takes no arguments")
+		return exitUsage
+	}
+	if err := demoserver.Serve(os.Stdin, stdout, time.Now); err != nil {
+		fmt.Fprintln(stderr, "capbridge demo-server:", err)
+		return exitError
+	}
+	return exitOK
+}
