@@ -227,7 +227,7 @@ func (c *Client) handshake(ctx context.Context) error {
 	}
 	c.init = ir
 	c.batch.Store(ir.ProtocolVersion == batchVersion)
-	c.log.Info().Str("version", ir.ProtocolVersion).Str("server", ir.ServerInfo.Name).Str("server_version", ir.ServerInfo.Version).Msg("mcpwire: initialized")
+	c.log.Info().Str("version", ir.ProtocolVersion).Str("server_name", ir.ServerInfo.Name).Str("server_version", ir.ServerInfo.Version).Msg("mcpwire: initialized")
 	return c.notify(ctx, "notifications/initialized", nil)
 }
 
