@@ -1,0 +1,149 @@
+package bridge
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/capbridge/capbridge/bridge/config"
+	"github.com/capbridge/capbridge/capwire"
+	"github.com/capbridge/capbridge/internal/leakcheck"
+	"github.com/capbridge/capbridge/internal/mcptest"
+)
+
+// The test binary doubles as the mcptest server: a child started with a
+// scenario in its environment serves it and exits before any test runs.
+func TestMain(m *testing.M) {
+	mcptest.MaybeServe()
+	leakcheck.Main(m)
+}
+
+// testBridge is a booted, listening bridge on sockets in a fresh
+// directory, shut down (and checked for a confirmed retirement) when the
+// test ends.
+type testBridge struct {
+	*Bridge
+	t      *testing.T
+	dir    string
+	served chan struct{}
+	down   bool
+}
+
+// mcptestServer configures a server run by the mcptest child for sc.
+func mcptestServer(name string, sc mcptest.Scenario) config.Server {
+	argv, env := mcptest.Command(sc)
+	s := config.NewServer(name, argv[0])
+	s.Args = argv[1:]
+	s.Env = map[string]string{}
+	for _, kv := range env {
+		k, v, _ := strings.Cut(kv, "=")
+		s.Env[k] = v
+	}
+	s.StartupTimeout = 30 * time.Second
+	return s
+}
+
+// startBridge boots a bridge serving servers; tweak, when non-nil, may
+// adjust the config first. It fails the test if any server does not boot
+// unless allowFailed is set through tweak's returned value.
+func startBridge(t *testing.T, tweak func(*config.Config), servers ...config.Server) *testBridge {
+	t.Helper()
+	// Socket paths must fit 108 bytes; t.TempDir's can be long.
+	dir, err := os.MkdirTemp("", "cb")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	cfg := config.Defaults()
+	cfg.Bridge.CallSocket = filepath.Join(dir, "call.sock")
+	cfg.Bridge.ControlSocket = filepath.Join(dir, "control.sock")
+	cfg.Bridge.ShutdownGrace = 2 * time.Second
+	cfg.Servers = servers
+	if tweak != nil {
+		tweak(cfg)
+	}
+	log := zerolog.Nop()
+	if testing.Verbose() {
+		log = zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.DebugLevel)
+	}
+	tb := &testBridge{Bridge: New(Options{Config: cfg, Log: log, Audit: log}), t: t, dir: dir, served: make(chan struct{})}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	tb.Boot(ctx)
+	if err := tb.Listen(); err != nil {
+		_ = tb.Shutdown(0)
+		t.Fatal(err)
+	}
+	go func() { tb.Serve(); close(tb.served) }()
+	t.Cleanup(tb.shutdown)
+	return tb
+}
+
+// shutdown stops the bridge once; every retirement must be confirmed.
+func (tb *testBridge) shutdown() {
+	if tb.down {
+		return
+	}
+	tb.down = true
+	if err := tb.Shutdown(tb.cfg.Bridge.ShutdownGrace); err != nil {
+		tb.t.Errorf("shutdown: %v", err)
+	}
+	<-tb.served
+}
+
+// grant issues a grant through the public API and returns its token.
+func (tb *testBridge) grant(servers map[string][]string) string {
+	tb.t.Helper()
+	_, token, err := tb.Grant(GrantSpec{Servers: servers})
+	if err != nil {
+		tb.t.Fatal(err)
+	}
+	return token
+}
+
+// dial connects a capwire client with token; it is closed at cleanup.
+func (tb *testBridge) dial(token string) *capwire.Client {
+	tb.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c, err := capwire.Dial(ctx, tb.CallSocket(), token)
+	if err != nil {
+		tb.t.Fatal(err)
+	}
+	tb.t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// control dials the control socket; it is closed at cleanup.
+func (tb *testBridge) control() *ControlClient {
+	tb.t.Helper()
+	c, err := DialControl(context.Background(), tb.ControlSocket())
+	if err != nil {
+		tb.t.Fatal(err)
+	}
+	tb.t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// A smoke test of the harness itself: one call through the whole path.
+func TestBridgeEcho(t *testing.T) {
+	defer leakcheck.Check(t)()
+	tb := startBridge(t, nil, mcptestServer("t", mcptest.Scenario{}))
+	c := tb.dial(tb.grant(map[string][]string{"t": nil}))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	r, err := c.Call(ctx, "t", "echo", map[string]any{"text": "hello"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Text() != "hello" || r.IsError {
+		t.Fatalf("result = %+v", r)
+	}
+	c.Close()
+	tb.shutdown()
+}
