@@ -284,6 +284,7 @@ func (s *server) retire() (mcpwire.Exit, error) {
 type serverStatus struct {
 	Name       string `msgpack:"name"`
 	State      string `msgpack:"state"`
+	PID        int    `msgpack:"pid,omitempty"`
 	Reason     string `msgpack:"reason,omitempty"`
 	Tools      int    `msgpack:"tools"`
 	Inflight   int64  `msgpack:"inflight"`
@@ -296,11 +297,16 @@ type serverStatus struct {
 func (s *server) status() serverStatus {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return serverStatus{
+	st := serverStatus{
 		Name: s.cfg.Name, State: s.state, Reason: s.reason, Tools: len(s.tools),
 		Inflight: s.inflight.Load(), Queued: s.waiting.Load(), Calls: s.calls.Load(), Errors: s.errs.Load(),
 		StderrTail: string(s.tail),
 	}
+	if s.state == StateReady {
+		st.PID = s.client.Pid()
+		st.StderrTail = string(s.client.StderrTail())
+	}
+	return st
 }
 
 func nonNil(s []string) []string {

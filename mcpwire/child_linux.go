@@ -154,6 +154,7 @@ func (c *childConn) Write(p []byte) (int, error)        { return c.stdin.Write(p
 func (c *childConn) SetWriteDeadline(t time.Time) error { return c.stdin.SetWriteDeadline(t) }
 func (c *childConn) Done() <-chan struct{}              { return c.done }
 func (c *childConn) StderrTail() []byte                 { return c.tail.snapshot() }
+func (c *childConn) Pid() int                           { return c.pid }
 
 func (c *childConn) EndReason() error {
 	c.mu.Lock()

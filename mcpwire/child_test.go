@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -397,5 +398,38 @@ func TestChildShutdown(t *testing.T) {
 				t.Errorf("call after close: %v", err)
 			}
 		})
+	}
+}
+
+// The status view's facts: the server's pid is our child and the leader
+// of its own process group, and its recent stderr is readable while it
+// lives.
+func TestChildPidAndStderrTail(t *testing.T) {
+	defer leakcheck.Check(t)()
+	c := startTest(t, mcptest.Scenario{}, Config{})
+	pid := c.Pid()
+	if pid <= 0 {
+		t.Fatalf("Pid() = %d", pid)
+	}
+	if pgid, err := syscall.Getpgid(pid); err != nil || pgid != pid {
+		t.Errorf("pgid of %d = %d, %v; want its own group", pid, pgid, err)
+	}
+	if _, err := callT(t, c, "stderr", `{"bytes":100}`, CallOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for !strings.Contains(string(c.StderrTail()), "mcptest stderr flood") {
+		if time.Now().After(deadline) {
+			t.Fatalf("stderr tail %q lacks the bytes the server wrote", c.StderrTail())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	closeClean(t, c)
+	conn, _ := NewMemory(time.Second, 0)
+	if p := (&Client{conn: conn}).Pid(); p != 0 {
+		t.Errorf("an in-memory transport reports pid %d, want 0", p)
+	}
+	if _, err := conn.Shutdown(); err != nil {
+		t.Error(err)
 	}
 }

@@ -256,6 +256,19 @@ func (c *Client) Err() error {
 // server has written to stdout so far.
 func (c *Client) Stray() (lines, bytes int64) { return c.strayLines.Load(), c.strayBytes.Load() }
 
+// StderrTail returns a copy of the last bytes the server wrote to stderr
+// (bounded by Command.StderrTailBytes), for an operator's status view.
+func (c *Client) StderrTail() []byte { return c.conn.StderrTail() }
+
+// Pid returns the server's process id (the leader of its process group),
+// or 0 when the transport is not a process.
+func (c *Client) Pid() int {
+	if p, ok := c.conn.(interface{ Pid() int }); ok {
+		return p.Pid()
+	}
+	return 0
+}
+
 // Close kills the client (in-flight calls settle with ErrClosed) and
 // shuts the server down, returning the shutdown's evidence. Idempotent;
 // bounded by the transport's shutdown waits.
