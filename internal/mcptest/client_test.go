@@ -144,15 +144,6 @@ func (p *peer) expectText(id, want string, wantErr bool) {
 	}
 }
 
-// expectError receives the response to id and checks its error code.
-func (p *peer) expectError(id string, code int, message string) {
-	p.t.Helper()
-	m := p.recvID(id)
-	if m.Error == nil || m.Error.Code != code || m.Result != nil || !strings.Contains(m.Error.Message, message) {
-		p.t.Fatalf("want error %d %q for id %s, got %.300s", code, message, id, m.raw)
-	}
-}
-
 // expectEOF checks that stdout ends with no further line.
 func (p *peer) expectEOF() {
 	p.t.Helper()

@@ -151,12 +151,6 @@ const (
 // it returns by itself. errw must be safe to write from several goroutines
 // only in the sense that Serve serializes its own writes to it.
 func Serve(ctx context.Context, in io.Reader, out io.Writer, errw io.Writer, sc Scenario) error {
-	if sc.IgnoreSIGTERM {
-		return fmt.Errorf("%w: ignore_sigterm", ErrProcessOnly)
-	}
-	if sc.Grandchild {
-		return fmt.Errorf("%w: grandchild", ErrProcessOnly)
-	}
 	return serve(ctx, in, out, errw, sc, nil)
 }
 
@@ -246,6 +240,15 @@ func serve(ctx context.Context, in io.Reader, out io.Writer, errw io.Writer, sc 
 		<-watched
 	}()
 
+	// Main performs these before serve; in-process they cannot happen.
+	switch {
+	case p == nil && sc.IgnoreSIGTERM:
+		hardCancel(fmt.Errorf("%w: ignore_sigterm", ErrProcessOnly))
+		return context.Cause(hard)
+	case p == nil && sc.Grandchild:
+		hardCancel(fmt.Errorf("%w: grandchild", ErrProcessOnly))
+		return context.Cause(hard)
+	}
 	if sc.ExitBeforeHandshake {
 		s.logf("mcptest: exiting before the handshake (scenario exit_before_handshake)")
 		s.die(3, "exit before the handshake (status 3)")
@@ -342,6 +345,8 @@ func readLine(br *bufio.Reader, buf *[]byte, max int) ([]byte, error) {
 			return bytes.TrimSuffix((*buf)[:len(*buf)-1], []byte{'\r'}), nil
 		case errors.Is(err, bufio.ErrBufferFull):
 			frag, err = br.ReadSlice('\n')
+		case errors.Is(err, io.EOF) && len(*buf) > max:
+			return nil, errLineTooLong
 		case errors.Is(err, io.EOF) && len(*buf) > 0:
 			return bytes.TrimSuffix(*buf, []byte{'\r'}), nil
 		default:
@@ -380,6 +385,9 @@ func classify(line []byte) (inbound, frameKind) {
 		return inbound{}, kindMalformed
 	}
 	hasID := len(f.ID) > 0 && string(f.ID) != "null"
+	if !hasID {
+		f.ID = nil // null and absent mean the same: no id
+	}
 	switch {
 	case hasID && !validID(f.ID):
 		f.ID = nil
