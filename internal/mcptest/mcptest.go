@@ -147,9 +147,9 @@ const (
 // io.Closers, as a process's exit closes its stdio; that is also what
 // interrupts a read blocked on in when ctx is done, so in-process callers
 // should pass closable pipes (io.Pipe). Serve starts no goroutine that
-// outlives it, except that a Read on a non-closable in stays blocked until
-// it returns by itself. errw must be safe to write from several goroutines
-// only in the sense that Serve serializes its own writes to it.
+// outlives it, and a Read on a non-closable in stays blocked only until it
+// returns by itself. Serve serializes its own writes to out and to errw;
+// it does not lock errw against other writers.
 func Serve(ctx context.Context, in io.Reader, out io.Writer, errw io.Writer, sc Scenario) error {
 	return serve(ctx, in, out, errw, sc, nil)
 }
