@@ -7,6 +7,7 @@ import (
 	"net"
 	"os/user"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -268,8 +269,8 @@ func waitTimeout(wg *sync.WaitGroup, d time.Duration) bool {
 }
 
 // auditCall writes the one audit line of a call: who, what, how big, how
-// long, and how it ended. Values are never logged unless audit_values is
-// set (and then only their sizes are logged here; see issue 7).
+// long, and how it ended. Argument and result values are logged only when
+// audit_values is set, each capped at maxAuditValue bytes.
 func (b *Bridge) auditCall(g *Grant, peer PeerCred, server, tool string, o outcome, took time.Duration) {
 	ev := b.audit.Info().Str("event", "call")
 	if g != nil {
@@ -283,10 +284,27 @@ func (b *Bridge) auditCall(g *Grant, peer PeerCred, server, tool string, o outco
 	} else if o.result.IsError {
 		code = "tool_error"
 	}
-	ev.Int32("peer_pid", peer.PID).Uint32("peer_uid", peer.UID).
+	ev = ev.Int32("peer_pid", peer.PID).Uint32("peer_uid", peer.UID).
 		Str("server", server).Str("tool", tool).
 		Int("arg_bytes", o.argBytes).Int("result_bytes", o.resultBytes).
-		Dur("took", took).Str("outcome", code).Msg("call")
+		Dur("took", took).Str("outcome", code)
+	if b.cfg.Bridge.AuditValues {
+		if o.argValues != nil {
+			ev = ev.RawJSON("args", o.argValues)
+		}
+		if o.result != nil {
+			var text strings.Builder
+			for _, c := range o.result.Content {
+				if c.Type == "text" && text.Len() < maxAuditValue {
+					text.WriteString(cutUTF8(c.Text, min(len(c.Text), maxAuditValue-text.Len())))
+				}
+			}
+			ev = ev.Str("result_text", text.String())
+		} else if o.denial != nil {
+			ev = ev.Str("message", o.denial.Message)
+		}
+	}
+	ev.Msg("call")
 }
 
 // Servers lists the configured servers in name order.

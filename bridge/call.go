@@ -38,8 +38,10 @@ type callRequest struct {
 type outcome struct {
 	result *capwire.Result
 	denial *capwire.Denied
-	// argBytes and resultBytes are for the audit line.
+	// argBytes and resultBytes are for the audit line; argValues is a
+	// copy of the converted arguments, kept only when audit_values is set.
 	argBytes, resultBytes int
+	argValues             []byte
 }
 
 func deny(code, msg string) outcome {
@@ -115,16 +117,24 @@ func (b *Bridge) call(ctx context.Context, req callRequest) outcome {
 	res, err := client.CallTool(ctx, req.tool, args, mcpwire.CallOptions{IdleTimeout: d, MaxTimeout: d})
 	s.inflight.Add(-1)
 	release()
+	var o outcome
 	if err != nil {
 		s.errs.Add(1)
-		o := b.failed(ctx, req, err)
-		o.argBytes = len(args)
-		return o
+		o = b.failed(ctx, req, err)
+	} else {
+		o = b.reduce(res)
 	}
-	o := b.reduce(res)
 	o.argBytes = len(args)
+	if b.cfg.Bridge.AuditValues && len(args) <= maxAuditValue {
+		o.argValues = append([]byte(nil), args...)
+	}
 	return o
 }
+
+// maxAuditValue caps each value written to the audit trail when
+// audit_values is set, so one huge call cannot flood the log: larger
+// arguments are not logged (their size is), and result text is cut.
+const maxAuditValue = 16 << 10
 
 // failed translates an error from the MCP call into a denial.
 func (b *Bridge) failed(ctx context.Context, req callRequest, err error) outcome {
@@ -232,6 +242,9 @@ func kindOf(t string) string {
 func cutUTF8(s string, n int) string {
 	if n <= 0 {
 		return ""
+	}
+	if n >= len(s) {
+		return s
 	}
 	for n > 0 && !utf8.RuneStart(s[n]) {
 		n--

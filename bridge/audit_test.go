@@ -1,0 +1,97 @@
+package bridge
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/capbridge/capbridge/bridge/config"
+	"github.com/capbridge/capbridge/internal/leakcheck"
+	"github.com/capbridge/capbridge/internal/mcptest"
+)
+
+// lockedBuffer is a log sink written by the bridge's goroutines and read
+// by the test.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) lines(event string) []map[string]any {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []map[string]any
+	for _, line := range strings.Split(l.b.String(), "\n") {
+		var m map[string]any
+		if json.Unmarshal([]byte(line), &m) == nil && m["event"] == event {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// One audit line per call, with who, what, sizes, time and outcome, and
+// argument or result values only when audit_values is set.
+func TestAuditLine(t *testing.T) {
+	for _, values := range []bool{false, true} {
+		t.Run(map[bool]string{false: "sizes only", true: "audit_values"}[values], func(t *testing.T) {
+			defer leakcheck.Check(t)()
+			var sink lockedBuffer
+			tb := startBridge(t, func(c *config.Config) { c.Bridge.AuditValues = values }, mcptestServer("t", mcptest.Scenario{}))
+			tb.audit = zerolog.New(&sink)
+			g, token, err := tb.Grant(GrantSpec{Servers: map[string][]string{"t": nil}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			c := tb.dial(token)
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			if _, err := c.Call(ctx, "t", "echo", map[string]any{"text": "secret value"}); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := c.Call(ctx, "t", "no_such_tool", nil); err == nil {
+				t.Fatal("a call to an unknown tool succeeded")
+			}
+			c.Close()
+			tb.shutdown()
+
+			calls := sink.lines("call")
+			if len(calls) != 2 {
+				t.Fatalf("%d audit call lines, want 2:\n%s", len(calls), sink.b.String())
+			}
+			ok, denied := calls[0], calls[1]
+			if ok["outcome"] != "ok" || denied["outcome"] != "unknown_tool" {
+				t.Errorf("outcomes = %v, %v", ok["outcome"], denied["outcome"])
+			}
+			for _, k := range []string{"grant", "peer_pid", "peer_uid", "server", "tool", "arg_bytes", "result_bytes", "took"} {
+				if _, present := ok[k]; !present {
+					t.Errorf("audit line lacks %q: %v", k, ok)
+				}
+			}
+			if ok["grant"] != g.ID || strings.Contains(sink.b.String(), token) {
+				t.Errorf("audit names grant %v, want the id %s and never the token", ok["grant"], g.ID)
+			}
+			if ok["arg_bytes"].(float64) != float64(len(`{"text":"secret value"}`)) {
+				t.Errorf("arg_bytes = %v", ok["arg_bytes"])
+			}
+			if leaked := strings.Contains(sink.b.String(), "secret value"); leaked != values {
+				t.Errorf("values in the audit trail: %v, want %v:\n%s", leaked, values, sink.b.String())
+			}
+			if values && ok["result_text"] != "secret value" {
+				t.Errorf("result_text = %v", ok["result_text"])
+			}
+		})
+	}
+}
