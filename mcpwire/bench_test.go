@@ -14,6 +14,7 @@ import (
 	"testing"
 
 	"github.com/capbridge/capbridge/internal/mcptest"
+	"github.com/capbridge/capbridge/internal/rawecho"
 	"github.com/tidwall/gjson"
 )
 
@@ -121,8 +122,7 @@ type rawClient struct {
 	done   chan struct{}
 }
 
-func startRaw(b *testing.B) *rawClient {
-	argv, env := mcptest.Command(mcptest.Scenario{})
+func startRaw(b *testing.B, argv, env []string) *rawClient {
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Env = env
 	in, _ := cmd.StdinPipe()
@@ -185,60 +185,79 @@ func (rc *rawClient) close() {
 
 const benchArgs = `{"text":"0123456789012345678901234567890123456789012345678901234567890123"}`
 
+// benchServers are the peers of BenchmarkCallTool: the mcptest child
+// (encoding/json, a goroutine per call: a realistic Go server) and
+// rawecho (one goroutine, byte scans: the physical-limit server of
+// shared/reference/anchor-bench.md), so the client's own cost can be read
+// against the floor.
+func benchServers() []struct {
+	name      string
+	argv, env []string
+} {
+	margv, menv := mcptest.Command(mcptest.Scenario{})
+	rargv, renv := rawecho.Command()
+	return []struct {
+		name      string
+		argv, env []string
+	}{{"mcptest", margv, menv}, {"rawecho", rargv, renv}}
+}
+
 // BenchmarkCallTool measures a full tools/call round trip (64 B of text)
-// to the mcptest child, sequentially and with 32 calls in flight, for
+// to each benchmark server, sequentially and with 32 calls in flight, for
 // mcpwire and for the raw minimal client in the same run.
 func BenchmarkCallTool(b *testing.B) {
 	ctx := context.Background()
-	for _, par := range []int{1, 32} {
-		b.Run(fmt.Sprintf("mcpwire/inflight=%d", par), func(b *testing.B) {
-			c, err := Start(ctx, testCommand(mcptest.Scenario{}), Config{})
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer c.Close()
-			b.ReportAllocs()
-			var fails atomic.Int64
-			run := func() {
-				r, err := c.CallTool(ctx, "echo", []byte(benchArgs), CallOptions{})
-				if err != nil || len(r.Content) != 1 || len(r.Content[0].Text) != 64 {
-					fails.Add(1)
+	for _, srv := range benchServers() {
+		for _, par := range []int{1, 32} {
+			b.Run(fmt.Sprintf("%s/mcpwire/inflight=%d", srv.name, par), func(b *testing.B) {
+				c, err := Start(ctx, Command{Argv: srv.argv, Env: srv.env, Inherit: []string{"PATH", "HOME", "TMPDIR"}}, Config{})
+				if err != nil {
+					b.Fatal(err)
 				}
-			}
-			if par == 1 {
-				for b.Loop() {
-					run()
+				defer c.Close()
+				b.ReportAllocs()
+				var fails atomic.Int64
+				run := func() {
+					r, err := c.CallTool(ctx, "echo", []byte(benchArgs), CallOptions{})
+					if err != nil || len(r.Content) != 1 || len(r.Content[0].Text) != 64 {
+						fails.Add(1)
+					}
 				}
-			} else {
-				b.SetParallelism((par + 1) / 2)
-				b.RunParallel(func(pb *testing.PB) {
-					for pb.Next() {
+				if par == 1 {
+					for b.Loop() {
 						run()
 					}
-				})
-			}
-			if fails.Load() > 0 {
-				b.Fatalf("%d calls failed", fails.Load())
-			}
-		})
-		b.Run(fmt.Sprintf("raw/inflight=%d", par), func(b *testing.B) {
-			rc := startRaw(b)
-			defer rc.close()
-			b.ReportAllocs()
-			if par == 1 {
-				buf, ch := make([]byte, 0, 256), make(chan []byte, 1)
-				for b.Loop() {
-					buf = rc.call(buf, ch)
+				} else {
+					b.SetParallelism((par + 1) / 2)
+					b.RunParallel(func(pb *testing.PB) {
+						for pb.Next() {
+							run()
+						}
+					})
 				}
-			} else {
-				b.SetParallelism((par + 1) / 2)
-				b.RunParallel(func(pb *testing.PB) {
+				if fails.Load() > 0 {
+					b.Fatalf("%d calls failed", fails.Load())
+				}
+			})
+			b.Run(fmt.Sprintf("%s/raw/inflight=%d", srv.name, par), func(b *testing.B) {
+				rc := startRaw(b, srv.argv, srv.env)
+				defer rc.close()
+				b.ReportAllocs()
+				if par == 1 {
 					buf, ch := make([]byte, 0, 256), make(chan []byte, 1)
-					for pb.Next() {
+					for b.Loop() {
 						buf = rc.call(buf, ch)
 					}
-				})
-			}
-		})
+				} else {
+					b.SetParallelism((par + 1) / 2)
+					b.RunParallel(func(pb *testing.PB) {
+						buf, ch := make([]byte, 0, 256), make(chan []byte, 1)
+						for pb.Next() {
+							buf = rc.call(buf, ch)
+						}
+					})
+				}
+			})
+		}
 	}
 }

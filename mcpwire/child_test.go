@@ -13,10 +13,12 @@ import (
 
 	"github.com/capbridge/capbridge/internal/leakcheck"
 	"github.com/capbridge/capbridge/internal/mcptest"
+	"github.com/capbridge/capbridge/internal/rawecho"
 )
 
 func TestMain(m *testing.M) {
 	mcptest.MaybeServe()
+	rawecho.MaybeServe()
 	leakcheck.Main(m)
 }
 

@@ -1,0 +1,148 @@
+// Package rawecho implements the fastest stdio MCP server we know how to
+// write, the physical-limit peer of capbridge's benchmarks.
+//
+// It answers initialize (echoing a supported version), tools/list (one
+// tool, echo), tools/call of echo (the "text" argument cut out of the
+// request line by a byte scan and copied into a hand-built reply), and
+// ping; other requests get -32601 and notifications are ignored. One
+// goroutine reads lines and writes each reply before reading the next, as
+// the reference "raw server" of shared/reference/anchor-bench.md does, so
+// benchmarks against it measure the client side and the pipes, not the
+// server. It trusts its input to be what capbridge's own client writes
+// (compact JSON, one message per line): it is a benchmark peer, not a
+// server to expose to anything else.
+package rawecho
+
+import (
+	"bufio"
+	"bytes"
+	"io"
+	"os"
+)
+
+// Env is the environment variable that makes a test binary serve instead
+// of running its tests (see Command and MaybeServe).
+const Env = "CAPBRIDGE_RAWECHO"
+
+// Command returns the argv and extra environment that run rawecho as a
+// child by re-executing the current (test) binary, whose TestMain calls
+// MaybeServe first.
+func Command() (argv, env []string) {
+	exe, err := os.Executable()
+	if err != nil {
+		exe = os.Args[0]
+	}
+	return []string{exe, "-test.run=^$", "-test.bench=^$"}, []string{Env + "=1", "GORACE=atexit_sleep_ms=0"}
+}
+
+// MaybeServe serves on stdin/stdout and exits when the environment asks
+// for it; otherwise it returns at once.
+func MaybeServe() {
+	if os.Getenv(Env) == "" {
+		return
+	}
+	if err := Serve(os.Stdin, os.Stdout); err != nil {
+		os.Exit(1)
+	}
+	os.Exit(0)
+}
+
+var versions = [][]byte{[]byte(`"2025-11-25"`), []byte(`"2025-06-18"`), []byte(`"2025-03-26"`), []byte(`"2024-11-05"`)}
+
+// Serve answers requests from r on w until r ends.
+func Serve(r io.Reader, w io.Writer) error {
+	br := bufio.NewReaderSize(r, 64<<10)
+	bw := bufio.NewWriterSize(w, 64<<10)
+	var out []byte
+	for {
+		line, err := br.ReadSlice('\n')
+		if err == bufio.ErrBufferFull {
+			// Longer than any benchmark sends: read the rest and refuse.
+			for err == bufio.ErrBufferFull {
+				_, err = br.ReadSlice('\n')
+			}
+			line = nil
+		}
+		if err != nil {
+			if err == io.EOF {
+				return nil
+			}
+			return err
+		}
+		id := field(line, `"id":`)
+		if id == nil {
+			continue // a notification, or a line without an id
+		}
+		out = append(out[:0], `{"jsonrpc":"2.0","id":`...)
+		out = append(out, id...)
+		switch {
+		case bytes.Contains(line, []byte(`"method":"tools/call"`)):
+			out = append(out, `,"result":{"content":[{"type":"text","text":`...)
+			if t := field(line, `"text":`); t != nil {
+				out = append(out, t...)
+			} else {
+				out = append(out, `""`...)
+			}
+			out = append(out, `}]}}`...)
+		case bytes.Contains(line, []byte(`"method":"initialize"`)):
+			v := versions[0]
+			for _, s := range versions {
+				if bytes.Contains(line, s) {
+					v = s
+					break
+				}
+			}
+			out = append(out, `,"result":{"protocolVersion":`...)
+			out = append(out, v...)
+			out = append(out, `,"capabilities":{"tools":{}},"serverInfo":{"name":"rawecho","version":"1"}}}`...)
+		case bytes.Contains(line, []byte(`"method":"tools/list"`)):
+			out = append(out, `,"result":{"tools":[{"name":"echo","inputSchema":{"type":"object","properties":{"text":{"type":"string"}},"required":["text"]}}]}}`...)
+		case bytes.Contains(line, []byte(`"method":"ping"`)):
+			out = append(out, `,"result":{}}`...)
+		case bytes.Contains(line, []byte(`"method":`)):
+			out = append(out, `,"error":{"code":-32601,"message":"Method not found"}}`...)
+		default:
+			continue // a response to a request we never make
+		}
+		out = append(out, '\n')
+		if _, err := bw.Write(out); err != nil {
+			return err
+		}
+		if err := bw.Flush(); err != nil {
+			return err
+		}
+	}
+}
+
+// field returns the raw JSON value after key in line: a number, or a
+// string with its quotes and escapes as they are. It returns nil when the
+// key is absent or the value is of another kind.
+func field(line []byte, key string) []byte {
+	i := bytes.Index(line, []byte(key))
+	if i < 0 {
+		return nil
+	}
+	v := line[i+len(key):]
+	if len(v) == 0 {
+		return nil
+	}
+	if v[0] == '"' {
+		for j := 1; j < len(v); j++ {
+			switch v[j] {
+			case '\\':
+				j++
+			case '"':
+				return v[:j+1]
+			}
+		}
+		return nil
+	}
+	j := 0
+	for j < len(v) && (v[j] == '-' || (v[j] >= '0' && v[j] <= '9')) {
+		j++
+	}
+	if j == 0 {
+		return nil
+	}
+	return v[:j]
+}
