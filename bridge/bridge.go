@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -56,6 +57,11 @@ type Bridge struct {
 	mu      sync.Mutex
 	open    map[net.Conn]struct{} // every live connection, both sockets
 	closing bool
+
+	// draining is set when Shutdown begins: calls that arrive after it,
+	// even on connections already open, are refused shutting_down, so
+	// the grace period only has to outlast the calls already running.
+	draining atomic.Bool
 }
 
 // New prepares a bridge for cfg. It starts nothing: the census of servers
@@ -200,6 +206,7 @@ func (b *Bridge) untrack(c net.Conn) {
 // are removed. It returns an error naming every server whose exit could
 // not be confirmed.
 func (b *Bridge) Shutdown(grace time.Duration) error {
+	b.draining.Store(true)
 	b.mu.Lock()
 	b.closing = true
 	b.mu.Unlock()

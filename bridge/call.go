@@ -63,6 +63,8 @@ const maxPooledBuf = 1 << 20
 func (b *Bridge) call(ctx context.Context, req callRequest) outcome {
 	s, ok := b.servers[req.server]
 	switch {
+	case b.draining.Load():
+		return deny(capwire.CodeShuttingDown, "capbridge is shutting down")
 	case !ok:
 		return deny(capwire.CodeUnknownCapability, "no MCP server is called "+quote(req.server))
 	case req.grant != nil && !req.grant.Reaches(req.server):
