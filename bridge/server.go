@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -77,7 +78,7 @@ func (s *server) boot(ctx context.Context, o bootOptions) error {
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.StartupTimeout)
 	defer cancel()
 	env := make([]string, 0, len(s.cfg.Env))
-	for _, k := range sortedKeys(s.cfg.Env) {
+	for _, k := range slices.Sorted(maps.Keys(s.cfg.Env)) {
 		env = append(env, k+"="+s.cfg.Env[k])
 	}
 	cmd := mcpwire.Command{
@@ -316,11 +317,3 @@ func nonNil(s []string) []string {
 	return s
 }
 
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
-}

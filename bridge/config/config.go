@@ -49,6 +49,7 @@ import (
 	"fmt"
 	"os"
 	"regexp"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -244,7 +245,7 @@ func Load(name string, data []byte) (*Config, error) {
 	}
 	r := &reader{file: name, pos: indexPositions(data)}
 	cfg := Defaults()
-	for _, k := range sortedKeys(doc) {
+	for _, k := range slices.Sorted(maps.Keys(doc)) {
 		switch k {
 		case "bridge":
 			if t, ok := r.table(k, doc[k]); ok {
@@ -303,7 +304,7 @@ var bridgeKeys = []string{
 }
 
 func (r *reader) bridge(t map[string]any, b *Bridge) {
-	for _, k := range sortedKeys(t) {
+	for _, k := range slices.Sorted(maps.Keys(t)) {
 		v, key := t[k], "bridge."+k
 		switch k {
 		case "call_socket":
@@ -364,7 +365,7 @@ var serverKeys = []string{
 
 func (r *reader) servers(t map[string]any) []Server {
 	var out []Server
-	names := sortedKeys(t)
+	names := slices.Sorted(maps.Keys(t))
 	if len(names) > maxServers {
 		r.fail("mcp", fmt.Sprintf("run at most %d servers per capbridge", maxServers), "%d servers configured", len(names))
 		return nil
@@ -381,7 +382,7 @@ func (r *reader) servers(t map[string]any) []Server {
 		}
 		s := NewServer(name, "")
 		s.File, s.Line = r.file, r.pos.line(key)
-		for _, k := range sortedKeys(st) {
+		for _, k := range slices.Sorted(maps.Keys(st)) {
 			v, k2 := st[k], key+"."+k
 			switch k {
 			case "command":
@@ -443,7 +444,7 @@ func (r *reader) tools(key string, v any, s *Server) {
 	if !ok {
 		return
 	}
-	for _, k := range sortedKeys(t) {
+	for _, k := range slices.Sorted(maps.Keys(t)) {
 		switch k {
 		case "allow":
 			r.strs(key+".allow", t[k], &s.ToolsAllow)
@@ -510,7 +511,7 @@ func (r *reader) env(key string, v any, dst *map[string]string) {
 		return
 	}
 	out := make(map[string]string, len(t))
-	for _, k := range sortedKeys(t) {
+	for _, k := range slices.Sorted(maps.Keys(t)) {
 		if !envName.MatchString(k) {
 			r.fail(key+"."+k, "an environment variable name has letters, digits and '_' and does not start with a digit", "bad variable name %q", k)
 			continue
@@ -672,14 +673,6 @@ func describe(v any) string {
 	}
 }
 
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
-}
 
 func quoteAll(ss []string) string {
 	q := make([]string, len(ss))
