@@ -316,4 +316,3 @@ func nonNil(s []string) []string {
 	}
 	return s
 }
-

@@ -47,9 +47,9 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"regexp"
-	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -672,7 +672,6 @@ func describe(v any) string {
 		return fmt.Sprintf("a %T", v)
 	}
 }
-
 
 func quoteAll(ss []string) string {
 	q := make([]string, len(ss))
