@@ -24,6 +24,7 @@ import (
 type callConn struct {
 	b     *Bridge
 	sc    *capwire.ServerConn
+	nc    *net.UnixConn // sc's connection, for CloseRead
 	peer  PeerCred
 	grant *Grant
 
@@ -51,7 +52,7 @@ func (b *Bridge) serveCallConn(nc *net.UnixConn) {
 		_ = sc.Fatal(capwire.CodeBadToken, "this user may not use capbridge's call socket")
 		return
 	}
-	c := &callConn{b: b, sc: sc, peer: peer, inflight: map[uint64]context.CancelCauseFunc{}}
+	c := &callConn{b: b, sc: sc, nc: nc, peer: peer, inflight: map[uint64]context.CancelCauseFunc{}}
 	_, err = sc.Handshake(b.ctx, func(h *capwire.HelloMsg) ([]string, error) {
 		g, err := b.grants.lookup(h.Token)
 		if err != nil {
@@ -81,10 +82,12 @@ func (c *callConn) serve() {
 		cancel(errDisconnected)
 		c.calls.Wait()
 	}()
-	// Ending the grant (revoke, expiry) or the bridge closes the
-	// connection, which unblocks Read. Shutdown cancels calls itself
-	// (with their own cause) before it closes connections.
-	stop := context.AfterFunc(ctx, func() { c.sc.Close() })
+	// Ending the grant (revoke, expiry) or the bridge closes only the
+	// read side, which unblocks Read: the calls in flight, cancelled with
+	// the grant's cause, must still send their revoked or shutting_down
+	// denial (docs/capwire.md §5) before serveCallConn closes the
+	// connection. Closing it outright here dropped those replies.
+	stop := context.AfterFunc(ctx, func() { _ = c.nc.CloseRead() })
 	defer stop()
 	maxInflight := c.b.cfg.Bridge.MaxConnInflight
 	for {
