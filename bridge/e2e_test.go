@@ -1,0 +1,208 @@
+package bridge
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/capbridge/capbridge/bridge/config"
+	"github.com/capbridge/capbridge/internal/interop"
+	"github.com/capbridge/capbridge/internal/leakcheck"
+	"github.com/capbridge/capbridge/internal/mcptest"
+)
+
+// e2eProgram is the program a model would write: it imports the façades
+// the running bridge generated, calls through them with nothing but
+// CAPBRIDGE_SOCKET and CAPBRIDGE_TOKEN, and prints what it got, one
+// "what: value" line per call. {{name}} placeholders are the façade
+// functions of server-everything's hyphenated tools, whose Go names
+// codegen chooses (found in the source, not assumed).
+const e2eProgram = `package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/capbridge/capbridge/capwire"
+
+	ev "e2e.test/everything"
+	mt "e2e.test/t"
+)
+
+func main() {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	must := func(r *capwire.Result, err error) *capwire.Result {
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "call failed:", err)
+			os.Exit(1)
+		}
+		return r
+	}
+
+	r := must(ev.Echo(ctx, "hello e2e"))
+	fmt.Printf("echo: %s is_error=%v\n", r.Text(), r.IsError)
+
+	r = must(ev.{{get-tiny-image}}(ctx))
+	var kinds []string
+	for _, b := range r.Content {
+		if b.Type == capwire.BlockText {
+			kinds = append(kinds, "text")
+		} else {
+			kinds = append(kinds, b.Type+":"+b.Kind)
+		}
+	}
+	fmt.Printf("image: %s\n", strings.Join(kinds, ","))
+
+	r = must(ev.{{get-structured-content}}(ctx, "Chicago"))
+	var weather map[string]any
+	if err := r.Decode(&weather); err != nil {
+		fmt.Fprintln(os.Stderr, "decode:", err)
+		os.Exit(1)
+	}
+	var keys []string
+	for k := range weather {
+		keys = append(keys, fmt.Sprintf("%s=%v", k, weather[k]))
+	}
+	sort.Strings(keys)
+	fmt.Printf("structured: %s\n", strings.Join(keys, " "))
+
+	r = must(mt.Add(ctx, 40, 2))
+	var sum struct{ Sum int64 ` + "`msgpack:\"sum\"`" + ` }
+	if err := r.Decode(&sum); err != nil {
+		fmt.Fprintln(os.Stderr, "decode:", err)
+		os.Exit(1)
+	}
+	fmt.Printf("add: %s sum=%d\n", r.Text(), sum.Sum)
+
+	msg := "as asked"
+	r = must(mt.Fail(ctx, &mt.FailOptions{Message: &msg}))
+	fmt.Printf("fail: %s is_error=%v\n", r.Text(), r.IsError)
+
+	_, err := mt.Content(ctx, map[string]any{"blob": map[string]any{"bytes": []byte{1, 2, 3}}})
+	var d *capwire.Denied
+	if !errors.As(err, &d) {
+		fmt.Fprintln(os.Stderr, "want a denial, got", err)
+		os.Exit(1)
+	}
+	fmt.Printf("denied: %s at %s\n", d.Code, d.Path)
+}
+`
+
+// e2eWant is the program's whole output.
+const e2eWant = `echo: Echo: hello e2e is_error=false
+image: text,other:image,text
+structured: conditions=Light rain / drizzle humidity=82 temperature=36
+add: 42 sum=42
+fail: as asked is_error=true
+denied: bad_arguments at /blob/bytes
+`
+
+// TestEndToEnd is issue 7's end-to-end test with real processes: the
+// bridge serves server-everything and mcptest; the façades come from the
+// control plane; a program importing them is built with the go command
+// (offline, against this checkout) and run with only the two environment
+// variables a jail would give it.
+func TestEndToEnd(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds a program with the go command")
+	}
+	defer leakcheck.Check(t)()
+	argv := interop.Command(t, interop.Everything, t.TempDir())
+	everything := config.NewServer("everything", argv[0])
+	everything.Args = argv[1:]
+	everything.StartupTimeout = time.Minute
+	tb := startBridge(t, nil, everything, mcptestServer("t", mcptest.Scenario{}))
+	for _, name := range tb.Servers() {
+		if st := tb.servers[name].status(); st.State != StateReady {
+			t.Fatalf("server %s: %s: %s", name, st.State, st.Reason)
+		}
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	ctl := tb.control()
+	granted, err := ctl.Do(ctx, &ControlRequest{T: ctlGrant, Servers: map[string][]string{"everything": nil, "t": nil}})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	_, here, _, _ := runtime.Caller(0)
+	root := filepath.Dir(filepath.Dir(here))
+	sum, err := os.ReadFile(filepath.Join(root, "go.sum"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	writeFile(t, filepath.Join(dir, "go.mod"), "module e2e.test\n\ngo 1.26\n\nrequire github.com/capbridge/capbridge v0.0.0\n\n"+
+		"replace github.com/capbridge/capbridge => "+root+"\n")
+	writeFile(t, filepath.Join(dir, "go.sum"), string(sum))
+	program := e2eProgram
+	for _, server := range []string{"everything", "t"} {
+		f, err := ctl.Do(ctx, &ControlRequest{T: ctlFacade, Server: server, Lang: "go"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if f.Module != server || !strings.Contains(f.Surface, "package "+server) {
+			t.Fatalf("façade of %s: module %q, surface %.200q", server, f.Module, f.Surface)
+		}
+		writeFile(t, filepath.Join(dir, f.Module, f.Module+".go"), f.Source)
+		if server == "everything" {
+			for _, tool := range []string{"get-tiny-image", "get-structured-content"} {
+				m := regexp.MustCompile(`(?m)^// (\w+) calls tool "` + tool + `" of server "everything"\.$`).FindStringSubmatch(f.Source)
+				if m == nil {
+					t.Fatalf("no façade function for %s", tool)
+				}
+				program = strings.ReplaceAll(program, "{{"+tool+"}}", m[1])
+			}
+		}
+	}
+	writeFile(t, filepath.Join(dir, "main.go"), program)
+	ctl.Close()
+
+	bin := filepath.Join(dir, "prog")
+	build := exec.Command("go", "build", "-o", bin, ".")
+	build.Dir = dir
+	build.Env = append(os.Environ(), "GOFLAGS=-mod=mod", "GOPROXY=off", "GOWORK=off")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+
+	runCtx, cancelRun := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancelRun()
+	run := exec.CommandContext(runCtx, bin)
+	// Only what a jail hands in, plus nothing that could point the
+	// program elsewhere.
+	run.Env = []string{"CAPBRIDGE_SOCKET=" + tb.CallSocket(), "CAPBRIDGE_TOKEN=" + granted.Token}
+	var stdout, stderr bytes.Buffer
+	run.Stdout, run.Stderr = &stdout, &stderr
+	if err := run.Run(); err != nil {
+		t.Fatalf("program: %v\nstdout:\n%s\nstderr:\n%s", err, stdout.String(), stderr.String())
+	}
+	if stdout.String() != e2eWant {
+		t.Errorf("program output:\n%s\nwant:\n%s", stdout.String(), e2eWant)
+	}
+	tb.shutdown()
+}
+
+func writeFile(t *testing.T, path, data string) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, []byte(data), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
