@@ -13,7 +13,10 @@
 // the default catalogue of tools (echo, add, fail, slow, hang, crash, kill,
 // content, progress, noise, long_line, bad_utf8, server_request, notify,
 // unknown_id, duplicate_id, result_and_error, string_id, stderr) turns
-// every per-call fault into a tool the client calls by name. The scenario
+// every per-call fault into a tool the client calls by name. One more
+// tool, cancellations, reports the notifications/cancelled the server has
+// received (each also logged on stderr), so a test can check that its
+// client told the server to stop a call it abandoned. The scenario
 // format and each misbehaviour are documented in docs/mcptest.md.
 //
 // Tests run the server as a real child process: [Command] gives the argv
@@ -110,7 +113,23 @@ const (
 	MaxOutputBytes = 256 << 20
 	// MaxNoiseLines caps the noise tool and NoiseBeforeHandshake.
 	MaxNoiseLines = 1 << 20
+	// MaxCancellations caps the notifications/cancelled the server
+	// remembers for the cancellations tool; older ones are forgotten.
+	MaxCancellations = 1024
 )
+
+// Cancellation is one notifications/cancelled the server received, as the
+// cancellations tool reports it (structuredContent {"cancelled":[…]}).
+type Cancellation struct {
+	// RequestID is the requestId's JSON text, verbatim: 7 for a number,
+	// "\"a\"" (quotes included) for a string.
+	RequestID string `json:"request_id" msgpack:"request_id"`
+	// Tool is the name of the call it cancelled, or "" when no call with
+	// that id was in flight (already answered, or never made).
+	Tool string `json:"tool" msgpack:"tool"`
+	// Reason is the notification's reason, "" if it gave none.
+	Reason string `json:"reason" msgpack:"reason"`
+}
 
 // ErrExited reports that the scenario made the server exit (exit before the
 // handshake, the crash or kill tool) while it ran in-process: Serve
@@ -190,12 +209,18 @@ type server struct {
 	nextID      int64                  // server→client request and unknown_id counter
 	initialized bool                   // notifications/initialized seen
 	listing     []json.RawMessage      // what tools/list pages through
+	// cancelled records the notifications/cancelled received, newest
+	// last, at most MaxCancellations (older ones are dropped); the
+	// cancellations tool reports them, so a test can check that its
+	// client told the server to stop.
+	cancelled []Cancellation
 }
 
 // call is one tools/call request in flight.
 type call struct {
 	id        json.RawMessage
 	key       string
+	tool      string
 	args      json.RawMessage
 	token     json.RawMessage // _meta.progressToken, nil if absent
 	cancelled chan struct{}   // closed (under server.mu) by notifications/cancelled
@@ -460,16 +485,26 @@ func (s *server) notification(f inbound) {
 	case "notifications/cancelled":
 		var p struct {
 			RequestID json.RawMessage `json:"requestId"`
+			Reason    string          `json:"reason"`
 		}
 		if json.Unmarshal(f.Params, &p) != nil || len(p.RequestID) == 0 {
 			return
 		}
+		rec := Cancellation{RequestID: string(p.RequestID), Reason: p.Reason}
 		s.mu.Lock()
-		if c, ok := s.calls[string(p.RequestID)]; ok && !c.isCancel {
-			c.isCancel = true
-			close(c.cancelled)
+		if c, ok := s.calls[string(p.RequestID)]; ok {
+			rec.Tool = c.tool
+			if !c.isCancel {
+				c.isCancel = true
+				close(c.cancelled)
+			}
 		}
+		if len(s.cancelled) == MaxCancellations {
+			s.cancelled = append(s.cancelled[:0], s.cancelled[1:]...)
+		}
+		s.cancelled = append(s.cancelled, rec)
 		s.mu.Unlock()
+		s.logf("mcptest: notifications/cancelled for request %s (tool %q): %q", rec.RequestID, rec.Tool, rec.Reason)
 	}
 }
 
@@ -603,7 +638,7 @@ func (s *server) toolsCall(f inbound) {
 		s.writeError(f.ID, codeInvalidParams, "Unknown tool: "+*p.Name)
 		return
 	}
-	c := &call{id: f.ID, key: string(f.ID), args: p.Arguments, cancelled: make(chan struct{})}
+	c := &call{id: f.ID, key: string(f.ID), tool: *p.Name, args: p.Arguments, cancelled: make(chan struct{})}
 	if tok := p.Meta.ProgressToken; len(tok) > 0 && string(tok) != "null" {
 		c.token = tok
 	}

@@ -229,9 +229,9 @@ func TestServeProtocol(t *testing.T) {
 // page_size; every page but the last carries a nextCursor.
 func TestServeListing(t *testing.T) {
 	defer leakcheck.Check(t)()
-	want := []string{"add", "bad_utf8", "content", "crash", "duplicate_id", "echo", "fail", "hang", "kill", "long_line",
+	want := []string{"add", "bad_utf8", "cancellations", "content", "crash", "duplicate_id", "echo", "fail", "hang", "kill", "long_line",
 		"noise", "notify", "progress", "result_and_error", "server_request", "slow", "stderr", "string_id", "unknown_id"}
-	for _, size := range []int{0, 1, 8, 19, 100} {
+	for _, size := range []int{0, 1, 8, 20, 100} {
 		c := startServe(t, Scenario{PageSize: size})
 		var names []string
 		pages := 0

@@ -54,6 +54,7 @@ var catalogue = []tool{
 	{"string_id", "First answers with the id turned into a JSON string, then the real answer.", noArgs, (*server).stringID},
 	{"stderr", "Writes bytes bytes to stderr during the call, then answers.",
 		`{"type":"object","properties":{"bytes":{"type":"integer","minimum":0}},"required":["bytes"]}`, (*server).stderrTool},
+	{"cancellations", "Answers the notifications/cancelled received so far, oldest first, as text lines and as structuredContent {cancelled}.", noArgs, (*server).cancellations},
 }
 
 // toolsByName dispatches calls; defaultListing is the sorted listing.
@@ -455,4 +456,23 @@ func (s *server) stderrTool(c *call) {
 	}
 	s.flood(int(n))
 	s.answer(c, textResult(fmt.Sprintf("wrote %d bytes to stderr", n)))
+}
+
+// cancellations reports what notifications/cancelled told the server, so
+// a test can check the client's side of cancellation (a timeout, a
+// cancel, a caller that went away) from the server's side.
+func (s *server) cancellations(c *call) {
+	s.mu.Lock()
+	got := slices.Clone(s.cancelled)
+	s.mu.Unlock()
+	if got == nil {
+		got = []Cancellation{}
+	}
+	var text strings.Builder
+	for _, x := range got {
+		fmt.Fprintf(&text, "%s %q %q\n", x.RequestID, x.Tool, x.Reason)
+	}
+	r := textResult(text.String())
+	r.StructuredContent = map[string]any{"cancelled": got}
+	s.answer(c, r)
 }
