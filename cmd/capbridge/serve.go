@@ -113,12 +113,14 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 	go func() { b.Serve(); close(served) }()
 
 	ready, _ := json.Marshal(readyLine{Ready: true, CallSocket: cfg.Bridge.CallSocket, ControlSocket: cfg.Bridge.ControlSocket, Servers: states})
-	fmt.Fprintf(stdout, "%s\n", ready)
+	// The file first: a harness that saw the line on stdout may look for
+	// the file next, and must find it.
 	if *readyFile != "" {
 		if err := bridge.WriteFileAtomic(*readyFile, append(ready, '\n'), 0o644); err != nil {
 			log.Error().Err(err).Str("path", *readyFile).Msg("cannot write the ready file")
 		}
 	}
+	fmt.Fprintf(stdout, "%s\n", ready)
 	if err := bridge.Notify(os.Getenv("NOTIFY_SOCKET"), "READY=1"); err != nil {
 		log.Warn().Err(err).Msg("cannot notify the service manager")
 	}
