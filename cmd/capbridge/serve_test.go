@@ -1,0 +1,254 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/capbridge/capbridge/capwire"
+	"github.com/capbridge/capbridge/internal/leakcheck"
+)
+
+// serve spawns processes (the demo server, the built binary): a child that
+// survives the package's tests fails the run.
+func TestMain(m *testing.M) { leakcheck.Main(m) }
+
+// TestServe runs the README's quick start and serve's documented exits
+// with the real binary, built once: `capbridge serve` with no config, a
+// client command against it, SIGTERM; then a config error and a boot
+// failure under --require-all.
+func TestServe(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds capbridge with the go command")
+	}
+	defer leakcheck.Check(t)()
+	bin := filepath.Join(t.TempDir(), "capbridge")
+	build := exec.Command("go", "build", "-o", bin, ".")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	t.Run("quick start", func(t *testing.T) { testQuickStart(t, bin) })
+	t.Run("config error", func(t *testing.T) {
+		dir := t.TempDir()
+		cfg := filepath.Join(dir, "bad.toml")
+		if err := os.WriteFile(cfg, []byte("[bridge]\nmax_connections = 8\ncolour = \"blue\"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		_, stderr, code := runCLI(t, bin, nil, "serve", "-c", cfg)
+		if code != exitConfig || !strings.Contains(stderr, cfg+":3: ") || !strings.Contains(stderr, "colour") {
+			t.Fatalf("exit %d, stderr:\n%s\nwant exit %d naming %s:3 and the key", code, stderr, exitConfig, cfg)
+		}
+	})
+	t.Run("require-all with a server that cannot start", func(t *testing.T) {
+		dir := shortTempDir(t)
+		cfg := filepath.Join(dir, "capbridge.toml")
+		toml := "[bridge]\ncall_socket = \"" + dir + "/call.sock\"\ncontrol_socket = \"" + dir + "/control.sock\"\n\n" +
+			"[mcp.missing]\ncommand = \"" + dir + "/no-such-server\"\n"
+		if err := os.WriteFile(cfg, []byte(toml), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		stdout, stderr, code := runCLI(t, bin, nil, "serve", "-c", cfg, "--require-all")
+		if code != exitBoot || stdout != "" || !strings.Contains(stderr, `"server":"missing"`) {
+			t.Fatalf("exit %d, stdout %q, stderr:\n%s\nwant exit %d, no ready line, the server named", code, stdout, stderr, exitBoot)
+		}
+		for _, s := range []string{"call.sock", "control.sock"} {
+			if _, err := os.Lstat(filepath.Join(dir, s)); !errors.Is(err, os.ErrNotExist) {
+				t.Errorf("%s left behind: %v", s, err)
+			}
+		}
+	})
+}
+
+func testQuickStart(t *testing.T, bin string) {
+	rt := shortTempDir(t)
+	notify, err := net.ListenUnixgram("unixgram", &net.UnixAddr{Name: filepath.Join(rt, "notify.sock"), Net: "unixgram"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer notify.Close()
+	readyFile := filepath.Join(rt, "ready.json")
+	env := []string{"XDG_RUNTIME_DIR=" + rt}
+
+	serve := exec.Command(bin, "serve", "--ready-file", readyFile)
+	serve.Env = append(os.Environ(), append(env, "NOTIFY_SOCKET="+notify.LocalAddr().String())...)
+	stdoutPipe, err := serve.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr bytes.Buffer
+	serve.Stderr = &stderr
+	if err := serve.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := false
+	defer func() {
+		if !exited {
+			// A failed check left it running: stop it the documented way,
+			// and print what it said.
+			_ = serve.Process.Signal(syscall.SIGTERM)
+			_ = serve.Wait()
+			t.Logf("serve stderr:\n%s", stderr.String())
+		}
+	}()
+
+	// The ready line, within a bound: a serve that never gets ready fails
+	// the test rather than hanging it.
+	stdout := bufio.NewReader(stdoutPipe)
+	lineCh := make(chan string, 1)
+	go func() { line, _ := stdout.ReadString('\n'); lineCh <- line }()
+	var line string
+	select {
+	case line = <-lineCh:
+	case <-time.After(60 * time.Second):
+		t.Fatal("no ready line within 60 s")
+	}
+	var ready struct {
+		Ready         bool              `json:"ready"`
+		CallSocket    string            `json:"call_socket"`
+		ControlSocket string            `json:"control_socket"`
+		Servers       map[string]string `json:"servers"`
+	}
+	if err := json.Unmarshal([]byte(line), &ready); err != nil {
+		t.Fatalf("ready line %q: %v", line, err)
+	}
+	sockDir := filepath.Join(rt, "capbridge")
+	if !ready.Ready || ready.CallSocket != filepath.Join(sockDir, "call.sock") || ready.ControlSocket != filepath.Join(sockDir, "control.sock") ||
+		len(ready.Servers) != 1 || ready.Servers["demo"] != "ready" {
+		t.Fatalf("ready line: %s", line)
+	}
+	if got, err := os.ReadFile(readyFile); err != nil || string(got) != line {
+		t.Errorf("ready file = %q, %v; want the ready line %q", got, err, line)
+	}
+	if got := datagram(t, notify); got != "READY=1" {
+		t.Errorf("NOTIFY_SOCKET got %q, want READY=1", got)
+	}
+
+	// The README's first client command.
+	if out, errOut, code := runCLI(t, bin, env, "call", "demo", "echo", `{"text":"hello"}`); code != 0 || out != "hello\n" {
+		t.Errorf("call demo echo: exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+	out, errOut, code := runCLI(t, bin, env, "call", "--json", "demo", "add", `{"a":1,"b":2}`)
+	var added struct {
+		T          string `json:"t"`
+		Structured struct{ Sum float64 }
+	}
+	if err := json.Unmarshal([]byte(out), &added); code != 0 || err != nil || added.T != "result" || added.Structured.Sum != 3 {
+		t.Errorf("call --json demo add: exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+
+	// grant prints the token alone, and the token works on the call socket.
+	out, errOut, code = runCLI(t, bin, env, "grant", "--servers", "demo")
+	if code != 0 || !regexp.MustCompile(`^cbt1\.[0-9a-f]{16}\.[A-Za-z0-9_-]{22}\n$`).MatchString(out) {
+		t.Fatalf("grant: exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c, err := capwire.Dial(ctx, ready.CallSocket, strings.TrimSpace(out))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := c.Call(ctx, "demo", "echo", map[string]any{"text": "granted"})
+	c.Close()
+	if err != nil || r.Text() != "granted" {
+		t.Fatalf("call with the granted token: %v, %v", r, err)
+	}
+
+	out, errOut, code = runCLI(t, bin, env, "status")
+	if code != 0 || !regexp.MustCompile(`(?m)^demo +ready +pid=[1-9]`).MatchString(out) {
+		t.Errorf("status: exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+	out, errOut, code = runCLI(t, bin, env, "status", "--json")
+	var status struct {
+		Servers []struct {
+			Name  string `msgpack:"name"`
+			State string `msgpack:"state"`
+			PID   int    `msgpack:"pid"`
+		}
+	}
+	if err := json.Unmarshal([]byte(out), &status); code != 0 || err != nil || len(status.Servers) != 1 || status.Servers[0].PID <= 0 {
+		t.Fatalf("status --json: exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+	demoPID := status.Servers[0].PID
+
+	// SIGTERM: exit 0, nothing more on stdout (the ready line is said
+	// once), STOPPING=1 to the service manager, sockets removed, and the
+	// demo server gone.
+	if err := serve.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	rest, _ := io.ReadAll(stdout)
+	err = serve.Wait()
+	exited = true
+	if err != nil || len(rest) != 0 {
+		t.Fatalf("serve after SIGTERM: %v, more stdout %q; stderr:\n%s", err, rest, stderr.String())
+	}
+	if got := datagram(t, notify); got != "STOPPING=1" {
+		t.Errorf("NOTIFY_SOCKET got %q, want STOPPING=1", got)
+	}
+	for _, s := range []string{ready.CallSocket, ready.ControlSocket} {
+		if _, err := os.Lstat(s); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("%s left behind: %v", s, err)
+		}
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for syscall.Kill(demoPID, 0) == nil {
+		if time.Now().After(deadline) {
+			t.Fatalf("demo server (pid %d) outlived serve", demoPID)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// runCLI runs the built binary with env added to ours, bounded in time,
+// and returns its output and exit status.
+func runCLI(t *testing.T, bin string, env []string, args ...string) (stdout, stderr string, code int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, args...)
+	cmd.Env = append(os.Environ(), env...)
+	var out, errOut bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	err := cmd.Run()
+	var exit *exec.ExitError
+	if err != nil && !errors.As(err, &exit) {
+		t.Fatalf("capbridge %s: %v", strings.Join(args, " "), err)
+	}
+	return out.String(), errOut.String(), cmd.ProcessState.ExitCode()
+}
+
+// datagram reads one notification, waiting at most 10 s.
+func datagram(t *testing.T, c *net.UnixConn) string {
+	t.Helper()
+	_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	buf := make([]byte, 256)
+	n, err := c.Read(buf)
+	if err != nil {
+		t.Fatalf("NOTIFY_SOCKET: %v", err)
+	}
+	return string(buf[:n])
+}
+
+// shortTempDir is a fresh directory whose paths fit a Unix socket
+// address (t.TempDir's can exceed its 108 bytes).
+func shortTempDir(t *testing.T) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "cbs")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	return dir
+}
