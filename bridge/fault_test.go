@@ -1,0 +1,477 @@
+package bridge
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/vmihailenco/msgpack/v5"
+
+	"github.com/capbridge/capbridge/bridge/config"
+	"github.com/capbridge/capbridge/capwire"
+	"github.com/capbridge/capbridge/internal/leakcheck"
+	"github.com/capbridge/capbridge/internal/mcptest"
+)
+
+// The fault tests of issue 7: a server that dies mid-call, a server too
+// slow for its deadline, a client that disconnects mid-call, and a client
+// that never reads. Each runs real mcptest children behind a real bridge
+// on real sockets, and checks from the server's side (the cancellations
+// tool) that abandoned calls were cancelled there too.
+
+// wireConn is a call-socket client that speaks capwire frame by frame, so
+// a test chooses every byte it sends (timeout_ms without a local deadline,
+// calls it never waits for, no reading at all) and sees every frame that
+// comes back, including any duplicate reply capwire.Client would hide.
+// Methods return errors rather than failing the test, so they can be used
+// from any goroutine. Not safe for concurrent use.
+type wireConn struct {
+	c  *net.UnixConn
+	fr *capwire.FrameReader
+}
+
+// dialWire connects and completes the handshake with token.
+func dialWire(path, token string) (*wireConn, error) {
+	c, err := net.DialUnix("unix", nil, &net.UnixAddr{Name: path, Net: "unix"})
+	if err != nil {
+		return nil, err
+	}
+	w := &wireConn{c: c, fr: capwire.NewFrameReader(c, 0)}
+	if err := w.send(&capwire.HelloMsg{V: capwire.Version, Token: token}); err != nil {
+		c.Close()
+		return nil, err
+	}
+	m, err := w.recv(10 * time.Second)
+	if err != nil {
+		c.Close()
+		return nil, err
+	}
+	if _, ok := m.(*capwire.WelcomeMsg); !ok {
+		c.Close()
+		return nil, fmt.Errorf("handshake answered %T %+v, want welcome", m, m)
+	}
+	return w, nil
+}
+
+// mustDialWire is dialWire for the test goroutine; the connection is
+// closed at cleanup.
+func mustDialWire(t *testing.T, path, token string) *wireConn {
+	t.Helper()
+	w, err := dialWire(path, token)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { w.c.Close() })
+	return w
+}
+
+// callFrame encodes a call frame; args is encoded as a MessagePack map.
+func callFrame(id uint64, server, tool string, args map[string]any, timeoutMS uint64) ([]byte, error) {
+	raw, err := msgpack.Marshal(args)
+	if err != nil {
+		return nil, err
+	}
+	return capwire.AppendFrame(nil, &capwire.CallMsg{ID: id, Cap: capwire.CapPrefix + server, Op: tool, Args: raw, TimeoutMS: timeoutMS}, 0)
+}
+
+// send writes one message, bounded by a write deadline.
+func (w *wireConn) send(m capwire.Message) error {
+	frame, err := capwire.AppendFrame(nil, m, 0)
+	if err != nil {
+		return err
+	}
+	return w.write(frame)
+}
+
+// call sends one call frame.
+func (w *wireConn) call(id uint64, server, tool string, args map[string]any, timeoutMS uint64) error {
+	frame, err := callFrame(id, server, tool, args, timeoutMS)
+	if err != nil {
+		return err
+	}
+	return w.write(frame)
+}
+
+func (w *wireConn) write(b []byte) error {
+	_ = w.c.SetWriteDeadline(time.Now().Add(10 * time.Second))
+	_, err := w.c.Write(b)
+	return err
+}
+
+// recv reads the next frame, waiting at most d, and decodes it.
+func (w *wireConn) recv(d time.Duration) (capwire.Message, error) {
+	_ = w.c.SetReadDeadline(time.Now().Add(d))
+	frame, err := w.fr.ReadFrame(nil)
+	if err != nil {
+		return nil, err
+	}
+	return capwire.Decode(frame)
+}
+
+// mustRecvDenied reads the next frame and checks it denies call id with
+// code.
+func (w *wireConn) mustRecvDenied(t *testing.T, id uint64, code string) *capwire.DeniedMsg {
+	t.Helper()
+	m, err := w.recv(30 * time.Second)
+	if err != nil {
+		t.Fatalf("waiting for the denial of call %d: %v", id, err)
+	}
+	d, ok := m.(*capwire.DeniedMsg)
+	if !ok || d.ID != id || d.Denial.Code != code {
+		t.Fatalf("got %T %+v, want denied %s for call %d", m, m, code, id)
+	}
+	return d
+}
+
+// cancellations asks server (through c) which calls it has seen
+// cancelled.
+func cancellations(c *capwire.Client, server string) ([]mcptest.Cancellation, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	r, err := c.Call(ctx, server, "cancellations", nil)
+	if err != nil {
+		return nil, err
+	}
+	var out struct {
+		Cancelled []mcptest.Cancellation `msgpack:"cancelled"`
+	}
+	if err := r.Decode(&out); err != nil {
+		return nil, err
+	}
+	return out.Cancelled, nil
+}
+
+// waitCancelled polls server until it has seen at least n cancellations of
+// tool, failing the test after a bounded wait. The bridge cancels
+// asynchronously for a client that went away, hence the poll.
+func waitCancelled(t *testing.T, c *capwire.Client, server, tool string, n int) []mcptest.Cancellation {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		got, err := cancellations(c, server)
+		if err != nil {
+			t.Fatalf("cancellations: %v", err)
+		}
+		var of []mcptest.Cancellation
+		for _, x := range got {
+			if x.Tool == tool {
+				of = append(of, x)
+			}
+		}
+		if len(of) >= n {
+			return of
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("server %s saw %d cancellations of %s, want %d (all: %+v)", server, len(of), tool, n, got)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func faultCtx(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// A server that dies in the middle of a call (exit or SIGKILL) answers
+// that call server_unavailable with its last words, and every later call
+// too; a second server on the same bridge, and the same connection, keep
+// working, including a call that was running on the other server when the
+// first one died.
+func TestServerCrashMidCall(t *testing.T) {
+	for _, tc := range []struct {
+		tool, lastWords string
+	}{
+		{"crash", "mcptest: crashing in the middle of call"},
+		{"kill", "mcptest: killing myself with SIGKILL in the middle of call"},
+	} {
+		t.Run(tc.tool, func(t *testing.T) {
+			defer leakcheck.Check(t)()
+			tb := startBridge(t, nil, mcptestServer("victim", mcptest.Scenario{}), mcptestServer("other", mcptest.Scenario{}))
+			c := tb.dial(tb.grant(map[string][]string{"victim": nil, "other": nil}))
+			ctx := faultCtx(t)
+
+			// A call in flight on the other server while the victim dies.
+			slow := make(chan error, 1)
+			go func() {
+				r, err := c.Call(ctx, "other", "slow", map[string]any{"ms": 300, "text": "survived"})
+				if err == nil && r.Text() != "survived" {
+					err = fmt.Errorf("slow answered %q", r.Text())
+				}
+				slow <- err
+			}()
+
+			_, err := c.Call(ctx, "victim", tc.tool, nil)
+			var d *capwire.Denied
+			if !errors.As(err, &d) || d.Code != capwire.CodeServerUnavailable {
+				t.Fatalf("%s: err = %v, want server_unavailable", tc.tool, err)
+			}
+			if !strings.Contains(d.Message, tc.lastWords) {
+				t.Errorf("denial message %q lacks the stderr tail %q", d.Message, tc.lastWords)
+			}
+			if err := <-slow; err != nil {
+				t.Errorf("call on the other server: %v", err)
+			}
+			for i := range 5 {
+				r, err := c.Call(ctx, "other", "echo", map[string]any{"text": fmt.Sprint("still here ", i)})
+				if err != nil || r.Text() != fmt.Sprint("still here ", i) {
+					t.Fatalf("other server after the crash: %+v, %v", r, err)
+				}
+			}
+			// The dead server is not restarted: later calls are refused
+			// at once, still with the reason.
+			_, err = c.Call(ctx, "victim", "echo", map[string]any{"text": "x"})
+			if !errors.As(err, &d) || d.Code != capwire.CodeServerUnavailable || !strings.Contains(d.Message, tc.lastWords) {
+				t.Errorf("call after the death: %v, want server_unavailable with the stderr tail", err)
+			}
+			ctl := tb.control()
+			st, err := ctl.Do(ctx, &ControlRequest{T: ctlStatus})
+			ctl.Close()
+			if err != nil {
+				t.Fatal(err)
+			}
+			states := map[string]string{}
+			for _, s := range st.ServerStatus {
+				states[s.Name] = s.State
+				if s.Name == "victim" && !strings.Contains(s.StderrTail, tc.lastWords) {
+					t.Errorf("status stderr_tail of the dead server = %q, want %q in it", s.StderrTail, tc.lastWords)
+				}
+			}
+			if states["victim"] != StateDead || states["other"] != StateReady {
+				t.Errorf("states = %v, want victim dead and other ready", states)
+			}
+			c.Close()
+			tb.shutdown()
+		})
+	}
+}
+
+// A call that outlives its deadline is denied timeout, and the server is
+// told with notifications/cancelled so it can stop the work. The deadline
+// is the client's timeout_ms, capped by max_call_timeout, or call_timeout
+// when the client gives none.
+func TestSlowServerTimeout(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		tool      string
+		args      map[string]any
+		timeoutMS uint64
+		tweak     func(*config.Server)
+	}{
+		{name: "slow/timeout_ms", tool: "slow", args: map[string]any{"ms": 30000, "text": "late"}, timeoutMS: 150},
+		{name: "hang/timeout_ms", tool: "hang", args: map[string]any{}, timeoutMS: 150},
+		{name: "hang/max_call_timeout caps timeout_ms", tool: "hang", args: map[string]any{}, timeoutMS: 1 << 40,
+			tweak: func(s *config.Server) { s.MaxCallTimeout = 150 * time.Millisecond }},
+		{name: "hang/call_timeout without timeout_ms", tool: "hang", args: map[string]any{},
+			tweak: func(s *config.Server) { s.CallTimeout = 150 * time.Millisecond }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			defer leakcheck.Check(t)()
+			srv := mcptestServer("t", mcptest.Scenario{})
+			if tc.tweak != nil {
+				tc.tweak(&srv)
+			}
+			tb := startBridge(t, nil, srv)
+			token := tb.grant(map[string][]string{"t": nil})
+			w := mustDialWire(t, tb.CallSocket(), token)
+			if err := w.call(1, "t", tc.tool, tc.args, tc.timeoutMS); err != nil {
+				t.Fatal(err)
+			}
+			w.mustRecvDenied(t, 1, capwire.CodeTimeout)
+
+			// The bridge sends notifications/cancelled before it answers
+			// the caller, so the server has it by now.
+			observer := tb.dial(token)
+			got, err := cancellations(observer, "t")
+			observer.Close()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(got) != 1 || got[0].Tool != tc.tool || got[0].Reason != "timed out" {
+				t.Fatalf("server saw cancellations %+v, want one of %s, timed out", got, tc.tool)
+			}
+			// The connection and the server are still good.
+			if err := w.call(2, "t", "echo", map[string]any{"text": "after"}, 0); err != nil {
+				t.Fatal(err)
+			}
+			m, err := w.recv(30 * time.Second)
+			if r, ok := m.(*capwire.ResultMsg); err != nil || !ok || r.ID != 2 || r.Result.Text() != "after" {
+				t.Fatalf("echo after the timeout: %+v, %v", m, err)
+			}
+			w.c.Close()
+			tb.shutdown()
+		})
+	}
+}
+
+// A call the client abandons (a cancel frame, or the connection closing)
+// is cancelled at the server too.
+func TestClientAbandonCancelsServerCall(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		abandon func(w *wireConn) error
+		// answered: the client still expects (and gets) a cancelled
+		// denial for each call.
+		answered bool
+	}{
+		{"cancel frame", func(w *wireConn) error {
+			for id := uint64(1); id <= 3; id++ {
+				if err := w.send(&capwire.CancelMsg{ID: id}); err != nil {
+					return err
+				}
+			}
+			return nil
+		}, true},
+		{"disconnect", func(w *wireConn) error { return w.c.Close() }, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			defer leakcheck.Check(t)()
+			tb := startBridge(t, nil, mcptestServer("t", mcptest.Scenario{}))
+			token := tb.grant(map[string][]string{"t": nil})
+			observer := tb.dial(token)
+			w := mustDialWire(t, tb.CallSocket(), token)
+			for id := uint64(1); id <= 3; id++ {
+				if err := w.call(id, "t", "hang", map[string]any{}, 0); err != nil {
+					t.Fatal(err)
+				}
+			}
+			// All three must be running at the server before they are
+			// abandoned, or the bridge could refuse one before it starts.
+			waitInflight(t, tb, "t", 3)
+			if err := tc.abandon(w); err != nil {
+				t.Fatal(err)
+			}
+			if tc.answered {
+				seen := map[uint64]bool{}
+				for range 3 {
+					m, err := w.recv(30 * time.Second)
+					d, ok := m.(*capwire.DeniedMsg)
+					if err != nil || !ok || d.Denial.Code != capwire.CodeCancelled || seen[d.ID] || d.ID < 1 || d.ID > 3 {
+						t.Fatalf("after cancel: %+v, %v (seen %v)", m, err, seen)
+					}
+					seen[d.ID] = true
+				}
+			}
+			got := waitCancelled(t, observer, "t", "hang", 3)
+			if len(got) != 3 {
+				t.Errorf("server saw %d cancellations of hang, want 3: %+v", len(got), got)
+			}
+			waitInflight(t, tb, "t", 0)
+			w.c.Close()
+			observer.Close()
+			tb.shutdown()
+		})
+	}
+}
+
+// waitInflight waits (bounded) until server has exactly n calls running.
+func waitInflight(t *testing.T, tb *testBridge, server string, n int64) {
+	t.Helper()
+	s := tb.servers[server]
+	deadline := time.Now().Add(20 * time.Second)
+	for s.inflight.Load() != n {
+		if time.Now().After(deadline) {
+			t.Fatalf("server %s has %d calls in flight, want %d", server, s.inflight.Load(), n)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// A client that sends calls with large results and never reads its
+// replies is dropped once a write has waited write_timeout, its calls are
+// cancelled at the server, and meanwhile another client on the same
+// server keeps getting its answers.
+func TestStalledReaderCannotStallOthers(t *testing.T) {
+	defer leakcheck.Check(t)()
+	tb := startBridge(t, func(c *config.Config) {
+		c.Bridge.WriteTimeout = 300 * time.Millisecond
+		// Capacity is not what this test is about: make room for every
+		// call the stalled client can have in flight plus the good
+		// client's, so only a stall could fail the good client.
+		c.Servers[0].MaxInflight = 2 * c.Bridge.MaxConnInflight
+		c.Servers[0].MaxQueue = 1024
+	}, mcptestServer("t", mcptest.Scenario{}))
+	token := tb.grant(map[string][]string{"t": nil})
+	good := tb.dial(token)
+	observer := tb.dial(token)
+	stalled := mustDialWire(t, tb.CallSocket(), token)
+
+	// Calls that will still be running when the connection is dropped.
+	const hangs = 4
+	for id := uint64(1); id <= hangs; id++ {
+		if err := stalled.call(id, "t", "hang", map[string]any{}, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitInflight(t, tb, "t", hangs)
+
+	// The stalled client floods calls whose results are 256 KiB each and
+	// never reads; once the bridge drops it, its writes fail (EPIPE or
+	// ECONNRESET), which is how this goroutine learns of the drop.
+	dropped := make(chan error, 1)
+	go func() {
+		deadline := time.Now().Add(30 * time.Second)
+		for id := uint64(hangs + 1); time.Now().Before(deadline); id++ {
+			if err := stalled.call(id, "t", "long_line", map[string]any{"bytes": 256 << 10}, 0); err != nil {
+				var ne net.Error
+				if errors.As(err, &ne) && ne.Timeout() {
+					// Our own write deadline: the bridge stopped reading
+					// us but never closed the connection.
+					dropped <- fmt.Errorf("the bridge neither read nor dropped a stalled client: %w", err)
+					return
+				}
+				dropped <- nil
+				return
+			}
+			time.Sleep(time.Millisecond)
+		}
+		dropped <- errors.New("the bridge never dropped a client that does not read")
+	}()
+
+	ctx := faultCtx(t)
+	calls := 0
+	for done := false; !done; {
+		select {
+		case err := <-dropped:
+			if err != nil {
+				t.Fatal(err)
+			}
+			done = true
+		default:
+		}
+		// Every call of the good client must succeed, before and after
+		// the drop; each is bounded by ctx.
+		text := fmt.Sprint("good ", calls)
+		r, err := good.Call(ctx, "t", "echo", map[string]any{"text": text})
+		if err != nil || r.Text() != text {
+			t.Fatalf("good client's call %d while another stalls: %+v, %v", calls, r, err)
+		}
+		calls++
+	}
+	if calls < 2 {
+		t.Errorf("only %d calls of the good client overlapped the stall", calls)
+	}
+	// The dropped connection's calls were cancelled at the server.
+	waitCancelled(t, observer, "t", "hang", hangs)
+	waitInflight(t, tb, "t", 0)
+	stalled.c.Close()
+	good.Close()
+	observer.Close()
+	tb.shutdown()
+}
+
+// sortedIDs is for failure messages.
+func sortedIDs(m map[uint64]bool) []uint64 {
+	ids := make([]uint64, 0, len(m))
+	for id := range m {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	return ids
+}
