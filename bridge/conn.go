@@ -47,13 +47,15 @@ func (b *Bridge) serveCallConn(nc *net.UnixConn) {
 		_ = sc.Fatal(capwire.CodeBadToken, "capbridge could not identify this peer")
 		return
 	}
-	if uids := b.cfg.Bridge.AllowedUIDs; len(uids) > 0 && !slices.Contains(uids, peer.UID) {
-		b.audit.Info().Str("event", "refused").Int32("peer_pid", peer.PID).Uint32("peer_uid", peer.UID).Str("code", capwire.CodeBadToken).Msg("uid not in allowed_uids")
-		_ = sc.Fatal(capwire.CodeBadToken, "this user may not use capbridge's call socket")
-		return
-	}
+	uids := b.cfg.Bridge.AllowedUIDs
 	c := &callConn{b: b, sc: sc, nc: nc, peer: peer, inflight: map[uint64]context.CancelCauseFunc{}}
 	_, err = sc.Handshake(b.ctx, func(h *capwire.HelloMsg) ([]string, error) {
+		// A peer outside allowed_uids is refused only once its hello is
+		// read: refused and closed before, its write of the hello could
+		// fail (EPIPE) and it would never read why.
+		if len(uids) > 0 && !slices.Contains(uids, peer.UID) {
+			return nil, &capwire.FatalMsg{Code: capwire.CodeBadToken, Message: "this user may not use capbridge's call socket"}
+		}
 		g, err := b.grants.lookup(h.Token)
 		if err != nil {
 			return nil, err
