@@ -237,6 +237,13 @@ func (e *unavailableError) Error() string {
 // returns a release function, or errOverloaded when the queue is full, or
 // the context's error.
 func (s *server) admit(ctx context.Context) (func(), error) {
+	// A call whose context already ended (its grant revoked or expired,
+	// its deadline passed, shutdown) takes no slot: the fast path below
+	// does not look at ctx, and mcpwire may still write a call whose ctx
+	// is done, which would run the tool for a grant that has ended.
+	if ctx.Err() != nil {
+		return nil, context.Cause(ctx)
+	}
 	release := func() { <-s.slots }
 	select {
 	case s.slots <- struct{}{}:
