@@ -266,8 +266,10 @@ func TestDenials(t *testing.T) {
 		}
 		wantDenial(t, <-done, capwire.CodeRevoked, "")
 		tb.waitRunning("t", 0)
-		if _, err := rc.Call(denialCtx(t), "t", "echo", map[string]any{"text": "x"}); !errors.Is(err, capwire.ErrClosed) {
-			t.Errorf("call after revoke: %v, want the connection closed", err)
+		// A call racing the connection's close is refused revoked; after
+		// it, the connection is gone.
+		if _, err := rc.Call(denialCtx(t), "t", "echo", map[string]any{"text": "x"}); !errors.Is(err, capwire.ErrClosed) && !errors.Is(err, capwire.ErrRevoked) {
+			t.Errorf("call after revoke: %v, want revoked or the connection closed", err)
 		}
 	})
 
@@ -689,4 +691,42 @@ func TestShuttingDown(t *testing.T) {
 	tb.shutdown()
 	wantDenial(t, <-done, capwire.CodeShuttingDown, "")
 	c.Close()
+}
+
+// TestEndedGrantReachesNoServer checks that a call made under a grant
+// that has already ended is refused before anything is sent to the
+// server. A call frame read in the instant between a revoke and the
+// connection's close gets here; it must not run the tool. The server's
+// own record of notifications/cancelled is the evidence: a call that
+// reached it would be cancelled there right after.
+func TestEndedGrantReachesNoServer(t *testing.T) {
+	defer leakcheck.Check(t)()
+	tb := startBridge(t, nil, mcptestServer("t", mcptest.Scenario{}))
+	g, _, err := tb.Grant(GrantSpec{Servers: map[string][]string{"t": nil}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tb.Revoke(g.ID)
+	for range 20 {
+		o := tb.call(g.Context(), callRequest{server: "t", tool: "hang", args: []byte{0x80}, grant: g})
+		if o.denial == nil || o.denial.Code != capwire.CodeRevoked {
+			t.Fatalf("outcome %+v, want revoked", o)
+		}
+	}
+	c := tb.dial(tb.grant(map[string][]string{"t": nil}))
+	r, err := c.Call(denialCtx(t), "t", "cancellations", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got struct {
+		Cancelled []mcptest.Cancellation `msgpack:"cancelled"`
+	}
+	if err := r.Decode(&got); err != nil {
+		t.Fatal(err)
+	}
+	if len(got.Cancelled) != 0 {
+		t.Errorf("%d calls of the ended grant reached the server: %+v", len(got.Cancelled), got.Cancelled)
+	}
+	c.Close()
+	tb.shutdown()
 }
