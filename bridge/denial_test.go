@@ -679,16 +679,31 @@ func TestOversizeResult(t *testing.T) {
 	tb.shutdown()
 }
 
-// TestShuttingDown checks a call still running when the grace period ends
-// settles shutting_down, and that the client hears it.
+// TestShuttingDown checks that a call arriving during the grace period is
+// refused shutting_down, and that a call still running when the grace
+// period ends settles shutting_down and the client hears it.
 func TestShuttingDown(t *testing.T) {
 	defer leakcheck.Check(t)()
-	tb := startBridge(t, func(c *config.Config) { c.Bridge.ShutdownGrace = 300 * time.Millisecond }, mcptestServer("t", mcptest.Scenario{}))
+	tb := startBridge(t, func(c *config.Config) { c.Bridge.ShutdownGrace = time.Second }, mcptestServer("t", mcptest.Scenario{}))
 	c := tb.dial(tb.grant(map[string][]string{"t": nil}))
 	done := make(chan error, 1)
 	go func() { _, err := c.Call(denialCtx(t), "t", "hang", nil); done <- err }()
 	tb.waitRunning("t", 1)
-	tb.shutdown()
+	stopped := make(chan struct{})
+	go func() { tb.shutdown(); close(stopped) }()
+	// During the grace period the connection is still open, but a new
+	// call is refused at once rather than started.
+	for !tb.draining.Load() {
+		time.Sleep(time.Millisecond)
+	}
+	_, err := c.Call(denialCtx(t), "t", "echo", map[string]any{"text": "late"})
+	wantDenial(t, err, capwire.CodeShuttingDown, "")
+	select {
+	case err := <-done:
+		t.Fatalf("the running call ended during the grace period: %v", err)
+	default:
+	}
+	<-stopped
 	wantDenial(t, <-done, capwire.CodeShuttingDown, "")
 	c.Close()
 }
