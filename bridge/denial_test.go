@@ -568,15 +568,14 @@ func TestRawDenials(t *testing.T) {
 		}
 	})
 
-	// capwire's ServerConn refuses an envelope a client may not send
-	// without recovering its id (§7 asks for the id); the code and the
-	// connection surviving are what the bridge controls.
+	// An envelope a client may not send is a bad_request naming its id
+	// (§7), and the connection survives.
 	t.Run("an envelope a client may not send", func(t *testing.T) {
 		r := dialRaw(t, tb.CallSocket())
 		r.hello(token)
 		r.write(rawFrame(mpMap("t", "result", "id", 18, "is_error", false, "content", []any{})))
-		if d, ok := r.next().(*capwire.DeniedMsg); !ok || d.Denial.Code != capwire.CodeBadRequest {
-			t.Fatalf("got %#v, want bad_request", d)
+		if d, ok := r.next().(*capwire.DeniedMsg); !ok || d.Denial.Code != capwire.CodeBadRequest || d.NoID || d.ID != 18 {
+			t.Fatalf("got %#v, want bad_request for id 18", d)
 		}
 		r.send(&capwire.CallMsg{ID: 19, Cap: "mcp.t", Op: "echo", Args: msgpack.RawMessage(mpMap("text", "alive"))})
 		if m, ok := r.next().(*capwire.ResultMsg); !ok || m.ID != 19 {

@@ -174,8 +174,17 @@ func (s *ServerConn) Read() (Message, error) {
 		return m, nil
 	}
 	putBuf(buf)
-	return nil, &WireError{Code: CodeBadRequest, Offset: -1, Path: "/t", Type: m.Type(),
+	we := &WireError{Code: CodeBadRequest, Offset: -1, Path: "/t", Type: m.Type(),
 		Msg: "a client may not send " + strconv.Quote(m.Type()) + " here"}
+	// Name the id when the envelope has one (§7): the client's reader
+	// fails only that call then, not the whole connection.
+	switch m := m.(type) {
+	case *ResultMsg:
+		we.ID, we.HasID = m.ID, true
+	case *DeniedMsg:
+		we.ID, we.HasID = m.ID, !m.NoID
+	}
+	return nil, we
 }
 
 // Send encodes m and queues it for writing, waiting while the queue is
