@@ -163,22 +163,24 @@ func (c *callConn) run(ctx context.Context, m *capwire.CallMsg) {
 	delete(c.inflight, m.ID)
 	c.mu.Unlock()
 	cancel(nil)
-	c.send(m.ID, o)
+	o = c.send(m.ID, o)
 	c.b.auditCall(c.grant, c.peer, server, m.Op, o, time.Since(start))
 }
 
 // send writes the reply for id, turning a result too large for a frame
-// into a result_too_large denial.
-func (c *callConn) send(id uint64, o outcome) {
+// into a result_too_large denial. It returns the outcome the client was
+// sent, which is what the audit line must record.
+func (c *callConn) send(id uint64, o outcome) outcome {
 	if o.denial != nil {
 		c.reply(context.Background(), &capwire.DeniedMsg{ID: id, Denial: *o.denial})
-		return
+		return o
 	}
 	err := c.sc.Send(c.sendCtx(), &capwire.ResultMsg{ID: id, Result: *o.result})
 	if errors.Is(err, capwire.ErrFrameTooLarge) {
 		o.denial = &capwire.Denied{Code: capwire.CodeResultTooLarge, Message: "the result is larger than a frame may be (" + strconv.Itoa(c.b.cfg.Bridge.MaxFrame) + " bytes)"}
 		c.reply(context.Background(), &capwire.DeniedMsg{ID: id, Denial: *o.denial})
 	}
+	return o
 }
 
 // sendCtx bounds how long a reply may wait for room in the write queue.
