@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rs/zerolog"
 	"github.com/vmihailenco/msgpack/v5"
 
 	"github.com/capbridge/capbridge/bridge/config"
@@ -474,4 +475,26 @@ func sortedIDs(m map[uint64]bool) []uint64 {
 	}
 	slices.Sort(ids)
 	return ids
+}
+
+// A result that does not fit in a frame reaches the client as
+// result_too_large, and the audit line says so too: the audit records the
+// reply the client got, not the result the server sent.
+func TestAuditOfResultTooLarge(t *testing.T) {
+	defer leakcheck.Check(t)()
+	var sink lockedBuffer
+	tb := startBridge(t, func(c *config.Config) { c.Bridge.MaxFrame = 64 << 10 }, cannedServer("canned"))
+	tb.audit = zerolog.New(&sink)
+	c := tb.dial(tb.grant(map[string][]string{"canned": nil}))
+	_, err := c.Call(faultCtx(t), "canned", "many_markers", nil)
+	var d *capwire.Denied
+	if !errors.As(err, &d) || d.Code != capwire.CodeResultTooLarge {
+		t.Fatalf("err = %v, want result_too_large", err)
+	}
+	c.Close()
+	tb.shutdown()
+	calls := sink.lines("call")
+	if len(calls) != 1 || calls[0]["outcome"] != capwire.CodeResultTooLarge {
+		t.Fatalf("audit call lines %v, want one with outcome result_too_large", calls)
+	}
 }
