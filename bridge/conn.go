@@ -175,7 +175,9 @@ func (c *callConn) send(id uint64, o outcome) outcome {
 		c.reply(context.Background(), &capwire.DeniedMsg{ID: id, Denial: *o.denial})
 		return o
 	}
-	err := c.sc.Send(c.sendCtx(), &capwire.ResultMsg{ID: id, Result: *o.result})
+	ctx, cancel := c.sendCtx()
+	err := c.sc.Send(ctx, &capwire.ResultMsg{ID: id, Result: *o.result})
+	cancel()
 	if errors.Is(err, capwire.ErrFrameTooLarge) {
 		o.denial = &capwire.Denied{Code: capwire.CodeResultTooLarge, Message: "the result is larger than a frame may be (" + strconv.Itoa(c.b.cfg.Bridge.MaxFrame) + " bytes)"}
 		c.reply(context.Background(), &capwire.DeniedMsg{ID: id, Denial: *o.denial})
@@ -185,16 +187,18 @@ func (c *callConn) send(id uint64, o outcome) outcome {
 
 // sendCtx bounds how long a reply may wait for room in the write queue.
 // The writer's own deadline ends a connection whose reader has stalled;
-// this only keeps a call goroutine from waiting longer than that.
-func (c *callConn) sendCtx() context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*c.b.cfg.Bridge.WriteTimeout)
-	context.AfterFunc(ctx, cancel)
-	return ctx
+// this only keeps a call goroutine from waiting longer than that. The
+// caller cancels it as soon as Send returns, so a reply does not keep a
+// timer and a context alive for the whole bound after it was queued.
+func (c *callConn) sendCtx() (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.Background(), 2*c.b.cfg.Bridge.WriteTimeout)
 }
 
 func (c *callConn) reply(_ context.Context, m capwire.Message) {
 	// A failed send means the connection is gone; the client then sees
 	// every unanswered call fail, which is the spec's rule for a broken
 	// connection, so there is nothing more to do here.
-	_ = c.sc.Send(c.sendCtx(), m)
+	ctx, cancel := c.sendCtx()
+	defer cancel()
+	_ = c.sc.Send(ctx, m)
 }
