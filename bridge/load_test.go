@@ -1,10 +1,12 @@
 package bridge
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
 	"os"
+	"runtime"
 	"strconv"
 	"sync"
 	"testing"
@@ -333,4 +335,60 @@ func waitBusy(t *testing.T, tb *testBridge, server string, n int64) {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
+}
+
+// A reply must not keep anything alive once it is queued: a call rate of
+// R per second must not pin memory for R × the write bound. (Each reply
+// used to leave a context with a 2×write_timeout timer behind, 17 MiB
+// for 20 000 replies, held for 10 s.) Denied calls make the test fast:
+// they reply without reaching a server.
+func TestRepliesPinNoMemory(t *testing.T) {
+	defer leakcheck.Check(t)()
+	const calls = 20000
+	tb := startBridge(t, nil, mcptestServer("t", mcptest.Scenario{}))
+	w := mustDialWire(t, tb.CallSocket(), tb.grant(map[string][]string{"t": nil}))
+	heap := func() uint64 {
+		var ms runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&ms)
+		return ms.HeapInuse
+	}
+	before := heap()
+	got := make(chan error, 1)
+	go func() {
+		for n := 0; n < calls; n++ {
+			m, err := w.recv(30 * time.Second)
+			if err != nil {
+				got <- fmt.Errorf("after %d replies: %w", n, err)
+				return
+			}
+			if _, ok := m.(*capwire.DeniedMsg); !ok {
+				got <- fmt.Errorf("reply %d is %T, want a denial", n, m)
+				return
+			}
+		}
+		got <- nil
+	}()
+	frame, err := callFrame(1, "t", "no_such_tool", map[string]any{}, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Ids repeat (each is answered before long); a repeat while in flight
+	// is denied bad_request, which is a reply all the same.
+	for range calls / 100 {
+		if err := w.write(bytes.Repeat(frame, 100)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := <-got; err != nil {
+		t.Fatal(err)
+	}
+	const limit = 6 << 20
+	grew := int64(heap()) - int64(before)
+	t.Logf("heap grew by %d KiB over %d replies", grew>>10, calls)
+	if grew > limit {
+		t.Errorf("heap grew by %d KiB over %d replies, want under %d KiB: replies pin memory", grew>>10, calls, limit>>10)
+	}
+	w.c.Close()
+	tb.shutdown()
 }
