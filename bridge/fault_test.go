@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"slices"
 	"strings"
@@ -194,9 +195,27 @@ func TestServerCrashMidCall(t *testing.T) {
 	} {
 		t.Run(tc.tool, func(t *testing.T) {
 			defer leakcheck.Check(t)()
-			tb := startBridge(t, nil, mcptestServer("victim", mcptest.Scenario{}), mcptestServer("other", mcptest.Scenario{}))
-			c := tb.dial(tb.grant(map[string][]string{"victim": nil, "other": nil}))
+			// Room for the hung calls and the fatal one to run together.
+			tb := startBridge(t, func(c *config.Config) { c.Servers[0].MaxInflight = 32 },
+				mcptestServer("victim", mcptest.Scenario{}), mcptestServer("other", mcptest.Scenario{}))
+			token := tb.grant(map[string][]string{"victim": nil, "other": nil})
+			c := tb.dial(token)
 			ctx := faultCtx(t)
+
+			// Calls in flight at the victim on other connections when it
+			// dies: each is answered, once, server_unavailable.
+			const conns, hangs = 3, 5
+			var bystanders []*wireConn
+			for range conns {
+				w := mustDialWire(t, tb.CallSocket(), token)
+				for id := uint64(1); id <= hangs; id++ {
+					if err := w.call(id, "victim", "hang", map[string]any{}, 0); err != nil {
+						t.Fatal(err)
+					}
+				}
+				bystanders = append(bystanders, w)
+			}
+			waitInflight(t, tb, "victim", conns*hangs)
 
 			// A call in flight on the other server while the victim dies.
 			slow := make(chan error, 1)
@@ -218,6 +237,21 @@ func TestServerCrashMidCall(t *testing.T) {
 			}
 			if err := <-slow; err != nil {
 				t.Errorf("call on the other server: %v", err)
+			}
+			for i, w := range bystanders {
+				seen := map[uint64]bool{}
+				for range hangs {
+					m, err := w.recv(30 * time.Second)
+					d, ok := m.(*capwire.DeniedMsg)
+					if err != nil || !ok || d.Denial.Code != capwire.CodeServerUnavailable || d.ID < 1 || d.ID > hangs || seen[d.ID] {
+						t.Fatalf("connection %d: %+v, %v after %v; want server_unavailable once per call", i, m, err, sortedIDs(seen))
+					}
+					if !strings.Contains(d.Denial.Message, tc.lastWords) {
+						t.Errorf("denial message %q lacks the stderr tail %q", d.Denial.Message, tc.lastWords)
+					}
+					seen[d.ID] = true
+				}
+				w.c.Close()
 			}
 			for i := range 5 {
 				r, err := c.Call(ctx, "other", "echo", map[string]any{"text": fmt.Sprint("still here ", i)})
@@ -309,6 +343,59 @@ func TestSlowServerTimeout(t *testing.T) {
 			tb.shutdown()
 		})
 	}
+}
+
+// Many calls timing out together each get one timeout denial, and the
+// server hears of every one.
+func TestManyTimeoutsAllCancelled(t *testing.T) {
+	defer leakcheck.Check(t)()
+	const conns, perConn = 4, 25
+	tb := startBridge(t, func(c *config.Config) { c.Servers[0].MaxInflight = conns * perConn },
+		mcptestServer("t", mcptest.Scenario{}))
+	token := tb.grant(map[string][]string{"t": nil})
+	var ws []*wireConn
+	for range conns {
+		w := mustDialWire(t, tb.CallSocket(), token)
+		for id := uint64(1); id <= perConn; id++ {
+			tool, args := "hang", map[string]any{}
+			if id%2 == 0 {
+				tool, args = "slow", map[string]any{"ms": 30000}
+			}
+			if err := w.call(id, "t", tool, args, 300); err != nil {
+				t.Fatal(err)
+			}
+		}
+		ws = append(ws, w)
+	}
+	for i, w := range ws {
+		seen := map[uint64]bool{}
+		for range perConn {
+			m, err := w.recv(30 * time.Second)
+			d, ok := m.(*capwire.DeniedMsg)
+			if err != nil || !ok || d.Denial.Code != capwire.CodeTimeout || d.ID < 1 || d.ID > perConn || seen[d.ID] {
+				t.Fatalf("connection %d: %+v, %v after %v; want timeout once per call", i, m, err, sortedIDs(seen))
+			}
+			seen[d.ID] = true
+		}
+		w.c.Close()
+	}
+	observer := tb.dial(token)
+	got, err := cancellations(observer, "t")
+	observer.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	byTool := map[string]int{}
+	for _, x := range got {
+		if x.Reason != "timed out" {
+			t.Errorf("cancellation %+v, want reason timed out", x)
+		}
+		byTool[x.Tool]++
+	}
+	if want := map[string]int{"hang": conns * ((perConn + 1) / 2), "slow": conns * (perConn / 2)}; !maps.Equal(byTool, want) {
+		t.Errorf("server saw cancellations %v, want %v", byTool, want)
+	}
+	tb.shutdown()
 }
 
 // A call the client abandons (a cancel frame, or the connection closing)
