@@ -172,12 +172,14 @@ func TestShutdownDuringLoad(t *testing.T) {
 	defer leakcheck.Check(t)()
 	const conns, perConn = 40, 30
 	const grace = 500 * time.Millisecond
-	// Room for every call to run at once, so none of the calls that must
-	// finish waits behind one that cannot.
+	// Server a takes the calls that finish, with room for all of them at
+	// once; server b takes the calls that cannot, most of them queued
+	// behind its 16 slots, so the shutdown meets calls both running and
+	// waiting for admission.
 	tb := startBridge(t, func(c *config.Config) {
-		for i := range c.Servers {
-			c.Servers[i].MaxInflight = conns * perConn
-		}
+		c.Servers[0].MaxInflight = conns * perConn
+		c.Servers[1].MaxInflight = 16
+		c.Servers[1].MaxQueue = conns * perConn
 	}, mcptestServer("a", mcptest.Scenario{}), mcptestServer("b", mcptest.Scenario{}))
 	token := tb.grant(map[string][]string{"a": nil, "b": nil})
 
@@ -193,22 +195,21 @@ func TestShutdownDuringLoad(t *testing.T) {
 			}
 			return nil
 		}
-		server := []string{"a", "b"}[k%2]
 		switch {
 		case k == perConn-1:
-			return loadCall{server, "echo", map[string]any{"text": tag}, echo}, expect{true, true}
+			return loadCall{"a", "echo", map[string]any{"text": tag}, echo}, expect{true, true}
 		case k%4 == 0:
-			return loadCall{server, "slow", map[string]any{"ms": 100, "text": tag}, echo}, expect{true, false}
+			return loadCall{"a", "slow", map[string]any{"ms": 100, "text": tag}, echo}, expect{true, false}
 		case k%4 == 1:
-			return loadCall{server, "slow", map[string]any{"ms": 60000, "text": tag}, echo}, expect{false, false}
+			return loadCall{"b", "slow", map[string]any{"ms": 60000, "text": tag}, echo}, expect{false, false}
 		case k%4 == 2:
-			return loadCall{server, "hang", map[string]any{}, echo}, expect{false, false}
+			return loadCall{"b", "hang", map[string]any{}, echo}, expect{false, false}
 		default:
-			return loadCall{server, "echo", map[string]any{"text": tag}, echo}, expect{true, false}
+			return loadCall{"a", "echo", map[string]any{"text": tag}, echo}, expect{true, false}
 		}
 	}
 
-	long := map[string]int64{}
+	long := map[string]int64{"a": 0}
 	for conn := range conns {
 		for k := range perConn {
 			if c, e := plan(conn, k); !e.mayFinish {
@@ -307,7 +308,7 @@ func TestShutdownDuringLoad(t *testing.T) {
 	tb.cfg.Bridge.ShutdownGrace = grace
 	start := time.Now()
 	tb.shutdown()
-	t.Logf("shutdown with %d long calls in flight took %v", long["a"]+long["b"], time.Since(start))
+	t.Logf("shutdown with %d long calls running or queued took %v", long["a"]+long["b"], time.Since(start))
 	wg.Wait()
 	close(errs)
 	for err := range errs {
