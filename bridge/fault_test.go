@@ -585,3 +585,47 @@ func TestAuditOfResultTooLarge(t *testing.T) {
 		t.Fatalf("audit call lines %v, want one with outcome result_too_large", calls)
 	}
 }
+
+// A client that never reads cannot hold up Shutdown either: its replies
+// time out, its connection is dropped, and Shutdown returns within the
+// grace period plus the write bounds, with every server retired.
+func TestStalledReaderCannotStallShutdown(t *testing.T) {
+	defer leakcheck.Check(t)()
+	const writeTimeout, grace = 2 * time.Second, 200 * time.Millisecond
+	tb := startBridge(t, func(c *config.Config) {
+		c.Bridge.WriteTimeout = writeTimeout
+		c.Bridge.ShutdownGrace = grace
+		c.Servers[0].MaxInflight = 2 * c.Bridge.MaxConnInflight
+	}, mcptestServer("t", mcptest.Scenario{}))
+	stalled := mustDialWire(t, tb.CallSocket(), tb.grant(map[string][]string{"t": nil}))
+	// Calls still running when the shutdown begins, then enough large
+	// results to fill the socket buffers and stall the writer.
+	for id := uint64(1); id <= 4; id++ {
+		if err := stalled.call(id, "t", "hang", map[string]any{}, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitInflight(t, tb, "t", 4)
+	for id := uint64(5); id <= 52; id++ {
+		if err := stalled.call(id, "t", "long_line", map[string]any{"bytes": 256 << 10}, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Every long_line has finished at the server: its reply is queued or
+	// being written to a client that does not read.
+	s := tb.servers["t"]
+	for deadline := time.Now().Add(20 * time.Second); s.calls.Load() != 52 || s.inflight.Load() != 4; {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d calls made, %d running; want 52 and 4", s.calls.Load(), s.inflight.Load())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	start := time.Now()
+	tb.shutdown()
+	// Shutdown's own bound on the connections is grace + 2 write
+	// timeouts; the slack is for a loaded machine.
+	if took, bound := time.Since(start), grace+2*writeTimeout+10*time.Second; took > bound {
+		t.Errorf("Shutdown took %v with a client that does not read, want under %v", took, bound)
+	}
+	stalled.c.Close()
+}
