@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/vmihailenco/msgpack/v5"
+	"golang.org/x/sys/unix"
 
 	"github.com/capbridge/capbridge/capwire"
 	"github.com/capbridge/capbridge/interchange"
@@ -118,7 +119,12 @@ func (b *Bridge) serveControlConn(nc *net.UnixConn) {
 		if err := decodeControl(frame, &req); err != nil {
 			reply = encodeReply(&ControlReply{T: ctlError, Message: "malformed control request: " + err.Error()})
 		} else {
-			reply = b.control(&req, peer)
+			ctx, stop := b.ctx, func() {}
+			if req.T == ctlCall {
+				ctx, stop = hangupContext(b.ctx, nc)
+			}
+			reply = b.control(ctx, &req, peer)
+			stop()
 		}
 		_ = nc.SetWriteDeadline(time.Now().Add(b.cfg.Bridge.WriteTimeout))
 		if _, err := nc.Write(reply); err != nil {
@@ -127,8 +133,52 @@ func (b *Bridge) serveControlConn(nc *net.UnixConn) {
 	}
 }
 
-// control answers one request and returns the whole reply frame.
-func (b *Bridge) control(req *ControlRequest, peer PeerCred) []byte {
+// hangupContext returns a context derived from parent that ends with
+// errDisconnected when the control client hangs up, and a function that
+// stops watching. A control call runs while nothing reads the connection
+// (requests are answered one at a time), so a client that gives up on a
+// call (capbridge call interrupted) would otherwise leave it running at
+// the server until its timeout; issue 7: a client that disconnects
+// cancels its in-flight calls. The watch polls for POLLRDHUP, which reads
+// nothing, so a request the client sent ahead stays for the next
+// ReadFrame.
+func hangupContext(parent context.Context, nc *net.UnixConn) (context.Context, func()) {
+	ctx, cancel := context.WithCancelCause(parent)
+	raw, err := nc.SyscallConn()
+	if err != nil {
+		return ctx, func() { cancel(nil) }
+	}
+	done := make(chan struct{})
+	go func() {
+		for {
+			select {
+			case <-done:
+				return
+			default:
+			}
+			hup := false
+			cerr := raw.Control(func(fd uintptr) {
+				// Only POLLRDHUP is asked for (POLLHUP and POLLERR come
+				// anyway), so pending input does not make poll spin.
+				p := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLRDHUP}}
+				if n, err := unix.Poll(p, 50); err == nil && n > 0 {
+					hup = p[0].Revents&(unix.POLLRDHUP|unix.POLLHUP|unix.POLLERR) != 0
+				}
+			})
+			if hup || cerr != nil {
+				cancel(errDisconnected)
+				return
+			}
+		}
+	}()
+	// Stopping does not wait for the watcher: it notices done within one
+	// poll interval, and cancelling a context nobody uses is harmless.
+	return ctx, func() { close(done); cancel(nil) }
+}
+
+// control answers one request and returns the whole reply frame. ctx
+// bounds a call: it ends when the bridge stops or the client hangs up.
+func (b *Bridge) control(ctx context.Context, req *ControlRequest, peer PeerCred) []byte {
 	fail := func(format string, args ...any) []byte {
 		return encodeReply(&ControlReply{T: ctlError, ID: req.ID, Message: fmt.Sprintf(format, args...)})
 	}
@@ -168,7 +218,7 @@ func (b *Bridge) control(req *ControlRequest, peer PeerCred) []byte {
 		return encodeReply(&ControlReply{T: ctlFacade, ID: req.ID, Module: gen.ModuleName, Source: string(gen.Source), Surface: gen.Surface, Listing: gen.ListingSHA256})
 	case ctlCall:
 		start := time.Now()
-		o := b.call(b.ctx, callRequest{server: req.Server, tool: req.Tool, args: req.Args, timeoutMS: req.TimeoutMS, peer: peer})
+		o := b.call(ctx, callRequest{server: req.Server, tool: req.Tool, args: req.Args, timeoutMS: req.TimeoutMS, peer: peer})
 		b.auditCall(nil, peer, req.Server, req.Tool, o, time.Since(start))
 		var m capwire.Message
 		if o.denial != nil {
