@@ -629,3 +629,32 @@ func TestStalledReaderCannotStallShutdown(t *testing.T) {
 	}
 	stalled.c.Close()
 }
+
+// An operator's call on the control socket (capbridge call) is cancelled
+// at the server when the operator's client goes away, as a program's is.
+func TestControlCallerDisconnectCancels(t *testing.T) {
+	defer leakcheck.Check(t)()
+	tb := startBridge(t, nil, mcptestServer("t", mcptest.Scenario{}))
+	ctl, err := DialControl(faultCtx(t), tb.ControlSocket())
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := ctl.Do(context.Background(), &ControlRequest{T: ctlCall, Server: "t", Tool: "hang", Args: msgpack.RawMessage{0x80}})
+		done <- err
+	}()
+	waitInflight(t, tb, "t", 1)
+	ctl.Close()
+	if err := <-done; err == nil {
+		t.Fatal("a hung call on a closed control connection returned a reply")
+	}
+	observer := tb.dial(tb.grant(map[string][]string{"t": nil}))
+	got := waitCancelled(t, observer, "t", "hang", 1)
+	if got[0].Reason != "cancelled" {
+		t.Errorf("cancellation %+v, want reason cancelled", got[0])
+	}
+	waitInflight(t, tb, "t", 0)
+	observer.Close()
+	tb.shutdown()
+}
