@@ -71,7 +71,16 @@ func TestAuditLine(t *testing.T) {
 			if len(calls) != 2 {
 				t.Fatalf("%d audit call lines, want 2:\n%s", len(calls), sink.b.String())
 			}
-			ok, denied := calls[0], calls[1]
+			// A call's audit line is written after its reply, so the two
+			// lines may come in either order: find each by its tool.
+			byTool := map[any]map[string]any{}
+			for _, c := range calls {
+				byTool[c["tool"]] = c
+			}
+			ok, denied := byTool["echo"], byTool["no_such_tool"]
+			if ok == nil || denied == nil {
+				t.Fatalf("audit lines by tool: %v", byTool)
+			}
 			if ok["outcome"] != "ok" || denied["outcome"] != "unknown_tool" {
 				t.Errorf("outcomes = %v, %v", ok["outcome"], denied["outcome"])
 			}

@@ -219,17 +219,23 @@ func (b *Bridge) control(ctx context.Context, req *ControlRequest, peer PeerCred
 	case ctlCall:
 		start := time.Now()
 		o := b.call(ctx, callRequest{server: req.Server, tool: req.Tool, args: req.Args, timeoutMS: req.TimeoutMS, peer: peer})
-		b.auditCall(nil, peer, req.Server, req.Tool, o, time.Since(start))
-		var m capwire.Message
+		var frame []byte
+		if o.denial == nil {
+			var err error
+			frame, err = capwire.AppendFrame(nil, &capwire.ResultMsg{ID: req.ID, Result: *o.result}, maxControlFrame)
+			if err != nil {
+				// Audited as what the operator receives, not as the
+				// result that could not be sent.
+				o = deny(capwire.CodeResultTooLarge, "the result cannot be sent: "+err.Error())
+			}
+		}
 		if o.denial != nil {
-			m = &capwire.DeniedMsg{ID: req.ID, Denial: *o.denial}
-		} else {
-			m = &capwire.ResultMsg{ID: req.ID, Result: *o.result}
+			var err error
+			if frame, err = capwire.AppendFrame(nil, &capwire.DeniedMsg{ID: req.ID, Denial: *o.denial}, maxControlFrame); err != nil {
+				frame = fail("the denial cannot be encoded: %v", err)
+			}
 		}
-		frame, err := capwire.AppendFrame(nil, m, maxControlFrame)
-		if err != nil {
-			return encodeReply(&ControlReply{T: "denied", ID: req.ID, Code: capwire.CodeResultTooLarge, Message: err.Error()})
-		}
+		b.auditCall(nil, peer, req.Server, req.Tool, o, time.Since(start))
 		return frame
 	default:
 		return fail("unknown control request %q (known: grant, revoke, status, facade, call)", req.T)
