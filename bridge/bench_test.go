@@ -16,6 +16,7 @@ import (
 	"github.com/capbridge/capbridge/bridge/config"
 	"github.com/capbridge/capbridge/capwire"
 	"github.com/capbridge/capbridge/internal/mcptest"
+	"github.com/capbridge/capbridge/internal/rawecho"
 	"github.com/capbridge/capbridge/mcpwire"
 )
 
@@ -24,48 +25,56 @@ const benchText = "0123456789012345678901234567890123456789012345678901234567890
 
 // BenchmarkBridgeCall measures one echo call through the whole service —
 // capwire client → call socket → bridge (grant, interchange, admission,
-// reduction, audit) → mcpwire → the mcptest child → back — sequentially
+// reduction, audit) → mcpwire → the server child → back — sequentially
 // and with 32 calls in flight on one connection, next to its baseline in
 // the same run: an mcpwire.Client calling the same kind of child
-// directly. The ratio bridge/direct is the bridge's cost; compare within
-// one run (the machine is shared and noisy). Audit and logs go to
-// zerolog.Nop, so their encoding is not counted.
+// directly. It runs against two servers: mcptest (a realistic Go server)
+// and rawecho (the physical-limit server, so the bridge's own cost is not
+// hidden behind the server's). The ratio bridge/direct is the bridge's
+// cost; compare within one run (the machine is shared and noisy). Audit
+// and logs go to zerolog.Nop, so their encoding is not counted.
 func BenchmarkBridgeCall(b *testing.B) {
-	for _, par := range []int{1, 32} {
-		b.Run(fmt.Sprintf("direct/inflight=%d", par), func(b *testing.B) {
-			argv, env := mcptest.Command(mcptest.Scenario{})
-			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-			c, err := mcpwire.Start(ctx, mcpwire.Command{Argv: argv, Env: env, Inherit: []string{"PATH", "HOME", "TMPDIR"}}, mcpwire.Config{})
-			cancel()
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer c.Close()
-			args := []byte(`{"text":"` + benchText + `"}`)
-			benchLoop(b, par, func(ctx context.Context) bool {
-				r, err := c.CallTool(ctx, "echo", args, mcpwire.CallOptions{})
-				return err == nil && len(r.Content) == 1 && r.Content[0].Text == benchText
+	margv, menv := mcptest.Command(mcptest.Scenario{})
+	rargv, renv := rawecho.Command()
+	for _, srv := range []struct {
+		name      string
+		argv, env []string
+	}{{"mcptest", margv, menv}, {"rawecho", rargv, renv}} {
+		for _, par := range []int{1, 32} {
+			b.Run(fmt.Sprintf("%s/direct/inflight=%d", srv.name, par), func(b *testing.B) {
+				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+				c, err := mcpwire.Start(ctx, mcpwire.Command{Argv: srv.argv, Env: srv.env, Inherit: []string{"PATH", "HOME", "TMPDIR"}}, mcpwire.Config{})
+				cancel()
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer c.Close()
+				args := []byte(`{"text":"` + benchText + `"}`)
+				benchLoop(b, par, func(ctx context.Context) bool {
+					r, err := c.CallTool(ctx, "echo", args, mcpwire.CallOptions{})
+					return err == nil && len(r.Content) == 1 && r.Content[0].Text == benchText
+				})
 			})
-		})
-		b.Run(fmt.Sprintf("bridge/inflight=%d", par), func(b *testing.B) {
-			br, token := benchBridge(b)
-			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-			c, err := capwire.Dial(ctx, br.CallSocket(), token)
-			cancel()
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer c.Close()
-			args, err := msgpack.Marshal(map[string]string{"text": benchText})
-			if err != nil {
-				b.Fatal(err)
-			}
-			raw := msgpack.RawMessage(args)
-			benchLoop(b, par, func(ctx context.Context) bool {
-				r, err := c.Call(ctx, "t", "echo", raw)
-				return err == nil && len(r.Content) == 1 && r.Content[0].Text == benchText
+			b.Run(fmt.Sprintf("%s/bridge/inflight=%d", srv.name, par), func(b *testing.B) {
+				br, token := benchBridge(b, srv.argv, srv.env)
+				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+				c, err := capwire.Dial(ctx, br.CallSocket(), token)
+				cancel()
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer c.Close()
+				args, err := msgpack.Marshal(map[string]string{"text": benchText})
+				if err != nil {
+					b.Fatal(err)
+				}
+				raw := msgpack.RawMessage(args)
+				benchLoop(b, par, func(ctx context.Context) bool {
+					r, err := c.Call(ctx, "t", "echo", raw)
+					return err == nil && len(r.Content) == 1 && r.Content[0].Text == benchText
+				})
 			})
-		})
+		}
 	}
 }
 
@@ -100,19 +109,18 @@ func benchLoop(b *testing.B, par int, call func(context.Context) bool) {
 	}
 }
 
-// benchBridge boots a bridge serving one mcptest server "t" and returns
+// benchBridge boots a bridge serving one server "t" run by argv and returns
 // it with a token for it; it is shut down when the benchmark ends. The
 // server may run 64 calls at once, so admission never throttles the
 // parallel run below the baseline's 32 in flight: the ratio then measures
 // the bridge's path, not its default max_inflight of 8.
-func benchBridge(b *testing.B) (*Bridge, string) {
+func benchBridge(b *testing.B, argv, env []string) (*Bridge, string) {
 	b.Helper()
 	dir, err := os.MkdirTemp("", "cb")
 	if err != nil {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { os.RemoveAll(dir) })
-	argv, env := mcptest.Command(mcptest.Scenario{})
 	s := config.NewServer("t", argv[0])
 	s.Args = argv[1:]
 	s.Env = map[string]string{}

@@ -14,12 +14,14 @@ import (
 	"github.com/capbridge/capbridge/capwire"
 	"github.com/capbridge/capbridge/internal/leakcheck"
 	"github.com/capbridge/capbridge/internal/mcptest"
+	"github.com/capbridge/capbridge/internal/rawecho"
 )
 
 // The test binary doubles as the mcptest server: a child started with a
 // scenario in its environment serves it and exits before any test runs.
 func TestMain(m *testing.M) {
 	mcptest.MaybeServe()
+	rawecho.MaybeServe()
 	leakcheck.Main(m)
 }
 
