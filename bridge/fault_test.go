@@ -591,7 +591,11 @@ func TestAuditOfResultTooLarge(t *testing.T) {
 // grace period plus the write bounds, with every server retired.
 func TestStalledReaderCannotStallShutdown(t *testing.T) {
 	defer leakcheck.Check(t)()
-	const writeTimeout, grace = 2 * time.Second, 200 * time.Millisecond
+	// The write timeout must outlast the 48 long_line calls below even on
+	// a loaded machine: once the socket buffers fill, it starts running,
+	// and if it expires first the connection is dropped (by design) before
+	// the shutdown this test is about.
+	const writeTimeout, grace = 6 * time.Second, 200 * time.Millisecond
 	tb := startBridge(t, func(c *config.Config) {
 		c.Bridge.WriteTimeout = writeTimeout
 		c.Bridge.ShutdownGrace = grace
