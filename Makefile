@@ -32,6 +32,9 @@ staticcheck: $(TOOLS)/staticcheck
 
 gotest:
 	go test -race -timeout 20m ./...
+	# Allocation bounds are measured without the race detector, whose
+	# sync.Pool drops items at random (those tests skip under -race).
+	go test -count=1 -run 'Allocs' ./interchange/
 
 bench:
 	go test -run '^$$' -bench . -benchmem ./...
