@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"os"
@@ -13,6 +14,8 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -40,6 +43,7 @@ func TestServe(t *testing.T) {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
 	t.Run("quick start", func(t *testing.T) { testQuickStart(t, bin) })
+	t.Run("SIGTERM under load", func(t *testing.T) { testSIGTERMUnderLoad(t, bin) })
 	t.Run("config error", func(t *testing.T) {
 		dir := t.TempDir()
 		cfg := filepath.Join(dir, "bad.toml")
@@ -213,6 +217,120 @@ func testQuickStart(t *testing.T, bin string) {
 
 // runCLI runs the built binary with env added to ours, bounded in time,
 // and returns its output and exit status.
+// testSIGTERMUnderLoad stops the real binary while clients keep calls in
+// flight: no call hangs, every reply is the right result or shutting_down
+// (a call the bridge never read fails with the closed connection), serve
+// exits 0, and it leaves neither sockets nor the demo server behind.
+func testSIGTERMUnderLoad(t *testing.T, bin string) {
+	rt := shortTempDir(t)
+	env := []string{"XDG_RUNTIME_DIR=" + rt}
+	serve := exec.Command(bin, "serve")
+	serve.Env = append(os.Environ(), env...)
+	stdoutPipe, err := serve.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr bytes.Buffer
+	serve.Stderr = &stderr
+	if err := serve.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := false
+	defer func() {
+		if !exited {
+			_ = serve.Process.Signal(syscall.SIGTERM)
+			_ = serve.Wait()
+			t.Logf("serve stderr:\n%s", stderr.String())
+		}
+	}()
+	stdout := bufio.NewReader(stdoutPipe)
+	lineCh := make(chan string, 1)
+	go func() { line, _ := stdout.ReadString('\n'); lineCh <- line }()
+	select {
+	case <-lineCh:
+	case <-time.After(60 * time.Second):
+		t.Fatal("no ready line within 60 s")
+	}
+	callSock := filepath.Join(rt, "capbridge", "call.sock")
+	out, errOut, code := runCLI(t, bin, env, "status", "--json")
+	var status struct{ Servers []struct{ PID int } }
+	if err := json.Unmarshal([]byte(out), &status); code != 0 || err != nil || len(status.Servers) != 1 {
+		t.Fatalf("status --json: exit %d, %q, %q", code, out, errOut)
+	}
+	demoPID := status.Servers[0].PID
+	out, errOut, code = runCLI(t, bin, env, "grant", "--servers", "demo")
+	if code != 0 {
+		t.Fatalf("grant: exit %d, %q", code, errOut)
+	}
+	token := strings.TrimSpace(out)
+
+	// 8 connections, each with 4 callers looping until the service goes.
+	const conns, callers = 8, 4
+	var ok, shutting, closed, wrong atomic.Int64
+	var wg sync.WaitGroup
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	for i := range conns {
+		c, err := capwire.Dial(ctx, callSock, token)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		for j := range callers {
+			wg.Go(func() {
+				for n := 0; ctx.Err() == nil; n++ {
+					text := fmt.Sprintf("%d/%d/%d", i, j, n)
+					r, err := c.Call(ctx, "demo", "echo", map[string]any{"text": text})
+					var d *capwire.Denied
+					switch {
+					case err == nil && r.Text() == text:
+						ok.Add(1)
+						continue
+					case errors.As(err, &d) && d.Code == capwire.CodeShuttingDown:
+						shutting.Add(1)
+					case errors.Is(err, capwire.ErrClosed):
+						closed.Add(1)
+					default:
+						wrong.Add(1)
+						t.Errorf("call %s: %v, %v", text, r, err)
+					}
+					return
+				}
+				wrong.Add(1)
+				t.Errorf("a caller was still calling after 60 s")
+			})
+		}
+	}
+	for ok.Load() < 300 && ctx.Err() == nil {
+		time.Sleep(5 * time.Millisecond)
+	}
+	if err := serve.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	wg.Wait()
+	err = serve.Wait()
+	exited = true
+	if err != nil {
+		t.Fatalf("serve exited %v; stderr:\n%s", err, stderr.String())
+	}
+	t.Logf("%d results, %d shutting_down, %d on a closed connection", ok.Load(), shutting.Load(), closed.Load())
+	if wrong.Load() != 0 || ok.Load() < 300 || shutting.Load()+closed.Load() != conns*callers {
+		t.Errorf("outcomes: %d ok, %d shutting_down, %d closed, %d wrong; want every caller to end once, cleanly", ok.Load(), shutting.Load(), closed.Load(), wrong.Load())
+	}
+	for _, sock := range []string{callSock, filepath.Join(rt, "capbridge", "control.sock")} {
+		if _, err := os.Lstat(sock); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("%s left behind: %v", sock, err)
+		}
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for syscall.Kill(demoPID, 0) == nil {
+		if time.Now().After(deadline) {
+			t.Fatalf("demo server (pid %d) outlived serve", demoPID)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
 func runCLI(t *testing.T, bin string, env []string, args ...string) (stdout, stderr string, code int) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
