@@ -39,6 +39,9 @@ func listenUnix(path string, mode os.FileMode, gid int) (*unixListener, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("bridge: creating socket directory: %w", err)
 	}
+	if err := checkSocketDir(dir); err != nil {
+		return nil, err
+	}
 	if err := clearStale(path); err != nil {
 		return nil, err
 	}
@@ -68,6 +71,32 @@ func listenUnix(path string, mode os.FileMode, gid int) (*unixListener, error) {
 		return fail(fmt.Errorf("bridge: moving socket into place: %w", err))
 	}
 	return &unixListener{UnixListener: l, path: path}, nil
+}
+
+// checkSocketDir refuses a directory that someone else could write to.
+// Whoever can write to the socket's directory can move our socket aside
+// and put a listener of their own in its place, and then read every
+// grant request and every jailed program's token; the default path,
+// /tmp/capbridge-$UID, is predictable, so another user could create it
+// first. The directory must be ours (or root's, which we trust anyway)
+// and writable by nobody else.
+func checkSocketDir(dir string) error {
+	fi, err := os.Lstat(dir)
+	if err != nil {
+		return fmt.Errorf("bridge: socket directory: %w", err)
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	switch {
+	case !fi.IsDir():
+		return fmt.Errorf("bridge: socket directory %s is not a directory (%s)", dir, fi.Mode().Type())
+	case !ok:
+		return fmt.Errorf("bridge: socket directory %s: cannot read its owner", dir)
+	case int(st.Uid) != os.Geteuid() && st.Uid != 0:
+		return fmt.Errorf("bridge: socket directory %s belongs to uid %d, not to us (uid %d); another user could replace the sockets: remove it or choose another path", dir, st.Uid, os.Geteuid())
+	case fi.Mode().Perm()&0o022 != 0:
+		return fmt.Errorf("bridge: socket directory %s has mode %04o: others could replace the sockets; chmod go-w %s", dir, fi.Mode().Perm(), dir)
+	}
+	return nil
 }
 
 // clearStale removes a socket file at path that nobody answers on.

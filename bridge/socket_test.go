@@ -113,3 +113,30 @@ func TestListenUnixPathTooLong(t *testing.T) {
 		t.Fatalf("got %v, want a path-length error", err)
 	}
 }
+
+// A socket directory someone else could write to is refused: they could
+// swap our socket for theirs and read every token.
+func TestListenUnixRefusesUnsafeDirectory(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		setup func(dir string) error
+		want  string
+	}{
+		{"world-writable", func(dir string) error { return os.Chmod(dir, 0o777) }, "others could replace the sockets"},
+		{"group-writable", func(dir string) error { return os.Chmod(dir, 0o770) }, "others could replace the sockets"},
+		{"another user's", func(dir string) error { return os.Chown(dir, 4242, 4242) }, "belongs to uid 4242"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := filepath.Join(t.TempDir(), "socks")
+			if err := os.Mkdir(dir, 0o700); err != nil {
+				t.Fatal(err)
+			}
+			if err := tc.setup(dir); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := listenUnix(filepath.Join(dir, "call.sock"), 0o600, -1); err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("listen = %v, want a refusal saying %q", err, tc.want)
+			}
+		})
+	}
+}
