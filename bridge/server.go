@@ -6,9 +6,11 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"github.com/rs/zerolog"
 
@@ -308,13 +310,23 @@ func (s *server) status() serverStatus {
 	st := serverStatus{
 		Name: s.cfg.Name, State: s.state, Reason: s.reason, Tools: len(s.tools),
 		Inflight: s.inflight.Load(), Queued: s.waiting.Load(), Calls: s.calls.Load(), Errors: s.errs.Load(),
-		StderrTail: string(s.tail),
+		StderrTail: validTail(s.tail),
 	}
 	if s.state == StateReady {
 		st.PID = s.client.Pid()
-		st.StderrTail = string(s.client.StderrTail())
+		st.StderrTail = validTail(s.client.StderrTail())
 	}
 	return st
+}
+
+// validTail renders a stderr tail as valid UTF-8: the ring cuts at any
+// byte, so its first character may be split, and a server may print
+// anything; status replies must decode everywhere.
+func validTail(b []byte) string {
+	for n := 0; n < utf8.UTFMax && len(b) > 0 && !utf8.RuneStart(b[0]); n++ {
+		b = b[1:]
+	}
+	return strings.ToValidUTF8(string(b), "\uFFFD")
 }
 
 func nonNil(s []string) []string {
