@@ -56,6 +56,7 @@ type Bridge struct {
 
 	mu      sync.Mutex
 	open    map[net.Conn]struct{} // every live connection, both sockets
+	ctlOpen int                   // how many of them are control connections
 	closing bool
 
 	// draining is set when Shutdown begins: calls that arrive after it,
@@ -105,7 +106,8 @@ func (b *Bridge) Boot(ctx context.Context) map[string]string {
 }
 
 // Listen opens the call socket (mode and group from the config) and the
-// control socket (always 0600: it grants authority).
+// control socket (always 0600: it grants authority). A successful Listen
+// must be followed by Serve: Shutdown waits for its accept loops.
 func (b *Bridge) Listen() error {
 	gid := -1
 	if g := b.cfg.Bridge.CallSocketGroup; g != "" {
@@ -125,6 +127,9 @@ func (b *Bridge) Listen() error {
 		return err
 	}
 	b.callL, b.ctlL = call, ctl
+	// Counted here rather than in Serve, so that a Shutdown racing a
+	// Serve that has not started yet still waits for the accept loops.
+	b.acceptors.Add(2)
 	return nil
 }
 
@@ -142,13 +147,17 @@ func lookupGroup(name string) (int, error) {
 // Serve accepts connections on both sockets until Shutdown. It returns
 // once both accept loops have stopped.
 func (b *Bridge) Serve() {
-	b.acceptors.Add(2)
-	go b.accept(b.callL, b.serveCallConn)
-	go b.accept(b.ctlL, b.serveControlConn)
+	go b.accept(b.callL, false, b.serveCallConn)
+	go b.accept(b.ctlL, true, b.serveControlConn)
 	b.acceptors.Wait()
 }
 
-func (b *Bridge) accept(l *unixListener, serve func(*net.UnixConn)) {
+// maxControlConns bounds the control socket's connections. It is a
+// budget of its own: jailed programs can fill max_connections on the call
+// socket, and must not thereby lock the harness out of grant and revoke.
+const maxControlConns = 64
+
+func (b *Bridge) accept(l *unixListener, control bool, serve func(*net.UnixConn)) {
 	defer b.acceptors.Done()
 	for {
 		c, err := l.AcceptUnix()
@@ -166,37 +175,48 @@ func (b *Bridge) accept(l *unixListener, serve func(*net.UnixConn)) {
 				return
 			}
 		}
-		if !b.track(c) {
+		if !b.track(c, control) {
 			c.Close()
 			continue
 		}
 		b.conns.Add(1)
 		go func() {
 			defer b.conns.Done()
-			defer b.untrack(c)
+			defer b.untrack(c, control)
 			serve(c)
 		}()
 	}
 }
 
-// track admits a connection unless the bridge is closing or at
-// max_connections.
-func (b *Bridge) track(c net.Conn) bool {
+// track admits a connection unless the bridge is closing or the socket's
+// budget is spent: max_connections for the call socket, maxControlConns
+// for the control socket.
+func (b *Bridge) track(c net.Conn, control bool) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if b.closing || len(b.open) >= b.cfg.Bridge.MaxConnections {
+	limit, n := b.cfg.Bridge.MaxConnections, len(b.open)-b.ctlOpen
+	if control {
+		limit, n = maxControlConns, b.ctlOpen
+	}
+	if b.closing || n >= limit {
 		if !b.closing {
-			b.log.Warn().Int("max_connections", b.cfg.Bridge.MaxConnections).Msg("refusing a connection: at max_connections")
+			b.log.Warn().Bool("control", control).Int("limit", limit).Msg("refusing a connection: at the socket's connection limit")
 		}
 		return false
 	}
 	b.open[c] = struct{}{}
+	if control {
+		b.ctlOpen++
+	}
 	return true
 }
 
-func (b *Bridge) untrack(c net.Conn) {
+func (b *Bridge) untrack(c net.Conn, control bool) {
 	b.mu.Lock()
 	delete(b.open, c)
+	if control {
+		b.ctlOpen--
+	}
 	b.mu.Unlock()
 }
 

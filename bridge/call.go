@@ -81,6 +81,17 @@ func (b *Bridge) call(ctx context.Context, req callRequest) outcome {
 		return deny(capwire.CodeNotGranted, "this grant does not allow tool "+quote(req.tool)+" on server "+quote(req.server))
 	}
 
+	if len(req.args) == 0 {
+		req.args = emptyMap // the control socket's call may leave args out
+	}
+	if !isMsgPackMap(req.args[0]) {
+		// The call socket's decoder guarantees a map; the control
+		// socket's does not. MCP's tools/call arguments are an object.
+		o := deny(capwire.CodeBadArguments, "args must be a map of argument names to values")
+		o.denial.Path = ""
+		return o
+	}
+
 	bufp := jsonBufs.Get().(*[]byte)
 	defer func() {
 		if cap(*bufp) <= maxPooledBuf {
@@ -138,6 +149,12 @@ func (b *Bridge) call(ctx context.Context, req callRequest) outcome {
 // arguments are not logged (their size is), and result text is cut.
 const maxAuditValue = 16 << 10
 
+var emptyMap = []byte{0x80}
+
+// isMsgPackMap reports whether a MessagePack value starting with b is a
+// map (fixmap, map 16 or map 32).
+func isMsgPackMap(b byte) bool { return b&0xf0 == 0x80 || b == 0xde || b == 0xdf }
+
 // failed translates an error from the MCP call into a denial.
 func (b *Bridge) failed(ctx context.Context, req callRequest, err error) outcome {
 	var rpc *mcpwire.RPCError
@@ -153,6 +170,8 @@ func (b *Bridge) failed(ctx context.Context, req callRequest, err error) outcome
 		return deny(capwire.CodeServerUnavailable, "server "+quote(req.server)+" died: "+dead.Reason.Error()+stderrSuffix(dead.Stderr))
 	case errors.Is(err, mcpwire.ErrTimeout):
 		return deny(capwire.CodeTimeout, "server "+quote(req.server)+" did not answer "+quote(req.tool)+" in time")
+	case errors.Is(err, mcpwire.ErrInvalidArgument):
+		return deny(capwire.CodeBadArguments, "the arguments cannot be sent: "+err.Error())
 	case errors.Is(err, mcpwire.ErrBusy):
 		return deny(capwire.CodeOverloaded, "server "+quote(req.server)+" has too many calls in flight")
 	case errors.Is(err, mcpwire.ErrProtocol):

@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/vmihailenco/msgpack/v5"
@@ -75,11 +76,13 @@ type ControlReply struct {
 	GrantID   string `msgpack:"grant,omitempty"` // granted
 	ExpiresMS int64  `msgpack:"expires_ms,omitempty"`
 
-	Found bool `msgpack:"found,omitempty"` // revoked
+	// Found, Grants and Connections are pointers so that they are sent
+	// whenever their reply kind carries them, zero included.
+	Found *bool `msgpack:"found,omitempty"` // revoked
 
 	ServerStatus []serverStatus `msgpack:"servers,omitempty"` // status
-	Grants       int            `msgpack:"grants,omitempty"`
-	Connections  int            `msgpack:"connections,omitempty"`
+	Grants       *int           `msgpack:"grants,omitempty"`
+	Connections  *int           `msgpack:"connections,omitempty"`
 
 	Module  string `msgpack:"module,omitempty"` // facade
 	Source  string `msgpack:"source,omitempty"`
@@ -139,7 +142,7 @@ func (b *Bridge) serveControlConn(nc *net.UnixConn) {
 // (requests are answered one at a time), so a client that gives up on a
 // call (capbridge call interrupted) would otherwise leave it running at
 // the server until its timeout; issue 7: a client that disconnects
-// cancels its in-flight calls. The watch polls for POLLRDHUP, which reads
+// cancels its in-flight calls. The watch polls for POLLHUP, which reads
 // nothing, so a request the client sent ahead stays for the next
 // ReadFrame.
 func hangupContext(parent context.Context, nc *net.UnixConn) (context.Context, func()) {
@@ -158,11 +161,15 @@ func hangupContext(parent context.Context, nc *net.UnixConn) (context.Context, f
 			}
 			hup := false
 			cerr := raw.Control(func(fd uintptr) {
-				// Only POLLRDHUP is asked for (POLLHUP and POLLERR come
-				// anyway), so pending input does not make poll spin.
-				p := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLRDHUP}}
+				// No event is asked for: POLLHUP and POLLERR come anyway,
+				// and pending input does not make poll spin. POLLRDHUP is
+				// not a hang-up: a client that half-closes after sending
+				// its request (shutdown(SHUT_WR), nc -N) still reads the
+				// reply. On a Unix socket POLLHUP means both directions
+				// are shut, which a closed or dead client causes.
+				p := []unix.PollFd{{Fd: int32(fd)}}
 				if n, err := unix.Poll(p, 50); err == nil && n > 0 {
-					hup = p[0].Revents&(unix.POLLRDHUP|unix.POLLHUP|unix.POLLERR) != 0
+					hup = p[0].Revents&(unix.POLLHUP|unix.POLLERR) != 0
 				}
 			})
 			if hup || cerr != nil {
@@ -184,6 +191,10 @@ func (b *Bridge) control(ctx context.Context, req *ControlRequest, peer PeerCred
 	}
 	switch req.T {
 	case ctlGrant:
+		if req.TTLMS > uint64(MaxGrantTTL/time.Millisecond) {
+			// Checked before the multiplication, which would wrap.
+			return fail("ttl_ms %d is more than the %d a grant may live", req.TTLMS, MaxGrantTTL/time.Millisecond)
+		}
 		g, token, err := b.Grant(GrantSpec{Servers: req.Servers, TTL: time.Duration(req.TTLMS) * time.Millisecond, PeerUID: req.PeerUID})
 		if err != nil {
 			return fail("%v", err)
@@ -192,15 +203,21 @@ func (b *Bridge) control(ctx context.Context, req *ControlRequest, peer PeerCred
 		return encodeReply(&ControlReply{T: ctlGranted, ID: req.ID, Token: token, GrantID: g.ID, ExpiresMS: g.Expires.UnixMilli()})
 	case ctlRevoke:
 		found := b.Revoke(req.Grant)
-		b.audit.Info().Str("event", "revoke").Bool("found", found).Msg("grant revoked")
-		return encodeReply(&ControlReply{T: ctlRevoked, ID: req.ID, Found: found})
+		id := grantIDOf(req.Grant)
+		if id == "" && !strings.HasPrefix(req.Grant, tokenPrefix) {
+			id = req.Grant // given as an id, which is public; a malformed token is never logged
+		}
+		b.audit.Info().Str("event", "revoke").Str("grant", clip(id, 64)).Bool("found", found).Msg("grant revoked")
+		return encodeReply(&ControlReply{T: ctlRevoked, ID: req.ID, Found: &found})
 	case ctlStatus:
-		r := &ControlReply{T: ctlStatus, ID: req.ID, Grants: b.grants.live()}
+		grants := b.grants.live()
+		r := &ControlReply{T: ctlStatus, ID: req.ID, Grants: &grants}
 		for _, name := range b.order {
 			r.ServerStatus = append(r.ServerStatus, b.servers[name].status())
 		}
 		b.mu.Lock()
-		r.Connections = len(b.open)
+		conns := len(b.open)
+		r.Connections = &conns
 		b.mu.Unlock()
 		return encodeReply(r)
 	case ctlFacade:
@@ -321,11 +338,12 @@ func (cc *ControlClient) Do(ctx context.Context, req *ControlRequest) (*ControlR
 	if err := decodeControl(payload, &r); err != nil {
 		return nil, fmt.Errorf("bridge: control: malformed reply: %w", err)
 	}
+	if r.T == ctlError && (r.ID == req.ID || r.ID == 0) {
+		// Id 0: the request could not be decoded far enough to name it.
+		return nil, errors.New(r.Message)
+	}
 	if r.ID != req.ID {
 		return nil, fmt.Errorf("bridge: control: reply for request %d, want %d", r.ID, req.ID)
-	}
-	if r.T == ctlError {
-		return nil, errors.New(r.Message)
 	}
 	return &r, nil
 }

@@ -125,7 +125,10 @@ func startLive(f *testing.F) *live {
 	if err != nil {
 		f.Fatal(err)
 	}
-	l.baseline = st.Connections
+	if st.Connections == nil {
+		f.Fatal("status has no connection count")
+	}
+	l.baseline = *st.Connections
 	return l
 }
 
@@ -318,11 +321,11 @@ func FuzzCallSocket(f *testing.F) {
 			if srv.State != bridge.StateReady {
 				t.Fatalf("server is %s after the input: %s %s", srv.State, srv.Reason, srv.StderrTail)
 			}
-			if st.Connections == l.baseline && srv.Inflight == 0 && srv.Queued == 0 {
+			if st.Connections != nil && *st.Connections == l.baseline && srv.Inflight == 0 && srv.Queued == 0 {
 				break
 			}
 			if time.Now().After(deadline) {
-				t.Fatalf("after the connection ended: %d connections (want %d), %d calls running, %d queued", st.Connections, l.baseline, srv.Inflight, srv.Queued)
+				t.Fatalf("after the connection ended: %v connections (want %d), %d calls running, %d queued", deref(st.Connections), l.baseline, srv.Inflight, srv.Queued)
 			}
 			time.Sleep(2 * time.Millisecond)
 		}
@@ -336,4 +339,11 @@ func FuzzCallSocket(f *testing.F) {
 // bytes unread), which is an orderly end for this purpose.
 func isReset(err error) bool {
 	return strings.Contains(err.Error(), "connection reset by peer")
+}
+
+func deref(n *int) any {
+	if n == nil {
+		return "no"
+	}
+	return *n
 }

@@ -86,7 +86,11 @@ func runCall(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "capbridge call: the arguments must be a JSON object, such as '{\"text\":\"hi\"}'")
 		return exitUsage
 	}
-	r, err := cf.do(&bridge.ControlRequest{T: "call", Server: fs.Arg(0), Tool: fs.Arg(1), Args: mp, TimeoutMS: uint64(cf.timeout / time.Millisecond)})
+	// The bridge's deadline is a little shorter than ours, so a slow tool
+	// is reported as the bridge's timeout denial, not as our read timing
+	// out on the socket.
+	bridgeTimeout := cf.timeout - min(time.Second, cf.timeout/10)
+	r, err := cf.do(&bridge.ControlRequest{T: "call", Server: fs.Arg(0), Tool: fs.Arg(1), Args: mp, TimeoutMS: uint64(max(bridgeTimeout, time.Millisecond) / time.Millisecond)})
 	if err != nil {
 		fmt.Fprintln(stderr, "capbridge call:", err)
 		return exitError
@@ -225,7 +229,7 @@ func runRevoke(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "capbridge revoke:", err)
 		return exitError
 	}
-	if !r.Found {
+	if r.Found == nil || !*r.Found {
 		fmt.Fprintln(stderr, "capbridge revoke: no live grant by that name (already revoked or expired?)")
 		return exitError
 	}
@@ -248,11 +252,11 @@ func runStatus(args []string, stdout, stderr io.Writer) int {
 		return exitError
 	}
 	if cf.json {
-		b, _ := json.Marshal(map[string]any{"servers": r.ServerStatus, "grants": r.Grants, "connections": r.Connections})
+		b, _ := json.Marshal(map[string]any{"servers": r.ServerStatus, "grants": deref(r.Grants), "connections": deref(r.Connections)})
 		fmt.Fprintf(stdout, "%s\n", b)
 		return exitOK
 	}
-	fmt.Fprintf(stdout, "%d live grant(s), %d connection(s)\n", r.Grants, r.Connections)
+	fmt.Fprintf(stdout, "%d live grant(s), %d connection(s)\n", deref(r.Grants), deref(r.Connections))
 	for _, s := range r.ServerStatus {
 		fmt.Fprintf(stdout, "%-20s %-8s pid=%d tools=%d inflight=%d queued=%d calls=%d errors=%d\n", s.Name, s.State, s.PID, s.Tools, s.Inflight, s.Queued, s.Calls, s.Errors)
 		if s.Reason != "" {
@@ -299,6 +303,13 @@ func runTools(args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	return code
+}
+
+func deref(n *int) int {
+	if n == nil {
+		return 0
+	}
+	return *n
 }
 
 // fetchFacade asks the running capbridge for a server's façade.
