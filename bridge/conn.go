@@ -49,25 +49,37 @@ func (b *Bridge) serveCallConn(nc *net.UnixConn) {
 	}
 	uids := b.cfg.Bridge.AllowedUIDs
 	c := &callConn{b: b, sc: sc, nc: nc, peer: peer, inflight: map[uint64]context.CancelCauseFunc{}}
+	// The client learns only bad_token; the audit trail gets the real
+	// cause and the grant id the token named (never the token itself), so
+	// an operator can see a revoked grant still being tried.
+	var refusal error
+	var tokenGrant string
 	_, err = sc.Handshake(b.ctx, func(h *capwire.HelloMsg) ([]string, error) {
+		tokenGrant = grantIDOf(h.Token)
 		// A peer outside allowed_uids is refused only once its hello is
 		// read: refused and closed before, its write of the hello could
 		// fail (EPIPE) and it would never read why.
 		if len(uids) > 0 && !slices.Contains(uids, peer.UID) {
+			refusal = errors.New("bridge: uid not in allowed_uids")
 			return nil, &capwire.FatalMsg{Code: capwire.CodeBadToken, Message: "this user may not use capbridge's call socket"}
 		}
 		g, err := b.grants.lookup(h.Token)
 		if err != nil {
+			refusal = err
 			return nil, err
 		}
 		if g.PeerUID != nil && *g.PeerUID != peer.UID {
+			refusal = errors.New("bridge: peer uid is not the grant's peer_uid")
 			return nil, ErrBadToken
 		}
 		c.grant = g
 		return g.Servers(), nil
 	})
 	if err != nil {
-		b.audit.Info().Str("event", "refused").Int32("peer_pid", peer.PID).Uint32("peer_uid", peer.UID).Err(err).Msg("handshake failed")
+		if refusal == nil {
+			refusal = err
+		}
+		b.audit.Info().Str("event", "refused").Str("grant", tokenGrant).Int32("peer_pid", peer.PID).Uint32("peer_uid", peer.UID).Err(refusal).Msg("handshake failed")
 		return
 	}
 	b.audit.Info().Str("event", "connect").Str("grant", c.grant.ID).Int32("peer_pid", peer.PID).Uint32("peer_uid", peer.UID).Msg("connected")

@@ -177,6 +177,20 @@ func (t *grantTable) lookup(token string) (*Grant, error) {
 	return g, nil
 }
 
+// grantIDOf returns the public grant id a token names, or "" when it is
+// not shaped like a token. The secret part is never returned.
+func grantIDOf(token string) string {
+	rest, ok := strings.CutPrefix(token, tokenPrefix)
+	if !ok {
+		return ""
+	}
+	id, _, _ := strings.Cut(rest, ".")
+	if _, err := hex.DecodeString(id); err != nil || len(id) != 16 {
+		return ""
+	}
+	return id
+}
+
 // revoke ends the grant named by id or token. It reports whether a live
 // grant was found.
 func (t *grantTable) revoke(idOrToken string) bool {
