@@ -12,6 +12,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/capbridge/capbridge/bridge/config"
+	"github.com/capbridge/capbridge/capwire"
 	"github.com/capbridge/capbridge/internal/leakcheck"
 	"github.com/capbridge/capbridge/internal/mcptest"
 )
@@ -102,5 +103,33 @@ func TestAuditLine(t *testing.T) {
 				t.Errorf("result_text = %v", ok["result_text"])
 			}
 		})
+	}
+}
+
+// A refused hello is audited with its cause and the grant id its token
+// named, never the token.
+func TestAuditRefusedHandshake(t *testing.T) {
+	defer leakcheck.Check(t)()
+	var sink lockedBuffer
+	tb := startBridge(t, nil, mcptestServer("t", mcptest.Scenario{}))
+	tb.audit = zerolog.New(&sink)
+	g, token, err := tb.Grant(GrantSpec{Servers: map[string][]string{"t": nil}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tb.Revoke(g.ID)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if c, err := capwire.Dial(ctx, tb.CallSocket(), token); err == nil {
+		c.Close()
+		t.Fatal("a revoked token was welcomed")
+	}
+	tb.shutdown()
+	refused := sink.lines("refused")
+	if len(refused) != 1 || refused[0]["grant"] != g.ID || !strings.Contains(refused[0]["error"].(string), "grant token") {
+		t.Fatalf("refused lines: %v", refused)
+	}
+	if strings.Contains(sink.b.String(), token[len(token)-22:]) {
+		t.Error("the token's secret reached the audit trail")
 	}
 }
