@@ -2,6 +2,7 @@ package mcpwire
 
 import (
 	"strconv"
+	"unicode/utf8"
 )
 
 // RequestedVersion is the protocol revision the client asks for.
@@ -106,6 +107,13 @@ func objectResult(what string, raw []byte) ([]byte, error) {
 	}
 	if raw[start] != '{' {
 		return nil, pfault(what, "", -1, "result is not an object")
+	}
+	// The framer already refuses a line that is not UTF-8, but these
+	// decoders are exported and must be total on their own: a string
+	// decoded from invalid UTF-8 would carry it on to whoever reads it.
+	// utf8.Valid runs at memory speed on the ASCII that results mostly are.
+	if !utf8.Valid(raw[start:end]) {
+		return nil, pfault(what, "", -1, "result is not valid UTF-8")
 	}
 	return raw[start:end], nil
 }
