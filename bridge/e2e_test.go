@@ -116,9 +116,6 @@ denied: bad_arguments at /blob/bytes
 // (offline, against this checkout) and run with only the two environment
 // variables a jail would give it.
 func TestEndToEnd(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds a program with the go command")
-	}
 	defer leakcheck.Check(t)()
 	argv := interop.Command(t, interop.Everything, t.TempDir())
 	everything := config.NewServer("everything", argv[0])

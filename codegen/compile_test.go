@@ -19,9 +19,6 @@ func TestMain(m *testing.M) { leakcheck.Main(m) }
 // replaces this module by the checkout, offline: generated source must
 // compile against the real capwire client, not just parse.
 func TestCompile(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds with the go command")
-	}
 	defer leakcheck.Check(t)()
 	_, here, _, _ := runtime.Caller(0)
 	root := filepath.Dir(filepath.Dir(here))

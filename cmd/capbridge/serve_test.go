@@ -33,9 +33,6 @@ func TestMain(m *testing.M) { leakcheck.Main(m) }
 // client command against it, SIGTERM; then a config error and a boot
 // failure under --require-all.
 func TestServe(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds capbridge with the go command")
-	}
 	defer leakcheck.Check(t)()
 	bin := filepath.Join(t.TempDir(), "capbridge")
 	build := exec.Command("go", "build", "-o", bin, ".")

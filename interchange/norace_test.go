@@ -1,5 +1,0 @@
-//go:build !race
-
-package interchange
-
-const raceEnabled = false
