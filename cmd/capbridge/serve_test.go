@@ -82,39 +82,7 @@ func testQuickStart(t *testing.T, bin string) {
 	readyFile := filepath.Join(rt, "ready.json")
 	env := []string{"XDG_RUNTIME_DIR=" + rt}
 
-	serve := exec.Command(bin, "serve", "--ready-file", readyFile)
-	serve.Env = append(os.Environ(), append(env, "NOTIFY_SOCKET="+notify.LocalAddr().String())...)
-	stdoutPipe, err := serve.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var stderr bytes.Buffer
-	serve.Stderr = &stderr
-	if err := serve.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := false
-	defer func() {
-		if !exited {
-			// A failed check left it running: stop it the documented way,
-			// and print what it said.
-			_ = serve.Process.Signal(syscall.SIGTERM)
-			_ = serve.Wait()
-			t.Logf("serve stderr:\n%s", stderr.String())
-		}
-	}()
-
-	// The ready line, within a bound: a serve that never gets ready fails
-	// the test rather than hanging it.
-	stdout := bufio.NewReader(stdoutPipe)
-	lineCh := make(chan string, 1)
-	go func() { line, _ := stdout.ReadString('\n'); lineCh <- line }()
-	var line string
-	select {
-	case line = <-lineCh:
-	case <-time.After(60 * time.Second):
-		t.Fatal("no ready line within 60 s")
-	}
+	srv, line := startServe(t, bin, append(env, "NOTIFY_SOCKET="+notify.LocalAddr().String()), "serve", "--ready-file", readyFile)
 	var ready struct {
 		Ready         bool              `json:"ready"`
 		CallSocket    string            `json:"call_socket"`
@@ -186,14 +154,8 @@ func testQuickStart(t *testing.T, bin string) {
 	// SIGTERM: exit 0, nothing more on stdout (the ready line is said
 	// once), STOPPING=1 to the service manager, sockets removed, and the
 	// demo server gone.
-	if err := serve.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	rest, _ := io.ReadAll(stdout)
-	err = serve.Wait()
-	exited = true
-	if err != nil || len(rest) != 0 {
-		t.Fatalf("serve after SIGTERM: %v, more stdout %q; stderr:\n%s", err, rest, stderr.String())
+	if rest, err := srv.stop(); err != nil || len(rest) != 0 {
+		t.Fatalf("serve after SIGTERM: %v, more stdout %q; stderr:\n%s", err, rest, srv.stderr.String())
 	}
 	if got := datagram(t, notify); got != "STOPPING=1" {
 		t.Errorf("NOTIFY_SOCKET got %q, want STOPPING=1", got)
@@ -212,8 +174,6 @@ func testQuickStart(t *testing.T, bin string) {
 	}
 }
 
-// runCLI runs the built binary with env added to ours, bounded in time,
-// and returns its output and exit status.
 // testSIGTERMUnderLoad stops the real binary while clients keep calls in
 // flight: no call hangs, every reply is the right result or shutting_down
 // (a call the bridge never read fails with the closed connection), serve
@@ -221,33 +181,7 @@ func testQuickStart(t *testing.T, bin string) {
 func testSIGTERMUnderLoad(t *testing.T, bin string) {
 	rt := shortTempDir(t)
 	env := []string{"XDG_RUNTIME_DIR=" + rt}
-	serve := exec.Command(bin, "serve")
-	serve.Env = append(os.Environ(), env...)
-	stdoutPipe, err := serve.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var stderr bytes.Buffer
-	serve.Stderr = &stderr
-	if err := serve.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := false
-	defer func() {
-		if !exited {
-			_ = serve.Process.Signal(syscall.SIGTERM)
-			_ = serve.Wait()
-			t.Logf("serve stderr:\n%s", stderr.String())
-		}
-	}()
-	stdout := bufio.NewReader(stdoutPipe)
-	lineCh := make(chan string, 1)
-	go func() { line, _ := stdout.ReadString('\n'); lineCh <- line }()
-	select {
-	case <-lineCh:
-	case <-time.After(60 * time.Second):
-		t.Fatal("no ready line within 60 s")
-	}
+	srv, _ := startServe(t, bin, env, "serve")
 	callSock := filepath.Join(rt, "capbridge", "call.sock")
 	out, errOut, code := runCLI(t, bin, env, "status", "--json")
 	var status struct{ Servers []struct{ PID int } }
@@ -301,14 +235,10 @@ func testSIGTERMUnderLoad(t *testing.T, bin string) {
 	for ok.Load() < 300 && ctx.Err() == nil {
 		time.Sleep(5 * time.Millisecond)
 	}
-	if err := serve.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
+	_, err := srv.stop()
 	wg.Wait()
-	err = serve.Wait()
-	exited = true
 	if err != nil {
-		t.Fatalf("serve exited %v; stderr:\n%s", err, stderr.String())
+		t.Fatalf("serve exited %v; stderr:\n%s", err, srv.stderr.String())
 	}
 	t.Logf("%d results, %d shutting_down, %d on a closed connection", ok.Load(), shutting.Load(), closed.Load())
 	if wrong.Load() != 0 || ok.Load() < 300 || shutting.Load()+closed.Load() != conns*callers {
@@ -328,6 +258,64 @@ func testSIGTERMUnderLoad(t *testing.T, bin string) {
 	}
 }
 
+// servedBinary is a running `capbridge serve`. A test that ends with it
+// still running (a failed check) stops it the documented way, with
+// SIGTERM, and logs what it said.
+type servedBinary struct {
+	cmd    *exec.Cmd
+	stdout *bufio.Reader
+	stderr bytes.Buffer
+	exited bool
+}
+
+// startServe starts the built binary with args and env added to ours and
+// returns it with its ready line, waiting at most 60 s for that line: a
+// serve that never gets ready fails the test rather than hanging it.
+func startServe(t *testing.T, bin string, env []string, args ...string) (*servedBinary, string) {
+	t.Helper()
+	s := &servedBinary{cmd: exec.Command(bin, args...)}
+	s.cmd.Env = append(os.Environ(), env...)
+	pipe, err := s.cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.cmd.Stderr = &s.stderr
+	if err := s.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if !s.exited {
+			_ = s.cmd.Process.Signal(syscall.SIGTERM)
+			_ = s.cmd.Wait()
+			t.Logf("serve stderr:\n%s", s.stderr.String())
+		}
+	})
+	s.stdout = bufio.NewReader(pipe)
+	lineCh := make(chan string, 1)
+	go func() { line, _ := s.stdout.ReadString('\n'); lineCh <- line }()
+	select {
+	case line := <-lineCh:
+		return s, line
+	case <-time.After(60 * time.Second):
+		t.Fatal("no ready line within 60 s")
+		return nil, ""
+	}
+}
+
+// stop sends SIGTERM and waits for the exit, returning what Wait says
+// and anything more it printed on stdout.
+func (s *servedBinary) stop() (rest []byte, err error) {
+	if err := s.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		return nil, err
+	}
+	rest, _ = io.ReadAll(s.stdout)
+	err = s.cmd.Wait()
+	s.exited = true
+	return rest, err
+}
+
+// runCLI runs the built binary with env added to ours, bounded in time,
+// and returns its output and exit status.
 func runCLI(t *testing.T, bin string, env []string, args ...string) (stdout, stderr string, code int) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
