@@ -742,6 +742,21 @@ func AppendFrame(dst []byte, m Message, maxFrame int) ([]byte, error) {
 	return finishFrame(out, start, maxFrame, m.Type())
 }
 
+// AppendFramed appends one frame to dst whose payload body appends: the
+// length prefix is reserved, body appends the payload after it, and the
+// prefix is filled in, so no caller builds a header by hand. It is how
+// protocols that share capwire's framing but not its envelopes (the
+// control plane) write frames. A payload over maxFrame (0 means
+// DefaultMaxFrame) or an error from body leaves dst as it was.
+func AppendFramed(dst []byte, maxFrame int, body func([]byte) ([]byte, error)) ([]byte, error) {
+	start := len(dst)
+	out, err := body(append(dst, 0, 0, 0, 0))
+	if err != nil {
+		return dst[:start], err
+	}
+	return finishFrame(out, start, frameLimit(maxFrame), "frame")
+}
+
 // finishFrame writes the length prefix reserved at out[start:start+4].
 func finishFrame(out []byte, start, maxFrame int, typ string) ([]byte, error) {
 	n := len(out) - start - 4

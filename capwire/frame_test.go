@@ -187,3 +187,19 @@ func normalize(m Message) Message {
 	}
 	return m
 }
+
+func TestAppendFramed(t *testing.T) {
+	out, err := AppendFramed([]byte("x"), 0, func(b []byte) ([]byte, error) { return append(b, 0x80), nil })
+	if err != nil || string(out) != "x\x00\x00\x00\x01\x80" {
+		t.Fatalf("AppendFramed = %q, %v", out, err)
+	}
+	out, err = AppendFramed([]byte("x"), 2, func(b []byte) ([]byte, error) { return append(b, 1, 2, 3), nil })
+	if !errors.Is(err, ErrFrameTooLarge) || string(out) != "x" {
+		t.Fatalf("over the limit: %q, %v", out, err)
+	}
+	boom := errors.New("boom")
+	out, err = AppendFramed([]byte("x"), 0, func(b []byte) ([]byte, error) { return append(b, 1), boom })
+	if err != boom || string(out) != "x" {
+		t.Fatalf("body error: %q, %v", out, err)
+	}
+}
