@@ -12,6 +12,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/capbridge/capbridge/internal/jsonlex"
 	"github.com/rs/zerolog"
 )
 
@@ -207,9 +208,9 @@ func (c *Client) handshake(ctx context.Context) error {
 	// server must not spend our model), no roots (it learns nothing of
 	// our filesystem), no elicitation (it must not question a human).
 	params := append([]byte(`{"protocolVersion":"`+RequestedVersion+`","capabilities":{},"clientInfo":{"name":`), nil...)
-	params = appendQuoted(params, c.cfg.ClientName)
+	params = jsonlex.AppendQuoted(params, c.cfg.ClientName)
 	params = append(params, `,"version":`...)
-	params = appendQuoted(params, c.cfg.ClientVersion)
+	params = jsonlex.AppendQuoted(params, c.cfg.ClientVersion)
 	params = append(params, `}}`...)
 	hs := c.cfg.HandshakeTimeout
 	// initialize MUST NOT be cancelled (lifecycle spec), so no
@@ -308,7 +309,7 @@ func (c *Client) ListTools(ctx context.Context) ([]Tool, error) {
 			return nil, fmt.Errorf("%w: cursor %q repeated on page %d", ErrTooManyPages, p.NextCursor, page+1)
 		}
 		seen[p.NextCursor] = true
-		params = appendQuoted([]byte(`{"cursor":`), p.NextCursor)
+		params = jsonlex.AppendQuoted([]byte(`{"cursor":`), p.NextCursor)
 		params = append(params, '}')
 	}
 }
@@ -583,7 +584,7 @@ func (c *Client) onEOF() {
 
 func (c *Client) handleLine(line []byte, m *Message) {
 	if c.batch.Load() {
-		if i := skipSpace(line, 0); i < len(line) && line[i] == '[' {
+		if i := jsonlex.SkipSpace(line, 0); i < len(line) && line[i] == '[' {
 			elems, err := SplitBatch(line)
 			if err != nil {
 				c.stray(line, err)
@@ -684,8 +685,8 @@ func (c *Client) progress(params []byte) {
 	}
 	var token int64
 	ok := false
-	_ = eachMember(params, func(key, v []byte) error {
-		if keyIs(key, "progressToken") {
+	_ = jsonlex.EachMember(params, func(key, v []byte) error {
+		if jsonlex.KeyIs(key, "progressToken") {
 			if n, err := strconv.ParseInt(string(v), 10, 64); err == nil {
 				token, ok = n, true
 			}

@@ -3,6 +3,8 @@ package mcpwire
 import (
 	"strconv"
 	"unicode/utf8"
+
+	"github.com/capbridge/capbridge/internal/jsonlex"
 )
 
 // RequestedVersion is the protocol revision the client asks for.
@@ -101,9 +103,9 @@ func pfault(what, path string, index int, reason string) *ProtocolFault {
 
 // objectResult validates that raw is one JSON object.
 func objectResult(what string, raw []byte) ([]byte, error) {
-	start, end, _, serr := validValue(raw)
+	start, end, _, serr := jsonlex.Valid(raw, 0)
 	if serr != nil {
-		return nil, pfault(what, "", -1, "invalid JSON at byte "+strconv.Itoa(serr.off)+": "+serr.reason)
+		return nil, pfault(what, "", -1, "invalid JSON at byte "+strconv.Itoa(serr.Offset)+": "+serr.Reason)
 	}
 	if raw[start] != '{' {
 		return nil, pfault(what, "", -1, "result is not an object")
@@ -139,7 +141,7 @@ func str(v []byte) (string, string) {
 	if v[0] != '"' {
 		return "", "expected string, found " + kindName(v)
 	}
-	return unquote(v), ""
+	return jsonlex.Unquote(v), ""
 }
 
 func boolean(v []byte) (bool, string) {
@@ -169,22 +171,22 @@ func DecodeInitializeResult(raw []byte) (*InitializeResult, error) {
 	r := &InitializeResult{}
 	var have struct{ version, caps, info bool }
 	var fault error
-	_ = eachMember(obj, func(key, v []byte) error {
+	_ = jsonlex.EachMember(obj, func(key, v []byte) error {
 		var why, at string
 		switch {
-		case keyIs(key, "protocolVersion"):
+		case jsonlex.KeyIs(key, "protocolVersion"):
 			r.ProtocolVersion, why = str(v)
 			have.version, at = true, "/protocolVersion"
-		case keyIs(key, "capabilities"):
+		case jsonlex.KeyIs(key, "capabilities"):
 			r.Capabilities, why = object(v)
 			have.caps, at = true, "/capabilities"
 			if why == "" {
 				why, at = decodeServerCaps(v, r)
 			}
-		case keyIs(key, "serverInfo"):
+		case jsonlex.KeyIs(key, "serverInfo"):
 			have.info, at = true, "/serverInfo"
 			why, at = decodeImplementation(v, &r.ServerInfo, at)
-		case keyIs(key, "instructions"):
+		case jsonlex.KeyIs(key, "instructions"):
 			r.Instructions, why = str(v)
 			at = "/instructions"
 		}
@@ -208,8 +210,8 @@ func DecodeInitializeResult(raw []byte) (*InitializeResult, error) {
 }
 
 func decodeServerCaps(caps []byte, r *InitializeResult) (why, at string) {
-	_ = eachMember(caps, func(key, v []byte) error {
-		if !keyIs(key, "tools") {
+	_ = jsonlex.EachMember(caps, func(key, v []byte) error {
+		if !jsonlex.KeyIs(key, "tools") {
 			return nil
 		}
 		at = "/capabilities/tools"
@@ -217,8 +219,8 @@ func decodeServerCaps(caps []byte, r *InitializeResult) (why, at string) {
 			return errStop
 		}
 		r.HasTools = true
-		return eachMember(v, func(k, lv []byte) error {
-			if keyIs(k, "listChanged") {
+		return jsonlex.EachMember(v, func(k, lv []byte) error {
+			if jsonlex.KeyIs(k, "listChanged") {
 				at = "/capabilities/tools/listChanged"
 				if r.ToolsListChanged, why = boolean(lv); why != "" {
 					return errStop
@@ -236,15 +238,15 @@ func decodeImplementation(v []byte, impl *Implementation, at string) (string, st
 	}
 	var why, where string
 	var haveName, haveVersion bool
-	_ = eachMember(v, func(key, mv []byte) error {
+	_ = jsonlex.EachMember(v, func(key, mv []byte) error {
 		switch {
-		case keyIs(key, "name"):
+		case jsonlex.KeyIs(key, "name"):
 			impl.Name, why = str(mv)
 			haveName, where = true, at+"/name"
-		case keyIs(key, "version"):
+		case jsonlex.KeyIs(key, "version"):
 			impl.Version, why = str(mv)
 			haveVersion, where = true, at+"/version"
-		case keyIs(key, "title"):
+		case jsonlex.KeyIs(key, "title"):
 			impl.Title, why = str(mv)
 			where = at + "/title"
 		}
@@ -276,16 +278,16 @@ func DecodeToolsPage(raw []byte) (*ToolsPage, error) {
 	p := &ToolsPage{}
 	var haveTools bool
 	var fault error
-	_ = eachMember(obj, func(key, v []byte) error {
+	_ = jsonlex.EachMember(obj, func(key, v []byte) error {
 		switch {
-		case keyIs(key, "tools"):
+		case jsonlex.KeyIs(key, "tools"):
 			haveTools = true
 			if v[0] != '[' {
 				fault = pfault("tools/list", "/tools", -1, "expected array, found "+kindName(v))
 				return fault
 			}
 			p.Tools = p.Tools[:0]
-			return eachElement(v, func(i int, tv []byte) error {
+			return jsonlex.EachElement(v, func(i int, tv []byte) error {
 				t, why, at := decodeTool(tv)
 				if why != "" {
 					fault = pfault("tools/list", "/tools/"+strconv.Itoa(i)+at, i, why)
@@ -294,7 +296,7 @@ func DecodeToolsPage(raw []byte) (*ToolsPage, error) {
 				p.Tools = append(p.Tools, t)
 				return nil
 			})
-		case keyIs(key, "nextCursor"):
+		case jsonlex.KeyIs(key, "nextCursor"):
 			var why string
 			if p.NextCursor, why = str(v); why != "" {
 				fault = pfault("tools/list", "/nextCursor", -1, why)
@@ -318,39 +320,39 @@ func decodeTool(v []byte) (t Tool, why, at string) {
 		return t, "tool is not an object (found " + kindName(v) + ")", ""
 	}
 	var haveName, haveInput bool
-	_ = eachMember(v, func(key, mv []byte) error {
+	_ = jsonlex.EachMember(v, func(key, mv []byte) error {
 		switch {
-		case keyIs(key, "name"):
+		case jsonlex.KeyIs(key, "name"):
 			t.Name, why = str(mv)
 			haveName, at = true, "/name"
-		case keyIs(key, "title"):
+		case jsonlex.KeyIs(key, "title"):
 			t.Title, why = str(mv)
 			at = "/title"
-		case keyIs(key, "description"):
+		case jsonlex.KeyIs(key, "description"):
 			t.Description, why = str(mv)
 			at = "/description"
-		case keyIs(key, "inputSchema"):
+		case jsonlex.KeyIs(key, "inputSchema"):
 			t.InputSchema, why = object(mv)
 			haveInput, at = true, "/inputSchema"
-		case keyIs(key, "outputSchema"):
+		case jsonlex.KeyIs(key, "outputSchema"):
 			t.OutputSchema, why = object(mv)
 			at = "/outputSchema"
-		case keyIs(key, "annotations"):
+		case jsonlex.KeyIs(key, "annotations"):
 			t.Annotations, why, at = decodeAnnotations(mv)
-		case keyIs(key, "icons"):
+		case jsonlex.KeyIs(key, "icons"):
 			at = "/icons"
 			if mv[0] != '[' {
 				why = "expected array, found " + kindName(mv)
 			}
 			t.Icons = mv
-		case keyIs(key, "_meta"):
+		case jsonlex.KeyIs(key, "_meta"):
 			t.Meta, why = object(mv)
 			at = "/_meta"
-		case keyIs(key, "execution"):
+		case jsonlex.KeyIs(key, "execution"):
 			at = "/execution"
 			if t.Execution, why = object(mv); why == "" {
-				_ = eachMember(mv, func(k, ev []byte) error {
-					if keyIs(k, "taskSupport") {
+				_ = jsonlex.EachMember(mv, func(k, ev []byte) error {
+					if jsonlex.KeyIs(k, "taskSupport") {
 						at = "/execution/taskSupport"
 						t.TaskSupport, why = str(ev)
 					}
@@ -390,19 +392,19 @@ func decodeAnnotations(v []byte) (*ToolAnnotations, string, string) {
 		}
 		*dst = &b
 	}
-	_ = eachMember(v, func(key, mv []byte) error {
+	_ = jsonlex.EachMember(v, func(key, mv []byte) error {
 		switch {
-		case keyIs(key, "title"):
+		case jsonlex.KeyIs(key, "title"):
 			if a.Title, why = str(mv); why != "" {
 				at = "/annotations/title"
 			}
-		case keyIs(key, "readOnlyHint"):
+		case jsonlex.KeyIs(key, "readOnlyHint"):
 			hint(&a.ReadOnlyHint, mv, "readOnlyHint")
-		case keyIs(key, "destructiveHint"):
+		case jsonlex.KeyIs(key, "destructiveHint"):
 			hint(&a.DestructiveHint, mv, "destructiveHint")
-		case keyIs(key, "idempotentHint"):
+		case jsonlex.KeyIs(key, "idempotentHint"):
 			hint(&a.IdempotentHint, mv, "idempotentHint")
-		case keyIs(key, "openWorldHint"):
+		case jsonlex.KeyIs(key, "openWorldHint"):
 			hint(&a.OpenWorldHint, mv, "openWorldHint")
 		}
 		if why != "" {
@@ -429,19 +431,19 @@ func DecodeCallToolResult(raw []byte) (*CallToolResult, error) {
 	r := &CallToolResult{}
 	var haveContent bool
 	var fault error
-	_ = eachMember(obj, func(key, v []byte) error {
+	_ = jsonlex.EachMember(obj, func(key, v []byte) error {
 		var why, at string
 		switch {
-		case keyIs(key, "content"):
+		case jsonlex.KeyIs(key, "content"):
 			haveContent, at = true, "/content"
 			if v[0] != '[' {
 				why = "expected array, found " + kindName(v)
 				break
 			}
 			n := 0
-			_ = eachElement(v, func(int, []byte) error { n++; return nil })
+			_ = jsonlex.EachElement(v, func(int, []byte) error { n++; return nil })
 			r.Content = make([]ContentBlock, 0, n)
-			return eachElement(v, func(i int, bv []byte) error {
+			return jsonlex.EachElement(v, func(i int, bv []byte) error {
 				b, why, at := decodeBlock(bv)
 				if why != "" {
 					fault = pfault("tools/call", "/content/"+strconv.Itoa(i)+at, i, why)
@@ -450,14 +452,14 @@ func DecodeCallToolResult(raw []byte) (*CallToolResult, error) {
 				r.Content = append(r.Content, b)
 				return nil
 			})
-		case keyIs(key, "structuredContent"):
+		case jsonlex.KeyIs(key, "structuredContent"):
 			// Kept raw whatever its kind: 2026-07-28 allows any JSON
 			// value, and the bridge converts it totally either way.
 			r.StructuredContent = v
-		case keyIs(key, "isError"):
+		case jsonlex.KeyIs(key, "isError"):
 			r.IsError, why = boolean(v)
 			at = "/isError"
-		case keyIs(key, "_meta"):
+		case jsonlex.KeyIs(key, "_meta"):
 			r.Meta, why = object(v)
 			at = "/_meta"
 		}
@@ -483,12 +485,12 @@ func decodeBlock(v []byte) (b ContentBlock, why, at string) {
 	b.Raw = v
 	var haveType, haveText bool
 	var text []byte
-	_ = eachMember(v, func(key, mv []byte) error {
+	_ = jsonlex.EachMember(v, func(key, mv []byte) error {
 		switch {
-		case keyIs(key, "type"):
+		case jsonlex.KeyIs(key, "type"):
 			haveType, at = true, "/type"
 			b.Type, why = str(mv)
-		case keyIs(key, "text"):
+		case jsonlex.KeyIs(key, "text"):
 			haveText, text = true, mv
 		}
 		if why != "" {
