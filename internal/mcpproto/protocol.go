@@ -1,4 +1,4 @@
-package mcpwire
+package mcpproto
 
 import (
 	"strconv"
@@ -6,27 +6,6 @@ import (
 
 	"github.com/capbridge/capbridge/internal/jsonlex"
 )
-
-// RequestedVersion is the protocol revision the client asks for.
-const RequestedVersion = "2025-11-25"
-
-// SupportedVersions are the revisions the client accepts from a server,
-// newest first. Anything else is refused with a *VersionError.
-var SupportedVersions = []string{"2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"}
-
-// batchVersion is the only revision whose stdio transport allows a
-// JSON-RPC batch on one line ("MUST support receiving JSON-RPC
-// batches"); 2025-06-18 removed batching again.
-const batchVersion = "2025-03-26"
-
-func versionSupported(v string) bool {
-	for _, s := range SupportedVersions {
-		if s == v {
-			return true
-		}
-	}
-	return false
-}
 
 // Implementation is the serverInfo of an initialize result.
 type Implementation struct {
@@ -118,6 +97,13 @@ func objectResult(what string, raw []byte) ([]byte, error) {
 		return nil, pfault(what, "", -1, "result is not valid UTF-8")
 	}
 	return raw[start:end], nil
+}
+
+// DecodePingResult checks the result of ping: one JSON object, whose
+// members MCP leaves empty and this client ignores.
+func DecodePingResult(raw []byte) error {
+	_, err := objectResult("ping", raw)
+	return err
 }
 
 func kindName(v []byte) string {
