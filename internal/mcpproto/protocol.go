@@ -301,6 +301,50 @@ func DecodeToolsPage(raw []byte) (*ToolsPage, error) {
 	return p, nil
 }
 
+// DecodeToolList decodes a saved tools/list listing, as codegen reads
+// one: a single result page {"tools":[…]} (nextCursor and other members
+// ignored) or a bare array of tools. Each tool is held to exactly
+// DecodeToolsPage's rules, so a listing is accepted here if and only if
+// the client would accept it from a server; a fault names the tool's
+// index.
+func DecodeToolList(raw []byte) ([]Tool, error) {
+	start, end, _, serr := jsonlex.Valid(raw, 0)
+	if serr != nil || raw[start] != '[' {
+		p, err := DecodeToolsPage(raw)
+		if err != nil {
+			return nil, err
+		}
+		return p.Tools, nil
+	}
+	arr := raw[start:end]
+	if !utf8.Valid(arr) {
+		return nil, pfault("tools/list", "", -1, "listing is not valid UTF-8")
+	}
+	var tools []Tool
+	var fault error
+	_ = jsonlex.EachElement(arr, func(i int, tv []byte) error {
+		t, why, at := decodeTool(tv)
+		if why != "" {
+			fault = pfault("tools/list", "/"+strconv.Itoa(i)+at, i, why)
+			return fault
+		}
+		tools = append(tools, t)
+		return nil
+	})
+	if fault != nil {
+		return nil, fault
+	}
+	return tools, nil
+}
+
+// NeedsTasks reports whether t can only be called as an MCP task
+// (execution.taskSupport "required", 2025-11-25): a client that does not
+// speak tasks, as this one does not, gets -32601 for it. The bridge
+// leaves such tools out of what it serves and codegen out of what it
+// generates, by this one predicate, so a generated function is always
+// one the bridge answers.
+func (t Tool) NeedsTasks() bool { return t.TaskSupport == "required" }
+
 func decodeTool(v []byte) (t Tool, why, at string) {
 	if v[0] != '{' {
 		return t, "tool is not an object (found " + kindName(v) + ")", ""
