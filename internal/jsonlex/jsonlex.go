@@ -12,6 +12,7 @@
 package jsonlex
 
 import (
+	"bytes"
 	"encoding/binary"
 	"math"
 	"math/bits"
@@ -141,10 +142,14 @@ func unexpected(b []byte, i int, reason string) *Fault {
 // CheckDepth returns a FaultDepth at i if a container opened at b[i],
 // inside depth others, would exceed bound.MaxDepth, and nil otherwise.
 func CheckDepth(i, depth int) *Fault {
-	if depth >= bound.MaxDepth {
-		return fault(FaultDepth, i, "nesting deeper than "+strconv.Itoa(bound.MaxDepth))
+	if depth < bound.MaxDepth {
+		return nil
 	}
-	return nil
+	return depthFault(i)
+}
+
+func depthFault(i int) *Fault {
+	return fault(FaultDepth, i, "nesting deeper than "+strconv.Itoa(bound.MaxDepth))
 }
 
 func scanObject(b []byte, i, depth int, fl Flags, ws *bool) (int, *Fault) {
@@ -533,14 +538,7 @@ func AppendUnescaped(dst, body []byte) []byte {
 	}
 }
 
-func indexBackslash(b []byte) int {
-	for i, c := range b {
-		if c == '\\' {
-			return i
-		}
-	}
-	return -1
-}
+func indexBackslash(b []byte) int { return bytes.IndexByte(b, '\\') }
 
 func hexRune(b []byte) rune {
 	return unhex(b[0])<<12 | unhex(b[1])<<8 | unhex(b[2])<<4 | unhex(b[3])
