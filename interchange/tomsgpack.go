@@ -76,7 +76,31 @@ func (c *jsConv) value(p, depth int) (int, *Fault) {
 		return c.literal(p, "null", 0xc0)
 	default:
 		if ch == '-' || ch >= '0' && ch <= '9' {
-			return c.number(p)
+			// Numbers are most of many documents: a short integer is
+			// read by the lexer's inlined fast path, anything else by
+			// its full scan, called here rather than in a helper.
+			if q, u, ok := jsonlex.ShortInt(src, p); ok {
+				c.out = appendUint(c.out, u)
+				return q, nil
+			}
+			n, f := jsonlex.ScanNumber(src, p)
+			if f != nil {
+				return n.End, lexFault(f)
+			}
+			// Without a fraction or exponent a number is an integer and
+			// must fit int64 or uint64 exactly: no wrapping, no clamping,
+			// no float fallback.
+			switch u := n.Mag; {
+			case n.Float:
+				return c.float(p, n.End)
+			case n.Overflow, n.Neg && u > 1<<63:
+				return p, newFault(FaultIntegerRange, p)
+			case n.Neg && u != 0:
+				c.out = appendInt(c.out, -int64(u-1)-1)
+			default:
+				c.out = appendUint(c.out, u)
+			}
+			return n.End, nil
 		}
 	}
 	return p, newFault(FaultSyntax, p)
@@ -91,38 +115,21 @@ func (c *jsConv) literal(p int, word string, code byte) (int, *Fault) {
 	return q, nil
 }
 
-// number converts the RFC 8259 §6 number at src[p]. Without a fraction or
-// exponent it is an integer and must fit int64 or uint64 exactly; with
-// either it is a float64 and must not overflow: no wrapping, no clamping,
-// no float fallback.
-func (c *jsConv) number(p int) (int, *Fault) {
-	n, f := jsonlex.ScanNumber(c.src, p)
-	if f != nil {
-		return n.End, lexFault(f)
+// float converts the number src[p:end], which has a fraction or an
+// exponent, to a float64, which must not overflow: no clamping.
+func (c *jsConv) float(p, end int) (int, *Fault) {
+	text := c.src[p:end]
+	// ParseFloat neither keeps nor returns (on success) its argument,
+	// so viewing the bytes as a string is safe and saves a copy.
+	v, err := strconv.ParseFloat(unsafe.String(unsafe.SliceData(text), len(text)), 64)
+	if err != nil && math.IsInf(v, 0) {
+		return p, newFault(FaultFloatOverflow, p)
 	}
-	if n.Float {
-		text := c.src[p:n.End]
-		// ParseFloat neither keeps nor returns (on success) its argument,
-		// so viewing the bytes as a string is safe and saves a copy.
-		v, err := strconv.ParseFloat(unsafe.String(unsafe.SliceData(text), len(text)), 64)
-		if err != nil && math.IsInf(v, 0) {
-			return p, newFault(FaultFloatOverflow, p)
-		}
-		// Any other error is underflow, rounded to zero or a subnormal as
-		// every JSON reader does; the grammar was checked above.
-		c.out = append(c.out, 0xcb)
-		c.out = binary.BigEndian.AppendUint64(c.out, math.Float64bits(v))
-		return n.End, nil
-	}
-	switch u := n.Mag; {
-	case n.Overflow, n.Neg && u > 1<<63:
-		return p, newFault(FaultIntegerRange, p)
-	case n.Neg && u != 0:
-		c.out = appendInt(c.out, -int64(u-1)-1)
-	default:
-		c.out = appendUint(c.out, u)
-	}
-	return n.End, nil
+	// Any other error is underflow, rounded to zero or a subnormal as
+	// every JSON reader does; the lexer checked the grammar.
+	c.out = append(c.out, 0xcb)
+	c.out = binary.BigEndian.AppendUint64(c.out, math.Float64bits(v))
+	return end, nil
 }
 
 // appendUint writes u in the smallest MessagePack unsigned form.

@@ -92,7 +92,8 @@ func SkipSpace(b []byte, i int) int {
 
 // ScanValue validates the JSON value starting at b[i] (no leading
 // whitespace), enclosed by depth containers already, and returns the
-// offset just past it. It is linear in the input and never allocates on
+// offset just past it. Containers are scanned in its own body, not in
+// helpers, so a nested value costs one call. It is linear in the input and never allocates on
 // success. If ws is not nil, *ws is set when insignificant whitespace
 // occurs inside the value, so a caller knows whether a compact copy is
 // needed.
@@ -105,10 +106,70 @@ func ScanValue(b []byte, i, depth int, fl Flags, ws *bool) (int, *Fault) {
 		end, _, f := ScanString(b, i, fl)
 		return end, f
 	case c == '{':
-		return scanObject(b, i, depth, fl, ws)
+		if f := CheckDepth(i, depth); f != nil {
+			return i, f
+		}
+		i = skip(b, i+1, ws)
+		if i < len(b) && b[i] == '}' {
+			return i + 1, nil
+		}
+		for {
+			if i >= len(b) || b[i] != '"' {
+				return i, unexpected(b, i, "expected object key")
+			}
+			var f *Fault
+			if i, _, f = ScanString(b, i, fl); f != nil {
+				return i, f
+			}
+			i = skip(b, i, ws)
+			if i >= len(b) || b[i] != ':' {
+				return i, unexpected(b, i, "expected ':' after object key")
+			}
+			i = skip(b, i+1, ws)
+			if i, f = ScanValue(b, i, depth+1, fl, ws); f != nil {
+				return i, f
+			}
+			i = skip(b, i, ws)
+			if i >= len(b) {
+				return i, fault(FaultTruncated, len(b), "unterminated object")
+			}
+			if b[i] == '}' {
+				return i + 1, nil
+			}
+			if b[i] != ',' {
+				return i, fault(FaultSyntax, i, "expected ',' or '}' in object")
+			}
+			i = skip(b, i+1, ws)
+		}
 	case c == '[':
-		return scanArray(b, i, depth, fl, ws)
+		if f := CheckDepth(i, depth); f != nil {
+			return i, f
+		}
+		i = skip(b, i+1, ws)
+		if i < len(b) && b[i] == ']' {
+			return i + 1, nil
+		}
+		for {
+			var f *Fault
+			if i, f = ScanValue(b, i, depth+1, fl, ws); f != nil {
+				return i, f
+			}
+			i = skip(b, i, ws)
+			if i >= len(b) {
+				return i, fault(FaultTruncated, len(b), "unterminated array")
+			}
+			if b[i] == ']' {
+				return i + 1, nil
+			}
+			if b[i] != ',' {
+				return i, fault(FaultSyntax, i, "expected ',' or ']' in array")
+			}
+			i = skip(b, i+1, ws)
+		}
 	case c == '-' || (c >= '0' && c <= '9'):
+		if end, _, ok := ShortInt(b, i); ok {
+			return end, nil
+		}
 		n, f := ScanNumber(b, i)
 		return n.End, f
 	case c == 't':
@@ -150,71 +211,6 @@ func CheckDepth(i, depth int) *Fault {
 
 func depthFault(i int) *Fault {
 	return fault(FaultDepth, i, "nesting deeper than "+strconv.Itoa(bound.MaxDepth))
-}
-
-func scanObject(b []byte, i, depth int, fl Flags, ws *bool) (int, *Fault) {
-	if f := CheckDepth(i, depth); f != nil {
-		return i, f
-	}
-	i = skip(b, i+1, ws)
-	if i < len(b) && b[i] == '}' {
-		return i + 1, nil
-	}
-	for {
-		if i >= len(b) || b[i] != '"' {
-			return i, unexpected(b, i, "expected object key")
-		}
-		var f *Fault
-		if i, _, f = ScanString(b, i, fl); f != nil {
-			return i, f
-		}
-		i = skip(b, i, ws)
-		if i >= len(b) || b[i] != ':' {
-			return i, unexpected(b, i, "expected ':' after object key")
-		}
-		i = skip(b, i+1, ws)
-		if i, f = ScanValue(b, i, depth+1, fl, ws); f != nil {
-			return i, f
-		}
-		i = skip(b, i, ws)
-		if i >= len(b) {
-			return i, fault(FaultTruncated, len(b), "unterminated object")
-		}
-		if b[i] == '}' {
-			return i + 1, nil
-		}
-		if b[i] != ',' {
-			return i, fault(FaultSyntax, i, "expected ',' or '}' in object")
-		}
-		i = skip(b, i+1, ws)
-	}
-}
-
-func scanArray(b []byte, i, depth int, fl Flags, ws *bool) (int, *Fault) {
-	if f := CheckDepth(i, depth); f != nil {
-		return i, f
-	}
-	i = skip(b, i+1, ws)
-	if i < len(b) && b[i] == ']' {
-		return i + 1, nil
-	}
-	for {
-		var f *Fault
-		if i, f = ScanValue(b, i, depth+1, fl, ws); f != nil {
-			return i, f
-		}
-		i = skip(b, i, ws)
-		if i >= len(b) {
-			return i, fault(FaultTruncated, len(b), "unterminated array")
-		}
-		if b[i] == ']' {
-			return i + 1, nil
-		}
-		if b[i] != ',' {
-			return i, fault(FaultSyntax, i, "expected ',' or ']' in array")
-		}
-		i = skip(b, i+1, ws)
-	}
 }
 
 // Valid checks that b holds exactly one JSON value, optionally surrounded
@@ -278,6 +274,32 @@ func (n Number) Int64() (int64, bool) {
 // ScanNumber validates the RFC 8259 §6 number at b[i] (a '-' or a digit).
 // A number must be followed by a delimiter: "01", "1.5.2" and "2-1" are
 // malformed numbers, not a number followed by something else.
+// ShortInt reports whether b[i:] starts with a complete non-negative
+// integer of at most 18 digits, the most common number by far, and
+// returns its end and value. It is small enough to be inlined into a
+// converter's loop, which calls ScanNumber only when it reports false;
+// it accepts only what ScanNumber accepts, with the same end and value.
+func ShortInt(b []byte, i int) (end int, u uint64, ok bool) {
+	j := i
+	for j < len(b) && b[j]-'0' < 10 {
+		u = u*10 + uint64(b[j]-'0')
+		j++
+	}
+	ok = uint(j-i-1) < 18 && (b[i] != '0' || j == i+1) && (j == len(b) || !numberByte[b[j]])
+	return j, u, ok
+}
+
+// numberByte marks the bytes that may continue a number.
+var numberByte = func() (t [256]bool) {
+	for _, c := range "0123456789.eE+-" {
+		t[c] = true
+	}
+	return t
+}()
+
+// ScanNumber validates the RFC 8259 §6 number at b[i] (a '-' or a digit).
+// A number must be followed by a delimiter: "01", "1.5.2" and "2-1" are
+// malformed numbers, not a number followed by something else.
 func ScanNumber(b []byte, i int) (Number, *Fault) {
 	var n Number
 	if b[i] == '-' {
@@ -322,11 +344,8 @@ func ScanNumber(b []byte, i int) (Number, *Fault) {
 		}
 		i = skipDigits(b, i)
 	}
-	if i < len(b) {
-		switch b[i] {
-		case '0', '1', '2', '3', '4', '5', '6', '7', '8', '9', '.', 'e', 'E', '+', '-':
-			return Number{End: i}, fault(FaultSyntax, i, "invalid number")
-		}
+	if i < len(b) && numberByte[b[i]] {
+		return Number{End: i}, fault(FaultSyntax, i, "invalid number")
 	}
 	n.End = i
 	return n, nil

@@ -119,6 +119,16 @@ func TestNumber(t *testing.T) {
 			t.Errorf("%s.Int64() = %d, %v; want %d, %v", tt.in, i, ok, tt.i, tt.isInt)
 		}
 	}
+	for in, want := range map[string]bool{
+		"0": true, "7,": true, "123456789012345678]": true, "42 ": true,
+		"1234567890123456789": false, "01": false, "1.5": false, "1e2": false, "12-": false, "-1": false, "x": false,
+	} {
+		end, u, ok := ShortInt([]byte(in), 0)
+		n, f := ScanNumber([]byte(in), 0)
+		if ok != want || ok && (f != nil || n.End != end || n.Mag != u || n.Float || n.Neg) {
+			t.Errorf("ShortInt(%q) = %d, %d, %v; ScanNumber %+v %+v", in, end, u, ok, n, f)
+		}
+	}
 }
 
 func TestUnquote(t *testing.T) {
@@ -203,6 +213,17 @@ func FuzzValid(f *testing.F) {
 		}
 		if st == nil && (lax != nil || !utf8.Valid(in)) {
 			t.Fatalf("strict accepted what lax refused or invalid UTF-8")
+		}
+		for i, c := range in {
+			if c < '0' || c > '9' {
+				continue
+			}
+			// The fast path accepts only what the full scan accepts.
+			if end, u, ok := ShortInt(in, i); ok {
+				if n, f := ScanNumber(in, i); f != nil || n.End != end || n.Mag != u || n.Float || n.Neg || n.Overflow {
+					t.Fatalf("ShortInt at %d = %d, %d; ScanNumber %+v %+v", i, end, u, n, f)
+				}
+			}
 		}
 		if lax != nil && lax.Offset > len(in) || st != nil && st.Offset > len(in) {
 			t.Fatalf("fault offset past the input")
