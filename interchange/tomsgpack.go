@@ -92,7 +92,19 @@ func (c *jsConv) value(p, depth int) (int, *Fault) {
 			// no float fallback.
 			switch u := n.Mag; {
 			case n.Float:
-				return c.float(p, n.End)
+				text := src[p:n.End]
+				// ParseFloat neither keeps nor returns (on success) its
+				// argument, so viewing the bytes as a string is safe and
+				// saves a copy.
+				v, err := strconv.ParseFloat(unsafe.String(unsafe.SliceData(text), len(text)), 64)
+				if err != nil && math.IsInf(v, 0) {
+					return p, newFault(FaultFloatOverflow, p)
+				}
+				// Any other error is underflow, rounded to zero or a
+				// subnormal as every JSON reader does; the lexer checked
+				// the grammar.
+				c.out = append(c.out, 0xcb)
+				c.out = binary.BigEndian.AppendUint64(c.out, math.Float64bits(v))
 			case n.Overflow, n.Neg && u > 1<<63:
 				return p, newFault(FaultIntegerRange, p)
 			case n.Neg && u != 0:
@@ -113,23 +125,6 @@ func (c *jsConv) literal(p int, word string, code byte) (int, *Fault) {
 	}
 	c.out = append(c.out, code)
 	return q, nil
-}
-
-// float converts the number src[p:end], which has a fraction or an
-// exponent, to a float64, which must not overflow: no clamping.
-func (c *jsConv) float(p, end int) (int, *Fault) {
-	text := c.src[p:end]
-	// ParseFloat neither keeps nor returns (on success) its argument,
-	// so viewing the bytes as a string is safe and saves a copy.
-	v, err := strconv.ParseFloat(unsafe.String(unsafe.SliceData(text), len(text)), 64)
-	if err != nil && math.IsInf(v, 0) {
-		return p, newFault(FaultFloatOverflow, p)
-	}
-	// Any other error is underflow, rounded to zero or a subnormal as
-	// every JSON reader does; the lexer checked the grammar.
-	c.out = append(c.out, 0xcb)
-	c.out = binary.BigEndian.AppendUint64(c.out, math.Float64bits(v))
-	return end, nil
 }
 
 // appendUint writes u in the smallest MessagePack unsigned form.
