@@ -175,7 +175,7 @@ func (s *server) filter(listed []mcpwire.Tool) []mcpwire.Tool {
 		case s.cfg.ToolsAllow != nil && !slices.Contains(s.cfg.ToolsAllow, t.Name),
 			slices.Contains(s.cfg.ToolsDeny, t.Name):
 			continue
-		case t.TaskSupport == "required":
+		case t.NeedsTasks():
 			s.log.Warn().Str("tool", t.Name).Msg("tool requires MCP tasks, which capbridge does not speak; leaving it out")
 			continue
 		}

@@ -121,37 +121,40 @@ func TestGoldenContent(t *testing.T) {
 // hostile lists every listing in testdata/hostile and what must become of
 // it: nil means a verified façade, otherwise the error it must match.
 var hostile = map[string]error{
-	"annotations-wrong-types":      nil,
-	"bad-deep-listing":             ErrBadListing,
-	"bad-no-tools":                 ErrBadListing,
-	"bad-not-json":                 ErrBadListing,
-	"bad-tool-no-name":             ErrBadListing,
-	"bad-tool-no-schema":           ErrBadListing,
-	"bad-tool-not-object":          ErrBadListing,
-	"desc-100kb":                   nil,
-	"desc-backticks":               nil,
-	"desc-bidi":                    nil,
-	"desc-comment-close":           nil,
-	"desc-go-linkname":             nil,
-	"desc-markdown-doc-syntax":     nil,
-	"desc-newlines":                nil,
-	"desc-nul":                     nil,
-	"names-collide-mangling":       nil,
-	"names-digits":                 nil,
-	"names-duplicate":              ErrNameCollision,
-	"names-empty-param":            nil,
-	"names-go-keywords":            nil,
-	"names-long":                   nil,
-	"names-options-clash":          nil,
-	"names-unicode":                nil,
-	"params-field-collide":         nil,
-	"params-label-collide":         nil,
-	"schema-1000-deep":             nil,
-	"schema-200-params":            nil,
-	"schema-duplicate-keys":        nil,
-	"schema-huge-enum":             nil,
-	"schema-no-properties":         nil,
-	"schema-non-object":            nil,
+	"annotations-wrong-types": ErrBadListing, // the bridge's client refuses it too
+
+	"bad-deep-listing":         ErrBadListing,
+	"bad-no-tools":             ErrBadListing,
+	"bad-not-json":             ErrBadListing,
+	"bad-tool-no-name":         ErrBadListing,
+	"bad-tool-no-schema":       ErrBadListing,
+	"bad-tool-not-object":      ErrBadListing,
+	"desc-100kb":               nil,
+	"desc-backticks":           nil,
+	"desc-bidi":                nil,
+	"desc-comment-close":       nil,
+	"desc-go-linkname":         nil,
+	"desc-markdown-doc-syntax": nil,
+	"desc-newlines":            nil,
+	"desc-nul":                 nil,
+	"names-collide-mangling":   nil,
+	"names-digits":             nil,
+	"names-duplicate":          ErrNameCollision,
+	"names-empty-param":        nil,
+	"names-go-keywords":        nil,
+	"names-long":               nil,
+	"names-options-clash":      nil,
+	"names-unicode":            nil,
+	"params-field-collide":     nil,
+	"params-label-collide":     nil,
+	"schema-1000-deep":         ErrBadListing, // deeper than bound.MaxDepth
+
+	"schema-200-params":     nil,
+	"schema-duplicate-keys": nil,
+	"schema-huge-enum":      nil,
+	"schema-no-properties":  nil,
+	"schema-non-object":     ErrBadListing, // inputSchema must be an object
+
 	"schema-properties-not-object": nil,
 	"schema-ref-cycle":             nil,
 	"schema-ref-ok":                nil,
@@ -353,7 +356,13 @@ func TestParseListing(t *testing.T) {
 		{"string", `"tools"`, -1},
 		{"empty input", ``, -1},
 		{"trailing", `[] []`, -1},
-		{"tolerant content", `[{"name":"a","inputSchema":{},"description":5,"annotations":[],"title":{}}]`, 1},
+		{"unknown members ignored", `[{"name":"a","inputSchema":{},"future":5,"execution":{"taskSupport":"optional"}}]`, 1},
+		{"description not string", `[{"name":"a","inputSchema":{},"description":5}]`, -1},
+		{"title not string", `{"tools":[{"name":"a","inputSchema":{},"title":{}}]}`, -1},
+		{"annotations not object", `[{"name":"a","inputSchema":{},"annotations":[]}]`, -1},
+		{"hint not boolean", `[{"name":"a","inputSchema":{},"annotations":{"readOnlyHint":"no"}}]`, -1},
+		{"schema not object", `[{"name":"a","inputSchema":"x"}]`, -1},
+		{"needs tasks", `{"tools":[{"name":"a","inputSchema":{}},{"name":"t","inputSchema":{},"execution":{"taskSupport":"required"}}]}`, 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tools, err := ParseListing([]byte(tc.in))
@@ -370,13 +379,17 @@ func TestParseListing(t *testing.T) {
 		})
 	}
 	tools, err := ParseListing([]byte(`[{"name":"a","title":"T","inputSchema":{},"outputSchema":{"type":"object"},
-		"annotations":{"readOnlyHint":true,"destructiveHint":"no","title":"ignored"}}]`))
+		"annotations":{"readOnlyHint":true,"title":"ignored"}}]`))
 	if err != nil {
 		t.Fatal(err)
 	}
 	h := tools[0].Hints
 	if tools[0].Title != "T" || h.ReadOnly == nil || !*h.ReadOnly || h.Destructive != nil || len(tools[0].OutputSchema) == 0 {
 		t.Errorf("parsed %+v", tools[0])
+	}
+	var le *ListingError
+	if _, err := ParseListing([]byte(`{"tools":[{"name":"a","inputSchema":{}},{"name":"b","inputSchema":{},"description":5}]}`)); !errors.As(err, &le) || le.Index != 1 {
+		t.Errorf("fault in the second tool: %v, want a *ListingError naming tool 1", err)
 	}
 	if _, err := ParseListing(make([]byte, MaxListingBytes+1)); !errors.Is(err, ErrBadListing) {
 		t.Errorf("oversized listing: %v", err)

@@ -6,7 +6,11 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"strconv"
+
+	"github.com/capbridge/capbridge/internal/mcpproto"
 )
 
 // Tool is one entry of a server's tools/list result, as the generator needs
@@ -49,100 +53,48 @@ func (e *ListingError) Is(target error) bool { return target == ErrBadListing }
 
 // ParseListing reads a saved tools/list result: either the result object
 // {"tools":[…]} (other members such as nextCursor are ignored) or a bare
-// array of tools. It is total: hostile bytes give a *ListingError.
+// array of tools. It is total: hostile bytes give a *ListingError, whose
+// Index names the offending tool.
 //
-// Strict envelope, tolerant content: a tool that is not an object, has no
-// non-empty string name, or has no inputSchema fails the whole listing (a
-// server lying about one tool is not one to half-trust); a title or
-// description of the wrong type, or a non-boolean hint, is ignored.
+// It reads a listing by the very rules the bridge's MCP client reads a
+// live server's (internal/mcpproto): a listing is refused here exactly
+// when the bridge would refuse it from the server, and a tool that needs
+// MCP tasks is left out here exactly as the bridge leaves it out, so
+// every function generated from a listing is one the bridge serves.
 func ParseListing(data []byte) ([]Tool, error) {
 	if len(data) > MaxListingBytes {
 		return nil, &ListingError{-1, fmt.Sprintf("%d bytes is over the %d-byte limit", len(data), MaxListingBytes)}
 	}
-	data = bytes.TrimSpace(data)
-	var entries []json.RawMessage
-	switch {
-	case len(data) > 0 && data[0] == '[':
-		if err := json.Unmarshal(data, &entries); err != nil {
-			return nil, &ListingError{-1, "not a JSON array of tools: " + clip(err.Error(), 120)}
+	listed, err := mcpproto.DecodeToolList(data)
+	if err != nil {
+		var pf *mcpproto.ProtocolFault
+		if !errors.As(err, &pf) {
+			return nil, &ListingError{-1, err.Error()}
 		}
-	case len(data) > 0 && data[0] == '{':
-		var res struct {
-			Tools *[]json.RawMessage `json:"tools"`
+		reason := pf.Reason
+		if pf.Path != "" {
+			reason += " at " + strconv.Quote(pf.Path)
 		}
-		if err := json.Unmarshal(data, &res); err != nil {
-			return nil, &ListingError{-1, "not a tools/list result: " + clip(err.Error(), 120)}
-		}
-		if res.Tools == nil {
-			return nil, &ListingError{-1, `object has no "tools" array`}
-		}
-		entries = *res.Tools
-	default:
-		return nil, &ListingError{-1, `want {"tools":[…]} or a JSON array`}
+		return nil, &ListingError{pf.Index, clip(reason, 200)}
 	}
-	if len(entries) > MaxTools {
-		return nil, &ListingError{-1, fmt.Sprintf("%d tools is over the limit of %d", len(entries), MaxTools)}
+	if len(listed) > MaxTools {
+		return nil, &ListingError{-1, fmt.Sprintf("%d tools is over the limit of %d", len(listed), MaxTools)}
 	}
-	tools := make([]Tool, 0, len(entries))
-	for i, raw := range entries {
-		t, reason := parseTool(raw)
-		if reason != "" {
-			return nil, &ListingError{i, reason}
+	tools := make([]Tool, 0, len(listed))
+	for _, t := range listed {
+		if t.NeedsTasks() {
+			continue
 		}
-		tools = append(tools, t)
+		ct := Tool{Name: t.Name, Title: t.Title, Description: t.Description, InputSchema: t.InputSchema, OutputSchema: t.OutputSchema}
+		if a := t.Annotations; a != nil {
+			if ct.Title == "" {
+				ct.Title = a.Title
+			}
+			ct.Hints = Hints{ReadOnly: a.ReadOnlyHint, Destructive: a.DestructiveHint, Idempotent: a.IdempotentHint, OpenWorld: a.OpenWorldHint}
+		}
+		tools = append(tools, ct)
 	}
 	return tools, nil
-}
-
-func parseTool(raw json.RawMessage) (Tool, string) {
-	var m map[string]json.RawMessage
-	if err := json.Unmarshal(raw, &m); err != nil || m == nil {
-		return Tool{}, "not a JSON object"
-	}
-	var t Tool
-	if err := json.Unmarshal(m["name"], &t.Name); err != nil || t.Name == "" {
-		return Tool{}, `no non-empty string "name"`
-	}
-	schema, ok := m["inputSchema"]
-	if !ok || string(schema) == "null" {
-		return Tool{}, fmt.Sprintf("tool %q has no inputSchema", clip(t.Name, 60))
-	}
-	t.InputSchema = schema
-	if out, ok := m["outputSchema"]; ok && string(out) != "null" {
-		t.OutputSchema = out
-	}
-	t.Description = optString(m["description"])
-	var ann map[string]json.RawMessage
-	if json.Unmarshal(m["annotations"], &ann) != nil {
-		ann = nil
-	}
-	t.Title = optString(m["title"])
-	if t.Title == "" {
-		t.Title = optString(ann["title"])
-	}
-	t.Hints = Hints{
-		ReadOnly:    optBool(ann["readOnlyHint"]),
-		Destructive: optBool(ann["destructiveHint"]),
-		Idempotent:  optBool(ann["idempotentHint"]),
-		OpenWorld:   optBool(ann["openWorldHint"]),
-	}
-	return t, ""
-}
-
-func optString(raw json.RawMessage) string {
-	var s string
-	if json.Unmarshal(raw, &s) != nil {
-		return ""
-	}
-	return s
-}
-
-func optBool(raw json.RawMessage) *bool {
-	var b bool
-	if json.Unmarshal(raw, &b) != nil {
-		return nil
-	}
-	return &b
 }
 
 // listingDigest is the hex SHA-256 of the canonical form of tools: for every

@@ -4,7 +4,7 @@
 //
 // Tool arguments travel from a jailed program as MessagePack and must reach
 // an MCP server as JSON; a tool's structuredContent comes back as JSON and
-// must reach the program as MessagePack (issue 4). A conversion that wraps
+// must reach the program as MessagePack. A conversion that wraps
 // an integer, guesses an encoding for binary or silently keeps one of two
 // duplicate keys corrupts a call without anyone knowing, so this package
 // never wraps, clamps or guesses: a value converts exactly or the whole
@@ -47,7 +47,12 @@
 //
 // Input is parsed strictly by RFC 8259: no comments, trailing commas,
 // leading zeros, "+", NaN, Infinity, single quotes or raw control
-// characters in strings; white space only between tokens.
+// characters in strings; white space only between tokens. The tokens are
+// read by capbridge's one JSON lexer (internal/jsonlex, which mcpwire
+// reads MCP lines with too), in its strict dialect: strings must be UTF-8
+// and may not hold a lone surrogate escape, which mcpwire instead reads
+// as U+FFFD like encoding/json. The conversion is still one pass: the
+// lexer's primitives validate each token as the converter writes it.
 //
 //	JSON                                MessagePack
 //	null, false, true                   nil, false, true
@@ -82,7 +87,7 @@
 //
 // Arrays and objects may nest [MaxDepth] deep, the same in both
 // directions, so a value converting one way never fails the other way on
-// depth. The caller bounds the input; the output is then bounded
+// depth; it is bound.MaxDepth, which capwire and mcpwire enforce too. The caller bounds the input; the output is then bounded
 // linearly (at most 6 bytes of JSON per byte of MessagePack, reached by
 // strings of control characters, and at most 3 bytes of MessagePack per
 // byte of JSON, reached by "1e1" becoming a 9-byte float64), and

@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/capbridge/capbridge/internal/text"
 )
 
 // objectJSON writes an object with the given keys (and a small value for
@@ -80,7 +82,7 @@ func checkDuplicate(t *testing.T, doc string, keys []string, offs []int, want in
 		return
 	}
 	f := checkFault(t, err, []byte(doc))
-	wantPath := "/" + escapeToken([]byte(keys[want]))
+	wantPath := "/" + text.PointerToken(keys[want])
 	if f.Kind != FaultDuplicateKey || f.Path != wantPath || f.Offset != offs[want] {
 		t.Fatalf("%d keys: %s %q @%d, want duplicate_key %q @%d", len(keys), f.Kind, f.Path, f.Offset, wantPath, offs[want])
 	}

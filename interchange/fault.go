@@ -3,6 +3,8 @@ package interchange
 import (
 	"strconv"
 	"strings"
+
+	"github.com/capbridge/capbridge/internal/text"
 )
 
 // FaultKind says why a conversion refused its input. The set is closed:
@@ -137,17 +139,8 @@ func (f *Fault) index(i int) *Fault {
 
 // key prepends an object member name (valid UTF-8) to the path.
 func (f *Fault) key(k []byte) *Fault {
-	f.rev = append(f.rev, escapeToken(k))
+	f.rev = append(f.rev, text.PointerToken(string(k)))
 	return f
-}
-
-// escapeToken applies RFC 6901 §3: "~" becomes "~0" and "/" becomes "~1".
-func escapeToken(k []byte) string {
-	s := string(k)
-	if strings.ContainsAny(s, "~/") {
-		s = strings.NewReplacer("~", "~0", "/", "~1").Replace(s)
-	}
-	return s
 }
 
 func (f *Fault) finish(fromJSON bool) *Fault {

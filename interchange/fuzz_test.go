@@ -104,7 +104,7 @@ func FuzzToJSON(f *testing.F) {
 }
 
 // jsonOnlyRefusals are the documented reasons this package refuses a
-// text encoding/json accepts (issue 4).
+// text encoding/json accepts.
 var jsonOnlyRefusals = map[FaultKind]bool{
 	FaultDuplicateKey:  true, // encoding/json keeps the last
 	FaultIntegerRange:  true, // it would round to float64

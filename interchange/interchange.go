@@ -1,14 +1,18 @@
 package interchange
 
-import "math"
+import (
+	"math"
+
+	"github.com/capbridge/capbridge/internal/bound"
+)
 
 // MaxDepth is the deepest nesting of arrays and objects (maps) either
 // direction accepts: a value may sit inside MaxDepth containers, and the
 // container that would be number MaxDepth+1 is refused with FaultDepth.
 // One bound serves both directions, and the mapping preserves nesting,
 // so a value that converts one way never fails the other way on depth.
-// Other packages (capwire, bridge) refer to it for the same reason.
-const MaxDepth = 128
+// It is bound.MaxDepth, the bound capwire and mcpwire enforce too.
+const MaxDepth = bound.MaxDepth
 
 // Limits bounds a conversion beyond MaxDepth. The zero Limits imposes no
 // bound on the output other than the linear one in the package doc.

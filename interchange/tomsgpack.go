@@ -1,14 +1,13 @@
 package interchange
 
 import (
-	"bytes"
 	"encoding/binary"
 	"math"
 	"slices"
 	"strconv"
-	"unicode/utf16"
-	"unicode/utf8"
 	"unsafe"
+
+	"github.com/capbridge/capbridge/internal/jsonlex"
 )
 
 // jsConv converts one JSON text to MessagePack. It is used by one
@@ -20,15 +19,26 @@ type jsConv struct {
 	st    *scratch
 }
 
-func isSpace(ch byte) bool {
-	return ch == ' ' || ch == '\n' || ch == '\r' || ch == '\t'
+// lexFlags is interchange's JSON dialect: strings must be UTF-8 with
+// paired surrogates, since the MessagePack str they become must be UTF-8.
+const lexFlags = jsonlex.CheckUTF8 | jsonlex.RefuseLoneSurrogate
+
+var lexKinds = [...]FaultKind{
+	jsonlex.FaultTruncated:     FaultTruncated,
+	jsonlex.FaultSyntax:        FaultSyntax,
+	jsonlex.FaultInvalidUTF8:   FaultInvalidUTF8,
+	jsonlex.FaultLoneSurrogate: FaultLoneSurrogate,
+	jsonlex.FaultDepth:         FaultDepth,
+	jsonlex.FaultTrailing:      FaultTrailing,
+}
+
+// lexFault translates the lexer's fault into the package's.
+func lexFault(f *jsonlex.Fault) *Fault {
+	return newFault(lexKinds[f.Kind], f.Offset)
 }
 
 func (c *jsConv) skipSpace(p int) int {
-	for p < len(c.src) && isSpace(c.src[p]) {
-		p++
-	}
-	return p
+	return jsonlex.SkipSpace(c.src, p)
 }
 
 // unexpected reports the byte at p as out of place, or truncation if the
@@ -66,123 +76,55 @@ func (c *jsConv) value(p, depth int) (int, *Fault) {
 		return c.literal(p, "null", 0xc0)
 	default:
 		if ch == '-' || ch >= '0' && ch <= '9' {
-			return c.number(p)
+			// Numbers are most of many documents: a short integer is
+			// read by the lexer's inlined fast path, anything else by
+			// its full scan, called here rather than in a helper.
+			if q, u, ok := jsonlex.ShortInt(src, p); ok {
+				c.out = appendUint(c.out, u)
+				return q, nil
+			}
+			n, f := jsonlex.ScanNumber(src, p)
+			if f != nil {
+				return n.End, lexFault(f)
+			}
+			// Without a fraction or exponent a number is an integer and
+			// must fit int64 or uint64 exactly: no wrapping, no clamping,
+			// no float fallback.
+			switch u := n.Mag; {
+			case n.Float:
+				text := src[p:n.End]
+				// ParseFloat neither keeps nor returns (on success) its
+				// argument, so viewing the bytes as a string is safe and
+				// saves a copy.
+				v, err := strconv.ParseFloat(unsafe.String(unsafe.SliceData(text), len(text)), 64)
+				if err != nil && math.IsInf(v, 0) {
+					return p, newFault(FaultFloatOverflow, p)
+				}
+				// Any other error is underflow, rounded to zero or a
+				// subnormal as every JSON reader does; the lexer checked
+				// the grammar.
+				c.out = append(c.out, 0xcb)
+				c.out = binary.BigEndian.AppendUint64(c.out, math.Float64bits(v))
+			case n.Overflow, n.Neg && u > 1<<63:
+				return p, newFault(FaultIntegerRange, p)
+			case n.Neg && u != 0:
+				c.out = appendInt(c.out, -int64(u-1)-1)
+			default:
+				c.out = appendUint(c.out, u)
+			}
+			return n.End, nil
 		}
 	}
 	return p, newFault(FaultSyntax, p)
 }
 
 func (c *jsConv) literal(p int, word string, code byte) (int, *Fault) {
-	for i := 0; i < len(word); i++ {
-		if p+i >= len(c.src) {
-			return p, newFault(FaultTruncated, len(c.src))
-		}
-		if c.src[p+i] != word[i] {
-			return p, newFault(FaultSyntax, p+i)
-		}
+	q, f := jsonlex.ScanLiteral(c.src, p, word)
+	if f != nil {
+		return q, lexFault(f)
 	}
 	c.out = append(c.out, code)
-	return p + len(word), nil
-}
-
-// number converts the RFC 8259 §6 number at src[p]. Without a fraction or
-// exponent it is an integer and must fit int64 or uint64 exactly; with
-// either it is a float64 and must not overflow (issue 4: no wrapping, no
-// clamping, no float fallback).
-func (c *jsConv) number(p int) (int, *Fault) {
-	src := c.src
-	q := p
-	neg := src[q] == '-'
-	if neg {
-		q++
-	}
-	if q >= len(src) {
-		return q, newFault(FaultTruncated, len(src))
-	}
-	var u uint64
-	overflow := false
-	switch ch := src[q]; {
-	case ch == '0':
-		q++
-	case ch >= '1' && ch <= '9':
-		for ; q < len(src) && src[q] >= '0' && src[q] <= '9'; q++ {
-			d := uint64(src[q] - '0')
-			if u > (math.MaxUint64-d)/10 {
-				overflow = true
-			}
-			u = u*10 + d
-		}
-	default:
-		return q, newFault(FaultSyntax, q)
-	}
-	isFloat := false
-	if q < len(src) && src[q] == '.' {
-		isFloat = true
-		q++
-		if q, f := c.digits(q); f != nil {
-			return q, f
-		}
-		q = c.skipDigits(q)
-	}
-	if q < len(src) && (src[q] == 'e' || src[q] == 'E') {
-		isFloat = true
-		q++
-		if q < len(src) && (src[q] == '+' || src[q] == '-') {
-			q++
-		}
-		if q, f := c.digits(q); f != nil {
-			return q, f
-		}
-		q = c.skipDigits(q)
-	}
-	// A number is followed by a delimiter; "01", "1.5.2", "2-1" are not
-	// numbers followed by something else but malformed numbers.
-	if q < len(src) {
-		switch src[q] {
-		case '0', '1', '2', '3', '4', '5', '6', '7', '8', '9', '.', 'e', 'E', '+', '-':
-			return q, newFault(FaultSyntax, q)
-		}
-	}
-	if isFloat {
-		text := src[p:q]
-		// ParseFloat neither keeps nor returns (on success) its argument,
-		// so viewing the bytes as a string is safe and saves a copy.
-		v, err := strconv.ParseFloat(unsafe.String(unsafe.SliceData(text), len(text)), 64)
-		if err != nil && math.IsInf(v, 0) {
-			return p, newFault(FaultFloatOverflow, p)
-		}
-		// Any other error is underflow, rounded to zero or a subnormal as
-		// every JSON reader does; the grammar was checked above.
-		c.out = append(c.out, 0xcb)
-		c.out = binary.BigEndian.AppendUint64(c.out, math.Float64bits(v))
-		return q, nil
-	}
-	switch {
-	case overflow, neg && u > 1<<63:
-		return p, newFault(FaultIntegerRange, p)
-	case neg && u != 0:
-		c.out = appendInt(c.out, -int64(u-1)-1)
-	default:
-		c.out = appendUint(c.out, u)
-	}
 	return q, nil
-}
-
-func (c *jsConv) digits(q int) (int, *Fault) {
-	if q >= len(c.src) {
-		return q, newFault(FaultTruncated, len(c.src))
-	}
-	if ch := c.src[q]; ch < '0' || ch > '9' {
-		return q, newFault(FaultSyntax, q)
-	}
-	return q, nil
-}
-
-func (c *jsConv) skipDigits(q int) int {
-	for q < len(c.src) && c.src[q] >= '0' && c.src[q] <= '9' {
-		q++
-	}
-	return q
 }
 
 // appendUint writes u in the smallest MessagePack unsigned form.
@@ -262,11 +204,11 @@ func putStrHeader(dst []byte, n int) {
 // the offset past its closing quote and where its decoded bytes landed in
 // out.
 func (c *jsConv) str(p int) (next, off, n int, f *Fault) {
-	end, esc, f := c.scanString(p)
-	if f != nil {
-		return p, 0, 0, f
+	end, esc, lf := jsonlex.ScanString(c.src, p, lexFlags)
+	if lf != nil {
+		return p, 0, 0, lexFault(lf)
 	}
-	raw := c.src[p+1 : end]
+	raw := c.src[p+1 : end-1]
 	if uint64(len(raw)) > math.MaxUint32 {
 		// MessagePack cannot say how long this string is.
 		return p, 0, 0, newFault(FaultTooLarge, p)
@@ -275,7 +217,7 @@ func (c *jsConv) str(p int) (next, off, n int, f *Fault) {
 		c.out = appendStrHeader(c.out, len(raw))
 		off = len(c.out)
 		c.out = append(c.out, raw...)
-		return end + 1, off, len(raw), nil
+		return end, off, len(raw), nil
 	}
 	h := strHeaderLen(len(raw))
 	at := len(c.out)
@@ -283,7 +225,7 @@ func (c *jsConv) str(p int) (next, off, n int, f *Fault) {
 	// Escapes only shrink a string, so the header sized for the raw text
 	// is big enough; if the decoded text needs a smaller header, slide it
 	// down so the output stays in the smallest form.
-	c.out = decodeEscapes(c.out, raw)
+	c.out = jsonlex.AppendUnescaped(c.out, raw)
 	n = len(c.out) - at - h
 	if h2 := strHeaderLen(n); h2 != h {
 		copy(c.out[at+h2:], c.out[at+h:])
@@ -291,160 +233,12 @@ func (c *jsConv) str(p int) (next, off, n int, f *Fault) {
 		h = h2
 	}
 	putStrHeader(c.out[at:at+h], n)
-	return end + 1, at + h, n, nil
-}
-
-// scanString finds the closing quote of the string opening at src[p],
-// checking everything that can be wrong with it: raw controls, invalid
-// UTF-8, malformed escapes and unpaired surrogates. Decoding afterwards
-// cannot fail.
-func (c *jsConv) scanString(p int) (end int, esc bool, f *Fault) {
-	src := c.src
-	i := p + 1
-	for {
-		i = plainRun(src, i)
-		if i >= len(src) {
-			return 0, false, newFault(FaultTruncated, len(src))
-		}
-		switch ch := src[i]; {
-		case ch == '"':
-			return i, esc, nil
-		case ch == '\\':
-			esc = true
-			n, f := c.escape(i)
-			if f != nil {
-				return 0, false, f
-			}
-			i += n
-		case ch < 0x20:
-			return 0, false, newFault(FaultSyntax, i)
-		default:
-			r, size := utf8.DecodeRune(src[i:])
-			if r == utf8.RuneError && size == 1 {
-				if !utf8.FullRune(src[i:]) {
-					return 0, false, newFault(FaultTruncated, len(src))
-				}
-				return 0, false, newFault(FaultInvalidUTF8, i)
-			}
-			i += size
-		}
-	}
-}
-
-// escape checks the escape sequence at src[i] (a backslash) and returns
-// its length.
-func (c *jsConv) escape(i int) (int, *Fault) {
-	src := c.src
-	if i+1 >= len(src) {
-		return 0, newFault(FaultTruncated, len(src))
-	}
-	switch src[i+1] {
-	case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
-		return 2, nil
-	case 'u':
-	default:
-		return 0, newFault(FaultSyntax, i+1)
-	}
-	r, f := c.hex4(i + 2)
-	if f != nil {
-		return 0, f
-	}
-	if !utf16.IsSurrogate(r) {
-		return 6, nil
-	}
-	if r >= 0xdc00 {
-		return 0, newFault(FaultLoneSurrogate, i)
-	}
-	// A high surrogate must be followed by an escaped low one (RFC 8259
-	// §7); anything else would have to be replaced or passed on broken.
-	for j := i + 6; j < i+8; j++ {
-		if j >= len(src) {
-			return 0, newFault(FaultTruncated, len(src))
-		}
-		if src[j] != `\u`[j-i-6] {
-			return 0, newFault(FaultLoneSurrogate, i)
-		}
-	}
-	r2, f := c.hex4(i + 8)
-	if f != nil {
-		return 0, f
-	}
-	if r2 < 0xdc00 || r2 > 0xdfff {
-		return 0, newFault(FaultLoneSurrogate, i)
-	}
-	return 12, nil
-}
-
-func (c *jsConv) hex4(i int) (rune, *Fault) {
-	var r rune
-	for k := i; k < i+4; k++ {
-		if k >= len(c.src) {
-			return 0, newFault(FaultTruncated, len(c.src))
-		}
-		d := unhex(c.src[k])
-		if d < 0 {
-			return 0, newFault(FaultSyntax, k)
-		}
-		r = r<<4 | d
-	}
-	return r, nil
-}
-
-func unhex(ch byte) rune {
-	switch {
-	case ch >= '0' && ch <= '9':
-		return rune(ch - '0')
-	case ch >= 'a' && ch <= 'f':
-		return rune(ch - 'a' + 10)
-	case ch >= 'A' && ch <= 'F':
-		return rune(ch - 'A' + 10)
-	}
-	return -1
-}
-
-// decodeEscapes appends raw (a string body scanString accepted) with its
-// escapes decoded.
-func decodeEscapes(dst, raw []byte) []byte {
-	for {
-		j := bytes.IndexByte(raw, '\\')
-		if j < 0 {
-			return append(dst, raw...)
-		}
-		dst = append(dst, raw[:j]...)
-		switch ch := raw[j+1]; ch {
-		case 'b':
-			dst = append(dst, '\b')
-		case 'f':
-			dst = append(dst, '\f')
-		case 'n':
-			dst = append(dst, '\n')
-		case 'r':
-			dst = append(dst, '\r')
-		case 't':
-			dst = append(dst, '\t')
-		case 'u':
-			r := hexRune(raw[j+2:])
-			if utf16.IsSurrogate(r) {
-				r = utf16.DecodeRune(r, hexRune(raw[j+8:]))
-				j += 6
-			}
-			dst = utf8.AppendRune(dst, r)
-			raw = raw[j+6:]
-			continue
-		default: // '"', '\\', '/'
-			dst = append(dst, ch)
-		}
-		raw = raw[j+2:]
-	}
-}
-
-func hexRune(b []byte) rune {
-	return unhex(b[0])<<12 | unhex(b[1])<<8 | unhex(b[2])<<4 | unhex(b[3])
+	return end, at + h, n, nil
 }
 
 func (c *jsConv) array(p, depth int) (int, *Fault) {
-	if depth >= MaxDepth {
-		return p, newFault(FaultDepth, p)
+	if f := jsonlex.CheckDepth(p, depth); f != nil {
+		return p, lexFault(f)
 	}
 	hdr := len(c.out)
 	c.out = append(c.out, 0x90)
@@ -479,8 +273,8 @@ func (c *jsConv) array(p, depth int) (int, *Fault) {
 }
 
 func (c *jsConv) object(p, depth int) (int, *Fault) {
-	if depth >= MaxDepth {
-		return p, newFault(FaultDepth, p)
+	if f := jsonlex.CheckDepth(p, depth); f != nil {
+		return p, lexFault(f)
 	}
 	if c.st == nil {
 		c.st = getScratch()

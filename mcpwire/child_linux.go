@@ -41,10 +41,10 @@ func init() {
 	}()
 }
 
-// Spawn starts the server described by cmd in its own process group,
+// spawn starts the server described by cmd in its own process group,
 // with SIGKILL as its parent-death signal, its stdin and stdout as
 // pipes to us and its stderr drained into a bounded ring and the log.
-func Spawn(cmd Command) (Conn, error) {
+func spawn(cmd Command) (Conn, error) {
 	if len(cmd.Argv) == 0 || cmd.Argv[0] == "" {
 		return nil, errInvalid("empty argv")
 	}

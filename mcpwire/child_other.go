@@ -4,8 +4,8 @@ package mcpwire
 
 import "errors"
 
-// Spawn is only implemented on Linux: the custody it promises rests on
+// spawn is only implemented on Linux: the custody it promises rests on
 // Pdeathsig, which other systems lack.
-func Spawn(cmd Command) (Conn, error) {
+func spawn(cmd Command) (Conn, error) {
 	return nil, errors.New("mcpwire: spawning servers is only supported on Linux")
 }

@@ -74,7 +74,7 @@ func TestChildTools(t *testing.T) {
 	defer leakcheck.Check(t)()
 	c := startTest(t, mcptest.Scenario{}, Config{CallIdleTimeout: 10 * time.Second})
 	defer closeClean(t, c)
-	if v := c.Initialize().ProtocolVersion; v != RequestedVersion {
+	if v := c.Initialize().ProtocolVersion; v != requestedVersion {
 		t.Errorf("negotiated %q", v)
 	}
 	tools, err := c.ListTools(context.Background())
@@ -287,7 +287,7 @@ func TestChildStartFailures(t *testing.T) {
 	}
 	_, err = Start(ctx, testCommand(mcptest.Scenario{ProtocolVersion: "2099-01-01"}), Config{})
 	var ve *VersionError
-	if !errors.As(err, &ve) || ve.Offered != "2099-01-01" || ve.Requested != RequestedVersion {
+	if !errors.As(err, &ve) || ve.Offered != "2099-01-01" || ve.Requested != requestedVersion {
 		t.Errorf("bad version: %v", err)
 	}
 	_, err = Start(ctx, Command{Argv: []string{"/nonexistent/server"}}, Config{})
@@ -301,7 +301,7 @@ func TestChildStartFailures(t *testing.T) {
 }
 
 func TestChildScenarios(t *testing.T) {
-	for _, v := range SupportedVersions {
+	for _, v := range supportedVersions {
 		t.Run("version "+v, func(t *testing.T) {
 			defer leakcheck.Check(t)()
 			c := startTest(t, mcptest.Scenario{ProtocolVersion: v}, Config{})
@@ -341,7 +341,7 @@ func TestChildScenarios(t *testing.T) {
 	})
 	t.Run("lying tool", func(t *testing.T) {
 		defer leakcheck.Check(t)()
-		c := startTest(t, mcptest.Scenario{Tools: []json.RawMessage{json.RawMessage(okTool), json.RawMessage(`{"name":"x"}`)}}, Config{})
+		c := startTest(t, mcptest.Scenario{Tools: []json.RawMessage{json.RawMessage(`{"name":"echo","inputSchema":{"type":"object"}}`), json.RawMessage(`{"name":"x"}`)}}, Config{})
 		defer closeClean(t, c)
 		var pf *ProtocolFault
 		if _, err := c.ListTools(context.Background()); !errors.As(err, &pf) || pf.Index != 1 || pf.Path != "/tools/1/inputSchema" {
@@ -427,7 +427,7 @@ func TestChildPidAndStderrTail(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	closeClean(t, c)
-	conn, _ := NewMemory(time.Second, 0)
+	conn, _ := newMemory(time.Second, 0)
 	if p := (&Client{conn: conn}).Pid(); p != 0 {
 		t.Errorf("an in-memory transport reports pid %d, want 0", p)
 	}

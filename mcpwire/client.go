@@ -12,20 +12,23 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/capbridge/capbridge/internal/bound"
+	"github.com/capbridge/capbridge/internal/jsonlex"
+	"github.com/capbridge/capbridge/internal/mcpproto"
 	"github.com/rs/zerolog"
 )
 
 // Defaults for Config's bounds (docs/mcpwire.md lists them all).
 const (
-	DefaultHandshakeTimeout = 60 * time.Second // npx cold starts are slow
-	DefaultCallIdleTimeout  = 60 * time.Second
-	DefaultCallMaxTimeout   = 10 * time.Minute
-	DefaultWriteTimeout     = 10 * time.Second
-	DefaultMaxInFlight      = 256
-	DefaultMaxPages         = 64
-	DefaultMaxTools         = 256
-	DefaultMaxStrayLines    = 1000
-	DefaultMaxStrayBytes    = 1 << 20
+	defaultHandshakeTimeout = 60 * time.Second // npx cold starts are slow
+	defaultCallIdleTimeout  = 60 * time.Second
+	defaultCallMaxTimeout   = 10 * time.Minute
+	defaultWriteTimeout     = 10 * time.Second
+	defaultMaxInFlight      = 256
+	defaultMaxPages         = 64
+	defaultMaxTools         = 256
+	defaultMaxStrayLines    = 1000
+	defaultMaxStrayBytes    = 1 << 20
 	// strayPreview caps how much of a stray stdout line is logged.
 	strayPreview = 120
 	// eofExitWait bounds how long the reader, having seen stdout end,
@@ -49,7 +52,7 @@ type Config struct {
 	// lifecycle events; nil logs nothing.
 	Logger *zerolog.Logger
 
-	MaxLineBytes     int           // stdout line cap (16 MiB)
+	MaxLineBytes     int           // stdout line cap (bound.MaxMessage)
 	HandshakeTimeout time.Duration // initialize round trip (60 s)
 	CallIdleTimeout  time.Duration // per call, reset by progress (60 s)
 	CallMaxTimeout   time.Duration // per call, never extended (10 min)
@@ -78,16 +81,16 @@ func (c *Config) defaults() {
 	if c.ClientVersion == "" {
 		c.ClientVersion = "0"
 	}
-	defI(&c.MaxLineBytes, DefaultMaxLineBytes)
-	defD(&c.HandshakeTimeout, DefaultHandshakeTimeout)
-	defD(&c.CallIdleTimeout, DefaultCallIdleTimeout)
-	defD(&c.CallMaxTimeout, DefaultCallMaxTimeout)
-	defD(&c.WriteTimeout, DefaultWriteTimeout)
-	defI(&c.MaxInFlight, DefaultMaxInFlight)
-	defI(&c.MaxPages, DefaultMaxPages)
-	defI(&c.MaxTools, DefaultMaxTools)
-	defI(&c.MaxStrayLines, DefaultMaxStrayLines)
-	defI(&c.MaxStrayBytes, DefaultMaxStrayBytes)
+	defI(&c.MaxLineBytes, bound.MaxMessage)
+	defD(&c.HandshakeTimeout, defaultHandshakeTimeout)
+	defD(&c.CallIdleTimeout, defaultCallIdleTimeout)
+	defD(&c.CallMaxTimeout, defaultCallMaxTimeout)
+	defD(&c.WriteTimeout, defaultWriteTimeout)
+	defI(&c.MaxInFlight, defaultMaxInFlight)
+	defI(&c.MaxPages, defaultMaxPages)
+	defI(&c.MaxTools, defaultMaxTools)
+	defI(&c.MaxStrayLines, defaultMaxStrayLines)
+	defI(&c.MaxStrayBytes, defaultMaxStrayBytes)
 }
 
 // CallOptions tune one call; zero fields take the Config's values.
@@ -167,7 +170,7 @@ func Start(ctx context.Context, cmd Command, cfg Config) (*Client, error) {
 	if cmd.Logger == nil {
 		cmd.Logger = cfg.Logger
 	}
-	conn, err := Spawn(cmd)
+	conn, err := spawn(cmd)
 	if err != nil {
 		return nil, err
 	}
@@ -175,8 +178,9 @@ func Start(ctx context.Context, cmd Command, cfg Config) (*Client, error) {
 }
 
 // Connect performs the MCP handshake over conn: initialize (requesting
-// RequestedVersion, declaring capabilities {}), version check,
-// notifications/initialized. On failure the server is shut down and
+// the newest revision this client speaks, declaring capabilities {}),
+// version check, notifications/initialized. It is for an embedder with
+// its own Conn; Start is Connect over a spawned child. On failure the server is shut down and
 // the error is a *DeadError carrying the reason and the stderr tail.
 func Connect(ctx context.Context, conn Conn, cfg Config) (*Client, error) {
 	cfg.defaults()
@@ -206,10 +210,10 @@ func (c *Client) handshake(ctx context.Context) error {
 	// The declared client capabilities are exactly {}: no sampling (a
 	// server must not spend our model), no roots (it learns nothing of
 	// our filesystem), no elicitation (it must not question a human).
-	params := append([]byte(`{"protocolVersion":"`+RequestedVersion+`","capabilities":{},"clientInfo":{"name":`), nil...)
-	params = appendQuoted(params, c.cfg.ClientName)
+	params := append([]byte(`{"protocolVersion":"`+requestedVersion+`","capabilities":{},"clientInfo":{"name":`), nil...)
+	params = jsonlex.AppendQuoted(params, c.cfg.ClientName)
 	params = append(params, `,"version":`...)
-	params = appendQuoted(params, c.cfg.ClientVersion)
+	params = jsonlex.AppendQuoted(params, c.cfg.ClientVersion)
 	params = append(params, `}}`...)
 	hs := c.cfg.HandshakeTimeout
 	// initialize MUST NOT be cancelled (lifecycle spec), so no
@@ -218,12 +222,12 @@ func (c *Client) handshake(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	ir, err := DecodeInitializeResult(raw)
+	ir, err := mcpproto.DecodeInitializeResult(raw)
 	if err != nil {
 		return err
 	}
 	if !versionSupported(ir.ProtocolVersion) {
-		return &VersionError{Requested: RequestedVersion, Offered: ir.ProtocolVersion}
+		return &VersionError{Requested: requestedVersion, Offered: ir.ProtocolVersion}
 	}
 	c.init = ir
 	c.batch.Store(ir.ProtocolVersion == batchVersion)
@@ -293,7 +297,7 @@ func (c *Client) ListTools(ctx context.Context) ([]Tool, error) {
 		if err != nil {
 			return nil, err
 		}
-		p, err := DecodeToolsPage(raw)
+		p, err := mcpproto.DecodeToolsPage(raw)
 		if err != nil {
 			return nil, err
 		}
@@ -308,7 +312,7 @@ func (c *Client) ListTools(ctx context.Context) ([]Tool, error) {
 			return nil, fmt.Errorf("%w: cursor %q repeated on page %d", ErrTooManyPages, p.NextCursor, page+1)
 		}
 		seen[p.NextCursor] = true
-		params = appendQuoted([]byte(`{"cursor":`), p.NextCursor)
+		params = jsonlex.AppendQuoted([]byte(`{"cursor":`), p.NextCursor)
 		params = append(params, '}')
 	}
 }
@@ -319,10 +323,7 @@ func (c *Client) Ping(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if _, err := objectResult("ping", raw); err != nil {
-		return err
-	}
-	return nil
+	return mcpproto.DecodePingResult(raw)
 }
 
 // CallTool calls a tool. args is the arguments object as raw JSON (nil,
@@ -337,7 +338,7 @@ func (c *Client) CallTool(ctx context.Context, name string, args []byte, opt Cal
 	if err != nil {
 		return nil, err
 	}
-	return DecodeCallToolResult(raw)
+	return mcpproto.DecodeCallToolResult(raw)
 }
 
 // request performs one round trip. For tools/call the line is built from
@@ -528,8 +529,8 @@ func (c *Client) die(reason error) {
 func (c *Client) readLoop() {
 	defer close(c.readerDone)
 	buf := make([]byte, readBufSize)
-	fr := NewFramer(c.cfg.MaxLineBytes)
-	var m Message
+	fr := mcpproto.NewFramer(c.cfg.MaxLineBytes)
+	var m mcpproto.Message
 	for {
 		n, err := c.conn.Read(buf)
 		if n > 0 {
@@ -581,10 +582,10 @@ func (c *Client) onEOF() {
 	}
 }
 
-func (c *Client) handleLine(line []byte, m *Message) {
+func (c *Client) handleLine(line []byte, m *mcpproto.Message) {
 	if c.batch.Load() {
-		if i := skipSpace(line, 0); i < len(line) && line[i] == '[' {
-			elems, err := SplitBatch(line)
+		if i := jsonlex.SkipSpace(line, 0); i < len(line) && line[i] == '[' {
+			elems, err := mcpproto.SplitBatch(line)
 			if err != nil {
 				c.stray(line, err)
 				return
@@ -598,8 +599,8 @@ func (c *Client) handleLine(line []byte, m *Message) {
 	c.handleMessage(line, m)
 }
 
-func (c *Client) handleMessage(line []byte, m *Message) {
-	if err := DecodeMessage(line, m); err != nil {
+func (c *Client) handleMessage(line []byte, m *mcpproto.Message) {
+	if err := mcpproto.DecodeMessage(line, m); err != nil {
 		// A broken envelope whose id we can read fails that one call
 		// (e.g. both "result" and "error"); the connection survives.
 		if m.HasID && m.ID.IsInt {
@@ -612,16 +613,16 @@ func (c *Client) handleMessage(line []byte, m *Message) {
 		return
 	}
 	switch m.Kind {
-	case KindResponse:
+	case mcpproto.KindResponse:
 		c.handleResponse(m)
-	case KindRequest:
+	case mcpproto.KindRequest:
 		c.handleServerRequest(m)
-	case KindNotification:
+	case mcpproto.KindNotification:
 		c.handleNotification(m)
 	}
 }
 
-func (c *Client) handleResponse(m *Message) {
+func (c *Client) handleResponse(m *mcpproto.Message) {
 	var cl *call
 	if m.ID.IsInt {
 		cl = c.take(m.ID.Int)
@@ -646,7 +647,7 @@ func (c *Client) handleResponse(m *Message) {
 // handleServerRequest answers ping with {} and everything else with
 // -32601: the client declared no capabilities, so sampling, roots,
 // elicitation and the rest are refused, each one logged.
-func (c *Client) handleServerRequest(m *Message) {
+func (c *Client) handleServerRequest(m *mcpproto.Message) {
 	method := string(m.Method)
 	var line []byte
 	if method == "ping" {
@@ -659,7 +660,7 @@ func (c *Client) handleServerRequest(m *Message) {
 	_ = c.write(context.Background(), line)
 }
 
-func (c *Client) handleNotification(m *Message) {
+func (c *Client) handleNotification(m *mcpproto.Message) {
 	switch string(m.Method) {
 	case "notifications/progress":
 		c.progress(m.Params)
@@ -676,6 +677,10 @@ func (c *Client) handleNotification(m *Message) {
 	}
 }
 
+// errStopWalk ends a jsonlex.EachMember walk once the member sought is
+// read; it never leaves progress.
+var errStopWalk = errors.New("mcpwire: stop")
+
 // progress extends the idle deadline of the call whose token (= id) the
 // notification names, never past the call's hard maximum.
 func (c *Client) progress(params []byte) {
@@ -684,12 +689,12 @@ func (c *Client) progress(params []byte) {
 	}
 	var token int64
 	ok := false
-	_ = eachMember(params, func(key, v []byte) error {
-		if keyIs(key, "progressToken") {
+	_ = jsonlex.EachMember(params, func(key, v []byte) error {
+		if jsonlex.KeyIs(key, "progressToken") {
 			if n, err := strconv.ParseInt(string(v), 10, 64); err == nil {
 				token, ok = n, true
 			}
-			return errStop
+			return errStopWalk
 		}
 		return nil
 	})

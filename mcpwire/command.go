@@ -7,25 +7,21 @@ import (
 	"strings"
 	"time"
 
+	"github.com/capbridge/capbridge/internal/bound"
 	"github.com/rs/zerolog"
 )
 
 // Defaults for Command's bounds (see docs/mcpwire.md for the table).
 const (
-	DefaultStderrTailBytes = 8 << 10
-	DefaultStdinGrace      = 5 * time.Second
-	DefaultTermGrace       = 5 * time.Second
-	DefaultKillGrace       = 5 * time.Second
-	DefaultExitDrain       = time.Second
+	defaultStderrTailBytes = 8 << 10
+	defaultStdinGrace      = 5 * time.Second
+	defaultTermGrace       = 5 * time.Second
+	defaultKillGrace       = 5 * time.Second
+	defaultExitDrain       = time.Second
 	// stderrLogLine caps one logged stderr line; longer lines are
 	// logged truncated (the ring keeps the bytes regardless).
 	stderrLogLine = 1 << 10
 )
-
-// DefaultInherit names the variables of our own environment a server
-// inherits when Command.Inherit is nil: enough for npx/uvx wrappers to
-// find their tools and caches, nothing that usually carries a secret.
-var DefaultInherit = []string{"HOME", "LANG", "LC_ALL", "LOGNAME", "PATH", "SHELL", "TMPDIR", "USER"}
 
 // Command describes a server to spawn. There is no shell: Argv[0] is an
 // executable (looked up in the child's PATH when it has no slash) and
@@ -36,7 +32,7 @@ type Command struct {
 	// inherited ones.
 	Env []string
 	// Inherit names the variables copied from our environment. nil means
-	// DefaultInherit; an empty non-nil slice inherits nothing.
+	// bound.InheritEnv(); an empty non-nil slice inherits nothing.
 	Inherit []string
 	// Dir is the child's working directory ("" = ours).
 	Dir string
@@ -60,15 +56,15 @@ func (c *Command) defaults() {
 			*d = v
 		}
 	}
-	def(&c.StdinGrace, DefaultStdinGrace)
-	def(&c.TermGrace, DefaultTermGrace)
-	def(&c.KillGrace, DefaultKillGrace)
-	def(&c.ExitDrain, DefaultExitDrain)
+	def(&c.StdinGrace, defaultStdinGrace)
+	def(&c.TermGrace, defaultTermGrace)
+	def(&c.KillGrace, defaultKillGrace)
+	def(&c.ExitDrain, defaultExitDrain)
 	if c.StderrTailBytes <= 0 {
-		c.StderrTailBytes = DefaultStderrTailBytes
+		c.StderrTailBytes = defaultStderrTailBytes
 	}
 	if c.Inherit == nil {
-		c.Inherit = DefaultInherit
+		c.Inherit = bound.InheritEnv()
 	}
 }
 

@@ -3,6 +3,8 @@ package mcpwire
 import (
 	"strconv"
 	"unicode/utf8"
+
+	"github.com/capbridge/capbridge/internal/jsonlex"
 )
 
 // Outgoing lines are built by appending bytes: no reflection, no
@@ -21,7 +23,7 @@ func appendRequest(dst []byte, id int64, method string, params []byte) []byte {
 	dst = append(dst, `"id":`...)
 	dst = strconv.AppendInt(dst, id, 10)
 	dst = append(dst, `,"method":`...)
-	dst = appendQuoted(dst, method)
+	dst = jsonlex.AppendQuoted(dst, method)
 	if params != nil {
 		dst = append(dst, `,"params":`...)
 		dst = append(dst, params...)
@@ -33,7 +35,7 @@ func appendRequest(dst []byte, id int64, method string, params []byte) []byte {
 func appendNotification(dst []byte, method string, params []byte) []byte {
 	dst = append(dst, jsonrpcHead...)
 	dst = append(dst, `"method":`...)
-	dst = appendQuoted(dst, method)
+	dst = jsonlex.AppendQuoted(dst, method)
 	if params != nil {
 		dst = append(dst, `,"params":`...)
 		dst = append(dst, params...)
@@ -53,9 +55,9 @@ func appendCallTool(dst []byte, id int64, name string, args []byte) ([]byte, err
 	var span []byte
 	var ws bool
 	if len(args) > 0 {
-		start, end, w, serr := validValue(args)
+		start, end, w, serr := jsonlex.Valid(args, 0)
 		if serr != nil {
-			return dst, errInvalid("arguments are not valid JSON at byte " + strconv.Itoa(serr.off) + ": " + serr.reason)
+			return dst, errInvalid("arguments are not valid JSON at byte " + strconv.Itoa(serr.Offset) + ": " + serr.Reason)
 		}
 		if !utf8.Valid(args[start:end]) {
 			return dst, errInvalid("arguments are not valid UTF-8")
@@ -74,11 +76,11 @@ func appendCallTool(dst []byte, id int64, name string, args []byte) ([]byte, err
 	dst = append(dst, `,"method":"tools/call","params":{"_meta":{"progressToken":`...)
 	dst = strconv.AppendInt(dst, id, 10)
 	dst = append(dst, `},"name":`...)
-	dst = appendQuoted(dst, name)
+	dst = jsonlex.AppendQuoted(dst, name)
 	if span != nil {
 		dst = append(dst, `,"arguments":`...)
 		if ws {
-			dst = appendCompact(dst, span)
+			dst = jsonlex.AppendCompact(dst, span)
 		} else {
 			dst = append(dst, span...)
 		}
@@ -104,7 +106,7 @@ func appendErrorResponse(dst, id []byte, code int64, message string) []byte {
 	dst = append(dst, `,"error":{"code":`...)
 	dst = strconv.AppendInt(dst, code, 10)
 	dst = append(dst, `,"message":`...)
-	dst = appendQuoted(dst, message)
+	dst = jsonlex.AppendQuoted(dst, message)
 	return append(dst, '}', '}', '\n')
 }
 

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+
+	"github.com/capbridge/capbridge/internal/mcpproto"
 )
 
 // Sentinels for the conditions callers branch on. Every error this
@@ -18,9 +20,11 @@ var (
 	// ErrTimeout: a call's idle or maximum timeout expired (the caller's
 	// own context deadline yields context.DeadlineExceeded instead).
 	ErrTimeout = errors.New("mcpwire: call timed out")
-	// ErrProtocol: the server broke the JSON-RPC envelope or the MCP
-	// schema. Every *MessageFault and *ProtocolFault matches it.
-	ErrProtocol = errors.New("mcpwire: protocol violation")
+	// ErrProtocol: the server broke the stdio framing, the JSON-RPC
+	// envelope or the MCP schema. Every *ProtocolFault matches it, and so
+	// does every framing and envelope fault the message layer
+	// (internal/mcpproto) reports.
+	ErrProtocol = mcpproto.ErrProtocol
 	// ErrVersion: the server negotiated a protocol revision this client
 	// does not speak (a *VersionError names both sides).
 	ErrVersion = errors.New("mcpwire: unsupported protocol version")
@@ -42,99 +46,14 @@ var (
 	ErrNoise = errors.New("mcpwire: too much noise on server stdout")
 )
 
-// MessageFault is a JSON-RPC envelope that could not be decoded: invalid
-// JSON, wrong "jsonrpc", a null or fractional id, both or neither of
-// "result"/"error", and so on. Offset is the byte offset in the line.
-type MessageFault struct {
-	Offset int
-	Reason string
-	// JSON reports whether the line was syntactically valid JSON (an
-	// envelope fault) rather than not JSON at all (stray output).
-	JSON bool
-}
-
-func (e *MessageFault) Error() string {
-	return "mcpwire: bad JSON-RPC message at byte " + strconv.Itoa(e.Offset) + ": " + e.Reason
-}
-
-// Is makes every MessageFault match ErrProtocol.
-func (e *MessageFault) Is(target error) bool { return target == ErrProtocol }
-
-// ProtocolFault is an MCP result that does not fit its schema. Path is
-// an RFC 6901 JSON Pointer into the result ("/tools/3/name"); Index is
-// the offending list position where the fault is about one entry of a
-// list (tools, content), else -1.
-type ProtocolFault struct {
-	What   string // which result: "initialize", "tools/list", "tools/call"
-	Path   string
-	Index  int
-	Reason string
-}
-
-func (e *ProtocolFault) Error() string {
-	return "mcpwire: bad " + e.What + " result at " + strconv.Quote(e.Path) + ": " + e.Reason
-}
-
-// Is makes every ProtocolFault match ErrProtocol.
-func (e *ProtocolFault) Is(target error) bool { return target == ErrProtocol }
-
-// FramingFault is a broken stdout stream: a line over the cap or bytes
-// that are not UTF-8. It is always fatal to the connection.
-type FramingFault struct {
-	Kind   FramingKind
-	Limit  int // the line cap, for LineTooLong
-	Offset int // bytes into the offending line
-}
-
-// FramingKind classifies a FramingFault.
-type FramingKind uint8
-
-const (
-	// LineTooLong: a complete or still pending line exceeded the cap.
-	LineTooLong FramingKind = iota + 1
-	// InvalidUTF8: a line held bytes that are not UTF-8.
-	InvalidUTF8
-)
-
-func (e *FramingFault) Error() string {
-	if e.Kind == LineTooLong {
-		return "mcpwire: stdout line longer than " + strconv.Itoa(e.Limit) + " bytes"
-	}
-	return "mcpwire: invalid UTF-8 on stdout at byte " + strconv.Itoa(e.Offset) + " of a line"
-}
-
-// Is makes every FramingFault match ErrProtocol: the server broke the
-// stdio rule that every line is one UTF-8 JSON-RPC message.
-func (e *FramingFault) Is(target error) bool { return target == ErrProtocol }
-
-// RPCError is a JSON-RPC error response from the server: a protocol
-// failure of one request, not of the connection. Data is raw JSON (nil
-// when absent).
-type RPCError struct {
-	Code    int64
-	Message string
-	Data    []byte
-}
-
-func (e *RPCError) Error() string {
-	return "mcpwire: server error " + strconv.FormatInt(e.Code, 10) + ": " + e.Message
-}
-
-// Is matches another *RPCError with the same code, so callers can test
-// errors.Is(err, &mcpwire.RPCError{Code: -32602}).
-func (e *RPCError) Is(target error) bool {
-	t, ok := target.(*RPCError)
-	return ok && t.Code == e.Code
-}
-
-// VersionError refuses a negotiated protocol revision outside
-// SupportedVersions, naming what we asked for and what we were offered.
+// VersionError refuses a negotiated protocol revision outside the ones
+// this client speaks, naming what we asked for and what we were offered.
 type VersionError struct {
 	Requested, Offered string
 }
 
 func (e *VersionError) Error() string {
-	return fmt.Sprintf("mcpwire: server chose protocol version %q; requested %q, supported %v", e.Offered, e.Requested, SupportedVersions)
+	return fmt.Sprintf("mcpwire: server chose protocol version %q; requested %q, supported %v", e.Offered, e.Requested, supportedVersions)
 }
 
 // Is makes every VersionError match ErrVersion.
@@ -159,3 +78,11 @@ func (e *DeadError) Error() string {
 
 // Unwrap exposes ErrDead and the reason to errors.Is / errors.As.
 func (e *DeadError) Unwrap() []error { return []error{ErrDead, e.Reason} }
+
+// RPCError is a JSON-RPC error response from the server (the bridge
+// reports its code and message to the caller).
+type RPCError = mcpproto.RPCError
+
+// ProtocolFault is an MCP result that does not fit its schema (the bridge
+// tells it apart from a dead server).
+type ProtocolFault = mcpproto.ProtocolFault

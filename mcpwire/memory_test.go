@@ -14,7 +14,7 @@ import (
 // script is a hand-driven server over the in-memory transport.
 type script struct {
 	t  *testing.T
-	m  *Memory
+	m  *memPeer
 	in *bufio.Reader
 }
 
@@ -39,7 +39,7 @@ func (s *script) send(line string) {
 // connectScripted runs the handshake against a scripted server answering
 // version and returns the client plus the exact initialize line it sent.
 func connectScripted(t *testing.T, version string, cfg Config) (*Client, *script, string) {
-	conn, m := NewMemory(time.Second, 0)
+	conn, m := newMemory(time.Second, 0)
 	s := &script{t: t, m: m, in: bufio.NewReader(m.Stdin)}
 	type res struct {
 		c   *Client
@@ -52,7 +52,7 @@ func connectScripted(t *testing.T, version string, cfg Config) (*Client, *script
 	}()
 	initLine := s.recv()
 	s.send(`{"jsonrpc":"2.0","id":1,"result":{"protocolVersion":"` + version + `","capabilities":{"tools":{}},"serverInfo":{"name":"s","version":"1"}}}`)
-	if version == RequestedVersion || versionSupported(version) {
+	if version == requestedVersion || versionSupported(version) {
 		if got := s.recv(); got != `{"jsonrpc":"2.0","method":"notifications/initialized"}`+"\n" {
 			t.Errorf("initialized line = %q", got)
 		}
@@ -69,7 +69,7 @@ func connectScripted(t *testing.T, version string, cfg Config) (*Client, *script
 // the caller's. Widening it must break this test.
 func TestDeclaredCapabilitiesAreEmpty(t *testing.T) {
 	defer leakcheck.Check(t)()
-	c, s, initLine := connectScripted(t, RequestedVersion, Config{ClientName: "n\"ame", ClientVersion: "9"})
+	c, s, initLine := connectScripted(t, requestedVersion, Config{ClientName: "n\"ame", ClientVersion: "9"})
 	want := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"n\"ame","version":"9"}}}` + "\n"
 	if initLine != want {
 		t.Errorf("initialize line\n got %q\nwant %q", initLine, want)
@@ -80,7 +80,7 @@ func TestDeclaredCapabilitiesAreEmpty(t *testing.T) {
 
 func TestMemoryVersionRefused(t *testing.T) {
 	defer leakcheck.Check(t)()
-	conn, m := NewMemory(time.Second, 0)
+	conn, m := newMemory(time.Second, 0)
 	s := &script{t: t, m: m, in: bufio.NewReader(m.Stdin)}
 	errc := make(chan error, 1)
 	go func() { _, err := Connect(context.Background(), conn, Config{}); errc <- err }()
@@ -122,7 +122,7 @@ func TestMemoryBatch(t *testing.T) {
 // the write time out, which is death for every caller.
 func TestMemoryWriteTimeout(t *testing.T) {
 	defer leakcheck.Check(t)()
-	c, s, _ := connectScripted(t, RequestedVersion, Config{WriteTimeout: 200 * time.Millisecond})
+	c, s, _ := connectScripted(t, requestedVersion, Config{WriteTimeout: 200 * time.Millisecond})
 	defer func() { s.m.End(""); c.Close() }()
 	_, err := c.CallTool(context.Background(), "t", nil, CallOptions{})
 	if !errors.Is(err, ErrDead) || !strings.Contains(err.Error(), "write to server stdin") {
@@ -137,7 +137,7 @@ func TestMemoryWriteTimeout(t *testing.T) {
 // wire with its id, and its late reply is ignored.
 func TestMemoryCancelNotification(t *testing.T) {
 	defer leakcheck.Check(t)()
-	c, s, _ := connectScripted(t, RequestedVersion, Config{})
+	c, s, _ := connectScripted(t, requestedVersion, Config{})
 	defer func() { s.m.End(""); c.Close() }()
 	ctx, cancel := context.WithCancel(context.Background())
 	errc := make(chan error, 1)

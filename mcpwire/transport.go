@@ -2,16 +2,15 @@ package mcpwire
 
 import (
 	"errors"
-	"io"
-	"net"
 	"sync"
 	"time"
 )
 
 // Conn is the transport seam the client is written against: one open
 // byte channel to one MCP server plus that server's custody. The
-// production implementation is a child process (Spawn); NewMemory gives
-// an in-process one for unit tests.
+// production implementation is a child process (Start); the package's
+// tests use an in-memory one. An embedder may implement Conn to run the
+// client over another transport (Connect).
 //
 // Concurrency contract: Read is called by one goroutine at a time (the
 // client's reader); Write and SetWriteDeadline by one goroutine at a
@@ -42,7 +41,9 @@ type Conn interface {
 	Shutdown() (Exit, error)
 }
 
-// ErrExited is matched by every EndReason: the server is gone.
+// ErrExited is matched by every EndReason, and so by the reason of a
+// DeadError after the server ended on its own; a Conn an embedder
+// implements must make its EndReason match it too.
 var ErrExited = errors.New("mcpwire: server exited")
 
 // ExitHow says how the server ended during Shutdown.
@@ -73,9 +74,10 @@ func (h ExitHow) String() string {
 	return "unknown"
 }
 
-// Exit is the evidence Shutdown returns: how and with what status the
-// server ended. It is only returned when the end was observed (the
-// process was reaped, or the in-memory peer ended).
+// Exit is the evidence Shutdown (and so Client.Close) returns: how and
+// with what status the server ended; the bridge logs it. It is only
+// returned when the end was observed (the process was reaped, or a test
+// transport's peer ended).
 type Exit struct {
 	How ExitHow
 	// Status is the wait status in words ("exit status 0", "signal:
@@ -85,116 +87,6 @@ type Exit struct {
 	Code int
 	// Took is how long Shutdown's sequence ran.
 	Took time.Duration
-}
-
-// Memory is the server side of an in-memory transport, for tests that
-// script a server by hand. Stdin reads what the client wrote; Stdout
-// writes what the client reads; Stderr feeds the stderr tail.
-type Memory struct {
-	Stdin  net.Conn
-	Stdout net.Conn
-	Stderr io.Writer
-	conn   *memConn
-}
-
-// End declares the in-memory server ended with the given reason (nil
-// means a clean exit): its stdout closes and Done fires. Idempotent.
-func (m *Memory) End(reason string) { m.conn.end(reason) }
-
-// NewMemory returns a connected in-memory transport: the client side
-// and the scripted server side. Pipes are synchronous (net.Pipe), so a
-// server that stops reading really blocks the client's writes, and
-// write deadlines behave as on a real pipe. grace bounds how long
-// Shutdown waits for the peer to End after closing its stdin before
-// cutting the pipes (the in-memory SIGKILL).
-func NewMemory(grace time.Duration, tailBytes int) (Conn, *Memory) {
-	cin, sin := net.Pipe()   // client writes cin, server reads sin
-	sout, cout := net.Pipe() // server writes sout, client reads cout
-	c := &memConn{
-		in: cin, out: cout, srvIn: sin, srvOut: sout,
-		grace: grace, tail: newRing(tailBytes), done: make(chan struct{}),
-	}
-	return c, &Memory{Stdin: sin, Stdout: sout, Stderr: c.tail, conn: c}
-}
-
-type memConn struct {
-	in, out, srvIn, srvOut net.Conn
-	grace                  time.Duration
-	tail                   *ring
-
-	mu     sync.Mutex
-	ended  bool
-	reason string
-	done   chan struct{}
-
-	shutOnce sync.Once
-	exit     Exit
-	exitErr  error
-}
-
-func (c *memConn) Read(p []byte) (int, error) {
-	n, err := c.out.Read(p)
-	if errors.Is(err, io.ErrClosedPipe) { // closed by Shutdown
-		err = io.EOF
-	}
-	return n, err
-}
-
-func (c *memConn) Write(p []byte) (int, error)        { return c.in.Write(p) }
-func (c *memConn) SetWriteDeadline(t time.Time) error { return c.in.SetWriteDeadline(t) }
-func (c *memConn) Done() <-chan struct{}              { return c.done }
-func (c *memConn) StderrTail() []byte                 { return c.tail.snapshot() }
-
-func (c *memConn) EndReason() error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if !c.ended {
-		return nil
-	}
-	return errors.Join(ErrExited, errors.New("mcpwire: in-memory server ended: "+c.reason))
-}
-
-func (c *memConn) end(reason string) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.ended {
-		return
-	}
-	if reason == "" {
-		reason = "clean exit"
-	}
-	c.ended, c.reason = true, reason
-	c.srvOut.Close()
-	c.srvIn.Close()
-	close(c.done)
-}
-
-func (c *memConn) Shutdown() (Exit, error) {
-	c.shutOnce.Do(func() {
-		start := time.Now()
-		how := ExitHow(0)
-		select {
-		case <-c.done:
-			how = ExitedBefore
-		default:
-			c.in.Close() // the in-memory stdin EOF
-			t := time.NewTimer(c.grace)
-			select {
-			case <-c.done:
-				how = ExitedOnEOF
-			case <-t.C:
-				c.end("cut by shutdown")
-				how = ExitedOnSIGKILL
-			}
-			t.Stop()
-		}
-		c.in.Close()
-		c.out.Close()
-		c.mu.Lock()
-		c.exit = Exit{How: how, Status: c.reason, Code: -1, Took: time.Since(start)}
-		c.mu.Unlock()
-	})
-	return c.exit, c.exitErr
 }
 
 // ring is a bounded byte ring keeping the last n bytes written. It is
@@ -208,7 +100,7 @@ type ring struct {
 
 func newRing(n int) *ring {
 	if n <= 0 {
-		n = DefaultStderrTailBytes
+		n = defaultStderrTailBytes
 	}
 	return &ring{buf: make([]byte, n)}
 }

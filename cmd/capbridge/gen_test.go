@@ -54,7 +54,7 @@ func TestGenRefusals(t *testing.T) {
 		msg  string
 	}{
 		{"collision", []string{"--listing", dup, "--server", "s", "--out", dir}, exitError, `server "s" refused: codegen: tools "a" and "a" both map to identifier A`},
-		{"bad listing", []string{"--listing", bad, "--server", "s", "--out", dir}, exitError, "tool 0: not a JSON object"},
+		{"bad listing", []string{"--listing", bad, "--server", "s", "--out", dir}, exitError, "tool 0: tool is not an object"},
 		{"missing file", []string{"--listing", filepath.Join(dir, "none"), "--server", "s", "--out", dir}, exitError, "no such file"},
 		{"bad server", []string{"--listing", dup, "--server", "a\tb", "--out", dir}, exitError, "bad server name"},
 		{"language", []string{"--listing", dup, "--server", "s", "--lang", "ts", "--out", dir}, exitUsage, "unsupported language"},

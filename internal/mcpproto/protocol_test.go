@@ -1,4 +1,4 @@
-package mcpwire
+package mcpproto
 
 import (
 	"encoding/json"
@@ -148,29 +148,6 @@ func TestDecodeCallToolResult(t *testing.T) {
 	r, _ := DecodeCallToolResult([]byte(callResultTests[0].raw))
 	if r.Content[0].Text != "hi\n" || !r.IsError || string(r.StructuredContent) != `{"kinds":[1]}` || string(r.Meta) != `{}` {
 		t.Fatalf("result = %+v", r)
-	}
-}
-
-func TestUnquote(t *testing.T) {
-	for in, want := range map[string]string{
-		`"plain"`:              "plain",
-		`"a\nb\t\"\\\/"`:       "a\nb\t\"\\/",
-		`"\u00e9\u20ac"`:       "é€",
-		`"\ud83d\ude00"`:       "😀",
-		`"\ud83d x"`:           "\uFFFD x",
-		`"\ude00"`:             "\uFFFD",
-		`"\u0000\b\f\r"`:       "\x00\b\f\r",
-		`"\ud83d\u0041"`:       "\uFFFDA",
-		`"tail\ud83d"`:         "tail\uFFFD",
-		`"\ud83d\ud83d\ude00"`: "\uFFFD😀",
-	} {
-		var ref string
-		if err := json.Unmarshal([]byte(in), &ref); err != nil {
-			t.Fatal(err)
-		}
-		if got := unquote([]byte(in)); got != want || got != ref {
-			t.Errorf("unquote(%s) = %q, want %q (encoding/json: %q)", in, got, want, ref)
-		}
 	}
 }
 

@@ -1,13 +1,11 @@
-package mcpwire
+package mcpproto
 
 import (
 	"bytes"
 	"unicode/utf8"
-)
 
-// DefaultMaxLineBytes caps one stdout line (16 MiB), the same ceiling as
-// a capability frame, so one hostile message has one cost everywhere.
-const DefaultMaxLineBytes = 16 << 20
+	"github.com/capbridge/capbridge/internal/bound"
+)
 
 // Framer cuts a byte stream into newline-delimited lines. Push hands it a
 // chunk; Next then returns the chunk's complete lines one by one. A line
@@ -35,10 +33,11 @@ type Framer struct {
 }
 
 // NewFramer returns a framer with the given line cap (<= 0 means
-// DefaultMaxLineBytes).
+// bound.MaxMessage, the same ceiling as a capability frame, so one
+// hostile message has one cost everywhere).
 func NewFramer(maxLine int) *Framer {
 	if maxLine <= 0 {
-		maxLine = DefaultMaxLineBytes
+		maxLine = bound.MaxMessage
 	}
 	return &Framer{max: maxLine}
 }

@@ -1,7 +1,10 @@
-package mcpwire
+package mcpproto
 
 import (
+	"bytes"
 	"strconv"
+
+	"github.com/capbridge/capbridge/internal/jsonlex"
 )
 
 // Kind classifies an inbound JSON-RPC message the way JSON-RPC does.
@@ -57,9 +60,9 @@ func (m *Message) reset() {
 // a client can fail the one call a broken response was meant for.
 func DecodeMessage(line []byte, m *Message) error {
 	m.reset()
-	start, _, _, serr := validValue(line)
+	start, _, _, serr := jsonlex.Valid(line, 0)
 	if serr != nil {
-		return &MessageFault{Offset: serr.off, Reason: serr.reason}
+		return &MessageFault{Offset: serr.Offset, Reason: serr.Reason}
 	}
 	if line[start] != '{' {
 		return &MessageFault{Offset: start, Reason: "message is not a JSON object", JSON: true}
@@ -82,7 +85,7 @@ func decodeObject(line []byte, start int, m *Message) error {
 	var fault *MessageFault
 	var versionOK bool
 	obj := line[start:]
-	_ = eachMember(obj, func(key, val []byte) error {
+	_ = jsonlex.EachMember(obj, func(key, val []byte) error {
 		off := start + int(cap(obj)-cap(val)) // offset of val in line
 		bit, name := memberBit(key)
 		if bit == 0 {
@@ -109,8 +112,8 @@ func decodeObject(line []byte, start int, m *Message) error {
 				return fault
 			}
 			m.Method = val[1 : len(val)-1]
-			if hasBackslash(m.Method) {
-				m.Method = []byte(unquote(val))
+			if bytes.IndexByte(m.Method, '\\') >= 0 {
+				m.Method = jsonlex.AppendUnescaped(nil, m.Method)
 			}
 		case seenParams:
 			m.Params = val
@@ -162,7 +165,7 @@ func memberBit(key []byte) (int, string) {
 		bit  int
 		name string
 	}{{seenJSONRPC, "jsonrpc"}, {seenID, "id"}, {seenMethod, "method"}, {seenParams, "params"}, {seenResult, "result"}, {seenError, "error"}} {
-		if keyIs(key, k.name) {
+		if jsonlex.KeyIs(key, k.name) {
 			return k.bit, k.name
 		}
 	}
@@ -175,14 +178,14 @@ func decodeID(val []byte) (ID, string) {
 	case c == '"':
 		return ID{Raw: val}, ""
 	case c == '-' || (c >= '0' && c <= '9'):
-		_, integer, _ := scanNumber(val, 0)
-		if !integer {
+		num, _ := jsonlex.ScanNumber(val, 0)
+		if num.Float {
 			return ID{}, "id is not an integer"
 		}
-		n, err := strconv.ParseInt(string(val), 10, 64)
 		// An integer id beyond int64 is still a valid id; it just can
 		// never be one we minted.
-		return ID{Raw: val, Int: n, IsInt: err == nil}, ""
+		n, ok := num.Int64()
+		return ID{Raw: val, Int: n, IsInt: ok}, ""
 	case c == 'n':
 		return ID{}, "id is null"
 	}
@@ -198,9 +201,9 @@ func decodeRPCError(val []byte) (*RPCError, string) {
 	e := &RPCError{}
 	var haveCode, haveMsg bool
 	var reason string
-	_ = eachMember(val, func(key, v []byte) error {
+	_ = jsonlex.EachMember(val, func(key, v []byte) error {
 		switch {
-		case keyIs(key, "code"):
+		case jsonlex.KeyIs(key, "code"):
 			if v[0] != '-' && (v[0] < '0' || v[0] > '9') {
 				reason = "error code is not a number"
 				return errStop
@@ -211,13 +214,13 @@ func decodeRPCError(val []byte) (*RPCError, string) {
 				return errStop
 			}
 			e.Code, haveCode = n, true
-		case keyIs(key, "message"):
+		case jsonlex.KeyIs(key, "message"):
 			if v[0] != '"' {
 				reason = "error message is not a string"
 				return errStop
 			}
-			e.Message, haveMsg = unquote(v), true
-		case keyIs(key, "data"):
+			e.Message, haveMsg = jsonlex.Unquote(v), true
+		case jsonlex.KeyIs(key, "data"):
 			e.Data = v
 		}
 		return nil
@@ -233,7 +236,7 @@ func decodeRPCError(val []byte) (*RPCError, string) {
 	return e, ""
 }
 
-// errStop ends an eachMember walk early; the walker's caller holds the
+// errStop ends a jsonlex.EachMember walk early; the walker's caller holds the
 // real reason.
 var errStop = &MessageFault{Reason: "stop"}
 
@@ -242,16 +245,16 @@ var errStop = &MessageFault{Reason: "stop"}
 // receivers to support batches) into its element spans. An empty batch
 // or a non-object element is a fault.
 func SplitBatch(line []byte) ([][]byte, error) {
-	start, _, _, serr := validValue(line)
+	start, _, _, serr := jsonlex.Valid(line, 0)
 	if serr != nil {
-		return nil, &MessageFault{Offset: serr.off, Reason: serr.reason}
+		return nil, &MessageFault{Offset: serr.Offset, Reason: serr.Reason}
 	}
 	if line[start] != '[' {
 		return nil, &MessageFault{Offset: start, Reason: "batch is not a JSON array", JSON: true}
 	}
 	var elems [][]byte
 	var fault error
-	_ = eachElement(line[start:], func(i int, v []byte) error {
+	_ = jsonlex.EachElement(line[start:], func(i int, v []byte) error {
 		if v[0] != '{' {
 			fault = &MessageFault{Offset: start, Reason: "batch element " + strconv.Itoa(i) + " is not an object", JSON: true}
 			return fault

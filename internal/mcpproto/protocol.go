@@ -1,30 +1,11 @@
-package mcpwire
+package mcpproto
 
 import (
 	"strconv"
 	"unicode/utf8"
+
+	"github.com/capbridge/capbridge/internal/jsonlex"
 )
-
-// RequestedVersion is the protocol revision the client asks for.
-const RequestedVersion = "2025-11-25"
-
-// SupportedVersions are the revisions the client accepts from a server,
-// newest first. Anything else is refused with a *VersionError.
-var SupportedVersions = []string{"2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"}
-
-// batchVersion is the only revision whose stdio transport allows a
-// JSON-RPC batch on one line ("MUST support receiving JSON-RPC
-// batches"); 2025-06-18 removed batching again.
-const batchVersion = "2025-03-26"
-
-func versionSupported(v string) bool {
-	for _, s := range SupportedVersions {
-		if s == v {
-			return true
-		}
-	}
-	return false
-}
 
 // Implementation is the serverInfo of an initialize result.
 type Implementation struct {
@@ -101,9 +82,9 @@ func pfault(what, path string, index int, reason string) *ProtocolFault {
 
 // objectResult validates that raw is one JSON object.
 func objectResult(what string, raw []byte) ([]byte, error) {
-	start, end, _, serr := validValue(raw)
+	start, end, _, serr := jsonlex.Valid(raw, 0)
 	if serr != nil {
-		return nil, pfault(what, "", -1, "invalid JSON at byte "+strconv.Itoa(serr.off)+": "+serr.reason)
+		return nil, pfault(what, "", -1, "invalid JSON at byte "+strconv.Itoa(serr.Offset)+": "+serr.Reason)
 	}
 	if raw[start] != '{' {
 		return nil, pfault(what, "", -1, "result is not an object")
@@ -116,6 +97,13 @@ func objectResult(what string, raw []byte) ([]byte, error) {
 		return nil, pfault(what, "", -1, "result is not valid UTF-8")
 	}
 	return raw[start:end], nil
+}
+
+// DecodePingResult checks the result of ping: one JSON object, whose
+// members MCP leaves empty and this client ignores.
+func DecodePingResult(raw []byte) error {
+	_, err := objectResult("ping", raw)
+	return err
 }
 
 func kindName(v []byte) string {
@@ -139,7 +127,7 @@ func str(v []byte) (string, string) {
 	if v[0] != '"' {
 		return "", "expected string, found " + kindName(v)
 	}
-	return unquote(v), ""
+	return jsonlex.Unquote(v), ""
 }
 
 func boolean(v []byte) (bool, string) {
@@ -169,22 +157,22 @@ func DecodeInitializeResult(raw []byte) (*InitializeResult, error) {
 	r := &InitializeResult{}
 	var have struct{ version, caps, info bool }
 	var fault error
-	_ = eachMember(obj, func(key, v []byte) error {
+	_ = jsonlex.EachMember(obj, func(key, v []byte) error {
 		var why, at string
 		switch {
-		case keyIs(key, "protocolVersion"):
+		case jsonlex.KeyIs(key, "protocolVersion"):
 			r.ProtocolVersion, why = str(v)
 			have.version, at = true, "/protocolVersion"
-		case keyIs(key, "capabilities"):
+		case jsonlex.KeyIs(key, "capabilities"):
 			r.Capabilities, why = object(v)
 			have.caps, at = true, "/capabilities"
 			if why == "" {
 				why, at = decodeServerCaps(v, r)
 			}
-		case keyIs(key, "serverInfo"):
+		case jsonlex.KeyIs(key, "serverInfo"):
 			have.info, at = true, "/serverInfo"
 			why, at = decodeImplementation(v, &r.ServerInfo, at)
-		case keyIs(key, "instructions"):
+		case jsonlex.KeyIs(key, "instructions"):
 			r.Instructions, why = str(v)
 			at = "/instructions"
 		}
@@ -208,8 +196,8 @@ func DecodeInitializeResult(raw []byte) (*InitializeResult, error) {
 }
 
 func decodeServerCaps(caps []byte, r *InitializeResult) (why, at string) {
-	_ = eachMember(caps, func(key, v []byte) error {
-		if !keyIs(key, "tools") {
+	_ = jsonlex.EachMember(caps, func(key, v []byte) error {
+		if !jsonlex.KeyIs(key, "tools") {
 			return nil
 		}
 		at = "/capabilities/tools"
@@ -217,8 +205,8 @@ func decodeServerCaps(caps []byte, r *InitializeResult) (why, at string) {
 			return errStop
 		}
 		r.HasTools = true
-		return eachMember(v, func(k, lv []byte) error {
-			if keyIs(k, "listChanged") {
+		return jsonlex.EachMember(v, func(k, lv []byte) error {
+			if jsonlex.KeyIs(k, "listChanged") {
 				at = "/capabilities/tools/listChanged"
 				if r.ToolsListChanged, why = boolean(lv); why != "" {
 					return errStop
@@ -236,15 +224,15 @@ func decodeImplementation(v []byte, impl *Implementation, at string) (string, st
 	}
 	var why, where string
 	var haveName, haveVersion bool
-	_ = eachMember(v, func(key, mv []byte) error {
+	_ = jsonlex.EachMember(v, func(key, mv []byte) error {
 		switch {
-		case keyIs(key, "name"):
+		case jsonlex.KeyIs(key, "name"):
 			impl.Name, why = str(mv)
 			haveName, where = true, at+"/name"
-		case keyIs(key, "version"):
+		case jsonlex.KeyIs(key, "version"):
 			impl.Version, why = str(mv)
 			haveVersion, where = true, at+"/version"
-		case keyIs(key, "title"):
+		case jsonlex.KeyIs(key, "title"):
 			impl.Title, why = str(mv)
 			where = at + "/title"
 		}
@@ -276,16 +264,16 @@ func DecodeToolsPage(raw []byte) (*ToolsPage, error) {
 	p := &ToolsPage{}
 	var haveTools bool
 	var fault error
-	_ = eachMember(obj, func(key, v []byte) error {
+	_ = jsonlex.EachMember(obj, func(key, v []byte) error {
 		switch {
-		case keyIs(key, "tools"):
+		case jsonlex.KeyIs(key, "tools"):
 			haveTools = true
 			if v[0] != '[' {
 				fault = pfault("tools/list", "/tools", -1, "expected array, found "+kindName(v))
 				return fault
 			}
 			p.Tools = p.Tools[:0]
-			return eachElement(v, func(i int, tv []byte) error {
+			return jsonlex.EachElement(v, func(i int, tv []byte) error {
 				t, why, at := decodeTool(tv)
 				if why != "" {
 					fault = pfault("tools/list", "/tools/"+strconv.Itoa(i)+at, i, why)
@@ -294,7 +282,7 @@ func DecodeToolsPage(raw []byte) (*ToolsPage, error) {
 				p.Tools = append(p.Tools, t)
 				return nil
 			})
-		case keyIs(key, "nextCursor"):
+		case jsonlex.KeyIs(key, "nextCursor"):
 			var why string
 			if p.NextCursor, why = str(v); why != "" {
 				fault = pfault("tools/list", "/nextCursor", -1, why)
@@ -313,44 +301,88 @@ func DecodeToolsPage(raw []byte) (*ToolsPage, error) {
 	return p, nil
 }
 
+// DecodeToolList decodes a saved tools/list listing, as codegen reads
+// one: a single result page {"tools":[…]} (nextCursor and other members
+// ignored) or a bare array of tools. Each tool is held to exactly
+// DecodeToolsPage's rules, so a listing is accepted here if and only if
+// the client would accept it from a server; a fault names the tool's
+// index.
+func DecodeToolList(raw []byte) ([]Tool, error) {
+	start, end, _, serr := jsonlex.Valid(raw, 0)
+	if serr != nil || raw[start] != '[' {
+		p, err := DecodeToolsPage(raw)
+		if err != nil {
+			return nil, err
+		}
+		return p.Tools, nil
+	}
+	arr := raw[start:end]
+	if !utf8.Valid(arr) {
+		return nil, pfault("tools/list", "", -1, "listing is not valid UTF-8")
+	}
+	var tools []Tool
+	var fault error
+	_ = jsonlex.EachElement(arr, func(i int, tv []byte) error {
+		t, why, at := decodeTool(tv)
+		if why != "" {
+			fault = pfault("tools/list", "/"+strconv.Itoa(i)+at, i, why)
+			return fault
+		}
+		tools = append(tools, t)
+		return nil
+	})
+	if fault != nil {
+		return nil, fault
+	}
+	return tools, nil
+}
+
+// NeedsTasks reports whether t can only be called as an MCP task
+// (execution.taskSupport "required", 2025-11-25): a client that does not
+// speak tasks, as this one does not, gets -32601 for it. The bridge
+// leaves such tools out of what it serves and codegen out of what it
+// generates, by this one predicate, so a generated function is always
+// one the bridge answers.
+func (t Tool) NeedsTasks() bool { return t.TaskSupport == "required" }
+
 func decodeTool(v []byte) (t Tool, why, at string) {
 	if v[0] != '{' {
 		return t, "tool is not an object (found " + kindName(v) + ")", ""
 	}
 	var haveName, haveInput bool
-	_ = eachMember(v, func(key, mv []byte) error {
+	_ = jsonlex.EachMember(v, func(key, mv []byte) error {
 		switch {
-		case keyIs(key, "name"):
+		case jsonlex.KeyIs(key, "name"):
 			t.Name, why = str(mv)
 			haveName, at = true, "/name"
-		case keyIs(key, "title"):
+		case jsonlex.KeyIs(key, "title"):
 			t.Title, why = str(mv)
 			at = "/title"
-		case keyIs(key, "description"):
+		case jsonlex.KeyIs(key, "description"):
 			t.Description, why = str(mv)
 			at = "/description"
-		case keyIs(key, "inputSchema"):
+		case jsonlex.KeyIs(key, "inputSchema"):
 			t.InputSchema, why = object(mv)
 			haveInput, at = true, "/inputSchema"
-		case keyIs(key, "outputSchema"):
+		case jsonlex.KeyIs(key, "outputSchema"):
 			t.OutputSchema, why = object(mv)
 			at = "/outputSchema"
-		case keyIs(key, "annotations"):
+		case jsonlex.KeyIs(key, "annotations"):
 			t.Annotations, why, at = decodeAnnotations(mv)
-		case keyIs(key, "icons"):
+		case jsonlex.KeyIs(key, "icons"):
 			at = "/icons"
 			if mv[0] != '[' {
 				why = "expected array, found " + kindName(mv)
 			}
 			t.Icons = mv
-		case keyIs(key, "_meta"):
+		case jsonlex.KeyIs(key, "_meta"):
 			t.Meta, why = object(mv)
 			at = "/_meta"
-		case keyIs(key, "execution"):
+		case jsonlex.KeyIs(key, "execution"):
 			at = "/execution"
 			if t.Execution, why = object(mv); why == "" {
-				_ = eachMember(mv, func(k, ev []byte) error {
-					if keyIs(k, "taskSupport") {
+				_ = jsonlex.EachMember(mv, func(k, ev []byte) error {
+					if jsonlex.KeyIs(k, "taskSupport") {
 						at = "/execution/taskSupport"
 						t.TaskSupport, why = str(ev)
 					}
@@ -390,19 +422,19 @@ func decodeAnnotations(v []byte) (*ToolAnnotations, string, string) {
 		}
 		*dst = &b
 	}
-	_ = eachMember(v, func(key, mv []byte) error {
+	_ = jsonlex.EachMember(v, func(key, mv []byte) error {
 		switch {
-		case keyIs(key, "title"):
+		case jsonlex.KeyIs(key, "title"):
 			if a.Title, why = str(mv); why != "" {
 				at = "/annotations/title"
 			}
-		case keyIs(key, "readOnlyHint"):
+		case jsonlex.KeyIs(key, "readOnlyHint"):
 			hint(&a.ReadOnlyHint, mv, "readOnlyHint")
-		case keyIs(key, "destructiveHint"):
+		case jsonlex.KeyIs(key, "destructiveHint"):
 			hint(&a.DestructiveHint, mv, "destructiveHint")
-		case keyIs(key, "idempotentHint"):
+		case jsonlex.KeyIs(key, "idempotentHint"):
 			hint(&a.IdempotentHint, mv, "idempotentHint")
-		case keyIs(key, "openWorldHint"):
+		case jsonlex.KeyIs(key, "openWorldHint"):
 			hint(&a.OpenWorldHint, mv, "openWorldHint")
 		}
 		if why != "" {
@@ -429,19 +461,19 @@ func DecodeCallToolResult(raw []byte) (*CallToolResult, error) {
 	r := &CallToolResult{}
 	var haveContent bool
 	var fault error
-	_ = eachMember(obj, func(key, v []byte) error {
+	_ = jsonlex.EachMember(obj, func(key, v []byte) error {
 		var why, at string
 		switch {
-		case keyIs(key, "content"):
+		case jsonlex.KeyIs(key, "content"):
 			haveContent, at = true, "/content"
 			if v[0] != '[' {
 				why = "expected array, found " + kindName(v)
 				break
 			}
 			n := 0
-			_ = eachElement(v, func(int, []byte) error { n++; return nil })
+			_ = jsonlex.EachElement(v, func(int, []byte) error { n++; return nil })
 			r.Content = make([]ContentBlock, 0, n)
-			return eachElement(v, func(i int, bv []byte) error {
+			return jsonlex.EachElement(v, func(i int, bv []byte) error {
 				b, why, at := decodeBlock(bv)
 				if why != "" {
 					fault = pfault("tools/call", "/content/"+strconv.Itoa(i)+at, i, why)
@@ -450,14 +482,14 @@ func DecodeCallToolResult(raw []byte) (*CallToolResult, error) {
 				r.Content = append(r.Content, b)
 				return nil
 			})
-		case keyIs(key, "structuredContent"):
+		case jsonlex.KeyIs(key, "structuredContent"):
 			// Kept raw whatever its kind: 2026-07-28 allows any JSON
 			// value, and the bridge converts it totally either way.
 			r.StructuredContent = v
-		case keyIs(key, "isError"):
+		case jsonlex.KeyIs(key, "isError"):
 			r.IsError, why = boolean(v)
 			at = "/isError"
-		case keyIs(key, "_meta"):
+		case jsonlex.KeyIs(key, "_meta"):
 			r.Meta, why = object(v)
 			at = "/_meta"
 		}
@@ -483,12 +515,12 @@ func decodeBlock(v []byte) (b ContentBlock, why, at string) {
 	b.Raw = v
 	var haveType, haveText bool
 	var text []byte
-	_ = eachMember(v, func(key, mv []byte) error {
+	_ = jsonlex.EachMember(v, func(key, mv []byte) error {
 		switch {
-		case keyIs(key, "type"):
+		case jsonlex.KeyIs(key, "type"):
 			haveType, at = true, "/type"
 			b.Type, why = str(mv)
-		case keyIs(key, "text"):
+		case jsonlex.KeyIs(key, "text"):
 			haveText, text = true, mv
 		}
 		if why != "" {

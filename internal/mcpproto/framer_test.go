@@ -1,4 +1,4 @@
-package mcpwire
+package mcpproto
 
 import (
 	"bytes"
