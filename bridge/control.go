@@ -107,7 +107,13 @@ func (h *controlHandler) Facade(_ context.Context, r *control.FacadeRequest) (*c
 
 func (h *controlHandler) Call(ctx context.Context, r *control.CallRequest) (*capwire.Result, error) {
 	start := time.Now()
-	o := h.b.call(ctx, callRequest{server: r.Server, tool: r.Tool, args: r.Args, timeoutMS: r.TimeoutMS, peer: h.peer})
+	// ctx ends when the operator hangs up, which the call path knows as
+	// errDisconnected, or when the bridge stops, which reaches callCtx
+	// straight from b.ctx with its own cause.
+	callCtx, cancel := context.WithCancelCause(h.b.ctx)
+	defer cancel(nil)
+	defer context.AfterFunc(ctx, func() { cancel(errDisconnected) })()
+	o := h.b.call(callCtx, callRequest{server: r.Server, tool: r.Tool, args: r.Args, timeoutMS: r.TimeoutMS, peer: h.peer})
 	if o.result != nil {
 		// The audit records what the operator receives: a result that
 		// does not fit in a control frame is answered result_too_large.
