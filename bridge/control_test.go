@@ -15,6 +15,7 @@ import (
 	"github.com/capbridge/capbridge/capwire"
 	"github.com/capbridge/capbridge/internal/leakcheck"
 	"github.com/capbridge/capbridge/internal/mcptest"
+	"github.com/capbridge/capbridge/internal/rawecho"
 )
 
 func ctlCtx(t *testing.T) context.Context {
@@ -315,4 +316,31 @@ func (r *controlRaw) readReply(t *testing.T) *rawReply {
 		t.Fatal(err)
 	}
 	return reply
+}
+
+// BenchmarkControlCall measures one echo call with operator authority over
+// the control socket (capbridge call), against rawecho so the control
+// plane's own cost (framing, the hang-up watch, the audit's size check)
+// is not hidden behind the server's.
+func BenchmarkControlCall(b *testing.B) {
+	argv, env := rawecho.Command()
+	br, _ := benchBridge(b, argv, env)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cc, err := control.Dial(ctx, br.ControlSocket())
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer cc.Close()
+	args, err := msgpack.Marshal(map[string]any{"text": benchText})
+	if err != nil {
+		b.Fatal(err)
+	}
+	req := &control.CallRequest{Server: "t", Tool: "echo", Args: args}
+	b.ReportAllocs()
+	for b.Loop() {
+		if r, err := cc.Call(ctx, req); err != nil || r.Text() != benchText {
+			b.Fatalf("call: %+v, %v", r, err)
+		}
+	}
 }
