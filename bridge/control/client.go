@@ -17,8 +17,9 @@ import (
 // and a harness written in Go may too. It is not safe for concurrent use
 // (requests on a connection are answered one at a time). A refusal is
 // returned as an *Error, a call's denial as a *capwire.Denied; any other
-// error means the connection is out of step or gone, and every later
-// request fails with it: dial again.
+// error (including ctx ending before the reply) means the connection is
+// out of step or gone: the Client closes it, every later request fails
+// with that error, and a call still running at the server is cancelled.
 type Client struct {
 	conn   net.Conn
 	fr     *capwire.FrameReader
@@ -175,9 +176,12 @@ func (c *Client) ioErr(ctx context.Context, op string, err error) error {
 	return fmt.Errorf("control: %s: %w", op, err)
 }
 
-// fail marks the connection out of step: a reply was lost or garbled, so
-// the next one read could answer the wrong request.
+// fail marks the connection out of step (a reply was lost or garbled, so
+// the next one read could answer the wrong request) and closes it, which
+// also cancels a call the server may still be running for a request
+// whose ctx ended.
 func (c *Client) fail(err error) error {
 	c.broken = err
+	_ = c.conn.Close()
 	return err
 }

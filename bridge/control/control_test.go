@@ -9,6 +9,7 @@ import (
 	"reflect"
 	"runtime"
 	"strings"
+	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -149,7 +150,8 @@ func TestRoundTrips(t *testing.T) {
 }
 
 // A client hanging up while a call runs ends the call's context at once,
-// over a real Unix socket; a call that ends on its own leaves no watcher
+// over a real Unix socket, whether it closes the connection or gives up on
+// the call (its ctx ends); calls that end on their own leave no watcher
 // behind.
 func TestHangupCancelsCall(t *testing.T) {
 	defer leakcheck.Check(t)()
@@ -157,43 +159,56 @@ func TestHangupCancelsCall(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer l.Close()
 	h := newFake()
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		conn, err := l.Accept()
-		if err != nil {
-			return
+	var served sync.WaitGroup
+	served.Go(func() {
+		for {
+			conn, err := l.Accept()
+			if err != nil {
+				return
+			}
+			served.Go(func() { (&Server{Handler: h}).ServeConn(context.Background(), conn) })
 		}
-		(&Server{Handler: h}).ServeConn(context.Background(), conn)
-	}()
+	})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	c, err := Dial(ctx, l.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
 	args, _ := msgpack.Marshal(map[string]any{"text": "hi"})
-	for range 20 {
-		if r, err := c.Call(ctx, &CallRequest{Tool: "echo", Args: args}); err != nil || r.Text() != "hi" {
-			t.Fatalf("call: %+v, %v", r, err)
+	for _, giveUp := range []string{"close", "ctx"} {
+		c, err := Dial(ctx, l.Addr().String())
+		if err != nil {
+			t.Fatal(err)
 		}
+		for range 20 {
+			if r, err := c.Call(ctx, &CallRequest{Tool: "echo", Args: args}); err != nil || r.Text() != "hi" {
+				t.Fatalf("call: %+v, %v", r, err)
+			}
+		}
+		callCtx, callCancel := context.WithCancel(ctx)
+		called := make(chan error, 1)
+		go func() {
+			_, err := c.Call(callCtx, &CallRequest{Tool: "wait"})
+			called <- err
+		}()
+		<-h.entered
+		if giveUp == "close" {
+			c.Close()
+		} else {
+			callCancel()
+		}
+		if cause := <-h.cause; !errors.Is(cause, errHangup) {
+			t.Errorf("%s: the call ended with %v, want the hang-up", giveUp, cause)
+		}
+		err = <-called
+		if err == nil {
+			t.Errorf("%s: a call given up on returned a reply", giveUp)
+		}
+		if _, again := c.Status(ctx); again == nil || !errors.Is(again, err) {
+			t.Errorf("%s: status after the call was given up on: %v, want %v", giveUp, again, err)
+		}
+		callCancel()
 	}
-	called := make(chan error, 1)
-	go func() {
-		_, err := c.Call(context.Background(), &CallRequest{Tool: "wait"})
-		called <- err
-	}()
-	<-h.entered
-	c.Close()
-	if cause := <-h.cause; !errors.Is(cause, errHangup) {
-		t.Errorf("the call ended with %v, want the hang-up", cause)
-	}
-	if err := <-called; err == nil {
-		t.Error("a call on a closed connection returned a reply")
-	}
-	<-done
+	l.Close()
+	served.Wait()
 }
 
 // A connection that sends nothing for five minutes is closed; each
