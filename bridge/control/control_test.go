@@ -71,9 +71,15 @@ func (f *fakeHandler) Call(ctx context.Context, r *CallRequest) (*capwire.Result
 	case "huge":
 		return &capwire.Result{Content: []capwire.Block{{Type: capwire.BlockText, Text: strings.Repeat("x", MaxFrame)}}}, nil
 	case "wait":
-		f.entered <- struct{}{}
+		select {
+		case f.entered <- struct{}{}:
+		default:
+		}
 		<-ctx.Done()
-		f.cause <- context.Cause(ctx)
+		select {
+		case f.cause <- context.Cause(ctx):
+		default:
+		}
 		return nil, &capwire.Denied{Code: capwire.CodeCancelled, Message: "cancelled"}
 	}
 	return nil, errors.New("boom")
@@ -339,4 +345,45 @@ func TestErrorReplyIsBounded(t *testing.T) {
 	if err := decode(payload, &e); err != nil || e.Code != CodeInternal || len(e.Message) > maxMessage+len("…") {
 		t.Errorf("error reply: code %q, %d bytes of message, %v", e.Code, len(e.Message), err)
 	}
+}
+
+// Whatever a request frame holds, the server answers it with one frame
+// that decodes: capwire's envelope for a call, an "error" or the
+// request's reply otherwise; it never panics.
+func FuzzAnswer(f *testing.F) {
+	for _, seed := range []struct {
+		t    string
+		body any
+	}{
+		{opGrant, &GrantRequest{Servers: map[string][]string{"s": {"a"}}, TTLMS: 5}},
+		{opRevoke, &RevokeRequest{Grant: "id"}},
+		{opStatus, &struct{}{}},
+		{opFacade, &FacadeRequest{Server: "s"}},
+		{opCall, &CallRequest{Tool: "echo", Args: msgpack.RawMessage{0x81, 0xa4, 't', 'e', 'x', 't', 0xa1, 'x'}}},
+		{opCall, &CallRequest{Tool: "slow"}},
+	} {
+		frame, err := appendFrame(nil, seed.t, 1, seed.body)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(frame[4:])
+	}
+	srv := &Server{Handler: newFake()}
+	// Ended, so that a call of "wait" returns at once.
+	ended, cancel := context.WithCancel(context.Background())
+	cancel()
+	f.Fuzz(func(t *testing.T, frame []byte) {
+		out := srv.answer(ended, nil, frame, nil)
+		payload, err := capwire.NewFrameReader(bytes.NewReader(out), MaxFrame).ReadFrame(nil)
+		if err != nil {
+			t.Fatalf("reply frame: %v", err)
+		}
+		if _, err := capwire.Decode(payload); err == nil {
+			return // a call's result or denial
+		}
+		var h head
+		if err := decode(payload, &h); err != nil || h.T == "" {
+			t.Fatalf("reply % x: %+v, %v", payload, h, err)
+		}
+	})
 }
