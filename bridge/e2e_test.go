@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/capbridge/capbridge/bridge/config"
+	"github.com/capbridge/capbridge/bridge/control"
 	"github.com/capbridge/capbridge/internal/interop"
 	"github.com/capbridge/capbridge/internal/leakcheck"
 	"github.com/capbridge/capbridge/internal/mcptest"
@@ -131,7 +132,7 @@ func TestEndToEnd(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	ctl := tb.control()
-	granted, err := ctl.Do(ctx, &ControlRequest{T: ctlGrant, Servers: map[string][]string{"everything": nil, "t": nil}})
+	granted, err := ctl.Grant(ctx, &control.GrantRequest{Servers: map[string][]string{"everything": nil, "t": nil}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -148,7 +149,7 @@ func TestEndToEnd(t *testing.T) {
 	writeFile(t, filepath.Join(dir, "go.sum"), string(sum))
 	program := e2eProgram
 	for _, server := range []string{"everything", "t"} {
-		f, err := ctl.Do(ctx, &ControlRequest{T: ctlFacade, Server: server, Lang: "go"})
+		f, err := ctl.Facade(ctx, &control.FacadeRequest{Server: server, Lang: "go"})
 		if err != nil {
 			t.Fatal(err)
 		}

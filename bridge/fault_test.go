@@ -15,6 +15,7 @@ import (
 	"github.com/vmihailenco/msgpack/v5"
 
 	"github.com/capbridge/capbridge/bridge/config"
+	"github.com/capbridge/capbridge/bridge/control"
 	"github.com/capbridge/capbridge/capwire"
 	"github.com/capbridge/capbridge/internal/leakcheck"
 	"github.com/capbridge/capbridge/internal/mcptest"
@@ -266,13 +267,13 @@ func TestServerCrashMidCall(t *testing.T) {
 				t.Errorf("call after the death: %v, want server_unavailable with the stderr tail", err)
 			}
 			ctl := tb.control()
-			st, err := ctl.Do(ctx, &ControlRequest{T: ctlStatus})
+			st, err := ctl.Status(ctx)
 			ctl.Close()
 			if err != nil {
 				t.Fatal(err)
 			}
 			states := map[string]string{}
-			for _, s := range st.ServerStatus {
+			for _, s := range st.Servers {
 				states[s.Name] = s.State
 				if s.Name == "victim" && !strings.Contains(s.StderrTail, tc.lastWords) {
 					t.Errorf("status stderr_tail of the dead server = %q, want %q in it", s.StderrTail, tc.lastWords)
@@ -639,13 +640,13 @@ func TestStalledReaderCannotStallShutdown(t *testing.T) {
 func TestControlCallerDisconnectCancels(t *testing.T) {
 	defer leakcheck.Check(t)()
 	tb := startBridge(t, nil, mcptestServer("t", mcptest.Scenario{}))
-	ctl, err := DialControl(faultCtx(t), tb.ControlSocket())
+	ctl, err := control.Dial(faultCtx(t), tb.ControlSocket())
 	if err != nil {
 		t.Fatal(err)
 	}
 	done := make(chan error, 1)
 	go func() {
-		_, err := ctl.Do(context.Background(), &ControlRequest{T: ctlCall, Server: "t", Tool: "hang", Args: msgpack.RawMessage{0x80}})
+		_, err := ctl.Call(context.Background(), &control.CallRequest{Server: "t", Tool: "hang", Args: msgpack.RawMessage{0x80}})
 		done <- err
 	}()
 	waitInflight(t, tb, "t", 1)

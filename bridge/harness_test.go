@@ -11,6 +11,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/capbridge/capbridge/bridge/config"
+	"github.com/capbridge/capbridge/bridge/control"
 	"github.com/capbridge/capbridge/capwire"
 	"github.com/capbridge/capbridge/internal/leakcheck"
 	"github.com/capbridge/capbridge/internal/mcptest"
@@ -122,9 +123,9 @@ func (tb *testBridge) dial(token string) *capwire.Client {
 }
 
 // control dials the control socket; it is closed at cleanup.
-func (tb *testBridge) control() *ControlClient {
+func (tb *testBridge) control() *control.Client {
 	tb.t.Helper()
-	c, err := DialControl(context.Background(), tb.ControlSocket())
+	c, err := control.Dial(context.Background(), tb.ControlSocket())
 	if err != nil {
 		tb.t.Fatal(err)
 	}

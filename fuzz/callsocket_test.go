@@ -20,6 +20,7 @@ import (
 
 	"github.com/capbridge/capbridge/bridge"
 	"github.com/capbridge/capbridge/bridge/config"
+	"github.com/capbridge/capbridge/bridge/control"
 	"github.com/capbridge/capbridge/capwire"
 	"github.com/capbridge/capbridge/internal/leakcheck"
 	"github.com/capbridge/capbridge/internal/mcptest"
@@ -47,7 +48,7 @@ type live struct {
 	br      *bridge.Bridge
 	hostile string // token
 	good    *capwire.Client
-	ctl     *bridge.ControlClient
+	ctl     *control.Client
 	// baseline is the connection count with only good and ctl open.
 	baseline int
 }
@@ -118,17 +119,14 @@ func startLive(f *testing.F) *live {
 	if l.good, err = capwire.Dial(ctx, br.CallSocket(), goodToken); err != nil {
 		f.Fatal(err)
 	}
-	if l.ctl, err = bridge.DialControl(ctx, br.ControlSocket()); err != nil {
+	if l.ctl, err = control.Dial(ctx, br.ControlSocket()); err != nil {
 		f.Fatal(err)
 	}
 	st, err := l.status()
 	if err != nil {
 		f.Fatal(err)
 	}
-	if st.Connections == nil {
-		f.Fatal("status has no connection count")
-	}
-	l.baseline = *st.Connections
+	l.baseline = st.Connections
 	return l
 }
 
@@ -149,10 +147,10 @@ func removeStaleDirs() {
 	}
 }
 
-func (l *live) status() (*bridge.ControlReply, error) {
+func (l *live) status() (*control.Status, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	return l.ctl.Do(ctx, &bridge.ControlRequest{T: "status"})
+	return l.ctl.Status(ctx)
 }
 
 // echo makes one call on the good connection and checks its answer.
@@ -317,15 +315,15 @@ func FuzzCallSocket(f *testing.F) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			srv := st.ServerStatus[0]
+			srv := st.Servers[0]
 			if srv.State != bridge.StateReady {
 				t.Fatalf("server is %s after the input: %s %s", srv.State, srv.Reason, srv.StderrTail)
 			}
-			if st.Connections != nil && *st.Connections == l.baseline && srv.Inflight == 0 && srv.Queued == 0 {
+			if st.Connections == l.baseline && srv.Inflight == 0 && srv.Queued == 0 {
 				break
 			}
 			if time.Now().After(deadline) {
-				t.Fatalf("after the connection ended: %v connections (want %d), %d calls running, %d queued", deref(st.Connections), l.baseline, srv.Inflight, srv.Queued)
+				t.Fatalf("after the connection ended: %v connections (want %d), %d calls running, %d queued", st.Connections, l.baseline, srv.Inflight, srv.Queued)
 			}
 			time.Sleep(2 * time.Millisecond)
 		}
@@ -339,11 +337,4 @@ func FuzzCallSocket(f *testing.F) {
 // bytes unread), which is an orderly end for this purpose.
 func isReset(err error) bool {
 	return strings.Contains(err.Error(), "connection reset by peer")
-}
-
-func deref(n *int) any {
-	if n == nil {
-		return "no"
-	}
-	return *n
 }

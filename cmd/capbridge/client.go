@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -13,6 +14,9 @@ import (
 
 	"github.com/capbridge/capbridge/bridge"
 	"github.com/capbridge/capbridge/bridge/config"
+	"github.com/capbridge/capbridge/bridge/control"
+	"github.com/capbridge/capbridge/capwire"
+	"github.com/capbridge/capbridge/codegen"
 	"github.com/capbridge/capbridge/interchange"
 )
 
@@ -45,16 +49,18 @@ func newClientFlags(name string, stderr io.Writer, withJSON bool) (*flag.FlagSet
 	return fs, cf
 }
 
-// do dials the control socket, sends one request and returns the reply.
-func (cf *clientFlags) do(req *bridge.ControlRequest) (*bridge.ControlReply, error) {
+// withControl dials the control socket and runs one request on it, the
+// whole exchange bounded by --timeout.
+func withControl[R any](cf *clientFlags, request func(context.Context, *control.Client) (R, error)) (R, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), cf.timeout)
 	defer cancel()
-	c, err := bridge.DialControl(ctx, cf.control)
+	c, err := control.Dial(ctx, cf.control)
 	if err != nil {
-		return nil, err
+		var zero R
+		return zero, err
 	}
 	defer c.Close()
-	return c.Do(ctx, req)
+	return request(ctx, c)
 }
 
 func runCall(args []string, stdout, stderr io.Writer) int {
@@ -90,30 +96,32 @@ func runCall(args []string, stdout, stderr io.Writer) int {
 	// is reported as the bridge's timeout denial, not as our read timing
 	// out on the socket.
 	bridgeTimeout := cf.timeout - min(time.Second, cf.timeout/10)
-	r, err := cf.do(&bridge.ControlRequest{T: "call", Server: fs.Arg(0), Tool: fs.Arg(1), Args: mp, TimeoutMS: uint64(max(bridgeTimeout, time.Millisecond) / time.Millisecond)})
-	if err != nil {
+	req := &control.CallRequest{Server: fs.Arg(0), Tool: fs.Arg(1), Args: mp, TimeoutMS: uint64(max(bridgeTimeout, time.Millisecond) / time.Millisecond)}
+	r, err := withControl(cf, func(ctx context.Context, c *control.Client) (*capwire.Result, error) { return c.Call(ctx, req) })
+	var denied *capwire.Denied
+	if err != nil && !errors.As(err, &denied) {
 		fmt.Fprintln(stderr, "capbridge call:", err)
 		return exitError
 	}
 	if cf.json {
-		return printCallJSON(r, stdout, stderr)
+		return printCallJSON(r, denied, stdout, stderr)
 	}
-	if r.T == "denied" {
-		fmt.Fprintf(stderr, "denied: %s: %s", r.Code, r.Message)
-		if r.Path != "" {
-			fmt.Fprintf(stderr, " (at %s)", r.Path)
+	if denied != nil {
+		fmt.Fprintf(stderr, "denied: %s: %s", denied.Code, denied.Message)
+		if denied.Path != "" {
+			fmt.Fprintf(stderr, " (at %s)", denied.Path)
 		}
-		if r.RPCCode != 0 {
-			fmt.Fprintf(stderr, " [rpc %d]", r.RPCCode)
+		if denied.RPCCode != 0 {
+			fmt.Fprintf(stderr, " [rpc %d]", denied.RPCCode)
 		}
 		fmt.Fprintln(stderr)
 		return exitError
 	}
 	for _, b := range r.Content {
-		if b["type"] == "text" {
-			fmt.Fprintln(stdout, b["text"])
+		if b.Type == capwire.BlockText {
+			fmt.Fprintln(stdout, b.Text)
 		} else {
-			fmt.Fprintf(stdout, "[%v]\n", b["kind"])
+			fmt.Fprintf(stdout, "[%s]\n", b.Kind)
 		}
 	}
 	if len(r.Structured) > 0 {
@@ -136,22 +144,29 @@ func runCall(args []string, stdout, stderr io.Writer) int {
 	return exitOK
 }
 
-// printCallJSON prints the reply as one JSON object with the same fields
-// as the capwire envelope, structured content converted to JSON.
-func printCallJSON(r *bridge.ControlReply, stdout, stderr io.Writer) int {
-	out := map[string]any{"t": r.T}
-	if r.T == "denied" {
-		out["code"], out["message"] = r.Code, r.Message
-		if r.Path != "" {
-			out["path"] = r.Path
+// printCallJSON prints the outcome (r, or denied when the call was
+// denied) as one JSON object with the same fields as the capwire envelope,
+// structured content converted to JSON.
+func printCallJSON(r *capwire.Result, denied *capwire.Denied, stdout, stderr io.Writer) int {
+	var out map[string]any
+	if denied != nil {
+		out = map[string]any{"t": capwire.TypeDenied, "code": denied.Code, "message": denied.Message}
+		if denied.Path != "" {
+			out["path"] = denied.Path
 		}
-		if r.RPCCode != 0 {
-			out["rpc_code"] = r.RPCCode
+		if denied.RPCCode != 0 {
+			out["rpc_code"] = denied.RPCCode
 		}
 	} else {
-		out["is_error"], out["truncated"] = r.IsError, r.Truncated
-		out["content"] = r.Content
-		out["structured"] = nil
+		content := make([]map[string]string, 0, len(r.Content))
+		for _, b := range r.Content {
+			if b.Type == capwire.BlockText {
+				content = append(content, map[string]string{"type": b.Type, "text": b.Text})
+			} else {
+				content = append(content, map[string]string{"type": b.Type, "kind": b.Kind})
+			}
+		}
+		out = map[string]any{"t": capwire.TypeResult, "is_error": r.IsError, "truncated": r.Truncated, "content": content, "structured": nil}
 		if len(r.Structured) > 0 {
 			js, err := interchange.ToJSON(r.Structured)
 			if err != nil {
@@ -167,7 +182,7 @@ func printCallJSON(r *bridge.ControlReply, stdout, stderr io.Writer) int {
 		return exitError
 	}
 	fmt.Fprintf(stdout, "%s\n", b)
-	if r.T == "denied" || r.IsError {
+	if denied != nil || r.IsError {
 		return exitError
 	}
 	return exitOK
@@ -200,12 +215,12 @@ func runGrant(args []string, stdout, stderr io.Writer) int {
 			spec[server] = append(spec[server], tool)
 		}
 	}
-	req := &bridge.ControlRequest{T: "grant", Servers: spec, TTLMS: uint64(*ttl / time.Millisecond)}
+	req := &control.GrantRequest{Servers: spec, TTLMS: uint64(*ttl / time.Millisecond)}
 	if *peerUID >= 0 {
 		u := uint32(*peerUID)
 		req.PeerUID = &u
 	}
-	r, err := cf.do(req)
+	r, err := withControl(cf, func(ctx context.Context, c *control.Client) (*control.Granted, error) { return c.Grant(ctx, req) })
 	if err != nil {
 		fmt.Fprintln(stderr, "capbridge grant:", err)
 		return exitError
@@ -224,12 +239,14 @@ func runRevoke(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "usage: capbridge revoke TOKEN|GRANT-ID")
 		return exitUsage
 	}
-	r, err := cf.do(&bridge.ControlRequest{T: "revoke", Grant: fs.Arg(0)})
+	r, err := withControl(cf, func(ctx context.Context, c *control.Client) (*control.Revoked, error) {
+		return c.Revoke(ctx, &control.RevokeRequest{Grant: fs.Arg(0)})
+	})
 	if err != nil {
 		fmt.Fprintln(stderr, "capbridge revoke:", err)
 		return exitError
 	}
-	if r.Found == nil || !*r.Found {
+	if !r.Found {
 		fmt.Fprintln(stderr, "capbridge revoke: no live grant by that name (already revoked or expired?)")
 		return exitError
 	}
@@ -246,18 +263,18 @@ func runStatus(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "usage: capbridge status [--control PATH] [--json]")
 		return exitUsage
 	}
-	r, err := cf.do(&bridge.ControlRequest{T: "status"})
+	r, err := withControl(cf, func(ctx context.Context, c *control.Client) (*control.Status, error) { return c.Status(ctx) })
 	if err != nil {
 		fmt.Fprintln(stderr, "capbridge status:", err)
 		return exitError
 	}
 	if cf.json {
-		b, _ := json.Marshal(map[string]any{"servers": r.ServerStatus, "grants": deref(r.Grants), "connections": deref(r.Connections)})
+		b, _ := json.Marshal(r)
 		fmt.Fprintf(stdout, "%s\n", b)
 		return exitOK
 	}
-	fmt.Fprintf(stdout, "%d live grant(s), %d connection(s)\n", deref(r.Grants), deref(r.Connections))
-	for _, s := range r.ServerStatus {
+	fmt.Fprintf(stdout, "%d live grant(s), %d connection(s)\n", r.Grants, r.Connections)
+	for _, s := range r.Servers {
 		fmt.Fprintf(stdout, "%-20s %-8s pid=%d tools=%d inflight=%d queued=%d calls=%d errors=%d\n", s.Name, s.State, s.PID, s.Tools, s.Inflight, s.Queued, s.Calls, s.Errors)
 		if s.Reason != "" {
 			fmt.Fprintf(stdout, "  reason: %s\n", s.Reason)
@@ -278,12 +295,12 @@ func runTools(args []string, stdout, stderr io.Writer) int {
 	}
 	names := fs.Args()
 	if len(names) == 0 {
-		r, err := cf.do(&bridge.ControlRequest{T: "status"})
+		r, err := withControl(cf, func(ctx context.Context, c *control.Client) (*control.Status, error) { return c.Status(ctx) })
 		if err != nil {
 			fmt.Fprintln(stderr, "capbridge tools:", err)
 			return exitError
 		}
-		for _, s := range r.ServerStatus {
+		for _, s := range r.Servers {
 			if s.State == bridge.StateReady {
 				names = append(names, s.Name)
 			}
@@ -291,7 +308,7 @@ func runTools(args []string, stdout, stderr io.Writer) int {
 	}
 	code := exitOK
 	for _, n := range names {
-		r, err := cf.do(&bridge.ControlRequest{T: "facade", Server: n, Lang: "go"})
+		r, err := fetchFacade(cf, n)
 		if err != nil {
 			fmt.Fprintf(stderr, "capbridge tools: %s: %v\n", n, err)
 			code = exitError
@@ -305,19 +322,9 @@ func runTools(args []string, stdout, stderr io.Writer) int {
 	return code
 }
 
-func deref(n *int) int {
-	if n == nil {
-		return 0
-	}
-	return *n
-}
-
-// fetchFacade asks the running capbridge for a server's façade.
-func fetchFacade(control string, timeout time.Duration, server string) (module, source, surface string, err error) {
-	cf := &clientFlags{control: control, timeout: timeout}
-	r, err := cf.do(&bridge.ControlRequest{T: "facade", Server: server, Lang: "go"})
-	if err != nil {
-		return "", "", "", err
-	}
-	return r.Module, r.Source, r.Surface, nil
+// fetchFacade asks the running capbridge for a server's Go façade.
+func fetchFacade(cf *clientFlags, server string) (*control.Facade, error) {
+	return withControl(cf, func(ctx context.Context, c *control.Client) (*control.Facade, error) {
+		return c.Facade(ctx, &control.FacadeRequest{Server: server, Lang: string(codegen.Go)})
+	})
 }

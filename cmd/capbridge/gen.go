@@ -37,12 +37,12 @@ func runGen(args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintf(stderr, "capbridge gen: no façade generator for language %q\n", *lang)
 			return exitUsage
 		}
-		module, source, surface, err := fetchFacade(*control, time.Minute, *server)
+		f, err := fetchFacade(&clientFlags{control: *control, timeout: time.Minute}, *server)
 		if err != nil {
 			fmt.Fprintf(stderr, "capbridge gen: %v\n", err)
 			return exitError
 		}
-		return writeFacade(*out, module, []byte(source), surface, stdout, stderr, "from the running capbridge")
+		return writeFacade(*out, f.Module, []byte(f.Source), f.Surface, stdout, stderr, "from the running capbridge")
 	}
 	f, err := os.Open(*listing)
 	if err != nil {

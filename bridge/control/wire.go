@@ -1,0 +1,224 @@
+// Package control is capbridge's control plane (docs/control.md): its typed
+// requests and replies, the client the CLI and Go harnesses use, and the
+// serve loop a bridge runs behind its owner-only socket.
+package control
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/vmihailenco/msgpack/v5"
+
+	"github.com/capbridge/capbridge/capwire"
+	"github.com/capbridge/capbridge/interchange"
+	"github.com/capbridge/capbridge/internal/bound"
+	"github.com/capbridge/capbridge/internal/text"
+)
+
+// Request kinds, the "t" of a request, and the reply kinds that answer
+// them. A call is answered with capwire's own "result" or "denied".
+const (
+	opGrant  = "grant"
+	opRevoke = "revoke"
+	opStatus = "status"
+	opFacade = "facade"
+	opCall   = "call"
+
+	replyGranted = "granted"
+	replyRevoked = "revoked"
+	replyStatus  = "status"
+	replyFacade  = "facade"
+	replyError   = "error"
+)
+
+// MaxFrame bounds one control frame's payload in either direction; a
+// façade's source is the largest thing sent. The bridge uses it to learn,
+// before it audits a call, whether the result fits in a reply.
+const MaxFrame = bound.MaxMessage
+
+// GrantRequest asks for a grant ("grant").
+type GrantRequest struct {
+	// Servers maps each server the grant reaches to the tools it may call
+	// there; an empty list means every tool.
+	Servers map[string][]string `msgpack:"servers"`
+	TTLMS   uint64              `msgpack:"ttl_ms,omitempty"`   // 0: the default TTL
+	PeerUID *uint32             `msgpack:"peer_uid,omitempty"` // only a call-socket peer with this uid may use the token
+}
+
+// Granted answers a grant ("granted").
+type Granted struct {
+	Token     string `msgpack:"token"`      // the only copy: hand it into the jail
+	Grant     string `msgpack:"grant"`      // the public grant id, for revoke and the audit trail
+	ExpiresMS int64  `msgpack:"expires_ms"` // Unix ms
+}
+
+// RevokeRequest ends a grant ("revoke").
+type RevokeRequest struct {
+	Grant string `msgpack:"grant"` // a grant id or a token
+}
+
+// Revoked answers a revoke ("revoked").
+type Revoked struct {
+	Found bool `msgpack:"found"` // whether a live grant was ended
+}
+
+// Status answers a status request ("status"), which has no fields.
+type Status struct {
+	Servers     []ServerStatus `msgpack:"servers" json:"servers"`
+	Grants      int            `msgpack:"grants" json:"grants"`           // live grants
+	Connections int            `msgpack:"connections" json:"connections"` // open connections, both sockets
+}
+
+// ServerStatus is one server's line in Status. State is one of the
+// bridge's server states (starting, ready, failed, dead, retired).
+type ServerStatus struct {
+	Name       string `msgpack:"name" json:"name"`
+	State      string `msgpack:"state" json:"state"`
+	PID        int    `msgpack:"pid,omitempty" json:"pid,omitempty"`
+	Reason     string `msgpack:"reason,omitempty" json:"reason,omitempty"`
+	Tools      int    `msgpack:"tools" json:"tools"`
+	Inflight   int64  `msgpack:"inflight" json:"inflight"`
+	Queued     int64  `msgpack:"queued" json:"queued"`
+	Calls      int64  `msgpack:"calls" json:"calls"`
+	Errors     int64  `msgpack:"errors" json:"errors"`
+	StderrTail string `msgpack:"stderr_tail,omitempty" json:"stderr_tail,omitempty"`
+}
+
+// FacadeRequest asks for a server's façade ("facade").
+type FacadeRequest struct {
+	Server string `msgpack:"server"`
+	Lang   string `msgpack:"lang,omitempty"` // "go", the default
+}
+
+// Facade answers a facade request ("facade").
+type Facade struct {
+	Module        string `msgpack:"module"`  // the package name
+	Source        string `msgpack:"source"`  // the verified source file
+	Surface       string `msgpack:"surface"` // the model's text
+	ListingSHA256 string `msgpack:"listing_sha256"`
+}
+
+// CallRequest calls a tool with operator authority ("call"). It is
+// answered with capwire's result or denied envelope.
+type CallRequest struct {
+	Server string `msgpack:"server"`
+	Tool   string `msgpack:"tool"`
+	// Args is one MessagePack map; nil means {}.
+	Args      msgpack.RawMessage `msgpack:"args,omitempty"`
+	TimeoutMS uint64             `msgpack:"timeout_ms,omitempty"` // 0: the server's call_timeout
+}
+
+// Control error codes: the closed set an "error" reply carries
+// (docs/control.md, "Error codes"). A call's refusals are not among them:
+// those are capwire denials.
+const (
+	CodeBadRequest     = "bad_request"     // the frame or a field of it is malformed or out of range
+	CodeUnknownRequest = "unknown_request" // "t" names no request this capbridge knows
+	CodeUnknownServer  = "unknown_server"  // no server is called that
+	CodeUnknownTool    = "unknown_tool"    // the server has no such tool
+	CodeUnavailable    = "unavailable"     // the server is not serving (boot failed, dead, retired)
+	CodeTooManyGrants  = "too_many_grants" // the live-grant budget is spent
+	CodeTooLarge       = "too_large"       // the reply does not fit in a control frame
+	CodeInternal       = "internal"        // capbridge failed in a way the request did not cause
+)
+
+// codes is the closed set, for the encoder's check and the doc test.
+var codes = map[string]bool{
+	CodeBadRequest: true, CodeUnknownRequest: true, CodeUnknownServer: true, CodeUnknownTool: true,
+	CodeUnavailable: true, CodeTooManyGrants: true, CodeTooLarge: true, CodeInternal: true,
+}
+
+// Error is an "error" reply: the request was refused or failed. A Handler
+// returns it to choose the code; a Client returns it as the error of the
+// request it answers. errors.Is(err, &Error{Code: c}) matches by code.
+type Error struct {
+	Code    string `msgpack:"code"`
+	Message string `msgpack:"message"`
+}
+
+func (e *Error) Error() string {
+	if e.Message == "" {
+		return "control: " + e.Code
+	}
+	return "control: " + e.Code + ": " + e.Message
+}
+
+// Is reports whether target is an *Error with the same code.
+func (e *Error) Is(target error) bool {
+	t, ok := target.(*Error)
+	return ok && t.Code == e.Code
+}
+
+// errorf returns an *Error with code and a formatted message.
+func errorf(code, format string, args ...any) *Error {
+	return &Error{Code: code, Message: fmt.Sprintf(format, args...)}
+}
+
+// head is what every control frame carries.
+type head struct {
+	T  string `msgpack:"t"`
+	ID uint64 `msgpack:"id"`
+}
+
+// appendFrame appends one control frame: "t" and "id", then body's fields
+// (a struct, encoded as a map by its msgpack tags). The envelope keys are
+// written ahead of the body's, so no body type repeats them.
+func appendFrame(dst []byte, t string, id uint64, body any) ([]byte, error) {
+	fields, err := msgpack.Marshal(body)
+	if err != nil {
+		return dst, fmt.Errorf("control: encoding %s: %w", t, err)
+	}
+	r := bytes.NewReader(fields)
+	n, err := msgpack.NewDecoder(r).DecodeMapLen()
+	if err != nil || n < 0 {
+		return dst, fmt.Errorf("control: encoding %s: the body is not a map", t)
+	}
+	entries := fields[len(fields)-r.Len():]
+	return capwire.AppendFramed(dst, MaxFrame, func(b []byte) ([]byte, error) {
+		w := bytes.NewBuffer(b)
+		enc := msgpack.NewEncoder(w)
+		if err := errors.Join(enc.EncodeMapLen(n+2),
+			enc.EncodeString("t"), enc.EncodeString(t),
+			enc.EncodeString("id"), enc.EncodeUint(id)); err != nil {
+			return b, err
+		}
+		w.Write(entries)
+		return w.Bytes(), nil
+	})
+}
+
+// appendError appends an "error" frame. Its body is two strings, so it
+// fits in any frame and cannot fail to encode once the message is
+// clipped to valid UTF-8.
+func appendError(dst []byte, id uint64, e *Error) []byte {
+	code := e.Code
+	if !codes[code] {
+		code = CodeInternal
+	}
+	out, err := appendFrame(dst, replyError, id, &Error{Code: code, Message: text.Ellipsis(strings.ToValidUTF8(e.Message, "\uFFFD"), maxMessage)})
+	if err != nil {
+		// Unreachable: a map of two short strings.
+		panic("control: encoding an error reply: " + err.Error())
+	}
+	return out
+}
+
+// maxMessage caps an error's message, which may quote what a client sent.
+const maxMessage = 4 << 10
+
+// decode decodes a control frame's payload into v. The frame is first
+// checked by interchange's total, bounded converter: msgpack's reflective
+// decoder trusts a map or array header's count when it allocates, so only
+// a frame whose every count is backed by bytes actually present may reach
+// it (a 16 MiB frame can then describe at most a few million elements).
+// The check also refuses what JSON cannot carry (binary, non-string keys,
+// invalid UTF-8), none of which a control frame has a use for.
+func decode(frame []byte, v any) error {
+	var scratch [512]byte
+	if _, err := interchange.AppendJSON(scratch[:0], frame); err != nil {
+		return err
+	}
+	return msgpack.Unmarshal(frame, v)
+}
