@@ -116,8 +116,8 @@ func TestGoldenContent(t *testing.T) {
 		t.Errorf("module %q level %v pages %d", g.ModuleName, g.Level, len(g.Pages))
 	}
 	for _, want := range []string{
-		"// Go package typical: MCP server \"typical\", 5 tools.",
-		"// tool \"API-get-user\": \"Fetch a user.\"\nfunc APIGetUser(ctx, args APIGetUserArgs)\n",
+		"// package typical: MCP server \"typical\", 5 tools;",
+		"// \"API-get-user\": \"Fetch a user.\"\nfunc APIGetUser(ctx, APIGetUserArgs{\n\tUserId int64 // \"numeric id\"\n",
 		"\tOwner string // \"Repository owner\"\n",
 	} {
 		if !strings.Contains(g.Surface, want) {
@@ -304,7 +304,7 @@ func checkSurface(t *testing.T, s string) {
 		t.Error("surface holds a hidden codepoint")
 	}
 	for _, line := range strings.Split(strings.TrimSuffix(s, "\n"), "\n") {
-		ok := line == "" || line == "}" || strings.HasPrefix(line, "// ") ||
+		ok := line == "" || line == "}" || line == "})" || strings.HasPrefix(line, "// ") ||
 			strings.HasPrefix(line, "func ") || strings.HasPrefix(line, "type ") ||
 			strings.HasPrefix(line, "\t") && len(line) > 1 && line[1] >= 'A' && line[1] <= 'Z' ||
 			len(line) > 0 && line[0] >= 'A' && line[0] <= 'Z' && strings.Contains(line, " // tool ")
@@ -457,7 +457,8 @@ func TestDescribeSearch(t *testing.T) {
 		t.Fatal(err)
 	}
 	d, err := g.Describe("ReadTextFile", "list_directory")
-	if err != nil || !strings.Contains(d, "func ReadTextFile(ctx, args ReadTextFileArgs)") || !strings.Contains(d, "func ListDirectory(") {
+	if err != nil || !strings.Contains(d, "func ReadTextFile(ctx, ReadTextFileArgs{") || !strings.Contains(d, "func ListDirectory(") ||
+		!strings.Contains(d, "Use the 'head' parameter") {
 		t.Fatalf("Describe: %v\n%s", err, d)
 	}
 	m := g.Search("list directory", 3)
@@ -466,6 +467,18 @@ func TestDescribeSearch(t *testing.T) {
 	}
 	if len(m) > 3 {
 		t.Errorf("limit ignored: %d", len(m))
+	}
+	mem, err := generateFile(t, "testdata/npm-memory.json", Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// read_graph's entities have create_entities' shape: one type, declared
+	// once on the surface and spelled out wherever it is described.
+	if strings.Count(mem.Surface, "type CreateEntitiesEntity struct") != 1 || !strings.Contains(string(mem.Source), "\tEntities []CreateEntitiesEntity `json:\"entities\"") {
+		t.Errorf("memory does not share its entity type:\n%s", mem.Surface)
+	}
+	if d, err := mem.Describe("read_graph"); err != nil || !strings.Contains(d, "type CreateEntitiesEntity struct") {
+		t.Errorf("Describe(read_graph) lacks the shared type: %v\n%s", err, d)
 	}
 	if m := g.Search("zzzz", 5); len(m) != 0 {
 		t.Errorf("Search for nothing found %+v", m)
@@ -548,5 +561,48 @@ func TestGenerateEmpty(t *testing.T) {
 	}
 	if err := typeCheck(g.Source); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// largeListing is a listing of 320 tools shaped like a big real server:
+// more than MaxTools, which Generate must still take (the bridge applies
+// the cap after the operator's allow and deny lists).
+func largeListing() []Tool {
+	tools := make([]Tool, 320)
+	for i := range tools {
+		tools[i] = Tool{
+			Name:        fmt.Sprintf("browser_action_%03d", i),
+			Description: fmt.Sprintf("Performs browser action %d on the current page and reports what happened, with the page's new state.", i),
+			InputSchema: []byte(fmt.Sprintf(`{"type":"object","properties":{
+				"element":{"type":"string","description":"Human-readable element description used to obtain permission to interact with the element"},
+				"ref":{"type":"string","description":"Exact target element reference from the page snapshot"},
+				"mode":{"type":"string","enum":["fast","careful","step-%d"]},
+				"options":{"type":"object","properties":{"timeout":{"type":"integer","minimum":0,"default":5000},"force":{"type":"boolean"}}}},
+				"required":["element","ref"]}`, i)),
+		}
+	}
+	return tools
+}
+
+// TestLargeListing: 320 tools generate, verify and type-check; the surface
+// degrades down the ladder instead of refusing, and its pages cover every
+// tool.
+func TestLargeListing(t *testing.T) {
+	tools := largeListing()
+	g, err := Generate("large", tools, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := typeCheck(g.Source); err != nil {
+		t.Fatal(err)
+	}
+	checkInert(t, g, tools)
+	compareGolden(t, "testdata/large.surface.golden", []byte(strings.Join(append([]string{g.Level.String() + "\n"}, append([]string{g.Surface}, g.Pages...)...), "\n")))
+	if g.Level == SurfaceFull {
+		t.Fatalf("a 320-tool surface fits the default budget at level %v", g.Level)
+	}
+	full, err := g.Describe(g.docs[319].name)
+	if err != nil || !strings.Contains(full, `"browser_action_319"`) {
+		t.Fatalf("Describe of the last tool: %v", err)
 	}
 }

@@ -72,6 +72,8 @@ type goFile struct {
 	cyclic              map[*typeDef]bool     // record reachable from itself through value fields
 	taken               map[string]bool       // every top-level identifier
 	order               []*typeDef            // declaration order
+	shapes              map[string]*typeDef   // declared nested types by shapeSig
+	alias               map[*typeDef]*typeDef // a type declared as an earlier one of the same shape
 	owner               map[*typeDef]*goFunc
 }
 
@@ -104,7 +106,8 @@ func newGoFile(server, digest string) *goFile {
 	return &goFile{server: server, pkg: pkgs[0], digest: digest,
 		types: map[*typeDef]string{}, fields: map[*typeDef][]string{}, consts: map[*typeDef][]string{},
 		wrappers: map[*typeDef][]string{}, opaque: map[*typeDef]string{}, output: map[*typeDef]bool{},
-		cyclic: map[*typeDef]bool{}, taken: map[string]bool{}, owner: map[*typeDef]*goFunc{}}
+		cyclic: map[*typeDef]bool{}, taken: map[string]bool{}, owner: map[*typeDef]*goFunc{},
+		shapes: map[string]*typeDef{}, alias: map[*typeDef]*typeDef{}}
 }
 
 // intent is what the file means to declare.
@@ -171,6 +174,23 @@ func (f *goFile) bind(plans []toolPlan) error {
 				continue // a tool without arguments has no arguments type
 			}
 			f.output[d] = i >= nIn
+			// A nested type with the shape and documentation of one
+			// declared before, by this tool or another, is that type: a
+			// model passes one tool's results to the next, and the surface
+			// declares each shape once.
+			root := d == tp.args || tp.output != nil && tp.output.kind == kNamed && tp.output.def == d
+			sig := ""
+			if !root {
+				sig = shapeSig(d, map[*typeDef]bool{})
+			}
+			if prev := f.shapes[sig]; prev != nil && sig != "" {
+				f.types[d] = f.types[prev]
+				f.alias[d] = prev
+				continue
+			}
+			if sig != "" {
+				f.shapes[sig] = d
+			}
 			if err := f.nameType(fn, d, stem, suffix); err != nil {
 				return err
 			}
@@ -191,10 +211,68 @@ func (f *goFile) bind(plans []toolPlan) error {
 	}
 	for _, d := range f.order {
 		if d.kind == dRecord {
-			f.cyclic[d] = reaches(d, d, map[*typeDef]bool{})
+			f.cyclic[d] = f.reaches(d, d, map[*typeDef]bool{})
 		}
 	}
 	return nil
+}
+
+// canon is the declared type d stands for.
+func (f *goFile) canon(d *typeDef) *typeDef {
+	if a := f.alias[d]; a != nil {
+		return a
+	}
+	return d
+}
+
+// shapeSig is the structure of a record or enum as a string: wire names,
+// required-ness and types, recursively. It is "" for anything holding a
+// union, whose Go type differs between inputs and outputs.
+func shapeSig(d *typeDef, seen map[*typeDef]bool) string {
+	if seen[d] {
+		return "cycle"
+	}
+	seen[d] = true
+	defer delete(seen, d)
+	var b strings.Builder
+	switch d.kind {
+	case dEnum:
+		fmt.Fprintf(&b, "enum%d%v(", d.base, d.unsigned)
+		for _, v := range d.values {
+			b.WriteString(strconv.Quote(v.lit) + ",")
+		}
+	case dRecord:
+		fmt.Fprintf(&b, "record%q(", d.doc)
+		for _, fl := range d.fields {
+			t := typeSig(fl.typ, seen)
+			if t == "" {
+				return ""
+			}
+			fmt.Fprintf(&b, "%q %v %s %q %q,", fl.wire, fl.required, t, fl.doc, fl.notes)
+		}
+	default:
+		return ""
+	}
+	return b.String() + ")"
+}
+
+func typeSig(t typ, seen map[*typeDef]bool) string {
+	s := fmt.Sprintf("%d%v%v", t.kind, t.nullable, t.unsigned)
+	switch t.kind {
+	case kList, kMap:
+		e := typeSig(*t.elem, seen)
+		if e == "" {
+			return ""
+		}
+		return s + "[" + e + "]"
+	case kNamed:
+		d := shapeSig(t.def, seen)
+		if d == "" {
+			return ""
+		}
+		return s + d
+	}
+	return s
 }
 
 // splitSuffix splits a digest suffix off an identifier, so helper types
@@ -319,18 +397,19 @@ func tagSafe(s string) bool {
 
 // reaches reports whether target is reachable from d through fields that
 // are stored by value (required, not nullable records).
-func reaches(d, target *typeDef, seen map[*typeDef]bool) bool {
+func (f *goFile) reaches(d, target *typeDef, seen map[*typeDef]bool) bool {
 	for _, fl := range d.fields {
 		t := fl.typ
 		if t.kind != kNamed || t.def.kind != dRecord || !fl.required || t.nullable {
 			continue
 		}
-		if t.def == target {
+		next := f.canon(t.def)
+		if next == target {
 			return true
 		}
-		if !seen[t.def] {
-			seen[t.def] = true
-			if reaches(t.def, target, seen) {
+		if !seen[next] {
+			seen[next] = true
+			if f.reaches(next, target, seen) {
 				return true
 			}
 		}
@@ -368,7 +447,7 @@ func (f *goFile) expr(t typ, output bool) string {
 			return f.types[t.def]
 		}
 		e = f.types[t.def]
-		if t.def.kind == dRecord && f.opaque[t.def] != "" {
+		if t.def.kind == dRecord && f.opaque[f.canon(t.def)] != "" {
 			return e // a map type
 		}
 	}
@@ -388,8 +467,8 @@ func nilable(e string) bool {
 func (f *goFile) fieldType(d *typeDef, fl field) (string, bool) {
 	e := f.expr(fl.typ, f.output[d])
 	isIface := fl.typ.kind == kNamed && fl.typ.def.kind == dUnion && !strings.HasPrefix(e, "any")
-	isOpaque := fl.typ.kind == kNamed && fl.typ.def.kind == dRecord && f.opaque[fl.typ.def] != ""
-	needPtr := !fl.required || (fl.typ.kind == kNamed && fl.typ.def.kind == dRecord && f.cyclic[fl.typ.def])
+	isOpaque := fl.typ.kind == kNamed && fl.typ.def.kind == dRecord && f.opaque[f.canon(fl.typ.def)] != ""
+	needPtr := !fl.required || (fl.typ.kind == kNamed && fl.typ.def.kind == dRecord && f.cyclic[f.canon(fl.typ.def)])
 	if needPtr && !nilable(e) && !isIface && !isOpaque {
 		e = "*" + e
 	}
@@ -533,7 +612,12 @@ func (f *goFile) writeType(b *strings.Builder, d *typeDef) {
 		}
 		m := marker(name)
 		fmt.Fprintf(b, "type %s interface{ %s() }\n", name, m)
+		sealed := map[string]bool{}
 		for i, v := range d.variants {
+			if sealed[f.types[v.typ.def]] && f.wrappers[d][i] == "" {
+				continue // two variants of one declared shape
+			}
+			sealed[f.types[v.typ.def]] = true
 			if w := f.wrappers[d][i]; w != "" {
 				fmt.Fprintf(b, "\n// %s is the %s variant of %s.\ntype %s %s\n", w, shapeOf(v.typ), name, w, f.expr(typ{kind: v.typ.kind, elem: v.typ.elem, def: v.typ.def, unsigned: v.typ.unsigned}, false))
 				fmt.Fprintf(b, "\nfunc (%s) %s() {}\n", w, m)
@@ -556,27 +640,30 @@ func (f *goFile) role(d *typeDef) string {
 	return what + " (" + commentQuote(strings.Join(d.hint, ".")) + ")"
 }
 
-// unionNote spells out a union's variants.
+// unionNote spells out a union's variants: each variant's type, and for
+// a wrapper the type it wraps.
 func (f *goFile) unionNote(d *typeDef) string {
 	var parts []string
 	for i, v := range d.variants {
 		n := f.wrappers[d][i]
 		if n == "" {
 			n = f.types[v.typ.def]
+		} else {
+			n += "(" + f.expr(typ{kind: v.typ.kind, elem: v.typ.elem, def: v.typ.def, unsigned: v.typ.unsigned}, false) + ")"
 		}
 		if v.tag != "" {
-			n += " (" + f.fields[v.typ.def][slices.IndexFunc(v.typ.def.fields, func(x field) bool { return x.wire == d.discriminator })] + " = " + v.tag + ")"
+			n += " (" + f.fields[f.canon(v.typ.def)][slices.IndexFunc(v.typ.def.fields, func(x field) bool { return x.wire == d.discriminator })] + " = " + v.tag + ")"
 		}
 		parts = append(parts, n)
 	}
-	how := "told apart by the kind of JSON value"
+	how := "told apart by JSON kind"
 	switch {
 	case d.discriminator != "":
 		how = "told apart by " + strconv.Quote(d.discriminator)
 	case !d.decidable:
 		how = "not decidable from the value alone"
 	}
-	s := "One of: " + strings.Join(parts, ", ") + "; " + how + "."
+	s := "one of " + strings.Join(parts, ", ") + "; " + how + "."
 	if f.output[d] {
 		s += " Decoded as any."
 	}

@@ -284,6 +284,9 @@ func describeSchema(prop, target *node) (string, []string) {
 	note := func(label, key string) {
 		for _, s := range []*node{prop, target} {
 			if v := s.get(key); v != nil {
+				if v.kind == kindNumber && (v.str == "9007199254740991" || v.str == "-9007199254740991") {
+					return // JavaScript's safe-integer bound, which schema libraries add to every integer
+				}
 				notes = append(notes, label+" "+cleanText(literal(v), maxNoteRunes))
 				return
 			}

@@ -11,27 +11,28 @@ import (
 
 // Description lengths, in runes, on the rungs of the ladder.
 const (
-	surfaceLongDesc   = 160 // a tool, full rung
-	surfaceShortDesc  = 60  // a tool, short rung and index
-	surfaceFieldLong  = 100 // a field, full rung
-	surfaceFieldShort = 40  // a field, short rung
-	maxEnumShown      = 32  // enum constants listed on a surface
+	surfaceLongDesc   = 80 // a tool, full rung
+	surfaceShortDesc  = 50 // a tool, short rung and index
+	surfaceFieldLong  = 50 // a field, full rung
+	surfaceFieldShort = 30 // a field, short rung
+	maxEnumShown      = 32 // enum constants listed on a surface
 )
 
 // detail is how much of a tool's declarations a rendering shows.
 type detail uint8
 
 const (
-	detailFull  detail = iota // descriptions, defaults and ranges
-	detailShort               // short descriptions
-	detailSigs                // declarations only
+	detailDescribe detail = iota // everything, descriptions at the source's caps
+	detailFull                   // descriptions, defaults and ranges
+	detailShort                  // short descriptions
+	detailSigs                   // declarations only
 )
 
 // toolDoc is one tool as the surface, Describe and Search see it.
 type toolDoc struct {
 	name   string    // the function's identifier
 	wire   string    // the tool's wire name
-	decl   [3]string // declarations at each detail
+	decl   [4]string // declarations at each detail
 	index  string    // the index line
 	sig    string    // the one-line call signature
 	search []string  // lower-case words the tool is found by, weighted by position
@@ -48,7 +49,7 @@ func renderSurface(preamble func(SurfaceLevel, int, int) string, docs []toolDoc,
 		b.WriteString(preamble(level, 1, 1))
 		for _, d := range docs {
 			b.WriteByte('\n')
-			b.WriteString(d.decl[level])
+			b.WriteString(d.decl[detailFull+detail(level)])
 		}
 		if b.Len() <= budget {
 			return b.String(), level, nil
@@ -86,7 +87,7 @@ func (g *Generated) Describe(names ...string) (string, error) {
 		if i > 0 {
 			b.WriteByte('\n')
 		}
-		b.WriteString(g.docs[k].decl[detailFull])
+		b.WriteString(g.docs[k].decl[detailDescribe])
 	}
 	return b.String(), nil
 }
