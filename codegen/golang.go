@@ -74,6 +74,8 @@ type goFile struct {
 	order               []*typeDef            // declaration order
 	shapes              map[string]*typeDef   // declared nested types by shapeSig
 	alias               map[*typeDef]*typeDef // a type declared as an earlier one of the same shape
+	sigs                map[*typeDef]string   // memoised shapeSig
+	sigIDs              map[string]int        // a number per distinct signature
 	owner               map[*typeDef]*goFunc
 }
 
@@ -107,7 +109,7 @@ func newGoFile(server, digest string) *goFile {
 		types: map[*typeDef]string{}, fields: map[*typeDef][]string{}, consts: map[*typeDef][]string{},
 		wrappers: map[*typeDef][]string{}, opaque: map[*typeDef]string{}, output: map[*typeDef]bool{},
 		cyclic: map[*typeDef]bool{}, taken: map[string]bool{}, owner: map[*typeDef]*goFunc{},
-		shapes: map[string]*typeDef{}, alias: map[*typeDef]*typeDef{}}
+		shapes: map[string]*typeDef{}, alias: map[*typeDef]*typeDef{}, sigs: map[*typeDef]string{}, sigIDs: map[string]int{}}
 }
 
 // intent is what the file means to declare.
@@ -181,7 +183,7 @@ func (f *goFile) bind(plans []toolPlan) error {
 			root := d == tp.args || tp.output != nil && tp.output.kind == kNamed && tp.output.def == d
 			sig := ""
 			if !root {
-				sig = shapeSig(d, map[*typeDef]bool{})
+				sig = f.shapeSig(d)
 			}
 			if prev := f.shapes[sig]; prev != nil && sig != "" {
 				f.types[d] = f.types[prev]
@@ -225,26 +227,27 @@ func (f *goFile) canon(d *typeDef) *typeDef {
 	return d
 }
 
-// shapeSig is the structure of a record or enum as a string: wire names,
-// required-ness and types, recursively. It is "" for anything holding a
-// union, whose Go type differs between inputs and outputs.
-func shapeSig(d *typeDef, seen map[*typeDef]bool) string {
-	if seen[d] {
-		return "cycle"
+// shapeSig is the structure and documentation of a record or enum as a
+// string: wire names, required-ness, types, descriptions and notes,
+// recursively. It is "" — never shared — for anything holding a union
+// (whose Go type differs between inputs and outputs) or a cycle. Results
+// are memoised in f.sigs, so shared subtypes cost linear time.
+func (f *goFile) shapeSig(d *typeDef) string {
+	if s, ok := f.sigs[d]; ok {
+		return s
 	}
-	seen[d] = true
-	defer delete(seen, d)
+	f.sigs[d] = "" // while in progress: a cycle back to d is not shared
 	var b strings.Builder
 	switch d.kind {
 	case dEnum:
-		fmt.Fprintf(&b, "enum%d%v(", d.base, d.unsigned)
+		fmt.Fprintf(&b, "enum%d%v%q(", d.base, d.unsigned, d.doc)
 		for _, v := range d.values {
 			b.WriteString(strconv.Quote(v.lit) + ",")
 		}
 	case dRecord:
 		fmt.Fprintf(&b, "record%q(", d.doc)
 		for _, fl := range d.fields {
-			t := typeSig(fl.typ, seen)
+			t := f.typeSig(fl.typ)
 			if t == "" {
 				return ""
 			}
@@ -253,24 +256,34 @@ func shapeSig(d *typeDef, seen map[*typeDef]bool) string {
 	default:
 		return ""
 	}
-	return b.String() + ")"
+	s := b.String() + ")"
+	f.sigs[d] = s
+	return s
 }
 
-func typeSig(t typ, seen map[*typeDef]bool) string {
+func (f *goFile) typeSig(t typ) string {
 	s := fmt.Sprintf("%d%v%v", t.kind, t.nullable, t.unsigned)
 	switch t.kind {
 	case kList, kMap:
-		e := typeSig(*t.elem, seen)
+		e := f.typeSig(*t.elem)
 		if e == "" {
 			return ""
 		}
 		return s + "[" + e + "]"
 	case kNamed:
-		d := shapeSig(t.def, seen)
+		d := f.shapeSig(t.def)
 		if d == "" {
 			return ""
 		}
-		return s + d
+		// A subtype is named by the number of its signature, so a
+		// signature's length is linear in its own fields, not in the
+		// size of the tree of types below it.
+		id, ok := f.sigIDs[d]
+		if !ok {
+			id = len(f.sigIDs)
+			f.sigIDs[d] = id
+		}
+		return s + "#" + strconv.Itoa(id)
 	}
 	return s
 }

@@ -27,6 +27,7 @@ const (
 	maxEnumValues  = 256     // values of one enum
 	maxVariants    = 16      // variants of one union
 	maxNoteRunes   = 60      // a default, pattern or format note
+	maxPlanSteps   = 1 << 14 // schemas visited while planning one schema
 )
 
 // kind is the shape of a type.
@@ -124,6 +125,7 @@ type planner struct {
 	defs  []*typeDef
 	byRef map[*node]*typeDef // planned $ref targets, the cycle guard
 	busy  map[*node]bool     // $ref targets being planned that are not records
+	steps int                // plan calls so far, against maxPlanSteps
 }
 
 // planTool plans a tool's input and output schemas.
@@ -377,6 +379,12 @@ func (p *planner) deref(s *node) (*node, string) {
 
 // plan plans the schema s used at the path hint.
 func (p *planner) plan(s *node, hint []string, depth int) typ {
+	// References to non-record schemas are planned at each use, so a
+	// schema can fan out exponentially; a step budget bounds the work.
+	p.steps++
+	if p.steps > maxPlanSteps {
+		return anyType("schema too complex to plan")
+	}
 	if depth > maxTypeDepth {
 		return anyType(fmt.Sprintf("nested more than %d types deep", maxTypeDepth))
 	}

@@ -236,3 +236,28 @@ func TestVerifyRejects(t *testing.T) {
 		})
 	}
 }
+
+// TestPlanFanOut: schemas whose references fan out (each type using the
+// next twice, thirty deep) plan and emit in bounded work, whether the
+// shared type is a record (planned once) or an allOf (re-planned at each
+// use, stopped by the step budget).
+func TestPlanFanOut(t *testing.T) {
+	for _, shape := range []string{
+		`{"type":"object","properties":{"a":{"$ref":"#/$defs/d%d"},"b":{"$ref":"#/$defs/d%d"}}}`,
+		`{"allOf":[{"properties":{"a":{"$ref":"#/$defs/d%d"},"b":{"$ref":"#/$defs/d%d"}}}]}`,
+	} {
+		var defs []string
+		for i := range 30 {
+			defs = append(defs, fmt.Sprintf(`"d%d":`+shape, i, i+1, i+1))
+		}
+		defs = append(defs, `"d30":{"type":"string"}`)
+		schema := `{"type":"object","$defs":{` + strings.Join(defs, ",") + `},"properties":{"root":{"$ref":"#/$defs/d0"}}}`
+		g, err := Generate("fan", []Tool{{Name: "t", InputSchema: []byte(schema), OutputSchema: []byte(schema)}}, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := typeCheck(g.Source); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
