@@ -698,7 +698,10 @@ func (f *goFile) fieldNote(d *typeDef, fl field, max int) string {
 func (f *goFile) facts(d *typeDef, fl field) []string {
 	var parts []string
 	e, _ := f.fieldType(d, fl)
-	if fl.required && nilable(e) {
+	switch {
+	case fl.required && fl.typ.nullable:
+		parts = append(parts, "required, nil sends null")
+	case fl.required && nilable(e):
 		parts = append(parts, "required")
 	}
 	if why := untypedReason(fl.typ); why != "" {
