@@ -124,7 +124,7 @@ func FuzzGenerate(f *testing.F) {
 	})
 }
 
-// syntheticListing is a listing of the shape issue 6 names: 85 tools in
+// syntheticListing is a listing the shape of a large real server: 85 tools in
 // about 230 KB, with oneOf, $ref, nullable type arrays, enums, arrays and
 // names with dashes and capitals.
 func syntheticListing() []byte {

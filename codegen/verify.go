@@ -13,7 +13,7 @@ import (
 )
 
 // VerifyError says which check the emitted source failed, and where. It is
-// the Go analogue of seed 000's "@" backstop: the sanitiser is meant to
+// the generator's last backstop: the sanitiser is meant to
 // make every such failure impossible, so one means a generator bug and the
 // source is withheld rather than handed to a compiler.
 type VerifyError struct {
@@ -40,7 +40,7 @@ type intent struct {
 	methods map[string]bool // "Type.method": the empty marker methods that seal a union
 }
 
-// verifyGo checks src before it is handed out (issue 6, "Verification"):
+// verifyGo checks src before it is handed out:
 // it parses; gofmt leaves it unchanged; it is package want.pkg; it imports
 // only goImports, unrenamed (so no import "C" and no cgo preamble); every
 // comment is a line comment beginning "// " (so no //go: or //line
