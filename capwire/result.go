@@ -8,6 +8,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/vmihailenco/msgpack/v5"
 
@@ -236,17 +237,32 @@ func assign(dst reflect.Value, x any, path *[]byte, depth int) error {
 		if !ok {
 			return mismatch(describeValue(x))
 		}
-		fields := structFields(dst.Type())
-		for _, k := range sortedKeys(m) {
-			f := matchField(fields, k)
-			if f == nil {
+		// Field by field, in declaration order: the value under the
+		// field's exact name, else under the first (in sorted order) key
+		// that matches it case-insensitively.
+		var folded []string
+		for _, f := range structFields(dst.Type()) {
+			k := f.name
+			x, ok := m[k]
+			if !ok {
+				if folded == nil {
+					folded = sortedKeys(m)
+				}
+				for _, key := range folded {
+					if strings.EqualFold(key, f.name) {
+						k, x, ok = key, m[key], true
+						break
+					}
+				}
+			}
+			if !ok {
 				continue
 			}
 			fv, err := fieldByIndex(dst, f.index)
 			if err != nil {
 				return err
 			}
-			if err := assignAt(fv, m[k], path, depth, k); err != nil {
+			if err := assignAt(fv, x, path, depth, k); err != nil {
 				return err
 			}
 		}
@@ -393,6 +409,19 @@ type decodeField struct {
 // tag, else json tag, else Go name; untagged embedded structs are
 // flattened, and a shallower field hides a deeper one of the same name.
 func structFields(t reflect.Type) []decodeField {
+	if f, ok := fieldCache.Load(t); ok {
+		return f.([]decodeField)
+	}
+	f := computeFields(t)
+	fieldCache.Store(t, f)
+	return f
+}
+
+// fieldCache holds structFields by type; it grows with the struct types a
+// program decodes into, which its source bounds.
+var fieldCache sync.Map
+
+func computeFields(t reflect.Type) []decodeField {
 	var out []decodeField
 	seen := map[string]bool{}
 	type level struct {
@@ -446,20 +475,6 @@ func fieldName(sf reflect.StructField) (string, bool) {
 		}
 	}
 	return sf.Name, false
-}
-
-func matchField(fields []decodeField, key string) *decodeField {
-	for i := range fields {
-		if fields[i].name == key {
-			return &fields[i]
-		}
-	}
-	for i := range fields {
-		if strings.EqualFold(fields[i].name, key) {
-			return &fields[i]
-		}
-	}
-	return nil
 }
 
 // fieldByIndex is reflect.Value.FieldByIndex that allocates nil embedded
