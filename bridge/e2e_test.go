@@ -53,7 +53,7 @@ func main() {
 		return r
 	}
 
-	r := must(ev.Echo(ctx, "hello e2e"))
+	r := must(ev.Echo(ctx, ev.EchoArgs{Message: "hello e2e"}))
 	fmt.Printf("echo: %s is_error=%v\n", r.Text(), r.IsError)
 
 	r = must(ev.{{get-tiny-image}}(ctx))
@@ -67,7 +67,7 @@ func main() {
 	}
 	fmt.Printf("image: %s\n", strings.Join(kinds, ","))
 
-	r = must(ev.{{get-structured-content}}(ctx, "Chicago"))
+	r = must(ev.{{get-structured-content}}(ctx, ev.{{get-structured-content}}Args{Location: "Chicago"}))
 	var weather map[string]any
 	if err := r.Decode(&weather); err != nil {
 		fmt.Fprintln(os.Stderr, "decode:", err)
@@ -80,7 +80,7 @@ func main() {
 	sort.Strings(keys)
 	fmt.Printf("structured: %s\n", strings.Join(keys, " "))
 
-	r = must(mt.Add(ctx, 40, 2))
+	r = must(mt.Add(ctx, mt.AddArgs{A: 40, B: 2}))
 	var sum struct{ Sum int64 ` + "`msgpack:\"sum\"`" + ` }
 	if err := r.Decode(&sum); err != nil {
 		fmt.Fprintln(os.Stderr, "decode:", err)
@@ -89,7 +89,7 @@ func main() {
 	fmt.Printf("add: %s sum=%d\n", r.Text(), sum.Sum)
 
 	msg := "as asked"
-	r = must(mt.Fail(ctx, &mt.FailOptions{Message: &msg}))
+	r = must(mt.Fail(ctx, mt.FailArgs{Message: &msg}))
 	fmt.Printf("fail: %s is_error=%v\n", r.Text(), r.IsError)
 
 	_, err := mt.Content(ctx, map[string]any{"blob": map[string]any{"bytes": []byte{1, 2, 3}}})

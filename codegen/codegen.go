@@ -2,14 +2,16 @@
 // tools/list into typed façade source and the compact surface a model reads.
 //
 // A listing is untrusted input that becomes source code, so the package is
-// built to keep server text inert: schemas are planned by a total function
-// (schema.go) that never drops a required parameter; names are mangled by a
-// context-free rule with a SHA-256 suffix (name.go); prose is stripped of
+// built to keep server text inert: schemas are planned into a
+// language-neutral type plan by a total, bounded function (plan.go) that
+// never drops a required property; names are mangled by a rule that keeps
+// them typeable and adds a SHA-256 suffix only on loss or collision
+// (name.go); prose is stripped of
 // control and bidi codepoints, capped and wrapped by the generator alone
 // (sanitize.go); wire names reach the source only as fully escaped string
 // literals; and the emitted file is parsed and checked before it is handed
-// out (verify.go). Planning, naming and sanitising are language neutral;
-// golang.go is the first emitter.
+// out (verify.go). Planning, naming, sanitising and the surface ladder are
+// language neutral; golang.go and gosurface.go are the first emitter.
 //
 // The package is pure: it returns source text and never compiles, spawns or
 // writes files. Generate is safe for concurrent use. The format of the output
@@ -22,9 +24,12 @@ import (
 	"unicode/utf8"
 )
 
-// Limits (issue 6 and DESIGN.md, "Everything is bounded").
+// Limits.
 const (
-	// MaxTools is the most tools one server may list.
+	// MaxTools is the most tools one server may expose, counted after the
+	// operator's allow and deny lists; the bridge applies it. Generate
+	// itself takes up to maxGenerateTools, so it never refuses a listing
+	// the bridge admitted.
 	MaxTools = 256
 	// MaxListingBytes caps the saved listing ParseListing reads; it is the
 	// line cap of the MCP stdio client, so one listing costs at most what one
@@ -33,6 +38,8 @@ const (
 	// DefaultSurfaceBudget is the surface size, in bytes, used when
 	// Options.SurfaceBudget is zero.
 	DefaultSurfaceBudget = 64 << 10
+	// maxGenerateTools bounds the work of one Generate call.
+	maxGenerateTools = 4096
 	// maxServerName caps the operator's name for a server.
 	maxServerName = 128
 )
@@ -44,30 +51,32 @@ var (
 	// ErrBadServerName: the server name is empty, too long, not UTF-8 or
 	// holds control or format characters.
 	ErrBadServerName = errors.New("codegen: bad server name")
-	// ErrTooManyTools: the server lists more than MaxTools tools.
+	// ErrTooManyTools: more tools than one Generate call plans.
 	ErrTooManyTools = errors.New("codegen: too many tools")
-	// ErrNameCollision: two tools map to one identifier (*CollisionError).
+	// ErrNameCollision: two names map to one identifier even with their
+	// digest suffixes (*CollisionError).
 	ErrNameCollision = errors.New("codegen: name collision")
-	// ErrSurfaceTooLarge: even the surface's index form is over budget.
-	ErrSurfaceTooLarge = errors.New("codegen: surface too large")
 	// ErrVerification: the emitted source failed verification
 	// (*VerifyError). This is the generator's own failure, never the
 	// server's: its sanitising did not hold, and the source is withheld.
 	ErrVerification = errors.New("codegen: generated source failed verification")
 	// ErrUnsupportedLang: Options.Lang names no emitter.
 	ErrUnsupportedLang = errors.New("codegen: unsupported language")
+	// ErrNoSuchTool: Describe was asked for a tool the façade lacks.
+	ErrNoSuchTool = errors.New("codegen: no such tool")
 )
 
-// CollisionError names two tools whose identifiers coincide after
-// mangling: identical wire names, or a 32-bit digest near-miss. The server
-// is refused rather than repaired, since either repair would guess.
+// CollisionError names two names whose identifiers coincide even after
+// the digest suffix: identical wire names, or a 32-bit digest near-miss.
+// The server is refused rather than repaired, since either repair would
+// guess.
 type CollisionError struct {
 	Ident string // the shared identifier
-	A, B  string // the two wire names, in listing order
+	A, B  string // the two names, in listing order
 }
 
 func (e *CollisionError) Error() string {
-	return fmt.Sprintf("codegen: tools %q and %q both map to identifier %s", clip(e.A, 80), clip(e.B, 80), e.Ident)
+	return fmt.Sprintf("codegen: %q and %q both map to identifier %s", clip(e.A, 80), clip(e.B, 80), e.Ident)
 }
 
 // Is makes every CollisionError match ErrNameCollision.
@@ -88,15 +97,18 @@ type Options struct {
 // SurfaceLevel is the rung of the degradation ladder a surface landed on.
 type SurfaceLevel uint8
 
-// The ladder, from richest to leanest (issue 6, "Limits").
+// The ladder, from richest to leanest. Whatever a rung leaves out,
+// Generated.Describe and Generated.Search serve.
 const (
-	// SurfaceFull: every signature with its options and a description of
-	// up to surfaceLongDesc runes.
+	// SurfaceFull: every declaration, descriptions of up to
+	// surfaceLongDesc runes, defaults and ranges.
 	SurfaceFull SurfaceLevel = iota
-	// SurfaceShort: descriptions cut to surfaceShortDesc runes.
+	// SurfaceShort: descriptions cut short, no defaults or ranges.
 	SurfaceShort
-	// SurfaceIndex: names and signatures only; the model asks for a
-	// function's Details by name.
+	// SurfaceSignatures: the declarations without descriptions.
+	SurfaceSignatures
+	// SurfaceIndex: one line per tool, its name and a short description,
+	// in pages of at most the budget (Generated.Pages).
 	SurfaceIndex
 )
 
@@ -106,6 +118,8 @@ func (l SurfaceLevel) String() string {
 		return "full"
 	case SurfaceShort:
 		return "short"
+	case SurfaceSignatures:
+		return "signatures"
 	case SurfaceIndex:
 		return "index"
 	}
@@ -113,38 +127,35 @@ func (l SurfaceLevel) String() string {
 }
 
 // Generated is the façade of one server. It is deterministic: the same
-// server name, listing and options give byte-identical fields.
+// server name, listing and options give byte-identical fields. It is
+// immutable, so its methods are safe for concurrent use.
 type Generated struct {
 	// ModuleName is the package name of the façade, derived from the server
 	// name by the naming rule (docs/codegen.md).
 	ModuleName string
 	// Source is the verified source file.
 	Source []byte
-	// Surface is the text a model reads: a header line for the server and
-	// one line per function.
+	// Surface is the text a model reads: a short fixed preamble, then the
+	// declarations of every tool at Level's detail (on the index rung, the
+	// first page of the index).
 	Surface string
 	// Level is the rung of the ladder Surface is on.
 	Level SurfaceLevel
-	// Details holds, by function name, the full detail of each function:
-	// its signature, description and parameter notes. It is the per-tool
-	// lookup an index surface points to.
-	Details map[string]string
+	// Pages holds every page of the index when Level is SurfaceIndex
+	// (Pages[0] == Surface), and is nil otherwise.
+	Pages []string
 	// ListingSHA256 is the hex SHA-256 of the canonical listing (see
 	// listingDigest); the source's header carries it too.
 	ListingSHA256 string
-}
 
-// toolPlan is the language-neutral reading of one tool that emitters work
-// from.
-type toolPlan struct {
-	tool *Tool
-	plan plan
+	docs []toolDoc
 }
 
 // Generate plans, names, emits and verifies the façade of one server.
 // server is the operator's name for it: it is sent verbatim in every call
 // and names the package. It fails with an error matching one of the Err
-// variables; it never panics, whatever tools holds.
+// variables; it never panics, whatever tools holds, and never fails for
+// the size of the surface.
 func Generate(server string, tools []Tool, opts Options) (*Generated, error) {
 	if opts.Lang != "" && opts.Lang != Go {
 		return nil, fmt.Errorf("%w: %q", ErrUnsupportedLang, clip(string(opts.Lang), 40))
@@ -152,15 +163,15 @@ func Generate(server string, tools []Tool, opts Options) (*Generated, error) {
 	if err := checkServerName(server); err != nil {
 		return nil, err
 	}
-	if len(tools) > MaxTools {
-		return nil, fmt.Errorf("%w: %d tools, the limit is %d", ErrTooManyTools, len(tools), MaxTools)
+	if len(tools) > maxGenerateTools {
+		return nil, fmt.Errorf("%w: %d tools, the limit is %d", ErrTooManyTools, len(tools), maxGenerateTools)
 	}
 	plans := make([]toolPlan, len(tools))
 	for i := range tools {
 		if tools[i].Name == "" {
 			return nil, &ListingError{i, "empty tool name"}
 		}
-		plans[i] = toolPlan{tool: &tools[i], plan: planSchema(tools[i].InputSchema)}
+		plans[i] = planTool(&tools[i])
 	}
 	budget := opts.SurfaceBudget
 	if budget <= 0 {
@@ -171,24 +182,18 @@ func Generate(server string, tools []Tool, opts Options) (*Generated, error) {
 	if err != nil {
 		return nil, err
 	}
-	surface, level, err := renderSurface(out.header, out.entries, budget)
-	if err != nil {
-		return nil, err
-	}
-	details := make(map[string]string, len(out.entries))
-	for _, e := range out.entries {
-		details[e.name] = e.detail
-	}
+	docs := out.file.docs()
+	surface, level, pages := renderSurface(out.file.goPreamble, docs, budget)
 	return &Generated{
 		ModuleName:    out.pkg,
 		Source:        out.source,
 		Surface:       surface,
 		Level:         level,
-		Details:       details,
+		Pages:         pages,
 		ListingSHA256: digest,
+		docs:          docs,
 	}, nil
 }
-
 func checkServerName(s string) error {
 	if s == "" || len(s) > maxServerName || !utf8.ValidString(s) {
 		return fmt.Errorf("%w: want 1 to %d bytes of UTF-8", ErrBadServerName, maxServerName)

@@ -46,6 +46,8 @@ func TestCompile(t *testing.T) {
 	if built < len(listings) {
 		t.Fatalf("only %d façades generated", built)
 	}
+	write(t, filepath.Join(dir, "prog", "main.go"), []byte(compileProgram))
+	bin := filepath.Join(dir, "prog.bin")
 	cmd := exec.Command("go", "build", "./...")
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), "GOFLAGS=-mod=mod", "GOPROXY=off", "GOWORK=off")
@@ -54,7 +56,110 @@ func TestCompile(t *testing.T) {
 	if err := cmd.Run(); err != nil {
 		t.Fatalf("go build of %d façades: %v\n%s", built, err, clipLines(out.String(), 40))
 	}
+	cmd = exec.Command("go", "build", "-o", bin, "./prog")
+	cmd.Dir, cmd.Env = dir, append(os.Environ(), "GOFLAGS=-mod=mod", "GOPROXY=off", "GOWORK=off")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go build of the program: %v\n%s", err, clipLines(string(out), 40))
+	}
+	got, err := exec.Command(bin).CombinedOutput()
+	if err != nil || string(got) != compileWant {
+		t.Fatalf("program: %v\n%s\nwant:\n%s", err, got, compileWant)
+	}
 }
+
+// compileProgram is what a model writes against v2 façades: struct
+// literals with named fields, enum constants and untyped constants,
+// sealed unions, recursive records, integers past int64; the arguments
+// are encoded as a façade's call encodes them, and typed outputs come back
+// through the generated accessors (capwire.Result.Decode), mismatches as
+// errors.
+const compileProgram = `package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"sort"
+
+	"github.com/capbridge/capbridge/capwire"
+	"github.com/vmihailenco/msgpack/v5"
+
+	"facades.test/everything"
+	"facades.test/memory"
+	"facades.test/shapes"
+)
+
+func wire(v any) string {
+	b, err := msgpack.Marshal(v)
+	if err != nil {
+		fail(err)
+	}
+	var m map[string]any
+	if err := msgpack.Unmarshal(b, &m); err != nil {
+		fail(err)
+	}
+	var keys []string
+	for k, v := range m {
+		keys = append(keys, fmt.Sprintf("%s=%v", k, v))
+	}
+	sort.Strings(keys)
+	return fmt.Sprint(keys)
+}
+
+func fail(err error) {
+	fmt.Println("error:", err)
+	os.Exit(1)
+}
+
+func result(v any) *capwire.Result {
+	b, err := msgpack.Marshal(v)
+	if err != nil {
+		fail(err)
+	}
+	return &capwire.Result{Structured: b}
+}
+
+func main() {
+	fmt.Println(wire(everything.GetAnnotatedMessageArgs{MessageType: everything.GetAnnotatedMessageMessageTypeError, IncludeImage: new(true)}))
+	fmt.Println(wire(everything.GetStructuredContentArgs{Location: "Chicago"}))
+	fmt.Println(wire(memory.CreateEntitiesArgs{Entities: []memory.CreateEntitiesEntity{{Name: "n", EntityType: "t", Observations: []string{"o"}}}}))
+	fmt.Println(wire(shapes.DrawShapeArgs{
+		Shape: shapes.DrawShapeShapeCircle{Kind: shapes.DrawShapeShapeCircleKindCircle, Radius: 2},
+		Color: shapes.DrawShapeColorArray{255, 0, 0},
+		Style: new(shapes.DrawShapeStyleDashed),
+	}))
+	fmt.Println(wire(shapes.SetPriorityArgs{Level: shapes.SetPriorityLevelV2, Mask: shapes.SetPriorityMaskV18446744073709551615}))
+	fmt.Println(wire(shapes.WalkTreeArgs{Root: shapes.WalkTreeNode{Value: "r", Children: []shapes.WalkTreeNode{{Value: "c"}}}}))
+
+	out, err := shapes.DecodeGetWeather(result(map[string]any{
+		"current": map[string]any{"temp": 21.5, "conditions": "rain"},
+		"history": []any{map[string]any{"day": "mon", "temp": 20}},
+	}))
+	if err != nil {
+		fail(err)
+	}
+	fmt.Println(out.Current.Temp, *out.Current.Conditions == shapes.GetWeatherOutputCurrentConditionsRain, *out.History[0].Day, *out.History[0].Temp)
+	sum, err := shapes.DecodeGetSum(result(map[string]any{"sum": 3, "parts": []any{"a", 1}}))
+	if err != nil {
+		fail(err)
+	}
+	fmt.Println(sum.Sum, sum.Detail == nil, sum.Parts)
+	_, err = shapes.DecodeGetWeather(result(map[string]any{"current": map[string]any{"temp": "hot"}}))
+	var de *capwire.DecodeError
+	fmt.Println(errors.As(err, &de), de.Path)
+}
+`
+
+const compileWant = `[includeImage=true messageType=error]
+[location=Chicago]
+[entities=[map[entityType:t name:n observations:[o]]]]
+[color=[255 0 0] label=<nil> shape=map[kind:circle radius:2] style=dashed]
+[level=2 mask=18446744073709551615]
+[root=map[children:[map[value:c]] value:r]]
+21.5 true mon 20
+3 true [a 1]
+true /current/temp
+`
 
 func write(t *testing.T, path string, data []byte) {
 	t.Helper()

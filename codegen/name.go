@@ -6,147 +6,119 @@ import (
 	"strings"
 )
 
-// Names. A server chooses its tool and parameter names; the generator turns
-// them into identifiers of the target language. The rule (issue 6) is the
-// same for every kind of name:
+// Names. A server chooses its tool, property and enum names; the generator
+// turns them into identifiers a model can type from the wire name alone:
 //
-//   - split the name into words: maximal runs of ASCII letters and digits
-//     (everything else, including non-ASCII, is a separator and is lost);
-//   - join the words in the kind's case style, and cap the result at
+//   - split the name into words at separators ('_', '-', '.', '/', ':' and
+//     space) and drop them; separators and case are spelling, not meaning,
+//     so get-sum, get_sum and getSum all become GetSum;
+//   - join the words in the kind's case style and cap the result at
 //     maxIdentBase characters;
-//   - if that lost or changed anything — beyond the one invertible change
-//     the style defines as its identity, see identity below — or the
-//     original is longer than maxIdentBase, or the result is reserved,
-//     append "_" and the first eight hex characters of SHA-256(original).
+//   - append "_" and the first eight hex characters of SHA-256(original)
+//     only where the name would otherwise be ambiguous or wrong: some
+//     character other than a separator was lost (non-ASCII, punctuation),
+//     the name was cut, the result is reserved, or two names of one scope
+//     (the tools of a listing, the fields of a record, every top-level
+//     declaration of a file) meet at one identifier — then every one of
+//     them gets its suffix.
 //
-// The rule is per name and context free, so a tool's identifier never
-// changes because another tool was added or removed. Two originals can share
-// an identifier only if they are equal or their digests agree in 32 bits
-// after the same mangling; the generator refuses such a server rather than
-// repair it (see CollisionError).
+// A tool's identifier can therefore change when a tool that spells the same
+// words differently is added, which is the price of readable names; the
+// listing digest pins a façade to the listing it was generated from.
 
-// maxIdentBase caps the readable part of an identifier; the issue's rule
-// digests any name over this length.
-const maxIdentBase = 32
+// maxIdentBase caps the readable part of an identifier.
+const maxIdentBase = 64
 
 // style is one way of spelling identifiers.
 type style uint8
 
 const (
-	// exported is UpperCamelCase. Its identity class is lower snake_case
-	// whose every word starts with a letter (create_issue): capitalising
-	// each word and dropping the underscores is invertible on that class
-	// (each capital marks a word start), so CreateIssue needs no suffix.
-	// Every other spelling (createIssue, API-get-user) gets one.
-	exported style = iota
-	// field is UpperCamelCase for a field of an options type. Its
-	// identity class is lowerCamelCase ([a-z][A-Za-z0-9]*), the spelling
-	// of most parameter names: upper-casing the first letter is invertible
-	// on it, so includeImage becomes IncludeImage with no suffix.
-	field
-	// local is a lower-case-first identifier for a parameter. Its identity
-	// class is every ASCII identifier ([A-Za-z_][A-Za-z0-9_]*): such a wire
-	// name is used verbatim, so file_path stays file_path.
-	local
-	// pkg is an all-lower-case package name without underscores. Its
-	// identity class is [a-z][a-z0-9]*.
-	pkg
+	exported style = iota // UpperCamelCase: functions, types, fields, constants
+	pkg                   // lower case without separators: package names
 )
 
-// mangle returns the identifier for the original name in style st.
-// reserved reports names the target language or the emitter's own
-// declarations claim; a reserved result is digested like a changed one.
-// fallback is the base used when no word survives (an empty or non-ASCII
-// name). The result is always a valid ASCII identifier.
-func mangle(original string, st style, reserved func(string) bool, fallback string) string {
-	base, identity := spell(original, st)
-	if base == "" {
-		base, identity = fallback, false
-	} else if c := base[0]; c >= '0' && c <= '9' {
-		base, identity = fallback+base, false
-	}
-	if len(base) > maxIdentBase {
-		base, identity = base[:maxIdentBase], false
-	}
-	if identity && len(original) <= maxIdentBase && !reserved(base) {
-		return base
-	}
-	sep := "_"
-	if st == pkg {
-		sep = "" // Go package names conventionally have no underscores.
-	}
-	return base + sep + digest8(original)
+// isSeparator reports the characters whose loss is not a change.
+func isSeparator(c byte) bool {
+	return c == '_' || c == '-' || c == '.' || c == '/' || c == ':' || c == ' '
 }
 
-// spell joins the ASCII words of s in style st and reports whether s was in
-// the style's identity class.
+// spell joins the ASCII words of s in style st and reports whether anything
+// beyond separators and case was lost.
 func spell(s string, st style) (string, bool) {
-	if st == local && isASCIIIdent(s) {
-		return s, true
-	}
-	if st == field && isLowerCamel(s) {
-		return string(toUpper(s[0])) + s[1:], true
-	}
 	var b strings.Builder
-	identity := true
-	word := 0 // position within the current word; 0 at a word start
-	first := true
+	lost := false
+	start := true
 	for i := 0; i < len(s); i++ {
 		c := s[i]
 		lower, upper, digit := c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9'
 		if !lower && !upper && !digit {
-			// A separator. Only a single '_' between two words, the second
-			// led by a lower-case letter, is part of the exported identity
-			// class: create_2 and create2 would both become Create2.
-			if !(st == exported && c == '_' && i > 0 && i+1 < len(s) && s[i+1] >= 'a' && s[i+1] <= 'z' && word > 0) {
-				identity = false
+			if !isSeparator(c) {
+				lost = true
 			}
-			if st != exported {
-				identity = false
-			}
-			word = 0
+			start = true
 			continue
-		}
-		if upper {
-			identity = false // capitals are outside every identity class here
 		}
 		switch {
-		case word == 0 && (st == exported || st == field || (st == local && !first)):
-			c = toUpper(c)
-		case st == pkg || (st == local && first):
+		case st == pkg:
 			c = toLower(c)
+		case start:
+			c = toUpper(c)
 		}
 		b.WriteByte(c)
-		word++
-		first = false
+		start = false
 	}
-	return b.String(), identity
+	return b.String(), lost
 }
 
-func isLowerCamel(s string) bool {
-	if s == "" || s[0] < 'a' || s[0] > 'z' {
-		return false
+// base is the readable identifier for original, and whether it needs a
+// digest suffix on its own (loss, cut or reserved). fallback leads a
+// name that is empty or starts with a digit.
+func base(original string, st style, reserved func(string) bool, fallback string) (string, bool) {
+	b, lost := spell(original, st)
+	if b == "" {
+		b, lost = fallback, true
+	} else if c := b[0]; c >= '0' && c <= '9' {
+		b = fallback + b
 	}
-	for i := 1; i < len(s); i++ {
-		if c := s[i]; !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9') {
-			return false
-		}
+	if len(b) > maxIdentBase {
+		b, lost = b[:maxIdentBase], true
 	}
-	return true
+	return b, lost || reserved(b)
 }
 
-func isASCIIIdent(s string) bool {
-	if s == "" {
-		return false
+// suffixed is ident with the digest of original appended.
+func suffixed(ident, original string, st style) string {
+	if st == pkg {
+		return ident + digest8(original) // Go package names conventionally have no underscores.
 	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if c == '_' || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (i > 0 && c >= '0' && c <= '9') {
-			continue
+	return ident + "_" + digest8(original)
+}
+
+// mangleAll names a scope's originals at once: each gets its base, and a
+// suffix where the base alone needs one or where two originals share it.
+// The second result reports a residual collision: two identical originals,
+// or a 32-bit digest near-miss.
+func mangleAll(originals []string, st style, reserved func(string) bool, fallback string) ([]string, int, int) {
+	bases := make([]string, len(originals))
+	needs := make([]bool, len(originals))
+	count := map[string]int{}
+	for i, o := range originals {
+		bases[i], needs[i] = base(o, st, reserved, fallback)
+		count[bases[i]]++
+	}
+	out := make([]string, len(originals))
+	seen := map[string]int{}
+	for i, o := range originals {
+		out[i] = bases[i]
+		if needs[i] || count[bases[i]] > 1 {
+			out[i] = suffixed(bases[i], o, st)
 		}
-		return false
+		if j, dup := seen[out[i]]; dup {
+			return out, j, i
+		}
+		seen[out[i]] = i
 	}
-	return true
+	return out, -1, -1
 }
 
 func toUpper(c byte) byte {

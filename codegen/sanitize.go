@@ -6,7 +6,7 @@ import (
 	"unicode/utf8"
 )
 
-// Caps on server prose (issue 6, "Sanitising"), in runes after cleaning.
+// Caps on server prose, in runes after cleaning.
 const (
 	maxToolDesc  = 400 // a tool's description in the source
 	maxParamNote = 120 // a parameter's description, enum list or reason

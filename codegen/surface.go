@@ -2,60 +2,171 @@ package codegen
 
 import (
 	"fmt"
+	"slices"
+	"sort"
+	"strconv"
 	"strings"
+	"unicode"
 )
 
-// Description lengths, in runes, on the first two rungs of the ladder.
+// Description lengths, in runes, on the rungs of the ladder.
 const (
-	surfaceLongDesc  = 160
-	surfaceShortDesc = 60
+	surfaceLongDesc   = 80 // a tool, full rung
+	surfaceShortDesc  = 50 // a tool, short rung and index
+	surfaceFieldLong  = 50 // a field, full rung
+	surfaceFieldShort = 30 // a field, short rung
+	maxEnumShown      = 32 // enum constants listed on a surface
 )
 
-// entry is one function as an emitter presents it to the surface. The
-// signature texts are the emitter's; everything else here is language
-// neutral.
-type entry struct {
-	name   string // the function's identifier, the Details key
-	full   string // qualified signature with the options spelled out
-	index  string // qualified signature with the options named only
-	desc   string // cleaned description, at most maxToolDesc runes
-	detail string // the full detail, for Generated.Details
+// detail is how much of a tool's declarations a rendering shows.
+type detail uint8
+
+const (
+	detailDescribe detail = iota // everything, descriptions at the source's caps
+	detailFull                   // descriptions, defaults and ranges
+	detailShort                  // short descriptions
+	detailSigs                   // declarations only
+)
+
+// toolDoc is one tool as the surface, Describe and Search see it.
+type toolDoc struct {
+	name   string    // the function's identifier
+	wire   string    // the tool's wire name
+	decl   [4]string // declarations at each detail
+	index  string    // the index line
+	sig    string    // the one-line call signature
+	search []string  // lower-case words the tool is found by, weighted by position
+	weight []int
 }
 
-// renderSurface renders the surface on the richest rung of the ladder that
-// fits budget bytes: full descriptions, then short ones, then the index of
-// signatures. It refuses only when the index does not fit (issue 6).
-// header gives the server's heading line for a rung, without a newline.
-func renderSurface(header func(SurfaceLevel) string, entries []entry, budget int) (string, SurfaceLevel, error) {
-	var size int
-	for _, level := range []SurfaceLevel{SurfaceFull, SurfaceShort, SurfaceIndex} {
+// renderSurface renders the surface on the richest rung that fits budget
+// bytes: full, short descriptions, declarations only, then the index of
+// names, split into pages if one page cannot hold it. It never refuses:
+// what a rung leaves out, Describe serves.
+func renderSurface(preamble func(SurfaceLevel, int, int) string, docs []toolDoc, budget int) (string, SurfaceLevel, []string) {
+	for level := SurfaceFull; level <= SurfaceSignatures; level++ {
 		var b strings.Builder
-		b.WriteString(header(level))
-		b.WriteByte('\n')
-		for _, e := range entries {
-			switch level {
-			case SurfaceFull:
-				line(&b, e.full, e.desc, surfaceLongDesc)
-			case SurfaceShort:
-				line(&b, e.full, e.desc, surfaceShortDesc)
-			case SurfaceIndex:
-				line(&b, e.index, "", 0)
-			}
+		b.WriteString(preamble(level, 1, 1))
+		for _, d := range docs {
+			b.WriteByte('\n')
+			b.WriteString(d.decl[detailFull+detail(level)])
 		}
 		if b.Len() <= budget {
 			return b.String(), level, nil
 		}
-		size = b.Len()
 	}
-	return "", 0, fmt.Errorf("%w: the index of %d functions takes %d bytes, the budget is %d",
-		ErrSurfaceTooLarge, len(entries), size, budget)
+	var pages []string
+	var lines []string
+	size := 0
+	head := len(preamble(SurfaceIndex, 99999, 99999)) + 1
+	for _, d := range docs {
+		if len(lines) > 0 && head+size+len(d.index)+1 > budget {
+			pages = append(pages, strings.Join(lines, ""))
+			lines, size = nil, 0
+		}
+		lines = append(lines, d.index+"\n")
+		size += len(d.index) + 1
+	}
+	pages = append(pages, strings.Join(lines, ""))
+	for i := range pages {
+		pages[i] = preamble(SurfaceIndex, i+1, len(pages)) + "\n" + pages[i]
+	}
+	return pages[0], SurfaceIndex, pages
 }
 
-func line(b *strings.Builder, sig, desc string, max int) {
-	b.WriteString(sig)
-	if desc != "" && max > 0 {
-		b.WriteString(" // ")
-		b.WriteString(cleanText(desc, max))
+// Describe returns the full declarations of the named tools, by function
+// name or wire name, in the order asked: what a lean rung of the surface
+// leaves out. It is the pure half of the control plane's describe request.
+func (g *Generated) Describe(names ...string) (string, error) {
+	var b strings.Builder
+	for i, n := range names {
+		k := slices.IndexFunc(g.docs, func(d toolDoc) bool { return d.name == n || d.wire == n })
+		if k < 0 {
+			return "", fmt.Errorf("%w: %s", ErrNoSuchTool, strconv.QuoteToASCII(clip(n, 80)))
+		}
+		if i > 0 {
+			b.WriteByte('\n')
+		}
+		b.WriteString(g.docs[k].decl[detailDescribe])
 	}
-	b.WriteByte('\n')
+	return b.String(), nil
+}
+
+// Match is one tool Search found.
+type Match struct {
+	Func      string // the façade function
+	Tool      string // the wire name
+	Signature string // "pkg.Func(ctx, pkg.FuncArgs{Field T; …})"
+	Score     int    // higher is better
+}
+
+// Search ranks the tools by the words of query (case-insensitive; a word
+// in the tool's name counts most, then its title and description, then
+// its argument names) and returns at most limit matches with a score above
+// zero, best first, ties in listing order. It is the pure half of the
+// control plane's search request.
+func (g *Generated) Search(query string, limit int) []Match {
+	terms := searchWords(query)
+	var out []Match
+	for _, d := range g.docs {
+		score := 0
+		for _, t := range terms {
+			best := 0
+			for i, w := range d.search {
+				if strings.Contains(w, t) && d.weight[i] > best {
+					best = d.weight[i]
+					if w == t {
+						best++
+					}
+				}
+			}
+			score += best
+		}
+		if score > 0 {
+			out = append(out, Match{Func: d.name, Tool: d.wire, Signature: d.sig, Score: score})
+		}
+	}
+	sort.SliceStable(out, func(i, j int) bool { return out[i].Score > out[j].Score })
+	if limit >= 0 && len(out) > limit {
+		out = out[:limit]
+	}
+	return out
+}
+
+// searchWords splits text into lower-case words of letters and digits,
+// also at camelCase boundaries.
+func searchWords(s string) []string {
+	var words []string
+	var cur []rune
+	flush := func() {
+		if len(cur) > 0 {
+			words = append(words, strings.ToLower(string(cur)))
+			cur = cur[:0]
+		}
+	}
+	prevLower := false
+	for _, r := range s {
+		switch {
+		case unicode.IsLetter(r) || unicode.IsDigit(r):
+			if unicode.IsUpper(r) && prevLower {
+				flush()
+			}
+			cur = append(cur, r)
+			prevLower = unicode.IsLower(r) || unicode.IsDigit(r)
+		default:
+			flush()
+			prevLower = false
+		}
+		if len(words) > 512 {
+			break
+		}
+	}
+	flush()
+	return words
+}
+
+// quoted is server prose as the surface shows it: cleaned, capped and a
+// Go string literal, so no description can pass for a declaration.
+func quoted(s string, max int) string {
+	return strconv.Quote(cleanText(s, max))
 }

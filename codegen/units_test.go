@@ -2,6 +2,7 @@ package codegen
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -10,49 +11,45 @@ import (
 func TestMangle(t *testing.T) {
 	d := digest8
 	for _, tc := range []struct {
-		in   string
+		in   []string
 		st   style
-		want string
+		want []string
 	}{
-		{"create_issue", exported, "CreateIssue"},
-		{"createIssue", exported, "CreateIssue_" + d("createIssue")},
-		{"create-issue", exported, "CreateIssue_" + d("create-issue")},
-		{"API-get-user", exported, "APIGetUser_" + d("API-get-user")},
-		{"read", exported, "Read"},
-		{"a_1", exported, "A1_" + d("a_1")},
-		{"a1", exported, "A1"},
-		{"create__issue", exported, "CreateIssue_" + d("create__issue")},
-		{"_x", exported, "X_" + d("_x")},
-		{"2fa", exported, "Tool2fa_" + d("2fa")},
-		{"", exported, "Tool_" + d("")},
-		{"数据", exported, "Tool_" + d("数据")},
-		{strings.Repeat("a", 33), exported, "A" + strings.Repeat("a", 31) + "_" + d(strings.Repeat("a", 33))},
-		{strings.Repeat("a", 32), exported, "A" + strings.Repeat("a", 31)},
-		{"includeImage", field, "IncludeImage"},
-		{"include_image", field, "IncludeImage_" + d("include_image")},
-		{"X", field, "X_" + d("X")},
-		{"file_path", local, "file_path"},
-		{"filePath", local, "filePath"},
-		{"file-path", local, "filePath_" + d("file-path")},
-		{"type", local, "type_" + d("type")},
-		{"ctx", local, "ctx_" + d("ctx")},
-		{"_", local, "__" + d("_")},
-		{"", local, "param_" + d("")},
-		{"Name", local, "Name"},
-		{"github", pkg, "github"},
-		{"GitHub", pkg, "github" + d("GitHub")},
-		{"sequential-thinking", pkg, "sequentialthinking" + d("sequential-thinking")},
-		{"context", pkg, "context" + d("context")},
-		{"9x", pkg, "mcp9x" + d("9x")},
+		// Separators and case are spelling, not change.
+		{[]string{"get-sum"}, exported, []string{"GetSum"}},
+		{[]string{"get_sum"}, exported, []string{"GetSum"}},
+		{[]string{"getSum"}, exported, []string{"GetSum"}},
+		{[]string{"API-get-user"}, exported, []string{"APIGetUser"}},
+		{[]string{"files.read", "a/b:c d"}, exported, []string{"FilesRead", "ABCD"}},
+		{[]string{"create_2"}, exported, []string{"Create2"}},
+		{[]string{"2fa"}, exported, []string{"Tool2fa"}},
+		// Two names of one scope meeting at one identifier: both suffixed.
+		{[]string{"get-sum", "getSum", "other"}, exported, []string{"GetSum_" + d("get-sum"), "GetSum_" + d("getSum"), "Other"}},
+		// Loss beyond separators and case.
+		{[]string{"a+b"}, exported, []string{"AB_" + d("a+b")}},
+		{[]string{"résumé"}, exported, []string{"RSum_" + d("résumé")}},
+		{[]string{""}, exported, []string{"Tool_" + d("")}},
+		{[]string{"数据"}, exported, []string{"Tool_" + d("数据")}},
+		{[]string{strings.Repeat("a", 65)}, exported, []string{"A" + strings.Repeat("a", 63) + "_" + d(strings.Repeat("a", 65))}},
+		{[]string{strings.Repeat("a", 64)}, exported, []string{"A" + strings.Repeat("a", 63)}},
+		// Packages: lower case, no separators, reserved names suffixed.
+		{[]string{"sequential-thinking"}, pkg, []string{"sequentialthinking"}},
+		{[]string{"GitHub"}, pkg, []string{"github"}},
+		{[]string{"vendor"}, pkg, []string{"vendor" + d("vendor")}},
+		{[]string{"9x"}, pkg, []string{"mcp9x"}},
 	} {
-		fallback := map[style]string{exported: "Tool", field: "Field", local: "param", pkg: "mcp"}[tc.st]
-		reserved := isGoReserved
-		if tc.st == exported || tc.st == field {
+		fallback := map[style]string{exported: "Tool", pkg: "mcp"}[tc.st]
+		reserved := isPkgReserved
+		if tc.st == exported {
 			reserved = notReserved
 		}
-		if got := mangle(tc.in, tc.st, reserved, fallback); got != tc.want {
-			t.Errorf("mangle(%q, %d) = %q, want %q", tc.in, tc.st, got, tc.want)
+		got, a, _ := mangleAll(tc.in, tc.st, reserved, fallback)
+		if a >= 0 || strings.Join(got, " ") != strings.Join(tc.want, " ") {
+			t.Errorf("mangleAll(%q, %d) = %q (collision %d), want %q", tc.in, tc.st, got, a, tc.want)
 		}
+	}
+	if _, a, b := mangleAll([]string{"x", "y", "x"}, exported, notReserved, "Tool"); a != 0 || b != 2 {
+		t.Errorf("identical names: collision %d %d, want 0 2", a, b)
 	}
 }
 
@@ -93,64 +90,110 @@ func TestCleanText(t *testing.T) {
 	}
 }
 
-func TestPlanSchema(t *testing.T) {
-	type p = struct {
-		wire     string
-		kind     kind
-		list     bool
-		required bool
+// typeString renders a planned type compactly for the table below.
+func typeString(t typ) string {
+	var s string
+	switch t.kind {
+	case kAny:
+		s = "any"
+	case kString:
+		s = "string"
+	case kInteger:
+		s = "int"
+		if t.unsigned {
+			s = "uint"
+		}
+	case kNumber:
+		s = "number"
+	case kBoolean:
+		s = "bool"
+	case kList:
+		s = "[]" + typeString(*t.elem)
+	case kMap:
+		s = "map:" + typeString(*t.elem)
+	case kNamed:
+		s = map[defKind]string{dRecord: "record", dEnum: "enum", dUnion: "union"}[t.def.kind] + ":" + strings.Join(t.def.hint, ".")
 	}
+	if t.nullable {
+		s += "?"
+	}
+	return s
+}
+
+func TestPlanSchema(t *testing.T) {
 	for _, tc := range []struct {
 		name, schema string
 		whole        bool
-		params       []p
+		fields       string // "wire:type[!]" for each field, ! when required
 	}{
-		{"typed subset", `{"type":"object","properties":{"s":{"type":"string"},"i":{"type":"integer"},"n":{"type":"number"},"b":{"type":"boolean"},"l":{"type":"array","items":{"type":"integer"}}},"required":["b","s"]}`,
-			false, []p{{"s", kString, false, true}, {"b", kBoolean, false, true}, {"i", kInteger, false, false}, {"n", kNumber, false, false}, {"l", kInteger, true, false}}},
-		{"string enum", `{"type":"object","properties":{"e":{"enum":["a","b"]}}}`, false, []p{{"e", kString, false, false}}},
-		{"integer enum", `{"type":"object","properties":{"e":{"type":"integer","enum":[1,2]}}}`, false, []p{{"e", kInteger, false, false}}},
-		{"nullable is any", `{"type":"object","properties":{"x":{"type":["string","null"]}},"required":["x"]}`, false, []p{{"x", kAny, false, true}}},
-		{"single type array", `{"type":"object","properties":{"x":{"type":["string"]}}}`, false, []p{{"x", kString, false, false}}},
-		{"ref", `{"type":"object","$defs":{"s":{"type":"string"}},"properties":{"x":{"$ref":"#/$defs/s"}}}`, false, []p{{"x", kString, false, false}}},
-		{"ref cycle", `{"type":"object","$defs":{"a":{"$ref":"#/$defs/a"}},"properties":{"x":{"$ref":"#/$defs/a"}},"required":["x"]}`, false, []p{{"x", kAny, false, true}}},
-		{"ref escapes", `{"type":"object","$defs":{"a/b":{"type":"string"}},"properties":{"x":{"$ref":"#/$defs/a~1b"}}}`, false, []p{{"x", kString, false, false}}},
-		{"ref into array", `{"type":"object","d":[{"type":"string"}],"properties":{"x":{"$ref":"#/d/0"},"y":{"$ref":"#/d/1"}}}`, false, []p{{"x", kString, false, false}, {"y", kAny, false, false}}},
-		{"array of objects", `{"type":"object","properties":{"x":{"type":"array","items":{"type":"object"}}},"required":["x"]}`, false, []p{{"x", kAny, false, true}}},
-		{"required undeclared", `{"type":"object","properties":{},"required":["ghost"]}`, false, []p{{"ghost", kAny, false, true}}},
-		{"empty properties", `{"type":"object","properties":{}}`, false, nil},
-		{"no properties", `{"type":"object"}`, true, nil},
-		{"not object", `[1]`, true, nil},
-		{"top anyOf", `{"anyOf":[],"properties":{}}`, true, nil},
-		{"top type array", `{"type":["object","null"],"properties":{}}`, true, nil},
-		{"duplicate key", `{"type":"object","properties":{"a":{"type":"string","type":"object"}}}`, true, nil},
-		{"trailing data", `{"type":"object","properties":{}} {}`, true, nil},
-		{"invalid", `{"type":`, true, nil},
-		{"empty", ``, true, nil},
-		{"deep", strings.Repeat(`{"a":`, 100) + `1` + strings.Repeat(`}`, 100), true, nil},
-		{"required not strings", `{"type":"object","properties":{},"required":[1]}`, true, nil},
+		{"scalars", `{"type":"object","properties":{"s":{"type":"string"},"i":{"type":"integer"},"n":{"type":"number"},"b":{"type":"boolean"},"l":{"type":"array","items":{"type":"integer"}}},"required":["b","s"]}`,
+			false, "s:string! b:bool! i:int n:number l:[]int"},
+		{"string enum", `{"type":"object","properties":{"e":{"enum":["a","b"]}}}`, false, "e:enum:e"},
+		{"integer enum", `{"type":"object","properties":{"e":{"type":"integer","enum":[1,2]}}}`, false, "e:enum:e"},
+		{"nullable", `{"type":"object","properties":{"x":{"type":["string","null"]}},"required":["x"]}`, false, "x:string?!"},
+		{"nullable via anyOf", `{"type":"object","properties":{"x":{"anyOf":[{"type":"integer"},{"type":"null"}]}}}`, false, "x:int?"},
+		{"ref", `{"type":"object","$defs":{"s":{"type":"string"}},"properties":{"x":{"$ref":"#/$defs/s"}}}`, false, "x:string"},
+		{"ref cycle", `{"type":"object","$defs":{"a":{"$ref":"#/$defs/a"}},"properties":{"x":{"$ref":"#/$defs/a"}},"required":["x"]}`, false, "x:any!"},
+		{"recursive record", `{"type":"object","$defs":{"N":{"type":"object","properties":{"next":{"$ref":"#/$defs/N"}}}},"properties":{"x":{"$ref":"#/$defs/N"}}}`, false, "x:record:N"},
+		{"ref escapes", `{"type":"object","$defs":{"a/b":{"type":"string"}},"properties":{"x":{"$ref":"#/$defs/a~1b"}}}`, false, "x:string"},
+		{"ref into array", `{"type":"object","d":[{"type":"string"}],"properties":{"x":{"$ref":"#/d/0"},"y":{"$ref":"#/d/1"}}}`, false, "x:string y:any"},
+		{"array of objects", `{"type":"object","properties":{"xs":{"type":"array","items":{"type":"object","properties":{"a":{"type":"string"}}}}},"required":["xs"]}`, false, "xs:[]record:xs.item!"},
+		{"open object", `{"type":"object","properties":{"m":{"type":"object"}}}`, false, "m:map:any"},
+		{"map", `{"type":"object","properties":{"m":{"type":"object","additionalProperties":{"type":"number"}}}}`, false, "m:map:number"},
+		{"discriminated", `{"type":"object","properties":{"u":{"oneOf":[{"type":"object","properties":{"k":{"const":"a"}}},{"type":"object","properties":{"k":{"const":"b"}}}]}}}`, false, "u:union:u"},
+		{"const union", `{"type":"object","properties":{"u":{"oneOf":[{"const":"a"},{"const":"b"}]}}}`, false, "u:enum:u"},
+		{"mixed enum", `{"type":"object","properties":{"e":{"enum":[1,"a"]}}}`, false, "e:any"},
+		{"huge integer enum", `{"type":"object","properties":{"e":{"type":"integer","enum":[1,18446744073709551616]}}}`, false, "e:any"},
+		{"tuple", `{"type":"object","properties":{"t":{"type":"array","items":[{"type":"string"}]}}}`, false, "t:any"},
+		{"required undeclared", `{"type":"object","properties":{},"required":["ghost"]}`, false, "ghost:any!"},
+		{"top allOf", `{"type":"object","allOf":[{"properties":{"a":{"type":"string"}},"required":["a"]},{"properties":{"b":{"type":"integer"}}}]}`, false, "a:string! b:int"},
+		{"empty properties", `{"type":"object","properties":{}}`, false, ""},
+		{"no properties", `{"type":"object"}`, true, ""},
+		{"not object", `[1]`, true, ""},
+		{"top anyOf", `{"anyOf":[],"properties":{}}`, true, ""},
+		{"top type array", `{"type":["object","null"],"properties":{}}`, true, ""},
+		{"duplicate key", `{"type":"object","properties":{"a":{"type":"string","type":"object"}}}`, true, ""},
+		{"trailing data", `{"type":"object","properties":{}} {}`, true, ""},
+		{"invalid", `{"type":`, true, ""},
+		{"empty", ``, true, ""},
+		{"deep", strings.Repeat(`{"a":`, 100) + `1` + strings.Repeat(`}`, 100), true, ""},
+		{"required not strings", `{"type":"object","properties":{},"required":[1]}`, true, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			pl := planSchema([]byte(tc.schema))
-			if (pl.whole != "") != tc.whole {
-				t.Fatalf("whole = %q, want whole %v", pl.whole, tc.whole)
+			tp := planTool(&Tool{Name: "t", InputSchema: []byte(tc.schema)})
+			if (tp.whole != "") != tc.whole {
+				t.Fatalf("whole = %q, want whole %v", tp.whole, tc.whole)
 			}
-			if len(pl.params) != len(tc.params) {
-				t.Fatalf("got %d params %+v, want %+v", len(pl.params), pl.params, tc.params)
+			var got []string
+			if tp.args != nil {
+				for _, f := range tp.args.fields {
+					s := f.wire + ":" + typeString(f.typ)
+					if f.required {
+						s += "!"
+					}
+					got = append(got, s)
+					if untypedReason(f.typ) == "" && strings.Contains(typeString(f.typ), "any") && f.typ.kind != kMap {
+						t.Errorf("field %s is untyped without a reason", f.wire)
+					}
+				}
 			}
-			for i, w := range tc.params {
-				g := pl.params[i]
-				if g.wire != w.wire || g.kind != w.kind || g.list != w.list || g.required != w.required {
-					t.Errorf("param %d = %+v, want %+v", i, g, w)
-				}
-				if g.kind == kAny && g.reason == "" {
-					t.Errorf("param %d is any without a reason", i)
-				}
+			if strings.Join(got, " ") != tc.fields {
+				t.Errorf("got %q, want %q", strings.Join(got, " "), tc.fields)
 			}
 		})
 	}
 	big := `{"type":"object","properties":{"x":{"type":"string","description":"` + strings.Repeat("x", maxSchemaBytes) + `"}}}`
-	if pl := planSchema([]byte(big)); pl.whole == "" {
+	if tp := planTool(&Tool{Name: "t", InputSchema: []byte(big)}); tp.whole == "" {
 		t.Error("an oversized schema was typed")
+	}
+	// Bounded: a schema that would plan ever more types stops at maxDefs.
+	var props []string
+	for i := range 2 * maxDefs {
+		props = append(props, fmt.Sprintf(`"p%d":{"type":"object","properties":{"a":{"type":"string"}}}`, i))
+	}
+	wide := `{"type":"object","properties":{"o":{"type":"object","properties":{` + strings.Join(props[:maxFields], ",") + `}},"q":{"type":"object","properties":{` + strings.Join(props[maxFields:], ",") + `}}}}`
+	if tp := planTool(&Tool{Name: "t", InputSchema: []byte(wide)}); len(tp.defs) > maxDefs+1 {
+		t.Errorf("%d named types planned", len(tp.defs))
 	}
 }
 
@@ -161,14 +204,14 @@ func TestVerifyRejects(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := intent{pkg: "s", funcs: map[string]bool{"T": true}, types: map[string]bool{"TOptions": true}}
+	want := intent{pkg: "s", funcs: map[string]bool{"T": true}, types: map[string]bool{"TArgs": true}, consts: map[string]bool{}, methods: map[string]bool{}}
 	if err := verifyGo(g.Source, want); err != nil {
 		t.Fatalf("the genuine source fails: %v", err)
 	}
 	src := string(g.Source)
 	for _, tc := range []struct{ name, src string }{
 		{"parse", src + "\nfunc {"},
-		{"gofmt", strings.Replace(src, "\targs := ", "\targs  := ", 1)},
+		{"gofmt", strings.Replace(src, "\tc, err := ", "\tc, err  := ", 1)},
 		{"directive", strings.Replace(src, "// T calls", "//go:linkname x y\n// T calls", 1)},
 		{"line directive", strings.Replace(src, "// T calls", "//line x.go:1\n// T calls", 1)},
 		{"block comment", strings.Replace(src, "// T calls", "/* x */\n// T calls", 1)},
@@ -176,11 +219,13 @@ func TestVerifyRejects(t *testing.T) {
 		{"init", src + "\nfunc init() {}\n"},
 		{"extra func", src + "\nfunc Evil() {}\n"},
 		{"var", src + "\nvar X = 1\n"},
-		{"method", src + "\nfunc (TOptions) M() {}\n"},
+		{"method", src + "\nfunc (TArgs) M() {}\n"},
+		{"marker with a body", src + "\nfunc (TArgs) isT() { panic(1) }\n"},
+		{"const", src + "\nconst X = 1\n"},
 		{"import", strings.Replace(src, "\t\"context\"\n", "\t\"context\"\n\t\"os\"\n", 1)},
 		{"cgo", strings.Replace(src, "import (", "import \"C\"\n\nimport (", 1)},
 		{"package", strings.Replace(src, "package s\n", "package t\n", 1)},
-		{"missing decl", src[:strings.Index(src, "\n// TOptions holds")+1]},
+		{"missing decl", src[:strings.Index(src, "\n// TArgs is")+1]},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := verifyGo([]byte(tc.src), want)
@@ -189,5 +234,30 @@ func TestVerifyRejects(t *testing.T) {
 				t.Fatalf("accepted (err %v)", err)
 			}
 		})
+	}
+}
+
+// TestPlanFanOut: schemas whose references fan out (each type using the
+// next twice, thirty deep) plan and emit in bounded work, whether the
+// shared type is a record (planned once) or an allOf (re-planned at each
+// use, stopped by the step budget).
+func TestPlanFanOut(t *testing.T) {
+	for _, shape := range []string{
+		`{"type":"object","properties":{"a":{"$ref":"#/$defs/d%d"},"b":{"$ref":"#/$defs/d%d"}}}`,
+		`{"allOf":[{"properties":{"a":{"$ref":"#/$defs/d%d"},"b":{"$ref":"#/$defs/d%d"}}}]}`,
+	} {
+		var defs []string
+		for i := range 30 {
+			defs = append(defs, fmt.Sprintf(`"d%d":`+shape, i, i+1, i+1))
+		}
+		defs = append(defs, `"d30":{"type":"string"}`)
+		schema := `{"type":"object","$defs":{` + strings.Join(defs, ",") + `},"properties":{"root":{"$ref":"#/$defs/d0"}}}`
+		g, err := Generate("fan", []Tool{{Name: "t", InputSchema: []byte(schema), OutputSchema: []byte(schema)}}, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := typeCheck(g.Source); err != nil {
+			t.Fatal(err)
+		}
 	}
 }

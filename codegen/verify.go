@@ -13,7 +13,7 @@ import (
 )
 
 // VerifyError says which check the emitted source failed, and where. It is
-// the Go analogue of seed 000's "@" backstop: the sanitiser is meant to
+// the generator's last backstop: the sanitiser is meant to
 // make every such failure impossible, so one means a generator bug and the
 // source is withheld rather than handed to a compiler.
 type VerifyError struct {
@@ -33,18 +33,21 @@ func (e *VerifyError) Is(target error) bool { return target == ErrVerification }
 
 // intent is what the emitter meant to declare.
 type intent struct {
-	pkg   string
-	funcs map[string]bool
-	types map[string]bool
+	pkg     string
+	funcs   map[string]bool
+	types   map[string]bool
+	consts  map[string]bool
+	methods map[string]bool // "Type.method": the empty marker methods that seal a union
 }
 
-// verifyGo checks src before it is handed out (issue 6, "Verification"):
+// verifyGo checks src before it is handed out:
 // it parses; gofmt leaves it unchanged; it is package want.pkg; it imports
 // only goImports, unrenamed (so no import "C" and no cgo preamble); every
 // comment is a line comment beginning "// " (so no //go: or //line
 // directive, no //export, no build constraint, no block comment); and its
-// top-level declarations are exactly the intended functions and types, with
-// no init, no method, no variable or constant and no generic.
+// top-level declarations are exactly the intended functions, types,
+// constants and empty marker methods, with no init, no variable and no
+// generic.
 func verifyGo(src []byte, want intent) error {
 	fset := token.NewFileSet()
 	f, err := parser.ParseFile(fset, "facade.go", src, parser.ParseComments|parser.SkipObjectResolution)
@@ -87,8 +90,14 @@ func verifyGo(src []byte, want intent) error {
 	for _, d := range f.Decls {
 		switch d := d.(type) {
 		case *ast.FuncDecl:
-			if d.Recv != nil || d.Type.TypeParams != nil || d.Name.Name == "init" {
-				return &VerifyError{Line: line(d.Pos()), Reason: "unintended init, method or generic " + d.Name.Name}
+			if d.Recv != nil {
+				if err := checkMarker(d, want.methods, line); err != nil {
+					return err
+				}
+				continue
+			}
+			if d.Type.TypeParams != nil || d.Name.Name == "init" {
+				return &VerifyError{Line: line(d.Pos()), Reason: "unintended init or generic " + d.Name.Name}
 			}
 			if err := declare(d.Name.Name, d.Pos(), want.funcs, "function"); err != nil {
 				return err
@@ -96,6 +105,14 @@ func verifyGo(src []byte, want intent) error {
 		case *ast.GenDecl:
 			switch d.Tok {
 			case token.IMPORT:
+			case token.CONST:
+				for _, s := range d.Specs {
+					for _, n := range s.(*ast.ValueSpec).Names {
+						if err := declare(n.Name, n.Pos(), want.consts, "constant"); err != nil {
+							return err
+						}
+					}
+				}
 			case token.TYPE:
 				for _, s := range d.Specs {
 					ts := s.(*ast.TypeSpec)
@@ -113,8 +130,23 @@ func verifyGo(src []byte, want intent) error {
 			return &VerifyError{Line: line(d.Pos()), Reason: "unintended declaration"}
 		}
 	}
-	if len(seen) != len(want.funcs)+len(want.types) {
-		return &VerifyError{Reason: fmt.Sprintf("%d declarations, want %d", len(seen), len(want.funcs)+len(want.types))}
+	if n := len(want.funcs) + len(want.types) + len(want.consts); len(seen) != n {
+		return &VerifyError{Reason: fmt.Sprintf("%d declarations, want %d", len(seen), n)}
+	}
+	return nil
+}
+
+// checkMarker admits a method only if it is an intended marker: a value
+// receiver of an intended type, no parameters, no results, an empty body.
+func checkMarker(d *ast.FuncDecl, methods map[string]bool, line func(token.Pos) int) error {
+	bad := &VerifyError{Line: line(d.Pos()), Reason: "unintended method " + d.Name.Name}
+	if len(d.Recv.List) != 1 || len(d.Recv.List[0].Names) != 0 || d.Type.Params.NumFields() != 0 ||
+		d.Type.Results != nil || d.Body == nil || len(d.Body.List) != 0 {
+		return bad
+	}
+	recv, ok := d.Recv.List[0].Type.(*ast.Ident)
+	if !ok || !methods[recv.Name+"."+d.Name.Name] {
+		return bad
 	}
 	return nil
 }

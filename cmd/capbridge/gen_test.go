@@ -28,8 +28,8 @@ func TestGen(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.HasPrefix(string(surface), "package filesystem // MCP server \"filesystem\"") ||
-		!strings.Contains(string(surface), "\nfilesystem.ReadTextFile(ctx, path string") {
+	if !strings.HasPrefix(string(surface), "// package filesystem: MCP server \"filesystem\"") ||
+		!strings.Contains(string(surface), "\nfunc ReadTextFile(ctx, ReadTextFileArgs{\n") {
 		t.Errorf("surface:\n%s", surface)
 	}
 	if !strings.Contains(stdout.String(), "14 tools") {
@@ -53,7 +53,7 @@ func TestGenRefusals(t *testing.T) {
 		code int
 		msg  string
 	}{
-		{"collision", []string{"--listing", dup, "--server", "s", "--out", dir}, exitError, `server "s" refused: codegen: tools "a" and "a" both map to identifier A`},
+		{"collision", []string{"--listing", dup, "--server", "s", "--out", dir}, exitError, `server "s" refused: codegen: "a" and "a" both map to identifier A_`},
 		{"bad listing", []string{"--listing", bad, "--server", "s", "--out", dir}, exitError, "tool 0: tool is not an object"},
 		{"missing file", []string{"--listing", filepath.Join(dir, "none"), "--server", "s", "--out", dir}, exitError, "no such file"},
 		{"bad server", []string{"--listing", dup, "--server", "a\tb", "--out", dir}, exitError, "bad server name"},
