@@ -135,47 +135,43 @@ func startCapbridge(ctx context.Context, e *env, _ string, _ int) (peer, error) 
 	if ready.Servers["t"] != "ready" {
 		return fail(fmt.Errorf("server t did not boot: %v", ready.Servers))
 	}
-	token, err := grant(bootCtx, ready.ControlSocket)
+	token, server, err := grant(bootCtx, ready.ControlSocket)
 	if err != nil {
 		return fail(err)
 	}
+	p.server = server
 	if p.c, err = capwire.Dial(bootCtx, ready.CallSocket, token); err != nil {
-		return fail(err)
-	}
-	if p.server, err = onlyChild(cmd.Process.Pid); err != nil {
 		return fail(err)
 	}
 	return p, nil
 }
 
 // grant asks the control socket for a grant reaching server t, as
-// `capbridge grant --servers t` does.
-func grant(ctx context.Context, control string) (string, error) {
+// `capbridge grant --servers t` does, and for the status that names t's
+// pid, as `capbridge status` does.
+func grant(ctx context.Context, control string) (token string, pid int, err error) {
 	cc, err := bridge.DialControl(ctx, control)
 	if err != nil {
-		return "", err
+		return "", 0, err
 	}
 	defer cc.Close()
 	r, err := cc.Do(ctx, &bridge.ControlRequest{T: "grant", Servers: map[string][]string{"t": nil}, TTLMS: uint64(time.Hour / time.Millisecond)})
 	if err != nil {
-		return "", fmt.Errorf("grant: %w", err)
+		return "", 0, fmt.Errorf("grant: %w", err)
 	}
 	if r.Token == "" {
-		return "", fmt.Errorf("grant: reply %q carries no token", r.T)
+		return "", 0, fmt.Errorf("grant: reply %q carries no token", r.T)
 	}
-	return r.Token, nil
-}
-
-// onlyChild returns the pid of the one process whose parent is pid.
-func onlyChild(pid int) (int, error) {
-	kids, err := children(pid)
+	st, err := cc.Do(ctx, &bridge.ControlRequest{T: "status"})
 	if err != nil {
-		return 0, err
+		return "", 0, fmt.Errorf("status: %w", err)
 	}
-	if len(kids) != 1 {
-		return 0, fmt.Errorf("process %d has %d children, want the one server", pid, len(kids))
+	for _, s := range st.ServerStatus {
+		if s.Name == "t" && s.PID > 0 {
+			return r.Token, s.PID, nil
+		}
 	}
-	return kids[0], nil
+	return "", 0, fmt.Errorf("status names no pid for server t: %+v", st.ServerStatus)
 }
 
 func (p *capbridgePeer) call(ctx context.Context, text string) (string, error) {

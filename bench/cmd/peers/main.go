@@ -74,8 +74,12 @@ func measureAll(ctx context.Context, runs int, p plan, quick bool, bin, outDir s
 		return err
 	}
 	defer os.RemoveAll(tmp)
+	root, err := capbridgeRoot(ctx)
+	if err != nil {
+		return err
+	}
 	if bin == "" {
-		if bin, err = buildCapbridge(ctx, tmp); err != nil {
+		if bin, err = buildCapbridge(ctx, root, tmp); err != nil {
 			return err
 		}
 	}
@@ -97,7 +101,7 @@ func measureAll(ctx context.Context, runs int, p plan, quick bool, bin, outDir s
 	rep := &report{
 		Meta: meta{
 			Started: started.Format(time.RFC3339), Go: runtime.Version(), GOMAXPROCS: runtime.GOMAXPROCS(0), CPUs: runtime.NumCPU(),
-			Kernel: kernel(), Capbridge: strings.TrimSpace(string(ver)), Modules: modules(), Runs: runs, Quick: quick,
+			Kernel: kernel(), Capbridge: strings.TrimPrefix(strings.TrimSpace(string(ver)), "capbridge "), Commit: commit(ctx, root), Modules: modules(), Runs: runs, Quick: quick,
 			Plan: planJSON{Calls64B: p.small, Calls16K: p.large, Warm: p.warm, CapPerSec: p.cap.Seconds()},
 		},
 		Samples: samples,
@@ -122,11 +126,9 @@ func measureAll(ctx context.Context, runs int, p plan, quick bool, bin, outDir s
 	return nil
 }
 
-// buildCapbridge builds cmd/capbridge from the capbridge module this one
-// replaces (the repository around bench/), in that module's own context,
-// so the binary measured has the product's dependency versions rather than
-// those the SDKs pull into this module.
-func buildCapbridge(ctx context.Context, dir string) (string, error) {
+// capbridgeRoot returns the directory of the capbridge module this one
+// replaces: the repository around bench/.
+func capbridgeRoot(ctx context.Context) (string, error) {
 	var stderr bytes.Buffer
 	list := exec.CommandContext(ctx, "go", "list", "-m", "-f", "{{.Dir}}", "github.com/capbridge/capbridge")
 	list.Stderr = &stderr
@@ -134,13 +136,34 @@ func buildCapbridge(ctx context.Context, dir string) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("finding the capbridge module: %w\n%s", err, stderr.String())
 	}
+	return strings.TrimSpace(string(root)), nil
+}
+
+// buildCapbridge builds cmd/capbridge in the capbridge module's own
+// context, so the binary measured has the product's dependency versions
+// rather than those the SDKs pull into this module.
+func buildCapbridge(ctx context.Context, root, dir string) (string, error) {
 	bin := filepath.Join(dir, "capbridge")
 	build := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd/capbridge")
-	build.Dir = strings.TrimSpace(string(root))
+	build.Dir = root
 	if out, err := build.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("building capbridge in %s: %w\n%s", build.Dir, err, out)
+		return "", fmt.Errorf("building capbridge in %s: %w\n%s", root, err, out)
 	}
 	return bin, nil
+}
+
+// commit names the repository's checked-out commit, with "-dirty" when
+// tracked files differ from it; "" when git cannot tell.
+func commit(ctx context.Context, root string) string {
+	rev, err := exec.CommandContext(ctx, "git", "-C", root, "rev-parse", "--short=12", "HEAD").Output()
+	if err != nil {
+		return ""
+	}
+	c := strings.TrimSpace(string(rev))
+	if exec.CommandContext(ctx, "git", "-C", root, "diff", "--quiet", "HEAD").Run() != nil {
+		c += "-dirty"
+	}
+	return c
 }
 
 func writeOutputs(dir string, rep *report) error {

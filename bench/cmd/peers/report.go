@@ -190,8 +190,9 @@ type meta struct {
 	GOMAXPROCS int               `json:"gomaxprocs"`
 	CPUs       int               `json:"cpus"`
 	Kernel     string            `json:"kernel"`
-	Capbridge  string            `json:"capbridge"`
-	Modules    map[string]string `json:"modules"` // the SDK versions this binary was built with
+	Capbridge  string            `json:"capbridge"` // what `capbridge version` says
+	Commit     string            `json:"commit"`    // the repository's commit, when git can tell
+	Modules    map[string]string `json:"modules"`   // the SDK versions this binary was built with
 	Runs       int               `json:"runs"`
 	Quick      bool              `json:"quick"`
 	Plan       planJSON          `json:"plan"`
@@ -239,7 +240,7 @@ func perRole(m map[string]stat) string {
 func writeMarkdown(w io.Writer, r *report) {
 	m := r.Meta
 	fmt.Fprintf(w, "# capbridge vs the Go MCP SDKs, every client against the same raw server\n\n")
-	fmt.Fprintf(w, "%s; %s, GOMAXPROCS %d on %d CPUs, kernel %s; capbridge %s", m.Started, m.Go, m.GOMAXPROCS, m.CPUs, m.Kernel, m.Capbridge)
+	fmt.Fprintf(w, "%s; %s, GOMAXPROCS %d on %d CPUs, kernel %s; capbridge %s (commit %s)", m.Started, m.Go, m.GOMAXPROCS, m.CPUs, m.Kernel, m.Capbridge, m.Commit)
 	for _, k := range []string{"github.com/mark3labs/mcp-go", "github.com/modelcontextprotocol/go-sdk"} {
 		fmt.Fprintf(w, ", %s %s", k, m.Modules[k])
 	}
