@@ -182,7 +182,11 @@ func writeOutputs(dir string, rep *report) error {
 	if err := os.WriteFile(filepath.Join(dir, "results.md"), md.Bytes(), 0o644); err != nil {
 		return err
 	}
-	if err := writeSVG(&svg, rep.Rows); err != nil {
+	note := fmt.Sprintf("%s · %s · %d run(s)", rep.Meta.Started, rep.Meta.Capbridge, rep.Meta.Runs)
+	if rep.Meta.Quick {
+		note += " · -quick: a smoke test, the numbers mean nothing"
+	}
+	if err := writeSVG(&svg, rep.Rows, note); err != nil {
 		return err
 	}
 	return os.WriteFile(filepath.Join(dir, "chart.svg"), svg.Bytes(), 0o644)

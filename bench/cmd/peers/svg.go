@@ -14,12 +14,13 @@ var clientColors = []string{"#7f7f7f", "#1f77b4", "#ff7f0e", "#2ca02c"}
 // writeSVG draws two panels of grouped bars, one group per cell and one bar
 // per client: the median p50 latency and the median calls/s, each on a
 // log scale (the clients differ by orders of magnitude). Each bar is
-// labelled with its value.
-func writeSVG(w io.Writer, rows []row) error {
+// labelled with its value; note (when, what, how many runs) goes under
+// the title.
+func writeSVG(w io.Writer, rows []row, note string) error {
 	const (
 		width   = 960
 		panelH  = 300
-		top     = 60
+		top     = 90
 		gap     = 70
 		left    = 70
 		right   = 20
@@ -30,10 +31,11 @@ func writeSVG(w io.Writer, rows []row) error {
 	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" font-family="sans-serif" font-size="12">`+"\n", width, height, width, height)
 	fmt.Fprintf(&b, `<rect width="%d" height="%d" fill="white"/>`+"\n", width, height)
 	fmt.Fprintf(&b, `<text x="%d" y="22" font-size="16" font-weight="bold">capbridge vs Go MCP SDKs against the same raw server (median over runs)</text>`+"\n", left)
+	fmt.Fprintf(&b, `<text x="%d" y="40" fill="#555">%s</text>`+"\n", left, esc(note))
 	// Legend.
 	for i, cl := range clients {
 		x := left + i*130
-		fmt.Fprintf(&b, `<rect x="%d" y="34" width="14" height="14" fill="%s"/><text x="%d" y="46">%s</text>`+"\n", x, clientColors[i], x+20, esc(cl.name))
+		fmt.Fprintf(&b, `<rect x="%d" y="50" width="14" height="14" fill="%s"/><text x="%d" y="62">%s</text>`+"\n", x, clientColors[i], x+20, esc(cl.name))
 	}
 	panel(&b, rows, "p50 latency, µs (log scale; lower is better)", func(r row) float64 { return r.P50us.Median }, left, top, width-left-right, panelH)
 	panel(&b, rows, "calls/s (log scale; higher is better)", func(r row) float64 { return r.CallsPerS.Median }, left, top+panelH+gap, width-left-right, panelH)
