@@ -71,6 +71,8 @@ func writeConfig(path, callSock, controlSock string, e *env) error {
 	return os.WriteFile(path, []byte(b.String()), 0o600)
 }
 
+// readyLine is the JSON line serve prints on stdout once its sockets are
+// open; cmd/capbridge declares it in package main, so it is repeated here.
 type readyLine struct {
 	Ready         bool              `json:"ready"`
 	CallSocket    string            `json:"call_socket"`
@@ -94,7 +96,7 @@ func startCapbridge(ctx context.Context, e *env, _ string, _ int) (peer, error) 
 		return nil, err
 	}
 	defer logf.Close()
-	cmd := exec.Command(e.capbridge, "serve", "-c", cfgPath, "--ready-file", filepath.Join(dir, "ready.json"))
+	cmd := exec.Command(e.capbridge, "serve", "-c", cfgPath)
 	cmd.Stderr = logf // the JSON log and audit trail, one line per call: part of the cost
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
