@@ -120,8 +120,12 @@ func startCapbridge(ctx context.Context, e *env, _ string, _ int) (peer, error) 
 		if p.c != nil {
 			p.c.Close()
 		}
-		_ = p.stop()
-		return nil, fmt.Errorf("capbridge: %w%s", err, p.logTail())
+		if serr := p.stop(); serr != nil {
+			err = errors.Join(err, serr)
+		}
+		tail := p.logTail()
+		os.RemoveAll(dir)
+		return nil, fmt.Errorf("capbridge: %w%s", err, tail)
 	}
 	bootCtx, cancel := context.WithTimeout(ctx, readyTimeout)
 	defer cancel()
