@@ -1,0 +1,223 @@
+// Command peers measures capbridge's whole jail boundary against the Go MCP
+// SDKs in one run: four clients — hand-built JSON lines (the floor),
+// mark3labs/mcp-go, modelcontextprotocol/go-sdk and capbridge (the capwire
+// client through a real `capbridge serve`) — each against its own copy of
+// the same physical-limit server, internal/rawecho.
+//
+// Usage, from the bench module:
+//
+//	go run ./cmd/peers [-runs 3] [-out DIR] [-quick] [-capbridge BIN]
+//
+// It writes DIR/results.json (every sample and every derived number),
+// DIR/results.md (the table and the goals) and DIR/chart.svg. The exit
+// status is 1 if any client failed in any cell or a child process was left
+// behind; whether the goals are met does not change it.
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"runtime/debug"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/capbridge/capbridge/internal/rawecho"
+)
+
+func main() {
+	// The raw server is this same binary, re-executed with rawecho.Env set.
+	rawecho.MaybeServe()
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+func run(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("peers", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	runs := fs.Int("runs", 3, "full runs over every cell and client")
+	out := fs.String("out", "peers-out", "directory for results.json, results.md and chart.svg")
+	quick := fs.Bool("quick", false, "a few calls per cell: a smoke test of the harness, not a measurement")
+	bin := fs.String("capbridge", "", "a capbridge binary to measure (default: build one from this repository)")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if fs.NArg() != 0 || *runs < 1 {
+		fmt.Fprintln(stderr, "usage: peers [-runs N] [-out DIR] [-quick] [-capbridge BIN]")
+		return 2
+	}
+	p := fullPlan
+	if *quick {
+		p = quickPlan
+	}
+	if err := measureAll(context.Background(), *runs, p, *quick, *bin, *out, stderr); err != nil {
+		fmt.Fprintln(stderr, "peers:", err)
+		return 1
+	}
+	fmt.Fprintf(stdout, "wrote %s, %s and %s\n", filepath.Join(*out, "results.json"), filepath.Join(*out, "results.md"), filepath.Join(*out, "chart.svg"))
+	return 0
+}
+
+// measureAll runs the whole comparison and writes its outputs to outDir.
+// It returns an error if a client failed anywhere or a child process was
+// left behind; the outputs are written either way, when they can be.
+func measureAll(ctx context.Context, runs int, p plan, quick bool, bin, outDir string, log io.Writer) error {
+	tmp, err := os.MkdirTemp("", "peers")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(tmp)
+	root, err := capbridgeRoot(ctx)
+	if err != nil {
+		return err
+	}
+	if bin == "" {
+		if bin, err = buildCapbridge(ctx, root, tmp); err != nil {
+			return err
+		}
+	}
+	ver, err := exec.CommandContext(ctx, bin, "version").Output()
+	if err != nil {
+		return fmt.Errorf("%s version: %w", bin, err)
+	}
+	argv, senv := rawecho.Command()
+	e := &env{serverArgv: argv, serverEnv: senv, capbridge: bin, tmp: tmp}
+
+	started := time.Now().UTC()
+	samples := runAll(ctx, e, runs, p, func(s sample) {
+		if s.Err != "" {
+			fmt.Fprintf(log, "run %d  %-22s %-10s FAILED: %s\n", s.Run, s.Cell, s.Client, s.Err)
+			return
+		}
+		fmt.Fprintf(log, "run %d  %-22s %-10s n=%-6d p50 %8s µs  p99 %8s µs  %8s calls/s\n", s.Run, s.Cell, s.Client, s.N, num(s.P50us), num(s.P99us), num(s.CallsPerS))
+	})
+	rep := &report{
+		Meta: meta{
+			Started: started.Format(time.RFC3339), Go: runtime.Version(), GOMAXPROCS: runtime.GOMAXPROCS(0), CPUs: runtime.NumCPU(),
+			Kernel: kernel(), Capbridge: strings.TrimPrefix(strings.TrimSpace(string(ver)), "capbridge "), Commit: commit(ctx, root), Modules: modules(), Runs: runs, Quick: quick,
+			Plan: planJSON{Calls64B: p.small, Calls16K: p.large, Warm: p.warm, CapPerSec: p.cap.Seconds()},
+		},
+		Samples: samples,
+		Rows:    summarise(samples),
+		Goals:   goals(samples, runs),
+	}
+	if err := writeOutputs(outDir, rep); err != nil {
+		return err
+	}
+	var errs []string
+	for _, s := range samples {
+		if s.Err != "" {
+			errs = append(errs, fmt.Sprintf("run %d, %s, %s failed", s.Run, s.Cell, s.Client))
+		}
+	}
+	if left := stray(); len(left) > 0 {
+		errs = append(errs, fmt.Sprintf("child processes left behind: %v", left))
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("%s (details in %s)", strings.Join(errs, "; "), filepath.Join(outDir, "results.md"))
+	}
+	return nil
+}
+
+// capbridgeRoot returns the directory of the capbridge module this one
+// replaces: the repository around bench/.
+func capbridgeRoot(ctx context.Context) (string, error) {
+	var stderr bytes.Buffer
+	list := exec.CommandContext(ctx, "go", "list", "-m", "-f", "{{.Dir}}", "github.com/capbridge/capbridge")
+	list.Stderr = &stderr
+	root, err := list.Output()
+	if err != nil {
+		return "", fmt.Errorf("finding the capbridge module: %w\n%s", err, stderr.String())
+	}
+	return strings.TrimSpace(string(root)), nil
+}
+
+// buildCapbridge builds cmd/capbridge in the capbridge module's own
+// context, so the binary measured has the product's dependency versions
+// rather than those the SDKs pull into this module.
+func buildCapbridge(ctx context.Context, root, dir string) (string, error) {
+	bin := filepath.Join(dir, "capbridge")
+	build := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd/capbridge")
+	build.Dir = root
+	if out, err := build.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("building capbridge in %s: %w\n%s", root, err, out)
+	}
+	return bin, nil
+}
+
+// commit names the repository's checked-out commit, with "-dirty" when
+// tracked files differ from it; "" when git cannot tell.
+func commit(ctx context.Context, root string) string {
+	rev, err := exec.CommandContext(ctx, "git", "-C", root, "rev-parse", "--short=12", "HEAD").Output()
+	if err != nil {
+		return ""
+	}
+	c := strings.TrimSpace(string(rev))
+	if exec.CommandContext(ctx, "git", "-C", root, "diff", "--quiet", "HEAD").Run() != nil {
+		c += "-dirty"
+	}
+	return c
+}
+
+func writeOutputs(dir string, rep *report) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	js, err := json.MarshalIndent(rep, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(dir, "results.json"), append(js, '\n'), 0o644); err != nil {
+		return err
+	}
+	var md, svg bytes.Buffer
+	writeMarkdown(&md, rep)
+	if err := os.WriteFile(filepath.Join(dir, "results.md"), md.Bytes(), 0o644); err != nil {
+		return err
+	}
+	note := fmt.Sprintf("%s · %s · %d run(s)", rep.Meta.Started, rep.Meta.Capbridge, rep.Meta.Runs)
+	if rep.Meta.Quick {
+		note += " · -quick: a smoke test, the numbers mean nothing"
+	}
+	if err := writeSVG(&svg, rep.Rows, note); err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(dir, "chart.svg"), svg.Bytes(), 0o644)
+}
+
+// modules returns the versions of the SDK modules linked into this binary.
+func modules() map[string]string {
+	m := map[string]string{}
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return m
+	}
+	for _, d := range bi.Deps {
+		if strings.HasPrefix(d.Path, "github.com/mark3labs/") || strings.HasPrefix(d.Path, "github.com/modelcontextprotocol/") {
+			m[d.Path] = d.Version
+		}
+	}
+	return m
+}
+
+func kernel() string {
+	var u syscall.Utsname
+	if err := syscall.Uname(&u); err != nil {
+		return "unknown"
+	}
+	var b strings.Builder
+	for _, c := range u.Release {
+		if c == 0 {
+			break
+		}
+		b.WriteByte(byte(c))
+	}
+	return b.String()
+}

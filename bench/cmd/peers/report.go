@@ -1,0 +1,295 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"math"
+	"slices"
+	"strings"
+)
+
+// stat is a metric over the runs: its median, with the smallest and
+// largest value seen.
+type stat struct {
+	Median float64 `json:"median"`
+	Min    float64 `json:"min"`
+	Max    float64 `json:"max"`
+}
+
+func statOf(v []float64) stat {
+	if len(v) == 0 {
+		return stat{} // JSON has no NaN; a row's Runs says it has no numbers
+	}
+	v = slices.Clone(v)
+	slices.Sort(v)
+	m := v[len(v)/2]
+	if len(v)%2 == 0 {
+		m = (v[len(v)/2-1] + v[len(v)/2]) / 2
+	}
+	return stat{Median: m, Min: v[0], Max: v[len(v)-1]}
+}
+
+// A row summarises one client in one cell over the runs that succeeded.
+type row struct {
+	Cell      cell            `json:"cell"`
+	Client    string          `json:"client"`
+	Runs      int             `json:"runs"` // runs that produced numbers
+	N         int             `json:"n"`    // the fewest timed calls in any run
+	P50us     stat            `json:"p50_us"`
+	P99us     stat            `json:"p99_us"`
+	CallsPerS stat            `json:"calls_per_s"`
+	CPUus     map[string]stat `json:"cpu_us_per_call"`
+	CtxSw     map[string]stat `json:"ctx_switches_per_call"`
+	Syscalls  map[string]stat `json:"rw_syscalls_per_call"`
+}
+
+var roles = []string{"client", "bridge", "server"}
+
+func summarise(samples []sample) []row {
+	var rows []row
+	for _, c := range cells {
+		for _, cl := range clients {
+			r := row{Cell: c, Client: cl.name, CPUus: map[string]stat{}, CtxSw: map[string]stat{}, Syscalls: map[string]stat{}}
+			var p50, p99, cps []float64
+			cpu, sw, sc := map[string][]float64{}, map[string][]float64{}, map[string][]float64{}
+			for _, s := range samples {
+				if s.Cell != c || s.Client != cl.name || s.Err != "" {
+					continue
+				}
+				if r.Runs == 0 || s.N < r.N {
+					r.N = s.N
+				}
+				r.Runs++
+				p50, p99, cps = append(p50, s.P50us), append(p99, s.P99us), append(cps, s.CallsPerS)
+				for role, v := range s.CPUus {
+					cpu[role] = append(cpu[role], v)
+					sw[role] = append(sw[role], s.CtxSw[role])
+					sc[role] = append(sc[role], s.Syscalls[role])
+				}
+			}
+			r.P50us, r.P99us, r.CallsPerS = statOf(p50), statOf(p99), statOf(cps)
+			for role := range cpu {
+				r.CPUus[role], r.CtxSw[role], r.Syscalls[role] = statOf(cpu[role]), statOf(sw[role]), statOf(sc[role])
+			}
+			rows = append(rows, r)
+		}
+	}
+	return rows
+}
+
+// A goal is one of capbridge's performance goals, judged on ratios taken
+// within each run (the clients of a cell run back to back, so they share
+// that moment's machine) and then the median over runs.
+type goal struct {
+	ID     string  `json:"id"`
+	Checks []check `json:"checks"`
+	Met    bool    `json:"met"`
+}
+
+// A check is one inequality of a goal.
+type check struct {
+	What   string    `json:"what"`
+	Value  float64   `json:"value"` // median over runs
+	PerRun []float64 `json:"per_run"`
+	Op     string    `json:"op"` // "<=" or ">="
+	Limit  float64   `json:"limit"`
+	Met    bool      `json:"met"`
+}
+
+// metricFn picks one number from a sample.
+type metricFn func(sample) float64
+
+func p50(s sample) float64       { return s.P50us }
+func callsPerS(s sample) float64 { return s.CallsPerS }
+func bridgeCPU(s sample) float64 { return s.CPUus["bridge"] }
+
+// ratioCheck is capbridge's metric over other's, per run.
+func ratioCheck(samples []sample, runs int, c cell, m metricFn, other, what, op string, limit float64) check {
+	var per []float64
+	for run := range runs {
+		a, okA := find(samples, run, c, "capbridge")
+		b, okB := find(samples, run, c, other)
+		if okA && okB && m(b) > 0 {
+			per = append(per, m(a)/m(b))
+		}
+	}
+	return judge(what, per, op, limit)
+}
+
+// valueCheck is capbridge's own metric, per run.
+func valueCheck(samples []sample, runs int, c cell, m metricFn, what, op string, limit float64) check {
+	var per []float64
+	for run := range runs {
+		if a, ok := find(samples, run, c, "capbridge"); ok {
+			per = append(per, m(a))
+		}
+	}
+	return judge(what, per, op, limit)
+}
+
+func judge(what string, per []float64, op string, limit float64) check {
+	ck := check{What: what, PerRun: per, Op: op, Limit: limit, Value: statOf(per).Median}
+	if len(per) > 0 {
+		if op == "<=" {
+			ck.Met = ck.Value <= limit
+		} else {
+			ck.Met = ck.Value >= limit
+		}
+	}
+	return ck
+}
+
+func find(samples []sample, run int, c cell, client string) (sample, bool) {
+	for _, s := range samples {
+		if s.Run == run && s.Cell == c && s.Client == client && s.Err == "" {
+			return s, true
+		}
+	}
+	return sample{}, false
+}
+
+func goals(samples []sample, runs int) []goal {
+	small1, small32, large1 := cells[0], cells[1], cells[2]
+	gs := []goal{
+		{ID: "a", Checks: []check{
+			ratioCheck(samples, runs, small1, p50, "raw", "64 B, 1 in flight: capbridge p50 / raw p50", "<=", 2.5),
+			ratioCheck(samples, runs, small1, p50, "mcp-go", "64 B, 1 in flight: capbridge p50 / mcp-go p50", "<=", 0.75),
+		}},
+		{ID: "b", Checks: []check{
+			ratioCheck(samples, runs, small32, callsPerS, "mcp-go", "64 B, 32 in flight: capbridge calls/s / mcp-go calls/s", ">=", 1.4),
+			ratioCheck(samples, runs, small32, callsPerS, "go-sdk", "64 B, 32 in flight: capbridge calls/s / go-sdk calls/s", ">=", 7),
+		}},
+		{ID: "c", Checks: []check{
+			ratioCheck(samples, runs, large1, p50, "go-sdk", "16 KiB, 1 in flight: capbridge p50 / go-sdk p50", "<=", 0.25),
+		}},
+		{ID: "d", Checks: []check{
+			valueCheck(samples, runs, small1, bridgeCPU, "64 B, 1 in flight: bridge CPU µs per call", "<=", 40),
+			valueCheck(samples, runs, small32, bridgeCPU, "64 B, 32 in flight: bridge CPU µs per call", "<=", 20),
+		}},
+	}
+	for i := range gs {
+		gs[i].Met = true
+		for _, ck := range gs[i].Checks {
+			gs[i].Met = gs[i].Met && ck.Met
+		}
+	}
+	return gs
+}
+
+// report is everything a run wrote, as results.json holds it.
+type report struct {
+	Meta    meta     `json:"meta"`
+	Samples []sample `json:"samples"`
+	Rows    []row    `json:"summary"`
+	Goals   []goal   `json:"goals"`
+}
+
+type meta struct {
+	Started    string            `json:"started"`
+	Go         string            `json:"go"`
+	GOMAXPROCS int               `json:"gomaxprocs"`
+	CPUs       int               `json:"cpus"`
+	Kernel     string            `json:"kernel"`
+	Capbridge  string            `json:"capbridge"` // what `capbridge version` says
+	Commit     string            `json:"commit"`    // the repository's commit, when git can tell
+	Modules    map[string]string `json:"modules"`   // the SDK versions this binary was built with
+	Runs       int               `json:"runs"`
+	Quick      bool              `json:"quick"`
+	Plan       planJSON          `json:"plan"`
+}
+
+type planJSON struct {
+	Calls64B  int     `json:"calls_64b"`
+	Calls16K  int     `json:"calls_16kib"`
+	Warm      int     `json:"warm_up"`
+	CapPerSec float64 `json:"cell_cap_s"`
+}
+
+// num formats a number with about three significant digits.
+func num(v float64) string {
+	switch {
+	case math.IsNaN(v):
+		return "—"
+	case v >= 100:
+		return fmt.Sprintf("%.0f", v)
+	case v >= 10:
+		return fmt.Sprintf("%.1f", v)
+	default:
+		return fmt.Sprintf("%.2f", v)
+	}
+}
+
+func spread(s stat) string {
+	return fmt.Sprintf("%s (%s–%s)", num(s.Median), num(s.Min), num(s.Max))
+}
+
+// perRole formats a metric's medians as client / bridge / server, with
+// "–" for a process the client does not have.
+func perRole(m map[string]stat) string {
+	parts := make([]string, len(roles))
+	for i, role := range roles {
+		if s, ok := m[role]; ok {
+			parts[i] = num(s.Median)
+		} else {
+			parts[i] = "–"
+		}
+	}
+	return strings.Join(parts, " / ")
+}
+
+func writeMarkdown(w io.Writer, r *report) {
+	m := r.Meta
+	fmt.Fprintf(w, "# capbridge vs the Go MCP SDKs, every client against the same raw server\n\n")
+	fmt.Fprintf(w, "%s; %s, GOMAXPROCS %d on %d CPUs, kernel %s; capbridge %s (commit %s)", m.Started, m.Go, m.GOMAXPROCS, m.CPUs, m.Kernel, m.Capbridge, m.Commit)
+	for _, k := range []string{"github.com/mark3labs/mcp-go", "github.com/modelcontextprotocol/go-sdk"} {
+		fmt.Fprintf(w, ", %s %s", k, m.Modules[k])
+	}
+	fmt.Fprintf(w, ".\n%d run(s)", m.Runs)
+	if m.Quick {
+		fmt.Fprintf(w, " in -quick mode (smoke test: too few calls for the numbers to mean anything)")
+	}
+	fmt.Fprintf(w, "; timed calls per cell %d at 64 B and %d at 16 KiB, capped at %.0f s; %d checked warm-up calls.\n\n", m.Plan.Calls64B, m.Plan.Calls16K, m.Plan.CapPerSec, m.Plan.Warm)
+	fmt.Fprintf(w, "Median over runs, (min–max). CPU, context switches and read/write syscalls are per call, for client / bridge / server (– where a client has no such process).\n\n")
+	fmt.Fprintf(w, "| payload | in flight | client | runs | N | p50 µs | p99 µs | calls/s | CPU µs/call | ctx switches/call | r/w syscalls/call |\n")
+	fmt.Fprintf(w, "|---|---|---|---|---|---|---|---|---|---|---|\n")
+	for _, row := range r.Rows {
+		size := strings.Split(row.Cell.String(), ",")[0]
+		if row.Runs == 0 {
+			fmt.Fprintf(w, "| %s | %d | %s | 0 | – | failed | | | | | |\n", size, row.Cell.InFlight, row.Client)
+			continue
+		}
+		fmt.Fprintf(w, "| %s | %d | %s | %d | %d | %s | %s | %s | %s | %s | %s |\n", size, row.Cell.InFlight, row.Client, row.Runs, row.N,
+			spread(row.P50us), spread(row.P99us), spread(row.CallsPerS), perRole(row.CPUus), perRole(row.CtxSw), perRole(row.Syscalls))
+	}
+	fmt.Fprintf(w, "\n## Goals\n\nRatios are taken within each run, then the median over runs is compared with the limit.\n\n")
+	fmt.Fprintf(w, "| goal | check | per run | median | limit | met |\n|---|---|---|---|---|---|\n")
+	for _, g := range r.Goals {
+		for _, ck := range g.Checks {
+			per := make([]string, len(ck.PerRun))
+			for i, v := range ck.PerRun {
+				per[i] = num(v)
+			}
+			fmt.Fprintf(w, "| (%s) | %s | %s | %s | %s %s | %s |\n", g.ID, ck.What, strings.Join(per, ", "), num(ck.Value), ck.Op, num(ck.Limit), metWord(ck.Met))
+		}
+	}
+	fmt.Fprintf(w, "\n")
+	for _, g := range r.Goals {
+		fmt.Fprintf(w, "- goal (%s): %s\n", g.ID, metWord(g.Met))
+	}
+	var failed []string
+	for _, s := range r.Samples {
+		if s.Err != "" {
+			failed = append(failed, fmt.Sprintf("- run %d, %s, %s: %s", s.Run, s.Cell, s.Client, s.Err))
+		}
+	}
+	if len(failed) > 0 {
+		fmt.Fprintf(w, "\n## Failures\n\n%s\n", strings.Join(failed, "\n"))
+	}
+}
+
+func metWord(ok bool) string {
+	if ok {
+		return "met"
+	}
+	return "not met"
+}
