@@ -15,7 +15,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/capbridge/capbridge/bridge"
+	"github.com/capbridge/capbridge/bridge/control"
 	"github.com/capbridge/capbridge/capwire"
 )
 
@@ -155,29 +155,26 @@ func startCapbridge(ctx context.Context, e *env, _ string, _ int) (peer, error) 
 // grant asks the control socket for a grant reaching server t, as
 // `capbridge grant --servers t` does, and for the status that names t's
 // pid, as `capbridge status` does.
-func grant(ctx context.Context, control string) (token string, pid int, err error) {
-	cc, err := bridge.DialControl(ctx, control)
+func grant(ctx context.Context, controlPath string) (token string, pid int, err error) {
+	cc, err := control.Dial(ctx, controlPath)
 	if err != nil {
 		return "", 0, err
 	}
 	defer cc.Close()
-	r, err := cc.Do(ctx, &bridge.ControlRequest{T: "grant", Servers: map[string][]string{"t": nil}, TTLMS: uint64(time.Hour / time.Millisecond)})
+	g, err := cc.Grant(ctx, &control.GrantRequest{Servers: map[string][]string{"t": nil}, TTLMS: uint64(time.Hour / time.Millisecond)})
 	if err != nil {
 		return "", 0, fmt.Errorf("grant: %w", err)
 	}
-	if r.Token == "" {
-		return "", 0, fmt.Errorf("grant: reply %q carries no token", r.T)
-	}
-	st, err := cc.Do(ctx, &bridge.ControlRequest{T: "status"})
+	st, err := cc.Status(ctx)
 	if err != nil {
 		return "", 0, fmt.Errorf("status: %w", err)
 	}
-	for _, s := range st.ServerStatus {
+	for _, s := range st.Servers {
 		if s.Name == "t" && s.PID > 0 {
-			return r.Token, s.PID, nil
+			return g.Token, s.PID, nil
 		}
 	}
-	return "", 0, fmt.Errorf("status names no pid for server t: %+v", st.ServerStatus)
+	return "", 0, fmt.Errorf("status names no pid for server t: %+v", st.Servers)
 }
 
 func (p *capbridgePeer) call(ctx context.Context, text string) (string, error) {
