@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/capbridge/capbridge/internal/framewrite"
 	"github.com/vmihailenco/msgpack/v5"
 )
 
@@ -64,8 +65,8 @@ func BenchmarkCall(b *testing.B) {
 		msg := benchCall(sz.n)
 		b.Run(sz.name+"/capwire", func(b *testing.B) {
 			b.ReportAllocs()
-			buf := getBuf()
-			defer putBuf(buf)
+			buf := framewrite.GetBuf()
+			defer framewrite.PutBuf(buf)
 			for b.Loop() {
 				out, err := AppendFrame((*buf)[:0], msg, 0)
 				if err != nil {
@@ -105,8 +106,8 @@ func BenchmarkResult(b *testing.B) {
 		msg := benchResult(sz.n)
 		b.Run(sz.name+"/capwire", func(b *testing.B) {
 			b.ReportAllocs()
-			buf := getBuf()
-			defer putBuf(buf)
+			buf := framewrite.GetBuf()
+			defer framewrite.PutBuf(buf)
 			for b.Loop() {
 				out, err := AppendFrame((*buf)[:0], msg, 0)
 				if err != nil {

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/capbridge/capbridge/internal/framewrite"
 	"github.com/vmihailenco/msgpack/v5"
 )
 
@@ -57,7 +58,7 @@ type Dialer struct {
 type Client struct {
 	conn    net.Conn
 	fr      *FrameReader // owned by readLoop
-	w       *writer
+	w       *framewrite.Writer
 	servers []string
 	max     int           // frame limit
 	slots   chan struct{} // one token per call in flight
@@ -191,7 +192,7 @@ func (d *Dialer) handshake(ctx context.Context, conn net.Conn, token string) (*C
 	}
 	// Room for every call in flight to have its call frame and a cancel
 	// frame queued, so sending a cancel never has to wait.
-	c.w = newWriter(conn, 2*inFlight, wt, func(err error) {
+	c.w = framewrite.New(conn, 2*inFlight, wt, func(err error) {
 		c.fail(fmt.Errorf("%w: writing: %v", ErrClosed, err))
 	})
 	go c.readLoop()
@@ -257,15 +258,15 @@ func (c *Client) Call(ctx context.Context, server, tool string, args any) (*Resu
 	if err != nil {
 		return nil, err
 	}
-	buf := getBuf()
+	buf := framewrite.GetBuf()
 	out, err := c.appendCall(ctx, (*buf)[:0], id, server, tool, args)
 	*buf = out
 	if err != nil {
-		putBuf(buf)
+		framewrite.PutBuf(buf)
 		c.retire(id)
 		return nil, err
 	}
-	if err := c.w.send(ctx, buf); err != nil {
+	if err := c.w.Send(ctx, buf); err != nil {
 		if !c.retire(id) {
 			r := <-ch // settled meanwhile (the connection broke)
 			return r.res, r.err
@@ -388,14 +389,14 @@ func (c *Client) deliver(id uint64, r reply) {
 // write queue is full capbridge is not reading, and the call's own timeout
 // or the write deadline settles things.
 func (c *Client) sendCancel(id uint64) {
-	buf := getBuf()
+	buf := framewrite.GetBuf()
 	out, err := AppendFrame((*buf)[:0], &CancelMsg{ID: id}, c.max)
 	*buf = out
 	if err != nil { // cannot happen for a cancel; keep the buffer anyway
-		putBuf(buf)
+		framewrite.PutBuf(buf)
 		return
 	}
-	c.w.trySend(buf)
+	c.w.TrySend(buf)
 }
 
 // fail stops the client with err (wrapping ErrClosed): every waiting call
@@ -416,7 +417,7 @@ func (c *Client) fail(err error) {
 		ch <- reply{err: err}
 	}
 	c.conn.Close()
-	c.w.stopOnce.Do(func() { close(c.w.stop) })
+	c.w.Stop()
 }
 
 func (c *Client) stopped() error {
@@ -430,7 +431,7 @@ func (c *Client) stopped() error {
 func (c *Client) Close() error {
 	c.fail(ErrClosed)
 	c.closeOnce.Do(func() {
-		c.w.close()
+		c.w.Close()
 		<-c.readDone
 	})
 	return nil

@@ -25,7 +25,7 @@ func testCtx(t *testing.T) context.Context {
 
 func TestDial(t *testing.T) {
 	defer leakcheck.Check(t)()
-	p := startPeer(t, ServerConfig{}, serveEcho)
+	p := startPeer(t, serveEcho)
 	defer p.stop()
 	ctx := testCtx(t)
 
@@ -112,7 +112,7 @@ func TestConcurrentCallsShuffledReplies(t *testing.T) {
 	defer leakcheck.Check(t)()
 	const n = 1000
 	seen := make(chan map[uint64]bool, 1)
-	p := startPeer(t, ServerConfig{WriteQueue: 64}, func(s *ServerConn) {
+	p := startPeer(t, func(s *scriptConn) {
 		var calls []*CallMsg
 		ids := map[uint64]bool{}
 		for len(calls) < n {
@@ -133,7 +133,6 @@ func TestConcurrentCallsShuffledReplies(t *testing.T) {
 				t.Errorf("peer send: %v", err)
 				return
 			}
-			c.Release()
 		}
 		serveEcho(s)
 	})
@@ -181,7 +180,7 @@ func TestCancelSendsCancel(t *testing.T) {
 	defer leakcheck.Check(t)()
 	gotCall := make(chan uint64, 1)
 	gotCancel := make(chan uint64, 1)
-	p := startPeer(t, ServerConfig{}, func(s *ServerConn) {
+	p := startPeer(t, func(s *scriptConn) {
 		msg, err := s.Read()
 		if err != nil {
 			return
@@ -230,7 +229,7 @@ func TestCancelSendsCancel(t *testing.T) {
 func TestDeadlineTravelsAsTimeout(t *testing.T) {
 	defer leakcheck.Check(t)()
 	got := make(chan uint64, 2)
-	p := startPeer(t, ServerConfig{}, func(s *ServerConn) {
+	p := startPeer(t, func(s *scriptConn) {
 		for {
 			msg, err := s.Read()
 			if err != nil {
@@ -266,7 +265,7 @@ func TestDeadlineTravelsAsTimeout(t *testing.T) {
 func TestPeerDisconnectFailsEveryWaiter(t *testing.T) {
 	defer leakcheck.Check(t)()
 	const n = 10
-	p := startPeer(t, ServerConfig{}, func(s *ServerConn) {
+	p := startPeer(t, func(s *scriptConn) {
 		for range n {
 			if _, err := s.Read(); err != nil {
 				return
@@ -303,7 +302,7 @@ func TestPeerDisconnectFailsEveryWaiter(t *testing.T) {
 
 func TestFatalFailsEveryWaiter(t *testing.T) {
 	defer leakcheck.Check(t)()
-	p := startPeer(t, ServerConfig{}, func(s *ServerConn) {
+	p := startPeer(t, func(s *scriptConn) {
 		if _, err := s.Read(); err != nil {
 			return
 		}
@@ -325,7 +324,7 @@ func TestFatalFailsEveryWaiter(t *testing.T) {
 
 func TestDenialsAreTypedErrors(t *testing.T) {
 	defer leakcheck.Check(t)()
-	p := startPeer(t, ServerConfig{}, func(s *ServerConn) {
+	p := startPeer(t, func(s *scriptConn) {
 		for {
 			msg, err := s.Read()
 			if err != nil {
@@ -366,7 +365,7 @@ func TestDenialsAreTypedErrors(t *testing.T) {
 
 func TestArgsEncoding(t *testing.T) {
 	defer leakcheck.Check(t)()
-	p := startPeer(t, ServerConfig{}, serveEcho)
+	p := startPeer(t, serveEcho)
 	defer p.stop()
 	ctx := testCtx(t)
 	c, err := Dial(ctx, p.path, "good")
@@ -471,7 +470,7 @@ func TestInFlightBound(t *testing.T) {
 	defer leakcheck.Check(t)()
 	const limit, total = 2, 6
 	arrived := make(chan *CallMsg, total)
-	p := startPeer(t, ServerConfig{}, func(s *ServerConn) {
+	p := startPeer(t, func(s *scriptConn) {
 		go func() {
 			for {
 				msg, err := s.Read()
@@ -520,7 +519,7 @@ func TestInFlightBound(t *testing.T) {
 
 	// With both slots held by calls nobody answers, a third call gives up
 	// when its ctx does.
-	p2 := startPeer(t, ServerConfig{}, func(s *ServerConn) {
+	p2 := startPeer(t, func(s *scriptConn) {
 		for {
 			if _, err := s.Read(); err != nil {
 				return
@@ -553,7 +552,7 @@ func TestInFlightBound(t *testing.T) {
 
 func TestFromEnvAndShared(t *testing.T) {
 	defer leakcheck.Check(t)()
-	p := startPeer(t, ServerConfig{}, func(s *ServerConn) {
+	p := startPeer(t, func(s *scriptConn) {
 		for {
 			msg, err := s.Read()
 			if err != nil {

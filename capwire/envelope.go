@@ -59,18 +59,6 @@ type CallMsg struct {
 	// MaxDepth; its content is the converter's to judge.
 	Args      msgpack.RawMessage
 	TimeoutMS uint64 // the client's deadline for the call in ms; 0 means none given
-
-	buf *[]byte // the pooled frame Args aliases, when read by a ServerConn
-}
-
-// Release returns the frame buffer that Args aliases to the pool. It is
-// optional (an unreleased buffer is garbage collected) and must be the last
-// use of Args; it is a no-op for a CallMsg not read by a ServerConn.
-func (c *CallMsg) Release() {
-	if c.buf != nil {
-		putBuf(c.buf)
-		c.buf, c.Args = nil, nil
-	}
 }
 
 // CancelMsg abandons a call, client → capbridge.

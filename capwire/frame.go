@@ -9,7 +9,6 @@ import (
 	"math"
 	"slices"
 	"strconv"
-	"sync"
 )
 
 // DefaultMaxFrame is the largest payload a frame may carry unless
@@ -96,22 +95,4 @@ func (fr *FrameReader) ReadFrame(dst []byte) ([]byte, error) {
 		got = next
 	}
 	return dst, nil
-}
-
-// Frame buffers are pooled: every outgoing frame is encoded into one and
-// returned after it is written, and a ServerConn reads calls into them.
-// Buffers that grew past maxPooled are left to the collector so the pool
-// never pins a rare huge frame.
-const maxPooled = 2 << 20
-
-var bufPool = sync.Pool{New: func() any { b := make([]byte, 0, 1024); return &b }}
-
-func getBuf() *[]byte { return bufPool.Get().(*[]byte) }
-
-func putBuf(b *[]byte) {
-	if cap(*b) > maxPooled {
-		return
-	}
-	*b = (*b)[:0]
-	bufPool.Put(b)
 }
