@@ -10,7 +10,7 @@ import (
 
 // Baseline: the same envelopes through msgpack's reflection-based
 // Marshal/Unmarshal of equivalent structs, measured in the same run so the
-// report is a ratio (issue 5, lead's notes).
+// report is a ratio.
 
 type baseCall struct {
 	T         string             `msgpack:"t"`
@@ -145,7 +145,7 @@ func BenchmarkResult(b *testing.B) {
 // BenchmarkDecodeCall is the bridge's inbound hot path alone: one call
 // frame decoded, args left raw.
 func BenchmarkDecodeCall(b *testing.B) {
-	payload, _ := AppendMessage(nil, benchCall(0))
+	payload, _ := appendMessage(nil, benchCall(0))
 	b.Run("capwire", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {

@@ -13,14 +13,16 @@ import (
 	"github.com/vmihailenco/msgpack/v5"
 )
 
-// Environment variables a jailed program finds capbridge by.
+// Environment variables a jailed program finds capbridge by. FromEnv reads
+// them; whoever launches the program (a sandbox embedding capbridge) sets
+// them.
 const (
 	EnvSocket = "CAPBRIDGE_SOCKET"
 	EnvToken  = "CAPBRIDGE_TOKEN"
 )
 
-// DefaultMaxInFlight is a Client's default bound on calls in flight.
-const DefaultMaxInFlight = 1024
+// defaultMaxInFlight is a Client's default bound on calls in flight.
+const defaultMaxInFlight = 1024
 
 // ErrNoEnv is returned by FromEnv and Shared when CAPBRIDGE_SOCKET or
 // CAPBRIDGE_TOKEN is not set: the program is not running under capbridge.
@@ -34,7 +36,7 @@ type Dialer struct {
 	// failing, so a program fanning out wide is throttled, not refused.
 	MaxInFlight int
 	// MaxFrame is the largest frame payload read or written;
-	// DefaultMaxFrame. A result larger than this ends the connection.
+	// 16 MiB. A result larger than this ends the connection.
 	MaxFrame int
 	// WriteTimeout bounds each write to capbridge; 30 s. A capbridge that
 	// does not read for that long is taken for dead and the connection
@@ -173,7 +175,7 @@ func (d *Dialer) handshake(ctx context.Context, conn net.Conn, token string) (*C
 	}
 	inFlight := d.MaxInFlight
 	if inFlight <= 0 {
-		inFlight = DefaultMaxInFlight
+		inFlight = defaultMaxInFlight
 	}
 	wt := d.WriteTimeout
 	if wt <= 0 {
@@ -310,7 +312,7 @@ func (c *Client) appendCall(ctx context.Context, dst []byte, id uint64, server, 
 	if dst, err = appendArgs(dst, args); err != nil {
 		return dst[:start], err
 	}
-	return finishFrame(dst, start, c.max, TypeCall)
+	return finishFrame(dst, start, c.max, typeCall)
 }
 
 // appendWriter lets a msgpack.Encoder append to a byte slice.

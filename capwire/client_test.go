@@ -72,7 +72,7 @@ func TestDialRefusals(t *testing.T) {
 		}, func(err error) bool { return errors.Is(err, context.DeadlineExceeded) }},
 		{"wrong version in welcome", func(t *testing.T, conn net.Conn) {
 			NewFrameReader(conn, 0).ReadFrame(nil)
-			b, _ := AppendMessage(nil, &WelcomeMsg{V: 2, Servers: []string{}})
+			b, _ := appendMessage(nil, &WelcomeMsg{V: 2, Servers: []string{}})
 			writeFrame(t, conn, b)
 		}, func(err error) bool { return err != nil && strings.Contains(err.Error(), "version 2") }},
 		{"garbage answer", func(t *testing.T, conn net.Conn) {
@@ -84,7 +84,7 @@ func TestDialRefusals(t *testing.T) {
 		}, func(err error) bool { return err != nil }},
 		{"call instead of welcome", func(t *testing.T, conn net.Conn) {
 			NewFrameReader(conn, 0).ReadFrame(nil)
-			b, _ := AppendMessage(nil, &CancelMsg{ID: 1})
+			b, _ := appendMessage(nil, &CancelMsg{ID: 1})
 			writeFrame(t, conn, b)
 		}, func(err error) bool { return err != nil && strings.Contains(err.Error(), `"cancel"`) }},
 	}
@@ -107,7 +107,7 @@ func TestDialRefusals(t *testing.T) {
 }
 
 // 1000 calls in flight on one connection, answered in shuffled order:
-// each caller must get its own reply (issue 5, "Tests and measurements").
+// each caller must get its own reply.
 func TestConcurrentCallsShuffledReplies(t *testing.T) {
 	defer leakcheck.Check(t)()
 	const n = 1000
@@ -424,7 +424,7 @@ func TestMalformedReplies(t *testing.T) {
 	p := startRaw(t, func(conn net.Conn) {
 		fr := NewFrameReader(conn, 0)
 		fr.ReadFrame(nil) // hello
-		b, _ := AppendMessage(nil, &WelcomeMsg{V: 1, Servers: []string{"fs"}})
+		b, _ := appendMessage(nil, &WelcomeMsg{V: 1, Servers: []string{"fs"}})
 		writeFrame(t, conn, b)
 		for {
 			f, err := fr.ReadFrame(nil)
@@ -442,7 +442,7 @@ func TestMalformedReplies(t *testing.T) {
 				writeFrame(t, conn, m("t", "result", "id", call.ID, "is_error", "yes", "content", arr()))
 				continue
 			}
-			b, _ := AppendMessage(nil, &ResultMsg{ID: call.ID, Result: Result{Content: []Block{{Type: BlockText, Text: "ok"}}}})
+			b, _ := appendMessage(nil, &ResultMsg{ID: call.ID, Result: Result{Content: []Block{{Type: BlockText, Text: "ok"}}}})
 			writeFrame(t, conn, b)
 		}
 	})

@@ -6,33 +6,44 @@ import (
 	"strconv"
 	"unicode/utf8"
 
+	"github.com/capbridge/capbridge/internal/bound"
+	"github.com/capbridge/capbridge/internal/text"
 	"github.com/vmihailenco/msgpack/v5"
 )
 
 // Version is the wire version this package speaks, sent in hello and
-// welcome (docs/capwire.md, "Versioning").
+// welcome (docs/capwire.md, "Versioning"); the bridge's server checks a
+// hello against it.
 const Version = 1
 
 // CapPrefix starts every capability name in v1: a call's cap is
-// "mcp.<server>".
+// "mcp.<server>". Client.Call adds it; the bridge strips it.
 const CapPrefix = "mcp."
 
 // Envelope types, the value of "t".
 const (
-	TypeHello   = "hello"
-	TypeWelcome = "welcome"
-	TypeCall    = "call"
-	TypeCancel  = "cancel"
-	TypeResult  = "result"
-	TypeDenied  = "denied"
-	TypeFatal   = "fatal"
+	typeHello   = "hello"
+	typeWelcome = "welcome"
+	typeCall    = "call"
+	typeCancel  = "cancel"
+	typeResult  = "result"
+	typeDenied  = "denied"
+	typeFatal   = "fatal"
 )
 
 // Message is one envelope. The set is closed: *HelloMsg, *WelcomeMsg,
-// *CallMsg, *CancelMsg, *ResultMsg, *DeniedMsg and *FatalMsg.
+// *CallMsg, *CancelMsg, *ResultMsg, *DeniedMsg and *FatalMsg (and types
+// that embed one). Programs never see them; the message types are the
+// codec that the bridge's server (internal/capserver), the bridge and the
+// fuzz tests share with the Client.
 type Message interface {
 	// Type is the envelope's "t".
 	Type() string
+	// appendBody appends the payload (one MessagePack map, no length
+	// prefix) to dst. It refuses to write what Decode would reject:
+	// strings must be valid UTF-8, codes must belong to their closed set,
+	// raw MessagePack fields must be single well-formed values no deeper
+	// than bound.MaxDepth.
 	appendBody(dst []byte) ([]byte, error)
 }
 
@@ -56,7 +67,7 @@ type CallMsg struct {
 	// Args is the raw MessagePack map, exactly as it arrived: a sub-slice
 	// of the frame (capacity clipped, so appending to it cannot overwrite
 	// the frame). It is checked to be one well-formed map no deeper than
-	// MaxDepth; its content is the converter's to judge.
+	// bound.MaxDepth; its content is the converter's to judge.
 	Args      msgpack.RawMessage
 	TimeoutMS uint64 // the client's deadline for the call in ms; 0 means none given
 }
@@ -101,13 +112,13 @@ func (f *FatalMsg) Error() string {
 // Is compares Code with target's code.
 func (f *FatalMsg) Is(target error) bool { return isCode(f.Code, target) }
 
-func (*HelloMsg) Type() string   { return TypeHello }
-func (*WelcomeMsg) Type() string { return TypeWelcome }
-func (*CallMsg) Type() string    { return TypeCall }
-func (*CancelMsg) Type() string  { return TypeCancel }
-func (*ResultMsg) Type() string  { return TypeResult }
-func (*DeniedMsg) Type() string  { return TypeDenied }
-func (*FatalMsg) Type() string   { return TypeFatal }
+func (*HelloMsg) Type() string   { return typeHello }
+func (*WelcomeMsg) Type() string { return typeWelcome }
+func (*CallMsg) Type() string    { return typeCall }
+func (*CancelMsg) Type() string  { return typeCancel }
+func (*ResultMsg) Type() string  { return typeResult }
+func (*DeniedMsg) Type() string  { return typeDenied }
+func (*FatalMsg) Type() string   { return typeFatal }
 
 // Field indices of every key any v1 envelope uses. Decode scans a frame
 // once, noting where each known key's value lies; unknown keys are skipped
@@ -207,7 +218,7 @@ type envelope struct {
 // Faults, as the spec defines them: a payload that is not exactly one
 // well-formed MessagePack map is a fatal bad_frame; any fault in a hello is
 // a fatal bad_hello; any other fault (missing or unknown "t", wrong field
-// types, a value nested deeper than MaxDepth, invalid UTF-8 in an envelope
+// types, a value nested deeper than bound.MaxDepth, invalid UTF-8 in an envelope
 // string, a duplicated key) is a non-fatal bad_request that carries the
 // frame's id when it had a usable one.
 func Decode(b []byte) (Message, error) {
@@ -222,19 +233,19 @@ func Decode(b []byte) (Message, error) {
 		return nil, e.finish(e.early)
 	}
 	switch e.typ {
-	case TypeHello:
+	case typeHello:
 		return e.hello()
-	case TypeWelcome:
+	case typeWelcome:
 		return e.welcome()
-	case TypeCall:
+	case typeCall:
 		return e.call()
-	case TypeCancel:
+	case typeCancel:
 		return e.cancel()
-	case TypeResult:
+	case typeResult:
 		return e.result()
-	case TypeDenied:
+	case typeDenied:
 		return e.denied()
-	case TypeFatal:
+	case typeFatal:
 		return e.fatalMsg()
 	}
 	return nil, e.fail(fT, "", "unknown envelope type "+strconv.Quote(e.typ))
@@ -243,7 +254,7 @@ func Decode(b []byte) (Message, error) {
 // knownType reports whether t is a v1 envelope type.
 func knownType(t string) bool {
 	switch t {
-	case TypeHello, TypeWelcome, TypeCall, TypeCancel, TypeResult, TypeDenied, TypeFatal:
+	case typeHello, typeWelcome, typeCall, typeCancel, typeResult, typeDenied, typeFatal:
 		return true
 	}
 	return false
@@ -253,20 +264,20 @@ func knownType(t string) bool {
 // (the hot path decodes a "call" per tool call); "" if t is not UTF-8.
 func typeName(t []byte) string {
 	switch string(t) {
-	case TypeHello:
-		return TypeHello
-	case TypeWelcome:
-		return TypeWelcome
-	case TypeCall:
-		return TypeCall
-	case TypeCancel:
-		return TypeCancel
-	case TypeResult:
-		return TypeResult
-	case TypeDenied:
-		return TypeDenied
-	case TypeFatal:
-		return TypeFatal
+	case typeHello:
+		return typeHello
+	case typeWelcome:
+		return typeWelcome
+	case typeCall:
+		return typeCall
+	case typeCancel:
+		return typeCancel
+	case typeResult:
+		return typeResult
+	case typeDenied:
+		return typeDenied
+	case typeFatal:
+		return typeFatal
 	}
 	if !utf8.Valid(t) {
 		return ""
@@ -314,7 +325,7 @@ func (e *envelope) scan() error {
 		}
 		switch {
 		case err == errTooDeep:
-			e.note("/"+escape(key), vat, "value nests deeper than "+strconv.Itoa(MaxDepth))
+			e.note("/"+escape(key), vat, "value nests deeper than "+strconv.Itoa(bound.MaxDepth))
 		case err != nil:
 			return badFrame(vat, "bad value for key "+strconv.Quote(string(key)), err)
 		}
@@ -340,24 +351,15 @@ func (e *envelope) note(path string, off int, msg string) {
 	}
 }
 
-// escape encodes a key as an RFC 6901 reference token, for paths.
+// escape encodes a key as an RFC 6901 reference token, for paths. A key
+// that is not UTF-8 is named by its Go quoting, so the path stays valid
+// text and still tells the bytes apart.
 func escape(key []byte) string {
 	s := string(key)
 	if !utf8.ValidString(s) {
 		s = strconv.Quote(s)
 	}
-	out := make([]byte, 0, len(s))
-	for i := 0; i < len(s); i++ {
-		switch s[i] {
-		case '~':
-			out = append(out, '~', '0')
-		case '/':
-			out = append(out, '~', '1')
-		default:
-			out = append(out, s[i])
-		}
-	}
-	return string(out)
+	return text.PointerToken(s)
 }
 
 // classify reads "t" and "id", which decide how every later fault is
@@ -370,7 +372,7 @@ func (e *envelope) classify() error {
 			e.typ = typeName(e.b[h.off:h.end()])
 		}
 	}
-	if e.typ == TypeHello {
+	if e.typ == typeHello {
 		e.code, e.fatal = CodeBadHello, true
 	}
 	if e.has(fID) {
@@ -706,19 +708,11 @@ func (e *envelope) fatalMsg() (Message, error) {
 // Encoding. Keys are written in one fixed order per type and every value in
 // its shortest form, so equal messages encode to equal bytes.
 
-// AppendMessage appends m's payload (one MessagePack map, no length
-// prefix) to dst. It refuses to write what Decode would reject: strings
-// must be valid UTF-8, codes must belong to their closed set, raw
-// MessagePack fields must be single well-formed values no deeper than
-// MaxDepth.
-func AppendMessage(dst []byte, m Message) ([]byte, error) {
-	return m.appendBody(dst)
-}
-
 // AppendFrame appends m as a whole frame (length prefix and payload) to
-// dst. A payload longer than maxFrame bytes (0 means DefaultMaxFrame) is an
+// dst. A payload longer than maxFrame bytes (0 means bound.MaxMessage) is an
 // error satisfying errors.Is(err, ErrFrameTooLarge), and dst is returned
-// unchanged; the bridge answers such a result with result_too_large.
+// unchanged; the bridge answers such a result with result_too_large. The
+// bridge's server and control plane encode with it.
 func AppendFrame(dst []byte, m Message, maxFrame int) ([]byte, error) {
 	maxFrame = frameLimit(maxFrame)
 	start := len(dst)
@@ -735,7 +729,7 @@ func AppendFrame(dst []byte, m Message, maxFrame int) ([]byte, error) {
 // prefix is filled in, so no caller builds a header by hand. It is how
 // protocols that share capwire's framing but not its envelopes (the
 // control plane) write frames. A payload over maxFrame (0 means
-// DefaultMaxFrame) or an error from body leaves dst as it was.
+// bound.MaxMessage) or an error from body leaves dst as it was.
 func AppendFramed(dst []byte, maxFrame int, body func([]byte) ([]byte, error)) ([]byte, error) {
 	start := len(dst)
 	out, err := body(append(dst, 0, 0, 0, 0))
@@ -770,11 +764,11 @@ func checkStr(typ, field, s string) error {
 }
 
 func (m *HelloMsg) appendBody(dst []byte) ([]byte, error) {
-	if err := checkStr(TypeHello, "token", m.Token); err != nil {
+	if err := checkStr(typeHello, "token", m.Token); err != nil {
 		return dst, err
 	}
 	dst = appendMapHeader(dst, 3)
-	dst = appendStr(appendStr(dst, "t"), TypeHello)
+	dst = appendStr(appendStr(dst, "t"), typeHello)
 	dst = appendUint(appendStr(dst, "v"), m.V)
 	dst = appendStr(appendStr(dst, "token"), m.Token)
 	return dst, nil
@@ -782,12 +776,12 @@ func (m *HelloMsg) appendBody(dst []byte) ([]byte, error) {
 
 func (m *WelcomeMsg) appendBody(dst []byte) ([]byte, error) {
 	for _, s := range m.Servers {
-		if err := checkStr(TypeWelcome, "servers", s); err != nil {
+		if err := checkStr(typeWelcome, "servers", s); err != nil {
 			return dst, err
 		}
 	}
 	dst = appendMapHeader(dst, 3)
-	dst = appendStr(appendStr(dst, "t"), TypeWelcome)
+	dst = appendStr(appendStr(dst, "t"), typeWelcome)
 	dst = appendUint(appendStr(dst, "v"), m.V)
 	dst = appendArrayHeader(appendStr(dst, "servers"), len(m.Servers))
 	for _, s := range m.Servers {
@@ -801,12 +795,12 @@ func (m *WelcomeMsg) appendBody(dst []byte) ([]byte, error) {
 // frame buffer.
 func appendCallHead(dst []byte, id uint64, capName, op string, timeoutMS uint64) ([]byte, error) {
 	if capName == "" || op == "" {
-		return dst, encodeErr(TypeCall, "cap/op", "must not be empty")
+		return dst, encodeErr(typeCall, "cap/op", "must not be empty")
 	}
-	if err := checkStr(TypeCall, "cap", capName); err != nil {
+	if err := checkStr(typeCall, "cap", capName); err != nil {
 		return dst, err
 	}
-	if err := checkStr(TypeCall, "op", op); err != nil {
+	if err := checkStr(typeCall, "op", op); err != nil {
 		return dst, err
 	}
 	n := 5
@@ -814,7 +808,7 @@ func appendCallHead(dst []byte, id uint64, capName, op string, timeoutMS uint64)
 		n++
 	}
 	dst = appendMapHeader(dst, n)
-	dst = appendStr(appendStr(dst, "t"), TypeCall)
+	dst = appendStr(appendStr(dst, "t"), typeCall)
 	dst = appendUint(appendStr(dst, "id"), id)
 	dst = appendStr(appendStr(dst, "cap"), capName)
 	dst = appendStr(appendStr(dst, "op"), op)
@@ -828,10 +822,10 @@ func appendCallHead(dst []byte, id uint64, capName, op string, timeoutMS uint64)
 func checkArgs(args []byte) error {
 	h, err := checkValue(args)
 	if err != nil {
-		return encodeErr(TypeCall, "args", err.Error())
+		return encodeErr(typeCall, "args", err.Error())
 	}
 	if h.k != kMap {
-		return encodeErr(TypeCall, "args", "not a map")
+		return encodeErr(typeCall, "args", "not a map")
 	}
 	return nil
 }
@@ -849,7 +843,7 @@ func (m *CallMsg) appendBody(dst []byte) ([]byte, error) {
 
 func (m *CancelMsg) appendBody(dst []byte) ([]byte, error) {
 	dst = appendMapHeader(dst, 2)
-	dst = appendStr(appendStr(dst, "t"), TypeCancel)
+	dst = appendStr(appendStr(dst, "t"), typeCancel)
 	return appendUint(appendStr(dst, "id"), m.ID), nil
 }
 
@@ -857,26 +851,26 @@ func (m *ResultMsg) appendBody(dst []byte) ([]byte, error) {
 	r := &m.Result
 	if len(r.Structured) > 0 {
 		if _, err := checkValue(r.Structured); err != nil {
-			return dst, encodeErr(TypeResult, "structured", err.Error())
+			return dst, encodeErr(typeResult, "structured", err.Error())
 		}
 	}
 	for i := range r.Content {
 		blk := &r.Content[i]
 		switch {
 		case blk.Type == BlockText:
-			if err := checkStr(TypeResult, "content text", blk.Text); err != nil {
+			if err := checkStr(typeResult, "content text", blk.Text); err != nil {
 				return dst, err
 			}
 		case blk.Type == BlockOther && blk.Kind != "":
-			if err := checkStr(TypeResult, "content kind", blk.Kind); err != nil {
+			if err := checkStr(typeResult, "content kind", blk.Kind); err != nil {
 				return dst, err
 			}
 		default:
-			return dst, encodeErr(TypeResult, "content", fmt.Sprintf("block %d: want type %q or %q with a kind", i, BlockText, BlockOther))
+			return dst, encodeErr(typeResult, "content", fmt.Sprintf("block %d: want type %q or %q with a kind", i, BlockText, BlockOther))
 		}
 	}
 	dst = appendMapHeader(dst, 6)
-	dst = appendStr(appendStr(dst, "t"), TypeResult)
+	dst = appendStr(appendStr(dst, "t"), typeResult)
 	dst = appendUint(appendStr(dst, "id"), m.ID)
 	dst = appendBool(appendStr(dst, "is_error"), r.IsError)
 	dst = appendArrayHeader(appendStr(dst, "content"), len(r.Content))
@@ -902,13 +896,13 @@ func (m *ResultMsg) appendBody(dst []byte) ([]byte, error) {
 
 func (m *DeniedMsg) appendBody(dst []byte) ([]byte, error) {
 	d := &m.Denial
-	if !IsDenialCode(d.Code) {
-		return dst, encodeErr(TypeDenied, "code", strconv.Quote(d.Code)+" is not a denial code")
+	if !isDenialCode(d.Code) {
+		return dst, encodeErr(typeDenied, "code", strconv.Quote(d.Code)+" is not a denial code")
 	}
-	if err := checkStr(TypeDenied, "message", d.Message); err != nil {
+	if err := checkStr(typeDenied, "message", d.Message); err != nil {
 		return dst, err
 	}
-	if err := checkStr(TypeDenied, "path", d.Path); err != nil {
+	if err := checkStr(typeDenied, "path", d.Path); err != nil {
 		return dst, err
 	}
 	// rpc_code is written for server_error always (a JSON-RPC code may be
@@ -925,7 +919,7 @@ func (m *DeniedMsg) appendBody(dst []byte) ([]byte, error) {
 		n++
 	}
 	dst = appendMapHeader(dst, n)
-	dst = appendStr(appendStr(dst, "t"), TypeDenied)
+	dst = appendStr(appendStr(dst, "t"), typeDenied)
 	if !m.NoID {
 		dst = appendUint(appendStr(dst, "id"), m.ID)
 	}
@@ -942,13 +936,13 @@ func (m *DeniedMsg) appendBody(dst []byte) ([]byte, error) {
 
 func (m *FatalMsg) appendBody(dst []byte) ([]byte, error) {
 	if !IsFatalCode(m.Code) {
-		return dst, encodeErr(TypeFatal, "code", strconv.Quote(m.Code)+" is not a fatal code")
+		return dst, encodeErr(typeFatal, "code", strconv.Quote(m.Code)+" is not a fatal code")
 	}
-	if err := checkStr(TypeFatal, "message", m.Message); err != nil {
+	if err := checkStr(typeFatal, "message", m.Message); err != nil {
 		return dst, err
 	}
 	dst = appendMapHeader(dst, 3)
-	dst = appendStr(appendStr(dst, "t"), TypeFatal)
+	dst = appendStr(appendStr(dst, "t"), typeFatal)
 	dst = appendStr(appendStr(dst, "code"), m.Code)
 	dst = appendStr(appendStr(dst, "message"), m.Message)
 	return dst, nil

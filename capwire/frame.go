@@ -9,18 +9,16 @@ import (
 	"math"
 	"slices"
 	"strconv"
+
+	"github.com/capbridge/capbridge/internal/bound"
 )
 
-// DefaultMaxFrame is the largest payload a frame may carry unless
-// configured otherwise: 16 MiB (docs/capwire.md, "Frames").
-const DefaultMaxFrame = 16 << 20
-
 // frameLimit turns a configured limit into the one in force: 0 or less
-// means DefaultMaxFrame, and nothing can exceed what a u32 prefix encodes.
+// means bound.MaxMessage, and nothing can exceed what a u32 prefix encodes.
 func frameLimit(n int) int {
 	switch {
 	case n <= 0:
-		return DefaultMaxFrame
+		return bound.MaxMessage
 	case n > math.MaxUint32:
 		return math.MaxUint32
 	}
@@ -39,7 +37,8 @@ const growStep = 64 << 10
 const readBufSize = 16 << 10
 
 // FrameReader reads length-prefixed frames: a 4-byte big-endian length N,
-// then N bytes of payload, 1 ≤ N ≤ the limit. It is not safe for
+// then N bytes of payload, 1 ≤ N ≤ the limit. The Client, the bridge's
+// server and the control plane read with it. It is not safe for
 // concurrent use: one goroutine owns a connection's reading side.
 type FrameReader struct {
 	r   *bufio.Reader
@@ -48,8 +47,9 @@ type FrameReader struct {
 }
 
 // NewFrameReader reads frames from r, refusing payloads longer than
-// maxFrame bytes (0 means DefaultMaxFrame). It buffers: bytes after a
-// frame may be read from r ahead of time.
+// maxFrame bytes (0 means bound.MaxMessage, 16 MiB: docs/capwire.md,
+// "Frames"). It buffers: bytes after a frame may be read from r ahead of
+// time.
 func NewFrameReader(r io.Reader, maxFrame int) *FrameReader {
 	return &FrameReader{r: bufio.NewReaderSize(r, readBufSize), max: frameLimit(maxFrame)}
 }

@@ -4,6 +4,9 @@ import (
 	"encoding/binary"
 	"errors"
 	"math"
+	"strconv"
+
+	"github.com/capbridge/capbridge/internal/bound"
 )
 
 // This file is a small MessagePack scanner and writer over byte slices.
@@ -12,12 +15,10 @@ import (
 // single pass and carries args/structured as sub-slices of the frame
 // without re-encoding them (issue 5, lead's notes).
 
-// MaxDepth bounds the nesting of containers inside any one envelope field,
-// counted from the field's value (a map given as args is depth 1). It is the
-// same number as interchange.MaxDepth, on purpose, so a value capwire lets
-// through is not refused for depth by the converter; capwire does not import
-// interchange to keep the codec free of that dependency.
-const MaxDepth = 128
+// Nesting is bounded by bound.MaxDepth inside any one envelope field,
+// counted from the field's value (a map given as args is depth 1): the
+// bound interchange and mcpwire enforce too, so a value capwire lets
+// through is not refused for depth further on.
 
 // kind is the MessagePack family of a value, with the signed-int formats
 // that hold a non-negative value folded into kUint (some encoders, e.g. a
@@ -56,8 +57,8 @@ var (
 	errShort   = errors.New("value runs past the end of the frame")
 	errInvalid = errors.New("byte 0xc1 is never used in MessagePack")
 	// errTooDeep is not structural: the value is well formed (the scanner
-	// walked it to its end) but nests deeper than MaxDepth.
-	errTooDeep = errors.New("nesting deeper than 128")
+	// walked it to its end) but nests deeper than bound.MaxDepth.
+	errTooDeep = errors.New("nesting deeper than " + strconv.Itoa(bound.MaxDepth))
 )
 
 // readHead decodes the header at b[i]. It never reads past len(b) and
@@ -206,10 +207,10 @@ func (h head) end() int {
 // skip returns the offset just past the value at b[i], checking that it is
 // well formed. depth is the number of containers already open around it
 // within the field being scanned (0 for the field's own value). A container
-// opened at depth MaxDepth is walked to its end without recursion by
+// opened at depth bound.MaxDepth is walked to its end without recursion by
 // skipFlat, and skip returns that end with errTooDeep, so a caller can
 // report the limit and still read the rest of the frame (to recover a call
-// id). Recursion is therefore at most MaxDepth deep whatever the input.
+// id). Recursion is therefore at most bound.MaxDepth deep whatever the input.
 func skip(b []byte, i, depth int) (int, error) {
 	h, err := readHead(b, i)
 	if err != nil {
@@ -218,7 +219,7 @@ func skip(b []byte, i, depth int) (int, error) {
 	if h.k != kArray && h.k != kMap {
 		return h.end(), nil
 	}
-	if depth >= MaxDepth {
+	if depth >= bound.MaxDepth {
 		end, err := skipFlat(b, i)
 		if err != nil {
 			return 0, err
@@ -274,7 +275,7 @@ func skipFlat(b []byte, i int) (int, error) {
 }
 
 // checkValue reports whether raw is exactly one well-formed value no deeper
-// than MaxDepth, and returns its header.
+// than bound.MaxDepth, and returns its header.
 func checkValue(raw []byte) (head, error) {
 	h, err := readHead(raw, 0)
 	if err != nil {

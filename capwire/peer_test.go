@@ -211,7 +211,7 @@ func dialRaw(t *testing.T, path string) *rawClient {
 func (r *rawClient) send(payload []byte) { writeFrame(r.t, r.conn, payload) }
 
 func (r *rawClient) sendMsg(m Message) {
-	b, err := AppendMessage(nil, m)
+	b, err := appendMessage(nil, m)
 	if err != nil {
 		r.t.Fatal(err)
 	}

@@ -134,11 +134,11 @@ func (r *rawClient) send(payload []byte) {
 }
 
 func (r *rawClient) sendMsg(msg capwire.Message) {
-	b, err := capwire.AppendMessage(nil, msg)
+	f, err := capwire.AppendFrame(nil, msg, 0)
 	if err != nil {
 		r.t.Fatal(err)
 	}
-	r.send(b)
+	r.send(f[4:])
 }
 
 func (r *rawClient) recv() (capwire.Message, error) {
