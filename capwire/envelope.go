@@ -7,6 +7,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/capbridge/capbridge/internal/bound"
+	"github.com/capbridge/capbridge/internal/msgpk"
 	"github.com/capbridge/capbridge/internal/text"
 	"github.com/vmihailenco/msgpack/v5"
 )
@@ -286,45 +287,45 @@ func typeName(t []byte) string {
 }
 
 func badFrame(off int, msg string, err error) *WireError {
-	return &WireError{Code: CodeBadFrame, Fatal: true, Offset: off, Msg: msg, Err: err}
+	return &WireError{Code: CodeBadFrame, Fatal: true, Offset: off, Msg: msg, Err: cause(err)}
 }
 
 // scan walks the top-level map once, recording the span of each known key's
 // value and checking every value's structure.
 func (e *envelope) scan() error {
 	b := e.b
-	h, err := readHead(b, 0)
+	h, err := msgpk.ReadHead(b, 0)
 	if err != nil {
 		return badFrame(0, "frame is not MessagePack", err)
 	}
-	if h.k != kMap {
+	if h.Kind != msgpk.Map {
 		return badFrame(0, "frame is not a map", nil)
 	}
-	if h.v*2 > uint64(len(b)-h.off) {
+	if h.V*2 > uint64(len(b)-h.Off) {
 		return badFrame(0, "map claims more entries than the frame holds", errShort)
 	}
-	i := h.off
-	for n := h.v; n > 0; n-- {
-		kh, err := readHead(b, i)
+	i := h.Off
+	for n := h.V; n > 0; n-- {
+		kh, err := msgpk.ReadHead(b, i)
 		if err != nil {
 			return badFrame(i, "bad key", err)
 		}
-		vat := kh.end()
-		if kh.k != kStr {
+		vat := kh.End()
+		if kh.Kind != msgpk.Str {
 			// Walk the key (it may be a container) to find its value.
-			if vat, err = skip(b, i, 0); err != nil && err != errTooDeep {
+			if vat, err = msgpk.Skip(b, i, 0); err != nil && err != msgpk.ErrTooDeep {
 				return badFrame(i, "bad key", err)
 			}
 			e.note("", i, "envelope key is not a string")
 		}
-		key := b[kh.off:kh.end()]
-		end, err := skip(b, vat, 0)
+		key := b[kh.Off:kh.End()]
+		end, err := msgpk.Skip(b, vat, 0)
 		f := -1
-		if kh.k == kStr {
+		if kh.Kind == msgpk.Str {
 			f = fieldOf(key)
 		}
 		switch {
-		case err == errTooDeep:
+		case err == msgpk.ErrTooDeep:
 			e.note("/"+escape(key), vat, "value nests deeper than "+strconv.Itoa(bound.MaxDepth))
 		case err != nil:
 			return badFrame(vat, "bad value for key "+strconv.Quote(string(key)), err)
@@ -367,17 +368,17 @@ func escape(key []byte) string {
 func (e *envelope) classify() error {
 	e.code = CodeBadRequest
 	if e.has(fT) {
-		h, _ := readHead(e.b, e.at[fT])
-		if h.k == kStr {
-			e.typ = typeName(e.b[h.off:h.end()])
+		h, _ := msgpk.ReadHead(e.b, e.at[fT])
+		if h.Kind == msgpk.Str {
+			e.typ = typeName(e.b[h.Off:h.End()])
 		}
 	}
 	if e.typ == typeHello {
 		e.code, e.fatal = CodeBadHello, true
 	}
 	if e.has(fID) {
-		if h, _ := readHead(e.b, e.at[fID]); h.k == kUint {
-			e.id, e.hasID = h.v, true
+		if h, _ := msgpk.ReadHead(e.b, e.at[fID]); h.Kind == msgpk.Uint {
+			e.id, e.hasID = h.V, true
 		}
 	}
 	if !e.has(fT) {
@@ -420,28 +421,28 @@ func (e *envelope) present(f int) bool {
 	if !e.has(f) {
 		return false
 	}
-	h, _ := readHead(e.b, e.at[f])
-	return h.k != kNil
+	h, _ := msgpk.ReadHead(e.b, e.at[f])
+	return h.Kind != msgpk.Nil
 }
 
 func (e *envelope) uint(f int) (uint64, error) {
 	if err := e.require(f); err != nil {
 		return 0, err
 	}
-	h, _ := readHead(e.b, e.at[f])
-	if h.k != kUint {
+	h, _ := msgpk.ReadHead(e.b, e.at[f])
+	if h.Kind != msgpk.Uint {
 		return 0, e.fail(f, "", "want an unsigned integer")
 	}
-	return h.v, nil
+	return h.V, nil
 }
 
 func (e *envelope) int(f int) (int, error) {
-	h, _ := readHead(e.b, e.at[f])
+	h, _ := msgpk.ReadHead(e.b, e.at[f])
 	switch {
-	case h.k == kUint && h.v <= math.MaxInt:
-		return int(h.v), nil
-	case h.k == kNegInt && int64(h.v) >= math.MinInt:
-		return int(int64(h.v)), nil
+	case h.Kind == msgpk.Uint && h.V <= math.MaxInt:
+		return int(h.V), nil
+	case h.Kind == msgpk.NegInt && int64(h.V) >= math.MinInt:
+		return int(int64(h.V)), nil
 	}
 	return 0, e.fail(f, "", "want an integer")
 }
@@ -450,11 +451,11 @@ func (e *envelope) bool(f int) (bool, error) {
 	if err := e.require(f); err != nil {
 		return false, err
 	}
-	h, _ := readHead(e.b, e.at[f])
-	switch h.k {
-	case kTrue:
+	h, _ := msgpk.ReadHead(e.b, e.at[f])
+	switch h.Kind {
+	case msgpk.True:
 		return true, nil
-	case kFalse:
+	case msgpk.False:
 		return false, nil
 	}
 	return false, e.fail(f, "", "want a boolean")
@@ -469,11 +470,11 @@ func (e *envelope) str(f int) (string, error) {
 
 // strAt decodes the string at b[i], reporting faults at field f + sub.
 func (e *envelope) strAt(i, f int, sub string) (string, error) {
-	h, _ := readHead(e.b, i)
-	if h.k != kStr {
+	h, _ := msgpk.ReadHead(e.b, i)
+	if h.Kind != msgpk.Str {
 		return "", e.fail(f, sub, "want a string")
 	}
-	s := e.b[h.off:h.end()]
+	s := e.b[h.Off:h.End()]
 	if !utf8.Valid(s) {
 		return "", e.fail(f, sub, "invalid UTF-8")
 	}
@@ -521,21 +522,21 @@ func (e *envelope) welcome() (Message, error) {
 	if err := e.require(fServers); err != nil {
 		return nil, err
 	}
-	h, _ := readHead(e.b, e.at[fServers])
-	if h.k != kArray {
+	h, _ := msgpk.ReadHead(e.b, e.at[fServers])
+	if h.Kind != msgpk.Array {
 		return nil, e.fail(fServers, "", "want an array")
 	}
 	// The count was checked against the frame size by scan; cap the
 	// allocation anyway so a hostile count costs no more than its bytes.
-	servers := make([]string, 0, min(h.v, 64))
-	i := h.off
-	for k := uint64(0); k < h.v; k++ {
+	servers := make([]string, 0, min(h.V, 64))
+	i := h.Off
+	for k := uint64(0); k < h.V; k++ {
 		s, err := e.strAt(i, fServers, "/"+strconv.FormatUint(k, 10))
 		if err != nil {
 			return nil, err
 		}
 		servers = append(servers, s)
-		i, _ = skip(e.b, i, 1)
+		i, _ = msgpk.Skip(e.b, i, 1)
 	}
 	return &WelcomeMsg{V: v, Servers: servers}, nil
 }
@@ -555,7 +556,7 @@ func (e *envelope) call() (Message, error) {
 	if err := e.require(fArgs); err != nil {
 		return nil, err
 	}
-	if h, _ := readHead(e.b, e.at[fArgs]); h.k != kMap {
+	if h, _ := msgpk.ReadHead(e.b, e.at[fArgs]); h.Kind != msgpk.Map {
 		return nil, e.fail(fArgs, "", "want a map")
 	}
 	c.Args = e.raw(fArgs)
@@ -605,30 +606,30 @@ func (e *envelope) content() ([]Block, error) {
 		return nil, err
 	}
 	b := e.b
-	h, _ := readHead(b, e.at[fContent])
-	if h.k != kArray {
+	h, _ := msgpk.ReadHead(b, e.at[fContent])
+	if h.Kind != msgpk.Array {
 		return nil, e.fail(fContent, "", "want an array")
 	}
-	blocks := make([]Block, 0, min(h.v, 16))
-	i := h.off
-	for k := uint64(0); k < h.v; k++ {
+	blocks := make([]Block, 0, min(h.V, 16))
+	i := h.Off
+	for k := uint64(0); k < h.V; k++ {
 		sub := "/" + strconv.FormatUint(k, 10)
-		bh, _ := readHead(b, i)
-		if bh.k != kMap {
+		bh, _ := msgpk.ReadHead(b, i)
+		if bh.Kind != msgpk.Map {
 			return nil, e.fail(fContent, sub, "want a map")
 		}
 		var blk Block
 		var seen [3]bool
-		j := bh.off
-		for p := uint64(0); p < bh.v; p++ {
-			kh, _ := readHead(b, j)
-			vat := kh.end()
-			if kh.k != kStr {
+		j := bh.Off
+		for p := uint64(0); p < bh.V; p++ {
+			kh, _ := msgpk.ReadHead(b, j)
+			vat := kh.End()
+			if kh.Kind != msgpk.Str {
 				return nil, e.fail(fContent, sub, "block key is not a string")
 			}
 			var dst *string
 			slot := -1
-			switch string(b[kh.off:kh.end()]) {
+			switch string(b[kh.Off:kh.End()]) {
 			case "type":
 				dst, slot = &blk.Type, 0
 			case "text":
@@ -649,7 +650,7 @@ func (e *envelope) content() ([]Block, error) {
 				*dst = s
 			}
 			// Structure and depth were checked by scan.
-			j, _ = skip(b, vat, 2)
+			j, _ = msgpk.Skip(b, vat, 2)
 		}
 		switch {
 		case !seen[0] || blk.Type == "":
@@ -820,11 +821,11 @@ func appendCallHead(dst []byte, id uint64, capName, op string, timeoutMS uint64)
 
 // checkArgs is the encoder's check that args is one well-formed map.
 func checkArgs(args []byte) error {
-	h, err := checkValue(args)
+	h, err := msgpk.Check(args)
 	if err != nil {
-		return encodeErr(typeCall, "args", err.Error())
+		return encodeErr(typeCall, "args", cause(err).Error())
 	}
-	if h.k != kMap {
+	if h.Kind != msgpk.Map {
 		return encodeErr(typeCall, "args", "not a map")
 	}
 	return nil
@@ -850,8 +851,8 @@ func (m *CancelMsg) appendBody(dst []byte) ([]byte, error) {
 func (m *ResultMsg) appendBody(dst []byte) ([]byte, error) {
 	r := &m.Result
 	if len(r.Structured) > 0 {
-		if _, err := checkValue(r.Structured); err != nil {
-			return dst, encodeErr(typeResult, "structured", err.Error())
+		if _, err := msgpk.Check(r.Structured); err != nil {
+			return dst, encodeErr(typeResult, "structured", cause(err).Error())
 		}
 	}
 	for i := range r.Content {

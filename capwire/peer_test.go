@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"sync"
 	"testing"
-	"time"
 )
 
 // testServers is what the scripted peer's grant reaches.
@@ -187,50 +186,5 @@ func writeFrame(t *testing.T, w io.Writer, payload []byte) {
 	t.Helper()
 	if _, err := w.Write(frameOf(payload)); err != nil {
 		t.Errorf("write frame: %v", err)
-	}
-}
-
-// rawClient is a client that speaks frames by hand, to send what the
-// Client never would.
-type rawClient struct {
-	t    *testing.T
-	conn net.Conn
-	fr   *FrameReader
-}
-
-func dialRaw(t *testing.T, path string) *rawClient {
-	t.Helper()
-	conn, err := net.Dial("unix", path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	conn.SetDeadline(time.Now().Add(20 * time.Second))
-	return &rawClient{t: t, conn: conn, fr: NewFrameReader(conn, 0)}
-}
-
-func (r *rawClient) send(payload []byte) { writeFrame(r.t, r.conn, payload) }
-
-func (r *rawClient) sendMsg(m Message) {
-	b, err := appendMessage(nil, m)
-	if err != nil {
-		r.t.Fatal(err)
-	}
-	r.send(b)
-}
-
-func (r *rawClient) recv() (Message, error) {
-	f, err := r.fr.ReadFrame(nil)
-	if err != nil {
-		return nil, err
-	}
-	return Decode(f)
-}
-
-func (r *rawClient) hello() {
-	r.sendMsg(&HelloMsg{V: 1, Token: "good"})
-	if m, err := r.recv(); err != nil {
-		r.t.Fatalf("no welcome: %v", err)
-	} else if _, ok := m.(*WelcomeMsg); !ok {
-		r.t.Fatalf("got %#v, want a welcome", m)
 	}
 }
