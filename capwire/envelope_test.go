@@ -82,7 +82,7 @@ func TestRoundTrip(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			payload, err := appendMessage(nil, tc.msg)
 			if err != nil {
-				t.Fatalf("AppendMessage: %v", err)
+				t.Fatalf("appendMessage: %v", err)
 			}
 			got, err := Decode(payload)
 			if err != nil {
