@@ -306,9 +306,11 @@ func (e *envelope) scan() error {
 	}
 	i := h.Off
 	for n := h.V; n > 0; n-- {
-		kh, err := msgpk.ReadHead(b, i)
-		if err != nil {
-			return badFrame(i, "bad key", err)
+		kh, ok := msgpk.ReadFix(b, i)
+		if !ok {
+			if kh, err = msgpk.ReadHead(b, i); err != nil {
+				return badFrame(i, "bad key", err)
+			}
 		}
 		vat := kh.End()
 		if kh.Kind != msgpk.Str {

@@ -247,9 +247,12 @@ func counted(b []byte, k Kind, i, w int) (Head, error) {
 // against the bytes left before it is looped over, so the work is bounded
 // by len(b).
 func Skip(b []byte, i, depth int) (int, error) {
-	h, err := ReadHead(b, i)
-	if err != nil {
-		return 0, err
+	h, ok := ReadFix(b, i)
+	if !ok {
+		var err error
+		if h, err = ReadHead(b, i); err != nil {
+			return 0, err
+		}
 	}
 	if h.Kind != Array && h.Kind != Map {
 		return h.End(), nil
@@ -272,6 +275,7 @@ func Skip(b []byte, i, depth int) (int, error) {
 	}
 	j, deep := h.Off, false
 	for ; n > 0; n-- {
+		var err error
 		j, err = Skip(b, j, depth+1)
 		if err == ErrTooDeep {
 			deep = true
