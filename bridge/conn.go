@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/capbridge/capbridge/capwire"
+	"github.com/capbridge/capbridge/internal/capserver"
 )
 
 // callConn is one connection on the call socket: a jailed program's.
@@ -23,7 +24,7 @@ import (
 // so that a client reusing the id after the reply is never refused.
 type callConn struct {
 	b     *Bridge
-	sc    *capwire.ServerConn
+	sc    *capserver.Conn
 	nc    *net.UnixConn // sc's connection, for CloseRead
 	peer  PeerCred
 	grant *Grant
@@ -36,7 +37,7 @@ type callConn struct {
 // serveCallConn runs one call-socket connection to its end. It returns
 // once the connection is closed and every call it started has replied.
 func (b *Bridge) serveCallConn(nc *net.UnixConn) {
-	sc := capwire.NewServerConn(nc, capwire.ServerConfig{
+	sc := capserver.New(nc, capserver.Config{
 		MaxFrame:     b.cfg.Bridge.MaxFrame,
 		WriteTimeout: b.cfg.Bridge.WriteTimeout,
 	})
@@ -130,7 +131,7 @@ func (c *callConn) serve() {
 				f(errCancelled)
 			}
 			c.mu.Unlock()
-		case *capwire.CallMsg:
+		case *capserver.Call:
 			c.mu.Lock()
 			_, dup := c.inflight[m.ID]
 			full := len(c.inflight) >= maxInflight
@@ -159,7 +160,7 @@ func (c *callConn) serve() {
 }
 
 // run executes one call and sends its one reply.
-func (c *callConn) run(ctx context.Context, m *capwire.CallMsg) {
+func (c *callConn) run(ctx context.Context, m *capserver.Call) {
 	defer c.calls.Done()
 	start := time.Now()
 	server, hasPrefix := strings.CutPrefix(m.Cap, capwire.CapPrefix)

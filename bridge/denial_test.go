@@ -20,6 +20,7 @@ import (
 
 	"github.com/capbridge/capbridge/bridge/config"
 	"github.com/capbridge/capbridge/capwire"
+	"github.com/capbridge/capbridge/internal/bound"
 	"github.com/capbridge/capbridge/internal/leakcheck"
 	"github.com/capbridge/capbridge/internal/mcptest"
 )
@@ -404,7 +405,7 @@ func dialRaw(t *testing.T, path string) *rawConn {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { c.Close() })
-	return &rawConn{t: t, c: c.(*net.UnixConn), fr: capwire.NewFrameReader(c, capwire.DefaultMaxFrame)}
+	return &rawConn{t: t, c: c.(*net.UnixConn), fr: capwire.NewFrameReader(c, bound.MaxMessage)}
 }
 
 func (r *rawConn) write(b []byte) {
@@ -417,7 +418,7 @@ func (r *rawConn) write(b []byte) {
 
 func (r *rawConn) send(m capwire.Message) {
 	r.t.Helper()
-	b, err := capwire.AppendFrame(nil, m, capwire.DefaultMaxFrame)
+	b, err := capwire.AppendFrame(nil, m, bound.MaxMessage)
 	if err != nil {
 		r.t.Fatal(err)
 	}
@@ -551,7 +552,7 @@ func TestRawDenials(t *testing.T) {
 			{"duplicate key", mpMap("t", "call", "id", 13, "cap", "mcp.t", "op", "echo", "op", "add", "args", emptyMap), 13},
 			{"unknown type", mpMap("t", "frobnicate", "id", 14), 14},
 			{"invalid UTF-8", mpMap("t", "call", "id", 15, "cap", "mcp.t", "op", mpRaw{0xa3, 0xff, 0xfe, 0xfd}, "args", emptyMap), 15},
-			{"args too deep", mpMap("t", "call", "id", 16, "cap", "mcp.t", "op", "echo", "args", mpRaw(append([]byte{0x81, 0xa1, 'a'}, deepArray(capwire.MaxDepth)...))), 16},
+			{"args too deep", mpMap("t", "call", "id", 16, "cap", "mcp.t", "op", "echo", "args", mpRaw(append([]byte{0x81, 0xa1, 'a'}, deepArray(bound.MaxDepth)...))), 16},
 			{"id after the fault", mpMap("t", "call", "cap", 5, "op", "echo", "args", emptyMap, "id", 17), 17},
 		}
 		for _, tc := range bad {
@@ -636,7 +637,7 @@ func TestFatalCodes(t *testing.T) {
 		{name: "version 2", send: hello("t", "hello", "v", 2, "token", token), code: capwire.CodeUnsupportedVersion},
 		{name: "zero length after hello", afterHello: true, send: []byte{0, 0, 0, 0}, code: capwire.CodeBadFrame},
 		{name: "truncated after hello", afterHello: true, send: []byte{0, 0, 0, 10, 0x81, 0xa1}, halfClose: true, code: capwire.CodeBadFrame},
-		{name: "over max_frame after hello", afterHello: true, send: binary.BigEndian.AppendUint32(nil, capwire.DefaultMaxFrame+1), code: capwire.CodeFrameTooLarge},
+		{name: "over max_frame after hello", afterHello: true, send: binary.BigEndian.AppendUint32(nil, bound.MaxMessage+1), code: capwire.CodeFrameTooLarge},
 		{name: "second hello", afterHello: true, send: hello("t", "hello", "v", 1, "token", token), code: capwire.CodeBadRequest},
 	}
 	for _, tc := range tests {

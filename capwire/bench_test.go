@@ -4,12 +4,13 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/capbridge/capbridge/internal/framewrite"
 	"github.com/vmihailenco/msgpack/v5"
 )
 
 // Baseline: the same envelopes through msgpack's reflection-based
 // Marshal/Unmarshal of equivalent structs, measured in the same run so the
-// report is a ratio (issue 5, lead's notes).
+// report is a ratio.
 
 type baseCall struct {
 	T         string             `msgpack:"t"`
@@ -64,8 +65,8 @@ func BenchmarkCall(b *testing.B) {
 		msg := benchCall(sz.n)
 		b.Run(sz.name+"/capwire", func(b *testing.B) {
 			b.ReportAllocs()
-			buf := getBuf()
-			defer putBuf(buf)
+			buf := framewrite.GetBuf()
+			defer framewrite.PutBuf(buf)
 			for b.Loop() {
 				out, err := AppendFrame((*buf)[:0], msg, 0)
 				if err != nil {
@@ -105,8 +106,8 @@ func BenchmarkResult(b *testing.B) {
 		msg := benchResult(sz.n)
 		b.Run(sz.name+"/capwire", func(b *testing.B) {
 			b.ReportAllocs()
-			buf := getBuf()
-			defer putBuf(buf)
+			buf := framewrite.GetBuf()
+			defer framewrite.PutBuf(buf)
 			for b.Loop() {
 				out, err := AppendFrame((*buf)[:0], msg, 0)
 				if err != nil {
@@ -144,7 +145,7 @@ func BenchmarkResult(b *testing.B) {
 // BenchmarkDecodeCall is the bridge's inbound hot path alone: one call
 // frame decoded, args left raw.
 func BenchmarkDecodeCall(b *testing.B) {
-	payload, _ := AppendMessage(nil, benchCall(0))
+	payload, _ := appendMessage(nil, benchCall(0))
 	b.Run("capwire", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {

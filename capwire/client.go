@@ -9,17 +9,20 @@ import (
 	"sync"
 	"time"
 
+	"github.com/capbridge/capbridge/internal/framewrite"
 	"github.com/vmihailenco/msgpack/v5"
 )
 
-// Environment variables a jailed program finds capbridge by.
+// Environment variables a jailed program finds capbridge by. FromEnv reads
+// them; whoever launches the program (a sandbox embedding capbridge) sets
+// them.
 const (
 	EnvSocket = "CAPBRIDGE_SOCKET"
 	EnvToken  = "CAPBRIDGE_TOKEN"
 )
 
-// DefaultMaxInFlight is a Client's default bound on calls in flight.
-const DefaultMaxInFlight = 1024
+// defaultMaxInFlight is a Client's default bound on calls in flight.
+const defaultMaxInFlight = 1024
 
 // ErrNoEnv is returned by FromEnv and Shared when CAPBRIDGE_SOCKET or
 // CAPBRIDGE_TOKEN is not set: the program is not running under capbridge.
@@ -33,7 +36,7 @@ type Dialer struct {
 	// failing, so a program fanning out wide is throttled, not refused.
 	MaxInFlight int
 	// MaxFrame is the largest frame payload read or written;
-	// DefaultMaxFrame. A result larger than this ends the connection.
+	// 16 MiB. A result larger than this ends the connection.
 	MaxFrame int
 	// WriteTimeout bounds each write to capbridge; 30 s. A capbridge that
 	// does not read for that long is taken for dead and the connection
@@ -57,7 +60,7 @@ type Dialer struct {
 type Client struct {
 	conn    net.Conn
 	fr      *FrameReader // owned by readLoop
-	w       *writer
+	w       *framewrite.Writer
 	servers []string
 	max     int           // frame limit
 	slots   chan struct{} // one token per call in flight
@@ -172,7 +175,7 @@ func (d *Dialer) handshake(ctx context.Context, conn net.Conn, token string) (*C
 	}
 	inFlight := d.MaxInFlight
 	if inFlight <= 0 {
-		inFlight = DefaultMaxInFlight
+		inFlight = defaultMaxInFlight
 	}
 	wt := d.WriteTimeout
 	if wt <= 0 {
@@ -191,7 +194,7 @@ func (d *Dialer) handshake(ctx context.Context, conn net.Conn, token string) (*C
 	}
 	// Room for every call in flight to have its call frame and a cancel
 	// frame queued, so sending a cancel never has to wait.
-	c.w = newWriter(conn, 2*inFlight, wt, func(err error) {
+	c.w = framewrite.New(conn, 2*inFlight, wt, func(err error) {
 		c.fail(fmt.Errorf("%w: writing: %v", ErrClosed, err))
 	})
 	go c.readLoop()
@@ -257,15 +260,15 @@ func (c *Client) Call(ctx context.Context, server, tool string, args any) (*Resu
 	if err != nil {
 		return nil, err
 	}
-	buf := getBuf()
+	buf := framewrite.GetBuf()
 	out, err := c.appendCall(ctx, (*buf)[:0], id, server, tool, args)
 	*buf = out
 	if err != nil {
-		putBuf(buf)
+		framewrite.PutBuf(buf)
 		c.retire(id)
 		return nil, err
 	}
-	if err := c.w.send(ctx, buf); err != nil {
+	if err := c.w.Send(ctx, buf); err != nil {
 		if !c.retire(id) {
 			r := <-ch // settled meanwhile (the connection broke)
 			return r.res, r.err
@@ -309,7 +312,7 @@ func (c *Client) appendCall(ctx context.Context, dst []byte, id uint64, server, 
 	if dst, err = appendArgs(dst, args); err != nil {
 		return dst[:start], err
 	}
-	return finishFrame(dst, start, c.max, TypeCall)
+	return finishFrame(dst, start, c.max, typeCall)
 }
 
 // appendWriter lets a msgpack.Encoder append to a byte slice.
@@ -388,14 +391,14 @@ func (c *Client) deliver(id uint64, r reply) {
 // write queue is full capbridge is not reading, and the call's own timeout
 // or the write deadline settles things.
 func (c *Client) sendCancel(id uint64) {
-	buf := getBuf()
+	buf := framewrite.GetBuf()
 	out, err := AppendFrame((*buf)[:0], &CancelMsg{ID: id}, c.max)
 	*buf = out
 	if err != nil { // cannot happen for a cancel; keep the buffer anyway
-		putBuf(buf)
+		framewrite.PutBuf(buf)
 		return
 	}
-	c.w.trySend(buf)
+	c.w.TrySend(buf)
 }
 
 // fail stops the client with err (wrapping ErrClosed): every waiting call
@@ -416,7 +419,7 @@ func (c *Client) fail(err error) {
 		ch <- reply{err: err}
 	}
 	c.conn.Close()
-	c.w.stopOnce.Do(func() { close(c.w.stop) })
+	c.w.Stop()
 }
 
 func (c *Client) stopped() error {
@@ -430,7 +433,7 @@ func (c *Client) stopped() error {
 func (c *Client) Close() error {
 	c.fail(ErrClosed)
 	c.closeOnce.Do(func() {
-		c.w.close()
+		c.w.Close()
 		<-c.readDone
 	})
 	return nil

@@ -25,7 +25,7 @@ func testCtx(t *testing.T) context.Context {
 
 func TestDial(t *testing.T) {
 	defer leakcheck.Check(t)()
-	p := startPeer(t, ServerConfig{}, serveEcho)
+	p := startPeer(t, serveEcho)
 	defer p.stop()
 	ctx := testCtx(t)
 
@@ -72,7 +72,7 @@ func TestDialRefusals(t *testing.T) {
 		}, func(err error) bool { return errors.Is(err, context.DeadlineExceeded) }},
 		{"wrong version in welcome", func(t *testing.T, conn net.Conn) {
 			NewFrameReader(conn, 0).ReadFrame(nil)
-			b, _ := AppendMessage(nil, &WelcomeMsg{V: 2, Servers: []string{}})
+			b, _ := appendMessage(nil, &WelcomeMsg{V: 2, Servers: []string{}})
 			writeFrame(t, conn, b)
 		}, func(err error) bool { return err != nil && strings.Contains(err.Error(), "version 2") }},
 		{"garbage answer", func(t *testing.T, conn net.Conn) {
@@ -84,7 +84,7 @@ func TestDialRefusals(t *testing.T) {
 		}, func(err error) bool { return err != nil }},
 		{"call instead of welcome", func(t *testing.T, conn net.Conn) {
 			NewFrameReader(conn, 0).ReadFrame(nil)
-			b, _ := AppendMessage(nil, &CancelMsg{ID: 1})
+			b, _ := appendMessage(nil, &CancelMsg{ID: 1})
 			writeFrame(t, conn, b)
 		}, func(err error) bool { return err != nil && strings.Contains(err.Error(), `"cancel"`) }},
 	}
@@ -107,12 +107,12 @@ func TestDialRefusals(t *testing.T) {
 }
 
 // 1000 calls in flight on one connection, answered in shuffled order:
-// each caller must get its own reply (issue 5, "Tests and measurements").
+// each caller must get its own reply.
 func TestConcurrentCallsShuffledReplies(t *testing.T) {
 	defer leakcheck.Check(t)()
 	const n = 1000
 	seen := make(chan map[uint64]bool, 1)
-	p := startPeer(t, ServerConfig{WriteQueue: 64}, func(s *ServerConn) {
+	p := startPeer(t, func(s *scriptConn) {
 		var calls []*CallMsg
 		ids := map[uint64]bool{}
 		for len(calls) < n {
@@ -133,7 +133,6 @@ func TestConcurrentCallsShuffledReplies(t *testing.T) {
 				t.Errorf("peer send: %v", err)
 				return
 			}
-			c.Release()
 		}
 		serveEcho(s)
 	})
@@ -181,7 +180,7 @@ func TestCancelSendsCancel(t *testing.T) {
 	defer leakcheck.Check(t)()
 	gotCall := make(chan uint64, 1)
 	gotCancel := make(chan uint64, 1)
-	p := startPeer(t, ServerConfig{}, func(s *ServerConn) {
+	p := startPeer(t, func(s *scriptConn) {
 		msg, err := s.Read()
 		if err != nil {
 			return
@@ -230,7 +229,7 @@ func TestCancelSendsCancel(t *testing.T) {
 func TestDeadlineTravelsAsTimeout(t *testing.T) {
 	defer leakcheck.Check(t)()
 	got := make(chan uint64, 2)
-	p := startPeer(t, ServerConfig{}, func(s *ServerConn) {
+	p := startPeer(t, func(s *scriptConn) {
 		for {
 			msg, err := s.Read()
 			if err != nil {
@@ -266,7 +265,7 @@ func TestDeadlineTravelsAsTimeout(t *testing.T) {
 func TestPeerDisconnectFailsEveryWaiter(t *testing.T) {
 	defer leakcheck.Check(t)()
 	const n = 10
-	p := startPeer(t, ServerConfig{}, func(s *ServerConn) {
+	p := startPeer(t, func(s *scriptConn) {
 		for range n {
 			if _, err := s.Read(); err != nil {
 				return
@@ -303,7 +302,7 @@ func TestPeerDisconnectFailsEveryWaiter(t *testing.T) {
 
 func TestFatalFailsEveryWaiter(t *testing.T) {
 	defer leakcheck.Check(t)()
-	p := startPeer(t, ServerConfig{}, func(s *ServerConn) {
+	p := startPeer(t, func(s *scriptConn) {
 		if _, err := s.Read(); err != nil {
 			return
 		}
@@ -325,7 +324,7 @@ func TestFatalFailsEveryWaiter(t *testing.T) {
 
 func TestDenialsAreTypedErrors(t *testing.T) {
 	defer leakcheck.Check(t)()
-	p := startPeer(t, ServerConfig{}, func(s *ServerConn) {
+	p := startPeer(t, func(s *scriptConn) {
 		for {
 			msg, err := s.Read()
 			if err != nil {
@@ -366,7 +365,7 @@ func TestDenialsAreTypedErrors(t *testing.T) {
 
 func TestArgsEncoding(t *testing.T) {
 	defer leakcheck.Check(t)()
-	p := startPeer(t, ServerConfig{}, serveEcho)
+	p := startPeer(t, serveEcho)
 	defer p.stop()
 	ctx := testCtx(t)
 	c, err := Dial(ctx, p.path, "good")
@@ -425,7 +424,7 @@ func TestMalformedReplies(t *testing.T) {
 	p := startRaw(t, func(conn net.Conn) {
 		fr := NewFrameReader(conn, 0)
 		fr.ReadFrame(nil) // hello
-		b, _ := AppendMessage(nil, &WelcomeMsg{V: 1, Servers: []string{"fs"}})
+		b, _ := appendMessage(nil, &WelcomeMsg{V: 1, Servers: []string{"fs"}})
 		writeFrame(t, conn, b)
 		for {
 			f, err := fr.ReadFrame(nil)
@@ -443,7 +442,7 @@ func TestMalformedReplies(t *testing.T) {
 				writeFrame(t, conn, m("t", "result", "id", call.ID, "is_error", "yes", "content", arr()))
 				continue
 			}
-			b, _ := AppendMessage(nil, &ResultMsg{ID: call.ID, Result: Result{Content: []Block{{Type: BlockText, Text: "ok"}}}})
+			b, _ := appendMessage(nil, &ResultMsg{ID: call.ID, Result: Result{Content: []Block{{Type: BlockText, Text: "ok"}}}})
 			writeFrame(t, conn, b)
 		}
 	})
@@ -471,7 +470,7 @@ func TestInFlightBound(t *testing.T) {
 	defer leakcheck.Check(t)()
 	const limit, total = 2, 6
 	arrived := make(chan *CallMsg, total)
-	p := startPeer(t, ServerConfig{}, func(s *ServerConn) {
+	p := startPeer(t, func(s *scriptConn) {
 		go func() {
 			for {
 				msg, err := s.Read()
@@ -520,7 +519,7 @@ func TestInFlightBound(t *testing.T) {
 
 	// With both slots held by calls nobody answers, a third call gives up
 	// when its ctx does.
-	p2 := startPeer(t, ServerConfig{}, func(s *ServerConn) {
+	p2 := startPeer(t, func(s *scriptConn) {
 		for {
 			if _, err := s.Read(); err != nil {
 				return
@@ -553,7 +552,7 @@ func TestInFlightBound(t *testing.T) {
 
 func TestFromEnvAndShared(t *testing.T) {
 	defer leakcheck.Check(t)()
-	p := startPeer(t, ServerConfig{}, func(s *ServerConn) {
+	p := startPeer(t, func(s *scriptConn) {
 		for {
 			msg, err := s.Read()
 			if err != nil {

@@ -31,7 +31,7 @@ const (
 )
 
 // codeInfo is what the spec says about one code. The table below is the
-// single source for IsDenialCode, IsFatalCode and Retryable, and a test
+// single source for isDenialCode, IsFatalCode and Retryable, and a test
 // checks that docs/capwire.md lists exactly these codes.
 type codeInfo struct {
 	fatal     bool
@@ -61,19 +61,21 @@ var codes = map[string]codeInfo{
 	CodeUnsupportedVersion: {fatal: true},
 }
 
-// IsDenialCode reports whether code is one of the v1 denial codes.
-func IsDenialCode(code string) bool {
+// isDenialCode reports whether code is one of the v1 denial codes.
+func isDenialCode(code string) bool {
 	info, ok := codes[code]
 	return ok && !info.fatal
 }
 
-// IsFatalCode reports whether code is one of the v1 fatal codes.
+// IsFatalCode reports whether code is one of the v1 fatal codes. The
+// bridge's server uses it to accept a fatal code chosen by its auth hook.
 func IsFatalCode(code string) bool {
 	info, ok := codes[code]
 	return ok && info.fatal
 }
 
-// Retryable reports whether repeating a call that was denied with code can
+// Retryable is for programs deciding whether to call again (the spec
+// names it). It reports whether repeating a call that was denied with code can
 // succeed without changing the call: true for server_unavailable, timeout
 // and overloaded (after a pause; a timed-out call may have taken effect),
 // false for every other code, including codes this version does not know.

@@ -8,18 +8,22 @@
 // exactly one result or denial, in any order; a fatal frame ends the
 // connection.
 //
-// The package has three layers:
+// Every generated Go façade imports this package, so what it exports is
+// what programs, the bridge and embedders need, and no more. It has two
+// layers:
 //
-//   - Codecs, pure functions of their arguments: FrameReader (length
-//     checked before anything is allocated), Decode (total: any bytes give
-//     a Message or a *WireError saying whether the connection can go on),
-//     AppendMessage and AppendFrame (deterministic, and never writing what
-//     Decode would refuse). Envelopes are decoded by hand over the bytes,
-//     and args/structured travel as raw MessagePack sub-slices.
-//   - ServerConn, capbridge's side of one connection: handshake, a read
-//     loop, and a serialized, bounded writer with a write deadline.
-//   - Client, what generated Go façades import: Dial/FromEnv/Shared, Call
-//     with concurrent calls multiplexed on one connection, cancellation by
-//     context, and typed errors per code (*Denied, sentinels such as
-//     ErrTimeout, ErrClosed).
+//   - Client, what façades use: Dial/FromEnv/Shared, Call with concurrent
+//     calls multiplexed on one connection, cancellation by context, and
+//     typed errors per code (*Denied, sentinels such as ErrTimeout,
+//     ErrClosed).
+//   - Codecs that both ends share, pure functions of their arguments:
+//     FrameReader (length checked before anything is allocated), Decode
+//     (total: any bytes give a Message or a *WireError saying whether the
+//     connection can go on), AppendFrame and AppendFramed (deterministic,
+//     and never writing what Decode would refuse). Envelopes are decoded
+//     by hand over the bytes, and args/structured travel as raw
+//     MessagePack sub-slices.
+//
+// capbridge's side of a connection (handshake, read loop, batched writer)
+// is internal/capserver, which only the bridge imports.
 package capwire

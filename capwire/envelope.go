@@ -6,33 +6,45 @@ import (
 	"strconv"
 	"unicode/utf8"
 
+	"github.com/capbridge/capbridge/internal/bound"
+	"github.com/capbridge/capbridge/internal/msgpk"
+	"github.com/capbridge/capbridge/internal/text"
 	"github.com/vmihailenco/msgpack/v5"
 )
 
 // Version is the wire version this package speaks, sent in hello and
-// welcome (docs/capwire.md, "Versioning").
+// welcome (docs/capwire.md, "Versioning"); the bridge's server checks a
+// hello against it.
 const Version = 1
 
 // CapPrefix starts every capability name in v1: a call's cap is
-// "mcp.<server>".
+// "mcp.<server>". Client.Call adds it; the bridge strips it.
 const CapPrefix = "mcp."
 
 // Envelope types, the value of "t".
 const (
-	TypeHello   = "hello"
-	TypeWelcome = "welcome"
-	TypeCall    = "call"
-	TypeCancel  = "cancel"
-	TypeResult  = "result"
-	TypeDenied  = "denied"
-	TypeFatal   = "fatal"
+	typeHello   = "hello"
+	typeWelcome = "welcome"
+	typeCall    = "call"
+	typeCancel  = "cancel"
+	typeResult  = "result"
+	typeDenied  = "denied"
+	typeFatal   = "fatal"
 )
 
 // Message is one envelope. The set is closed: *HelloMsg, *WelcomeMsg,
-// *CallMsg, *CancelMsg, *ResultMsg, *DeniedMsg and *FatalMsg.
+// *CallMsg, *CancelMsg, *ResultMsg, *DeniedMsg and *FatalMsg (and types
+// that embed one). Programs never see them; the message types are the
+// codec that the bridge's server (internal/capserver), the bridge and the
+// fuzz tests share with the Client.
 type Message interface {
 	// Type is the envelope's "t".
 	Type() string
+	// appendBody appends the payload (one MessagePack map, no length
+	// prefix) to dst. It refuses to write what Decode would reject:
+	// strings must be valid UTF-8, codes must belong to their closed set,
+	// raw MessagePack fields must be single well-formed values no deeper
+	// than bound.MaxDepth.
 	appendBody(dst []byte) ([]byte, error)
 }
 
@@ -56,21 +68,9 @@ type CallMsg struct {
 	// Args is the raw MessagePack map, exactly as it arrived: a sub-slice
 	// of the frame (capacity clipped, so appending to it cannot overwrite
 	// the frame). It is checked to be one well-formed map no deeper than
-	// MaxDepth; its content is the converter's to judge.
+	// bound.MaxDepth; its content is the converter's to judge.
 	Args      msgpack.RawMessage
 	TimeoutMS uint64 // the client's deadline for the call in ms; 0 means none given
-
-	buf *[]byte // the pooled frame Args aliases, when read by a ServerConn
-}
-
-// Release returns the frame buffer that Args aliases to the pool. It is
-// optional (an unreleased buffer is garbage collected) and must be the last
-// use of Args; it is a no-op for a CallMsg not read by a ServerConn.
-func (c *CallMsg) Release() {
-	if c.buf != nil {
-		putBuf(c.buf)
-		c.buf, c.Args = nil, nil
-	}
 }
 
 // CancelMsg abandons a call, client → capbridge.
@@ -113,13 +113,13 @@ func (f *FatalMsg) Error() string {
 // Is compares Code with target's code.
 func (f *FatalMsg) Is(target error) bool { return isCode(f.Code, target) }
 
-func (*HelloMsg) Type() string   { return TypeHello }
-func (*WelcomeMsg) Type() string { return TypeWelcome }
-func (*CallMsg) Type() string    { return TypeCall }
-func (*CancelMsg) Type() string  { return TypeCancel }
-func (*ResultMsg) Type() string  { return TypeResult }
-func (*DeniedMsg) Type() string  { return TypeDenied }
-func (*FatalMsg) Type() string   { return TypeFatal }
+func (*HelloMsg) Type() string   { return typeHello }
+func (*WelcomeMsg) Type() string { return typeWelcome }
+func (*CallMsg) Type() string    { return typeCall }
+func (*CancelMsg) Type() string  { return typeCancel }
+func (*ResultMsg) Type() string  { return typeResult }
+func (*DeniedMsg) Type() string  { return typeDenied }
+func (*FatalMsg) Type() string   { return typeFatal }
 
 // Field indices of every key any v1 envelope uses. Decode scans a frame
 // once, noting where each known key's value lies; unknown keys are skipped
@@ -219,7 +219,7 @@ type envelope struct {
 // Faults, as the spec defines them: a payload that is not exactly one
 // well-formed MessagePack map is a fatal bad_frame; any fault in a hello is
 // a fatal bad_hello; any other fault (missing or unknown "t", wrong field
-// types, a value nested deeper than MaxDepth, invalid UTF-8 in an envelope
+// types, a value nested deeper than bound.MaxDepth, invalid UTF-8 in an envelope
 // string, a duplicated key) is a non-fatal bad_request that carries the
 // frame's id when it had a usable one.
 func Decode(b []byte) (Message, error) {
@@ -234,19 +234,19 @@ func Decode(b []byte) (Message, error) {
 		return nil, e.finish(e.early)
 	}
 	switch e.typ {
-	case TypeHello:
+	case typeHello:
 		return e.hello()
-	case TypeWelcome:
+	case typeWelcome:
 		return e.welcome()
-	case TypeCall:
+	case typeCall:
 		return e.call()
-	case TypeCancel:
+	case typeCancel:
 		return e.cancel()
-	case TypeResult:
+	case typeResult:
 		return e.result()
-	case TypeDenied:
+	case typeDenied:
 		return e.denied()
-	case TypeFatal:
+	case typeFatal:
 		return e.fatalMsg()
 	}
 	return nil, e.fail(fT, "", "unknown envelope type "+strconv.Quote(e.typ))
@@ -255,7 +255,7 @@ func Decode(b []byte) (Message, error) {
 // knownType reports whether t is a v1 envelope type.
 func knownType(t string) bool {
 	switch t {
-	case TypeHello, TypeWelcome, TypeCall, TypeCancel, TypeResult, TypeDenied, TypeFatal:
+	case typeHello, typeWelcome, typeCall, typeCancel, typeResult, typeDenied, typeFatal:
 		return true
 	}
 	return false
@@ -265,20 +265,20 @@ func knownType(t string) bool {
 // (the hot path decodes a "call" per tool call); "" if t is not UTF-8.
 func typeName(t []byte) string {
 	switch string(t) {
-	case TypeHello:
-		return TypeHello
-	case TypeWelcome:
-		return TypeWelcome
-	case TypeCall:
-		return TypeCall
-	case TypeCancel:
-		return TypeCancel
-	case TypeResult:
-		return TypeResult
-	case TypeDenied:
-		return TypeDenied
-	case TypeFatal:
-		return TypeFatal
+	case typeHello:
+		return typeHello
+	case typeWelcome:
+		return typeWelcome
+	case typeCall:
+		return typeCall
+	case typeCancel:
+		return typeCancel
+	case typeResult:
+		return typeResult
+	case typeDenied:
+		return typeDenied
+	case typeFatal:
+		return typeFatal
 	}
 	if !utf8.Valid(t) {
 		return ""
@@ -287,46 +287,48 @@ func typeName(t []byte) string {
 }
 
 func badFrame(off int, msg string, err error) *WireError {
-	return &WireError{Code: CodeBadFrame, Fatal: true, Offset: off, Msg: msg, Err: err}
+	return &WireError{Code: CodeBadFrame, Fatal: true, Offset: off, Msg: msg, Err: cause(err)}
 }
 
 // scan walks the top-level map once, recording the span of each known key's
 // value and checking every value's structure.
 func (e *envelope) scan() error {
 	b := e.b
-	h, err := readHead(b, 0)
+	h, err := msgpk.ReadHead(b, 0)
 	if err != nil {
 		return badFrame(0, "frame is not MessagePack", err)
 	}
-	if h.k != kMap {
+	if h.Kind != msgpk.Map {
 		return badFrame(0, "frame is not a map", nil)
 	}
-	if h.v*2 > uint64(len(b)-h.off) {
+	if h.V*2 > uint64(len(b)-h.Off) {
 		return badFrame(0, "map claims more entries than the frame holds", errShort)
 	}
-	i := h.off
-	for n := h.v; n > 0; n-- {
-		kh, err := readHead(b, i)
-		if err != nil {
-			return badFrame(i, "bad key", err)
+	i := h.Off
+	for n := h.V; n > 0; n-- {
+		kh, ok := msgpk.ReadFix(b, i)
+		if !ok {
+			if kh, err = msgpk.ReadHead(b, i); err != nil {
+				return badFrame(i, "bad key", err)
+			}
 		}
-		vat := kh.end()
-		if kh.k != kStr {
+		vat := kh.End()
+		if kh.Kind != msgpk.Str {
 			// Walk the key (it may be a container) to find its value.
-			if vat, err = skip(b, i, 0); err != nil && err != errTooDeep {
+			if vat, err = msgpk.Skip(b, i, 0); err != nil && err != msgpk.ErrTooDeep {
 				return badFrame(i, "bad key", err)
 			}
 			e.note("", i, "envelope key is not a string")
 		}
-		key := b[kh.off:kh.end()]
-		end, err := skip(b, vat, 0)
+		key := b[kh.Off:kh.End()]
+		end, err := msgpk.Skip(b, vat, 0)
 		f := -1
-		if kh.k == kStr {
+		if kh.Kind == msgpk.Str {
 			f = fieldOf(key)
 		}
 		switch {
-		case err == errTooDeep:
-			e.note("/"+escape(key), vat, "value nests deeper than "+strconv.Itoa(MaxDepth))
+		case err == msgpk.ErrTooDeep:
+			e.note("/"+escape(key), vat, "value nests deeper than "+strconv.Itoa(bound.MaxDepth))
 		case err != nil:
 			return badFrame(vat, "bad value for key "+strconv.Quote(string(key)), err)
 		}
@@ -352,24 +354,15 @@ func (e *envelope) note(path string, off int, msg string) {
 	}
 }
 
-// escape encodes a key as an RFC 6901 reference token, for paths.
+// escape encodes a key as an RFC 6901 reference token, for paths. A key
+// that is not UTF-8 is named by its Go quoting, so the path stays valid
+// text and still tells the bytes apart.
 func escape(key []byte) string {
 	s := string(key)
 	if !utf8.ValidString(s) {
 		s = strconv.Quote(s)
 	}
-	out := make([]byte, 0, len(s))
-	for i := 0; i < len(s); i++ {
-		switch s[i] {
-		case '~':
-			out = append(out, '~', '0')
-		case '/':
-			out = append(out, '~', '1')
-		default:
-			out = append(out, s[i])
-		}
-	}
-	return string(out)
+	return text.PointerToken(s)
 }
 
 // classify reads "t" and "id", which decide how every later fault is
@@ -377,17 +370,17 @@ func escape(key []byte) string {
 func (e *envelope) classify() error {
 	e.code = CodeBadRequest
 	if e.has(fT) {
-		h, _ := readHead(e.b, e.at[fT])
-		if h.k == kStr {
-			e.typ = typeName(e.b[h.off:h.end()])
+		h, _ := msgpk.ReadHead(e.b, e.at[fT])
+		if h.Kind == msgpk.Str {
+			e.typ = typeName(e.b[h.Off:h.End()])
 		}
 	}
-	if e.typ == TypeHello {
+	if e.typ == typeHello {
 		e.code, e.fatal = CodeBadHello, true
 	}
 	if e.has(fID) {
-		if h, _ := readHead(e.b, e.at[fID]); h.k == kUint {
-			e.id, e.hasID = h.v, true
+		if h, _ := msgpk.ReadHead(e.b, e.at[fID]); h.Kind == msgpk.Uint {
+			e.id, e.hasID = h.V, true
 		}
 	}
 	if !e.has(fT) {
@@ -430,28 +423,28 @@ func (e *envelope) present(f int) bool {
 	if !e.has(f) {
 		return false
 	}
-	h, _ := readHead(e.b, e.at[f])
-	return h.k != kNil
+	h, _ := msgpk.ReadHead(e.b, e.at[f])
+	return h.Kind != msgpk.Nil
 }
 
 func (e *envelope) uint(f int) (uint64, error) {
 	if err := e.require(f); err != nil {
 		return 0, err
 	}
-	h, _ := readHead(e.b, e.at[f])
-	if h.k != kUint {
+	h, _ := msgpk.ReadHead(e.b, e.at[f])
+	if h.Kind != msgpk.Uint {
 		return 0, e.fail(f, "", "want an unsigned integer")
 	}
-	return h.v, nil
+	return h.V, nil
 }
 
 func (e *envelope) int(f int) (int, error) {
-	h, _ := readHead(e.b, e.at[f])
+	h, _ := msgpk.ReadHead(e.b, e.at[f])
 	switch {
-	case h.k == kUint && h.v <= math.MaxInt:
-		return int(h.v), nil
-	case h.k == kNegInt && int64(h.v) >= math.MinInt:
-		return int(int64(h.v)), nil
+	case h.Kind == msgpk.Uint && h.V <= math.MaxInt:
+		return int(h.V), nil
+	case h.Kind == msgpk.NegInt && int64(h.V) >= math.MinInt:
+		return int(int64(h.V)), nil
 	}
 	return 0, e.fail(f, "", "want an integer")
 }
@@ -460,11 +453,11 @@ func (e *envelope) bool(f int) (bool, error) {
 	if err := e.require(f); err != nil {
 		return false, err
 	}
-	h, _ := readHead(e.b, e.at[f])
-	switch h.k {
-	case kTrue:
+	h, _ := msgpk.ReadHead(e.b, e.at[f])
+	switch h.Kind {
+	case msgpk.True:
 		return true, nil
-	case kFalse:
+	case msgpk.False:
 		return false, nil
 	}
 	return false, e.fail(f, "", "want a boolean")
@@ -479,11 +472,11 @@ func (e *envelope) str(f int) (string, error) {
 
 // strAt decodes the string at b[i], reporting faults at field f + sub.
 func (e *envelope) strAt(i, f int, sub string) (string, error) {
-	h, _ := readHead(e.b, i)
-	if h.k != kStr {
+	h, _ := msgpk.ReadHead(e.b, i)
+	if h.Kind != msgpk.Str {
 		return "", e.fail(f, sub, "want a string")
 	}
-	s := e.b[h.off:h.end()]
+	s := e.b[h.Off:h.End()]
 	if !utf8.Valid(s) {
 		return "", e.fail(f, sub, "invalid UTF-8")
 	}
@@ -531,21 +524,21 @@ func (e *envelope) welcome() (Message, error) {
 	if err := e.require(fServers); err != nil {
 		return nil, err
 	}
-	h, _ := readHead(e.b, e.at[fServers])
-	if h.k != kArray {
+	h, _ := msgpk.ReadHead(e.b, e.at[fServers])
+	if h.Kind != msgpk.Array {
 		return nil, e.fail(fServers, "", "want an array")
 	}
 	// The count was checked against the frame size by scan; cap the
 	// allocation anyway so a hostile count costs no more than its bytes.
-	servers := make([]string, 0, min(h.v, 64))
-	i := h.off
-	for k := uint64(0); k < h.v; k++ {
+	servers := make([]string, 0, min(h.V, 64))
+	i := h.Off
+	for k := uint64(0); k < h.V; k++ {
 		s, err := e.strAt(i, fServers, "/"+strconv.FormatUint(k, 10))
 		if err != nil {
 			return nil, err
 		}
 		servers = append(servers, s)
-		i, _ = skip(e.b, i, 1)
+		i, _ = msgpk.Skip(e.b, i, 1)
 	}
 	return &WelcomeMsg{V: v, Servers: servers}, nil
 }
@@ -565,7 +558,7 @@ func (e *envelope) call() (Message, error) {
 	if err := e.require(fArgs); err != nil {
 		return nil, err
 	}
-	if h, _ := readHead(e.b, e.at[fArgs]); h.k != kMap {
+	if h, _ := msgpk.ReadHead(e.b, e.at[fArgs]); h.Kind != msgpk.Map {
 		return nil, e.fail(fArgs, "", "want a map")
 	}
 	c.Args = e.raw(fArgs)
@@ -615,30 +608,30 @@ func (e *envelope) content() ([]Block, error) {
 		return nil, err
 	}
 	b := e.b
-	h, _ := readHead(b, e.at[fContent])
-	if h.k != kArray {
+	h, _ := msgpk.ReadHead(b, e.at[fContent])
+	if h.Kind != msgpk.Array {
 		return nil, e.fail(fContent, "", "want an array")
 	}
-	blocks := make([]Block, 0, min(h.v, 16))
-	i := h.off
-	for k := uint64(0); k < h.v; k++ {
+	blocks := make([]Block, 0, min(h.V, 16))
+	i := h.Off
+	for k := uint64(0); k < h.V; k++ {
 		sub := "/" + strconv.FormatUint(k, 10)
-		bh, _ := readHead(b, i)
-		if bh.k != kMap {
+		bh, _ := msgpk.ReadHead(b, i)
+		if bh.Kind != msgpk.Map {
 			return nil, e.fail(fContent, sub, "want a map")
 		}
 		var blk Block
 		var seen [3]bool
-		j := bh.off
-		for p := uint64(0); p < bh.v; p++ {
-			kh, _ := readHead(b, j)
-			vat := kh.end()
-			if kh.k != kStr {
+		j := bh.Off
+		for p := uint64(0); p < bh.V; p++ {
+			kh, _ := msgpk.ReadHead(b, j)
+			vat := kh.End()
+			if kh.Kind != msgpk.Str {
 				return nil, e.fail(fContent, sub, "block key is not a string")
 			}
 			var dst *string
 			slot := -1
-			switch string(b[kh.off:kh.end()]) {
+			switch string(b[kh.Off:kh.End()]) {
 			case "type":
 				dst, slot = &blk.Type, 0
 			case "text":
@@ -659,7 +652,7 @@ func (e *envelope) content() ([]Block, error) {
 				*dst = s
 			}
 			// Structure and depth were checked by scan.
-			j, _ = skip(b, vat, 2)
+			j, _ = msgpk.Skip(b, vat, 2)
 		}
 		switch {
 		case !seen[0] || blk.Type == "":
@@ -718,19 +711,11 @@ func (e *envelope) fatalMsg() (Message, error) {
 // Encoding. Keys are written in one fixed order per type and every value in
 // its shortest form, so equal messages encode to equal bytes.
 
-// AppendMessage appends m's payload (one MessagePack map, no length
-// prefix) to dst. It refuses to write what Decode would reject: strings
-// must be valid UTF-8, codes must belong to their closed set, raw
-// MessagePack fields must be single well-formed values no deeper than
-// MaxDepth.
-func AppendMessage(dst []byte, m Message) ([]byte, error) {
-	return m.appendBody(dst)
-}
-
 // AppendFrame appends m as a whole frame (length prefix and payload) to
-// dst. A payload longer than maxFrame bytes (0 means DefaultMaxFrame) is an
+// dst. A payload longer than maxFrame bytes (0 means bound.MaxMessage) is an
 // error satisfying errors.Is(err, ErrFrameTooLarge), and dst is returned
-// unchanged; the bridge answers such a result with result_too_large.
+// unchanged; the bridge answers such a result with result_too_large. The
+// bridge's server and control plane encode with it.
 func AppendFrame(dst []byte, m Message, maxFrame int) ([]byte, error) {
 	maxFrame = frameLimit(maxFrame)
 	start := len(dst)
@@ -747,7 +732,7 @@ func AppendFrame(dst []byte, m Message, maxFrame int) ([]byte, error) {
 // prefix is filled in, so no caller builds a header by hand. It is how
 // protocols that share capwire's framing but not its envelopes (the
 // control plane) write frames. A payload over maxFrame (0 means
-// DefaultMaxFrame) or an error from body leaves dst as it was.
+// bound.MaxMessage) or an error from body leaves dst as it was.
 func AppendFramed(dst []byte, maxFrame int, body func([]byte) ([]byte, error)) ([]byte, error) {
 	start := len(dst)
 	out, err := body(append(dst, 0, 0, 0, 0))
@@ -782,11 +767,11 @@ func checkStr(typ, field, s string) error {
 }
 
 func (m *HelloMsg) appendBody(dst []byte) ([]byte, error) {
-	if err := checkStr(TypeHello, "token", m.Token); err != nil {
+	if err := checkStr(typeHello, "token", m.Token); err != nil {
 		return dst, err
 	}
 	dst = appendMapHeader(dst, 3)
-	dst = appendStr(appendStr(dst, "t"), TypeHello)
+	dst = appendStr(appendStr(dst, "t"), typeHello)
 	dst = appendUint(appendStr(dst, "v"), m.V)
 	dst = appendStr(appendStr(dst, "token"), m.Token)
 	return dst, nil
@@ -794,12 +779,12 @@ func (m *HelloMsg) appendBody(dst []byte) ([]byte, error) {
 
 func (m *WelcomeMsg) appendBody(dst []byte) ([]byte, error) {
 	for _, s := range m.Servers {
-		if err := checkStr(TypeWelcome, "servers", s); err != nil {
+		if err := checkStr(typeWelcome, "servers", s); err != nil {
 			return dst, err
 		}
 	}
 	dst = appendMapHeader(dst, 3)
-	dst = appendStr(appendStr(dst, "t"), TypeWelcome)
+	dst = appendStr(appendStr(dst, "t"), typeWelcome)
 	dst = appendUint(appendStr(dst, "v"), m.V)
 	dst = appendArrayHeader(appendStr(dst, "servers"), len(m.Servers))
 	for _, s := range m.Servers {
@@ -813,12 +798,12 @@ func (m *WelcomeMsg) appendBody(dst []byte) ([]byte, error) {
 // frame buffer.
 func appendCallHead(dst []byte, id uint64, capName, op string, timeoutMS uint64) ([]byte, error) {
 	if capName == "" || op == "" {
-		return dst, encodeErr(TypeCall, "cap/op", "must not be empty")
+		return dst, encodeErr(typeCall, "cap/op", "must not be empty")
 	}
-	if err := checkStr(TypeCall, "cap", capName); err != nil {
+	if err := checkStr(typeCall, "cap", capName); err != nil {
 		return dst, err
 	}
-	if err := checkStr(TypeCall, "op", op); err != nil {
+	if err := checkStr(typeCall, "op", op); err != nil {
 		return dst, err
 	}
 	n := 5
@@ -826,7 +811,7 @@ func appendCallHead(dst []byte, id uint64, capName, op string, timeoutMS uint64)
 		n++
 	}
 	dst = appendMapHeader(dst, n)
-	dst = appendStr(appendStr(dst, "t"), TypeCall)
+	dst = appendStr(appendStr(dst, "t"), typeCall)
 	dst = appendUint(appendStr(dst, "id"), id)
 	dst = appendStr(appendStr(dst, "cap"), capName)
 	dst = appendStr(appendStr(dst, "op"), op)
@@ -838,12 +823,12 @@ func appendCallHead(dst []byte, id uint64, capName, op string, timeoutMS uint64)
 
 // checkArgs is the encoder's check that args is one well-formed map.
 func checkArgs(args []byte) error {
-	h, err := checkValue(args)
+	h, err := msgpk.Check(args)
 	if err != nil {
-		return encodeErr(TypeCall, "args", err.Error())
+		return encodeErr(typeCall, "args", cause(err).Error())
 	}
-	if h.k != kMap {
-		return encodeErr(TypeCall, "args", "not a map")
+	if h.Kind != msgpk.Map {
+		return encodeErr(typeCall, "args", "not a map")
 	}
 	return nil
 }
@@ -861,34 +846,34 @@ func (m *CallMsg) appendBody(dst []byte) ([]byte, error) {
 
 func (m *CancelMsg) appendBody(dst []byte) ([]byte, error) {
 	dst = appendMapHeader(dst, 2)
-	dst = appendStr(appendStr(dst, "t"), TypeCancel)
+	dst = appendStr(appendStr(dst, "t"), typeCancel)
 	return appendUint(appendStr(dst, "id"), m.ID), nil
 }
 
 func (m *ResultMsg) appendBody(dst []byte) ([]byte, error) {
 	r := &m.Result
 	if len(r.Structured) > 0 {
-		if _, err := checkValue(r.Structured); err != nil {
-			return dst, encodeErr(TypeResult, "structured", err.Error())
+		if _, err := msgpk.Check(r.Structured); err != nil {
+			return dst, encodeErr(typeResult, "structured", cause(err).Error())
 		}
 	}
 	for i := range r.Content {
 		blk := &r.Content[i]
 		switch {
 		case blk.Type == BlockText:
-			if err := checkStr(TypeResult, "content text", blk.Text); err != nil {
+			if err := checkStr(typeResult, "content text", blk.Text); err != nil {
 				return dst, err
 			}
 		case blk.Type == BlockOther && blk.Kind != "":
-			if err := checkStr(TypeResult, "content kind", blk.Kind); err != nil {
+			if err := checkStr(typeResult, "content kind", blk.Kind); err != nil {
 				return dst, err
 			}
 		default:
-			return dst, encodeErr(TypeResult, "content", fmt.Sprintf("block %d: want type %q or %q with a kind", i, BlockText, BlockOther))
+			return dst, encodeErr(typeResult, "content", fmt.Sprintf("block %d: want type %q or %q with a kind", i, BlockText, BlockOther))
 		}
 	}
 	dst = appendMapHeader(dst, 6)
-	dst = appendStr(appendStr(dst, "t"), TypeResult)
+	dst = appendStr(appendStr(dst, "t"), typeResult)
 	dst = appendUint(appendStr(dst, "id"), m.ID)
 	dst = appendBool(appendStr(dst, "is_error"), r.IsError)
 	dst = appendArrayHeader(appendStr(dst, "content"), len(r.Content))
@@ -914,13 +899,13 @@ func (m *ResultMsg) appendBody(dst []byte) ([]byte, error) {
 
 func (m *DeniedMsg) appendBody(dst []byte) ([]byte, error) {
 	d := &m.Denial
-	if !IsDenialCode(d.Code) {
-		return dst, encodeErr(TypeDenied, "code", strconv.Quote(d.Code)+" is not a denial code")
+	if !isDenialCode(d.Code) {
+		return dst, encodeErr(typeDenied, "code", strconv.Quote(d.Code)+" is not a denial code")
 	}
-	if err := checkStr(TypeDenied, "message", d.Message); err != nil {
+	if err := checkStr(typeDenied, "message", d.Message); err != nil {
 		return dst, err
 	}
-	if err := checkStr(TypeDenied, "path", d.Path); err != nil {
+	if err := checkStr(typeDenied, "path", d.Path); err != nil {
 		return dst, err
 	}
 	// rpc_code is written for server_error always (a JSON-RPC code may be
@@ -937,7 +922,7 @@ func (m *DeniedMsg) appendBody(dst []byte) ([]byte, error) {
 		n++
 	}
 	dst = appendMapHeader(dst, n)
-	dst = appendStr(appendStr(dst, "t"), TypeDenied)
+	dst = appendStr(appendStr(dst, "t"), typeDenied)
 	if !m.NoID {
 		dst = appendUint(appendStr(dst, "id"), m.ID)
 	}
@@ -954,13 +939,13 @@ func (m *DeniedMsg) appendBody(dst []byte) ([]byte, error) {
 
 func (m *FatalMsg) appendBody(dst []byte) ([]byte, error) {
 	if !IsFatalCode(m.Code) {
-		return dst, encodeErr(TypeFatal, "code", strconv.Quote(m.Code)+" is not a fatal code")
+		return dst, encodeErr(typeFatal, "code", strconv.Quote(m.Code)+" is not a fatal code")
 	}
-	if err := checkStr(TypeFatal, "message", m.Message); err != nil {
+	if err := checkStr(typeFatal, "message", m.Message); err != nil {
 		return dst, err
 	}
 	dst = appendMapHeader(dst, 3)
-	dst = appendStr(appendStr(dst, "t"), TypeFatal)
+	dst = appendStr(appendStr(dst, "t"), typeFatal)
 	dst = appendStr(appendStr(dst, "code"), m.Code)
 	dst = appendStr(appendStr(dst, "message"), m.Message)
 	return dst, nil

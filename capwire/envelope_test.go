@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/capbridge/capbridge/internal/bound"
 	"github.com/vmihailenco/msgpack/v5"
 )
 
@@ -64,7 +65,7 @@ var roundTrips = []struct {
 	{"welcome no servers", &WelcomeMsg{V: 1, Servers: []string{}}},
 	{"call", &CallMsg{ID: 7, Cap: "mcp.github", Op: "create_issue", Args: m("title", "bug", "labels", []string{"a", "b"})}},
 	{"call timeout big id", &CallMsg{ID: 1 << 40, Cap: "mcp.fs", Op: "read", Args: m(), TimeoutMS: 30000}},
-	{"call nested args", &CallMsg{ID: 0, Cap: "mcp.x", Op: "y", Args: m("deep", nested(MaxDepth-1))}},
+	{"call nested args", &CallMsg{ID: 0, Cap: "mcp.x", Op: "y", Args: m("deep", nested(bound.MaxDepth-1))}},
 	{"cancel", &CancelMsg{ID: 99}},
 	{"result", &ResultMsg{ID: 7, Result: Result{Content: []Block{{Type: "text", Text: "hi"}, {Type: "other", Kind: "image"}}, Structured: m("n", 1)}}},
 	{"result error truncated", &ResultMsg{ID: 8, Result: Result{IsError: true, Content: []Block{{Type: "text", Text: strings.Repeat("é", 40000)}}, Truncated: true}}},
@@ -79,9 +80,9 @@ var roundTrips = []struct {
 func TestRoundTrip(t *testing.T) {
 	for _, tc := range roundTrips {
 		t.Run(tc.name, func(t *testing.T) {
-			payload, err := AppendMessage(nil, tc.msg)
+			payload, err := appendMessage(nil, tc.msg)
 			if err != nil {
-				t.Fatalf("AppendMessage: %v", err)
+				t.Fatalf("appendMessage: %v", err)
 			}
 			got, err := Decode(payload)
 			if err != nil {
@@ -110,7 +111,7 @@ func TestRoundTrip(t *testing.T) {
 // A decoder written by someone else (msgpack's reflection decoder) must
 // read what we encode as the same map: the encoder writes plain MessagePack.
 func TestEncodingIsPlainMessagePack(t *testing.T) {
-	payload, err := AppendMessage(nil, &CallMsg{ID: 300, Cap: "mcp.gh", Op: "op", Args: m("a", 1), TimeoutMS: 5})
+	payload, err := appendMessage(nil, &CallMsg{ID: 300, Cap: "mcp.gh", Op: "op", Args: m("a", 1), TimeoutMS: 5})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -134,7 +135,7 @@ func TestDecodeTolerates(t *testing.T) {
 		{"id as int8 holding a non-negative value", m("t", "cancel", "id", raw{0xd0, 0x05}), &CancelMsg{ID: 5}},
 		{"timeout nil means none", m("t", "call", "id", 1, "cap", "mcp.a", "op", "b", "args", m(), "timeout_ms", nil), &CallMsg{ID: 1, Cap: "mcp.a", Op: "b", Args: m()}},
 		{"invalid UTF-8 inside args is the converter's business", m("t", "call", "id", 1, "cap", "mcp.a", "op", "b", "args", m("k", raw{0xa2, 0xff, 0xfe})), &CallMsg{ID: 1, Cap: "mcp.a", Op: "b", Args: m("k", raw{0xa2, 0xff, 0xfe})}},
-		{"args exactly MaxDepth deep", m("t", "call", "id", 1, "cap", "mcp.a", "op", "b", "args", m("k", nested(MaxDepth-1))), &CallMsg{ID: 1, Cap: "mcp.a", Op: "b", Args: m("k", nested(MaxDepth-1))}},
+		{"args exactly bound.MaxDepth deep", m("t", "call", "id", 1, "cap", "mcp.a", "op", "b", "args", m("k", nested(bound.MaxDepth-1))), &CallMsg{ID: 1, Cap: "mcp.a", Op: "b", Args: m("k", nested(bound.MaxDepth-1))}},
 		{"unknown block type kept", m("t", "result", "id", 1, "is_error", false, "content", arr(m("type", "video", "src", "x"))), &ResultMsg{ID: 1, Result: Result{Content: []Block{{Type: "video"}}}}},
 		{"denied with unknown code and nil optionals", m("t", "denied", "id", 2, "code", "new_code", "message", nil, "path", nil, "rpc_code", nil), &DeniedMsg{ID: 2, Denial: Denied{Code: "new_code"}}},
 		{"negative rpc code", m("t", "denied", "id", 2, "code", "server_error", "rpc_code", raw{0xd1, 0x80, 0xfe}), &DeniedMsg{ID: 2, Denial: Denied{Code: "server_error", RPCCode: -32514}}},
@@ -177,7 +178,7 @@ var hostile = []struct {
 	{"huge map in unknown field", m("t", "call", "id", 1, "x", raw{0xdf, 0xff, 0xff, 0xff, 0xff}), CodeBadFrame, true, "", -1},
 	{"10^6 nesting, unterminated", append(m("t", "call", "id", 1, "args", raw{0x81, 0xa1, 'k'}), bytes.Repeat([]byte{0x91}, 1_000_000)...), CodeBadFrame, true, "", -1},
 	{"10^6 nesting in args, id after it", m("t", "call", "cap", "mcp.a", "op", "b", "args", m("k", nested(1_000_000)), "id", 42), CodeBadRequest, false, "/args", 42},
-	{"args one level too deep", m("t", "call", "id", 6, "cap", "mcp.a", "op", "b", "args", m("k", nested(MaxDepth))), CodeBadRequest, false, "/args", 6},
+	{"args one level too deep", m("t", "call", "id", 6, "cap", "mcp.a", "op", "b", "args", m("k", nested(bound.MaxDepth))), CodeBadRequest, false, "/args", 6},
 	{"missing t", m("id", 1), CodeBadRequest, false, "", 1},
 	{"t not a string", m("t", 1, "id", 2), CodeBadRequest, false, "/t", 2},
 	{"t invalid UTF-8", m("t", raw{0xa2, 0xc3, 0x28}, "id", 2), CodeBadRequest, false, "/t", 2},
@@ -213,7 +214,7 @@ var hostile = []struct {
 	{"result block not a map", m("t", "result", "id", 1, "is_error", false, "content", arr("text")), CodeBadRequest, false, "/content/0", 1},
 	{"result block duplicate text", m("t", "result", "id", 1, "is_error", false, "content", arr(m("type", "text", "text", "a", "text", "b"))), CodeBadRequest, false, "/content/0/text", 1},
 	{"result is_error not bool", m("t", "result", "id", 1, "is_error", 0, "content", arr()), CodeBadRequest, false, "/is_error", 1},
-	{"result structured too deep", m("t", "result", "id", 1, "is_error", false, "content", arr(), "structured", nested(MaxDepth+1)), CodeBadRequest, false, "/structured", 1},
+	{"result structured too deep", m("t", "result", "id", 1, "is_error", false, "content", arr(), "structured", nested(bound.MaxDepth+1)), CodeBadRequest, false, "/structured", 1},
 	{"denied code empty", m("t", "denied", "id", 1, "code", ""), CodeBadRequest, false, "/code", 1},
 	{"denied rpc_code float", m("t", "denied", "id", 1, "code", "server_error", "rpc_code", 1.5), CodeBadRequest, false, "/rpc_code", 1},
 	{"fatal without code", m("t", "fatal", "message", "x"), CodeBadRequest, false, "", -1},
@@ -241,7 +242,7 @@ func TestDecodeHostile(t *testing.T) {
 			}
 			if !we.Fatal {
 				d := we.Denial()
-				if _, err := AppendMessage(nil, d); err != nil {
+				if _, err := appendMessage(nil, d); err != nil {
 					t.Fatalf("the denial for a non-fatal fault does not encode: %v", err)
 				}
 				if d.NoID == we.HasID || d.ID != we.ID {
@@ -261,7 +262,7 @@ func TestEncodeRefuses(t *testing.T) {
 		{"args not a map", &CallMsg{ID: 1, Cap: "mcp.a", Op: "b", Args: arr(1)}, "not a map"},
 		{"args empty", &CallMsg{ID: 1, Cap: "mcp.a", Op: "b"}, "args"},
 		{"args trailing", &CallMsg{ID: 1, Cap: "mcp.a", Op: "b", Args: append(m(), 1)}, "bytes after"},
-		{"args too deep", &CallMsg{ID: 1, Cap: "mcp.a", Op: "b", Args: m("k", nested(MaxDepth))}, "deeper"},
+		{"args too deep", &CallMsg{ID: 1, Cap: "mcp.a", Op: "b", Args: m("k", nested(bound.MaxDepth))}, "deeper"},
 		{"empty op", &CallMsg{ID: 1, Cap: "mcp.a", Args: m()}, "empty"},
 		{"op invalid UTF-8", &CallMsg{ID: 1, Cap: "mcp.a", Op: "\xff", Args: m()}, "UTF-8"},
 		{"token invalid UTF-8", &HelloMsg{V: 1, Token: "\xff"}, "UTF-8"},
@@ -289,7 +290,7 @@ func TestEncodeRefuses(t *testing.T) {
 
 func TestAppendFrameLimit(t *testing.T) {
 	msg := &ResultMsg{ID: 1, Result: Result{Content: []Block{{Type: "text", Text: strings.Repeat("x", 100)}}}}
-	payload, _ := AppendMessage(nil, msg)
+	payload, _ := appendMessage(nil, msg)
 	if _, err := AppendFrame(nil, msg, len(payload)); err != nil {
 		t.Fatalf("payload exactly at the limit refused: %v", err)
 	}
@@ -308,12 +309,12 @@ func TestCodes(t *testing.T) {
 		t.Fatalf("code table has %d entries, want %d", len(codes), len(denials)+len(fatals))
 	}
 	for _, c := range denials {
-		if !IsDenialCode(c) || IsFatalCode(c) {
-			t.Errorf("%s: IsDenialCode %v IsFatalCode %v", c, IsDenialCode(c), IsFatalCode(c))
+		if !isDenialCode(c) || IsFatalCode(c) {
+			t.Errorf("%s: isDenialCode %v IsFatalCode %v", c, isDenialCode(c), IsFatalCode(c))
 		}
 	}
 	for _, c := range fatals {
-		if IsDenialCode(c) || !IsFatalCode(c) || Retryable(c) {
+		if isDenialCode(c) || !IsFatalCode(c) || Retryable(c) {
 			t.Errorf("%s misclassified", c)
 		}
 	}
@@ -323,7 +324,7 @@ func TestCodes(t *testing.T) {
 			t.Errorf("Retryable(%s) = %v", c, Retryable(c))
 		}
 	}
-	if Retryable("made_up") || IsDenialCode("made_up") || IsFatalCode("made_up") {
+	if Retryable("made_up") || isDenialCode("made_up") || IsFatalCode("made_up") {
 		t.Error("an unknown code is classified")
 	}
 	d := &Denied{Code: CodeTimeout}
@@ -335,3 +336,7 @@ func TestCodes(t *testing.T) {
 		t.Error("FatalMsg.Is does not compare codes")
 	}
 }
+
+// appendMessage is what the tests use to get a message's payload without
+// a length prefix.
+func appendMessage(dst []byte, m Message) ([]byte, error) { return m.appendBody(dst) }

@@ -12,7 +12,8 @@ import (
 // gone; dial again" from a per-call denial.
 var ErrClosed = errors.New("capwire: connection closed")
 
-// WireError is a fault found while reading a frame or decoding an envelope.
+// WireError is a fault found while reading a frame or decoding an envelope;
+// the bridge's server turns it into a denial or a fatal frame.
 // Fatal says whether the connection must end: framing faults (bad_frame,
 // frame_too_large) and hello faults (bad_hello) are fatal; a malformed call
 // is a bad_request that the peer is told about with a denial naming ID, and

@@ -9,19 +9,16 @@ import (
 	"math"
 	"slices"
 	"strconv"
-	"sync"
+
+	"github.com/capbridge/capbridge/internal/bound"
 )
 
-// DefaultMaxFrame is the largest payload a frame may carry unless
-// configured otherwise: 16 MiB (docs/capwire.md, "Frames").
-const DefaultMaxFrame = 16 << 20
-
 // frameLimit turns a configured limit into the one in force: 0 or less
-// means DefaultMaxFrame, and nothing can exceed what a u32 prefix encodes.
+// means bound.MaxMessage, and nothing can exceed what a u32 prefix encodes.
 func frameLimit(n int) int {
 	switch {
 	case n <= 0:
-		return DefaultMaxFrame
+		return bound.MaxMessage
 	case n > math.MaxUint32:
 		return math.MaxUint32
 	}
@@ -40,7 +37,8 @@ const growStep = 64 << 10
 const readBufSize = 16 << 10
 
 // FrameReader reads length-prefixed frames: a 4-byte big-endian length N,
-// then N bytes of payload, 1 ≤ N ≤ the limit. It is not safe for
+// then N bytes of payload, 1 ≤ N ≤ the limit. The Client, the bridge's
+// server and the control plane read with it. It is not safe for
 // concurrent use: one goroutine owns a connection's reading side.
 type FrameReader struct {
 	r   *bufio.Reader
@@ -49,8 +47,9 @@ type FrameReader struct {
 }
 
 // NewFrameReader reads frames from r, refusing payloads longer than
-// maxFrame bytes (0 means DefaultMaxFrame). It buffers: bytes after a
-// frame may be read from r ahead of time.
+// maxFrame bytes (0 means bound.MaxMessage, 16 MiB: docs/capwire.md,
+// "Frames"). It buffers: bytes after a frame may be read from r ahead of
+// time.
 func NewFrameReader(r io.Reader, maxFrame int) *FrameReader {
 	return &FrameReader{r: bufio.NewReaderSize(r, readBufSize), max: frameLimit(maxFrame)}
 }
@@ -96,22 +95,4 @@ func (fr *FrameReader) ReadFrame(dst []byte) ([]byte, error) {
 		got = next
 	}
 	return dst, nil
-}
-
-// Frame buffers are pooled: every outgoing frame is encoded into one and
-// returned after it is written, and a ServerConn reads calls into them.
-// Buffers that grew past maxPooled are left to the collector so the pool
-// never pins a rare huge frame.
-const maxPooled = 2 << 20
-
-var bufPool = sync.Pool{New: func() any { b := make([]byte, 0, 1024); return &b }}
-
-func getBuf() *[]byte { return bufPool.Get().(*[]byte) }
-
-func putBuf(b *[]byte) {
-	if cap(*b) > maxPooled {
-		return
-	}
-	*b = (*b)[:0]
-	bufPool.Put(b)
 }

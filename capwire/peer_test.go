@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"sync"
 	"testing"
-	"time"
 )
 
 // testServers is what the scripted peer's grant reaches.
@@ -23,7 +22,7 @@ func testAuth(h *HelloMsg) ([]string, error) {
 }
 
 // peer is a scripted capbridge on a real Unix socket in a fresh directory.
-// Each accepted connection is handshaken by a ServerConn and then handed
+// Each accepted connection is handshaken by a scriptConn and then handed
 // to script; the connection is closed when script returns.
 type peer struct {
 	path string
@@ -53,14 +52,74 @@ func listen(t *testing.T) (string, net.Listener) {
 	return path, ln
 }
 
-func startPeer(t *testing.T, cfg ServerConfig, script func(s *ServerConn)) *peer {
+// scriptConn is the scripted capbridge's side of one connection: frames
+// decoded and encoded with this package's codec, writes serialized by a
+// lock. It stands in for the bridge's server (internal/capserver), which
+// imports this package and so cannot serve its tests.
+type scriptConn struct {
+	conn net.Conn
+	fr   *FrameReader
+	mu   sync.Mutex // serializes writes
+}
+
+// Read returns the next envelope from the client, or the error that ended
+// the connection.
+func (s *scriptConn) Read() (Message, error) {
+	f, err := s.fr.ReadFrame(nil)
+	if err != nil {
+		return nil, err
+	}
+	return Decode(f)
+}
+
+// Send writes m as one frame. ctx is not consulted: the peer's writes are
+// small, and a client that stops reading ends its test anyway.
+func (s *scriptConn) Send(_ context.Context, m Message) error {
+	f, err := AppendFrame(nil, m, 0)
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	_, err = s.conn.Write(f)
+	return err
+}
+
+// Fatal sends a fatal frame and closes the connection.
+func (s *scriptConn) Fatal(code, message string) error {
+	err := s.Send(context.Background(), &FatalMsg{Code: code, Message: message})
+	s.conn.Close()
+	return err
+}
+
+// handshake answers the hello as capbridge does: a welcome naming
+// testServers for the good token, a fatal bad_token otherwise.
+func (s *scriptConn) handshake() bool {
+	m, err := s.Read()
+	if err != nil {
+		return false
+	}
+	h, ok := m.(*HelloMsg)
+	if !ok {
+		s.Fatal(CodeBadHello, "the first frame must be a hello")
+		return false
+	}
+	servers, err := testAuth(h)
+	if err != nil {
+		s.Fatal(CodeBadToken, "token not accepted")
+		return false
+	}
+	return s.Send(context.Background(), &WelcomeMsg{V: Version, Servers: servers}) == nil
+}
+
+func startPeer(t *testing.T, script func(s *scriptConn)) *peer {
 	t.Helper()
 	path, ln := listen(t)
 	p := &peer{path: path, ln: ln}
 	p.serve(func(conn net.Conn) {
-		s := NewServerConn(conn, cfg)
-		defer s.Close()
-		if _, err := s.Handshake(context.Background(), testAuth); err != nil {
+		defer conn.Close()
+		s := &scriptConn{conn: conn, fr: NewFrameReader(conn, 0)}
+		if !s.handshake() {
 			return
 		}
 		script(s)
@@ -107,7 +166,7 @@ func (p *peer) stop() {
 
 // serveEcho answers every call with its id as text and its args as
 // structured content, in arrival order, until the client goes away.
-func serveEcho(s *ServerConn) {
+func serveEcho(s *scriptConn) {
 	for {
 		msg, err := s.Read()
 		if err != nil {
@@ -115,9 +174,7 @@ func serveEcho(s *ServerConn) {
 		}
 		if c, ok := msg.(*CallMsg); ok {
 			res := &ResultMsg{ID: c.ID, Result: Result{Content: []Block{{Type: BlockText, Text: c.Op}}, Structured: c.Args}}
-			err := s.Send(context.Background(), res)
-			c.Release()
-			if err != nil {
+			if err := s.Send(context.Background(), res); err != nil {
 				return
 			}
 		}
@@ -129,50 +186,5 @@ func writeFrame(t *testing.T, w io.Writer, payload []byte) {
 	t.Helper()
 	if _, err := w.Write(frameOf(payload)); err != nil {
 		t.Errorf("write frame: %v", err)
-	}
-}
-
-// rawClient is a client that speaks frames by hand, to send what the
-// Client never would.
-type rawClient struct {
-	t    *testing.T
-	conn net.Conn
-	fr   *FrameReader
-}
-
-func dialRaw(t *testing.T, path string) *rawClient {
-	t.Helper()
-	conn, err := net.Dial("unix", path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	conn.SetDeadline(time.Now().Add(20 * time.Second))
-	return &rawClient{t: t, conn: conn, fr: NewFrameReader(conn, 0)}
-}
-
-func (r *rawClient) send(payload []byte) { writeFrame(r.t, r.conn, payload) }
-
-func (r *rawClient) sendMsg(m Message) {
-	b, err := AppendMessage(nil, m)
-	if err != nil {
-		r.t.Fatal(err)
-	}
-	r.send(b)
-}
-
-func (r *rawClient) recv() (Message, error) {
-	f, err := r.fr.ReadFrame(nil)
-	if err != nil {
-		return nil, err
-	}
-	return Decode(f)
-}
-
-func (r *rawClient) hello() {
-	r.sendMsg(&HelloMsg{V: 1, Token: "good"})
-	if m, err := r.recv(); err != nil {
-		r.t.Fatalf("no welcome: %v", err)
-	} else if _, ok := m.(*WelcomeMsg); !ok {
-		r.t.Fatalf("got %#v, want a welcome", m)
 	}
 }

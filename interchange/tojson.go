@@ -6,6 +6,8 @@ import (
 	"math/bits"
 	"strconv"
 	"unicode/utf8"
+
+	"github.com/capbridge/capbridge/internal/msgpk"
 )
 
 // mpConv converts one MessagePack value to JSON. It is used by one
@@ -27,113 +29,68 @@ func (c *mpConv) value(p, depth int) (int, *Fault) {
 	if len(c.out) > c.limit {
 		return p, newFault(FaultTooLarge, p)
 	}
-	b := src[p]
-	switch {
-	case b <= 0x7f: // positive fixint
-		c.out = strconv.AppendUint(c.out, uint64(b), 10)
-		return p + 1, nil
-	case b >= 0xe0: // negative fixint
-		c.out = strconv.AppendInt(c.out, int64(int8(b)), 10)
-		return p + 1, nil
-	case b <= 0x8f:
-		return c.object(p, p+1, int(b&0x0f), depth)
-	case b <= 0x9f:
-		return c.array(p, p+1, int(b&0x0f), depth)
-	case b <= 0xbf:
-		return c.str(p, p+1, int(b&0x1f))
-	}
-	switch b {
-	case 0xc0:
-		c.out = append(c.out, "null"...)
-		return p + 1, nil
-	case 0xc2:
-		c.out = append(c.out, "false"...)
-		return p + 1, nil
-	case 0xc3:
-		c.out = append(c.out, "true"...)
-		return p + 1, nil
-	case 0xc4, 0xc5, 0xc6:
-		// No JSON form exists that a reader would not have to guess at
-		// (base64? an array of bytes?), so binary is refused (issue 4).
-		return p, newFault(FaultBinary, p)
-	case 0xc7, 0xc8, 0xc9, 0xd4, 0xd5, 0xd6, 0xd7, 0xd8:
-		return p, newFault(FaultExtension, p)
-	case 0xca:
-		u, q, f := c.uint(p, 4)
-		if f != nil {
-			return q, f
+	// One-byte headers, most of any document, are decoded inline.
+	h, ok := msgpk.ReadFix(src, p)
+	if !ok {
+		var err error
+		h, err = msgpk.ReadHead(src, p)
+		if f := headFault(src, p, h, err); f != nil {
+			return p, f
 		}
+	}
+	switch h.Kind {
+	case msgpk.Str:
+		return c.str(h)
+	case msgpk.Map:
+		return c.object(p, h.Off, clampLen(h.V), depth)
+	case msgpk.Array:
+		return c.array(p, h.Off, clampLen(h.V), depth)
+	case msgpk.Uint:
+		c.out = strconv.AppendUint(c.out, h.V, 10)
+	case msgpk.NegInt:
+		c.out = strconv.AppendInt(c.out, int64(h.V), 10)
+	case msgpk.Nil:
+		c.out = append(c.out, "null"...)
+	case msgpk.False:
+		c.out = append(c.out, "false"...)
+	case msgpk.True:
+		c.out = append(c.out, "true"...)
+	case msgpk.Float32:
 		// Widened, not re-rounded: the JSON number is the exact value the
 		// float32 held, so it converts back to an equal float64.
-		return q, c.float(p, float64(math.Float32frombits(uint32(u))))
-	case 0xcb:
-		u, q, f := c.uint(p, 8)
-		if f != nil {
-			return q, f
-		}
-		return q, c.float(p, math.Float64frombits(u))
-	case 0xcc, 0xcd, 0xce, 0xcf:
-		u, q, f := c.uint(p, 1<<(b-0xcc))
-		if f == nil {
-			c.out = strconv.AppendUint(c.out, u, 10)
-		}
-		return q, f
-	case 0xd0, 0xd1, 0xd2, 0xd3:
-		n := 1 << (b - 0xd0)
-		u, q, f := c.uint(p, n)
-		if f == nil {
-			shift := 64 - 8*n // sign-extend the n-byte value
-			c.out = strconv.AppendInt(c.out, int64(u<<shift)>>shift, 10)
-		}
-		return q, f
-	case 0xd9, 0xda, 0xdb:
-		n, q, f := c.uint(p, 1<<(b-0xd9))
-		if f != nil {
-			return q, f
-		}
-		return c.str(p, q, clampLen(n))
-	case 0xdc, 0xdd:
-		n, q, f := c.uint(p, 2<<(b-0xdc))
-		if f != nil {
-			return q, f
-		}
-		return c.array(p, q, clampLen(n), depth)
-	case 0xde, 0xdf:
-		n, q, f := c.uint(p, 2<<(b-0xde))
-		if f != nil {
-			return q, f
-		}
-		return c.object(p, q, clampLen(n), depth)
+		return h.Off, c.float(p, float64(math.Float32frombits(uint32(h.V))))
+	case msgpk.Float64:
+		return h.Off, c.float(p, math.Float64frombits(h.V))
 	}
-	return p, newFault(FaultSyntax, p) // 0xc1, "never used" in the spec
+	return h.Off, nil
 }
 
-// clampLen turns a declared 32-bit length into an int. On 32-bit
-// platforms a length past MaxInt cannot be satisfied by the input anyway,
-// so it is clamped and the conversion reports truncation.
+// headFault is the fault, if any, for the header h read at src[p] with
+// err. Binary and extension values are refused by kind, whole or
+// truncated: no JSON form exists that a reader would not have to guess at
+// (base64? an array of bytes?).
+func headFault(src []byte, p int, h msgpk.Head, err error) *Fault {
+	switch {
+	case h.Kind == msgpk.Bin:
+		return newFault(FaultBinary, p)
+	case h.Kind == msgpk.Ext:
+		return newFault(FaultExtension, p)
+	case err == msgpk.ErrInvalid: // 0xc1, "never used" in the spec
+		return newFault(FaultSyntax, p)
+	case err != nil:
+		return newFault(FaultTruncated, len(src))
+	}
+	return nil
+}
+
+// clampLen turns a declared 32-bit count into an int. On 32-bit platforms
+// a count past MaxInt cannot be satisfied by the input anyway, so it is
+// clamped and the conversion reports truncation.
 func clampLen(n uint64) int {
 	if n > math.MaxInt32 && strconv.IntSize == 32 {
 		return math.MaxInt32
 	}
 	return int(n)
-}
-
-// uint reads the n-byte big-endian payload after the type byte at p.
-func (c *mpConv) uint(p, n int) (uint64, int, *Fault) {
-	q := p + 1
-	if len(c.src)-q < n {
-		return 0, p, newFault(FaultTruncated, len(c.src))
-	}
-	b := c.src[q : q+n]
-	switch n {
-	case 1:
-		return uint64(b[0]), q + 1, nil
-	case 2:
-		return uint64(binary.BigEndian.Uint16(b)), q + 2, nil
-	case 4:
-		return uint64(binary.BigEndian.Uint32(b)), q + 4, nil
-	}
-	return binary.BigEndian.Uint64(b), q + 8, nil
 }
 
 func (c *mpConv) float(p int, v float64) *Fault {
@@ -172,17 +129,14 @@ func appendFloat(dst []byte, v float64) []byte {
 	return append(dst, ".0"...)
 }
 
-// str converts the n-byte string payload at src[q]; p is its type byte.
-func (c *mpConv) str(p, q, n int) (int, *Fault) {
-	if len(c.src)-q < n {
-		return p, newFault(FaultTruncated, len(c.src))
-	}
+// str converts the string whose header is h (its payload is known to fit).
+func (c *mpConv) str(h msgpk.Head) (int, *Fault) {
 	var bad int
-	c.out, bad = appendJSONString(c.out, c.src[q:q+n])
+	c.out, bad = appendJSONString(c.out, c.src[h.Off:h.End()])
 	if bad >= 0 {
-		return p, newFault(FaultInvalidUTF8, q+bad)
+		return h.Off, newFault(FaultInvalidUTF8, h.Off+bad)
 	}
-	return q + n, nil
+	return h.End(), nil
 }
 
 func (c *mpConv) array(p, q, n, depth int) (int, *Fault) {
@@ -222,22 +176,19 @@ func (c *mpConv) object(p, q, n, depth int) (int, *Fault) {
 			return q, newFault(FaultTruncated, len(src))
 		}
 		kp := q
-		var kn int
-		switch b := src[q]; {
-		case b >= 0xa0 && b <= 0xbf:
-			kn, q = int(b&0x1f), q+1
-		case b >= 0xd9 && b <= 0xdb:
-			u, q2, f := c.uint(q, 1<<(b-0xd9))
-			if f != nil {
-				return q2, f
-			}
-			kn, q = clampLen(u), q2
-		default:
+		kh, ok := msgpk.ReadFix(src, q)
+		var err error
+		if !ok {
+			kh, err = msgpk.ReadHead(src, q)
+		}
+		if kh.Kind != msgpk.Str {
 			return q, newFault(FaultNonStringKey, kp)
 		}
-		if len(src)-q < kn {
+		if err != nil {
 			return q, newFault(FaultTruncated, len(src))
 		}
+		kn := int(kh.V)
+		q = kh.Off
 		key := src[q : q+kn]
 		var bad int
 		if c.out, bad = appendJSONString(c.out, key); bad >= 0 {

@@ -1,4 +1,4 @@
-package capwire
+package capserver
 
 import (
 	"context"
@@ -6,10 +6,14 @@ import (
 	"io"
 	"net"
 	"os"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/capbridge/capbridge/capwire"
+	"github.com/capbridge/capbridge/internal/bound"
 	"github.com/capbridge/capbridge/internal/leakcheck"
 )
 
@@ -18,21 +22,21 @@ func TestHandshakeRefusals(t *testing.T) {
 	tests := []struct {
 		name  string
 		first []byte // a whole frame, prefix included
-		auth  func(*HelloMsg) ([]string, error)
+		auth  func(*capwire.HelloMsg) ([]string, error)
 		code  string
 		msg   string // a substring of the fatal message
 	}{
-		{"bad token", frameOf(hello(1, "nope")), testAuth, CodeBadToken, "not accepted"},
-		{"auth's own fatal", frameOf(hello(1, "good")), func(*HelloMsg) ([]string, error) {
-			return nil, &FatalMsg{Code: CodeBadToken, Message: "grant revoked"}
-		}, CodeBadToken, "grant revoked"},
-		{"version 2", frameOf(hello(2, "good")), testAuth, CodeUnsupportedVersion, "not 2"},
-		{"token not a string", frameOf(hello(1, 7)), testAuth, CodeBadHello, "/token"},
-		{"call first", frameOf(m("t", "call", "id", 1, "cap", "mcp.fs", "op", "x", "args", m())), testAuth, CodeBadHello, "not a call"},
-		{"no type", frameOf(m("v", 1)), testAuth, CodeBadHello, `"t"`},
-		{"not a map", frameOf(arr("hello")), testAuth, CodeBadFrame, "not a map"},
-		{"zero length", prefix(0), testAuth, CodeBadFrame, "zero-length"},
-		{"too large", prefix(DefaultMaxFrame + 1), testAuth, CodeFrameTooLarge, "exceeds"},
+		{"bad token", frameOf(hello(1, "nope")), testAuth, capwire.CodeBadToken, "not accepted"},
+		{"auth's own fatal", frameOf(hello(1, "good")), func(*capwire.HelloMsg) ([]string, error) {
+			return nil, &capwire.FatalMsg{Code: capwire.CodeBadToken, Message: "grant revoked"}
+		}, capwire.CodeBadToken, "grant revoked"},
+		{"version 2", frameOf(hello(2, "good")), testAuth, capwire.CodeUnsupportedVersion, "not 2"},
+		{"token not a string", frameOf(hello(1, 7)), testAuth, capwire.CodeBadHello, "/token"},
+		{"call first", frameOf(m("t", "call", "id", 1, "cap", "mcp.fs", "op", "x", "args", m())), testAuth, capwire.CodeBadHello, "not a call"},
+		{"no type", frameOf(m("v", 1)), testAuth, capwire.CodeBadHello, `"t"`},
+		{"not a map", frameOf(arr("hello")), testAuth, capwire.CodeBadFrame, "not a map"},
+		{"zero length", prefix(0), testAuth, capwire.CodeBadFrame, "zero-length"},
+		{"too large", prefix(bound.MaxMessage + 1), testAuth, capwire.CodeFrameTooLarge, "exceeds"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -41,7 +45,7 @@ func TestHandshakeRefusals(t *testing.T) {
 			path, ln := listen(t)
 			p := &peer{path: path, ln: ln}
 			p.serve(func(conn net.Conn) {
-				s := NewServerConn(conn, ServerConfig{})
+				s := New(conn, Config{})
 				defer s.Close()
 				_, err := s.Handshake(context.Background(), tc.auth)
 				result <- err
@@ -53,14 +57,14 @@ func TestHandshakeRefusals(t *testing.T) {
 				t.Fatal(err)
 			}
 			msg, err := rc.recv()
-			f, ok := msg.(*FatalMsg)
+			f, ok := msg.(*capwire.FatalMsg)
 			if err != nil || !ok || f.Code != tc.code || !strings.Contains(f.Message, tc.msg) {
 				t.Fatalf("client got %#v, %v; want fatal %s mentioning %q", msg, err, tc.code, tc.msg)
 			}
 			if _, err := rc.recv(); err != io.EOF {
 				t.Fatalf("after the fatal frame: %v, want EOF", err)
 			}
-			if err := <-result; !errors.Is(err, sentinel(tc.code)) {
+			if err := <-result; !errors.Is(err, &capwire.FatalMsg{Code: tc.code}) {
 				t.Fatalf("Handshake returned %v", err)
 			}
 		})
@@ -73,7 +77,7 @@ func TestHandshakeTimeout(t *testing.T) {
 	path, ln := listen(t)
 	p := &peer{path: path, ln: ln}
 	p.serve(func(conn net.Conn) {
-		s := NewServerConn(conn, ServerConfig{HandshakeTimeout: 100 * time.Millisecond})
+		s := New(conn, Config{HandshakeTimeout: 100 * time.Millisecond})
 		defer s.Close()
 		_, err := s.Handshake(context.Background(), testAuth)
 		result <- err
@@ -91,14 +95,14 @@ func TestHandshakeTimeout(t *testing.T) {
 func TestServerReadFaults(t *testing.T) {
 	defer leakcheck.Check(t)()
 	type event struct {
-		msg Message
+		msg capwire.Message
 		err error
 	}
 	events := make(chan event, 8)
 	path, ln := listen(t)
 	p := &peer{path: path, ln: ln}
 	p.serve(func(conn net.Conn) {
-		s := NewServerConn(conn, ServerConfig{})
+		s := New(conn, Config{})
 		defer s.Close()
 		if _, err := s.Handshake(context.Background(), testAuth); err != nil {
 			t.Errorf("handshake: %v", err)
@@ -107,7 +111,7 @@ func TestServerReadFaults(t *testing.T) {
 		for {
 			msg, err := s.Read()
 			events <- event{msg, err}
-			var we *WireError
+			var we *capwire.WireError
 			switch {
 			case errors.As(err, &we) && !we.Fatal:
 				s.Send(context.Background(), we.Denial())
@@ -117,8 +121,8 @@ func TestServerReadFaults(t *testing.T) {
 			case err != nil:
 				return
 			default:
-				if c, ok := msg.(*CallMsg); ok {
-					s.Send(context.Background(), &ResultMsg{ID: c.ID, Result: Result{Content: []Block{}}})
+				if c, ok := msg.(*Call); ok {
+					s.Send(context.Background(), &capwire.ResultMsg{ID: c.ID, Result: capwire.Result{Content: []capwire.Block{}}})
 					c.Release()
 				}
 			}
@@ -135,33 +139,33 @@ func TestServerReadFaults(t *testing.T) {
 		t.Fatalf("malformed call read as %#v", ev.msg)
 	}
 	msg, err := rc.recv()
-	if d, ok := msg.(*DeniedMsg); err != nil || !ok || d.ID != 77 || d.NoID || d.Denial.Code != CodeBadRequest || d.Denial.Path != "/op" {
+	if d, ok := msg.(*capwire.DeniedMsg); err != nil || !ok || d.ID != 77 || d.NoID || d.Denial.Code != capwire.CodeBadRequest || d.Denial.Path != "/op" {
 		t.Fatalf("got %#v, %v; want a bad_request denial of call 77 at /op", msg, err)
 	}
 	// A frame only capbridge may send: bad_request, no id to name.
-	rc.sendMsg(&WelcomeMsg{V: 1, Servers: []string{}})
+	rc.sendMsg(&capwire.WelcomeMsg{V: 1, Servers: []string{}})
 	<-events
 	msg, err = rc.recv()
-	if d, ok := msg.(*DeniedMsg); err != nil || !ok || !d.NoID || d.Denial.Code != CodeBadRequest {
+	if d, ok := msg.(*capwire.DeniedMsg); err != nil || !ok || !d.NoID || d.Denial.Code != capwire.CodeBadRequest {
 		t.Fatalf("got %#v, %v; want an id-less bad_request", msg, err)
 	}
 	// A good call and a cancel still work.
-	rc.sendMsg(&CallMsg{ID: 78, Cap: "mcp.fs", Op: "x", Args: m()})
-	if ev := <-events; ev.err != nil || ev.msg.(*CallMsg).ID != 78 {
+	rc.sendMsg(&capwire.CallMsg{ID: 78, Cap: "mcp.fs", Op: "x", Args: m()})
+	if ev := <-events; ev.err != nil || ev.msg.(*Call).ID != 78 {
 		t.Fatalf("good call read as %#v, %v", ev.msg, ev.err)
 	}
-	if msg, err := rc.recv(); err != nil || msg.(*ResultMsg).ID != 78 {
+	if msg, err := rc.recv(); err != nil || msg.(*capwire.ResultMsg).ID != 78 {
 		t.Fatalf("result: %#v, %v", msg, err)
 	}
-	rc.sendMsg(&CancelMsg{ID: 78})
-	if ev := <-events; ev.err != nil || ev.msg.(*CancelMsg).ID != 78 {
+	rc.sendMsg(&capwire.CancelMsg{ID: 78})
+	if ev := <-events; ev.err != nil || ev.msg.(*capwire.CancelMsg).ID != 78 {
 		t.Fatalf("cancel read as %#v, %v", ev.msg, ev.err)
 	}
 	// A zero-length frame: fatal bad_frame, then the connection ends.
 	rc.conn.Write(prefix(0))
 	<-events
 	msg, err = rc.recv()
-	if f, ok := msg.(*FatalMsg); err != nil || !ok || f.Code != CodeBadFrame {
+	if f, ok := msg.(*capwire.FatalMsg); err != nil || !ok || f.Code != capwire.CodeBadFrame {
 		t.Fatalf("got %#v, %v; want fatal bad_frame", msg, err)
 	}
 	if _, err := rc.recv(); err != io.EOF {
@@ -170,23 +174,23 @@ func TestServerReadFaults(t *testing.T) {
 }
 
 // A client that stops reading cannot stall the server: a Send blocked on a
-// full queue returns ErrClosed once the write deadline passes, and Done
+// full queue returns capwire.ErrClosed once the write deadline passes, and Done
 // and Err say why.
 func TestServerSlowReader(t *testing.T) {
 	defer leakcheck.Check(t)()
 	result := make(chan error, 1)
-	var sc *ServerConn
+	var sc *Conn
 	path, ln := listen(t)
 	p := &peer{path: path, ln: ln}
 	p.serve(func(conn net.Conn) {
-		s := NewServerConn(conn, ServerConfig{WriteQueue: 2, WriteTimeout: 200 * time.Millisecond})
+		s := New(conn, Config{WriteQueue: 2, WriteTimeout: 200 * time.Millisecond})
 		defer s.Close()
 		if _, err := s.Handshake(context.Background(), testAuth); err != nil {
 			result <- err
 			return
 		}
 		sc = s
-		big := &ResultMsg{ID: 1, Result: Result{Content: []Block{{Type: BlockText, Text: strings.Repeat("x", 1<<20)}}}}
+		big := &capwire.ResultMsg{ID: 1, Result: capwire.Result{Content: []capwire.Block{{Type: capwire.BlockText, Text: strings.Repeat("x", 1<<20)}}}}
 		// The ctx is a backstop only; the write deadline must end this first.
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 		defer cancel()
@@ -203,8 +207,8 @@ func TestServerSlowReader(t *testing.T) {
 	rc.hello() // and then never read again
 
 	err := <-result
-	if !errors.Is(err, ErrClosed) {
-		t.Fatalf("Send to a client that stopped reading: %v, want ErrClosed", err)
+	if !errors.Is(err, capwire.ErrClosed) {
+		t.Fatalf("Send to a client that stopped reading: %v, want capwire.ErrClosed", err)
 	}
 	select {
 	case <-sc.Done():
@@ -220,10 +224,69 @@ func TestSendTooLarge(t *testing.T) {
 	defer leakcheck.Check(t)()
 	a, b := net.Pipe()
 	defer b.Close()
-	s := NewServerConn(a, ServerConfig{MaxFrame: 64})
+	s := New(a, Config{MaxFrame: 64})
 	defer s.Close()
-	big := &ResultMsg{ID: 1, Result: Result{Content: []Block{{Type: BlockText, Text: strings.Repeat("x", 100)}}}}
-	if err := s.Send(context.Background(), big); !errors.Is(err, ErrFrameTooLarge) {
+	big := &capwire.ResultMsg{ID: 1, Result: capwire.Result{Content: []capwire.Block{{Type: capwire.BlockText, Text: strings.Repeat("x", 100)}}}}
+	if err := s.Send(context.Background(), big); !errors.Is(err, capwire.ErrFrameTooLarge) {
 		t.Fatalf("Send of an oversized result: %v", err)
+	}
+}
+
+// The Go client and this server agree end to end: calls made concurrently
+// by a capwire.Client come back to their callers, and a Call's Args survive
+// until Release.
+func TestWithClient(t *testing.T) {
+	defer leakcheck.Check(t)()
+	path, ln := listen(t)
+	p := &peer{path: path, ln: ln}
+	p.serve(func(conn net.Conn) {
+		s := New(conn, Config{})
+		defer s.Close()
+		if _, err := s.Handshake(context.Background(), testAuth); err != nil {
+			return // the bad-token dial below
+		}
+		for {
+			msg, err := s.Read()
+			if err != nil {
+				return
+			}
+			c := msg.(*Call)
+			res := &capwire.ResultMsg{ID: c.ID, Result: capwire.Result{Content: []capwire.Block{{Type: capwire.BlockText, Text: c.Op}}, Structured: c.Args}}
+			err = s.Send(context.Background(), res)
+			c.Release()
+			if c.Args != nil {
+				t.Error("Release left Args in place")
+			}
+			if err != nil {
+				return
+			}
+		}
+	})
+	defer p.stop()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c, err := capwire.Dial(ctx, path, "good")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	var wg sync.WaitGroup
+	for i := range 50 {
+		wg.Go(func() {
+			op := "op" + strconv.Itoa(i)
+			res, err := c.Call(ctx, "fs", op, map[string]any{"i": i})
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			var got map[string]int
+			if res.Text() != op || res.Decode(&got) != nil || got["i"] != i {
+				t.Errorf("call %d got %q, %v", i, res.Text(), got)
+			}
+		})
+	}
+	wg.Wait()
+	if _, err := capwire.Dial(ctx, path, "bad"); !errors.Is(err, capwire.ErrBadToken) {
+		t.Errorf("bad token: %v", err)
 	}
 }
