@@ -150,7 +150,7 @@ func runCall(args []string, stdout, stderr io.Writer) int {
 func printCallJSON(r *capwire.Result, denied *capwire.Denied, stdout, stderr io.Writer) int {
 	var out map[string]any
 	if denied != nil {
-		out = map[string]any{"t": capwire.TypeDenied, "code": denied.Code, "message": denied.Message}
+		out = map[string]any{"t": (&capwire.DeniedMsg{}).Type(), "code": denied.Code, "message": denied.Message}
 		if denied.Path != "" {
 			out["path"] = denied.Path
 		}
@@ -166,7 +166,7 @@ func printCallJSON(r *capwire.Result, denied *capwire.Denied, stdout, stderr io.
 				content = append(content, map[string]string{"type": b.Type, "kind": b.Kind})
 			}
 		}
-		out = map[string]any{"t": capwire.TypeResult, "is_error": r.IsError, "truncated": r.Truncated, "content": content, "structured": nil}
+		out = map[string]any{"t": (&capwire.ResultMsg{}).Type(), "is_error": r.IsError, "truncated": r.Truncated, "content": content, "structured": nil}
 		if len(r.Structured) > 0 {
 			js, err := interchange.ToJSON(r.Structured)
 			if err != nil {
