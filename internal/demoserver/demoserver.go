@@ -45,8 +45,12 @@ type tool struct {
 	Title       string          `json:"title"`
 	Description string          `json:"description"`
 	InputSchema json.RawMessage `json:"inputSchema"`
-	Annotations map[string]bool `json:"annotations"`
-	run         func(args json.RawMessage, now func() time.Time) (result, error)
+	// OutputSchema describes structuredContent for the tools that return
+	// it (MCP 2025-06-18 and later), so a generated façade can decode it
+	// into a typed value.
+	OutputSchema json.RawMessage `json:"outputSchema,omitempty"`
+	Annotations  map[string]bool `json:"annotations"`
+	run          func(args json.RawMessage, now func() time.Time) (result, error)
 }
 
 type content struct {
@@ -73,9 +77,10 @@ var readOnly = map[string]bool{"readOnlyHint": true}
 var tools = []tool{
 	{
 		Name: "add", Title: "Add two numbers",
-		Description: "Adds a and b and returns the sum, as text and as structured content {\"sum\": n}.",
-		InputSchema: json.RawMessage(`{"type":"object","properties":{"a":{"type":"number","description":"first addend"},"b":{"type":"number","description":"second addend"}},"required":["a","b"],"additionalProperties":false}`),
-		Annotations: readOnly,
+		Description:  "Adds a and b and returns the sum, as text and as structured content {\"sum\": n}.",
+		InputSchema:  json.RawMessage(`{"type":"object","properties":{"a":{"type":"number","description":"first addend"},"b":{"type":"number","description":"second addend"}},"required":["a","b"],"additionalProperties":false}`),
+		OutputSchema: json.RawMessage(`{"type":"object","properties":{"sum":{"type":"number"}},"required":["sum"]}`),
+		Annotations:  readOnly,
 		run: func(raw json.RawMessage, _ func() time.Time) (result, error) {
 			var a struct{ A, B *float64 }
 			if err := strictArgs(raw, &a); err != nil || a.A == nil || a.B == nil {
@@ -126,9 +131,10 @@ var tools = []tool{
 	},
 	{
 		Name: "now", Title: "Current time",
-		Description: "Returns the current time in UTC, or in the named IANA time zone, as RFC 3339 text and as structured content {\"rfc3339\", \"unix\"}.",
-		InputSchema: json.RawMessage(`{"type":"object","properties":{"timezone":{"type":"string","description":"an IANA zone such as Europe/Paris; default UTC"}}}`),
-		Annotations: readOnly,
+		Description:  "Returns the current time in UTC, or in the named IANA time zone, as RFC 3339 text and as structured content {\"rfc3339\", \"unix\"}.",
+		InputSchema:  json.RawMessage(`{"type":"object","properties":{"timezone":{"type":"string","description":"an IANA zone such as Europe/Paris; default UTC"}}}`),
+		OutputSchema: json.RawMessage(`{"type":"object","properties":{"rfc3339":{"type":"string","format":"date-time"},"unix":{"type":"integer"}},"required":["rfc3339","unix"]}`),
+		Annotations:  readOnly,
 		run: func(raw json.RawMessage, now func() time.Time) (result, error) {
 			var a struct{ Timezone string }
 			if err := strictArgs(raw, &a); err != nil {
@@ -165,9 +171,10 @@ var tools = []tool{
 	},
 	{
 		Name: "word_count", Title: "Word count",
-		Description: "Counts the lines, words and characters of a text; structured content {\"lines\", \"words\", \"chars\"}.",
-		InputSchema: json.RawMessage(`{"type":"object","properties":{"text":{"type":"string"}},"required":["text"]}`),
-		Annotations: readOnly,
+		Description:  "Counts the lines, words and characters of a text; structured content {\"lines\", \"words\", \"chars\"}.",
+		InputSchema:  json.RawMessage(`{"type":"object","properties":{"text":{"type":"string"}},"required":["text"]}`),
+		OutputSchema: json.RawMessage(`{"type":"object","properties":{"lines":{"type":"integer"},"words":{"type":"integer"},"chars":{"type":"integer","description":"Unicode code points"}},"required":["lines","words","chars"]}`),
+		Annotations:  readOnly,
 		run: func(raw json.RawMessage, _ func() time.Time) (result, error) {
 			var a struct{ Text *string }
 			if err := strictArgs(raw, &a); err != nil || a.Text == nil {
