@@ -53,7 +53,7 @@ func TestControlRoundTrips(t *testing.T) {
 	if err != nil || st.Grants != 1 || st.Connections != 1 || len(st.Servers) != 1 {
 		t.Fatalf("status: %+v, %v", st, err)
 	}
-	if s := st.Servers[0]; s.Name != "t" || s.State != StateReady || s.PID <= 0 || s.Tools == 0 {
+	if s := st.Servers[0]; s.Name != "t" || State(s.State) != StateReady || s.PID <= 0 || s.Tools == 0 {
 		t.Errorf("server status %+v", s)
 	}
 	for _, grant := range []string{g.Grant, g.Token} {
