@@ -417,7 +417,7 @@ type rawConn struct {
 
 func dialRaw(t *testing.T, path string) *rawConn {
 	t.Helper()
-	c, err := net.DialTimeout("unix", path, 10*time.Second)
+	c, err := net.DialTimeout("unix", path, backstop)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -427,7 +427,7 @@ func dialRaw(t *testing.T, path string) *rawConn {
 
 func (r *rawConn) write(b []byte) {
 	r.t.Helper()
-	_ = r.c.SetWriteDeadline(time.Now().Add(10 * time.Second))
+	_ = r.c.SetWriteDeadline(time.Now().Add(backstop))
 	if _, err := r.c.Write(b); err != nil {
 		r.t.Fatal(err)
 	}
@@ -445,7 +445,7 @@ func (r *rawConn) send(m capwire.Message) {
 // next reads and decodes one frame from the bridge.
 func (r *rawConn) next() capwire.Message {
 	r.t.Helper()
-	_ = r.c.SetReadDeadline(time.Now().Add(15 * time.Second))
+	_ = r.c.SetReadDeadline(time.Now().Add(backstop))
 	b, err := r.fr.ReadFrame(nil)
 	if err != nil {
 		r.t.Fatalf("reading a frame: %v", err)
@@ -484,7 +484,7 @@ func (r *rawConn) fatal(code string) {
 	if f, ok := m.(*capwire.FatalMsg); !ok || f.Code != code {
 		r.t.Fatalf("got %#v, want fatal %s", m, code)
 	}
-	_ = r.c.SetReadDeadline(time.Now().Add(15 * time.Second))
+	_ = r.c.SetReadDeadline(time.Now().Add(backstop))
 	if _, err := r.fr.ReadFrame(nil); !errors.Is(err, io.EOF) {
 		r.t.Fatalf("after the fatal frame: %v, want the connection closed", err)
 	}

@@ -158,7 +158,7 @@ func (tb *testBridge) grant(servers map[string][]string) string {
 // dial connects a capwire client with token; it is closed at cleanup.
 func (tb *testBridge) dial(token string) *capwire.Client {
 	tb.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), backstop)
 	defer cancel()
 	c, err := capwire.Dial(ctx, tb.CallSocket(), token)
 	if err != nil {
