@@ -71,6 +71,9 @@ type server struct {
 	client *mcpwire.Client
 	tools  map[string]mcpwire.Tool // callable tools (after allow/deny)
 	gen    *codegen.Generated
+	// watched is closed when watch, started once the server is ready,
+	// returns; retire waits for it, so the goroutine has an owner.
+	watched chan struct{}
 
 	// Admission: slots holds one token per call running at the server
 	// (max_inflight); waiting counts calls queued for a slot, bounded by
@@ -146,9 +149,10 @@ func (s *server) boot(ctx context.Context, o bootOptions) error {
 	}
 	s.mu.Lock()
 	s.client, s.tools, s.gen, s.state = client, table, gen, StateReady
+	s.watched = make(chan struct{})
 	s.mu.Unlock()
 	s.log.Info().Int("tools", len(tools)).Int("listed", len(listed)).Msg("server ready")
-	go s.watch(client)
+	go s.watch(client, s.watched)
 	return nil
 }
 
@@ -175,7 +179,8 @@ func (s *server) fail(err error, client *mcpwire.Client) error {
 // watch marks the server dead when its client dies on its own. Servers
 // are never restarted silently: a dead server answers server_unavailable
 // until the operator restarts capbridge.
-func (s *server) watch(client *mcpwire.Client) {
+func (s *server) watch(client *mcpwire.Client, watched chan<- struct{}) {
+	defer close(watched)
 	<-client.Done()
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -304,7 +309,7 @@ var errOverloaded = errors.New("bridge: server overloaded")
 // returns its evidence. It is idempotent.
 func (s *server) retire() (mcpwire.Exit, error) {
 	s.mu.Lock()
-	client := s.client
+	client, watched := s.client, s.watched
 	was := s.state
 	if was == StateReady || was == StateDead {
 		s.state = StateRetired
@@ -315,6 +320,7 @@ func (s *server) retire() (mcpwire.Exit, error) {
 	}
 	start := time.Now()
 	exit, err := client.Close()
+	<-watched // Close has ended the client, so watch returns
 	ev := s.log.Info()
 	if err != nil {
 		ev = s.log.Error().Err(err)
