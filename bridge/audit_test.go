@@ -118,7 +118,7 @@ func TestAuditRefusedHandshake(t *testing.T) {
 		t.Fatal(err)
 	}
 	tb.Revoke(g.ID)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), backstop)
 	defer cancel()
 	if c, err := capwire.Dial(ctx, tb.CallSocket(), token); err == nil {
 		c.Close()

@@ -136,7 +136,7 @@ func benchBridge(b *testing.B, argv, env []string) (*Bridge, string) {
 	br := New(Options{Config: cfg, Log: zerolog.Nop(), Audit: zerolog.Nop()})
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	if got := br.Boot(ctx); got["t"] != StateReady {
+	if got := br.Boot(ctx); got[0].State != StateReady {
 		_ = br.Shutdown(0)
 		b.Fatalf("boot: %v", got)
 	}

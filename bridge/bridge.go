@@ -9,7 +9,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -47,22 +46,22 @@ type Bridge struct {
 	servers map[string]*server
 	order   []string
 	grants  *grantTable
+	flight  *flight // every call admitted and not yet retired
 
 	callL, ctlL *unixListener
-	conns       sync.WaitGroup
-	// acceptors counts the accept loops, so Shutdown knows when no new
-	// connection can appear.
+	// acceptors counts the accept loops. Serve adds to it, under mu and
+	// only while the bridge is not closing, so Shutdown, which sets
+	// closing under mu first, waits for exactly the loops that started.
 	acceptors sync.WaitGroup
 
 	mu      sync.Mutex
 	open    map[net.Conn]struct{} // every live connection, both sockets
 	ctlOpen int                   // how many of them are control connections
 	closing bool
-
-	// draining is set when Shutdown begins: calls that arrive after it,
-	// even on connections already open, are refused shutting_down, so
-	// the grace period only has to outlast the calls already running.
-	draining atomic.Bool
+	// connsIdle is closed once closing is set and open is empty: the
+	// last connection to end closes it (or Shutdown, if none is open).
+	connsIdle chan struct{}
+	idleOnce  sync.Once
 }
 
 // New prepares a bridge for cfg. It starts nothing: the census of servers
@@ -72,9 +71,11 @@ func New(o Options) *Bridge {
 	b := &Bridge{
 		cfg: o.Config, log: o.Log, audit: o.Audit, ver: o.ClientVersion,
 		ctx: ctx, stop: stop,
-		servers: map[string]*server{},
-		grants:  newGrantTable(),
-		open:    map[net.Conn]struct{}{},
+		servers:   map[string]*server{},
+		grants:    newGrantTable(),
+		flight:    newFlight(),
+		open:      map[net.Conn]struct{}{},
+		connsIdle: make(chan struct{}),
 	}
 	for _, s := range o.Config.Servers {
 		b.servers[s.Name] = newServer(s, o.Log)
@@ -84,30 +85,27 @@ func New(o Options) *Bridge {
 }
 
 // Boot starts every server in parallel, so boot takes as long as the
-// slowest server rather than the sum, and returns each one's outcome:
-// "ready" or "failed: <reason>". A failed server stays failed (never
-// restarted silently); the others serve.
-func (b *Bridge) Boot(ctx context.Context) map[string]string {
+// slowest server rather than the sum, and returns each one's outcome in
+// config order: StateReady, or StateFailed with the reason and the stderr
+// tail. A failed server stays failed (never restarted silently); the
+// others serve.
+func (b *Bridge) Boot(ctx context.Context) []Outcome {
 	var wg sync.WaitGroup
 	o := bootOptions{clientName: "capbridge", clientVersion: b.ver, surfaceBudget: b.cfg.Bridge.SurfaceBudget, maxLine: b.cfg.Bridge.MaxFrame}
 	for _, name := range b.order {
 		wg.Go(func() { _ = b.servers[name].boot(ctx, o) })
 	}
 	wg.Wait()
-	out := make(map[string]string, len(b.order))
+	out := make([]Outcome, 0, len(b.order))
 	for _, name := range b.order {
-		st := b.servers[name].status()
-		out[name] = st.State
-		if st.State != StateReady {
-			out[name] = st.State + ": " + st.Reason
-		}
+		out = append(out, Outcome{Name: name, Status: b.servers[name].snapshot()})
 	}
 	return out
 }
 
 // Listen opens the call socket (mode and group from the config) and the
-// control socket (always 0600: it grants authority). A successful Listen
-// must be followed by Serve: Shutdown waits for its accept loops.
+// control socket (always 0600: it grants authority). Nothing is accepted
+// until Serve; Shutdown closes the sockets whether or not Serve ran.
 func (b *Bridge) Listen() error {
 	gid := -1
 	if g := b.cfg.Bridge.CallSocketGroup; g != "" {
@@ -127,9 +125,6 @@ func (b *Bridge) Listen() error {
 		return err
 	}
 	b.callL, b.ctlL = call, ctl
-	// Counted here rather than in Serve, so that a Shutdown racing a
-	// Serve that has not started yet still waits for the accept loops.
-	b.acceptors.Add(2)
 	return nil
 }
 
@@ -144,9 +139,17 @@ func lookupGroup(name string) (int, error) {
 	return strconv.Atoi(g.Gid)
 }
 
-// Serve accepts connections on both sockets until Shutdown. It returns
-// once both accept loops have stopped.
+// Serve accepts connections on both sockets, which Listen opened, until
+// Shutdown. It returns once both accept loops have stopped, at once if
+// Shutdown came first.
 func (b *Bridge) Serve() {
+	b.mu.Lock()
+	if b.closing {
+		b.mu.Unlock()
+		return
+	}
+	b.acceptors.Add(2)
+	b.mu.Unlock()
 	go b.accept(b.callL, false, b.serveCallConn)
 	go b.accept(b.ctlL, true, b.serveControlConn)
 	b.acceptors.Wait()
@@ -179,9 +182,9 @@ func (b *Bridge) accept(l *unixListener, control bool, serve func(*net.UnixConn)
 			c.Close()
 			continue
 		}
-		b.conns.Add(1)
+		// The goroutine is the connection's; Shutdown waits for it
+		// through connsIdle, which its untrack may close.
 		go func() {
-			defer b.conns.Done()
 			defer b.untrack(c, control)
 			serve(c)
 		}()
@@ -213,22 +216,55 @@ func (b *Bridge) track(c net.Conn, control bool) bool {
 
 func (b *Bridge) untrack(c net.Conn, control bool) {
 	b.mu.Lock()
+	defer b.mu.Unlock()
 	delete(b.open, c)
 	if control {
 		b.ctlOpen--
 	}
-	b.mu.Unlock()
+	b.signalConnsIdle()
 }
 
-// Shutdown stops the service: no new connections; calls in flight get up
-// to grace to finish; the rest settle shutting_down; connections close;
-// every server is retired with mcpwire's bounded sequence; the sockets
-// are removed. It returns an error naming every server whose exit could
-// not be confirmed.
+// signalConnsIdle closes connsIdle if the bridge is closing and no
+// connection is left. The caller holds mu.
+func (b *Bridge) signalConnsIdle() {
+	if b.closing && len(b.open) == 0 {
+		b.idleOnce.Do(func() { close(b.connsIdle) })
+	}
+}
+
+// Shutdown stops the service, in this order:
+//
+//  1. No new call is admitted (later calls, even on open connections, are
+//     refused shutting_down) and no new connection is accepted; the
+//     sockets are removed.
+//  2. The calls in flight get up to grace to finish: Shutdown moves on as
+//     soon as the last one retires, or when grace runs out.
+//  3. Whatever still runs is cancelled with cause shutting_down (which
+//     reaches every call through grant, connection and call contexts),
+//     every grant ends, and every connection stops reading.
+//  4. Each connection closes once its remaining replies are written. A
+//     client that does not read is cut off by its writer's own deadline
+//     (write_timeout); should a connection still be open after grace
+//     plus twice that, Shutdown closes it outright.
+//  5. Every server is retired in parallel with mcpwire's bounded sequence.
+//
+// It returns an error naming every server whose exit could not be
+// confirmed. Shutdown may be called without Listen or Serve, and once.
 func (b *Bridge) Shutdown(grace time.Duration) error {
-	b.draining.Store(true)
+	timer := time.NewTimer(grace)
+	defer timer.Stop()
+	return b.shutdown(timer.C, grace+2*b.cfg.Bridge.WriteTimeout)
+}
+
+// shutdown is Shutdown with the end of the grace period given as a
+// channel (which tests close when they choose) and connBound, how long
+// after it the connections may take to close before they are closed
+// outright.
+func (b *Bridge) shutdown(graceOver <-chan time.Time, connBound time.Duration) error {
+	callsIdle := b.flight.drain()
 	b.mu.Lock()
 	b.closing = true
+	b.signalConnsIdle()
 	b.mu.Unlock()
 	if b.callL != nil {
 		b.callL.Close()
@@ -236,25 +272,27 @@ func (b *Bridge) Shutdown(grace time.Duration) error {
 	}
 	b.acceptors.Wait()
 
-	// Let the calls in flight finish, up to grace.
-	deadline := time.Now().Add(grace)
-	for b.inflight() > 0 && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
+	select {
+	case <-callsIdle:
+	case <-graceOver:
 	}
-	// Whatever still runs settles shutting_down: the cause reaches every
-	// call through grant → connection → call contexts.
 	b.stop(errShuttingDown)
 	b.grants.closeAll(errShuttingDown)
-	b.mu.Lock()
-	for c := range b.open {
-		// Closing the read side unblocks each read loop; each connection's
-		// own goroutine then waits for its calls' replies and closes.
+	b.eachConn(func(c net.Conn) {
+		// Closing the read side unblocks each read loop; each
+		// connection's own goroutine then waits for its calls' replies
+		// and closes. A control connection closes on b.ctx itself.
 		if uc, ok := c.(*net.UnixConn); ok {
 			_ = uc.CloseRead()
 		}
+	})
+	if !within(b.connsIdle, connBound) {
+		// Every connection is bounded by its writer's deadline, so this
+		// is a backstop: the replies left are lost, the goroutines end.
+		b.log.Error().Msg("connections still open after the shutdown bound; closing them")
+		b.eachConn(func(c net.Conn) { _ = c.Close() })
+		<-b.connsIdle
 	}
-	b.mu.Unlock()
-	waitTimeout(&b.conns, grace+2*b.cfg.Bridge.WriteTimeout)
 
 	var errs []error
 	var wg sync.WaitGroup
@@ -272,26 +310,25 @@ func (b *Bridge) Shutdown(grace time.Duration) error {
 	return errors.Join(errs...)
 }
 
-// inflight counts calls running at any server.
-func (b *Bridge) inflight() int64 {
-	var n int64
-	for _, s := range b.servers {
-		n += s.inflight.Load() + s.waiting.Load()
-	}
-	return n
-}
-
-// waitTimeout waits for wg, at most d. A connection whose client stalled
-// is bounded by the writer's own deadline, so this only guards against a
-// bug; it logs nothing and moves on.
-func waitTimeout(wg *sync.WaitGroup, d time.Duration) bool {
-	done := make(chan struct{})
-	go func() { wg.Wait(); close(done) }()
+// within waits until done is closed or d has passed, and reports whether
+// done was closed. It leaves nothing running behind it.
+func within(done <-chan struct{}, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
 	select {
 	case <-done:
 		return true
-	case <-time.After(d):
+	case <-t.C:
 		return false
+	}
+}
+
+// eachConn calls f for every open connection, under mu.
+func (b *Bridge) eachConn(f func(net.Conn)) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for c := range b.open {
+		f(c)
 	}
 }
 
@@ -345,7 +382,7 @@ func (b *Bridge) Grant(spec GrantSpec) (*Grant, string, error) {
 			return nil, "", fmt.Errorf("bridge: no server is called %q", name)
 		}
 		for _, t := range tools {
-			if _, ok := s.tools[t]; !ok && s.status().State == StateReady {
+			if _, ok := s.tools[t]; !ok && s.snapshot().State == StateReady {
 				return nil, "", fmt.Errorf("bridge: server %q has no tool %q", name, t)
 			}
 		}

@@ -61,10 +61,14 @@ const maxPooledBuf = 1 << 20
 // it ends. call never panics on anything a caller or server sends, and
 // always returns exactly one outcome.
 func (b *Bridge) call(ctx context.Context, req callRequest) outcome {
+	// Admitted here, once, whichever socket the call came from: from now
+	// until it returns, the call is in the account Shutdown waits on.
+	if !b.flight.admit() {
+		return deny(capwire.CodeShuttingDown, "capbridge is shutting down")
+	}
+	defer b.flight.retire()
 	s, ok := b.servers[req.server]
 	switch {
-	case b.draining.Load():
-		return deny(capwire.CodeShuttingDown, "capbridge is shutting down")
 	case !ok:
 		return deny(capwire.CodeUnknownCapability, "no MCP server is called "+quote(req.server))
 	case req.grant != nil && !req.grant.Reaches(req.server):
@@ -103,12 +107,7 @@ func (b *Bridge) call(ctx context.Context, req callRequest) outcome {
 		*bufp = args[:0]
 	}
 	if err != nil {
-		o := deny(capwire.CodeBadArguments, strings.TrimPrefix(err.Error(), "interchange: "))
-		var f *interchange.Fault
-		if errors.As(err, &f) {
-			o.denial.Path = f.Path
-		}
-		return o
+		return conversionDenial(capwire.CodeBadArguments, "the arguments cannot be converted to JSON", "", err)
 	}
 
 	d := s.cfg.CallTimeout
@@ -125,10 +124,8 @@ func (b *Bridge) call(ctx context.Context, req callRequest) outcome {
 		}
 		return b.ended(ctx, req, err)
 	}
-	s.inflight.Add(1)
 	s.calls.Add(1)
 	res, err := client.CallTool(ctx, req.tool, args, mcpwire.CallOptions{IdleTimeout: d, MaxTimeout: d})
-	s.inflight.Add(-1)
 	release()
 	var o outcome
 	if err != nil {
@@ -231,17 +228,27 @@ func (b *Bridge) reduce(res *mcpwire.CallToolResult) outcome {
 	if res.StructuredContent != nil {
 		mp, err := interchange.ToMsgPack(res.StructuredContent)
 		if err != nil {
-			o := deny(capwire.CodeResultMalformed, "the server's structuredContent cannot cross: "+strings.TrimPrefix(err.Error(), "interchange: "))
-			var f *interchange.Fault
-			if errors.As(err, &f) {
-				o.denial.Path = "/structuredContent" + f.Path
-			}
-			return o
+			return conversionDenial(capwire.CodeResultMalformed, "the server's structuredContent cannot cross", "/structuredContent", err)
 		}
 		r.Structured = mp
 		size += len(mp)
 	}
 	return outcome{result: r, resultBytes: size}
+}
+
+// conversionDenial denies a value interchange could not convert. The
+// denial is built from the *interchange.Fault's fields: its kind (a
+// stable identifier) and its path, under prefix, which also becomes the
+// denial's path. Any other error is reported as it is.
+func conversionDenial(code, what, prefix string, err error) outcome {
+	var f *interchange.Fault
+	if !errors.As(err, &f) {
+		return deny(code, what+": "+err.Error())
+	}
+	path := prefix + f.Path
+	o := deny(code, what+": "+f.Kind.String()+" at "+quote(path))
+	o.denial.Path = path
+	return o
 }
 
 // kindOf bounds a server-chosen block type before it is echoed to a

@@ -52,7 +52,7 @@ func (h *controlHandler) Grant(_ context.Context, r *control.GrantRequest) (*con
 			return nil, &control.Error{Code: control.CodeUnknownServer, Message: "no server is called " + quote(name)}
 		}
 		for _, t := range tools {
-			if _, ok := s.tools[t]; !ok && s.status().State == StateReady {
+			if _, ok := s.tools[t]; !ok && s.snapshot().State == StateReady {
 				return nil, &control.Error{Code: control.CodeUnknownTool, Message: "server " + quote(name) + " has no tool " + quote(t)}
 			}
 		}

@@ -53,7 +53,7 @@ func TestControlRoundTrips(t *testing.T) {
 	if err != nil || st.Grants != 1 || st.Connections != 1 || len(st.Servers) != 1 {
 		t.Fatalf("status: %+v, %v", st, err)
 	}
-	if s := st.Servers[0]; s.Name != "t" || s.State != StateReady || s.PID <= 0 || s.Tools == 0 {
+	if s := st.Servers[0]; s.Name != "t" || State(s.State) != StateReady || s.PID <= 0 || s.Tools == 0 {
 		t.Errorf("server status %+v", s)
 	}
 	for _, grant := range []string{g.Grant, g.Token} {
@@ -196,7 +196,7 @@ func TestControlHalfCloseKeepsCall(t *testing.T) {
 	defer leakcheck.Check(t)()
 	tb := startBridge(t, nil, mcptestServer("t", mcptest.Scenario{}))
 	raw := dialControlRaw(t, tb)
-	raw.writeFrame(t, mp(t, map[string]any{"t": "call", "id": 7, "server": "t", "tool": "slow", "args": map[string]any{"ms": 300, "text": "still here"}}))
+	raw.writeFrame(t, mp(t, map[string]any{"t": "call", "id": 7, "server": "t", "tool": "slow", "args": map[string]any{"ms": 1000, "text": "still here"}}))
 	waitInflight(t, tb, "t", 1)
 	raw.writeFrame(t, mp(t, map[string]any{"t": "status", "id": 8}))
 	if err := raw.c.CloseWrite(); err != nil {
@@ -231,17 +231,11 @@ func TestControlSocketHasItsOwnBudget(t *testing.T) {
 		held = append(held, c)
 	}
 	// Wait until both are counted, then the call socket is full.
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+	eventually(t, "both call-socket connections to be counted", func() bool {
 		tb.mu.Lock()
-		n := len(tb.open)
-		tb.mu.Unlock()
-		if n == 2 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d connections tracked, want 2", n)
-		}
-	}
+		defer tb.mu.Unlock()
+		return len(tb.open) == 2
+	})
 	cc := tb.control()
 	r, err := cc.Status(ctlCtx(t))
 	if err != nil || r.Connections != 3 {

@@ -39,6 +39,15 @@ import (
 // server sends.
 const cannedEnv = "CAPBRIDGE_TEST_CANNED_SERVER"
 
+// cannedGateEnv names a FIFO. The canned server's first call of "gated"
+// opens it for reading, which blocks until the test opens it for
+// writing, and reads it to EOF: a test releases every gated call at the
+// moment it chooses, with no timer involved. Each gated call then
+// answers cannedGatedBytes of text.
+const cannedGateEnv = "CAPBRIDGE_TEST_CANNED_GATE"
+
+const cannedGatedBytes = 512 << 10
+
 func init() {
 	if os.Getenv(cannedEnv) == "1" {
 		serveCanned(os.Stdin, os.Stdout)
@@ -60,6 +69,7 @@ var cannedTools = map[string]string{
 	"text_missing":   `result:{"content":[{"type":"text","text":"fine"},{"type":"text"}]}`,
 	"many_markers":   `result:{"content":[` + strings.Repeat(`{"type":"x"},`, cannedMarkers-1) + `{"type":"x"}]}`,
 	"rpc_error":      `error:{"code":-32042,"message":"canned failure"}`,
+	"gated":          `result:{"content":[{"type":"text","text":"` + strings.Repeat("g", cannedGatedBytes) + `"}]}`,
 }
 
 // serveCanned is a minimal MCP server over newline-delimited JSON-RPC:
@@ -69,6 +79,7 @@ func serveCanned(in io.Reader, out io.Writer) {
 	sc := bufio.NewScanner(in)
 	sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
 	w := bufio.NewWriter(out)
+	gateOpen := false
 	for sc.Scan() {
 		var req struct {
 			ID     json.RawMessage `json:"id"`
@@ -95,6 +106,13 @@ func serveCanned(in io.Reader, out io.Writer) {
 		case "tools/call":
 			if a, ok := cannedTools[req.Params.Name]; ok {
 				answer = a
+			}
+			if req.Params.Name == "gated" && !gateOpen {
+				gateOpen = true
+				if f, err := os.Open(os.Getenv(cannedGateEnv)); err == nil {
+					_, _ = io.Copy(io.Discard, f)
+					f.Close()
+				}
 			}
 		}
 		kind, body, _ := strings.Cut(answer, ":")
@@ -123,13 +141,7 @@ func cannedServer(name string) config.Server {
 func (tb *testBridge) waitRunning(server string, n int64) {
 	tb.t.Helper()
 	s := tb.servers[server]
-	deadline := time.Now().Add(15 * time.Second)
-	for s.inflight.Load() != n {
-		if time.Now().After(deadline) {
-			tb.t.Fatalf("server %q: %d calls in flight, want %d", server, s.inflight.Load(), n)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	eventually(tb.t, fmt.Sprintf("%d calls running at server %q", n, server), func() bool { return s.inflight.Load() == n })
 }
 
 // wantDenial asserts err is a *capwire.Denied with code and path, and returns it.
@@ -163,7 +175,7 @@ func TestDenials(t *testing.T) {
 	tb := startBridge(t, nil,
 		mcptestServer("t", mcptest.Scenario{}), mcptestServer("crashy", mcptest.Scenario{}),
 		broken, capped, one, cannedServer("canned"))
-	if st := tb.servers["broken"].status().State; st != StateFailed {
+	if st := tb.servers["broken"].snapshot().State; st != StateFailed {
 		t.Fatalf("broken server is %s, want failed", st)
 	}
 	all := map[string][]string{}
@@ -275,14 +287,19 @@ func TestDenials(t *testing.T) {
 	})
 
 	t.Run("expired mid-call", func(t *testing.T) {
-		_, token, err := tb.Grant(GrantSpec{Servers: map[string][]string{"t": nil}, TTL: 500 * time.Millisecond})
+		g, token, err := tb.Grant(GrantSpec{Servers: map[string][]string{"t": nil}})
 		if err != nil {
 			t.Fatal(err)
 		}
 		ec := tb.dial(token)
 		defer ec.Close()
-		_, err = ec.Call(denialCtx(t), "t", "hang", nil)
-		wantDenial(t, err, capwire.CodeRevoked, "")
+		done := make(chan error, 1)
+		go func() { _, err := ec.Call(denialCtx(t), "t", "hang", nil); done <- err }()
+		tb.waitRunning("t", 1)
+		// What the grant's expiry timer does when the TTL runs out
+		// (TestGrantExpires checks the timer itself, on a fake clock).
+		tb.grants.end(g.ID, ErrGrantExpired)
+		wantDenial(t, <-done, capwire.CodeRevoked, "")
 	})
 	c.Close()
 	tb.shutdown()
@@ -340,8 +357,8 @@ func TestGrants(t *testing.T) {
 			return token
 		}},
 		{"expired", func() string {
-			_, token, _ := tb.Grant(GrantSpec{Servers: map[string][]string{"t": nil}, TTL: time.Millisecond})
-			time.Sleep(20 * time.Millisecond)
+			g, token, _ := tb.Grant(GrantSpec{Servers: map[string][]string{"t": nil}})
+			tb.grants.end(g.ID, ErrGrantExpired) // what its timer does
 			return token
 		}},
 		{"peer uid mismatch", func() string {
@@ -400,7 +417,7 @@ type rawConn struct {
 
 func dialRaw(t *testing.T, path string) *rawConn {
 	t.Helper()
-	c, err := net.DialTimeout("unix", path, 10*time.Second)
+	c, err := net.DialTimeout("unix", path, backstop)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -410,7 +427,7 @@ func dialRaw(t *testing.T, path string) *rawConn {
 
 func (r *rawConn) write(b []byte) {
 	r.t.Helper()
-	_ = r.c.SetWriteDeadline(time.Now().Add(10 * time.Second))
+	_ = r.c.SetWriteDeadline(time.Now().Add(backstop))
 	if _, err := r.c.Write(b); err != nil {
 		r.t.Fatal(err)
 	}
@@ -428,7 +445,7 @@ func (r *rawConn) send(m capwire.Message) {
 // next reads and decodes one frame from the bridge.
 func (r *rawConn) next() capwire.Message {
 	r.t.Helper()
-	_ = r.c.SetReadDeadline(time.Now().Add(15 * time.Second))
+	_ = r.c.SetReadDeadline(time.Now().Add(backstop))
 	b, err := r.fr.ReadFrame(nil)
 	if err != nil {
 		r.t.Fatalf("reading a frame: %v", err)
@@ -467,7 +484,7 @@ func (r *rawConn) fatal(code string) {
 	if f, ok := m.(*capwire.FatalMsg); !ok || f.Code != code {
 		r.t.Fatalf("got %#v, want fatal %s", m, code)
 	}
-	_ = r.c.SetReadDeadline(time.Now().Add(15 * time.Second))
+	_ = r.c.SetReadDeadline(time.Now().Add(backstop))
 	if _, err := r.fr.ReadFrame(nil); !errors.Is(err, io.EOF) {
 		r.t.Fatalf("after the fatal frame: %v, want the connection closed", err)
 	}
@@ -684,25 +701,27 @@ func TestOversizeResult(t *testing.T) {
 // period ends settles shutting_down and the client hears it.
 func TestShuttingDown(t *testing.T) {
 	defer leakcheck.Check(t)()
-	tb := startBridge(t, func(c *config.Config) { c.Bridge.ShutdownGrace = time.Second }, mcptestServer("t", mcptest.Scenario{}))
+	tb := startBridge(t, nil, mcptestServer("t", mcptest.Scenario{}))
 	c := tb.dial(tb.grant(map[string][]string{"t": nil}))
 	done := make(chan error, 1)
 	go func() { _, err := c.Call(denialCtx(t), "t", "hang", nil); done <- err }()
 	tb.waitRunning("t", 1)
+	graceOver := make(chan time.Time)
 	stopped := make(chan struct{})
-	go func() { tb.shutdown(); close(stopped) }()
+	go func() { tb.shutdownAt(graceOver); close(stopped) }()
 	// During the grace period the connection is still open, but a new
 	// call is refused at once rather than started.
-	for !tb.draining.Load() {
-		time.Sleep(time.Millisecond)
-	}
+	eventually(t, "the shutdown to close admission", tb.draining)
 	_, err := c.Call(denialCtx(t), "t", "echo", map[string]any{"text": "late"})
 	wantDenial(t, err, capwire.CodeShuttingDown, "")
 	select {
 	case err := <-done:
 		t.Fatalf("the running call ended during the grace period: %v", err)
+	case <-stopped:
+		t.Fatal("Shutdown returned during the grace period with a call running")
 	default:
 	}
+	close(graceOver)
 	<-stopped
 	wantDenial(t, <-done, capwire.CodeShuttingDown, "")
 	c.Close()

@@ -124,7 +124,7 @@ func TestEndToEnd(t *testing.T) {
 	everything.StartupTimeout = time.Minute
 	tb := startBridge(t, nil, everything, mcptestServer("t", mcptest.Scenario{}))
 	for _, name := range tb.Servers() {
-		if st := tb.servers[name].status(); st.State != StateReady {
+		if st := tb.servers[name].snapshot(); st.State != StateReady {
 			t.Fatalf("server %s: %s: %s", name, st.State, st.Reason)
 		}
 	}

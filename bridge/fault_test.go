@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"maps"
 	"net"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -13,6 +15,7 @@ import (
 
 	"github.com/rs/zerolog"
 	"github.com/vmihailenco/msgpack/v5"
+	"golang.org/x/sys/unix"
 
 	"github.com/capbridge/capbridge/bridge/config"
 	"github.com/capbridge/capbridge/bridge/control"
@@ -49,7 +52,7 @@ func dialWire(path, token string) (*wireConn, error) {
 		c.Close()
 		return nil, err
 	}
-	m, err := w.recv(10 * time.Second)
+	m, err := w.recv(backstop)
 	if err != nil {
 		c.Close()
 		return nil, err
@@ -100,8 +103,10 @@ func (w *wireConn) call(id uint64, server, tool string, args map[string]any, tim
 	return w.write(frame)
 }
 
+// write writes b; the deadline is a backstop against a bridge that
+// neither reads nor closes.
 func (w *wireConn) write(b []byte) error {
-	_ = w.c.SetWriteDeadline(time.Now().Add(10 * time.Second))
+	_ = w.c.SetWriteDeadline(time.Now().Add(backstop))
 	_, err := w.c.Write(b)
 	return err
 }
@@ -149,31 +154,26 @@ func cancellations(c *capwire.Client, server string) ([]mcptest.Cancellation, er
 	return out.Cancelled, nil
 }
 
-// waitCancelled polls server until it has seen at least n cancellations of
-// tool, failing the test after a bounded wait. The bridge cancels
-// asynchronously for a client that went away, hence the poll.
+// waitCancelled asks server until it has seen at least n cancellations
+// of tool. The bridge cancels asynchronously for a client that went away,
+// and only the server's record shows it, hence the asking.
 func waitCancelled(t *testing.T, c *capwire.Client, server, tool string, n int) []mcptest.Cancellation {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for {
+	var of []mcptest.Cancellation
+	eventually(t, fmt.Sprintf("%d cancellations of %s at server %s", n, tool, server), func() bool {
 		got, err := cancellations(c, server)
 		if err != nil {
 			t.Fatalf("cancellations: %v", err)
 		}
-		var of []mcptest.Cancellation
+		of = of[:0]
 		for _, x := range got {
 			if x.Tool == tool {
 				of = append(of, x)
 			}
 		}
-		if len(of) >= n {
-			return of
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("server %s saw %d cancellations of %s, want %d (all: %+v)", server, len(of), tool, n, got)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return len(of) >= n
+	})
+	return of
 }
 
 func faultCtx(t *testing.T) context.Context {
@@ -272,9 +272,9 @@ func TestServerCrashMidCall(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			states := map[string]string{}
+			states := map[string]State{}
 			for _, s := range st.Servers {
-				states[s.Name] = s.State
+				states[s.Name] = State(s.State)
 				if s.Name == "victim" && !strings.Contains(s.StderrTail, tc.lastWords) {
 					t.Errorf("status stderr_tail of the dead server = %q, want %q in it", s.StderrTail, tc.lastWords)
 				}
@@ -463,23 +463,19 @@ func TestClientAbandonCancelsServerCall(t *testing.T) {
 func waitInflight(t *testing.T, tb *testBridge, server string, n int64) {
 	t.Helper()
 	s := tb.servers[server]
-	deadline := time.Now().Add(20 * time.Second)
-	for s.inflight.Load() != n {
-		if time.Now().After(deadline) {
-			t.Fatalf("server %s has %d calls in flight, want %d", server, s.inflight.Load(), n)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	eventually(t, fmt.Sprintf("%d calls running at server %q", n, server), func() bool { return s.inflight.Load() == n })
 }
 
-// A client that sends calls with large results and never reads its
-// replies is dropped once a write has waited write_timeout, its calls are
-// cancelled at the server, and meanwhile another client on the same
-// server keeps getting its answers.
+// A client that stops reading stalls only its own connection: while the
+// bridge holds more of its replies than any socket buffer can take,
+// another client on the same server gets every answer, and none of the
+// stalled client's replies is lost. write_timeout is long enough never
+// to end the stall during the test, so the good client's calls cannot
+// merely be waiting for the stalled connection to be dropped.
 func TestStalledReaderCannotStallOthers(t *testing.T) {
 	defer leakcheck.Check(t)()
 	tb := startBridge(t, func(c *config.Config) {
-		c.Bridge.WriteTimeout = 300 * time.Millisecond
+		c.Bridge.WriteTimeout = time.Hour
 		// Capacity is not what this test is about: make room for every
 		// call the stalled client can have in flight plus the good
 		// client's, so only a stall could fail the good client.
@@ -491,7 +487,7 @@ func TestStalledReaderCannotStallOthers(t *testing.T) {
 	observer := tb.dial(token)
 	stalled := mustDialWire(t, tb.CallSocket(), token)
 
-	// Calls that will still be running when the connection is dropped.
+	// Calls still running when the stalled client goes away.
 	const hangs = 4
 	for id := uint64(1); id <= hangs; id++ {
 		if err := stalled.call(id, "t", "hang", map[string]any{}, 0); err != nil {
@@ -499,58 +495,92 @@ func TestStalledReaderCannotStallOthers(t *testing.T) {
 		}
 	}
 	waitInflight(t, tb, "t", hangs)
-
-	// The stalled client floods calls whose results are 256 KiB each and
-	// never reads; once the bridge drops it, its writes fail (EPIPE or
-	// ECONNRESET), which is how this goroutine learns of the drop.
-	dropped := make(chan error, 1)
-	go func() {
-		deadline := time.Now().Add(30 * time.Second)
-		for id := uint64(hangs + 1); time.Now().Before(deadline); id++ {
-			if err := stalled.call(id, "t", "long_line", map[string]any{"bytes": 256 << 10}, 0); err != nil {
-				var ne net.Error
-				if errors.As(err, &ne) && ne.Timeout() {
-					// Our own write deadline: the bridge stopped reading
-					// us but never closed the connection.
-					dropped <- fmt.Errorf("the bridge neither read nor dropped a stalled client: %w", err)
-					return
-				}
-				dropped <- nil
-				return
-			}
-			time.Sleep(time.Millisecond)
+	// Then 16 MiB of results, far more than the socket between the
+	// bridge and the client holds (a few hundred KiB unless tuned), so
+	// that once the server has answered them all, the bridge's writer for
+	// this connection is blocked with replies still to write.
+	const big, size = 32, 512 << 10
+	var batch []byte
+	for id := uint64(hangs + 1); id <= hangs+big; id++ {
+		f, err := callFrame(id, "t", "long_line", map[string]any{"bytes": size}, 0)
+		if err != nil {
+			t.Fatal(err)
 		}
-		dropped <- errors.New("the bridge never dropped a client that does not read")
-	}()
+		batch = append(batch, f...)
+	}
+	if err := stalled.write(batch); err != nil {
+		t.Fatal(err)
+	}
+	s := tb.servers["t"]
+	eventually(t, "the server to answer every large call", func() bool {
+		return s.calls.Load() == hangs+big && s.inflight.Load() == hangs
+	})
 
 	ctx := faultCtx(t)
-	calls := 0
-	for done := false; !done; {
-		select {
-		case err := <-dropped:
-			if err != nil {
-				t.Fatal(err)
-			}
-			done = true
-		default:
-		}
-		// Every call of the good client must succeed, before and after
-		// the drop; each is bounded by ctx.
-		text := fmt.Sprint("good ", calls)
+	for i := range 20 {
+		text := fmt.Sprint("good ", i)
 		r, err := good.Call(ctx, "t", "echo", map[string]any{"text": text})
 		if err != nil || r.Text() != text {
-			t.Fatalf("good client's call %d while another stalls: %+v, %v", calls, r, err)
+			t.Fatalf("good client's call %d while another stalls: %+v, %v", i, r, err)
 		}
-		calls++
 	}
-	if calls < 2 {
-		t.Errorf("only %d calls of the good client overlapped the stall", calls)
+	// The stalled connection was never dropped: every reply is there.
+	seen := map[uint64]bool{}
+	for range big {
+		m, err := stalled.recv(backstop)
+		r, ok := m.(*capwire.ResultMsg)
+		if err != nil || !ok || r.ID <= hangs || r.ID > hangs+big || seen[r.ID] || len(r.Result.Text()) < size/2 {
+			t.Fatalf("stalled client, after %d replies: %T, %v; want each large result once", len(seen), m, err)
+		}
+		seen[r.ID] = true
 	}
-	// The dropped connection's calls were cancelled at the server.
+	// The calls it left running are cancelled at the server when it goes.
+	stalled.c.Close()
+	waitCancelled(t, observer, "t", "hang", hangs)
+	waitInflight(t, tb, "t", 0)
+	good.Close()
+	observer.Close()
+	tb.shutdown()
+}
+
+// A client that stops reading is dropped once a write has waited
+// write_timeout, and the calls it left running are cancelled at the
+// server. The test only needs the timeout to pass eventually, so a short
+// one cannot race anything.
+func TestStalledReaderIsDropped(t *testing.T) {
+	defer leakcheck.Check(t)()
+	tb := startBridge(t, func(c *config.Config) {
+		c.Bridge.WriteTimeout = 300 * time.Millisecond
+		c.Servers[0].MaxInflight = 2 * c.Bridge.MaxConnInflight
+		c.Servers[0].MaxQueue = 1024
+	}, mcptestServer("t", mcptest.Scenario{}))
+	token := tb.grant(map[string][]string{"t": nil})
+	observer := tb.dial(token)
+	stalled := mustDialWire(t, tb.CallSocket(), token)
+	const hangs = 4
+	for id := uint64(1); id <= hangs; id++ {
+		if err := stalled.call(id, "t", "hang", map[string]any{}, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitInflight(t, tb, "t", hangs)
+	// Calls with large results, never read, until the bridge drops the
+	// connection and a write fails (EPIPE or ECONNRESET). A write that
+	// times out means the bridge neither read nor dropped us.
+	for id := uint64(hangs + 1); ; id++ {
+		err := stalled.call(id, "t", "long_line", map[string]any{"bytes": 256 << 10}, 0)
+		if err == nil {
+			continue
+		}
+		var ne net.Error
+		if errors.As(err, &ne) && ne.Timeout() {
+			t.Fatalf("the bridge neither read nor dropped a client that does not read: %v", err)
+		}
+		break
+	}
 	waitCancelled(t, observer, "t", "hang", hangs)
 	waitInflight(t, tb, "t", 0)
 	stalled.c.Close()
-	good.Close()
 	observer.Close()
 	tb.shutdown()
 }
@@ -587,50 +617,55 @@ func TestAuditOfResultTooLarge(t *testing.T) {
 	}
 }
 
-// A client that never reads cannot hold up Shutdown either: its replies
-// time out, its connection is dropped, and Shutdown returns within the
-// grace period plus the write bounds, with every server retired.
+// A client that never reads cannot hold up Shutdown either. Its large
+// replies are released only once the shutdown has begun, so the
+// bridge's writer stalls during the shutdown, not before it; Shutdown
+// must still return, and the client must find its connection cut short.
 func TestStalledReaderCannotStallShutdown(t *testing.T) {
 	defer leakcheck.Check(t)()
-	// The write timeout must outlast the 48 long_line calls below even on
-	// a loaded machine: once the socket buffers fill, it starts running,
-	// and if it expires first the connection is dropped (by design) before
-	// the shutdown this test is about.
-	const writeTimeout, grace = 6 * time.Second, 200 * time.Millisecond
+	gate := filepath.Join(t.TempDir(), "gate")
+	if err := unix.Mkfifo(gate, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	srv := cannedServer("canned")
+	srv.Env[cannedGateEnv] = gate
+	const calls = 32 // 16 MiB of replies: far beyond any socket buffer
 	tb := startBridge(t, func(c *config.Config) {
-		c.Bridge.WriteTimeout = writeTimeout
-		c.Bridge.ShutdownGrace = grace
-		c.Servers[0].MaxInflight = 2 * c.Bridge.MaxConnInflight
-	}, mcptestServer("t", mcptest.Scenario{}))
-	stalled := mustDialWire(t, tb.CallSocket(), tb.grant(map[string][]string{"t": nil}))
-	// Calls still running when the shutdown begins, then enough large
-	// results to fill the socket buffers and stall the writer.
-	for id := uint64(1); id <= 4; id++ {
-		if err := stalled.call(id, "t", "hang", map[string]any{}, 0); err != nil {
+		c.Bridge.WriteTimeout = 300 * time.Millisecond
+		c.Servers[0].MaxInflight = calls
+	}, srv)
+	stalled := mustDialWire(t, tb.CallSocket(), tb.grant(map[string][]string{"canned": nil}))
+	for id := uint64(1); id <= calls; id++ {
+		if err := stalled.call(id, "canned", "gated", map[string]any{}, 0); err != nil {
 			t.Fatal(err)
 		}
 	}
-	waitInflight(t, tb, "t", 4)
-	for id := uint64(5); id <= 52; id++ {
-		if err := stalled.call(id, "t", "long_line", map[string]any{"bytes": 256 << 10}, 0); err != nil {
-			t.Fatal(err)
-		}
+	tb.waitRunning("canned", calls)
+
+	// The grace period never ends by itself: the calls finish within it.
+	stopped := make(chan struct{})
+	go func() { tb.shutdownAt(make(chan time.Time)); close(stopped) }()
+	eventually(t, "the shutdown to close admission", tb.draining)
+	w, err := os.OpenFile(gate, os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
 	}
-	// Every long_line has finished at the server: its reply is queued or
-	// being written to a client that does not read.
-	s := tb.servers["t"]
-	for deadline := time.Now().Add(20 * time.Second); s.calls.Load() != 52 || s.inflight.Load() != 4; {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d calls made, %d running; want 52 and 4", s.calls.Load(), s.inflight.Load())
-		}
-		time.Sleep(5 * time.Millisecond)
+	w.Close()
+	select {
+	case <-stopped:
+	case <-time.After(backstop):
+		t.Fatalf("Shutdown has not returned after %v with a client that does not read", backstop)
 	}
-	start := time.Now()
-	tb.shutdown()
-	// Shutdown's own bound on the connections is grace + 2 write
-	// timeouts; the slack is for a loaded machine.
-	if took, bound := time.Since(start), grace+2*writeTimeout+10*time.Second; took > bound {
-		t.Errorf("Shutdown took %v with a client that does not read, want under %v", took, bound)
+	got := 0
+	for {
+		if _, err := stalled.recv(backstop); err != nil {
+			break
+		}
+		got++
+	}
+	t.Logf("the client read %d of %d replies before its connection was cut", got, calls)
+	if got == calls {
+		t.Errorf("the client could read all %d replies after the shutdown: the bridge never stalled on it, so nothing was tested", calls)
 	}
 	stalled.c.Close()
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 )
 
@@ -97,23 +98,37 @@ func TestGrantRevoke(t *testing.T) {
 	}
 }
 
+// A grant ends when its TTL runs out, not a moment before, with cause
+// ErrGrantExpired. The clock is synctest's, so the test checks the
+// boundary exactly and takes no time.
 func TestGrantExpires(t *testing.T) {
-	tab := newGrantTable()
-	g, token, err := tab.issue(context.Background(), GrantSpec{Servers: map[string][]string{"fs": nil}, TTL: 20 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case <-g.Context().Done():
-	case <-time.After(10 * time.Second):
-		t.Fatal("grant did not expire")
-	}
-	if !errors.Is(context.Cause(g.Context()), ErrGrantExpired) {
-		t.Errorf("cause = %v, want ErrGrantExpired", context.Cause(g.Context()))
-	}
-	if _, err := tab.lookup(token); err == nil {
-		t.Error("an expired token was accepted")
-	}
+	synctest.Test(t, func(t *testing.T) {
+		const ttl = 90 * time.Second
+		tab := newGrantTable()
+		g, token, err := tab.issue(context.Background(), GrantSpec{Servers: map[string][]string{"fs": nil}, TTL: ttl})
+		if err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(ttl - time.Nanosecond)
+		synctest.Wait()
+		if err := g.Context().Err(); err != nil {
+			t.Fatalf("grant ended %v before its TTL: %v", time.Nanosecond, context.Cause(g.Context()))
+		}
+		if _, err := tab.lookup(token); err != nil {
+			t.Fatalf("a live token was refused: %v", err)
+		}
+		time.Sleep(time.Nanosecond)
+		synctest.Wait()
+		if !errors.Is(context.Cause(g.Context()), ErrGrantExpired) {
+			t.Errorf("cause = %v, want ErrGrantExpired", context.Cause(g.Context()))
+		}
+		if _, err := tab.lookup(token); err == nil {
+			t.Error("an expired token was accepted")
+		}
+		if tab.live() != 0 {
+			t.Errorf("live = %d after expiry, want 0", tab.live())
+		}
+	})
 }
 
 // Between its deadline and its timer firing, an expired grant is refused

@@ -87,7 +87,8 @@ func startBridge(t *testing.T, tweak func(*config.Config), servers ...config.Ser
 	return tb
 }
 
-// shutdown stops the bridge once; every retirement must be confirmed.
+// shutdown stops the bridge once, with the configured grace period;
+// every retirement must be confirmed.
 func (tb *testBridge) shutdown() {
 	if tb.down {
 		return
@@ -97,6 +98,51 @@ func (tb *testBridge) shutdown() {
 		tb.t.Errorf("shutdown: %v", err)
 	}
 	<-tb.served
+}
+
+// shutdownAt is shutdown with the grace period ending when graceOver is
+// closed, so a test decides what happens within it without racing a
+// timer.
+func (tb *testBridge) shutdownAt(graceOver <-chan time.Time) {
+	if tb.down {
+		return
+	}
+	tb.down = true
+	if err := tb.Bridge.shutdown(graceOver, 2*tb.cfg.Bridge.WriteTimeout); err != nil {
+		tb.t.Errorf("shutdown: %v", err)
+	}
+	<-tb.served
+}
+
+// backstop bounds every wait for an event that a test needs to happen.
+// It only fires when the behaviour under test is broken: waits are for
+// events, not for time to pass, so a slow machine only makes them longer.
+const backstop = 60 * time.Second
+
+// eventually waits until cond holds, failing the test with what after
+// backstop. cond reads state that has no channel to wait on (gauges of
+// the bridge, the server's own record); it is checked often, and the
+// wait ends as soon as it holds.
+func eventually(t testing.TB, what string, cond func() bool) {
+	t.Helper()
+	tick := time.NewTicker(2 * time.Millisecond)
+	defer tick.Stop()
+	limit := time.NewTimer(backstop)
+	defer limit.Stop()
+	for !cond() {
+		select {
+		case <-tick.C:
+		case <-limit.C:
+			t.Fatalf("after %v: still waiting for %s", backstop, what)
+		}
+	}
+}
+
+// draining reports whether Shutdown has closed admission.
+func (tb *testBridge) draining() bool {
+	tb.flight.mu.Lock()
+	defer tb.flight.mu.Unlock()
+	return tb.flight.draining
 }
 
 // grant issues a grant through the public API and returns its token.
@@ -112,7 +158,7 @@ func (tb *testBridge) grant(servers map[string][]string) string {
 // dial connects a capwire client with token; it is closed at cleanup.
 func (tb *testBridge) dial(token string) *capwire.Client {
 	tb.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), backstop)
 	defer cancel()
 	c, err := capwire.Dial(ctx, tb.CallSocket(), token)
 	if err != nil {

@@ -329,13 +329,7 @@ func TestShutdownDuringLoad(t *testing.T) {
 func waitBusy(t *testing.T, tb *testBridge, server string, n int64) {
 	t.Helper()
 	s := tb.servers[server]
-	deadline := time.Now().Add(30 * time.Second)
-	for s.inflight.Load()+s.waiting.Load() != n {
-		if time.Now().After(deadline) {
-			t.Fatalf("server %s has %d calls running and %d queued, want %d in all", server, s.inflight.Load(), s.waiting.Load(), n)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	eventually(t, fmt.Sprintf("%d calls running or queued at server %q", n, server), func() bool { return s.inflight.Load()+s.waiting.Load() == n })
 }
 
 // A reply must not keep anything alive once it is queued: a call rate of

@@ -26,7 +26,7 @@ func TestSdNotify(t *testing.T) {
 		if err := Notify(name, "READY=1"); err != nil {
 			t.Fatal(err)
 		}
-		_ = l.SetReadDeadline(time.Now().Add(10 * time.Second))
+		_ = l.SetReadDeadline(time.Now().Add(backstop))
 		buf := make([]byte, 64)
 		n, err := l.Read(buf)
 		if err != nil || string(buf[:n]) != "READY=1" {

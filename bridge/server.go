@@ -19,14 +19,39 @@ import (
 	"github.com/capbridge/capbridge/mcpwire"
 )
 
-// Server states, as status reports them.
+// State is where a configured server is in its life. A server starts
+// starting; boot leaves it ready or failed; a ready server that dies on
+// its own is dead; Shutdown leaves a ready or dead one retired. Failed,
+// dead and retired are final: capbridge never restarts a server silently.
+// Its text is what the control plane's status reports.
+type State string
+
+// The states of a server, as status reports them.
 const (
-	StateStarting = "starting"
-	StateReady    = "ready"
-	StateFailed   = "failed"  // boot failed; never served
-	StateDead     = "dead"    // served, then died (crash, framing fault)
-	StateRetired  = "retired" // shut down by us
+	StateStarting State = "starting"
+	StateReady    State = "ready"
+	StateFailed   State = "failed"  // boot failed; never served
+	StateDead     State = "dead"    // served, then died (crash, framing fault)
+	StateRetired  State = "retired" // shut down by us
 )
+
+func (s State) String() string { return string(s) }
+
+// Status is a server's state and, when it is not serving, why.
+type Status struct {
+	State State
+	// Reason says why a failed or dead server is so; empty otherwise.
+	Reason string
+	// StderrTail is the end of the server's stderr (valid UTF-8): the
+	// live ring for a ready server, the one captured at failure or death.
+	StderrTail string
+}
+
+// Outcome is how one server's boot ended.
+type Outcome struct {
+	Name string
+	Status
+}
 
 // server is the custody of one configured MCP server: its client, its
 // tool table and façade (fixed at boot), and its admission control.
@@ -39,17 +64,22 @@ type server struct {
 	log zerolog.Logger
 
 	mu     sync.Mutex
-	state  string
+	state  State
 	reason string // why it failed or died
 	tail   []byte // stderr tail captured at failure or death
 
 	client *mcpwire.Client
 	tools  map[string]mcpwire.Tool // callable tools (after allow/deny)
 	gen    *codegen.Generated
+	// watched is closed when watch, started once the server is ready,
+	// returns; retire waits for it, so the goroutine has an owner.
+	watched chan struct{}
 
 	// Admission: slots holds one token per call running at the server
 	// (max_inflight); waiting counts calls queued for a slot, bounded by
-	// max_queue, beyond which calls are refused "overloaded".
+	// max_queue, beyond which calls are refused "overloaded". inflight
+	// mirrors the slots taken, for status; the bridge's account of the
+	// calls Shutdown waits for is its flight, not these gauges.
 	slots   chan struct{}
 	waiting atomic.Int64
 
@@ -119,9 +149,10 @@ func (s *server) boot(ctx context.Context, o bootOptions) error {
 	}
 	s.mu.Lock()
 	s.client, s.tools, s.gen, s.state = client, table, gen, StateReady
+	s.watched = make(chan struct{})
 	s.mu.Unlock()
 	s.log.Info().Int("tools", len(tools)).Int("listed", len(listed)).Msg("server ready")
-	go s.watch(client)
+	go s.watch(client, s.watched)
 	return nil
 }
 
@@ -148,7 +179,8 @@ func (s *server) fail(err error, client *mcpwire.Client) error {
 // watch marks the server dead when its client dies on its own. Servers
 // are never restarted silently: a dead server answers server_unavailable
 // until the operator restarts capbridge.
-func (s *server) watch(client *mcpwire.Client) {
+func (s *server) watch(client *mcpwire.Client, watched chan<- struct{}) {
+	defer close(watched)
 	<-client.Done()
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -223,8 +255,9 @@ func (s *server) facade() (*codegen.Generated, error) {
 
 // unavailableError says why a server cannot take calls.
 type unavailableError struct {
-	server, state, reason string
-	tail                  []byte
+	server, reason string
+	state          State
+	tail           []byte
 }
 
 func (e *unavailableError) Error() string {
@@ -246,9 +279,13 @@ func (s *server) admit(ctx context.Context) (func(), error) {
 	if ctx.Err() != nil {
 		return nil, context.Cause(ctx)
 	}
-	release := func() { <-s.slots }
+	release := func() {
+		s.inflight.Add(-1)
+		<-s.slots
+	}
 	select {
 	case s.slots <- struct{}{}:
+		s.inflight.Add(1)
 		return release, nil
 	default:
 	}
@@ -259,6 +296,7 @@ func (s *server) admit(ctx context.Context) (func(), error) {
 	defer s.waiting.Add(-1)
 	select {
 	case s.slots <- struct{}{}:
+		s.inflight.Add(1)
 		return release, nil
 	case <-ctx.Done():
 		return nil, context.Cause(ctx)
@@ -271,7 +309,7 @@ var errOverloaded = errors.New("bridge: server overloaded")
 // returns its evidence. It is idempotent.
 func (s *server) retire() (mcpwire.Exit, error) {
 	s.mu.Lock()
-	client := s.client
+	client, watched := s.client, s.watched
 	was := s.state
 	if was == StateReady || was == StateDead {
 		s.state = StateRetired
@@ -282,6 +320,7 @@ func (s *server) retire() (mcpwire.Exit, error) {
 	}
 	start := time.Now()
 	exit, err := client.Close()
+	<-watched // Close has ended the client, so watch returns
 	ev := s.log.Info()
 	if err != nil {
 		ev = s.log.Error().Err(err)
@@ -308,7 +347,7 @@ func (s *server) status() serverStatus {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	st := serverStatus{
-		Name: s.cfg.Name, State: s.state, Reason: s.reason, Tools: len(s.tools),
+		Name: s.cfg.Name, State: string(s.state), Reason: s.reason, Tools: len(s.tools),
 		Inflight: s.inflight.Load(), Queued: s.waiting.Load(), Calls: s.calls.Load(), Errors: s.errs.Load(),
 		StderrTail: validTail(s.tail),
 	}
@@ -317,6 +356,12 @@ func (s *server) status() serverStatus {
 		st.StderrTail = validTail(s.client.StderrTail())
 	}
 	return st
+}
+
+// snapshot returns the server's state, and why it is not serving.
+func (s *server) snapshot() Status {
+	st := s.status()
+	return Status{State: State(st.State), Reason: st.Reason, StderrTail: st.StderrTail}
 }
 
 // validTail renders a stderr tail as valid UTF-8: the ring cuts at any

@@ -85,7 +85,7 @@ func startLive(f *testing.F) *live {
 	br := bridge.New(bridge.Options{Config: cfg, Log: zerolog.Nop(), Audit: zerolog.Nop()})
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	if got := br.Boot(ctx); got["t"] != bridge.StateReady {
+	if got := br.Boot(ctx); got[0].State != bridge.StateReady {
 		_ = br.Shutdown(0)
 		f.Fatalf("boot: %v", got)
 	}
@@ -316,7 +316,7 @@ func FuzzCallSocket(f *testing.F) {
 				t.Fatal(err)
 			}
 			srv := st.Servers[0]
-			if srv.State != bridge.StateReady {
+			if bridge.State(srv.State) != bridge.StateReady {
 				t.Fatalf("server is %s after the input: %s %s", srv.State, srv.Reason, srv.StderrTail)
 			}
 			if st.Connections == l.baseline && srv.Inflight == 0 && srv.Queued == 0 {

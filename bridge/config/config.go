@@ -32,7 +32,7 @@
 //	command          = "npx"                         # required; argv[0], never a shell string
 //	args             = ["-y", "@modelcontextprotocol/server-github"]
 //	env              = { GITHUB_TOKEN = "…" }        # passed explicitly
-//	inherit_env      = ["PATH", "HOME", "LANG"]      # names passed through; default DefaultInheritEnv
+//	inherit_env      = ["PATH", "HOME", "LANG"]      # names passed through; default mcpwire's (internal/bound.InheritEnv)
 //	cwd              = "/srv/github"
 //	startup_timeout  = "30s"
 //	call_timeout     = "60s"                         # when the caller names none
@@ -56,6 +56,8 @@ import (
 	"time"
 
 	"github.com/pelletier/go-toml/v2"
+
+	"github.com/capbridge/capbridge/internal/bound"
 )
 
 // Config is a whole, validated configuration with every default applied.
@@ -129,11 +131,6 @@ const (
 	maxDurationLimit = 24 * time.Hour
 )
 
-// DefaultInheritEnv is the environment a server inherits when its config
-// names none: enough for npx, uvx and ordinary binaries to run, nothing
-// that carries a credential.
-var DefaultInheritEnv = []string{"PATH", "HOME", "LANG", "LC_ALL", "TZ", "TMPDIR"}
-
 // DefaultSockets returns where the sockets go when the config names no
 // path: under $XDG_RUNTIME_DIR when the session has one (a per-user,
 // mode-0700 directory), else under a per-user directory in /tmp.
@@ -165,9 +162,11 @@ func Defaults() *Config {
 // NewServer returns a server entry with every default applied.
 func NewServer(name, command string) Server {
 	return Server{
-		Name:           name,
-		Command:        command,
-		InheritEnv:     slices.Clone(DefaultInheritEnv),
+		Name:    name,
+		Command: command,
+		// The names mcpwire passes through when told none: one list,
+		// declared where the child is spawned.
+		InheritEnv:     bound.InheritEnv(),
 		StartupTimeout: DefaultStartupTimeout,
 		CallTimeout:    DefaultCallTimeout,
 		MaxCallTimeout: DefaultMaxCallTimeout,

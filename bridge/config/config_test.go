@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/capbridge/capbridge/internal/bound"
 )
 
 const fullTOML = `# a complete configuration
@@ -80,7 +82,7 @@ func TestLoadFull(t *testing.T) {
 	fs := cfg.Servers[0]
 	if fs.Command != "/usr/local/bin/mcp-server-filesystem" || !reflect.DeepEqual(fs.Args, []string{"/srv/data"}) ||
 		!reflect.DeepEqual(fs.ToolsDeny, []string{"write_file"}) || fs.ToolsAllow != nil ||
-		!reflect.DeepEqual(fs.InheritEnv, DefaultInheritEnv) || fs.CallTimeout != DefaultCallTimeout ||
+		!reflect.DeepEqual(fs.InheritEnv, bound.InheritEnv()) || fs.CallTimeout != DefaultCallTimeout ||
 		fs.MaxInflight != DefaultMaxInflight || fs.MaxQueue != DefaultMaxQueue || fs.Line != 32 || fs.File != "capbridge.toml" {
 		t.Errorf("fs = %+v", fs)
 	}

@@ -301,7 +301,7 @@ func runTools(args []string, stdout, stderr io.Writer) int {
 			return exitError
 		}
 		for _, s := range r.Servers {
-			if s.State == bridge.StateReady {
+			if bridge.State(s.State) == bridge.StateReady {
 				names = append(names, s.Name)
 			}
 		}

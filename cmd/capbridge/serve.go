@@ -82,14 +82,17 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 		case <-bootCtx.Done():
 		}
 	}()
-	states := b.Boot(bootCtx)
+	outcomes := b.Boot(bootCtx)
 	interrupted := bootCtx.Err() != nil
 	cancelBoot()
 	failed := 0
-	for name, st := range states {
-		if st != bridge.StateReady {
+	states := make(map[string]string, len(outcomes))
+	for _, o := range outcomes {
+		states[o.Name] = o.State.String()
+		if o.State != bridge.StateReady {
 			failed++
-			log.Error().Str("server", name).Str("state", st).Msg("server did not boot")
+			states[o.Name] += ": " + o.Reason
+			log.Error().Str("server", o.Name).Stringer("state", o.State).Str("reason", o.Reason).Str("stderr_tail", o.StderrTail).Msg("server did not boot")
 		}
 	}
 	if interrupted || (*requireAll && failed > 0) {
@@ -142,6 +145,9 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 	return exitOK
 }
 
+// readyLine is what serve prints once it serves. Servers maps each
+// server's name to "ready", or to its state and the reason
+// ("failed: <reason>").
 type readyLine struct {
 	Ready         bool              `json:"ready"`
 	CallSocket    string            `json:"call_socket"`
