@@ -29,7 +29,7 @@ import (
 // a real bridge over its real call socket, through the Go client where it
 // can observe the code and through raw frames where it cannot (a client
 // that cancels drops the late reply; a client never sends a malformed
-// frame). Issue 7: "Every denial code is produced by at least one test."
+// frame). Every denial code is produced by at least one test.
 
 // cannedEnv makes the test binary, re-executed as a server, serve
 // cannedTools instead of running tests: mcptest's catalogue cannot answer

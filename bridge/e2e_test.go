@@ -111,7 +111,7 @@ fail: as asked is_error=true
 denied: bad_arguments at /blob/bytes
 `
 
-// TestEndToEnd is issue 7's end-to-end test with real processes: the
+// TestEndToEnd is the end-to-end test with real processes: the
 // bridge serves server-everything and mcptest; the façades come from the
 // control plane; a program importing them is built with the go command
 // (offline, against this checkout) and run with only the two environment

@@ -24,7 +24,7 @@ import (
 	"github.com/capbridge/capbridge/internal/mcptest"
 )
 
-// The fault tests of issue 7: a server that dies mid-call, a server too
+// The fault tests: a server that dies mid-call, a server too
 // slow for its deadline, a client that disconnects mid-call, and a client
 // that never reads. Each runs real mcptest children behind a real bridge
 // on real sockets, and checks from the server's side (the cancellations

@@ -18,7 +18,7 @@ import (
 	"github.com/capbridge/capbridge/internal/mcptest"
 )
 
-// The load tests of issue 7: many connections with many calls in flight
+// The load tests: many connections with many calls in flight
 // at once, every reply accounted for, and a shutdown in the middle of the
 // load that loses no reply and leaves no process or socket behind.
 

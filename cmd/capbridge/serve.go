@@ -19,7 +19,7 @@ import (
 	"github.com/capbridge/capbridge/internal/demoserver"
 )
 
-// Exit statuses of serve, documented in docs/serve.md and the README.
+// Exit statuses of serve, documented in the README.
 const (
 	exitConfig     = 3 // the configuration could not be read or is wrong
 	exitBoot       = 4 // --require-all and a server failed to boot, or the sockets could not be opened

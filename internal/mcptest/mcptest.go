@@ -1,7 +1,7 @@
 // Package mcptest implements a stdio MCP server whose every fault can be
 // chosen by the test that starts it.
 //
-// The server follows the loop of seed 002 (issue 2, item 2): inbound lines
+// The server runs the usual stdio loop: inbound lines
 // are classified by id (present and non-null: a request that is answered;
 // absent or null: a notification that is absorbed), a malformed line is
 // answered with -32700 and id null and the loop survives, initialize,
@@ -402,7 +402,7 @@ const (
 	kindResponse                      // a client's answer to a server→client request
 )
 
-// classify decides what an inbound line is (seed 002: by id). It is total:
+// classify decides what an inbound line is, by its id. It is total:
 // any bytes give a kind, never a panic.
 func classify(line []byte) (inbound, frameKind) {
 	var f inbound
