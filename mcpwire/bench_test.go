@@ -95,8 +95,7 @@ const benchArgs = `{"text":"0123456789012345678901234567890123456789012345678901
 
 // benchServers are the peers of BenchmarkCallTool: the mcptest child
 // (encoding/json, a goroutine per call: a realistic Go server) and
-// rawecho (one goroutine, byte scans: the physical-limit server of
-// shared/reference/anchor-bench.md), so the client's own cost can be read
+// rawecho (one goroutine, byte scans: the physical-limit server), so the client's own cost can be read
 // against the floor.
 func benchServers() []struct {
 	name      string

@@ -5,8 +5,7 @@
 // tool, echo), tools/call of echo (the "text" argument cut out of the
 // request line by a byte scan and copied into a hand-built reply), and
 // ping; other requests get -32601 and notifications are ignored. One
-// goroutine reads lines and writes each reply before reading the next, as
-// the reference "raw server" of shared/reference/anchor-bench.md does, so
+// goroutine reads lines and writes each reply before reading the next, so
 // benchmarks against it measure the client side and the pipes, not the
 // server. It trusts its input to be what capbridge's own client writes
 // (compact JSON, one message per line): it is a benchmark peer, not a
