@@ -135,9 +135,10 @@ type Generated struct {
 	ModuleName string
 	// Source is the verified source file.
 	Source []byte
-	// Surface is the text a model reads: a short fixed preamble, then the
-	// declarations of every tool at Level's detail (on the index rung, the
-	// first page of the index).
+	// Surface is the text a model reads about this server: one head line,
+	// then the declarations of every tool at Level's detail (on the index
+	// rung, the first page of the index). Preamble(lang) precedes it, once
+	// however many servers' surfaces follow.
 	Surface string
 	// Level is the rung of the ladder Surface is on.
 	Level SurfaceLevel
@@ -183,7 +184,7 @@ func Generate(server string, tools []Tool, opts Options) (*Generated, error) {
 		return nil, err
 	}
 	docs := out.file.docs()
-	surface, level, pages := renderSurface(out.file.goPreamble, docs, budget)
+	surface, level, pages := renderSurface(out.file.goHead, docs, budget)
 	return &Generated{
 		ModuleName:    out.pkg,
 		Source:        out.source,
