@@ -343,7 +343,7 @@ func intentFor(t *testing.T, g *Generated, tools []Tool) intent {
 
 func TestGenerateRefusals(t *testing.T) {
 	tool := Tool{Name: "t", InputSchema: []byte(`{"type":"object","properties":{}}`)}
-	many := make([]Tool, maxGenerateTools+1)
+	many := make([]Tool, MaxListedTools+1)
 	for i := range many {
 		many[i] = Tool{Name: fmt.Sprintf("t%d", i), InputSchema: tool.InputSchema}
 	}

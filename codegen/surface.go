@@ -78,9 +78,15 @@ func renderSurface(head func(SurfaceLevel, int, int) string, docs []toolDoc, bud
 }
 
 // Describe returns the full declarations of the named tools, by function
-// name or wire name, in the order asked: what a lean rung of the surface
-// leaves out. It is the pure half of the control plane's describe request.
+// name or wire name, in the order asked (none named: every tool, in
+// listing order): what a lean rung of the surface leaves out. It is the
+// pure half of the control plane's describe request.
 func (g *Generated) Describe(names ...string) (string, error) {
+	if len(names) == 0 {
+		for _, d := range g.docs {
+			names = append(names, d.name)
+		}
+	}
 	var b strings.Builder
 	for i, n := range names {
 		k := slices.IndexFunc(g.docs, func(d toolDoc) bool { return d.name == n || d.wire == n })
