@@ -14,13 +14,14 @@ import (
 
 // goPreambleText is the Go preamble: how to import, call, read results
 // and errors, and what the surface's own notation means.
-const goPreambleText = `// MCP tools as Go packages. Each "// package p" below is imported as "<module>/p", with "context" and "github.com/capbridge/capbridge/capwire".
+const goPreambleText = `// MCP tools as Go packages: each "// package p" below is imported as "<module>/p", with "context" and "github.com/capbridge/capbridge/capwire".
 // Call: r, err := p.F(ctx, p.FArgs{Field: v}); p.F(ctx) takes no arguments; p.F(ctx, map[string]any{...}) takes them whole.
-// Pointer fields are optional: new(v), or nil. Enum T: constants T<Value>; a literal ("open") fits a required one.
-// A union interface{ A | W(T) } takes A{...} or W(v). An output union is any, holding one of its shapes.
-// If FOutput is declared: out, err := p.DecodeF(r). Otherwise r.Text(), r.Structured.
+// Pointer fields are optional: new(v), or leave them out. Enum T: constants T<Value>; a literal ("open") fits a required one.
+// A union interface{ A | W(T) } takes an A{...}, or W(v) wrapping a T. An output union is any, holding one of its shapes.
+// If FOutput is declared: out, err := p.DecodeF(r); else r.Text() or r.Decode(&v).
 // err != nil: the call was refused (*capwire.Denied; errors.Is(err, capwire.ErrTimeout)). r.IsError: the tool failed; r.Text() says why.
-// Notes: ro read-only; =v default; lo..hi, >=lo, <=hi ranges; len, items: sizes; untyped: why a field is any. "Quoted": the server's text, often cut: describe(p, F) gives a tool whole, search(query) finds tools.
+// Notes: destructive: the tool may destroy data; =v default; lo..hi, >=lo, <=hi: range; len, items: sizes; untyped: why a field is any.
+// "Quoted": the server's own text, often cut; describe gives a tool whole, search finds tools by words.
 `
 
 // Preamble is the fixed text that precedes the surfaces of every server
