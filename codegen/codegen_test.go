@@ -8,6 +8,7 @@ import (
 	"go/token"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 )
@@ -233,6 +234,7 @@ var hostile = map[string]error{
 	"schema-top-anyof":             nil,
 	"schema-union-shapes":          nil,
 	"schema-weird-types":           nil,
+	"surface-forge-positions":      nil,
 	"tools-256":                    nil,
 	"tools-300":                    ErrBadListing,
 }
@@ -300,6 +302,9 @@ func checkInert(t *testing.T, g *Generated, tools []Tool) {
 	}
 }
 
+// forgedCall is a call spelled in code: Bad followed by digits and "(".
+var forgedCall = regexp.MustCompile(`Bad[0-9]*\(`)
+
 // checkSurface asserts that every line of a surface is the generator's:
 // server text only ever sits inside a quoted literal after "// ".
 func checkSurface(t *testing.T, s string) {
@@ -318,8 +323,11 @@ func checkSurface(t *testing.T, s string) {
 		// Outside quoted literals, no server text: the code part of a line
 		// never holds Evil.
 		// Server text is quoted, and quotes only follow the comment mark.
+		// Hostile listings write Evil only where server text is prose, and
+		// Bad where it also names things: an identifier may hold Bad but
+		// never a call.
 		code, _, _ := strings.Cut(line, "//")
-		if strings.Contains(code, "Evil") || strings.ContainsAny(code, "\"`'") {
+		if strings.Contains(code, "Evil") || forgedCall.MatchString(code) || strings.ContainsAny(code, "\"`'") {
 			t.Errorf("forged surface line: %q", line)
 		}
 	}
@@ -388,6 +396,10 @@ func TestReservedPackages(t *testing.T) {
 		"testdata": "testdata" + digest8("testdata"), "main": "main" + digest8("main"),
 		"capwire": "capwire" + digest8("capwire"), "context": "context" + digest8("context"),
 		"func": "func" + digest8("func"), "string": "string" + digest8("string"),
+		// A package named init cannot be imported; one named errors would
+		// shadow the package the preamble tells a program to use.
+		"init": "init" + digest8("init"), "errors": "errors" + digest8("errors"),
+		"unsafe": "unsafe" + digest8("unsafe"), "builtin": "builtin" + digest8("builtin"),
 		"sequential-thinking": "sequentialthinking", "GitHub": "github", "数据": "mcp" + digest8("数据"),
 	} {
 		g, err := Generate(server, tool, Options{})
@@ -619,5 +631,48 @@ func TestLargeListing(t *testing.T) {
 	full, err := g.Describe(g.docs[319].name)
 	if err != nil || !strings.Contains(full, `"browser_action_319"`) {
 		t.Fatalf("Describe of the last tool: %v", err)
+	}
+}
+
+// TestSurfaceForgery renders every hostile listing that generates on
+// every rung of the ladder, describes all its tools and searches them:
+// no rendering of server text may forge a line.
+func TestSurfaceForgery(t *testing.T) {
+	for name, want := range hostile {
+		if want != nil {
+			continue
+		}
+		t.Run(name, func(t *testing.T) {
+			tools, err := readListing(t, "testdata/hostile/"+name+".json")
+			if err != nil {
+				t.Fatal(err)
+			}
+			budget := 1 << 30
+			for level := SurfaceFull; level <= SurfaceIndex; level++ {
+				g, err := Generate(name, tools, Options{SurfaceBudget: budget})
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, s := range append([]string{g.Surface}, g.Pages...) {
+					checkSurface(t, s)
+				}
+				if level == SurfaceFull {
+					d, err := g.Describe()
+					if err != nil {
+						t.Fatal(err)
+					}
+					checkSurface(t, d)
+					for _, m := range g.Search("a e i o u func evil bad x", len(tools)) {
+						if strings.Contains(m.Signature, "Evil") || forgedCall.MatchString(m.Signature) || strings.ContainsAny(m.Signature, "\"`'\n") {
+							t.Errorf("forged signature: %q", m.Signature)
+						}
+					}
+				}
+				if g.Level == SurfaceIndex {
+					break
+				}
+				budget = len(g.Surface) - 1
+			}
+		})
 	}
 }
