@@ -92,7 +92,7 @@ func (f *goFile) docs() []toolDoc {
 			doc.decl[lv] = b.String()
 		}
 		doc.index = fn.name
-		if note := f.toolNote(fn, detailShort, false); note != "" {
+		if note := f.toolNote(fn, detailShort); note != "" {
 			doc.index += " // " + note
 		}
 		doc.sig = f.signature(fn)
@@ -179,13 +179,13 @@ func spellsWire(fn *goFunc) bool {
 // toolNote is what the surface says of a tool after its declaration: its
 // wire name when the function's name does not spell it, the hint that
 // changes how it should be used, and its description.
-func (f *goFile) toolNote(fn *goFunc, lv detail, hints bool) string {
+func (f *goFile) toolNote(fn *goFunc, lv detail) string {
 	t := fn.tp.tool
 	var parts []string
 	if !spellsWire(fn) || lv == detailDescribe {
 		parts = append(parts, "tool "+strconv.QuoteToASCII(clip(t.Name, maxNameNote)))
 	}
-	if h := t.Hints; hints && lv <= detailFull {
+	if h := t.Hints; lv <= detailFull {
 		switch {
 		case h.Destructive != nil && *h.Destructive:
 			parts = append(parts, "destructive")
@@ -213,7 +213,7 @@ const maxOneLine = 4
 // surfaceFunc writes fn's declaration: its arguments' fields spelled out
 // in the record literal, its note after it.
 func (f *goFile) surfaceFunc(b *strings.Builder, fn *goFunc, lv detail) {
-	note := f.toolNote(fn, lv, true)
+	note := f.toolNote(fn, lv)
 	b.WriteString("func " + fn.name)
 	switch {
 	case fn.tp.whole != "":
