@@ -3,13 +3,16 @@ package bridge
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/capbridge/capbridge/bridge/control"
 	"github.com/capbridge/capbridge/capwire"
+	"github.com/capbridge/capbridge/codegen"
 )
 
 // serveControlConn runs one control-socket connection. The control plane
@@ -91,18 +94,94 @@ func (h *controlHandler) Status(context.Context) (*control.Status, error) {
 }
 
 func (h *controlHandler) Facade(_ context.Context, r *control.FacadeRequest) (*control.Facade, error) {
-	s, ok := h.b.servers[r.Server]
-	if !ok {
-		return nil, &control.Error{Code: control.CodeUnknownServer, Message: "no server is called " + quote(r.Server)}
+	gen, err := h.generated(r.Server, r.Lang)
+	if err != nil {
+		return nil, err
 	}
-	if r.Lang != "" && r.Lang != "go" {
-		return nil, &control.Error{Code: control.CodeBadRequest, Message: "no façade generator for language " + quote(r.Lang) + " (this capbridge generates go)"}
+	preamble, err := codegen.Preamble(codegen.Go)
+	if err != nil {
+		return nil, err
+	}
+	return &control.Facade{Module: gen.ModuleName, Source: string(gen.Source), Surface: gen.Surface, Preamble: preamble, ListingSHA256: gen.ListingSHA256}, nil
+}
+
+// generated returns the façade of the named server in lang, or the
+// control error that says why there is none.
+func (h *controlHandler) generated(server, lang string) (*codegen.Generated, error) {
+	s, ok := h.b.servers[server]
+	if !ok {
+		return nil, &control.Error{Code: control.CodeUnknownServer, Message: "no server is called " + quote(server)}
+	}
+	if lang != "" && lang != string(codegen.Go) {
+		return nil, &control.Error{Code: control.CodeBadRequest, Message: "no façade generator for language " + quote(lang) + " (this capbridge generates go)"}
 	}
 	gen, err := s.facade()
 	if err != nil {
 		return nil, &control.Error{Code: control.CodeUnavailable, Message: unavailableMessage(err)}
 	}
-	return &control.Facade{Module: gen.ModuleName, Source: string(gen.Source), Surface: gen.Surface, ListingSHA256: gen.ListingSHA256}, nil
+	return gen, nil
+}
+
+func (h *controlHandler) Describe(_ context.Context, r *control.DescribeRequest) (*control.Described, error) {
+	gen, err := h.generated(r.Server, r.Lang)
+	if err != nil {
+		return nil, err
+	}
+	decl, err := gen.Describe(r.Tools...)
+	if errors.Is(err, codegen.ErrNoSuchTool) {
+		return nil, &control.Error{Code: control.CodeUnknownTool, Message: "server " + quote(r.Server) + ": " + strings.TrimPrefix(err.Error(), "codegen: ")}
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &control.Described{Module: gen.ModuleName, Declarations: decl}, nil
+}
+
+func (h *controlHandler) Search(_ context.Context, r *control.SearchRequest) (*control.Found, error) {
+	switch {
+	case strings.TrimSpace(r.Query) == "":
+		return nil, &control.Error{Code: control.CodeBadRequest, Message: "a search needs a query"}
+	case len(r.Query) > control.MaxSearchQuery:
+		return nil, &control.Error{Code: control.CodeBadRequest, Message: fmt.Sprintf("the query is %d bytes, more than %d", len(r.Query), control.MaxSearchQuery)}
+	case r.Limit > control.MaxSearchLimit:
+		return nil, &control.Error{Code: control.CodeBadRequest, Message: fmt.Sprintf("limit %d is more than %d", r.Limit, control.MaxSearchLimit)}
+	case r.Lang != "" && r.Lang != string(codegen.Go):
+		return nil, &control.Error{Code: control.CodeBadRequest, Message: "no façade generator for language " + quote(r.Lang) + " (this capbridge generates go)"}
+	}
+	limit := int(r.Limit)
+	if limit == 0 {
+		limit = control.DefaultSearchLimit
+	}
+	var gens []*codegen.Generated
+	names := r.Servers
+	if len(names) == 0 {
+		// Every server with a façade; one whose boot failed has none.
+		for _, name := range h.b.order {
+			if gen, err := h.b.servers[name].facade(); err == nil {
+				names = append(names, name)
+				gens = append(gens, gen)
+			}
+		}
+	} else {
+		for _, name := range names {
+			gen, err := h.generated(name, r.Lang)
+			if err != nil {
+				return nil, err
+			}
+			gens = append(gens, gen)
+		}
+	}
+	// Each server's best limit are enough to find the best limit of all;
+	// a stable sort keeps ties in server order, then listing order.
+	found := &control.Found{Matches: []control.Match{}}
+	for i, gen := range gens {
+		for _, m := range gen.Search(r.Query, limit) {
+			found.Matches = append(found.Matches, control.Match{Server: names[i], Func: m.Func, Tool: m.Tool, Signature: m.Signature, Score: m.Score})
+		}
+	}
+	slices.SortStableFunc(found.Matches, func(a, b control.Match) int { return b.Score - a.Score })
+	found.Matches = found.Matches[:min(limit, len(found.Matches))]
+	return found, nil
 }
 
 func (h *controlHandler) Call(ctx context.Context, r *control.CallRequest) (*capwire.Result, error) {

@@ -130,6 +130,9 @@ func (s *server) boot(ctx context.Context, o bootOptions) error {
 		// The bridge admits at most max_inflight calls plus the queue;
 		// the client's own bound is a backstop above that.
 		MaxInFlight: s.cfg.MaxInflight,
+		// The per-server cap applies after tools.allow and tools.deny:
+		// list what the generator can plan, then count what is exposed.
+		MaxTools: codegen.MaxListedTools,
 	})
 	if err != nil {
 		return s.fail(err, nil)
@@ -139,6 +142,9 @@ func (s *server) boot(ctx context.Context, o bootOptions) error {
 		return s.fail(err, client)
 	}
 	tools := s.filter(listed)
+	if len(tools) > codegen.MaxTools {
+		return s.fail(fmt.Errorf("%d tools are left after tools.allow and tools.deny, more than the %d a server may expose", len(tools), codegen.MaxTools), client)
+	}
 	gen, err := codegen.Generate(s.cfg.Name, toCodegen(tools), codegen.Options{SurfaceBudget: o.surfaceBudget})
 	if err != nil {
 		return s.fail(fmt.Errorf("generating its façade: %w", err), client)

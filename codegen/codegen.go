@@ -28,9 +28,13 @@ import (
 const (
 	// MaxTools is the most tools one server may expose, counted after the
 	// operator's allow and deny lists; the bridge applies it. Generate
-	// itself takes up to maxGenerateTools, so it never refuses a listing
+	// itself takes up to MaxListedTools, so it never refuses a listing
 	// the bridge admitted.
 	MaxTools = 256
+	// MaxListedTools bounds the work of one Generate call, and so the
+	// listing a bridge reads from a server before its allow and deny
+	// lists pick the tools it exposes.
+	MaxListedTools = 4096
 	// MaxListingBytes caps the saved listing ParseListing reads; it is the
 	// line cap of the MCP stdio client, so one listing costs at most what one
 	// message may.
@@ -38,8 +42,6 @@ const (
 	// DefaultSurfaceBudget is the surface size, in bytes, used when
 	// Options.SurfaceBudget is zero.
 	DefaultSurfaceBudget = 64 << 10
-	// maxGenerateTools bounds the work of one Generate call.
-	maxGenerateTools = 4096
 	// maxServerName caps the operator's name for a server.
 	maxServerName = 128
 )
@@ -135,9 +137,10 @@ type Generated struct {
 	ModuleName string
 	// Source is the verified source file.
 	Source []byte
-	// Surface is the text a model reads: a short fixed preamble, then the
-	// declarations of every tool at Level's detail (on the index rung, the
-	// first page of the index).
+	// Surface is the text a model reads about this server: one head line,
+	// then the declarations of every tool at Level's detail (on the index
+	// rung, the first page of the index). Preamble(lang) precedes it, once
+	// however many servers' surfaces follow.
 	Surface string
 	// Level is the rung of the ladder Surface is on.
 	Level SurfaceLevel
@@ -163,8 +166,8 @@ func Generate(server string, tools []Tool, opts Options) (*Generated, error) {
 	if err := checkServerName(server); err != nil {
 		return nil, err
 	}
-	if len(tools) > maxGenerateTools {
-		return nil, fmt.Errorf("%w: %d tools, the limit is %d", ErrTooManyTools, len(tools), maxGenerateTools)
+	if len(tools) > MaxListedTools {
+		return nil, fmt.Errorf("%w: %d tools, the limit is %d", ErrTooManyTools, len(tools), MaxListedTools)
 	}
 	plans := make([]toolPlan, len(tools))
 	for i := range tools {
@@ -183,7 +186,7 @@ func Generate(server string, tools []Tool, opts Options) (*Generated, error) {
 		return nil, err
 	}
 	docs := out.file.docs()
-	surface, level, pages := renderSurface(out.file.goPreamble, docs, budget)
+	surface, level, pages := renderSurface(out.file.goHead, docs, budget)
 	return &Generated{
 		ModuleName:    out.pkg,
 		Source:        out.source,

@@ -5,8 +5,10 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"go/token"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 )
@@ -116,8 +118,11 @@ func TestGoldenContent(t *testing.T) {
 		t.Errorf("module %q level %v pages %d", g.ModuleName, g.Level, len(g.Pages))
 	}
 	for _, want := range []string{
-		"// package typical: MCP server \"typical\", 5 tools;",
-		"// \"API-get-user\": \"Fetch a user.\"\nfunc APIGetUser(ctx, APIGetUserArgs{\n\tUserId int64 // \"numeric id\"\n",
+		"// package typical, 5 tools\n",
+		"func APIGetUser(ctx, APIGetUserArgs{ // \"Fetch a user.\"\n\tUserId int64 // \"numeric id\"\n",
+		// The wire name is shown where the function's name does not spell it.
+		"func CreateIssue_e748d993(ctx, CreateIssueArgs_e748d993{ // tool \"create_issue\", \"Open a new issue",
+		"func RunQuery(ctx, map[string]any) // \"Arguments passed whole.\"; untyped: \"input schema declares no properties\"\n",
 		"\tOwner string // \"Repository owner\"\n",
 	} {
 		if !strings.Contains(g.Surface, want) {
@@ -229,6 +234,7 @@ var hostile = map[string]error{
 	"schema-top-anyof":             nil,
 	"schema-union-shapes":          nil,
 	"schema-weird-types":           nil,
+	"surface-forge-positions":      nil,
 	"tools-256":                    nil,
 	"tools-300":                    ErrBadListing,
 }
@@ -296,6 +302,9 @@ func checkInert(t *testing.T, g *Generated, tools []Tool) {
 	}
 }
 
+// forgedCall is a call spelled in code: Bad followed by digits and "(".
+var forgedCall = regexp.MustCompile(`Bad[0-9]*\(`)
+
 // checkSurface asserts that every line of a surface is the generator's:
 // server text only ever sits inside a quoted literal after "// ".
 func checkSurface(t *testing.T, s string) {
@@ -307,14 +316,18 @@ func checkSurface(t *testing.T, s string) {
 		ok := line == "" || line == "}" || line == "})" || strings.HasPrefix(line, "// ") ||
 			strings.HasPrefix(line, "func ") || strings.HasPrefix(line, "type ") ||
 			strings.HasPrefix(line, "\t") && len(line) > 1 && line[1] >= 'A' && line[1] <= 'Z' ||
-			len(line) > 0 && line[0] >= 'A' && line[0] <= 'Z' && strings.Contains(line, " // tool ")
+			len(line) > 0 && line[0] >= 'A' && line[0] <= 'Z' && (token.IsIdentifier(line) || strings.Contains(line, " // "))
 		if !ok || strings.Contains(line, "Evil") && !strings.Contains(line, `"`) {
 			t.Errorf("surface line is not the generator's: %q", line)
 		}
 		// Outside quoted literals, no server text: the code part of a line
 		// never holds Evil.
+		// Server text is quoted, and quotes only follow the comment mark.
+		// Hostile listings write Evil only where server text is prose, and
+		// Bad where it also names things: an identifier may hold Bad but
+		// never a call.
 		code, _, _ := strings.Cut(line, "//")
-		if strings.Contains(code, "Evil") {
+		if strings.Contains(code, "Evil") || forgedCall.MatchString(code) || strings.ContainsAny(code, "\"`'") {
 			t.Errorf("forged surface line: %q", line)
 		}
 	}
@@ -338,7 +351,7 @@ func intentFor(t *testing.T, g *Generated, tools []Tool) intent {
 
 func TestGenerateRefusals(t *testing.T) {
 	tool := Tool{Name: "t", InputSchema: []byte(`{"type":"object","properties":{}}`)}
-	many := make([]Tool, maxGenerateTools+1)
+	many := make([]Tool, MaxListedTools+1)
 	for i := range many {
 		many[i] = Tool{Name: fmt.Sprintf("t%d", i), InputSchema: tool.InputSchema}
 	}
@@ -383,6 +396,10 @@ func TestReservedPackages(t *testing.T) {
 		"testdata": "testdata" + digest8("testdata"), "main": "main" + digest8("main"),
 		"capwire": "capwire" + digest8("capwire"), "context": "context" + digest8("context"),
 		"func": "func" + digest8("func"), "string": "string" + digest8("string"),
+		// A package named init cannot be imported; one named errors would
+		// shadow the package the preamble tells a program to use.
+		"init": "init" + digest8("init"), "errors": "errors" + digest8("errors"),
+		"unsafe": "unsafe" + digest8("unsafe"), "builtin": "builtin" + digest8("builtin"),
 		"sequential-thinking": "sequentialthinking", "GitHub": "github", "数据": "mcp" + digest8("数据"),
 	} {
 		g, err := Generate(server, tool, Options{})
@@ -422,11 +439,11 @@ func TestSurfaceLadder(t *testing.T) {
 		}
 		prev = g
 	}
-	if len(prev.Pages) != 1 || prev.Pages[0] != prev.Surface || !strings.Contains(prev.Surface, "Index page 1 of 1") {
+	if len(prev.Pages) != 1 || prev.Pages[0] != prev.Surface || !strings.HasPrefix(prev.Surface, "// package filesystem, 14 tools; index page 1 of 1\n") {
 		t.Fatalf("index surface:\n%s", prev.Surface)
 	}
 	for _, d := range full.docs {
-		if !strings.Contains(prev.Surface, "\n"+d.name+" // tool ") {
+		if !strings.Contains(prev.Surface, "\n"+d.name+" // \"") {
 			t.Errorf("index lacks %s", d.name)
 		}
 	}
@@ -436,7 +453,7 @@ func TestSurfaceLadder(t *testing.T) {
 	}
 	all := strings.Join(paged.Pages, "")
 	for _, d := range full.docs {
-		if strings.Count(all, "\n"+d.name+" // tool ") != 1 {
+		if strings.Count(all, "\n"+d.name+" // \"") != 1 {
 			t.Errorf("the pages do not hold %s exactly once", d.name)
 		}
 	}
@@ -614,5 +631,48 @@ func TestLargeListing(t *testing.T) {
 	full, err := g.Describe(g.docs[319].name)
 	if err != nil || !strings.Contains(full, `"browser_action_319"`) {
 		t.Fatalf("Describe of the last tool: %v", err)
+	}
+}
+
+// TestSurfaceForgery renders every hostile listing that generates on
+// every rung of the ladder, describes all its tools and searches them:
+// no rendering of server text may forge a line.
+func TestSurfaceForgery(t *testing.T) {
+	for name, want := range hostile {
+		if want != nil {
+			continue
+		}
+		t.Run(name, func(t *testing.T) {
+			tools, err := readListing(t, "testdata/hostile/"+name+".json")
+			if err != nil {
+				t.Fatal(err)
+			}
+			budget := 1 << 30
+			for level := SurfaceFull; level <= SurfaceIndex; level++ {
+				g, err := Generate(name, tools, Options{SurfaceBudget: budget})
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, s := range append([]string{g.Surface}, g.Pages...) {
+					checkSurface(t, s)
+				}
+				if level == SurfaceFull {
+					d, err := g.Describe()
+					if err != nil {
+						t.Fatal(err)
+					}
+					checkSurface(t, d)
+					for _, m := range g.Search("a e i o u func evil bad x", len(tools)) {
+						if strings.Contains(m.Signature, "Evil") || forgedCall.MatchString(m.Signature) || strings.ContainsAny(m.Signature, "\"`'\n") {
+							t.Errorf("forged signature: %q", m.Signature)
+						}
+					}
+				}
+				if g.Level == SurfaceIndex {
+					break
+				}
+				budget = len(g.Surface) - 1
+			}
+		})
 	}
 }

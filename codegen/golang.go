@@ -22,7 +22,9 @@ const capwireImport = "github.com/capbridge/capbridge/capwire"
 var goImports = []string{"context", capwireImport}
 
 // goPkgReserved are the names a package must never be: Go's keywords and
-// predeclared identifiers, the packages a façade imports, and the path
+// predeclared identifiers, the packages a façade or the preamble's calls
+// import (context, capwire, errors), the ones the language treats
+// specially (init cannot be imported; unsafe and builtin), and the path
 // elements the go command treats specially.
 var goPkgReserved = func() map[string]bool {
 	m := map[string]bool{}
@@ -33,7 +35,7 @@ var goPkgReserved = func() map[string]bool {
 		int64 rune string uint uint8 uint16 uint32 uint64 uintptr true false iota nil
 		append cap clear close complex copy delete imag len make max min new panic print println
 		real recover
-		context capwire main vendor internal testdata`) {
+		context capwire errors init unsafe builtin main vendor internal testdata`) {
 		m[s] = true
 	}
 	return m

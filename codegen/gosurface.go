@@ -6,26 +6,54 @@ import (
 	"strings"
 )
 
-// The Go surface: the declarations a model writes against, in Go syntax,
-// after a short fixed preamble. Every piece of server text on it is a Go
-// string literal (see quoted), so a description cannot forge a line.
+// The Go surface: the declarations a model writes against, in Go syntax.
+// The conventions every server shares are in the preamble, printed once
+// (Preamble); a server's surface is one head line and its declarations.
+// Every piece of server text on it is a Go string literal (see quoted),
+// so a description cannot forge a line.
 
-// goPreamble is the surface's fixed head for a rung and index page.
-func (f *goFile) goPreamble(level SurfaceLevel, page, pages int) string {
-	p := f.pkg
-	var b strings.Builder
-	fmt.Fprintf(&b, "// package %s: MCP server %s, %d tools; import \"<module>/%s\", \"context\", %q.\n", p, strconv.QuoteToASCII(f.server), len(f.funcs), p, capwireImport)
-	fmt.Fprintf(&b, "// r, err := %s.F(ctx, %s.FArgs{...}); pointers optional (new(v)). Enum consts <Type><Value>. If FOutput: out, err := %s.DecodeF(r).\n", p, p, p)
-	b.WriteString("// err: refused (errors.Is(err, capwire.ErrTimeout), *capwire.Denied); r.IsError: tool failed, r.Text(). \"Quoted\": server text.\n")
-	switch level {
-	case SurfaceFull, SurfaceShort:
-		b.WriteString("// Descriptions cut; describe(names) gives them whole.\n")
-	case SurfaceSignatures:
-		b.WriteString("// Descriptions omitted; describe(names) gives them.\n")
-	case SurfaceIndex:
-		fmt.Fprintf(&b, "// Index page %d of %d: describe(names) gives declarations; search(query) finds tools.\n", page, pages)
+// goPreambleText is the Go preamble: how to import, call, read results
+// and errors, and what the surface's own notation means.
+const goPreambleText = `// MCP tools as Go packages: each "// package p" below is imported as "<module>/p", with "context" and "github.com/capbridge/capbridge/capwire".
+// Call: r, err := p.F(ctx, p.FArgs{Field: v}); p.F(ctx) takes no arguments; p.F(ctx, map[string]any{...}) takes them whole.
+// Pointer fields are optional: new(v), or leave them out. Enum T: constants T<Value>; a literal ("open") fits a required one.
+// A union interface{ A | W(T) } takes an A{...}, or W(v) wrapping a T. An output union is any, holding one of its shapes.
+// If FOutput is declared: out, err := p.DecodeF(r); else r.Text() or r.Decode(&v).
+// err != nil: the call was refused (*capwire.Denied; errors.Is(err, capwire.ErrTimeout)). r.IsError: the tool failed; r.Text() says why.
+// Notes: destructive: the tool may destroy data; =v default; lo..hi, >=lo, <=hi: range; len, items: sizes; untyped: why a field is any.
+// "Quoted": the server's own text, often cut; describe gives a tool whole, search finds tools by words.
+`
+
+// Preamble is the fixed text that precedes the surfaces of every server
+// for lang ("" means Go): how to import and call a façade and what the
+// surface's notation means. It is printed once, however many servers
+// follow.
+func Preamble(lang Lang) (string, error) {
+	if lang != "" && lang != Go {
+		return "", fmt.Errorf("%w: %q", ErrUnsupportedLang, clip(string(lang), 40))
 	}
-	return b.String()
+	return goPreambleText, nil
+}
+
+// goHead is a server's first line on the surface for a rung and index
+// page.
+func (f *goFile) goHead(level SurfaceLevel, page, pages int) string {
+	s := fmt.Sprintf("// package %s", f.pkg)
+	if f.pkg != f.server {
+		s += ": MCP server " + strconv.QuoteToASCII(f.server)
+	}
+	if len(f.funcs) == 1 {
+		s += ", 1 tool"
+	} else {
+		s += fmt.Sprintf(", %d tools", len(f.funcs))
+	}
+	switch level {
+	case SurfaceSignatures:
+		s += "; declarations only"
+	case SurfaceIndex:
+		s += fmt.Sprintf("; index page %d of %d", page, pages)
+	}
+	return s + "\n"
 }
 
 // docs renders every tool for the surface, Describe and Search.
@@ -63,9 +91,9 @@ func (f *goFile) docs() []toolDoc {
 			}
 			doc.decl[lv] = b.String()
 		}
-		doc.index = fn.name + " // tool " + strconv.QuoteToASCII(clip(t.Name, maxNameNote))
-		if desc := toolDescription(t); desc != "" {
-			doc.index += ": " + quoted(desc, surfaceShortDesc)
+		doc.index = fn.name
+		if note := f.toolNote(fn, detailShort); note != "" {
+			doc.index += " // " + note
 		}
 		doc.sig = f.signature(fn)
 		add := func(text string, w int) {
@@ -140,66 +168,210 @@ func (f *goFile) signature(fn *goFunc) string {
 	return s + ")"
 }
 
-func (f *goFile) surfaceFunc(b *strings.Builder, fn *goFunc, lv detail) {
+// spellsWire reports whether fn's name is its wire name's words with only
+// separators and case changed. Then the surface leaves the wire name out:
+// the façade sends it, and a reader looking for "get-sum" finds GetSum.
+func spellsWire(fn *goFunc) bool {
+	w, lost := spell(fn.tp.tool.Name, exported)
+	return !lost && w == fn.name
+}
+
+// toolNote is what the surface says of a tool after its declaration: its
+// wire name when the function's name does not spell it, the hint that
+// changes how it should be used, and its description.
+func (f *goFile) toolNote(fn *goFunc, lv detail) string {
 	t := fn.tp.tool
-	b.WriteString("// ")
-	b.WriteString(strconv.QuoteToASCII(clip(t.Name, maxNameNote)))
+	var parts []string
+	if !spellsWire(fn) || lv == detailDescribe {
+		parts = append(parts, "tool "+strconv.QuoteToASCII(clip(t.Name, maxNameNote)))
+	}
 	if h := t.Hints; lv <= detailFull {
-		// Only the claims that change how a model should use the tool.
 		switch {
 		case h.Destructive != nil && *h.Destructive:
-			b.WriteString(" (destructive)")
-		case h.ReadOnly != nil && *h.ReadOnly:
-			b.WriteString(" (read-only)")
+			parts = append(parts, "destructive")
 		}
 	}
 	if desc := toolDescription(t); desc != "" && lv != detailSigs {
-		max := [...]int{detailDescribe: maxToolDesc, detailFull: surfaceLongDesc, detailShort: surfaceShortDesc}[lv]
-		b.WriteString(": ")
-		b.WriteString(quoted(desc, max))
+		parts = append(parts, proseAt(desc, lv, [...]int{detailDescribe: maxToolDesc, detailFull: surfaceLongDesc, detailShort: surfaceShortDesc}))
 	}
-	b.WriteString("\nfunc ")
-	b.WriteString(fn.name)
-	switch {
-	case fn.tp.whole != "":
-		b.WriteString("(ctx, map[string]any) // " + quoted(fn.tp.whole, maxParamNote) + "\n")
-	case fn.args != "":
-		b.WriteString("(ctx, " + fn.args + "{\n")
-		f.surfaceFields(b, fn.tp.args, lv)
-		b.WriteString("})\n")
-	default:
-		b.WriteString("(ctx)\n")
-	}
+	return strings.Join(parts, ", ")
 }
 
-// surfaceFields writes the fields of record d, one a line.
-func (f *goFile) surfaceFields(b *strings.Builder, d *typeDef, lv detail) {
+// proseAt quotes server prose for detail lv, whose caps are max: whole
+// up to the source's cap in a description, cut at a sentence on a rung.
+func proseAt(s string, lv detail, max [3]int) string {
+	if lv == detailDescribe {
+		return quoted(s, max[lv])
+	}
+	return quotedCut(s, max[lv])
+}
+
+// maxOneLine is the most fields a record without comments is written on
+// one line with.
+const maxOneLine = 4
+
+// surfaceFunc writes fn's declaration: its arguments' fields spelled out
+// in the record literal, its note after it.
+func (f *goFile) surfaceFunc(b *strings.Builder, fn *goFunc, lv detail) {
+	note := f.toolNote(fn, lv)
+	b.WriteString("func " + fn.name)
+	switch {
+	case fn.tp.whole != "":
+		b.WriteString("(ctx, map[string]any)")
+		if note != "" {
+			note += "; "
+		}
+		note += "untyped: " + quoted(fn.tp.whole, maxParamNote)
+	case fn.args != "":
+		lines := f.surfaceFields(fn.tp.args, lv)
+		if oneLine(lines) {
+			b.WriteString("(ctx, " + fn.args + "{" + strings.Join(lines, "; ") + "})")
+			break
+		}
+		b.WriteString("(ctx, " + fn.args + "{")
+		if note != "" {
+			b.WriteString(" // " + note)
+		}
+		b.WriteByte('\n')
+		for _, l := range lines {
+			b.WriteString("\t" + l + "\n")
+		}
+		b.WriteString("})\n")
+		return
+	default:
+		b.WriteString("(ctx)")
+	}
+	if note != "" {
+		b.WriteString(" // " + note)
+	}
+	b.WriteByte('\n')
+}
+
+// oneLine reports fields short enough, and bare enough, for one line.
+func oneLine(lines []string) bool {
+	if len(lines) > maxOneLine {
+		return false
+	}
+	for _, l := range lines {
+		if strings.Contains(l, "//") {
+			return false
+		}
+	}
+	return true
+}
+
+// surfaceFields renders the fields of record d, one a line; consecutive
+// fields of one type and no comment share a line ("A, B float64").
+func (f *goFile) surfaceFields(d *typeDef, lv detail) []string {
+	var lines []string
+	lastType := ""
 	for i, fl := range d.fields {
 		e, _ := f.fieldType(d, fl)
-		fmt.Fprintf(b, "\t%s %s", f.fields[d][i], e)
+		name := f.fields[d][i]
 		var parts []string
 		if vals := f.enumValues(fl.typ); vals != "" {
 			parts = append(parts, vals)
 		}
 		if lv != detailSigs {
-			max := [...]int{detailDescribe: maxFieldDoc, detailFull: surfaceFieldLong, detailShort: surfaceFieldShort}[lv]
-			if doc := cleanText(fl.doc, max); doc != "" {
-				parts = append(parts, quoted(doc, max))
+			if fl.doc != "" && cleanText(fl.doc, 1) != "" {
+				parts = append(parts, proseAt(fl.doc, lv, [...]int{detailDescribe: maxFieldDoc, detailFull: surfaceFieldLong, detailShort: surfaceFieldShort}))
 			}
 		}
-		for _, fact := range f.facts(d, fl) {
-			if lv <= detailFull || strings.HasPrefix(fact, "required") || strings.HasPrefix(fact, "untyped") {
-				if strings.HasPrefix(fact, "untyped: ") {
-					fact = "untyped: " + quoted(strings.TrimPrefix(fact, "untyped: "), maxParamNote)
-				}
-				parts = append(parts, fact)
-			}
+		parts = append(parts, f.surfaceFacts(d, fl, lv)...)
+		if len(parts) == 0 && lastType == e {
+			last := lines[len(lines)-1]
+			lines[len(lines)-1] = strings.TrimSuffix(last, " "+e) + ", " + name + " " + e
+			continue
 		}
+		line := name + " " + e
+		lastType = ""
 		if len(parts) > 0 {
-			b.WriteString(" // " + strings.Join(parts, "; "))
+			line += " // " + strings.Join(parts, "; ")
+		} else {
+			lastType = e
 		}
-		b.WriteByte('\n')
+		lines = append(lines, line)
 	}
+	return lines
+}
+
+// surfaceFacts are the generator's notes on a field as the surface shows
+// them: required-ness the type does not say, why it is untyped, and
+// (on the full rung and in descriptions) its default, range, sizes,
+// format and pattern.
+func (f *goFile) surfaceFacts(d *typeDef, fl field, lv detail) []string {
+	var parts []string
+	e, _ := f.fieldType(d, fl)
+	switch {
+	case fl.required && fl.typ.nullable:
+		parts = append(parts, "required, nil sends null")
+	case fl.required && nilable(e):
+		parts = append(parts, "required")
+	}
+	if why := untypedReason(fl.typ); why != "" {
+		parts = append(parts, "untyped: "+quoted(why, maxParamNote))
+	}
+	switch lv {
+	case detailDescribe:
+		parts = append(parts, compactNotes(fl.notes, maxNoteRunes)...)
+	case detailFull:
+		parts = append(parts, compactNotes(fl.notes, surfaceNoteLong)...)
+	}
+	return parts
+}
+
+// noteLabels are the labels describeSchema gives notes, longest first so
+// that no label is read as a prefix of another.
+var noteLabels = []string{"exclusive minimum", "exclusive maximum", "min length", "max length", "min items", "max items", "minimum", "maximum", "default", "format", "pattern"}
+
+// compactNotes writes a field's notes in the surface's notation: =v for a
+// default, lo..hi, >=lo or <=hi (> and < when exclusive) for a range,
+// "len" and "items" before the range of a length or an item count, and
+// format and pattern as they are. The values are JSON literals, cleaned,
+// and cut at max runes.
+func compactNotes(notes []string, max int) []string {
+	val := map[string]string{}
+	for _, n := range notes {
+		for _, l := range noteLabels {
+			if v, ok := strings.CutPrefix(n, l+" "); ok {
+				val[l] = cleanText(v, max)
+				break
+			}
+		}
+	}
+	var out []string
+	if v, ok := val["default"]; ok {
+		out = append(out, "="+v)
+	}
+	span := func(prefix, lo, hi, xlo, xhi string) {
+		l, hasL := val[lo]
+		h, hasH := val[hi]
+		xl, hasXL := val[xlo]
+		xh, hasXH := val[xhi]
+		switch {
+		case hasL && hasH:
+			out = append(out, prefix+l+".."+h)
+		case hasL:
+			out = append(out, prefix+">="+l)
+		case hasH:
+			out = append(out, prefix+"<="+h)
+		}
+		if hasXL {
+			out = append(out, prefix+">"+xl)
+		}
+		if hasXH {
+			out = append(out, prefix+"<"+xh)
+		}
+	}
+	span("", "minimum", "maximum", "exclusive minimum", "exclusive maximum")
+	span("len ", "min length", "max length", "", "")
+	span("items ", "min items", "max items", "", "")
+	for _, l := range []string{"format", "pattern"} {
+		if v, ok := val[l]; ok {
+			out = append(out, l+" "+v)
+		}
+	}
+	return out
 }
 
 // enumValues lists the values of the enum t is (or holds), for the field
@@ -227,7 +399,7 @@ func enumLiterals(d *typeDef) string {
 			parts = append(parts, v.lit)
 		}
 	}
-	return strings.Join(parts, " | ")
+	return strings.Join(parts, "|")
 }
 
 func (f *goFile) surfaceType(b *strings.Builder, d *typeDef, lv detail, variant map[*typeDef]bool) {
@@ -238,15 +410,28 @@ func (f *goFile) surfaceType(b *strings.Builder, d *typeDef, lv detail, variant 
 			return // spelled out in the function's line
 		}
 		if why := f.opaque[d]; why != "" {
-			fmt.Fprintf(b, "type %s map[string]any // %s\n", name, quoted(why, maxParamNote))
+			fmt.Fprintf(b, "type %s map[string]any // untyped: %s\n", name, quoted(why, maxParamNote))
 			return
 		}
-		fmt.Fprintf(b, "type %s struct {", name)
-		if doc := cleanText(d.doc, maxFieldDoc); doc != "" && lv <= detailFull {
-			b.WriteString(" // " + quoted(doc, [...]int{detailDescribe: maxFieldDoc, detailFull: surfaceFieldLong}[lv]))
+		lines := f.surfaceFields(d, lv)
+		doc := ""
+		if lv <= detailFull {
+			if cleanText(d.doc, 1) != "" {
+				doc = " // " + proseAt(d.doc, lv, [3]int{detailDescribe: maxFieldDoc, detailFull: surfaceFieldLong})
+			}
 		}
-		b.WriteByte('\n')
-		f.surfaceFields(b, d, lv)
+		switch {
+		case len(lines) == 0:
+			fmt.Fprintf(b, "type %s struct{}%s\n", name, doc)
+			return
+		case oneLine(lines):
+			fmt.Fprintf(b, "type %s struct{ %s }%s\n", name, strings.Join(lines, "; "), doc)
+			return
+		}
+		fmt.Fprintf(b, "type %s struct {%s\n", name, doc)
+		for _, l := range lines {
+			b.WriteString("\t" + l + "\n")
+		}
 		b.WriteString("}\n")
 	case dEnum:
 		if !variant[d] {
@@ -261,11 +446,40 @@ func (f *goFile) surfaceType(b *strings.Builder, d *typeDef, lv detail, variant 
 		}
 		fmt.Fprintf(b, "type %s %s // %s\n", name, base, enumLiterals(d))
 	case dUnion:
-		note := quoted(f.unionNote(d), 4*maxParamNote)
-		if f.output[d] {
-			fmt.Fprintf(b, "type %s any // %s\n", name, note)
-			return
-		}
-		fmt.Fprintf(b, "type %s interface{ %s() } // %s\n", name, marker(name), note)
+		f.surfaceUnion(b, d)
 	}
+}
+
+// surfaceUnion writes union d: in arguments, the interface its variants
+// satisfy, spelled as a Go constraint (a record A, or W(T) for a wrapper
+// W of a value of type T); in outputs, any and the shapes it may hold.
+// A note says what tells the variants apart when it is not their JSON
+// kind.
+func (f *goFile) surfaceUnion(b *strings.Builder, d *typeDef) {
+	out := f.output[d]
+	var parts []string
+	for i, v := range d.variants {
+		w := f.wrappers[d][i]
+		t := f.expr(typ{kind: v.typ.kind, elem: v.typ.elem, def: v.typ.def, unsigned: v.typ.unsigned}, out)
+		switch {
+		case w == "":
+			parts = append(parts, f.types[v.typ.def])
+		case out:
+			parts = append(parts, t)
+		default:
+			parts = append(parts, w+"("+t+")")
+		}
+	}
+	var note string
+	switch {
+	case d.discriminator != "":
+		note = " // by " + quoted(d.discriminator, maxNameNote)
+	case !d.decidable:
+		note = " // not decidable from the value"
+	}
+	if out {
+		fmt.Fprintf(b, "type %s any // %s%s\n", f.types[d], strings.Join(parts, " | "), strings.Replace(note, " // ", "; ", 1))
+		return
+	}
+	fmt.Fprintf(b, "type %s interface{ %s }%s\n", f.types[d], strings.Join(parts, " | "), note)
 }

@@ -7,14 +7,16 @@ import (
 	"strconv"
 	"strings"
 	"unicode"
+	"unicode/utf8"
 )
 
 // Description lengths, in runes, on the rungs of the ladder.
 const (
-	surfaceLongDesc   = 80 // a tool, full rung
+	surfaceLongDesc   = 72 // a tool, full rung
 	surfaceShortDesc  = 50 // a tool, short rung and index
-	surfaceFieldLong  = 50 // a field, full rung
+	surfaceFieldLong  = 45 // a field, full rung
 	surfaceFieldShort = 30 // a field, short rung
+	surfaceNoteLong   = 32 // a default, range or pattern's value, full rung
 	maxEnumShown      = 32 // enum constants listed on a surface
 )
 
@@ -42,13 +44,14 @@ type toolDoc struct {
 // renderSurface renders the surface on the richest rung that fits budget
 // bytes: full, short descriptions, declarations only, then the index of
 // names, split into pages if one page cannot hold it. It never refuses:
-// what a rung leaves out, Describe serves.
-func renderSurface(preamble func(SurfaceLevel, int, int) string, docs []toolDoc, budget int) (string, SurfaceLevel, []string) {
+// what a rung leaves out, Describe serves. head is the server's first
+// line for a rung and page; the preamble all servers share is not part
+// of it.
+func renderSurface(head func(SurfaceLevel, int, int) string, docs []toolDoc, budget int) (string, SurfaceLevel, []string) {
 	for level := SurfaceFull; level <= SurfaceSignatures; level++ {
 		var b strings.Builder
-		b.WriteString(preamble(level, 1, 1))
+		b.WriteString(head(level, 1, 1))
 		for _, d := range docs {
-			b.WriteByte('\n')
 			b.WriteString(d.decl[detailFull+detail(level)])
 		}
 		if b.Len() <= budget {
@@ -58,9 +61,9 @@ func renderSurface(preamble func(SurfaceLevel, int, int) string, docs []toolDoc,
 	var pages []string
 	var lines []string
 	size := 0
-	head := len(preamble(SurfaceIndex, 99999, 99999)) + 1
+	headLen := len(head(SurfaceIndex, 99999, 99999))
 	for _, d := range docs {
-		if len(lines) > 0 && head+size+len(d.index)+1 > budget {
+		if len(lines) > 0 && headLen+size+len(d.index)+1 > budget {
 			pages = append(pages, strings.Join(lines, ""))
 			lines, size = nil, 0
 		}
@@ -69,15 +72,21 @@ func renderSurface(preamble func(SurfaceLevel, int, int) string, docs []toolDoc,
 	}
 	pages = append(pages, strings.Join(lines, ""))
 	for i := range pages {
-		pages[i] = preamble(SurfaceIndex, i+1, len(pages)) + "\n" + pages[i]
+		pages[i] = head(SurfaceIndex, i+1, len(pages)) + pages[i]
 	}
 	return pages[0], SurfaceIndex, pages
 }
 
 // Describe returns the full declarations of the named tools, by function
-// name or wire name, in the order asked: what a lean rung of the surface
-// leaves out. It is the pure half of the control plane's describe request.
+// name or wire name, in the order asked (none named: every tool, in
+// listing order): what a lean rung of the surface leaves out. It is the
+// pure half of the control plane's describe request.
 func (g *Generated) Describe(names ...string) (string, error) {
+	if len(names) == 0 {
+		for _, d := range g.docs {
+			names = append(names, d.name)
+		}
+	}
 	var b strings.Builder
 	for i, n := range names {
 		k := slices.IndexFunc(g.docs, func(d toolDoc) bool { return d.name == n || d.wire == n })
@@ -169,4 +178,24 @@ func searchWords(s string) []string {
 // Go string literal, so no description can pass for a declaration.
 func quoted(s string, max int) string {
 	return strconv.Quote(cleanText(s, max))
+}
+
+// quotedCut is quoted for a lean rung: prose longer than max runes is
+// cut after its last whole sentence that fits, if that keeps at least
+// half of max, else at max; either way it ends in "…". A whole sentence
+// says more than one cut mid-word, in fewer bytes.
+func quotedCut(s string, max int) string {
+	c := cleanText(s, max)
+	if !strings.HasSuffix(c, "…") || c == cleanText(s, max+1) {
+		return strconv.Quote(c)
+	}
+	for i := len(c) - 1; i > 0; i-- {
+		if c[i] == ' ' && strings.IndexByte(".!?", c[i-1]) >= 0 {
+			if utf8.RuneCountInString(c[:i]) >= max/2 {
+				return strconv.Quote(c[:i] + "…")
+			}
+			break
+		}
+	}
+	return strconv.Quote(c)
 }

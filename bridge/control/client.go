@@ -61,6 +61,16 @@ func (c *Client) Facade(ctx context.Context, r *FacadeRequest) (*Facade, error) 
 	return request[Facade](ctx, c, opFacade, r, replyFacade)
 }
 
+// Describe fetches the full declarations of some of a server's tools.
+func (c *Client) Describe(ctx context.Context, r *DescribeRequest) (*Described, error) {
+	return request[Described](ctx, c, opDescribe, r, replyDescribed)
+}
+
+// Search ranks the tools of one or more servers by a query.
+func (c *Client) Search(ctx context.Context, r *SearchRequest) (*Found, error) {
+	return request[Found](ctx, c, opSearch, r, replyFound)
+}
+
 // Call calls a tool with operator authority. A tool that ran and failed
 // is a result with IsError; a call that was refused or could not
 // complete returns a *capwire.Denied, so errors.Is(err, capwire.ErrTimeout)

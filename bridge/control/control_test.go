@@ -49,11 +49,25 @@ func (*fakeHandler) Status(context.Context) (*Status, error) {
 func (*fakeHandler) Facade(_ context.Context, r *FacadeRequest) (*Facade, error) {
 	switch r.Server {
 	case "s":
-		return &Facade{Module: "s", Source: "package s\n", Surface: "s.F()", ListingSHA256: "ab"}, nil
+		return &Facade{Module: "s", Source: "package s\n", Surface: "s.F()", Preamble: "// p\n", ListingSHA256: "ab"}, nil
 	case "huge":
 		return &Facade{Source: strings.Repeat("x", MaxFrame)}, nil
 	}
 	return nil, errors.New("the façade generator broke")
+}
+
+func (*fakeHandler) Describe(_ context.Context, r *DescribeRequest) (*Described, error) {
+	if r.Server != "s" {
+		return nil, &Error{Code: CodeUnknownServer, Message: "no such server"}
+	}
+	return &Described{Module: "s", Declarations: "func " + strings.Join(r.Tools, "(ctx)\nfunc ") + "(ctx)\n"}, nil
+}
+
+func (*fakeHandler) Search(_ context.Context, r *SearchRequest) (*Found, error) {
+	if r.Query == "" {
+		return nil, &Error{Code: CodeBadRequest, Message: "empty query"}
+	}
+	return &Found{Matches: []Match{{Server: "s", Func: "F", Tool: "f", Signature: "s.F(ctx)", Score: int(r.Limit)}}}, nil
 }
 
 func (f *fakeHandler) Call(ctx context.Context, r *CallRequest) (*capwire.Result, error) {
@@ -117,8 +131,21 @@ func TestRoundTrips(t *testing.T) {
 	if st, err := c.Status(ctx); err != nil || !reflect.DeepEqual(*st, want) {
 		t.Errorf("status: %+v, %v", st, err)
 	}
-	if f, err := c.Facade(ctx, &FacadeRequest{Server: "s"}); err != nil || *f != (Facade{Module: "s", Source: "package s\n", Surface: "s.F()", ListingSHA256: "ab"}) {
+	if f, err := c.Facade(ctx, &FacadeRequest{Server: "s"}); err != nil || *f != (Facade{Module: "s", Source: "package s\n", Surface: "s.F()", Preamble: "// p\n", ListingSHA256: "ab"}) {
 		t.Errorf("facade: %+v, %v", f, err)
+	}
+	if d, err := c.Describe(ctx, &DescribeRequest{Server: "s", Tools: []string{"F", "g-h"}}); err != nil || *d != (Described{Module: "s", Declarations: "func F(ctx)\nfunc g-h(ctx)\n"}) {
+		t.Errorf("describe: %+v, %v", d, err)
+	}
+	wantFound := Found{Matches: []Match{{Server: "s", Func: "F", Tool: "f", Signature: "s.F(ctx)", Score: 7}}}
+	if f, err := c.Search(ctx, &SearchRequest{Servers: []string{"s"}, Query: "f", Limit: 7}); err != nil || !reflect.DeepEqual(*f, wantFound) {
+		t.Errorf("search: %+v, %v", f, err)
+	}
+	if _, err := c.Describe(ctx, &DescribeRequest{Server: "x"}); !errors.Is(err, &Error{Code: CodeUnknownServer}) {
+		t.Errorf("describe of an unknown server: %v", err)
+	}
+	if _, err := c.Search(ctx, &SearchRequest{}); !errors.Is(err, &Error{Code: CodeBadRequest}) {
+		t.Errorf("search with no query: %v", err)
 	}
 	args, _ := msgpack.Marshal(map[string]any{"text": "hi"})
 	r, err := c.Call(ctx, &CallRequest{Server: "s", Tool: "echo", Args: args, TimeoutMS: 5})

@@ -15,13 +15,13 @@ const specPath = "../../docs/control.md"
 // spec is what docs/control.md's tables say.
 type spec struct {
 	replies map[string]string              // request kind → reply kind, from the "### `op` → `reply`" headings
-	fields  map[string]map[string][]string // section → in (request, reply, server) → fields, "name" or "name?" when optional
+	fields  map[string]map[string][]string // section → in (request, reply, server, match) → fields, "name" or "name?" when optional
 	codes   []string                       // the error codes
 }
 
 var (
 	opHeading = regexp.MustCompile("^### `([a-z_]+)` → `([a-z_]+)`( or `([a-z_]+)`)?$")
-	fieldRow  = regexp.MustCompile("^\\| `([a-z_0-9]+)` \\| (request|reply|server) \\| ([^|]*) \\|")
+	fieldRow  = regexp.MustCompile("^\\| `([a-z_0-9]+)` \\| (request|reply|server|match) \\| ([^|]*) \\|")
 	codeRow   = regexp.MustCompile("^\\| `([a-z_]+)` \\| [^|]* \\|$")
 )
 
@@ -90,11 +90,13 @@ func TestSpecMatchesCode(t *testing.T) {
 		req, rep any
 	}
 	ops := map[string]op{
-		opGrant:  {replyGranted, GrantRequest{}, Granted{}},
-		opRevoke: {replyRevoked, RevokeRequest{}, Revoked{}},
-		opStatus: {replyStatus, struct{}{}, Status{}},
-		opFacade: {replyFacade, FacadeRequest{}, Facade{}},
-		opCall:   {"result or denied", CallRequest{}, struct{}{}}, // the reply is capwire's
+		opGrant:    {replyGranted, GrantRequest{}, Granted{}},
+		opRevoke:   {replyRevoked, RevokeRequest{}, Revoked{}},
+		opStatus:   {replyStatus, struct{}{}, Status{}},
+		opFacade:   {replyFacade, FacadeRequest{}, Facade{}},
+		opDescribe: {replyDescribed, DescribeRequest{}, Described{}},
+		opSearch:   {replyFound, SearchRequest{}, Found{}},
+		opCall:     {"result or denied", CallRequest{}, struct{}{}}, // the reply is capwire's
 	}
 	if got, want := slices.Sorted(maps.Keys(s.replies)), slices.Sorted(maps.Keys(ops)); !slices.Equal(got, want) {
 		t.Fatalf("the spec's requests are %v, the code's %v", got, want)
@@ -107,6 +109,7 @@ func TestSpecMatchesCode(t *testing.T) {
 		check(t, name+" reply", s.fields[name]["reply"], tags(o.rep))
 	}
 	check(t, "server status", s.fields[opStatus]["server"], tags(ServerStatus{}))
+	check(t, "search match", s.fields[opSearch]["match"], tags(Match{}))
 	check(t, "error reply", s.fields["Errors"]["reply"], tags(Error{}))
 	check(t, "error codes", s.codes, slices.Collect(maps.Keys(codes)))
 }

@@ -25,6 +25,8 @@ type Handler interface {
 	Revoke(ctx context.Context, r *RevokeRequest) (*Revoked, error)
 	Status(ctx context.Context) (*Status, error)
 	Facade(ctx context.Context, r *FacadeRequest) (*Facade, error)
+	Describe(ctx context.Context, r *DescribeRequest) (*Described, error)
+	Search(ctx context.Context, r *SearchRequest) (*Found, error)
 	// Call runs a tool call with operator authority. ctx ends when the
 	// client hangs up while the call runs.
 	Call(ctx context.Context, r *CallRequest) (*capwire.Result, error)
@@ -118,10 +120,14 @@ func (s *Server) answer(ctx context.Context, conn net.Conn, frame, dst []byte) [
 		return handle(dst, h, replyStatus, frame, func(*struct{}) (*Status, error) { return s.Handler.Status(ctx) })
 	case opFacade:
 		return handle(dst, h, replyFacade, frame, func(r *FacadeRequest) (*Facade, error) { return s.Handler.Facade(ctx, r) })
+	case opDescribe:
+		return handle(dst, h, replyDescribed, frame, func(r *DescribeRequest) (*Described, error) { return s.Handler.Describe(ctx, r) })
+	case opSearch:
+		return handle(dst, h, replyFound, frame, func(r *SearchRequest) (*Found, error) { return s.Handler.Search(ctx, r) })
 	case opCall:
 		return s.call(ctx, conn, h.ID, frame, dst)
 	}
-	return appendError(dst, h.ID, errorf(CodeUnknownRequest, "unknown control request %q (known: grant, revoke, status, facade, call)", text.Ellipsis(h.T, 64)))
+	return appendError(dst, h.ID, errorf(CodeUnknownRequest, "unknown control request %q (known: grant, revoke, status, facade, describe, search, call)", text.Ellipsis(h.T, 64)))
 }
 
 // handle decodes a request of type Req from frame, runs it and appends

@@ -20,17 +20,21 @@ import (
 // Request kinds, the "t" of a request, and the reply kinds that answer
 // them. A call is answered with capwire's own "result" or "denied".
 const (
-	opGrant  = "grant"
-	opRevoke = "revoke"
-	opStatus = "status"
-	opFacade = "facade"
-	opCall   = "call"
+	opGrant    = "grant"
+	opRevoke   = "revoke"
+	opStatus   = "status"
+	opFacade   = "facade"
+	opDescribe = "describe"
+	opSearch   = "search"
+	opCall     = "call"
 
-	replyGranted = "granted"
-	replyRevoked = "revoked"
-	replyStatus  = "status"
-	replyFacade  = "facade"
-	replyError   = "error"
+	replyGranted   = "granted"
+	replyRevoked   = "revoked"
+	replyStatus    = "status"
+	replyFacade    = "facade"
+	replyDescribed = "described"
+	replyFound     = "found"
+	replyError     = "error"
 )
 
 // MaxFrame bounds one control frame's payload in either direction; a
@@ -94,10 +98,60 @@ type FacadeRequest struct {
 
 // Facade answers a facade request ("facade").
 type Facade struct {
-	Module        string `msgpack:"module"`  // the package name
-	Source        string `msgpack:"source"`  // the verified source file
-	Surface       string `msgpack:"surface"` // the model's text
+	Module  string `msgpack:"module"`  // the package name
+	Source  string `msgpack:"source"`  // the verified source file
+	Surface string `msgpack:"surface"` // the model's text for this server
+	// Preamble is the fixed text a model reads once before the surfaces of
+	// any number of servers: the same for every server of a language.
+	Preamble      string `msgpack:"preamble"`
 	ListingSHA256 string `msgpack:"listing_sha256"`
+}
+
+// DescribeRequest asks for the full declarations of some of a server's
+// tools ("describe"): what a lean rung of the surface leaves out.
+type DescribeRequest struct {
+	Server string `msgpack:"server"`
+	// Tools names the tools by function name or wire name, in the order
+	// wanted; none means every tool.
+	Tools []string `msgpack:"tools,omitempty"`
+	Lang  string   `msgpack:"lang,omitempty"` // "go", the default
+}
+
+// Described answers a describe request ("described").
+type Described struct {
+	Module       string `msgpack:"module"`       // the package name
+	Declarations string `msgpack:"declarations"` // the tools' declarations, in the order asked
+}
+
+// SearchRequest asks which tools match a query ("search").
+type SearchRequest struct {
+	// Servers limits the search to these servers; none means every server
+	// that has a façade. A harness passes the servers it granted.
+	Servers []string `msgpack:"servers,omitempty"`
+	Query   string   `msgpack:"query"`
+	Limit   uint32   `msgpack:"limit,omitempty"` // 0: DefaultSearchLimit; at most MaxSearchLimit
+	Lang    string   `msgpack:"lang,omitempty"`  // "go", the default
+}
+
+// Search bounds.
+const (
+	DefaultSearchLimit = 10
+	MaxSearchLimit     = 100
+	MaxSearchQuery     = 1 << 10 // bytes
+)
+
+// Found answers a search request ("found").
+type Found struct {
+	Matches []Match `msgpack:"matches"` // best first
+}
+
+// Match is one tool a search found.
+type Match struct {
+	Server    string `msgpack:"server" json:"server"`
+	Func      string `msgpack:"func" json:"func"`           // the façade function
+	Tool      string `msgpack:"tool" json:"tool"`           // the tool's wire name
+	Signature string `msgpack:"signature" json:"signature"` // "pkg.F(ctx, pkg.FArgs{Field T; …})"
+	Score     int    `msgpack:"score" json:"score"`         // higher is better; comparable across servers
 }
 
 // CallRequest calls a tool with operator authority ("call"). It is

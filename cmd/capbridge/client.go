@@ -286,8 +286,8 @@ func runStatus(args []string, stdout, stderr io.Writer) int {
 	return exitOK
 }
 
-// runTools prints the surface of each named server (all when none is
-// named): what a model is shown.
+// runTools prints the preamble once, then the surface of each named
+// server (all when none is named): what a model is shown.
 func runTools(args []string, stdout, stderr io.Writer) int {
 	fs, cf := newClientFlags("tools", stderr, false)
 	if err := fs.Parse(args); err != nil {
@@ -307,6 +307,7 @@ func runTools(args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	code := exitOK
+	preamble := false
 	for _, n := range names {
 		r, err := fetchFacade(cf, n)
 		if err != nil {
@@ -314,7 +315,13 @@ func runTools(args []string, stdout, stderr io.Writer) int {
 			code = exitError
 			continue
 		}
-		fmt.Fprint(stdout, r.Surface)
+		if !preamble {
+			// The same for every server: the bridge sends it with each
+			// façade, and it is shown once.
+			fmt.Fprint(stdout, r.Preamble)
+			preamble = true
+		}
+		fmt.Fprint(stdout, "\n"+r.Surface)
 		if !strings.HasSuffix(r.Surface, "\n") {
 			fmt.Fprintln(stdout)
 		}

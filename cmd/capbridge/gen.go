@@ -13,9 +13,11 @@ import (
 )
 
 // runGen is `capbridge gen`: it writes a server's façade and surface as
-// DIR/<package>/<package>.go and DIR/<package>/SURFACE.txt, generated from
-// a saved tools/list result (--listing, offline), or else fetched from the
-// running capbridge, which generated them at boot (--control).
+// DIR/<package>/<package>.go and DIR/<package>/SURFACE.txt (the preamble,
+// a blank line, then the surface: what a model reads for this one
+// server), generated from a saved tools/list result (--listing, offline),
+// or else fetched from the running capbridge, which generated them at boot
+// (--control).
 func runGen(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("capbridge gen", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -42,7 +44,7 @@ func runGen(args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintf(stderr, "capbridge gen: %v\n", err)
 			return exitError
 		}
-		return writeFacade(*out, f.Module, []byte(f.Source), f.Surface, stdout, stderr, "from the running capbridge")
+		return writeFacade(*out, f.Module, []byte(f.Source), f.Preamble+"\n"+f.Surface, stdout, stderr, "from the running capbridge")
 	}
 	f, err := os.Open(*listing)
 	if err != nil {
@@ -70,7 +72,12 @@ func runGen(args []string, stdout, stderr io.Writer) int {
 		}
 		return exitError
 	}
-	return writeFacade(*out, g.ModuleName, g.Source, g.Surface, stdout, stderr,
+	preamble, err := codegen.Preamble(codegen.Lang(*lang))
+	if err != nil {
+		fmt.Fprintf(stderr, "capbridge gen: %v\n", err)
+		return exitError
+	}
+	return writeFacade(*out, g.ModuleName, g.Source, preamble+"\n"+g.Surface, stdout, stderr,
 		fmt.Sprintf("%d tools, surface %d bytes (%s), listing sha256 %s", len(tools), len(g.Surface), g.Level, g.ListingSHA256))
 }
 

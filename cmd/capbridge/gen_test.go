@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/capbridge/capbridge/codegen"
 )
 
 func TestGen(t *testing.T) {
@@ -28,8 +30,9 @@ func TestGen(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.HasPrefix(string(surface), "// package filesystem: MCP server \"filesystem\"") ||
-		!strings.Contains(string(surface), "\nfunc ReadTextFile(ctx, ReadTextFileArgs{\n") {
+	preamble, _ := codegen.Preamble(codegen.Go)
+	if !strings.HasPrefix(string(surface), preamble+"\n// package filesystem, 14 tools\n") ||
+		!strings.Contains(string(surface), "\nfunc ReadTextFile(ctx, ReadTextFileArgs{ // ") {
 		t.Errorf("surface:\n%s", surface)
 	}
 	if !strings.Contains(stdout.String(), "14 tools") {

@@ -35,13 +35,15 @@ const (
 func commands() map[string]command {
 	return map[string]command{
 		"call":        {"call a tool through the running capbridge, with operator authority", runCall},
+		"describe":    {"show the full declarations of a server's tools", runDescribe},
 		"demo-server": {"serve the built-in demo MCP server on stdio (serve runs it when it has no config)", runDemoServer},
 		"gen":         {"write a server's façade and surface (from the running capbridge, or a saved tools/list)", runGen},
 		"grant":       {"issue a grant and print its token", runGrant},
 		"revoke":      {"revoke a grant", runRevoke},
+		"search":      {"find tools by words in their names, descriptions and arguments", runSearch},
 		"serve":       {"run the service", runServe},
 		"status":      {"show the servers, grants and connections of the running capbridge", runStatus},
-		"tools":       {"show the surface of the running capbridge's servers", runTools},
+		"tools":       {"show the preamble and the surfaces of the running capbridge's servers", runTools},
 		"version":     {"print the version of this build", runVersion},
 	}
 }
