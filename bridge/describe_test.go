@@ -161,13 +161,13 @@ func TestToolCapAfterAllowDeny(t *testing.T) {
 	if err != nil || len(st.Servers) != 3 {
 		t.Fatalf("status: %+v, %v", st, err)
 	}
-	if s := st.Servers[0]; s.State != StateReady || s.Tools != 10 {
+	if s := st.Servers[0]; State(s.State) != StateReady || s.Tools != 10 {
 		t.Errorf("narrowed to 10 of 300 tools: %+v", s)
 	}
-	if s := st.Servers[1]; s.State != StateReady || s.Tools != codegen.MaxTools {
+	if s := st.Servers[1]; State(s.State) != StateReady || s.Tools != codegen.MaxTools {
 		t.Errorf("300 tools less 44 denied: %+v", s)
 	}
-	if s := st.Servers[2]; s.State != StateFailed || !strings.Contains(s.Reason, "300 tools are left after tools.allow and tools.deny, more than the 256") {
+	if s := st.Servers[2]; State(s.State) != StateFailed || !strings.Contains(s.Reason, "300 tools are left after tools.allow and tools.deny, more than the 256") {
 		t.Errorf("300 tools exposed: %+v", s)
 	}
 	res, err := cc.Call(ctx, &control.CallRequest{Server: "narrowed", Tool: "echo", Args: mp(t, map[string]any{"text": "through"})})
