@@ -3,6 +3,7 @@ package clienttest
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -101,9 +102,38 @@ func TestTypeScript(t *testing.T) {
 			t.Log(out)
 		}
 	})
+	t.Run("exports", func(t *testing.T) { checkExports(t, dir) })
 	t.Run("end to end", func(t *testing.T) {
 		e2e(t, dir, nil, node, filepath.Join(dir, "dist", "e2e", "program.js"))
 	})
+}
+
+// checkExports checks that the files package.json tells importers to load
+// are what tsc produced.
+func checkExports(t *testing.T, dir string) {
+	raw, err := os.ReadFile(filepath.Join(root(), "capwire", "ts", "package.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pkg struct {
+		Exports map[string]struct {
+			Types   string `json:"types"`
+			Default string `json:"default"`
+		} `json:"exports"`
+		Types string `json:"types"`
+	}
+	if err := json.Unmarshal(raw, &pkg); err != nil {
+		t.Fatal(err)
+	}
+	main, ok := pkg.Exports["."]
+	if !ok || main.Types == "" || main.Default == "" || pkg.Types != main.Types {
+		t.Fatalf("package.json: exports %+v, types %q", pkg.Exports, pkg.Types)
+	}
+	for _, f := range []string{main.Types, main.Default} {
+		if _, err := os.Stat(filepath.Join(dir, f)); err != nil {
+			t.Errorf("package.json names %s, which the build does not produce: %v", f, err)
+		}
+	}
 }
 
 // TestPython runs capwire/python's unittest suites (the spec's worked
