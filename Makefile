@@ -6,16 +6,21 @@ STATICCHECK_VERSION := v0.8.2
 # global install can never stand in for the pinned one.
 TOOLS := $(CURDIR)/.tools/staticcheck-$(STATICCHECK_VERSION)
 SERVERS := internal/interop/servers
+CLIENT_TS := capwire/ts
 
 .PHONY: test deps fmt-check vet staticcheck gotest bench
 
 test: deps fmt-check vet staticcheck gotest
 
-deps: $(SERVERS)/node_modules/.package-lock.json $(TOOLS)/staticcheck
+deps: $(SERVERS)/node_modules/.package-lock.json $(CLIENT_TS)/node_modules/.package-lock.json $(TOOLS)/staticcheck
 
 # npm ci is re-run only when the lock file changes.
 $(SERVERS)/node_modules/.package-lock.json: $(SERVERS)/package-lock.json
 	cd $(SERVERS) && npm ci --ignore-scripts --no-audit --no-fund
+
+# The TypeScript client's pinned @msgpack/msgpack and tsc, for its tests.
+$(CLIENT_TS)/node_modules/.package-lock.json: $(CLIENT_TS)/package-lock.json
+	cd $(CLIENT_TS) && npm ci --ignore-scripts --no-audit --no-fund
 
 $(TOOLS)/staticcheck:
 	GOBIN=$(TOOLS) go install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)

@@ -1,0 +1,9 @@
+// @capbridge/capwire: the TypeScript client of capbridge's capability wire
+// (docs/capwire.md, wire v1).
+
+export { Client, shared, envSocket, envToken, type CallOptions, type DialOptions } from "./client.js";
+export { Denial, Fatal, isDenialCode, isFatalCode, retryable, type DenialCode, type FatalCode } from "./codes.js";
+export { CapwireError, ClosedError, DeniedError, FatalError, NoEnvError, WireError, hasCode, isClosed, isDenied } from "./errors.js";
+export { capPrefix, decode, defaultMaxFrame, encodeArgs, encodeCall, encodeCancel, encodeHello, version, type Message } from "./envelope.js";
+export { FrameReader } from "./frame.js";
+export { Result, isOther, isText, type Block, type OtherBlock, type TextBlock, type UnknownBlock } from "./result.js";
