@@ -8,11 +8,11 @@ TOOLS := $(CURDIR)/.tools/staticcheck-$(STATICCHECK_VERSION)
 SERVERS := internal/interop/servers
 CLIENT_TS := capwire/ts
 
-.PHONY: test deps fmt-check vet staticcheck gotest bench
+.PHONY: test deps mypy fmt-check vet staticcheck gotest bench
 
 test: deps fmt-check vet staticcheck gotest
 
-deps: $(SERVERS)/node_modules/.package-lock.json $(CLIENT_TS)/node_modules/.package-lock.json $(TOOLS)/staticcheck
+deps: $(SERVERS)/node_modules/.package-lock.json $(CLIENT_TS)/node_modules/.package-lock.json $(TOOLS)/staticcheck mypy
 
 # npm ci is re-run only when the lock file changes.
 $(SERVERS)/node_modules/.package-lock.json: $(SERVERS)/package-lock.json
@@ -21,6 +21,12 @@ $(SERVERS)/node_modules/.package-lock.json: $(SERVERS)/package-lock.json
 # The TypeScript client's pinned @msgpack/msgpack and tsc, for its tests.
 $(CLIENT_TS)/node_modules/.package-lock.json: $(CLIENT_TS)/package-lock.json
 	cd $(CLIENT_TS) && npm ci --ignore-scripts --no-audit --no-fund
+
+# mypy --strict checks the Python client; Debian's package, installed once.
+mypy:
+	@command -v mypy >/dev/null || { \
+		SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+		$$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq --no-install-recommends mypy; }
 
 $(TOOLS)/staticcheck:
 	GOBIN=$(TOOLS) go install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
