@@ -69,7 +69,7 @@ func e2e(t *testing.T, dir string, env []string, argv ...string) {
 	b := bridge.New(bridge.Options{Config: cfg, Log: zerolog.Nop(), Audit: zerolog.Nop()})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	if st := b.Boot(ctx); st["t"] != "ready" {
+	if st := b.Boot(ctx); len(st) != 1 || st[0].State != bridge.StateReady {
 		_ = b.Shutdown(0)
 		t.Fatalf("boot: %v", st)
 	}
