@@ -10,6 +10,7 @@ import (
 	"reflect"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -18,10 +19,15 @@ import (
 )
 
 func testCtx(t *testing.T) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), waitFor)
 	t.Cleanup(cancel)
 	return ctx
 }
+
+// waitFor bounds every wait in these tests: a backstop against a hang,
+// never an expectation of speed (the machine is shared and the race
+// detector is slow).
+const waitFor = time.Minute
 
 func TestDial(t *testing.T) {
 	defer leakcheck.Check(t)()
@@ -57,6 +63,10 @@ func TestDial(t *testing.T) {
 }
 
 func TestDialRefusals(t *testing.T) {
+	// Only the silent server is meant to outlast the ctx: it never
+	// answers, so a short deadline ends its wait however slow the
+	// machine. Every other script answers, and gets the ordinary backstop
+	// to do so.
 	tests := []struct {
 		name   string
 		script func(t *testing.T, conn net.Conn)
@@ -93,8 +103,12 @@ func TestDialRefusals(t *testing.T) {
 			defer leakcheck.Check(t)()
 			p := startRaw(t, func(conn net.Conn) { tc.script(t, conn) })
 			defer p.stop()
-			ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
-			defer cancel()
+			ctx := testCtx(t)
+			if strings.HasPrefix(tc.name, "silent server") {
+				short, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+				defer cancel()
+				ctx = short
+			}
 			c, err := Dial(ctx, p.path, "good")
 			if err == nil {
 				c.Close()
@@ -217,7 +231,7 @@ func TestCancelSendsCancel(t *testing.T) {
 		if id != 1 {
 			t.Errorf("cancel named id %d, want 1", id)
 		}
-	case <-time.After(20 * time.Second):
+	case <-time.After(waitFor):
 		t.Fatal("no cancel frame reached the peer")
 	}
 	res, err := c.Call(testCtx(t), "github", "next", nil)
@@ -252,13 +266,13 @@ func TestDeadlineTravelsAsTimeout(t *testing.T) {
 	if ms := <-got; ms != 0 {
 		t.Errorf("no deadline sent timeout_ms %d", ms)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), waitFor)
 	defer cancel()
 	if _, err := c.Call(ctx, "fs", "a", nil); err != nil {
 		t.Fatal(err)
 	}
-	if ms := <-got; ms == 0 || ms > 20000 {
-		t.Errorf("timeout_ms = %d, want (0, 20000]", ms)
+	if ms := <-got; ms == 0 || ms > uint64(waitFor.Milliseconds()) {
+		t.Errorf("timeout_ms = %d, want (0, %d]", ms, waitFor.Milliseconds())
 	}
 }
 
@@ -465,43 +479,49 @@ func TestMalformedReplies(t *testing.T) {
 }
 
 // Calls beyond MaxInFlight wait for a slot: the peer never has more than
-// MaxInFlight unanswered calls, and a waiting call honours its ctx.
+// MaxInFlight unanswered calls, the waiting calls go out as slots free,
+// and a waiting call honours its ctx without ever reaching the wire.
 func TestInFlightBound(t *testing.T) {
 	defer leakcheck.Check(t)()
 	const limit, total = 2, 6
-	arrived := make(chan *CallMsg, total)
+	ctx := testCtx(t)
+	d := Dialer{MaxInFlight: limit}
+
+	// Six calls through two slots. The peer answers the oldest call
+	// whenever it holds limit of them; at every arrival it checks the
+	// unanswered count. A reply is counted before it is sent, so a
+	// client keeping the bound can never be seen over it.
+	var answered atomic.Int64
 	p := startPeer(t, func(s *scriptConn) {
+		arrived := make(chan *CallMsg, total)
 		go func() {
-			for {
+			defer close(arrived)
+			for received := int64(1); ; received++ {
 				msg, err := s.Read()
 				if err != nil {
-					close(arrived)
 					return
+				}
+				if open := received - answered.Load(); open > limit {
+					t.Errorf("%d calls in flight, want at most %d", open, limit)
 				}
 				arrived <- msg.(*CallMsg)
 			}
 		}()
 		var pending []*CallMsg
-		for answered := 0; answered < total; answered++ {
-			for len(pending) < limit && answered+len(pending) < total {
+		for n := 0; n < total; n++ {
+			for len(pending) < limit && n+len(pending) < total {
 				c, ok := <-arrived
 				if !ok {
 					return
 				}
 				pending = append(pending, c)
 			}
-			// Give a client that ignores the bound time to send one more.
-			time.Sleep(20 * time.Millisecond)
-			if len(arrived) > 0 {
-				t.Errorf("more than %d calls in flight", limit)
-			}
+			answered.Add(1)
 			s.Send(context.Background(), &ResultMsg{ID: pending[0].ID, Result: Result{Content: []Block{}}})
 			pending = pending[1:]
 		}
 	})
 	defer p.stop()
-	ctx := testCtx(t)
-	d := Dialer{MaxInFlight: limit}
 	c, err := d.Dial(ctx, p.path, "good")
 	if err != nil {
 		t.Fatal(err)
@@ -517,37 +537,81 @@ func TestInFlightBound(t *testing.T) {
 	}
 	wg.Wait()
 
-	// With both slots held by calls nobody answers, a third call gives up
-	// when its ctx does.
+	// With both slots held by calls the peer does not answer, a third
+	// call gives up when its ctx does, and sends nothing: the client
+	// writes frames in order, so once a slot is freed a later "fence"
+	// call must be the very next frame the peer sees; a third call (or
+	// its cancel) that reached the wire would come before it.
+	frames := make(chan Message, 8)
+	conns := make(chan *scriptConn, 1)
 	p2 := startPeer(t, func(s *scriptConn) {
+		conns <- s
+		defer close(frames)
 		for {
-			if _, err := s.Read(); err != nil {
+			msg, err := s.Read()
+			if err != nil {
 				return
 			}
+			frames <- msg
 		}
 	})
 	defer p2.stop()
+	next := func() *CallMsg {
+		t.Helper()
+		select {
+		case msg, ok := <-frames:
+			if !ok {
+				t.Fatal("the connection ended")
+			}
+			c, ok := msg.(*CallMsg)
+			if !ok {
+				t.Fatalf("peer got %#v, want a call", msg)
+			}
+			return c
+		case <-time.After(waitFor):
+			t.Fatal("no frame reached the peer")
+		}
+		return nil
+	}
 	c2, err := d.Dial(ctx, p2.path, "good")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer c2.Close()
+	s2 := <-conns
 	hold, release := context.WithCancel(ctx)
+	defer release()
+	held := make(chan error, limit)
 	for range limit {
-		wg.Go(func() { c2.Call(hold, "fs", "hold", nil) })
+		go func() { _, err := c2.Call(hold, "fs", "hold", nil); held <- err }()
 	}
-	for start := time.Now(); len(c2.slots) < limit; time.Sleep(time.Millisecond) {
-		if time.Since(start) > 20*time.Second {
-			t.Fatal("the holding calls never took their slots")
-		}
+	first := next()
+	if second := next(); first.Op != "hold" || second.Op != "hold" {
+		t.Fatalf("peer got %q and %q, want the two holding calls", first.Op, second.Op)
 	}
 	short, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
 	defer cancel()
 	if _, err := c2.Call(short, "fs", "third", nil); !errors.Is(err, context.DeadlineExceeded) {
 		t.Errorf("third call: %v", err)
 	}
+	s2.Send(context.Background(), &ResultMsg{ID: first.ID, Result: Result{Content: []Block{}}})
+	if err := <-held; err != nil {
+		t.Fatalf("answered holding call: %v", err)
+	}
+	fenced := make(chan error, 1)
+	go func() { _, err := c2.Call(ctx, "fs", "fence", nil); fenced <- err }()
+	if f := next(); f.Op != "fence" {
+		t.Fatalf("peer got call %q before the fence: a call past the bound reached the wire", f.Op)
+	} else {
+		s2.Send(context.Background(), &ResultMsg{ID: f.ID, Result: Result{Content: []Block{}}})
+	}
+	if err := <-fenced; err != nil {
+		t.Fatalf("fence: %v", err)
+	}
 	release()
-	wg.Wait()
+	if err := <-held; !errors.Is(err, context.Canceled) {
+		t.Errorf("released holding call: %v", err)
+	}
 }
 
 func TestFromEnvAndShared(t *testing.T) {

@@ -18,9 +18,12 @@ func startInterop(t *testing.T, name string, env ...string) *Client {
 	root := t.TempDir()
 	cmd := Command{
 		Argv: interop.Command(t, name, root), Env: env, Dir: root,
-		StdinGrace: 3 * time.Second, TermGrace: 2 * time.Second, KillGrace: 3 * time.Second,
+		// How a node server ends is not asserted here, only that it does:
+		// short first rungs keep Close quick for a server that ignores
+		// stdin EOF, and SIGKILL's reap gets the generous bound.
+		StdinGrace: 3 * time.Second, TermGrace: 2 * time.Second, KillGrace: waitFor,
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), waitFor)
 	defer cancel()
 	c, err := Start(ctx, cmd, Config{ClientName: "mcpwire-interop", ClientVersion: "1"})
 	if err != nil {
@@ -52,7 +55,7 @@ func TestInteropEverything(t *testing.T) {
 	// response; the owner must see it, not lose it or choke on it.
 	select {
 	case <-c.ToolsChanged():
-	case <-time.After(10 * time.Second):
+	case <-time.After(waitFor):
 		t.Error("unsolicited tools/list_changed not surfaced")
 	}
 	ctx := context.Background()
@@ -83,7 +86,7 @@ func TestInteropEverything(t *testing.T) {
 		{tool: "get-structured-content", args: `{"location":"Chicago"}`, want: map[string]int{"text": 1}, structured: true},
 	} {
 		t.Run(tt.tool, func(t *testing.T) {
-			ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+			ctx, cancel := context.WithTimeout(ctx, waitFor)
 			defer cancel()
 			r, err := c.CallTool(ctx, tt.tool, []byte(tt.args), CallOptions{})
 			if err != nil {
@@ -103,11 +106,16 @@ func TestInteropEverything(t *testing.T) {
 			}
 		})
 	}
-	// Progress: 4 steps over 2 s survive a 1.2 s idle timeout only
-	// because each progress notification resets it.
-	ctx2, cancel := context.WithTimeout(ctx, 30*time.Second)
+	// Progress: 25 steps over 5 s survive a 2.5 s idle timeout only
+	// because each progress notification (every 200 ms) resets it. The
+	// exact arithmetic of idle and maximum deadlines is pinned on a fake
+	// clock (TestMemoryProgress*); this checks that a real SDK server's
+	// progress reaches the call it names. A real process cannot run on a
+	// fake clock, so the margin is wide: only a stall of more than 2.3 s
+	// between two notifications could fail it.
+	ctx2, cancel := context.WithTimeout(ctx, waitFor)
 	defer cancel()
-	r, err := c.CallTool(ctx2, "trigger-long-running-operation", []byte(`{"duration":2,"steps":4}`), CallOptions{IdleTimeout: 1200 * time.Millisecond})
+	r, err := c.CallTool(ctx2, "trigger-long-running-operation", []byte(`{"duration":5,"steps":25}`), CallOptions{IdleTimeout: 2500 * time.Millisecond})
 	if err != nil || !strings.Contains(texts(r), "completed") {
 		t.Errorf("long running: %v %v", r, err)
 	}
@@ -132,7 +140,7 @@ func TestInteropOthers(t *testing.T) {
 					t.Errorf("close: %v", err)
 				}
 			}()
-			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			ctx, cancel := context.WithTimeout(context.Background(), waitFor)
 			defer cancel()
 			tools, err := c.ListTools(ctx)
 			if err != nil || len(tools) == 0 {

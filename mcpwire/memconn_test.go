@@ -4,9 +4,37 @@ import (
 	"errors"
 	"io"
 	"net"
+	"runtime"
 	"sync"
+	"testing"
+	"testing/synctest"
 	"time"
 )
+
+// inBubble runs f in a synctest bubble: every timer the client and the
+// in-memory transport create inside it runs on the bubble's fake clock,
+// which advances only when every goroutine in it is blocked, so idle,
+// maximum and write deadlines fire at exact instants however loaded the
+// machine is.
+//
+// The client pools its per-call state (a channel and a timer) in a
+// package-level sync.Pool. A bubbled channel or timer used outside its
+// bubble is a fatal error, and an unbubbled timer used inside one runs
+// on the real clock; so the pools are emptied on the way in and out. Two
+// GC cycles drop every pooled item (the first moves the primary caches to
+// the victim caches, the second drops those). No test in this package
+// runs in parallel, so nothing refills a pool meanwhile.
+func inBubble(t *testing.T, f func(t *testing.T)) {
+	t.Helper()
+	emptyPools()
+	defer emptyPools()
+	synctest.Test(t, f)
+}
+
+func emptyPools() {
+	runtime.GC()
+	runtime.GC()
+}
 
 // memPeer is the server side of an in-memory transport, for tests that
 // script a server by hand. Stdin reads what the client wrote; Stdout

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"errors"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -18,9 +19,12 @@ type script struct {
 	in *bufio.Reader
 }
 
+// recv returns the next line the client wrote. The deadline is a
+// backstop against a client that never writes; inside a bubble it is on
+// the fake clock, so it fires only once everything else is blocked.
 func (s *script) recv() string {
 	s.t.Helper()
-	_ = s.m.Stdin.SetReadDeadline(time.Now().Add(10 * time.Second))
+	_ = s.m.Stdin.SetReadDeadline(time.Now().Add(time.Minute))
 	line, err := s.in.ReadString('\n')
 	if err != nil {
 		s.t.Fatalf("server recv: %v", err)
@@ -30,7 +34,7 @@ func (s *script) recv() string {
 
 func (s *script) send(line string) {
 	s.t.Helper()
-	_ = s.m.Stdout.SetWriteDeadline(time.Now().Add(10 * time.Second))
+	_ = s.m.Stdout.SetWriteDeadline(time.Now().Add(time.Minute))
 	if _, err := s.m.Stdout.Write([]byte(line + "\n")); err != nil {
 		s.t.Fatalf("server send: %v", err)
 	}
@@ -69,51 +73,73 @@ func connectScripted(t *testing.T, version string, cfg Config) (*Client, *script
 // the caller's. Widening it must break this test.
 func TestDeclaredCapabilitiesAreEmpty(t *testing.T) {
 	defer leakcheck.Check(t)()
-	c, s, initLine := connectScripted(t, requestedVersion, Config{ClientName: "n\"ame", ClientVersion: "9"})
-	want := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"n\"ame","version":"9"}}}` + "\n"
-	if initLine != want {
-		t.Errorf("initialize line\n got %q\nwant %q", initLine, want)
-	}
-	s.m.End("")
-	c.Close()
+	inBubble(t, func(t *testing.T) {
+		c, s, initLine := connectScripted(t, requestedVersion, Config{ClientName: "n\"ame", ClientVersion: "9"})
+		want := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"n\"ame","version":"9"}}}` + "\n"
+		if initLine != want {
+			t.Errorf("initialize line\n got %q\nwant %q", initLine, want)
+		}
+		s.m.End("")
+		c.Close()
+	})
 }
 
 func TestMemoryVersionRefused(t *testing.T) {
 	defer leakcheck.Check(t)()
-	conn, m := newMemory(time.Second, 0)
-	s := &script{t: t, m: m, in: bufio.NewReader(m.Stdin)}
-	errc := make(chan error, 1)
-	go func() { _, err := Connect(context.Background(), conn, Config{}); errc <- err }()
-	s.recv()
-	s.send(`{"jsonrpc":"2.0","id":1,"result":{"protocolVersion":"2026-07-28","capabilities":{},"serverInfo":{"name":"s","version":"1"}}}`)
-	err := <-errc
-	var ve *VersionError
-	if !errors.As(err, &ve) || ve.Offered != "2026-07-28" || !errors.Is(err, ErrVersion) || !errors.Is(err, ErrDead) {
-		t.Fatalf("err = %v", err)
-	}
+	inBubble(t, func(t *testing.T) {
+		conn, m := newMemory(time.Second, 0)
+		s := &script{t: t, m: m, in: bufio.NewReader(m.Stdin)}
+		errc := make(chan error, 1)
+		go func() { _, err := Connect(context.Background(), conn, Config{}); errc <- err }()
+		s.recv()
+		s.send(`{"jsonrpc":"2.0","id":1,"result":{"protocolVersion":"2026-07-28","capabilities":{},"serverInfo":{"name":"s","version":"1"}}}`)
+		err := <-errc
+		var ve *VersionError
+		if !errors.As(err, &ve) || ve.Offered != "2026-07-28" || !errors.Is(err, ErrVersion) || !errors.Is(err, ErrDead) {
+			t.Fatalf("err = %v", err)
+		}
+	})
 }
 
 // TestMemoryBatch: under 2025-03-26 a batch line is accepted; under any
-// other revision the same line is a fault that fails no call.
+// other revision the same line is a fault that fails no call, so the call
+// runs into its idle timeout — exactly 2 s after it was sent, on the
+// bubble's clock.
 func TestMemoryBatch(t *testing.T) {
 	for _, v := range []string{"2025-03-26", "2025-06-18"} {
 		t.Run(v, func(t *testing.T) {
 			defer leakcheck.Check(t)()
-			c, s, _ := connectScripted(t, v, Config{CallIdleTimeout: 2 * time.Second})
-			defer func() { s.m.End(""); c.Close() }()
-			errc := make(chan error, 1)
-			go func() { _, err := c.CallTool(context.Background(), "t", nil, CallOptions{}); errc <- err }()
-			s.recv()
-			s.send(`[{"jsonrpc":"2.0","method":"notifications/tools/list_changed"},{"jsonrpc":"2.0","id":2,"result":{"content":[]}}]`)
-			err := <-errc
-			lines, _ := c.Stray()
-			if v == "2025-03-26" {
-				if err != nil || lines != 0 {
-					t.Errorf("batch: %v, stray %d", err, lines)
+			inBubble(t, func(t *testing.T) {
+				c, s, _ := connectScripted(t, v, Config{CallIdleTimeout: 2 * time.Second})
+				defer func() { s.m.End(""); c.Close() }()
+				errc := make(chan error, 1)
+				start := time.Now()
+				go func() { _, err := c.CallTool(context.Background(), "t", nil, CallOptions{}); errc <- err }()
+				s.recv()
+				s.send(`[{"jsonrpc":"2.0","method":"notifications/tools/list_changed"},{"jsonrpc":"2.0","id":2,"result":{"content":[]}}]`)
+				var err error
+				if v != "2025-03-26" {
+					// The timed-out call is cancelled on the wire; the
+					// script must read that line for the client to go on.
+					if got := s.recv(); !strings.Contains(got, `"method":"notifications/cancelled","params":{"requestId":2,"reason":"timed out"}`) {
+						t.Errorf("after the timeout: %q, want the call cancelled", got)
+					}
 				}
-			} else if !errors.Is(err, ErrTimeout) || lines != 1 {
-				t.Errorf("batch outside 2025-03-26: %v, stray %d", err, lines)
-			}
+				err = <-errc
+				lines, _ := c.Stray()
+				if v == "2025-03-26" {
+					if err != nil || lines != 0 {
+						t.Errorf("batch: %v, stray %d", err, lines)
+					}
+					return
+				}
+				if !errors.Is(err, ErrTimeout) || lines != 1 {
+					t.Errorf("batch outside 2025-03-26: %v, stray %d", err, lines)
+				}
+				if took := time.Since(start); took != 2*time.Second {
+					t.Errorf("the call timed out after %v, want its idle timeout of 2s", took)
+				}
+			})
 		})
 	}
 }
@@ -122,43 +148,166 @@ func TestMemoryBatch(t *testing.T) {
 // the write time out, which is death for every caller.
 func TestMemoryWriteTimeout(t *testing.T) {
 	defer leakcheck.Check(t)()
-	c, s, _ := connectScripted(t, requestedVersion, Config{WriteTimeout: 200 * time.Millisecond})
-	defer func() { s.m.End(""); c.Close() }()
-	_, err := c.CallTool(context.Background(), "t", nil, CallOptions{})
-	if !errors.Is(err, ErrDead) || !strings.Contains(err.Error(), "write to server stdin") {
-		t.Fatalf("err = %v", err)
-	}
-	if _, err := c.CallTool(context.Background(), "t", nil, CallOptions{}); !errors.Is(err, ErrDead) {
-		t.Errorf("after death: %v", err)
-	}
+	inBubble(t, func(t *testing.T) {
+		c, s, _ := connectScripted(t, requestedVersion, Config{WriteTimeout: 200 * time.Millisecond})
+		defer func() { s.m.End(""); c.Close() }()
+		start := time.Now()
+		_, err := c.CallTool(context.Background(), "t", nil, CallOptions{})
+		if !errors.Is(err, ErrDead) || !strings.Contains(err.Error(), "write to server stdin") {
+			t.Fatalf("err = %v", err)
+		}
+		if took := time.Since(start); took != 200*time.Millisecond {
+			t.Errorf("the write gave up after %v, want its 200ms timeout", took)
+		}
+		if _, err := c.CallTool(context.Background(), "t", nil, CallOptions{}); !errors.Is(err, ErrDead) {
+			t.Errorf("after death: %v", err)
+		}
+	})
 }
 
 // TestMemoryCancelNotification: a call given up on is cancelled on the
 // wire with its id, and its late reply is ignored.
 func TestMemoryCancelNotification(t *testing.T) {
 	defer leakcheck.Check(t)()
-	c, s, _ := connectScripted(t, requestedVersion, Config{})
-	defer func() { s.m.End(""); c.Close() }()
-	ctx, cancel := context.WithCancel(context.Background())
-	errc := make(chan error, 1)
-	go func() { _, err := c.CallTool(ctx, "t", []byte(`{"a":1}`), CallOptions{}); errc <- err }()
-	req := s.recv()
-	if !strings.Contains(req, `"id":2,"method":"tools/call","params":{"_meta":{"progressToken":2},"name":"t","arguments":{"a":1}}`) {
-		t.Errorf("request = %q", req)
-	}
-	cancel()
-	if got := s.recv(); got != `{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":2,"reason":"cancelled"}}`+"\n" {
-		t.Errorf("cancel line = %q", got)
-	}
-	if err := <-errc; !errors.Is(err, context.Canceled) {
-		t.Errorf("err = %v", err)
-	}
-	s.send(`{"jsonrpc":"2.0","id":2,"result":{"content":[]}}`) // late: ignored
-	go func() {
-		_ = s.recv()
-		s.send(`{"jsonrpc":"2.0","id":3,"result":{}}`)
-	}()
-	if err := c.Ping(context.Background()); err != nil {
-		t.Errorf("ping after late reply: %v", err)
-	}
+	inBubble(t, func(t *testing.T) {
+		c, s, _ := connectScripted(t, requestedVersion, Config{})
+		defer func() { s.m.End(""); c.Close() }()
+		ctx, cancel := context.WithCancel(context.Background())
+		errc := make(chan error, 1)
+		go func() { _, err := c.CallTool(ctx, "t", []byte(`{"a":1}`), CallOptions{}); errc <- err }()
+		req := s.recv()
+		if !strings.Contains(req, `"id":2,"method":"tools/call","params":{"_meta":{"progressToken":2},"name":"t","arguments":{"a":1}}`) {
+			t.Errorf("request = %q", req)
+		}
+		cancel()
+		if got := s.recv(); got != `{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":2,"reason":"cancelled"}}`+"\n" {
+			t.Errorf("cancel line = %q", got)
+		}
+		if err := <-errc; !errors.Is(err, context.Canceled) {
+			t.Errorf("err = %v", err)
+		}
+		s.send(`{"jsonrpc":"2.0","id":2,"result":{"content":[]}}`) // late: ignored
+		go func() {
+			_ = s.recv()
+			s.send(`{"jsonrpc":"2.0","id":3,"result":{}}`)
+		}()
+		if err := c.Ping(context.Background()); err != nil {
+			t.Errorf("ping after late reply: %v", err)
+		}
+	})
+}
+
+// progressLine is the notification a server sends for the call whose
+// progress token is token.
+func progressLine(token, n int) string {
+	return `{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":` + strconv.Itoa(token) + `,"progress":` + strconv.Itoa(n) + `}}`
+}
+
+// TestMemoryIdleTimeout: a call nobody answers ends by its idle timeout
+// at exactly that instant, and the server is told it timed out.
+func TestMemoryIdleTimeout(t *testing.T) {
+	defer leakcheck.Check(t)()
+	inBubble(t, func(t *testing.T) {
+		c, s, _ := connectScripted(t, requestedVersion, Config{})
+		defer func() { s.m.End(""); c.Close() }()
+		start := time.Now()
+		errc := make(chan error, 1)
+		go func() {
+			_, err := c.CallTool(context.Background(), "hang", nil, CallOptions{IdleTimeout: 200 * time.Millisecond})
+			errc <- err
+		}()
+		s.recv()
+		if got := s.recv(); got != `{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":2,"reason":"timed out"}}`+"\n" {
+			t.Errorf("cancel line = %q", got)
+		}
+		if err := <-errc; !errors.Is(err, ErrTimeout) {
+			t.Errorf("err = %v, want ErrTimeout", err)
+		}
+		if took := time.Since(start); took != 200*time.Millisecond {
+			t.Errorf("timed out after %v, want 200ms", took)
+		}
+	})
+}
+
+// TestMemoryProgressExtendsIdle: six progress notifications 150 ms apart
+// keep a call with a 400 ms idle timeout alive for 1050 ms, because each
+// one resets the idle deadline.
+func TestMemoryProgressExtendsIdle(t *testing.T) {
+	defer leakcheck.Check(t)()
+	inBubble(t, func(t *testing.T) {
+		c, s, _ := connectScripted(t, requestedVersion, Config{})
+		defer func() { s.m.End(""); c.Close() }()
+		start := time.Now()
+		type res struct {
+			r   *CallToolResult
+			err error
+		}
+		done := make(chan res, 1)
+		go func() {
+			r, err := c.CallTool(context.Background(), "p", nil, CallOptions{IdleTimeout: 400 * time.Millisecond})
+			done <- res{r, err}
+		}()
+		s.recv()
+		for i := range 6 {
+			time.Sleep(150 * time.Millisecond)
+			s.send(progressLine(2, i+1))
+		}
+		time.Sleep(150 * time.Millisecond)
+		s.send(`{"jsonrpc":"2.0","id":2,"result":{"content":[{"type":"text","text":"done"}]}}`)
+		r := <-done
+		if r.err != nil || texts(r.r) != "text:done" {
+			t.Fatalf("progress with idle reset: %v %v", r.r, r.err)
+		}
+		if took := time.Since(start); took != 1050*time.Millisecond {
+			t.Errorf("the call took %v, want 1050ms", took)
+		}
+	})
+}
+
+// TestMemoryProgressNeverPastMax: the same progress against a 500 ms
+// hard maximum ends the call at exactly 500 ms: progress resets the idle
+// deadline only up to the maximum, never past it.
+func TestMemoryProgressNeverPastMax(t *testing.T) {
+	defer leakcheck.Check(t)()
+	inBubble(t, func(t *testing.T) {
+		c, s, _ := connectScripted(t, requestedVersion, Config{})
+		defer func() { s.m.End(""); c.Close() }()
+		start := time.Now()
+		errc := make(chan error, 1)
+		go func() {
+			_, err := c.CallTool(context.Background(), "p", nil, CallOptions{IdleTimeout: 400 * time.Millisecond, MaxTimeout: 500 * time.Millisecond})
+			errc <- err
+		}()
+		s.recv()
+		// Progress keeps coming every 150 ms until the client gives up
+		// and says so; a client that let progress extend the call past
+		// its maximum would get the result sent at 3 s instead.
+		lines := make(chan string, 1)
+		go func() {
+			line, _ := s.in.ReadString('\n') // "" once the test ends the peer
+			lines <- line
+		}()
+		var cancelLine string
+	progress:
+		for i := range 20 {
+			select {
+			case cancelLine = <-lines:
+				break progress
+			case <-time.After(150 * time.Millisecond):
+				s.send(progressLine(2, i+1))
+			}
+		}
+		if cancelLine == "" {
+			s.send(`{"jsonrpc":"2.0","id":2,"result":{"content":[]}}`)
+		}
+		if err := <-errc; !errors.Is(err, ErrTimeout) {
+			t.Fatalf("progress past max: %v, want ErrTimeout", err)
+		}
+		if !strings.Contains(cancelLine, `"requestId":2,"reason":"timed out"`) {
+			t.Errorf("after the timeout: %q, want the call cancelled", cancelLine)
+		}
+		if took := time.Since(start); took != 500*time.Millisecond {
+			t.Errorf("the call ended after %v, want its 500ms maximum", took)
+		}
+	})
 }

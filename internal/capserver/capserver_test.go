@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/capbridge/capbridge/capwire"
@@ -45,7 +46,7 @@ func TestHandshakeRefusals(t *testing.T) {
 			path, ln := listen(t)
 			p := &peer{path: path, ln: ln}
 			p.serve(func(conn net.Conn) {
-				s := New(conn, Config{})
+				s := New(conn, Config{HandshakeTimeout: waitFor})
 				defer s.Close()
 				_, err := s.Handshake(context.Background(), tc.auth)
 				result <- err
@@ -71,23 +72,25 @@ func TestHandshakeRefusals(t *testing.T) {
 	}
 }
 
+// A client that never sends its hello is cut off when HandshakeTimeout
+// runs out, at exactly that instant on the bubble's fake clock (net.Pipe's
+// deadlines are bubbled timers).
 func TestHandshakeTimeout(t *testing.T) {
 	defer leakcheck.Check(t)()
-	result := make(chan error, 1)
-	path, ln := listen(t)
-	p := &peer{path: path, ln: ln}
-	p.serve(func(conn net.Conn) {
+	synctest.Test(t, func(t *testing.T) {
+		conn, silent := net.Pipe()
+		defer silent.Close()
 		s := New(conn, Config{HandshakeTimeout: 100 * time.Millisecond})
 		defer s.Close()
+		start := time.Now()
 		_, err := s.Handshake(context.Background(), testAuth)
-		result <- err
+		if !errors.Is(err, os.ErrDeadlineExceeded) {
+			t.Fatalf("a silent client: Handshake returned %v", err)
+		}
+		if took := time.Since(start); took != 100*time.Millisecond {
+			t.Errorf("Handshake gave up after %v, want its 100ms timeout", took)
+		}
 	})
-	defer p.stop()
-	rc := dialRaw(t, path)
-	defer rc.conn.Close()
-	if err := <-result; !errors.Is(err, os.ErrDeadlineExceeded) {
-		t.Fatalf("a silent client: Handshake returned %v", err)
-	}
 }
 
 // After a non-fatal fault the connection goes on; after a fatal one the
@@ -102,7 +105,7 @@ func TestServerReadFaults(t *testing.T) {
 	path, ln := listen(t)
 	p := &peer{path: path, ln: ln}
 	p.serve(func(conn net.Conn) {
-		s := New(conn, Config{})
+		s := New(conn, Config{HandshakeTimeout: waitFor})
 		defer s.Close()
 		if _, err := s.Handshake(context.Background(), testAuth); err != nil {
 			t.Errorf("handshake: %v", err)
@@ -175,49 +178,44 @@ func TestServerReadFaults(t *testing.T) {
 
 // A client that stops reading cannot stall the server: a Send blocked on a
 // full queue returns capwire.ErrClosed once the write deadline passes, and Done
-// and Err say why.
+// and Err say why. It runs over net.Pipe in a synctest bubble, where a
+// write blocks until the peer reads (no kernel buffer to fill first) and
+// the deadline is on the fake clock: it fires at exactly 200 ms.
 func TestServerSlowReader(t *testing.T) {
 	defer leakcheck.Check(t)()
-	result := make(chan error, 1)
-	var sc *Conn
-	path, ln := listen(t)
-	p := &peer{path: path, ln: ln}
-	p.serve(func(conn net.Conn) {
+	synctest.Test(t, func(t *testing.T) {
+		conn, client := net.Pipe()
+		defer client.Close()
 		s := New(conn, Config{WriteQueue: 2, WriteTimeout: 200 * time.Millisecond})
 		defer s.Close()
-		if _, err := s.Handshake(context.Background(), testAuth); err != nil {
-			result <- err
-			return
+		handshook := make(chan error, 1)
+		go func() { _, err := s.Handshake(context.Background(), testAuth); handshook <- err }()
+		rc := &rawClient{t: t, conn: client, fr: capwire.NewFrameReader(client, 0)}
+		rc.hello() // and then never read again
+		if err := <-handshook; err != nil {
+			t.Fatal(err)
 		}
-		sc = s
+		start := time.Now()
 		big := &capwire.ResultMsg{ID: 1, Result: capwire.Result{Content: []capwire.Block{{Type: capwire.BlockText, Text: strings.Repeat("x", 1<<20)}}}}
-		// The ctx is a backstop only; the write deadline must end this first.
-		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-		defer cancel()
-		for {
-			if err := s.Send(ctx, big); err != nil {
-				result <- err
-				return
-			}
+		var err error
+		for err == nil {
+			err = s.Send(context.Background(), big)
+		}
+		if !errors.Is(err, capwire.ErrClosed) {
+			t.Fatalf("Send to a client that stopped reading: %v, want capwire.ErrClosed", err)
+		}
+		if took := time.Since(start); took != 200*time.Millisecond {
+			t.Errorf("Send gave up after %v, want the 200ms write timeout", took)
+		}
+		select {
+		case <-s.Done():
+		default:
+			t.Fatal("Done is not closed")
+		}
+		if !errors.Is(s.Err(), os.ErrDeadlineExceeded) {
+			t.Fatalf("Err() = %v, want a write deadline", s.Err())
 		}
 	})
-	defer p.stop()
-	rc := dialRaw(t, path)
-	defer rc.conn.Close()
-	rc.hello() // and then never read again
-
-	err := <-result
-	if !errors.Is(err, capwire.ErrClosed) {
-		t.Fatalf("Send to a client that stopped reading: %v, want capwire.ErrClosed", err)
-	}
-	select {
-	case <-sc.Done():
-	default:
-		t.Fatal("Done is not closed")
-	}
-	if !errors.Is(sc.Err(), os.ErrDeadlineExceeded) {
-		t.Fatalf("Err() = %v, want a write deadline", sc.Err())
-	}
 }
 
 func TestSendTooLarge(t *testing.T) {
@@ -240,7 +238,7 @@ func TestWithClient(t *testing.T) {
 	path, ln := listen(t)
 	p := &peer{path: path, ln: ln}
 	p.serve(func(conn net.Conn) {
-		s := New(conn, Config{})
+		s := New(conn, Config{HandshakeTimeout: waitFor})
 		defer s.Close()
 		if _, err := s.Handshake(context.Background(), testAuth); err != nil {
 			return // the bad-token dial below
@@ -263,7 +261,7 @@ func TestWithClient(t *testing.T) {
 		}
 	})
 	defer p.stop()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), waitFor)
 	defer cancel()
 	c, err := capwire.Dial(ctx, path, "good")
 	if err != nil {

@@ -110,6 +110,11 @@ func (p *peer) stop() {
 	p.wg.Wait()
 }
 
+// waitFor bounds every wait on a real socket in these tests, including
+// the server's wait for a hello the test sends at once: a backstop
+// against a hang, never an expectation of speed.
+const waitFor = time.Minute
+
 // rawClient speaks frames by hand, to send what a Client never would.
 type rawClient struct {
 	t    *testing.T
@@ -123,7 +128,7 @@ func dialRaw(t *testing.T, path string) *rawClient {
 	if err != nil {
 		t.Fatal(err)
 	}
-	conn.SetDeadline(time.Now().Add(20 * time.Second))
+	conn.SetDeadline(time.Now().Add(waitFor))
 	return &rawClient{t: t, conn: conn, fr: capwire.NewFrameReader(conn, 0)}
 }
 

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -87,13 +88,26 @@ func TestProcessMisbehaviours(t *testing.T) {
 			c.expectEOF() // the hung call is abandoned, never answered
 		},
 	}, {
-		name: "slow answers after a faster call",
+		// Which answer comes first is a race against the clock here;
+		// TestServeSlowAfterFast pins the order on a fake clock, and the
+		// hang case above shows a pending call holds up no other.
+		name: "slow and a faster call both answer",
 		run: func(t *testing.T, c *child) {
 			c.handshake("2025-11-25")
-			c.call(1, "slow", `{"ms":1500,"text":"late"}`)
+			c.call(1, "slow", `{"ms":300,"text":"late"}`)
 			c.call(2, "echo", `{"text":"early"}`)
-			c.expectText("2", "early", false)
-			c.expectText("1", "late", false)
+			got := map[string]string{}
+			for range 2 {
+				m := c.recv()
+				text, isErr := m.text(t)
+				if isErr {
+					t.Fatalf("response %s is an error: %s", m.ID, text)
+				}
+				got[string(m.ID)] = text
+			}
+			if got["1"] != "late" || got["2"] != "early" {
+				t.Fatalf("answers by id: %v, want 1: late, 2: early", got)
+			}
 			c.closeStdin()
 		},
 	}, {
@@ -334,6 +348,10 @@ func TestProcessMisbehaviours(t *testing.T) {
 			c.handshake("2025-11-25")
 			c.closeStdin()
 			c.stderrHas("ignoring it")
+			// A server that exited on EOF anyway would end with status 0,
+			// not by the SIGTERM below; the window only catches that
+			// sooner, and a slow machine can only make it miss, never
+			// fail a server that lingers as it should.
 			if !c.alive(300 * time.Millisecond) {
 				t.Fatal("exited on stdin EOF")
 			}
@@ -349,11 +367,15 @@ func TestProcessMisbehaviours(t *testing.T) {
 			c.handshake("2025-11-25") // by now signal.Ignore has run
 			c.closeStdin()
 			c.stderrHas("ignoring it")
+			// The kernel drops a signal whose disposition is SIG_IGN when
+			// it is sent, so once the mask says so, the SIGTERM below
+			// cannot kill it however late it is scheduled, and the
+			// SIGKILL is what it dies of.
+			if !ignores(t, c.cmd.Process.Pid, syscall.SIGTERM) {
+				t.Fatal("SIGTERM is not ignored")
+			}
 			if err := c.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 				t.Fatal(err)
-			}
-			if !c.alive(500 * time.Millisecond) {
-				t.Fatal("died of SIGTERM")
 			}
 			if err := c.cmd.Process.Signal(syscall.SIGKILL); err != nil {
 				t.Fatal(err)
@@ -368,10 +390,16 @@ func TestProcessMisbehaviours(t *testing.T) {
 			c.handshake("2025-11-25")
 			c.closeStdin()
 			expectStatus(t, c.exited(), 0, 0)
+			// The grandchild's stdout is our stdout pipe, so that pipe
+			// cannot end while it lives: no waiting for an EOF that must
+			// not come.
+			if got, want := fdTarget(t, fmt.Sprintf("/proc/%d/fd/1", gpid)), fdTarget(t, fmt.Sprintf("/proc/self/fd/%d", c.stdout.Fd())); got != want {
+				t.Fatalf("the grandchild's stdout is %s, want our stdout pipe %s", got, want)
+			}
 			select {
 			case l, ok := <-c.lines:
 				t.Fatalf("stdout ended or spoke (%q, %v) while the grandchild holds it", l, ok)
-			case <-time.After(300 * time.Millisecond):
+			default:
 			}
 			// The client's group kill reaches the grandchild: stdout ends.
 			if err := syscall.Kill(-c.cmd.Process.Pid, syscall.SIGKILL); err != nil {
@@ -390,6 +418,37 @@ func TestProcessMisbehaviours(t *testing.T) {
 			expectStatus(t, c.exited(), tc.code, tc.sig)
 		})
 	}
+}
+
+// ignores reports whether pid's signal disposition for sig is SIG_IGN,
+// from the SigIgn mask in /proc/pid/status.
+func ignores(t *testing.T, pid int, sig syscall.Signal) bool {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if hex, ok := strings.CutPrefix(line, "SigIgn:"); ok {
+			mask, err := strconv.ParseUint(strings.TrimSpace(hex), 16, 64)
+			if err != nil {
+				t.Fatalf("SigIgn %q: %v", hex, err)
+			}
+			return mask&(1<<(uint(sig)-1)) != 0
+		}
+	}
+	t.Fatalf("no SigIgn line in /proc/%d/status", pid)
+	return false
+}
+
+// fdTarget is what a /proc fd link points at ("pipe:[1234]").
+func fdTarget(t *testing.T, link string) string {
+	t.Helper()
+	target, err := os.Readlink(link)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return target
 }
 
 // waitGone waits until pid no longer runs (gone, or a zombie awaiting a

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/capbridge/capbridge/internal/leakcheck"
@@ -279,6 +280,29 @@ func TestServeListing(t *testing.T) {
 	if len(catalogue) != len(want) {
 		t.Fatalf("catalogue has %d tools, the listing test knows %d", len(catalogue), len(want))
 	}
+}
+
+// A slow call answers after a faster one sent behind it, at exactly its
+// delay: Serve runs in a synctest bubble, so slow sleeps on the fake
+// clock and the order cannot depend on the machine's speed.
+func TestServeSlowAfterFast(t *testing.T) {
+	defer leakcheck.Check(t)()
+	synctest.Test(t, func(t *testing.T) {
+		c := startServe(t, Scenario{})
+		defer c.stop()
+		c.handshake("2025-11-25")
+		start := time.Now()
+		c.call(1, "slow", `{"ms":1500,"text":"late"}`)
+		c.call(2, "echo", `{"text":"early"}`)
+		c.expectText("2", "early", false)
+		if took := time.Since(start); took != 0 {
+			t.Errorf("echo answered after %v, want at once", took)
+		}
+		c.expectText("1", "late", false)
+		if took := time.Since(start); took != 1500*time.Millisecond {
+			t.Errorf("slow answered after %v, want 1.5s", took)
+		}
+	})
 }
 
 // How Serve ends, for every in-process ending.
