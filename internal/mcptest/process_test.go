@@ -15,7 +15,7 @@ import (
 )
 
 // Each misbehaviour, exercised once against a real child process by the
-// raw client of client_test.go (issue 2, item 5). Every case states how
+// raw client of client_test.go. Every case states how
 // the child must end: exit status code, or death by signal sig.
 func TestProcessMisbehaviours(t *testing.T) {
 	tests := []struct {
