@@ -100,6 +100,10 @@ type Server struct {
 	MaxQueue       int
 	ToolsAllow     []string // nil: every tool not denied
 	ToolsDeny      []string
+	// Strict makes a tools.allow or tools.deny entry that names no tool
+	// of the server fail its boot, rather than be logged as a warning.
+	// No file sets it; serve's --strict does.
+	Strict bool
 
 	// Where the server was defined, for messages that come later (a
 	// failed boot names the file and line the operator must look at).
@@ -436,6 +440,24 @@ func (r *reader) checkServer(key string, st map[string]any, s *Server) {
 			r.fail(key+".tools", "name each tool in allow or deny, not both", "tool %q is both allowed and denied", d)
 		}
 	}
+}
+
+// UnmatchedTools returns the tools.allow and tools.deny entries that name
+// no tool the server lists (has reports whether it lists one), each as
+// `tools.allow "name"`: a typo there silently exposes or hides a tool.
+func (s *Server) UnmatchedTools(has func(name string) bool) []string {
+	var out []string
+	for _, l := range []struct {
+		key   string
+		names []string
+	}{{"tools.allow", s.ToolsAllow}, {"tools.deny", s.ToolsDeny}} {
+		for _, n := range l.names {
+			if !has(n) {
+				out = append(out, fmt.Sprintf("%s %q", l.key, n))
+			}
+		}
+	}
+	return out
 }
 
 func (r *reader) tools(key string, v any, s *Server) {
