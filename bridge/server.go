@@ -70,7 +70,7 @@ type server struct {
 
 	client *mcpwire.Client
 	tools  map[string]mcpwire.Tool // callable tools (after allow/deny)
-	listed []mcpwire.Tool           // the same, in the server's order, for the listing op
+	listed []mcpwire.Tool          // the same, in the server's order, for the listing op
 	gen    *codegen.Generated
 	// watched is closed when watch, started once the server is ready,
 	// returns; retire waits for it, so the goroutine has an owner.
@@ -143,7 +143,9 @@ func (s *server) boot(ctx context.Context, o bootOptions) error {
 		return s.fail(err, client)
 	}
 	tools := s.filter(listed)
-	for _, e := range s.cfg.UnmatchedTools(func(name string) bool { return slices.ContainsFunc(listed, func(t mcpwire.Tool) bool { return t.Name == name }) }) {
+	for _, e := range s.cfg.UnmatchedTools(func(name string) bool {
+		return slices.ContainsFunc(listed, func(t mcpwire.Tool) bool { return t.Name == name })
+	}) {
 		if s.cfg.Strict {
 			return s.fail(fmt.Errorf("%s names no tool of this server (an error under --strict)", e), client)
 		}
