@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -31,8 +30,14 @@ const (
 const maxConfigFile = 4 << 20
 
 func runServe(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("capbridge serve", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newCmdFlags("serve", "capbridge serve [-c capbridge.toml] [--mcp-config EDITOR-CONFIG] [flags]", `
+Run the service: boot the configured MCP servers, generate their façades,
+and serve the call socket (for jailed programs) and the control socket (for
+the operator and harnesses). With no config it serves the built-in demo
+server. It prints one JSON line once ready and notifies $NOTIFY_SOCKET.
+Exit status: 0 clean shutdown, 1 runtime error, 2 bad command line,
+3 configuration error, 4 boot failure under --require-all or sockets that
+cannot be opened, 5 shutdown that could not confirm every server exited.`)
 	cfgPath := fs.String("c", "", "capbridge.toml to read (default: none, which serves the built-in demo server)")
 	mcpConfig := fs.String("mcp-config", "", "an editor's MCP config whose stdio servers to serve: Claude Desktop, Claude Code, Cursor, Windsurf or VS Code JSON, or Codex's config.toml")
 	workspace := fs.String("workspace", "", "what ${workspaceFolder} expands to in --mcp-config (default: that file's directory)")
@@ -41,12 +46,12 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 	readyFile := fs.String("ready-file", "", "write the readiness line to this file, atomically, once ready")
 	callSocket := fs.String("call-socket", "", "override [bridge] call_socket")
 	controlSocket := fs.String("control-socket", "", "override [bridge] control_socket")
-	if err := fs.Parse(args); err != nil {
-		return exitUsage
+	pos, code, ok := fs.parse(args, stdout, stderr)
+	if !ok {
+		return code
 	}
-	if fs.NArg() != 0 {
-		fmt.Fprintf(stderr, "capbridge serve: unexpected argument %q; serve takes only flags (see capbridge help serve)\n", fs.Arg(0))
-		return exitUsage
+	if len(pos) != 0 {
+		return fs.usageError(stderr, "unexpected argument %q; serve takes only flags", pos[0])
 	}
 	cfg, demo, warnings, err := loadServeConfig(*cfgPath, *mcpConfig, config.EditorOptions{Workspace: *workspace, Strict: *strict})
 	if err != nil {
@@ -255,9 +260,13 @@ func isTerminal(w io.Writer) bool {
 // runDemoServer serves the built-in demo MCP server on stdio: what serve
 // spawns, as a child of this same binary, when it has no config.
 func runDemoServer(args []string, stdout, stderr io.Writer) int {
-	if len(args) != 0 {
-		fmt.Fprintln(stderr, "capbridge demo-server: takes no arguments")
-		return exitUsage
+	fs := newCmdFlags("demo-server", "capbridge demo-server", "Serve the built-in demo MCP server on stdin and stdout.")
+	pos, code, ok := fs.parse(args, stdout, stderr)
+	if !ok {
+		return code
+	}
+	if len(pos) != 0 {
+		return fs.usageError(stderr, "takes no arguments")
 	}
 	if err := demoserver.Serve(os.Stdin, stdout, time.Now); err != nil {
 		fmt.Fprintln(stderr, "capbridge demo-server:", err)
