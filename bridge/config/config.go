@@ -300,12 +300,6 @@ func (r *reader) table(key string, v any) (map[string]any, bool) {
 	return t, ok
 }
 
-var bridgeKeys = []string{
-	"call_socket", "control_socket", "call_socket_mode", "call_socket_group", "allowed_uids",
-	"max_frame", "max_connections", "max_conn_inflight", "max_result_text", "write_timeout",
-	"shutdown_grace", "surface_budget", "log_format", "log_level", "audit_values",
-}
-
 func (r *reader) bridge(t map[string]any, b *Bridge) {
 	for _, k := range slices.Sorted(maps.Keys(t)) {
 		v, key := t[k], "bridge."+k
@@ -360,11 +354,6 @@ func (r *reader) bridge(t map[string]any, b *Bridge) {
 var validName = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9_-]{0,63}$`)
 
 const nameFix = "a server name starts with a letter and has at most 64 letters, digits, '_' or '-'"
-
-var serverKeys = []string{
-	"command", "args", "env", "inherit_env", "cwd", "startup_timeout", "call_timeout",
-	"max_call_timeout", "max_inflight", "max_queue", "tools",
-}
 
 func (r *reader) servers(t map[string]any) []Server {
 	var out []Server
