@@ -1,13 +1,15 @@
 // Package config reads capbridge's configuration: the capbridge.toml file
-// and the MCP server lists of editors (Claude Desktop and Cursor's
-// "mcpServers", VS Code's "servers").
+// and the MCP server lists of editors (Claude Desktop, Claude Code, Cursor
+// and Windsurf's "mcpServers", VS Code's "servers", Codex's
+// [mcp_servers]).
 //
 // Reading is strict and explains itself: an unknown key, a value of the
 // wrong type, a bad duration or a bad server name is an [*Error] carrying
 // the file, the line, the key and the fix, and every such mistake in a file
 // is reported at once (an [ErrorList]) so the operator fixes them in one
 // pass. The package does no I/O beyond what its caller hands it; [Load]
-// and [LoadMCPJSON] take the file's name and bytes.
+// and [LoadEditor] take the file's name and bytes. [JSONSchema] describes
+// the file for editors (docs/capbridge.schema.json).
 //
 // The file format (every key optional unless marked):
 //
@@ -225,7 +227,7 @@ func (l ErrorList) Unwrap() []error {
 	return errs
 }
 
-// maxFileSize bounds what Load and LoadMCPJSON accept: a configuration is
+// maxFileSize bounds what Load and LoadEditor accept: a configuration is
 // small, and a huge file is a mistake (or a device) rather than a config.
 const maxFileSize = 4 << 20
 

@@ -243,3 +243,39 @@ func TestOperatorCLI(t *testing.T) {
 		t.Fatalf("serve after SIGTERM: %v, more stdout %q", err, rest)
 	}
 }
+
+// contrib/capbridge.service is a unit systemd accepts without a warning,
+// with the settings serve relies on.
+func TestSystemdUnit(t *testing.T) {
+	unit, err := os.ReadFile("../../contrib/capbridge.service")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"\nType=notify\n", "\nRuntimeDirectory=capbridge\n", "\nRuntimeDirectoryMode=0700\n", "\nNoNewPrivileges=yes\n",
+		"\nProtectSystem=strict\n", "\nReadWritePaths=/run/capbridge ", "\nPrivateTmp=yes\n", "\nExecStart=/usr/local/bin/capbridge serve -c /etc/capbridge/capbridge.toml"} {
+		if !strings.Contains(string(unit), want) {
+			t.Errorf("the unit lacks %q", strings.TrimSpace(want))
+		}
+	}
+	analyze, err := exec.LookPath("systemd-analyze")
+	if err != nil {
+		t.Skip("systemd-analyze is not installed, so the unit is not verified")
+	}
+	// verify checks that ExecStart's program exists: point it at the
+	// binary this package builds.
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "capbridge")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	path := filepath.Join(dir, "capbridge.service")
+	if err := os.WriteFile(path, bytes.ReplaceAll(unit, []byte("/usr/local/bin/capbridge"), []byte(bin)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// verify exits 0 on an unknown key or a bad value, only warning:
+	// any output is a failure.
+	out, err := exec.Command(analyze, "verify", path).CombinedOutput()
+	if err != nil || len(bytes.TrimSpace(out)) != 0 {
+		t.Errorf("systemd-analyze verify: %v\n%s", err, out)
+	}
+}
