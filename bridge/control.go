@@ -2,6 +2,7 @@ package bridge
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -182,6 +183,51 @@ func (h *controlHandler) Search(_ context.Context, r *control.SearchRequest) (*c
 	slices.SortStableFunc(found.Matches, func(a, b control.Match) int { return b.Score - a.Score })
 	found.Matches = found.Matches[:min(limit, len(found.Matches))]
 	return found, nil
+}
+
+func (h *controlHandler) Listing(_ context.Context, r *control.ListingRequest) (*control.Listed, error) {
+	if _, err := h.generated(r.Server, ""); err != nil {
+		return nil, err
+	}
+	// The façade exists, so boot has published listed, which is never
+	// written again.
+	s := h.b.servers[r.Server]
+	tools := make([]listedTool, len(s.listed))
+	for i, t := range s.listed {
+		lt := listedTool{Name: t.Name, Title: t.Title, Description: t.Description, InputSchema: t.InputSchema,
+			OutputSchema: t.OutputSchema, Icons: t.Icons, Meta: t.Meta, Execution: t.Execution}
+		if a := t.Annotations; a != nil {
+			lt.Annotations = &listedAnnotations{a.Title, a.ReadOnlyHint, a.DestructiveHint, a.IdempotentHint, a.OpenWorldHint}
+		}
+		tools[i] = lt
+	}
+	out, err := json.Marshal(map[string][]listedTool{"tools": tools})
+	if err != nil {
+		return nil, fmt.Errorf("bridge: encoding the listing of %s: %w", quote(r.Server), err)
+	}
+	return &control.Listed{Listing: string(out)}, nil
+}
+
+// listedTool is a tools/list entry as the MCP specification spells it
+// (2025-11-25, "Tool"); the raw fields are the server's own JSON.
+type listedTool struct {
+	Name         string             `json:"name"`
+	Title        string             `json:"title,omitempty"`
+	Description  string             `json:"description,omitempty"`
+	InputSchema  json.RawMessage    `json:"inputSchema"`
+	OutputSchema json.RawMessage    `json:"outputSchema,omitempty"`
+	Annotations  *listedAnnotations `json:"annotations,omitempty"`
+	Icons        json.RawMessage    `json:"icons,omitempty"`
+	Meta         json.RawMessage    `json:"_meta,omitempty"`
+	Execution    json.RawMessage    `json:"execution,omitempty"`
+}
+
+type listedAnnotations struct {
+	Title           string `json:"title,omitempty"`
+	ReadOnlyHint    *bool  `json:"readOnlyHint,omitempty"`
+	DestructiveHint *bool  `json:"destructiveHint,omitempty"`
+	IdempotentHint  *bool  `json:"idempotentHint,omitempty"`
+	OpenWorldHint   *bool  `json:"openWorldHint,omitempty"`
 }
 
 func (h *controlHandler) Call(ctx context.Context, r *control.CallRequest) (*capwire.Result, error) {

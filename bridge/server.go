@@ -70,6 +70,7 @@ type server struct {
 
 	client *mcpwire.Client
 	tools  map[string]mcpwire.Tool // callable tools (after allow/deny)
+	listed []mcpwire.Tool          // the same, in the server's order, for the listing op
 	gen    *codegen.Generated
 	// watched is closed when watch, started once the server is ready,
 	// returns; retire waits for it, so the goroutine has an owner.
@@ -142,6 +143,14 @@ func (s *server) boot(ctx context.Context, o bootOptions) error {
 		return s.fail(err, client)
 	}
 	tools := s.filter(listed)
+	for _, e := range s.cfg.UnmatchedTools(func(name string) bool {
+		return slices.ContainsFunc(listed, func(t mcpwire.Tool) bool { return t.Name == name })
+	}) {
+		if s.cfg.Strict {
+			return s.fail(fmt.Errorf("%s names no tool of this server (an error under --strict)", e), client)
+		}
+		s.log.Warn().Str("entry", e).Msg("a tools.allow or tools.deny entry names no tool of this server; check its spelling")
+	}
 	if len(tools) > codegen.MaxTools {
 		return s.fail(fmt.Errorf("%d tools are left after tools.allow and tools.deny, more than the %d a server may expose", len(tools), codegen.MaxTools), client)
 	}
@@ -154,7 +163,7 @@ func (s *server) boot(ctx context.Context, o bootOptions) error {
 		table[t.Name] = t
 	}
 	s.mu.Lock()
-	s.client, s.tools, s.gen, s.state = client, table, gen, StateReady
+	s.client, s.tools, s.listed, s.gen, s.state = client, table, tools, gen, StateReady
 	s.watched = make(chan struct{})
 	s.mu.Unlock()
 	s.log.Info().Int("tools", len(tools)).Int("listed", len(listed)).Msg("server ready")

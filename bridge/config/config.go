@@ -1,13 +1,15 @@
 // Package config reads capbridge's configuration: the capbridge.toml file
-// and the MCP server lists of editors (Claude Desktop and Cursor's
-// "mcpServers", VS Code's "servers").
+// and the MCP server lists of editors (Claude Desktop, Claude Code, Cursor
+// and Windsurf's "mcpServers", VS Code's "servers", Codex's
+// [mcp_servers]).
 //
 // Reading is strict and explains itself: an unknown key, a value of the
 // wrong type, a bad duration or a bad server name is an [*Error] carrying
 // the file, the line, the key and the fix, and every such mistake in a file
 // is reported at once (an [ErrorList]) so the operator fixes them in one
 // pass. The package does no I/O beyond what its caller hands it; [Load]
-// and [LoadMCPJSON] take the file's name and bytes.
+// and [LoadEditor] take the file's name and bytes. [JSONSchema] describes
+// the file for editors (docs/capbridge.schema.json).
 //
 // The file format (every key optional unless marked):
 //
@@ -100,6 +102,10 @@ type Server struct {
 	MaxQueue       int
 	ToolsAllow     []string // nil: every tool not denied
 	ToolsDeny      []string
+	// Strict makes a tools.allow or tools.deny entry that names no tool
+	// of the server fail its boot, rather than be logged as a warning.
+	// No file sets it; serve's --strict does.
+	Strict bool
 
 	// Where the server was defined, for messages that come later (a
 	// failed boot names the file and line the operator must look at).
@@ -221,7 +227,7 @@ func (l ErrorList) Unwrap() []error {
 	return errs
 }
 
-// maxFileSize bounds what Load and LoadMCPJSON accept: a configuration is
+// maxFileSize bounds what Load and LoadEditor accept: a configuration is
 // small, and a huge file is a mistake (or a device) rather than a config.
 const maxFileSize = 4 << 20
 
@@ -296,12 +302,6 @@ func (r *reader) table(key string, v any) (map[string]any, bool) {
 	return t, ok
 }
 
-var bridgeKeys = []string{
-	"call_socket", "control_socket", "call_socket_mode", "call_socket_group", "allowed_uids",
-	"max_frame", "max_connections", "max_conn_inflight", "max_result_text", "write_timeout",
-	"shutdown_grace", "surface_budget", "log_format", "log_level", "audit_values",
-}
-
 func (r *reader) bridge(t map[string]any, b *Bridge) {
 	for _, k := range slices.Sorted(maps.Keys(t)) {
 		v, key := t[k], "bridge."+k
@@ -356,11 +356,6 @@ func (r *reader) bridge(t map[string]any, b *Bridge) {
 var validName = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9_-]{0,63}$`)
 
 const nameFix = "a server name starts with a letter and has at most 64 letters, digits, '_' or '-'"
-
-var serverKeys = []string{
-	"command", "args", "env", "inherit_env", "cwd", "startup_timeout", "call_timeout",
-	"max_call_timeout", "max_inflight", "max_queue", "tools",
-}
 
 func (r *reader) servers(t map[string]any) []Server {
 	var out []Server
@@ -436,6 +431,24 @@ func (r *reader) checkServer(key string, st map[string]any, s *Server) {
 			r.fail(key+".tools", "name each tool in allow or deny, not both", "tool %q is both allowed and denied", d)
 		}
 	}
+}
+
+// UnmatchedTools returns the tools.allow and tools.deny entries that name
+// no tool the server lists (has reports whether it lists one), each as
+// `tools.allow "name"`: a typo there silently exposes or hides a tool.
+func (s *Server) UnmatchedTools(has func(name string) bool) []string {
+	var out []string
+	for _, l := range []struct {
+		key   string
+		names []string
+	}{{"tools.allow", s.ToolsAllow}, {"tools.deny", s.ToolsDeny}} {
+		for _, n := range l.names {
+			if !has(n) {
+				out = append(out, fmt.Sprintf("%s %q", l.key, n))
+			}
+		}
+	}
+	return out
 }
 
 func (r *reader) tools(key string, v any, s *Server) {

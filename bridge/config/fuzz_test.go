@@ -2,6 +2,7 @@ package config
 
 import (
 	"errors"
+	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -54,11 +55,17 @@ func FuzzLoad(f *testing.F) {
 }
 
 func FuzzLoadMCPJSON(f *testing.F) {
-	f.Add([]byte(claudeDesktop))
+	for _, name := range []string{"claude_desktop_config.json", "cursor_mcp.json", "vscode_mcp.json", "claude_code_mcp.json", "windsurf_mcp_config.json"} {
+		data, err := os.ReadFile("testdata/" + name)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(data)
+	}
 	f.Add([]byte(`{"servers": {"time": {"type": "stdio", "command": "uvx"}}}`))
 	f.Add([]byte(`{"mcpServers": {"a": {"command": "x", "args": [1]}}}`))
 	f.Fuzz(func(t *testing.T, doc []byte) {
-		servers, err := LoadMCPJSON("f.json", doc)
+		servers, _, err := LoadEditor("f.json", doc, EditorOptions{LookupEnv: func(string) (string, bool) { return "", false }, Workspace: "/ws"})
 		if err != nil {
 			checkErr(t, err, "f.json")
 			return

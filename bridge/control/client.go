@@ -71,6 +71,12 @@ func (c *Client) Search(ctx context.Context, r *SearchRequest) (*Found, error) {
 	return request[Found](ctx, c, opSearch, r, replyFound)
 }
 
+// Listing fetches the tools/list result a server's façade was generated
+// from, as JSON.
+func (c *Client) Listing(ctx context.Context, r *ListingRequest) (*Listed, error) {
+	return request[Listed](ctx, c, opListing, r, replyListed)
+}
+
 // Call calls a tool with operator authority. A tool that ran and failed
 // is a result with IsError; a call that was refused or could not
 // complete returns a *capwire.Denied, so errors.Is(err, capwire.ErrTimeout)

@@ -70,6 +70,13 @@ func (*fakeHandler) Search(_ context.Context, r *SearchRequest) (*Found, error) 
 	return &Found{Matches: []Match{{Server: "s", Func: "F", Tool: "f", Signature: "s.F(ctx)", Score: int(r.Limit)}}}, nil
 }
 
+func (*fakeHandler) Listing(_ context.Context, r *ListingRequest) (*Listed, error) {
+	if r.Server != "s" {
+		return nil, &Error{Code: CodeUnknownServer, Message: "no such server"}
+	}
+	return &Listed{Listing: `{"tools":[{"name":"f","inputSchema":{"type":"object"}}]}`}, nil
+}
+
 func (f *fakeHandler) Call(ctx context.Context, r *CallRequest) (*capwire.Result, error) {
 	switch r.Tool {
 	case "echo":
@@ -146,6 +153,12 @@ func TestRoundTrips(t *testing.T) {
 	}
 	if _, err := c.Search(ctx, &SearchRequest{}); !errors.Is(err, &Error{Code: CodeBadRequest}) {
 		t.Errorf("search with no query: %v", err)
+	}
+	if l, err := c.Listing(ctx, &ListingRequest{Server: "s"}); err != nil || l.Listing != `{"tools":[{"name":"f","inputSchema":{"type":"object"}}]}` {
+		t.Errorf("listing: %+v, %v", l, err)
+	}
+	if _, err := c.Listing(ctx, &ListingRequest{Server: "x"}); !errors.Is(err, &Error{Code: CodeUnknownServer}) {
+		t.Errorf("listing of an unknown server: %v", err)
 	}
 	args, _ := msgpack.Marshal(map[string]any{"text": "hi"})
 	r, err := c.Call(ctx, &CallRequest{Server: "s", Tool: "echo", Args: args, TimeoutMS: 5})
@@ -386,6 +399,7 @@ func FuzzAnswer(f *testing.F) {
 		{opRevoke, &RevokeRequest{Grant: "id"}},
 		{opStatus, &struct{}{}},
 		{opFacade, &FacadeRequest{Server: "s"}},
+		{opListing, &ListingRequest{Server: "s"}},
 		{opCall, &CallRequest{Tool: "echo", Args: msgpack.RawMessage{0x81, 0xa4, 't', 'e', 'x', 't', 0xa1, 'x'}}},
 		{opCall, &CallRequest{Tool: "slow"}},
 	} {

@@ -96,6 +96,7 @@ func TestSpecMatchesCode(t *testing.T) {
 		opFacade:   {replyFacade, FacadeRequest{}, Facade{}},
 		opDescribe: {replyDescribed, DescribeRequest{}, Described{}},
 		opSearch:   {replyFound, SearchRequest{}, Found{}},
+		opListing:  {replyListed, ListingRequest{}, Listed{}},
 		opCall:     {"result or denied", CallRequest{}, struct{}{}}, // the reply is capwire's
 	}
 	if got, want := slices.Sorted(maps.Keys(s.replies)), slices.Sorted(maps.Keys(ops)); !slices.Equal(got, want) {

@@ -27,6 +27,7 @@ type Handler interface {
 	Facade(ctx context.Context, r *FacadeRequest) (*Facade, error)
 	Describe(ctx context.Context, r *DescribeRequest) (*Described, error)
 	Search(ctx context.Context, r *SearchRequest) (*Found, error)
+	Listing(ctx context.Context, r *ListingRequest) (*Listed, error)
 	// Call runs a tool call with operator authority. ctx ends when the
 	// client hangs up while the call runs.
 	Call(ctx context.Context, r *CallRequest) (*capwire.Result, error)
@@ -124,10 +125,12 @@ func (s *Server) answer(ctx context.Context, conn net.Conn, frame, dst []byte) [
 		return handle(dst, h, replyDescribed, frame, func(r *DescribeRequest) (*Described, error) { return s.Handler.Describe(ctx, r) })
 	case opSearch:
 		return handle(dst, h, replyFound, frame, func(r *SearchRequest) (*Found, error) { return s.Handler.Search(ctx, r) })
+	case opListing:
+		return handle(dst, h, replyListed, frame, func(r *ListingRequest) (*Listed, error) { return s.Handler.Listing(ctx, r) })
 	case opCall:
 		return s.call(ctx, conn, h.ID, frame, dst)
 	}
-	return appendError(dst, h.ID, errorf(CodeUnknownRequest, "unknown control request %q (known: grant, revoke, status, facade, describe, search, call)", text.Ellipsis(h.T, 64)))
+	return appendError(dst, h.ID, errorf(CodeUnknownRequest, "unknown control request %q (known: grant, revoke, status, facade, describe, search, listing, call)", text.Ellipsis(h.T, 64)))
 }
 
 // handle decodes a request of type Req from frame, runs it and appends

@@ -26,6 +26,7 @@ const (
 	opFacade   = "facade"
 	opDescribe = "describe"
 	opSearch   = "search"
+	opListing  = "listing"
 	opCall     = "call"
 
 	replyGranted   = "granted"
@@ -34,6 +35,7 @@ const (
 	replyFacade    = "facade"
 	replyDescribed = "described"
 	replyFound     = "found"
+	replyListed    = "listed"
 	replyError     = "error"
 )
 
@@ -152,6 +154,22 @@ type Match struct {
 	Tool      string `msgpack:"tool" json:"tool"`           // the tool's wire name
 	Signature string `msgpack:"signature" json:"signature"` // "pkg.F(ctx, pkg.FArgs{Field T; …})"
 	Score     int    `msgpack:"score" json:"score"`         // higher is better; comparable across servers
+}
+
+// ListingRequest asks for the tools/list a server's façade was generated
+// from ("listing").
+type ListingRequest struct {
+	Server string `msgpack:"server"`
+}
+
+// Listed answers a listing request ("listed").
+type Listed struct {
+	// Listing is a JSON tools/list result, {"tools": […]}: the server's
+	// callable tools (after tools.allow and tools.deny) in the server's
+	// order, each re-encoded from what the server sent. It is what
+	// `capbridge gen --listing` reads, and carries each tool's inputSchema
+	// for clients that type arguments.
+	Listing string `msgpack:"listing"`
 }
 
 // CallRequest calls a tool with operator authority ("call"). It is

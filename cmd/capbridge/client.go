@@ -1,148 +1,18 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
-	"flag"
 	"fmt"
 	"io"
-	"os"
 	"strings"
 	"time"
 
 	"github.com/capbridge/capbridge/bridge"
-	"github.com/capbridge/capbridge/bridge/config"
 	"github.com/capbridge/capbridge/bridge/control"
 	"github.com/capbridge/capbridge/capwire"
-	"github.com/capbridge/capbridge/codegen"
 	"github.com/capbridge/capbridge/interchange"
 )
-
-// The client commands talk to a running `capbridge serve` through its
-// control socket. Each takes --control PATH, whose default is the path
-// serve uses without a config ($XDG_RUNTIME_DIR/capbridge/control.sock,
-// else /tmp/capbridge-$UID/control.sock).
-
-func defaultControl() string {
-	_, control := config.DefaultSockets(os.Getenv("XDG_RUNTIME_DIR"), os.Getuid())
-	return control
-}
-
-// clientFlags are the flags every client command shares.
-type clientFlags struct {
-	control string
-	timeout time.Duration
-	json    bool
-}
-
-func newClientFlags(name string, stderr io.Writer, withJSON bool) (*flag.FlagSet, *clientFlags) {
-	fs := flag.NewFlagSet("capbridge "+name, flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	cf := &clientFlags{}
-	fs.StringVar(&cf.control, "control", defaultControl(), "the control socket of the running capbridge")
-	fs.DurationVar(&cf.timeout, "timeout", 60*time.Second, "give up after this long")
-	if withJSON {
-		fs.BoolVar(&cf.json, "json", false, "print the reply as JSON, for scripts")
-	}
-	return fs, cf
-}
-
-// withControl dials the control socket and runs one request on it, the
-// whole exchange bounded by --timeout.
-func withControl[R any](cf *clientFlags, request func(context.Context, *control.Client) (R, error)) (R, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), cf.timeout)
-	defer cancel()
-	c, err := control.Dial(ctx, cf.control)
-	if err != nil {
-		var zero R
-		return zero, err
-	}
-	defer c.Close()
-	return request(ctx, c)
-}
-
-func runCall(args []string, stdout, stderr io.Writer) int {
-	fs, cf := newClientFlags("call", stderr, true)
-	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: capbridge call [--control PATH] [--json] [--timeout D] SERVER TOOL ['{\"json\":\"arguments\"}']")
-		fs.PrintDefaults()
-	}
-	if err := fs.Parse(args); err != nil {
-		return exitUsage
-	}
-	if fs.NArg() < 2 || fs.NArg() > 3 {
-		fs.Usage()
-		return exitUsage
-	}
-	argsJSON := []byte("{}")
-	if fs.NArg() == 3 {
-		argsJSON = []byte(fs.Arg(2))
-	}
-	// The same total conversion the bridge applies to a program's
-	// arguments, in reverse: a JSON value that has no exact MessagePack
-	// form is refused here, naming its path.
-	mp, err := interchange.ToMsgPack(argsJSON)
-	if err != nil {
-		fmt.Fprintf(stderr, "capbridge call: the arguments are not valid: %v\n", err)
-		return exitUsage
-	}
-	if len(mp) == 0 || (mp[0]&0xf0 != 0x80 && mp[0] != 0xde && mp[0] != 0xdf) {
-		fmt.Fprintln(stderr, "capbridge call: the arguments must be a JSON object, such as '{\"text\":\"hi\"}'")
-		return exitUsage
-	}
-	// The bridge's deadline is a little shorter than ours, so a slow tool
-	// is reported as the bridge's timeout denial, not as our read timing
-	// out on the socket.
-	bridgeTimeout := cf.timeout - min(time.Second, cf.timeout/10)
-	req := &control.CallRequest{Server: fs.Arg(0), Tool: fs.Arg(1), Args: mp, TimeoutMS: uint64(max(bridgeTimeout, time.Millisecond) / time.Millisecond)}
-	r, err := withControl(cf, func(ctx context.Context, c *control.Client) (*capwire.Result, error) { return c.Call(ctx, req) })
-	var denied *capwire.Denied
-	if err != nil && !errors.As(err, &denied) {
-		fmt.Fprintln(stderr, "capbridge call:", err)
-		return exitError
-	}
-	if cf.json {
-		return printCallJSON(r, denied, stdout, stderr)
-	}
-	if denied != nil {
-		fmt.Fprintf(stderr, "denied: %s: %s", denied.Code, denied.Message)
-		if denied.Path != "" {
-			fmt.Fprintf(stderr, " (at %s)", denied.Path)
-		}
-		if denied.RPCCode != 0 {
-			fmt.Fprintf(stderr, " [rpc %d]", denied.RPCCode)
-		}
-		fmt.Fprintln(stderr)
-		return exitError
-	}
-	for _, b := range r.Content {
-		if b.Type == capwire.BlockText {
-			fmt.Fprintln(stdout, b.Text)
-		} else {
-			fmt.Fprintf(stdout, "[%s]\n", b.Kind)
-		}
-	}
-	if len(r.Structured) > 0 {
-		js, err := interchange.ToJSON(r.Structured)
-		if err == nil {
-			var out bytes.Buffer
-			if json.Indent(&out, js, "", "  ") == nil {
-				js = out.Bytes()
-			}
-			fmt.Fprintf(stdout, "structured: %s\n", js)
-		}
-	}
-	if r.Truncated {
-		fmt.Fprintln(stderr, "(the text was truncated to the bridge's max_result_text)")
-	}
-	if r.IsError {
-		fmt.Fprintln(stderr, "the tool reported an error")
-		return exitError
-	}
-	return exitOK
-}
 
 // printCallJSON prints the outcome (r, or denied when the call was
 // denied) as one JSON object with the same fields as the capwire envelope,
@@ -189,17 +59,24 @@ func printCallJSON(r *capwire.Result, denied *capwire.Denied, stdout, stderr io.
 }
 
 func runGrant(args []string, stdout, stderr io.Writer) int {
-	fs, cf := newClientFlags("grant", stderr, false)
+	fs := newCmdFlags("grant", "capbridge grant --servers a,b [--tools a:x,a:y] [--ttl 10m] [--peer-uid N] [flags]", `
+Issue a grant and print its token alone on stdout, for a program in a jail
+(CAPBRIDGE_TOKEN). The grant reaches the named servers, limited to the named
+tools where --tools names any, until it expires or is revoked.`)
+	cf := addClientFlags(fs, false)
 	servers := fs.String("servers", "", "comma-separated servers the grant reaches (required)")
 	tools := fs.String("tools", "", "comma-separated server:tool pairs limiting a server to those tools")
 	ttl := fs.Duration("ttl", bridge.DefaultGrantTTL, "how long the grant lives")
 	peerUID := fs.Int("peer-uid", -1, "only a peer with this uid may use the grant")
-	if err := fs.Parse(args); err != nil {
-		return exitUsage
+	pos, code, ok := fs.parse(args, stdout, stderr)
+	if !ok {
+		return code
 	}
-	if *servers == "" || fs.NArg() != 0 {
-		fmt.Fprintln(stderr, "usage: capbridge grant --servers a,b [--tools a:x,a:y] [--ttl 10m] [--peer-uid N]")
-		return exitUsage
+	if len(pos) != 0 {
+		return fs.usageError(stderr, "unexpected argument %q (name servers with --servers)", pos[0])
+	}
+	if *servers == "" {
+		return fs.usageError(stderr, "name the servers the grant reaches with --servers")
 	}
 	spec := map[string][]string{}
 	for _, s := range strings.Split(*servers, ",") {
@@ -209,8 +86,7 @@ func runGrant(args []string, stdout, stderr io.Writer) int {
 		for _, pair := range strings.Split(*tools, ",") {
 			server, tool, ok := strings.Cut(strings.TrimSpace(pair), ":")
 			if _, granted := spec[server]; !ok || !granted || tool == "" {
-				fmt.Fprintf(stderr, "capbridge grant: --tools entry %q must be server:tool for a server in --servers\n", pair)
-				return exitUsage
+				return fs.usageError(stderr, "--tools entry %q must be server:tool for a server in --servers", pair)
 			}
 			spec[server] = append(spec[server], tool)
 		}
@@ -222,7 +98,7 @@ func runGrant(args []string, stdout, stderr io.Writer) int {
 	}
 	r, err := withControl(cf, func(ctx context.Context, c *control.Client) (*control.Granted, error) { return c.Grant(ctx, req) })
 	if err != nil {
-		fmt.Fprintln(stderr, "capbridge grant:", err)
+		fmt.Fprintln(stderr, "capbridge grant:", explain(err))
 		return exitError
 	}
 	// The token alone on stdout: scripts capture it with $(...).
@@ -231,23 +107,26 @@ func runGrant(args []string, stdout, stderr io.Writer) int {
 }
 
 func runRevoke(args []string, stdout, stderr io.Writer) int {
-	fs, cf := newClientFlags("revoke", stderr, false)
-	if err := fs.Parse(args); err != nil {
-		return exitUsage
+	fs := newCmdFlags("revoke", "capbridge revoke [flags] TOKEN|GRANT-ID", `
+End a grant at once: its calls in flight are cancelled and its connections
+closed.`)
+	cf := addClientFlags(fs, false)
+	pos, code, ok := fs.parse(args, stdout, stderr)
+	if !ok {
+		return code
 	}
-	if fs.NArg() != 1 {
-		fmt.Fprintln(stderr, "usage: capbridge revoke TOKEN|GRANT-ID")
-		return exitUsage
+	if len(pos) != 1 {
+		return fs.usageError(stderr, "name one grant, by its token or its id")
 	}
 	r, err := withControl(cf, func(ctx context.Context, c *control.Client) (*control.Revoked, error) {
-		return c.Revoke(ctx, &control.RevokeRequest{Grant: fs.Arg(0)})
+		return c.Revoke(ctx, &control.RevokeRequest{Grant: pos[0]})
 	})
 	if err != nil {
-		fmt.Fprintln(stderr, "capbridge revoke:", err)
+		fmt.Fprintln(stderr, "capbridge revoke:", explain(err))
 		return exitError
 	}
 	if !r.Found {
-		fmt.Fprintln(stderr, "capbridge revoke: no live grant by that name (already revoked or expired?)")
+		fmt.Fprintln(stderr, "capbridge revoke: no live grant by that name; it was already revoked or has expired (`capbridge status` counts the live ones)")
 		return exitError
 	}
 	fmt.Fprintln(stdout, "revoked")
@@ -255,17 +134,20 @@ func runRevoke(args []string, stdout, stderr io.Writer) int {
 }
 
 func runStatus(args []string, stdout, stderr io.Writer) int {
-	fs, cf := newClientFlags("status", stderr, true)
-	if err := fs.Parse(args); err != nil {
-		return exitUsage
+	fs := newCmdFlags("status", "capbridge status [flags]", `
+Show each configured server's state (with why it is not serving, and the end
+of its stderr), the live grants and the open connections.`)
+	cf := addClientFlags(fs, true)
+	pos, code, ok := fs.parse(args, stdout, stderr)
+	if !ok {
+		return code
 	}
-	if fs.NArg() != 0 {
-		fmt.Fprintln(stderr, "usage: capbridge status [--control PATH] [--json]")
-		return exitUsage
+	if len(pos) != 0 {
+		return fs.usageError(stderr, "unexpected argument %q", pos[0])
 	}
 	r, err := withControl(cf, func(ctx context.Context, c *control.Client) (*control.Status, error) { return c.Status(ctx) })
 	if err != nil {
-		fmt.Fprintln(stderr, "capbridge status:", err)
+		fmt.Fprintln(stderr, "capbridge status:", explain(err))
 		return exitError
 	}
 	if cf.json {
@@ -284,54 +166,4 @@ func runStatus(args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	return exitOK
-}
-
-// runTools prints the preamble once, then the surface of each named
-// server (all when none is named): what a model is shown.
-func runTools(args []string, stdout, stderr io.Writer) int {
-	fs, cf := newClientFlags("tools", stderr, false)
-	if err := fs.Parse(args); err != nil {
-		return exitUsage
-	}
-	names := fs.Args()
-	if len(names) == 0 {
-		r, err := withControl(cf, func(ctx context.Context, c *control.Client) (*control.Status, error) { return c.Status(ctx) })
-		if err != nil {
-			fmt.Fprintln(stderr, "capbridge tools:", err)
-			return exitError
-		}
-		for _, s := range r.Servers {
-			if bridge.State(s.State) == bridge.StateReady {
-				names = append(names, s.Name)
-			}
-		}
-	}
-	code := exitOK
-	preamble := false
-	for _, n := range names {
-		r, err := fetchFacade(cf, n)
-		if err != nil {
-			fmt.Fprintf(stderr, "capbridge tools: %s: %v\n", n, err)
-			code = exitError
-			continue
-		}
-		if !preamble {
-			// The same for every server: the bridge sends it with each
-			// façade, and it is shown once.
-			fmt.Fprint(stdout, r.Preamble)
-			preamble = true
-		}
-		fmt.Fprint(stdout, "\n"+r.Surface)
-		if !strings.HasSuffix(r.Surface, "\n") {
-			fmt.Fprintln(stdout)
-		}
-	}
-	return code
-}
-
-// fetchFacade asks the running capbridge for a server's Go façade.
-func fetchFacade(cf *clientFlags, server string) (*control.Facade, error) {
-	return withControl(cf, func(ctx context.Context, c *control.Client) (*control.Facade, error) {
-		return c.Facade(ctx, &control.FacadeRequest{Server: server, Lang: string(codegen.Go)})
-	})
 }

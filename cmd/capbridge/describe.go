@@ -15,22 +15,22 @@ import (
 // declarations of the named tools (every tool when none is named), by
 // function or wire name, as the running capbridge's describe serves them.
 func runDescribe(args []string, stdout, stderr io.Writer) int {
-	fs, cf := newClientFlags("describe", stderr, false)
-	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: capbridge describe [--control PATH] SERVER [TOOL...]")
-		fs.PrintDefaults()
+	fs := newCmdFlags("describe", "capbridge describe [flags] SERVER [TOOL...]", `
+Show the full declarations of the named tools (every tool when none is
+named), by function or wire name, in the surface's notation: what a lean
+surface leaves out.`)
+	cf := addClientFlags(fs, false)
+	pos, code, ok := fs.parse(args, stdout, stderr)
+	if !ok {
+		return code
 	}
-	if err := fs.Parse(args); err != nil {
-		return exitUsage
+	if len(pos) < 1 {
+		return fs.usageError(stderr, "name a server")
 	}
-	if fs.NArg() < 1 {
-		fs.Usage()
-		return exitUsage
-	}
-	req := &control.DescribeRequest{Server: fs.Arg(0), Tools: fs.Args()[1:], Lang: string(codegen.Go)}
+	req := &control.DescribeRequest{Server: pos[0], Tools: pos[1:], Lang: string(codegen.Go)}
 	d, err := withControl(cf, func(ctx context.Context, c *control.Client) (*control.Described, error) { return c.Describe(ctx, req) })
 	if err != nil {
-		fmt.Fprintln(stderr, "capbridge describe:", err)
+		fmt.Fprintln(stderr, "capbridge describe:", explain(err))
 		return exitError
 	}
 	fmt.Fprint(stdout, d.Declarations)
@@ -40,28 +40,31 @@ func runDescribe(args []string, stdout, stderr io.Writer) int {
 // runSearch is `capbridge search [--server S]... [--limit N] QUERY...`:
 // the tools that match the query, best first, one a line.
 func runSearch(args []string, stdout, stderr io.Writer) int {
-	fs, cf := newClientFlags("search", stderr, true)
+	fs := newCmdFlags("search", "capbridge search [flags] QUERY...", `
+Find tools by words in their names, titles, descriptions and arguments, best
+first, one a line: score, server, the call's signature and the tool's wire
+name.`)
+	cf := addClientFlags(fs, true)
 	var servers []string
 	fs.Func("server", "search only this server (repeatable; default: every server with a façade)", func(s string) error {
 		servers = append(servers, s)
 		return nil
 	})
 	limit := fs.Uint("limit", control.DefaultSearchLimit, fmt.Sprintf("the most matches to print (at most %d)", control.MaxSearchLimit))
-	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: capbridge search [--control PATH] [--server S]... [--limit N] [--json] QUERY...")
-		fs.PrintDefaults()
+	pos, code, ok := fs.parse(args, stdout, stderr)
+	if !ok {
+		return code
 	}
-	if err := fs.Parse(args); err != nil {
-		return exitUsage
+	if len(pos) == 0 {
+		return fs.usageError(stderr, "give the words to search for")
 	}
-	if fs.NArg() == 0 || *limit == 0 || *limit > control.MaxSearchLimit {
-		fs.Usage()
-		return exitUsage
+	if *limit == 0 || *limit > control.MaxSearchLimit {
+		return fs.usageError(stderr, "--limit must be from 1 to %d", control.MaxSearchLimit)
 	}
-	req := &control.SearchRequest{Servers: servers, Query: strings.Join(fs.Args(), " "), Limit: uint32(*limit), Lang: string(codegen.Go)}
+	req := &control.SearchRequest{Servers: servers, Query: strings.Join(pos, " "), Limit: uint32(*limit), Lang: string(codegen.Go)}
 	found, err := withControl(cf, func(ctx context.Context, c *control.Client) (*control.Found, error) { return c.Search(ctx, req) })
 	if err != nil {
-		fmt.Fprintln(stderr, "capbridge search:", err)
+		fmt.Fprintln(stderr, "capbridge search:", explain(err))
 		return exitError
 	}
 	if cf.json {
@@ -70,7 +73,7 @@ func runSearch(args []string, stdout, stderr io.Writer) int {
 		return exitOK
 	}
 	if len(found.Matches) == 0 {
-		fmt.Fprintf(stderr, "capbridge search: no tool matches %q\n", req.Query)
+		fmt.Fprintf(stderr, "capbridge search: no tool matches %q; try other words, or `capbridge tools` for every tool\n", req.Query)
 		return exitError
 	}
 	for _, m := range found.Matches {

@@ -25,11 +25,11 @@ func TestDescribeSearch(t *testing.T) {
 	srv, _ := startServe(t, bin, env, "serve")
 	preamble, _ := codegen.Preamble(codegen.Go)
 
-	// tools: the preamble once, then the demo server's surface.
-	out, errOut, code := runCLI(t, bin, env, "tools")
+	// tools --surface: the preamble once, then the demo server's surface.
+	out, errOut, code := runCLI(t, bin, env, "tools", "--surface")
 	if code != exitOK || !strings.HasPrefix(out, preamble+"\n// package demo, 6 tools\n") || strings.Count(out, preamble) != 1 ||
 		!strings.Contains(out, "\nfunc Echo(ctx, EchoArgs{ // \"Returns its text unchanged.\"\n\tText string // \"the text to return\"\n})\n") {
-		t.Errorf("tools: exit %d, stderr %q, stdout:\n%s", code, errOut, out)
+		t.Errorf("tools --surface: exit %d, stderr %q, stdout:\n%s", code, errOut, out)
 	}
 
 	// describe: the named tools whole, in the order asked, by function

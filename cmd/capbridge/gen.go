@@ -2,12 +2,10 @@ package main
 
 import (
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
-	"time"
 
 	"github.com/capbridge/capbridge/codegen"
 )
@@ -19,18 +17,18 @@ import (
 // or else fetched from the running capbridge, which generated them at boot
 // (--control).
 func runGen(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("capbridge gen", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newCmdFlags("gen", "capbridge gen --server NAME [--listing FILE | -c FILE | --control PATH] [--lang go] --out DIR", "Write a server's façade and SURFACE.txt into DIR/<package>/.")
 	listing := fs.String("listing", "", "saved tools/list result: {\"tools\":[…]} or a bare array (required)")
 	server := fs.String("server", "", "the server's name, sent verbatim in every call (required)")
 	lang := fs.String("lang", "go", "language of the façade (go)")
 	out := fs.String("out", "", "directory to write <package>/ into (required)")
 	budget := fs.Int("surface-budget", codegen.DefaultSurfaceBudget, "surface size budget in bytes (with --listing)")
-	control := fs.String("control", defaultControl(), "the running capbridge's control socket (without --listing)")
-	if err := fs.Parse(args); err != nil {
-		return exitUsage
+	cf := addClientFlags(fs, false)
+	pos, code, ok := fs.parse(args, stdout, stderr)
+	if !ok {
+		return code
 	}
-	if fs.NArg() != 0 || *server == "" || *out == "" {
+	if len(pos) != 0 || *server == "" || *out == "" {
 		fmt.Fprintln(stderr, "usage: capbridge gen --server NAME [--listing FILE | --control PATH] [--lang go] --out DIR")
 		return exitUsage
 	}
@@ -39,9 +37,9 @@ func runGen(args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintf(stderr, "capbridge gen: no façade generator for language %q\n", *lang)
 			return exitUsage
 		}
-		f, err := fetchFacade(&clientFlags{control: *control, timeout: time.Minute}, *server)
+		f, err := fetchFacade(cf, *server)
 		if err != nil {
-			fmt.Fprintf(stderr, "capbridge gen: %v\n", err)
+			fmt.Fprintf(stderr, "capbridge gen: %s\n", explain(err))
 			return exitError
 		}
 		return writeFacade(*out, f.Module, []byte(f.Source), f.Preamble+"\n"+f.Surface, stdout, stderr, "from the running capbridge")

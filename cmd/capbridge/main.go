@@ -35,15 +35,17 @@ const (
 func commands() map[string]command {
 	return map[string]command{
 		"call":        {"call a tool through the running capbridge, with operator authority", runCall},
+		"completion":  {"print a shell completion script (bash, zsh or fish)", runCompletion},
 		"describe":    {"show the full declarations of a server's tools", runDescribe},
 		"demo-server": {"serve the built-in demo MCP server on stdio (serve runs it when it has no config)", runDemoServer},
 		"gen":         {"write a server's façade and surface (from the running capbridge, or a saved tools/list)", runGen},
 		"grant":       {"issue a grant and print its token", runGrant},
+		"listing":     {"print the tools/list JSON a server's façade was generated from", runListing},
 		"revoke":      {"revoke a grant", runRevoke},
 		"search":      {"find tools by words in their names, descriptions and arguments", runSearch},
 		"serve":       {"run the service", runServe},
 		"status":      {"show the servers, grants and connections of the running capbridge", runStatus},
-		"tools":       {"show the preamble and the surfaces of the running capbridge's servers", runTools},
+		"tools":       {"list the running capbridge's tools and their parameters (--surface: what a model is shown)", runTools},
 		"version":     {"print the version of this build", runVersion},
 	}
 }
@@ -54,12 +56,17 @@ func main() {
 
 func run(args []string, stdout, stderr io.Writer) int {
 	cmds := commands()
-	if len(args) == 0 || args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
+	if len(args) == 0 {
+		usage(stderr, cmds)
+		return exitUsage
+	}
+	if args[0] == "-h" || args[0] == "--help" || (args[0] == "help" && len(args) == 1) {
 		usage(stdout, cmds)
-		if len(args) == 0 {
-			return exitUsage
-		}
 		return exitOK
+	}
+	if args[0] == "help" {
+		// `capbridge help CMD` is `capbridge CMD --help`.
+		args = []string{args[1], "--help"}
 	}
 	c, ok := cmds[args[0]]
 	if !ok {
@@ -70,10 +77,12 @@ func run(args []string, stdout, stderr io.Writer) int {
 }
 
 func usage(w io.Writer, cmds map[string]command) {
-	fmt.Fprintln(w, "usage: capbridge <command> [flags]\n\ncommands:")
+	fmt.Fprintln(w, "usage: capbridge <command> [flags] [arguments]\n\ncommands:")
 	for _, name := range sortedKeys(cmds) {
-		fmt.Fprintf(w, "  %-10s %s\n", name, cmds[name].summary)
+		fmt.Fprintf(w, "  %-11s %s\n", name, cmds[name].summary)
 	}
+	fmt.Fprintln(w, "\nRun `capbridge help COMMAND` for a command's flags. The client commands find the\n"+
+		"running capbridge by --control PATH, -c capbridge.toml, $"+envControl+", or serve's default.")
 }
 
 func sortedKeys(m map[string]command) []string {
@@ -81,9 +90,13 @@ func sortedKeys(m map[string]command) []string {
 }
 
 func runVersion(args []string, stdout, stderr io.Writer) int {
-	if len(args) != 0 {
-		fmt.Fprintln(stderr, "capbridge version: takes no arguments")
-		return exitUsage
+	fs := newCmdFlags("version", "capbridge version", "Print the version of this build.")
+	pos, code, ok := fs.parse(args, stdout, stderr)
+	if !ok {
+		return code
+	}
+	if len(pos) != 0 {
+		return fs.usageError(stderr, "takes no arguments")
 	}
 	fmt.Fprintln(stdout, "capbridge", version())
 	return exitOK

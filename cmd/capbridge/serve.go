@@ -3,11 +3,11 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"io"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"syscall"
 	"time"
 
@@ -30,25 +30,36 @@ const (
 const maxConfigFile = 4 << 20
 
 func runServe(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("capbridge serve", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newCmdFlags("serve", "capbridge serve [-c capbridge.toml] [--mcp-config EDITOR-CONFIG] [flags]", `
+Run the service: boot the configured MCP servers, generate their façades,
+and serve the call socket (for jailed programs) and the control socket (for
+the operator and harnesses). With no config it serves the built-in demo
+server. It prints one JSON line once ready and notifies $NOTIFY_SOCKET.
+Exit status: 0 clean shutdown, 1 runtime error, 2 bad command line,
+3 configuration error, 4 boot failure under --require-all or sockets that
+cannot be opened, 5 shutdown that could not confirm every server exited.`)
 	cfgPath := fs.String("c", "", "capbridge.toml to read (default: none, which serves the built-in demo server)")
-	mcpConfig := fs.String("mcp-config", "", "an editor's MCP config (mcpServers / servers JSON) whose stdio servers to serve")
+	mcpConfig := fs.String("mcp-config", "", "an editor's MCP config whose stdio servers to serve: Claude Desktop, Claude Code, Cursor, Windsurf or VS Code JSON, or Codex's config.toml")
+	workspace := fs.String("workspace", "", "what ${workspaceFolder} expands to in --mcp-config (default: that file's directory)")
+	strict := fs.Bool("strict", false, "make warnings errors: a remote server in --mcp-config, a tools.allow or tools.deny entry that names no tool (that server fails to boot)")
 	requireAll := fs.Bool("require-all", false, "exit if any server fails to boot")
 	readyFile := fs.String("ready-file", "", "write the readiness line to this file, atomically, once ready")
 	callSocket := fs.String("call-socket", "", "override [bridge] call_socket")
 	controlSocket := fs.String("control-socket", "", "override [bridge] control_socket")
-	if err := fs.Parse(args); err != nil {
-		return exitUsage
+	pos, code, ok := fs.parse(args, stdout, stderr)
+	if !ok {
+		return code
 	}
-	if fs.NArg() != 0 {
-		fmt.Fprintf(stderr, "capbridge serve: unexpected argument %q\n", fs.Arg(0))
-		return exitUsage
+	if len(pos) != 0 {
+		return fs.usageError(stderr, "unexpected argument %q; serve takes only flags", pos[0])
 	}
-	cfg, demo, err := loadServeConfig(*cfgPath, *mcpConfig)
+	cfg, demo, warnings, err := loadServeConfig(*cfgPath, *mcpConfig, config.EditorOptions{Workspace: *workspace, Strict: *strict})
 	if err != nil {
 		fmt.Fprintln(stderr, err)
 		return exitConfig
+	}
+	for i := range cfg.Servers {
+		cfg.Servers[i].Strict = *strict
 	}
 	if *callSocket != "" {
 		cfg.Bridge.CallSocket = *callSocket
@@ -64,6 +75,9 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 		cfg.Bridge.ControlSocket = control
 	}
 	log := newLogger(stderr, cfg.Bridge.LogFormat, cfg.Bridge.LogLevel)
+	for _, w := range warnings {
+		log.Warn().Str("file", w.File).Int("line", w.Line).Str("key", w.Key).Str("fix", w.Fix).Msg(w.Msg)
+	}
 	b := bridge.New(bridge.Options{
 		Config:        cfg,
 		Log:           log,
@@ -157,34 +171,44 @@ type readyLine struct {
 
 // loadServeConfig reads the config file and the editor config, or, when
 // neither is given, returns the defaults with the built-in demo server.
-func loadServeConfig(cfgPath, mcpConfig string) (cfg *config.Config, demo bool, err error) {
+// The editor config's warnings (servers it skipped) are returned for the
+// log.
+func loadServeConfig(cfgPath, mcpConfig string, opts config.EditorOptions) (cfg *config.Config, demo bool, warnings config.ErrorList, err error) {
 	cfg = config.Defaults()
 	if cfgPath != "" {
 		data, err := readBounded(cfgPath)
 		if err != nil {
-			return nil, false, err
+			return nil, false, nil, err
 		}
 		if cfg, err = config.Load(cfgPath, data); err != nil {
-			return nil, false, err
+			return nil, false, nil, err
 		}
 	}
 	if mcpConfig != "" {
 		data, err := readBounded(mcpConfig)
 		if err != nil {
-			return nil, false, err
+			return nil, false, nil, err
 		}
-		servers, err := config.LoadMCPJSON(mcpConfig, data)
+		if opts.Workspace == "" {
+			// Editors expand ${workspaceFolder} to the project the file
+			// belongs to, which is where such files live.
+			if opts.Workspace, err = filepath.Abs(filepath.Dir(mcpConfig)); err != nil {
+				return nil, false, nil, fmt.Errorf("capbridge serve: %v; give --workspace DIR", err)
+			}
+		}
+		var servers []config.Server
+		servers, warnings, err = config.LoadEditor(mcpConfig, data, opts)
 		if err != nil {
-			return nil, false, err
+			return nil, false, nil, err
 		}
 		if err := config.Merge(cfg, servers); err != nil {
-			return nil, false, err
+			return nil, false, nil, err
 		}
 	}
 	if cfgPath == "" && mcpConfig == "" {
 		exe, err := os.Executable()
 		if err != nil {
-			return nil, false, fmt.Errorf("capbridge serve: cannot find this executable to run the demo server: %v", err)
+			return nil, false, nil, fmt.Errorf("capbridge serve: cannot find this executable to run the demo server: %v", err)
 		}
 		s := config.NewServer(demoserver.Name, exe)
 		s.Args = []string{"demo-server"}
@@ -192,13 +216,13 @@ func loadServeConfig(cfgPath, mcpConfig string) (cfg *config.Config, demo bool, 
 		cfg.Servers = []config.Server{s}
 		demo = true
 	}
-	return cfg, demo, nil
+	return cfg, demo, warnings, nil
 }
 
 func readBounded(path string) ([]byte, error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("capbridge: %v; check the path", err)
 	}
 	defer f.Close()
 	data, err := io.ReadAll(io.LimitReader(f, maxConfigFile+1))
@@ -236,9 +260,13 @@ func isTerminal(w io.Writer) bool {
 // runDemoServer serves the built-in demo MCP server on stdio: what serve
 // spawns, as a child of this same binary, when it has no config.
 func runDemoServer(args []string, stdout, stderr io.Writer) int {
-	if len(args) != 0 {
-		fmt.Fprintln(stderr, "capbridge demo-server: takes no arguments")
-		return exitUsage
+	fs := newCmdFlags("demo-server", "capbridge demo-server", "Serve the built-in demo MCP server on stdin and stdout.")
+	pos, code, ok := fs.parse(args, stdout, stderr)
+	if !ok {
+		return code
+	}
+	if len(pos) != 0 {
+		return fs.usageError(stderr, "takes no arguments")
 	}
 	if err := demoserver.Serve(os.Stdin, stdout, time.Now); err != nil {
 		fmt.Fprintln(stderr, "capbridge demo-server:", err)

@@ -1,0 +1,457 @@
+package config
+
+import (
+	"bytes"
+	"cmp"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/pelletier/go-toml/v2"
+	"github.com/tailscale/hujson"
+)
+
+// EditorOptions say how LoadEditor resolves what an editor's file leaves
+// to its surroundings.
+type EditorOptions struct {
+	// Workspace is what ${workspaceFolder} expands to; "" leaves it
+	// undefined, so an entry that uses it is refused.
+	Workspace string
+	// LookupEnv resolves ${VAR}; nil means os.LookupEnv.
+	LookupEnv func(string) (string, bool)
+	// Strict makes a remote entry an error instead of a warning.
+	Strict bool
+}
+
+// LoadEditor reads the stdio servers of an editor's MCP configuration, as
+// the editor writes it:
+//
+//   - {"mcpServers": {name: entry}}: Claude Desktop, Cursor, Windsurf, and
+//     Claude Code's .mcp.json (whose entries may also say "type");
+//   - {"servers": {name: entry}, "inputs": […]}: VS Code's mcp.json;
+//   - a name ending in .toml: Codex's config.toml, [mcp_servers.<name>]
+//     tables with command, args, env, cwd, enabled, enabled_tools and
+//     disabled_tools (the last two become tools.allow and tools.deny).
+//
+// JSON files may have comments and trailing commas (JSONC), as the
+// editors allow. ${VAR}, ${VAR:-default}, ${env:VAR}, ${HOME} and
+// ${workspaceFolder} are expanded in command, args, env values and cwd;
+// one that cannot be (unset, or a VS Code ${input:…} prompt) is an error
+// naming the entry, the field and the placeholder.
+//
+// A remote entry (a url, or type http, sse or streamable-http) cannot be
+// run by capbridge: it is skipped, and named in one warning, or is an
+// error under opts.Strict. A disabled entry ("disabled": true, Codex's
+// enabled = false) is skipped with a warning too. Keys capbridge has no
+// use for (an editor's "autoApprove", Codex's timeouts, …) are ignored,
+// since the file belongs to the editor; each server gets the defaults of
+// NewServer, since the editor formats have no place for capbridge's
+// limits, which is what capbridge.toml is for.
+func LoadEditor(name string, data []byte, opts EditorOptions) (servers []Server, warnings ErrorList, err error) {
+	if len(data) > maxFileSize {
+		return nil, nil, fmt.Errorf("%s: %w", name, ErrTooLarge)
+	}
+	if opts.LookupEnv == nil {
+		opts.LookupEnv = os.LookupEnv
+	}
+	l := &editorLoader{file: name, opts: opts, x: expander{lookup: opts.LookupEnv, workspace: opts.Workspace}}
+	var entries []*editorEntry
+	if strings.EqualFold(filepath.Ext(name), ".toml") {
+		entries = l.loadCodex(data)
+	} else {
+		entries = l.loadJSON(data)
+	}
+	servers = l.servers(entries)
+	if len(l.errs) > 0 {
+		slices.SortStableFunc(l.errs, func(a, b *Error) int { return cmp.Compare(a.Line, b.Line) })
+		return nil, nil, l.errs
+	}
+	return servers, l.warns, nil
+}
+
+// editorEntry is one server as an editor writes it, whatever the format.
+// Fields capbridge cannot honour are kept only so that they can be
+// refused or skipped by name.
+type editorEntry struct {
+	name string
+	path string // the key path in messages: "mcpServers.github"
+	line int
+
+	Type      string            `json:"type"`
+	Command   *string           `json:"command"`
+	Args      []string          `json:"args"`
+	Env       map[string]string `json:"env"`
+	Cwd       string            `json:"cwd"`
+	URL       string            `json:"url"`
+	ServerURL string            `json:"serverUrl"` // Windsurf's name for url
+	EnvFile   string            `json:"envFile"`
+	Disabled  bool              `json:"disabled"`
+
+	allow, deny []string // Codex's enabled_tools and disabled_tools
+}
+
+type editorLoader struct {
+	file        string
+	opts        EditorOptions
+	x           expander
+	errs, warns ErrorList
+}
+
+func (l *editorLoader) fail(line int, key, fix, format string, args ...any) {
+	l.errs = append(l.errs, &Error{File: l.file, Line: line, Key: key, Msg: fmt.Sprintf(format, args...), Fix: fix})
+}
+
+func (l *editorLoader) warn(line int, key, fix, format string, args ...any) {
+	l.warns = append(l.warns, &Error{File: l.file, Line: line, Key: key, Msg: fmt.Sprintf(format, args...), Fix: fix})
+}
+
+// remoteTypes are the transports editors name for servers reached over
+// the network (MCP 2025-06-18 "Transports", and the older SSE one).
+var remoteTypes = []string{"http", "sse", "streamable-http", "streamableHttp"}
+
+// servers checks and expands every entry, skipping remote and disabled
+// ones, and returns the servers sorted by name.
+func (l *editorLoader) servers(entries []*editorEntry) []Server {
+	var out []Server
+	var remote []string
+	firstRemote := 0
+	for _, e := range entries {
+		url := cmp.Or(e.URL, e.ServerURL)
+		switch {
+		case url != "" || slices.Contains(remoteTypes, e.Type):
+			const fix = "capbridge runs stdio servers only; run it behind a stdio proxy, or leave it out of the file given to capbridge"
+			if l.opts.Strict {
+				l.fail(e.line, e.path, fix, "is a remote server (type %q, url %q)", e.Type, url)
+				continue
+			}
+			if firstRemote == 0 {
+				firstRemote = e.line
+			}
+			remote = append(remote, fmt.Sprintf("%q (line %d)", e.name, e.line))
+			continue
+		case e.Type != "" && e.Type != "stdio":
+			l.fail(e.line, e.path+".type", `use "stdio" (capbridge runs stdio servers only)`, "unknown transport type %q", e.Type)
+			continue
+		case e.Disabled:
+			l.warn(e.line, e.path, "enable it in the editor's file to have capbridge serve it", "is disabled; skipping it")
+			continue
+		}
+		if s, ok := l.entry(e); ok {
+			out = append(out, s)
+		}
+	}
+	if len(remote) > 0 {
+		l.warn(firstRemote, "", "capbridge runs stdio servers only; run them behind a stdio proxy, or use --strict to refuse such a file",
+			"skipping %d remote server(s): %s", len(remote), strings.Join(remote, ", "))
+	}
+	if len(out) > maxServers {
+		l.fail(0, "", fmt.Sprintf("run at most %d servers per capbridge", maxServers), "%d servers configured", len(out))
+		return nil
+	}
+	slices.SortFunc(out, func(a, b Server) int { return strings.Compare(a.Name, b.Name) })
+	return out
+}
+
+// entry checks one stdio entry and expands its placeholders.
+func (l *editorLoader) entry(e *editorEntry) (Server, bool) {
+	n := len(l.errs)
+	if !validName.MatchString(e.name) {
+		l.fail(e.line, e.path, nameFix, "bad server name %q", e.name)
+	}
+	if e.Command == nil || *e.Command == "" {
+		l.fail(e.line, e.path, `add "command": "/path/to/server" (arguments go in "args")`, "no command")
+	}
+	if e.EnvFile != "" {
+		l.fail(e.line, e.path+".envFile", `copy the variables into "env"`, "envFile is not supported")
+	}
+	for _, k := range slices.Sorted(maps.Keys(e.Env)) {
+		if !envName.MatchString(k) {
+			l.fail(e.line, e.path+".env", "an environment variable name has letters, digits and '_' and does not start with a digit", "bad variable name %q", k)
+		}
+	}
+	if len(l.errs) > n {
+		return Server{}, false
+	}
+	s := NewServer(e.name, l.expand(e, "command", *e.Command))
+	for i, a := range e.Args {
+		s.Args = append(s.Args, l.expand(e, fmt.Sprintf("args[%d]", i), a))
+	}
+	if e.Env != nil {
+		s.Env = make(map[string]string, len(e.Env))
+		for _, k := range slices.Sorted(maps.Keys(e.Env)) {
+			s.Env[k] = l.expand(e, "env."+k, e.Env[k])
+		}
+	}
+	if e.Cwd != "" {
+		s.Cwd = l.expand(e, "cwd", e.Cwd)
+		if len(l.errs) == n && !strings.HasPrefix(s.Cwd, "/") {
+			l.fail(e.line, e.path+".cwd", "give an absolute path, starting with / (${workspaceFolder}/sub works)", "%q is not an absolute path", s.Cwd)
+		}
+	}
+	if len(l.errs) == n && s.Command == "" {
+		l.fail(e.line, e.path+".command", "set the variable it names, or write the program's path", "is empty once expanded")
+	}
+	s.ToolsAllow, s.ToolsDeny = e.allow, e.deny
+	s.File, s.Line = l.file, e.line
+	return s, len(l.errs) == n
+}
+
+func (l *editorLoader) expand(e *editorEntry, field, v string) string {
+	out, u := l.x.expand(v)
+	if u != nil {
+		l.fail(e.line, e.path+"."+field, u.fix, "%s", u.msg)
+	}
+	return out
+}
+
+// loadJSON reads a JSONC file. Standardizing replaces comments and
+// trailing commas with spaces, so every offset, and so every line, is the
+// original file's.
+func (l *editorLoader) loadJSON(raw []byte) []*editorEntry {
+	data, err := hujson.Standardize(slices.Clone(raw))
+	if err != nil {
+		line, col := 0, 0
+		// hujson reports "hujson: line N, column M: …" and exports no
+		// position; without one the message still stands.
+		_, _ = fmt.Sscanf(err.Error(), "hujson: line %d, column %d", &line, &col)
+		l.fail(line, "", "fix the JSON syntax (comments and trailing commas are fine)", "JSON: %s", strings.TrimPrefix(err.Error(), "hujson: "))
+		return nil
+	}
+	j := &jsonFile{l: l, data: data}
+	return j.load()
+}
+
+type jsonFile struct {
+	l    *editorLoader
+	data []byte
+}
+
+func (j *jsonFile) fail(offset int64, key, fix, format string, args ...any) {
+	j.l.fail(lineAt(j.data, offset), key, fix, format, args...)
+}
+
+// lineAt converts a byte offset into a 1-based line number.
+func lineAt(data []byte, offset int64) int {
+	if offset < 0 || offset > int64(len(data)) {
+		return 0
+	}
+	return 1 + bytes.Count(data[:offset], []byte{'\n'})
+}
+
+func (j *jsonFile) load() []*editorEntry {
+	dec := json.NewDecoder(bytes.NewReader(j.data))
+	var top map[string]json.RawMessage
+	if err := dec.Decode(&top); err != nil {
+		j.syntax(err, dec.InputOffset())
+		return nil
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		j.fail(dec.InputOffset(), "", "the file must hold exactly one JSON object", "unexpected data after the top-level object")
+		return nil
+	}
+	key := ""
+	for _, k := range []string{"mcpServers", "servers"} {
+		if _, ok := top[k]; ok {
+			if key != "" {
+				j.fail(0, "", "keep one of them", "has both \"mcpServers\" and \"servers\"")
+				return nil
+			}
+			key = k
+		}
+	}
+	if key == "" {
+		j.fail(0, "", `an editor's MCP config has {"mcpServers": {…}} (Claude Desktop, Claude Code, Cursor, Windsurf) or {"servers": {…}} (VS Code); for Codex give its config.toml`, "no \"mcpServers\" or \"servers\" object")
+		return nil
+	}
+	return j.entries(key)
+}
+
+// entries walks the server map with a token decoder, so that each entry's
+// errors carry the line where that entry starts.
+func (j *jsonFile) entries(key string) []*editorEntry {
+	start := j.objectAt(key)
+	if start < 0 {
+		return nil
+	}
+	dec := json.NewDecoder(bytes.NewReader(j.data[start:]))
+	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+		j.fail(start, key, "write it as an object mapping server names to entries", "%q must be an object", key)
+		return nil
+	}
+	var out []*editorEntry
+	seen := map[string]bool{}
+	for dec.More() {
+		t, err := dec.Token()
+		if err != nil {
+			j.syntax(err, start+dec.InputOffset())
+			return nil
+		}
+		name, _ := t.(string)
+		at := start + dec.InputOffset()
+		e := &editorEntry{name: name, path: key + "." + name, line: lineAt(j.data, at)}
+		if err := dec.Decode(e); err != nil {
+			var te *json.UnmarshalTypeError
+			if errors.As(err, &te) {
+				j.fail(start+te.Offset, e.path+"."+te.Field, "see your editor's MCP documentation for the entry format", "%s must be %s, not a JSON %s", te.Field, jsonKind(te.Type.Kind().String()), te.Value)
+				continue
+			}
+			j.syntax(err, start+dec.InputOffset())
+			return nil
+		}
+		if seen[name] {
+			j.fail(at, e.path, "give each server a different name", "server %q appears twice", name)
+			continue
+		}
+		seen[name] = true
+		out = append(out, e)
+		if len(out) > maxServers {
+			j.fail(at, key, fmt.Sprintf("run at most %d servers per capbridge", maxServers), "too many servers")
+			return nil
+		}
+	}
+	return out
+}
+
+// objectAt finds the offset of the value of the top-level key, or -1.
+func (j *jsonFile) objectAt(key string) int64 {
+	dec := json.NewDecoder(bytes.NewReader(j.data))
+	if _, err := dec.Token(); err != nil {
+		return -1
+	}
+	for dec.More() {
+		t, err := dec.Token()
+		if err != nil {
+			return -1
+		}
+		if t == key {
+			// InputOffset is just past the key; the value starts after
+			// the colon and any white space.
+			off := dec.InputOffset()
+			for off < int64(len(j.data)) && (j.data[off] == ':' || j.data[off] == ' ' || j.data[off] == '\t' || j.data[off] == '\n' || j.data[off] == '\r') {
+				off++
+			}
+			return off
+		}
+		var skip json.RawMessage
+		if err := dec.Decode(&skip); err != nil {
+			return -1
+		}
+	}
+	return -1
+}
+
+func (j *jsonFile) syntax(err error, offset int64) {
+	var se *json.SyntaxError
+	if errors.As(err, &se) {
+		offset = se.Offset
+	}
+	j.fail(offset, "", "fix the JSON syntax", "JSON: %v", err)
+}
+
+func jsonKind(goKind string) string {
+	switch goKind {
+	case "string", "ptr":
+		return "a string"
+	case "slice":
+		return "an array of strings"
+	case "map":
+		return "an object of strings"
+	default:
+		return "a " + goKind
+	}
+}
+
+// loadCodex reads Codex's config.toml, whose [mcp_servers.<name>] tables
+// are the servers; the rest of the file is Codex's and is not looked at.
+func (l *editorLoader) loadCodex(data []byte) []*editorEntry {
+	var doc map[string]any
+	if err := toml.Unmarshal(data, &doc); err != nil {
+		var de *toml.DecodeError
+		line := 0
+		if errors.As(err, &de) {
+			line, _ = de.Position()
+		}
+		l.fail(line, "", "see https://toml.io for the syntax", "TOML syntax: %v", err)
+		return nil
+	}
+	r := &reader{file: l.file, pos: indexPositions(data)}
+	defer func() { l.errs = append(l.errs, r.errs...) }()
+	v, ok := doc["mcp_servers"]
+	if !ok {
+		r.fail("", `Codex lists servers as [mcp_servers.NAME] tables with command = "…"`, "no [mcp_servers] table")
+		return nil
+	}
+	t, ok := r.table("mcp_servers", v)
+	if !ok {
+		return nil
+	}
+	var out []*editorEntry
+	for _, name := range slices.Sorted(maps.Keys(t)) {
+		path := "mcp_servers." + name
+		st, ok := r.table(path, t[name])
+		if !ok {
+			continue
+		}
+		e := &editorEntry{name: name, path: path, line: r.pos.line(path)}
+		for _, k := range slices.Sorted(maps.Keys(st)) {
+			v, key := st[k], path+"."+k
+			switch k {
+			case "command":
+				var c string
+				if r.str(key, v, &c) {
+					e.Command = &c
+				}
+			case "args":
+				r.strs(key, v, &e.Args)
+			case "env":
+				r.env(key, v, &e.Env)
+			case "cwd":
+				r.str(key, v, &e.Cwd)
+			case "url":
+				r.str(key, v, &e.URL)
+			case "enabled":
+				var enabled bool
+				r.boolean(key, v, &enabled)
+				e.Disabled = !enabled
+			case "enabled_tools":
+				r.strs(key, v, &e.allow)
+				if e.allow == nil {
+					e.allow = []string{} // an empty list enables nothing
+				}
+			case "disabled_tools":
+				r.strs(key, v, &e.deny)
+			}
+		}
+		out = append(out, e)
+	}
+	return out
+}
+
+// Merge adds servers from an editor's config to cfg. A name defined in
+// both is an error naming both places: capbridge never guesses which of
+// two definitions the operator meant.
+func Merge(cfg *Config, servers []Server) error {
+	var errs ErrorList
+	for _, s := range servers {
+		if i := slices.IndexFunc(cfg.Servers, func(t Server) bool { return t.Name == s.Name }); i >= 0 {
+			t := cfg.Servers[i]
+			errs = append(errs, &Error{File: s.File, Line: s.Line, Key: s.Name, Msg: fmt.Sprintf("server %q is also defined at %s:%d", s.Name, t.File, t.Line), Fix: "rename one of them or remove one"})
+			continue
+		}
+		cfg.Servers = append(cfg.Servers, s)
+	}
+	if len(cfg.Servers) > maxServers {
+		errs = append(errs, &Error{File: servers[0].File, Msg: fmt.Sprintf("%d servers configured", len(cfg.Servers)), Fix: fmt.Sprintf("run at most %d servers per capbridge", maxServers)})
+	}
+	if len(errs) > 0 {
+		return errs
+	}
+	slices.SortFunc(cfg.Servers, func(a, b Server) int { return strings.Compare(a.Name, b.Name) })
+	return nil
+}

@@ -1,0 +1,88 @@
+package config
+
+import (
+	"fmt"
+	"strings"
+)
+
+// expander resolves the ${…} placeholders editors allow in a server's
+// command, args, env values and cwd. The forms are the union of what the
+// editors write:
+//
+//	${VAR}              the environment variable VAR (Claude Code, Cursor)
+//	${VAR:-default}     VAR, or default when VAR is unset or empty
+//	${env:VAR}          VAR (VS Code, Cursor)
+//	${HOME}, ${userHome} the home directory, from $HOME
+//	${workspaceFolder}  the workspace directory (--workspace)
+//
+// Anything else, and ${input:…} (a VS Code prompt, which capbridge has no
+// one to ask), is refused rather than passed through: a literal "${X}" in
+// an argument is almost always a secret the operator forgot to export.
+type expander struct {
+	lookup    func(string) (string, bool)
+	workspace string // "" when there is none
+}
+
+// unresolved says why one placeholder could not be expanded.
+type unresolved struct {
+	placeholder string // as written, "${GITHUB_TOKEN}"
+	msg, fix    string
+}
+
+// expand returns s with every placeholder replaced, or the first one that
+// cannot be.
+func (x *expander) expand(s string) (string, *unresolved) {
+	if !strings.Contains(s, "${") {
+		return s, nil
+	}
+	var b strings.Builder
+	for {
+		i := strings.Index(s, "${")
+		if i < 0 {
+			b.WriteString(s)
+			return b.String(), nil
+		}
+		b.WriteString(s[:i])
+		end := strings.IndexByte(s[i:], '}')
+		if end < 0 {
+			return "", &unresolved{placeholder: s[i:], msg: "has an unterminated ${", fix: "close it with }, or write the text without ${"}
+		}
+		ph := s[i : i+end+1]
+		v, u := x.resolve(ph, ph[2:len(ph)-1])
+		if u != nil {
+			return "", u
+		}
+		b.WriteString(v)
+		s = s[i+end+1:]
+	}
+}
+
+func (x *expander) resolve(ph, body string) (string, *unresolved) {
+	name, def, hasDef := strings.Cut(body, ":-")
+	switch {
+	case strings.HasPrefix(body, "input:"):
+		return "", &unresolved{placeholder: ph, msg: fmt.Sprintf("uses %s, a VS Code prompt capbridge cannot answer", ph),
+			fix: "replace it with ${env:NAME} and export NAME before starting capbridge, or write the value"}
+	case body == "workspaceFolder":
+		if x.workspace == "" {
+			return "", &unresolved{placeholder: ph, msg: "uses ${workspaceFolder} and no workspace is known", fix: "start capbridge with --workspace DIR"}
+		}
+		return x.workspace, nil
+	case body == "userHome":
+		name = "HOME"
+	case strings.HasPrefix(body, "env:"):
+		name, hasDef = strings.TrimPrefix(body, "env:"), false
+	}
+	if !envName.MatchString(name) {
+		return "", &unresolved{placeholder: ph, msg: fmt.Sprintf("uses %s, which capbridge does not expand", ph),
+			fix: "write ${VAR}, ${VAR:-default}, ${env:VAR}, ${HOME} or ${workspaceFolder}, or the value itself"}
+	}
+	if v, ok := x.lookup(name); ok && (v != "" || !hasDef) {
+		return v, nil
+	}
+	if hasDef {
+		return def, nil
+	}
+	return "", &unresolved{placeholder: ph, msg: fmt.Sprintf("uses %s and %s is not set", ph, name),
+		fix: fmt.Sprintf("export %s before starting capbridge, or write ${%s:-default}", name, name)}
+}

@@ -1,0 +1,165 @@
+package config
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+)
+
+// keySpec is one key of capbridge.toml: what the reader accepts there,
+// said once for the schema and for the messages that list known keys.
+type keySpec struct {
+	name string
+	kind keyKind
+	doc  string
+	enum []string // kindEnum's values
+	lo   int64    // kindSize's bounds
+	hi   int64
+}
+
+type keyKind int
+
+const (
+	kindString keyKind = iota
+	kindPath
+	kindMode
+	kindDuration
+	kindSize
+	kindCount
+	kindCountOrZero
+	kindEnum
+	kindBool
+	kindUIDs
+	kindStrings
+	kindEnv
+	kindEnvNames
+	kindTools
+)
+
+var bridgeSpec = []keySpec{
+	{name: "call_socket", kind: kindPath, doc: "the socket handed into jails; default $XDG_RUNTIME_DIR/capbridge/call.sock, else /tmp/capbridge-$UID/call.sock"},
+	{name: "control_socket", kind: kindPath, doc: "the operator's socket, always mode 0600; default beside call_socket"},
+	{name: "call_socket_mode", kind: kindMode, doc: `octal mode of the call socket; default "0600"; world bits need allowed_uids`},
+	{name: "call_socket_group", kind: kindString, doc: "group name or numeric gid of the call socket; default the process's group"},
+	{name: "allowed_uids", kind: kindUIDs, doc: "peers allowed on the call socket; default any"},
+	{name: "max_frame", kind: kindSize, lo: 1, hi: maxFrameLimit, doc: `capwire frame cap, bytes or "NKiB"/"NMiB"; default "16MiB"`},
+	{name: "max_connections", kind: kindCount, doc: "open connections on both sockets; default 1024"},
+	{name: "max_conn_inflight", kind: kindCount, doc: "calls in flight per connection; default 64"},
+	{name: "max_result_text", kind: kindSize, lo: 1, hi: maxFrameLimit, doc: `text kept per result before truncation; default "1MiB"`},
+	{name: "write_timeout", kind: kindDuration, doc: `a reader that stalls longer is dropped; default "5s"`},
+	{name: "shutdown_grace", kind: kindDuration, doc: `how long shutdown waits for calls in flight; default "10s"`},
+	{name: "surface_budget", kind: kindSize, lo: 1024, hi: maxFrameLimit, doc: `size budget of a server's surface; default "64KiB"`},
+	{name: "log_format", kind: kindEnum, enum: []string{"auto", "json", "console"}, doc: `default "auto": console on a terminal, else JSON lines`},
+	{name: "log_level", kind: kindEnum, enum: []string{"debug", "info", "warn", "error"}, doc: `default "info"`},
+	{name: "audit_values", kind: kindBool, doc: "log argument and result values in the audit trail; default false"},
+}
+
+var serverSpec = []keySpec{
+	{name: "command", kind: kindString, doc: "required: argv[0], never a shell string"},
+	{name: "args", kind: kindStrings, doc: "the arguments"},
+	{name: "env", kind: kindEnv, doc: "variables passed explicitly"},
+	{name: "inherit_env", kind: kindEnvNames, doc: "names passed through from capbridge's environment; default PATH, HOME, LANG and the like"},
+	{name: "cwd", kind: kindPath, doc: "the working directory"},
+	{name: "startup_timeout", kind: kindDuration, doc: `start, handshake and list tools within this; default "30s"`},
+	{name: "call_timeout", kind: kindDuration, doc: `a call's deadline when the caller names none; default "60s"`},
+	{name: "max_call_timeout", kind: kindDuration, doc: `the most a caller may ask for; default "10m"`},
+	{name: "max_inflight", kind: kindCount, doc: "concurrent calls sent to this server; default 8"},
+	{name: "max_queue", kind: kindCountOrZero, doc: `calls waiting beyond max_inflight; more are "overloaded"; default 64`},
+	{name: "tools", kind: kindTools, doc: "tools.allow: only these are generated and callable; tools.deny: these are absent"},
+}
+
+var (
+	bridgeKeys = specNames(bridgeSpec)
+	serverKeys = specNames(serverSpec)
+)
+
+func specNames(spec []keySpec) []string {
+	names := make([]string, len(spec))
+	for i, k := range spec {
+		names[i] = k.name
+	}
+	return names
+}
+
+// JSONSchema returns a JSON Schema (draft 2020-12) of capbridge.toml, for
+// editors that check TOML against one. It says what the reader accepts
+// key by key; rules that relate keys (call_timeout at most
+// max_call_timeout, a world-writable socket needing allowed_uids) are the
+// reader's alone.
+func JSONSchema() ([]byte, error) {
+	server := object(serverSpec)
+	server["required"] = []string{"command"}
+	doc := map[string]any{
+		"$schema":              "https://json-schema.org/draft/2020-12/schema",
+		"$id":                  "https://github.com/capbridge/capbridge/docs/capbridge.schema.json",
+		"title":                "capbridge.toml",
+		"description":          "capbridge's configuration: the [bridge] table and one [mcp.<name>] table per MCP server.",
+		"type":                 "object",
+		"additionalProperties": false,
+		"properties": map[string]any{
+			"bridge": object(bridgeSpec),
+			"mcp": map[string]any{
+				"description":          "the MCP servers capbridge runs, by name",
+				"type":                 "object",
+				"maxProperties":        maxServers,
+				"propertyNames":        map[string]any{"pattern": validName.String()},
+				"additionalProperties": server,
+			},
+		},
+	}
+	var out bytes.Buffer
+	enc := json.NewEncoder(&out)
+	enc.SetEscapeHTML(false)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(doc); err != nil {
+		return nil, fmt.Errorf("config: encoding the schema: %w", err)
+	}
+	return out.Bytes(), nil
+}
+
+func object(spec []keySpec) map[string]any {
+	props := map[string]any{}
+	for _, k := range spec {
+		s := k.schema()
+		s["description"] = k.doc
+		props[k.name] = s
+	}
+	return map[string]any{"type": "object", "additionalProperties": false, "properties": props}
+}
+
+func (k keySpec) schema() map[string]any {
+	str := func(pattern string) map[string]any { return map[string]any{"type": "string", "pattern": pattern} }
+	strs := map[string]any{"type": "array", "items": map[string]any{"type": "string"}}
+	switch k.kind {
+	case kindPath:
+		return str("^/")
+	case kindMode:
+		return str("^0?[0-7]{3}$")
+	case kindDuration:
+		return str(`^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$`)
+	case kindSize:
+		return map[string]any{"oneOf": []any{
+			map[string]any{"type": "integer", "minimum": k.lo, "maximum": k.hi},
+			str(`^[0-9]+ ?(B|KiB|MiB|GiB)?$`),
+		}}
+	case kindCount:
+		return map[string]any{"type": "integer", "minimum": 1, "maximum": maxCountSetting}
+	case kindCountOrZero:
+		return map[string]any{"type": "integer", "minimum": 0, "maximum": maxCountSetting}
+	case kindEnum:
+		return map[string]any{"enum": k.enum}
+	case kindBool:
+		return map[string]any{"type": "boolean"}
+	case kindUIDs:
+		return map[string]any{"type": "array", "items": map[string]any{"type": "integer", "minimum": 0, "maximum": 1<<32 - 2}}
+	case kindStrings:
+		return strs
+	case kindEnv:
+		return map[string]any{"type": "object", "propertyNames": map[string]any{"pattern": envName.String()}, "additionalProperties": map[string]any{"type": "string"}}
+	case kindEnvNames:
+		return map[string]any{"type": "array", "items": str(envName.String())}
+	case kindTools:
+		return map[string]any{"type": "object", "additionalProperties": false, "properties": map[string]any{"allow": strs, "deny": strs}}
+	}
+	return map[string]any{"type": "string"}
+}
