@@ -175,7 +175,7 @@ type Generated struct {
 	tools  []Tool // as given to Generate, which never changes them
 	budget int
 
-	mu    sync.Mutex             // guards other
+	mu    sync.Mutex          // guards other
 	other map[Lang]*Generated // In's results
 }
 

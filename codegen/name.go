@@ -33,10 +33,10 @@ const maxIdentBase = 64
 type style uint8
 
 const (
-	exported style = iota // UpperCamelCase: functions, types, fields, constants
-	pkg                   // lower case without separators: package names
-	lowerCamel            // lowerCamelCase: TypeScript functions
-	snake                 // snake_case: Python functions and parameters
+	exported   style = iota // UpperCamelCase: functions, types, fields, constants
+	pkg                     // lower case without separators: package names
+	lowerCamel              // lowerCamelCase: TypeScript functions
+	snake                   // snake_case: Python functions and parameters
 )
 
 // isSeparator reports the characters whose loss is not a change.

@@ -62,7 +62,9 @@ var pyLang = fLang{
 
 // pyParamReserved are the names no keyword parameter may take: keywords,
 // and the modules the function body uses.
-func pyParamReserved(s string) bool { return pyReservedWords[s] && !pySoftKeywords[s] || pyModuleNames[s] }
+func pyParamReserved(s string) bool {
+	return pyReservedWords[s] && !pySoftKeywords[s] || pyModuleNames[s]
+}
 
 // pySoftKeywords are keywords only in their own statements, and names
 // everywhere else.
