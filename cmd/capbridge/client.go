@@ -309,7 +309,7 @@ func runTools(args []string, stdout, stderr io.Writer) int {
 	code := exitOK
 	preamble := false
 	for _, n := range names {
-		r, err := fetchFacade(cf, n)
+		r, err := fetchFacade(cf, n, codegen.Go)
 		if err != nil {
 			fmt.Fprintf(stderr, "capbridge tools: %s: %v\n", n, err)
 			code = exitError
@@ -330,8 +330,8 @@ func runTools(args []string, stdout, stderr io.Writer) int {
 }
 
 // fetchFacade asks the running capbridge for a server's Go façade.
-func fetchFacade(cf *clientFlags, server string) (*control.Facade, error) {
+func fetchFacade(cf *clientFlags, server string, lang codegen.Lang) (*control.Facade, error) {
 	return withControl(cf, func(ctx context.Context, c *control.Client) (*control.Facade, error) {
-		return c.Facade(ctx, &control.FacadeRequest{Server: server, Lang: string(codegen.Go)})
+		return c.Facade(ctx, &control.FacadeRequest{Server: server, Lang: string(lang)})
 	})
 }
