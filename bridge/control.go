@@ -99,28 +99,48 @@ func (h *controlHandler) Facade(_ context.Context, r *control.FacadeRequest) (*c
 	if err != nil {
 		return nil, err
 	}
-	preamble, err := codegen.Preamble(codegen.Go)
+	preamble, err := codegen.Preamble(gen.Lang)
 	if err != nil {
 		return nil, err
 	}
 	return &control.Facade{Module: gen.ModuleName, Source: string(gen.Source), Surface: gen.Surface, Preamble: preamble, ListingSHA256: gen.ListingSHA256}, nil
 }
 
-// generated returns the façade of the named server in lang, or the
-// control error that says why there is none.
+// generated returns the façade of the named server in lang ("" is Go),
+// or the control error that says why there is none. The bridge generates
+// Go at boot; another language is generated from the same listing on
+// first request and kept with it.
 func (h *controlHandler) generated(server, lang string) (*codegen.Generated, error) {
 	s, ok := h.b.servers[server]
 	if !ok {
 		return nil, &control.Error{Code: control.CodeUnknownServer, Message: "no server is called " + quote(server)}
 	}
-	if lang != "" && lang != string(codegen.Go) {
-		return nil, &control.Error{Code: control.CodeBadRequest, Message: "no façade generator for language " + quote(lang) + " (this capbridge generates go)"}
+	if err := checkLang(lang); err != nil {
+		return nil, err
 	}
 	gen, err := s.facade()
 	if err != nil {
 		return nil, &control.Error{Code: control.CodeUnavailable, Message: unavailableMessage(err)}
 	}
-	return gen, nil
+	return inLang(gen, lang)
+}
+
+// checkLang refuses a language codegen has no emitter for.
+func checkLang(lang string) error {
+	if _, err := codegen.Preamble(codegen.Lang(lang)); err != nil {
+		return &control.Error{Code: control.CodeBadRequest, Message: "no façade generator for language " + quote(lang) + " (this capbridge generates go, ts and python)"}
+	}
+	return nil
+}
+
+// inLang is gen in lang. Generating the Go façade succeeded, so another
+// language failing is the generator's own fault, reported as such.
+func inLang(gen *codegen.Generated, lang string) (*codegen.Generated, error) {
+	other, err := gen.In(codegen.Lang(lang))
+	if err != nil {
+		return nil, &control.Error{Code: control.CodeInternal, Message: "generating " + quote(lang) + ": " + err.Error()}
+	}
+	return other, nil
 }
 
 func (h *controlHandler) Describe(_ context.Context, r *control.DescribeRequest) (*control.Described, error) {
@@ -146,8 +166,9 @@ func (h *controlHandler) Search(_ context.Context, r *control.SearchRequest) (*c
 		return nil, &control.Error{Code: control.CodeBadRequest, Message: fmt.Sprintf("the query is %d bytes, more than %d", len(r.Query), control.MaxSearchQuery)}
 	case r.Limit > control.MaxSearchLimit:
 		return nil, &control.Error{Code: control.CodeBadRequest, Message: fmt.Sprintf("limit %d is more than %d", r.Limit, control.MaxSearchLimit)}
-	case r.Lang != "" && r.Lang != string(codegen.Go):
-		return nil, &control.Error{Code: control.CodeBadRequest, Message: "no façade generator for language " + quote(r.Lang) + " (this capbridge generates go)"}
+	}
+	if err := checkLang(r.Lang); err != nil {
+		return nil, err
 	}
 	limit := int(r.Limit)
 	if limit == 0 {
@@ -159,6 +180,9 @@ func (h *controlHandler) Search(_ context.Context, r *control.SearchRequest) (*c
 		// Every server with a façade; one whose boot failed has none.
 		for _, name := range h.b.order {
 			if gen, err := h.b.servers[name].facade(); err == nil {
+				if gen, err = inLang(gen, r.Lang); err != nil {
+					return nil, err
+				}
 				names = append(names, name)
 				gens = append(gens, gen)
 			}

@@ -21,6 +21,8 @@ package codegen
 import (
 	"errors"
 	"fmt"
+	"slices"
+	"sync"
 	"unicode/utf8"
 )
 
@@ -87,12 +89,27 @@ func (e *CollisionError) Is(target error) bool { return target == ErrNameCollisi
 // Lang selects an emitter.
 type Lang string
 
-// Go is the Go emitter, the only one so far.
-const Go Lang = "go"
+// The emitters.
+const (
+	Go         Lang = "go"     // one Go file per server (golang.go)
+	TypeScript Lang = "ts"     // one ES module per server (typescript.go)
+	Python     Lang = "python" // one module per server (python.go)
+)
+
+// checkLang resolves "" to Go and refuses a language without an emitter.
+func checkLang(l Lang) (Lang, error) {
+	switch l {
+	case "":
+		return Go, nil
+	case Go, TypeScript, Python:
+		return l, nil
+	}
+	return "", fmt.Errorf("%w: %q", ErrUnsupportedLang, clip(string(l), 40))
+}
 
 // Options tune Generate. The zero value is ready to use.
 type Options struct {
-	Lang          Lang // "" means Go
+	Lang          Lang // Go, TypeScript or Python; "" means Go
 	SurfaceBudget int  // bytes; 0 means DefaultSurfaceBudget
 }
 
@@ -129,8 +146,8 @@ func (l SurfaceLevel) String() string {
 }
 
 // Generated is the façade of one server. It is deterministic: the same
-// server name, listing and options give byte-identical fields. It is
-// immutable, so its methods are safe for concurrent use.
+// server name, listing and options give byte-identical fields. Its fields
+// are immutable and its methods safe for concurrent use.
 type Generated struct {
 	// ModuleName is the package name of the façade, derived from the server
 	// name by the naming rule (docs/codegen.md).
@@ -150,8 +167,16 @@ type Generated struct {
 	// ListingSHA256 is the hex SHA-256 of the canonical listing (see
 	// listingDigest); the source's header carries it too.
 	ListingSHA256 string
+	// Lang is the language of Source and the surface.
+	Lang Lang
 
-	docs []toolDoc
+	docs   []toolDoc
+	server string
+	tools  []Tool // as given to Generate, which never changes them
+	budget int
+
+	mu    sync.Mutex          // guards other
+	other map[Lang]*Generated // In's results
 }
 
 // Generate plans, names, emits and verifies the façade of one server.
@@ -160,8 +185,9 @@ type Generated struct {
 // variables; it never panics, whatever tools holds, and never fails for
 // the size of the surface.
 func Generate(server string, tools []Tool, opts Options) (*Generated, error) {
-	if opts.Lang != "" && opts.Lang != Go {
-		return nil, fmt.Errorf("%w: %q", ErrUnsupportedLang, clip(string(opts.Lang), 40))
+	lang, err := checkLang(opts.Lang)
+	if err != nil {
+		return nil, err
 	}
 	if err := checkServerName(server); err != nil {
 		return nil, err
@@ -181,21 +207,59 @@ func Generate(server string, tools []Tool, opts Options) (*Generated, error) {
 		budget = DefaultSurfaceBudget
 	}
 	digest := listingDigest(tools)
-	out, err := emitGo(server, digest, plans)
+	g := &Generated{Lang: lang, ListingSHA256: digest, server: server, tools: slices.Clone(tools), budget: budget}
+	var head func(SurfaceLevel, int, int) string
+	switch lang {
+	case Go:
+		out, err := emitGo(server, digest, plans)
+		if err != nil {
+			return nil, err
+		}
+		g.ModuleName, g.Source, g.docs, head = out.pkg, out.source, out.file.docs(), out.file.goHead
+	case TypeScript:
+		f, src, err := emitTS(server, digest, plans)
+		if err != nil {
+			return nil, err
+		}
+		g.ModuleName, g.Source, head = f.module, src, f.headF("//")
+		g.docs = f.foreignDocs(f.tsSurface, f.tsIndex, f.tsSignature)
+	case Python:
+		f, src, err := emitPython(server, digest, plans)
+		if err != nil {
+			return nil, err
+		}
+		g.ModuleName, g.Source, head = f.module, src, f.headF("#")
+		g.docs = f.foreignDocs(f.pySurface, f.pyIndex, f.pySignature)
+	}
+	g.Surface, g.Level, g.Pages = renderSurface(head, g.docs, budget)
+	return g, nil
+}
+
+// In returns the façade of the same server and listing in lang, with the
+// same surface budget: the bridge generates Go at boot and other
+// languages when asked. A language is generated once per Generated.
+func (g *Generated) In(lang Lang) (*Generated, error) {
+	lang, err := checkLang(lang)
 	if err != nil {
 		return nil, err
 	}
-	docs := out.file.docs()
-	surface, level, pages := renderSurface(out.file.goHead, docs, budget)
-	return &Generated{
-		ModuleName:    out.pkg,
-		Source:        out.source,
-		Surface:       surface,
-		Level:         level,
-		Pages:         pages,
-		ListingSHA256: digest,
-		docs:          docs,
-	}, nil
+	if lang == g.Lang {
+		return g, nil
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if other, ok := g.other[lang]; ok {
+		return other, nil
+	}
+	other, err := Generate(g.server, g.tools, Options{Lang: lang, SurfaceBudget: g.budget})
+	if err != nil {
+		return nil, err
+	}
+	if g.other == nil {
+		g.other = map[Lang]*Generated{}
+	}
+	g.other[lang] = other
+	return other, nil
 }
 func checkServerName(s string) error {
 	if s == "" || len(s) > maxServerName || !utf8.ValidString(s) {

@@ -367,7 +367,7 @@ func TestGenerateRefusals(t *testing.T) {
 		{"bidi in server", "a\u202eb", []Tool{tool}, Options{}, ErrBadServerName},
 		{"long server", strings.Repeat("s", maxServerName+1), []Tool{tool}, Options{}, ErrBadServerName},
 		{"bad utf8 server", "\xff", []Tool{tool}, Options{}, ErrBadServerName},
-		{"language", "s", []Tool{tool}, Options{Lang: "ts"}, ErrUnsupportedLang},
+		{"language", "s", []Tool{tool}, Options{Lang: "rust"}, ErrUnsupportedLang},
 		{"too many", "s", many, Options{}, ErrTooManyTools},
 		{"empty tool name", "s", []Tool{{InputSchema: tool.InputSchema}}, Options{}, ErrBadListing},
 		{"collision", "s", []Tool{tool, tool}, Options{}, ErrNameCollision},

@@ -121,6 +121,13 @@ func FuzzGenerate(f *testing.F) {
 				t.Fatalf("tool %q is not called by its wire name", tool.Name)
 			}
 		}
+		// What Go generates, TypeScript and Python generate too, and their
+		// verification holds.
+		for _, fl := range foreign {
+			if _, err := g.In(fl.lang); err != nil {
+				t.Fatalf("%s: %v", fl.lang, err)
+			}
+		}
 	})
 }
 

@@ -25,12 +25,20 @@ const goPreambleText = `// MCP tools as Go packages: each "// package p" below i
 `
 
 // Preamble is the fixed text that precedes the surfaces of every server
-// for lang ("" means Go): how to import and call a façade and what the
+// for lang ("" means Go; TypeScript's and Python's are in tssurface.go and
+// pysurface.go): how to import and call a façade and what the
 // surface's notation means. It is printed once, however many servers
 // follow.
 func Preamble(lang Lang) (string, error) {
-	if lang != "" && lang != Go {
-		return "", fmt.Errorf("%w: %q", ErrUnsupportedLang, clip(string(lang), 40))
+	lang, err := checkLang(lang)
+	if err != nil {
+		return "", err
+	}
+	switch lang {
+	case TypeScript:
+		return tsPreambleText, nil
+	case Python:
+		return pyPreambleText, nil
 	}
 	return goPreambleText, nil
 }
@@ -96,20 +104,7 @@ func (f *goFile) docs() []toolDoc {
 			doc.index += " // " + note
 		}
 		doc.sig = f.signature(fn)
-		add := func(text string, w int) {
-			for _, word := range searchWords(text) {
-				doc.search = append(doc.search, word)
-				doc.weight = append(doc.weight, w)
-			}
-		}
-		add(t.Name, 4)
-		add(t.Title, 3)
-		add(cleanText(t.Description, maxToolDesc), 2)
-		if fn.tp.args != nil {
-			for _, fl := range fn.tp.args.fields {
-				add(fl.wire, 1)
-			}
-		}
+		addSearchWords(&doc, t, fn.tp.args)
 		out = append(out, doc)
 	}
 	return out

@@ -33,8 +33,10 @@ const maxIdentBase = 64
 type style uint8
 
 const (
-	exported style = iota // UpperCamelCase: functions, types, fields, constants
-	pkg                   // lower case without separators: package names
+	exported   style = iota // UpperCamelCase: functions, types, fields, constants
+	pkg                     // lower case without separators: package names
+	lowerCamel              // lowerCamelCase: TypeScript functions
+	snake                   // snake_case: Python functions and parameters
 )
 
 // isSeparator reports the characters whose loss is not a change.
@@ -45,6 +47,9 @@ func isSeparator(c byte) bool {
 // spell joins the ASCII words of s in style st and reports whether anything
 // beyond separators and case was lost.
 func spell(s string, st style) (string, bool) {
+	if st == lowerCamel || st == snake {
+		return spellWords(s, st)
+	}
 	var b strings.Builder
 	lost := false
 	start := true
@@ -66,6 +71,55 @@ func spell(s string, st style) (string, bool) {
 		}
 		b.WriteByte(c)
 		start = false
+	}
+	return b.String(), lost
+}
+
+// spellWords spells s in a style that must see its words: the words of
+// the Go spelling, split again where the case changes (getHTTPResponse:
+// get, HTTP, Response), joined lowerCamel or snake_case. It loses exactly
+// what spell loses, so a name needs a digest suffix in every language or
+// in none.
+func spellWords(s string, st style) (string, bool) {
+	var words []string
+	lost := false
+	cur := []byte{}
+	flush := func() {
+		if len(cur) > 0 {
+			words = append(words, string(cur))
+			cur = []byte{}
+		}
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		lower, upper, digit := c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9'
+		if !lower && !upper && !digit {
+			if !isSeparator(c) {
+				lost = true
+			}
+			flush()
+			continue
+		}
+		if upper && len(cur) > 0 {
+			prev := cur[len(cur)-1]
+			nextLower := i+1 < len(s) && s[i+1] >= 'a' && s[i+1] <= 'z'
+			if prev >= 'a' && prev <= 'z' || prev >= '0' && prev <= '9' || prev >= 'A' && prev <= 'Z' && nextLower {
+				flush()
+			}
+		}
+		cur = append(cur, c)
+	}
+	flush()
+	var b strings.Builder
+	for i, w := range words {
+		w = strings.ToLower(w)
+		switch {
+		case st == snake && i > 0:
+			b.WriteByte('_')
+		case st == lowerCamel && i > 0:
+			w = string(toUpper(w[0])) + w[1:]
+		}
+		b.WriteString(w)
 	}
 	return b.String(), lost
 }

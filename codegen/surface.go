@@ -142,6 +142,26 @@ func (g *Generated) Search(query string, limit int) []Match {
 	return out
 }
 
+// addSearchWords indexes tool t for Search: the words of its wire name
+// weigh most, then its title, its description, and the wire names of its
+// arguments (args may be nil).
+func addSearchWords(doc *toolDoc, t *Tool, args *typeDef) {
+	add := func(text string, w int) {
+		for _, word := range searchWords(text) {
+			doc.search = append(doc.search, word)
+			doc.weight = append(doc.weight, w)
+		}
+	}
+	add(t.Name, 4)
+	add(t.Title, 3)
+	add(cleanText(t.Description, maxToolDesc), 2)
+	if args != nil {
+		for _, fl := range args.fields {
+			add(fl.wire, 1)
+		}
+	}
+}
+
 // searchWords splits text into lower-case words of letters and digits,
 // also at camelCase boundaries.
 func searchWords(s string) []string {

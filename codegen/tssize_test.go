@@ -192,11 +192,13 @@ func tsType(s, root any, indent string, depth int) string {
 // exercise unions, collisions and odd enums, and a Go union needs a named
 // type per variant where TypeScript writes "string | number[]" inline.
 func TestSurfaceSize(t *testing.T) {
-	pre, err := Preamble(Go)
-	if err != nil {
-		t.Fatal(err)
+	for _, lang := range []Lang{Go, TypeScript, Python} {
+		pre, err := Preamble(lang)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("%s preamble %d bytes", lang, len(pre))
 	}
-	t.Logf("preamble %d bytes", len(pre))
 	paths, _ := filepath.Glob("testdata/*.json")
 	paths = append(paths, "large")
 	for _, path := range paths {
@@ -207,29 +209,27 @@ func TestSurfaceSize(t *testing.T) {
 		} else if tools, err = readListing(t, path); err != nil {
 			t.Fatal(err)
 		}
-		g, err := Generate(serverFor(path), tools, Options{SurfaceBudget: 1 << 30})
-		if err != nil {
-			t.Fatal(err)
-		}
-		sizes := rungSizes(t, serverFor(path), tools)
 		ts := tsDecl(tools)
-		ratio := float64(len(g.Surface)) / float64(len(ts))
-		t.Logf("%-20s tools %3d  full %7d  short %7d  signatures %7d  index %7d  typescript %7d  full/ts %.3f",
-			serverFor(path), len(tools), sizes[0], sizes[1], sizes[2], sizes[3], len(ts), ratio)
-		if (strings.Contains(path, "npm-") || path == "large") && ratio > 0.60 {
-			t.Errorf("%s: the full surface is %.1f%% of the TypeScript declarations, over 60%%", path, 100*ratio)
+		for _, lang := range []Lang{Go, TypeScript, Python} {
+			sizes := rungSizes(t, serverFor(path), tools, lang)
+			ratio := float64(sizes[0]) / float64(len(ts))
+			t.Logf("%-6s %-20s tools %3d  full %7d  short %7d  signatures %7d  index %7d  typescript %7d  full/ts %.3f",
+				lang, serverFor(path), len(tools), sizes[0], sizes[1], sizes[2], sizes[3], len(ts), ratio)
+			if (strings.Contains(path, "npm-") || path == "large") && ratio > 0.60 {
+				t.Errorf("%s %s: the full surface is %.1f%% of the TypeScript declarations, over 60%%", lang, path, 100*ratio)
+			}
 		}
 	}
 }
 
 // rungSizes is the size of the surface on each rung of the ladder, found
 // by shrinking the budget one byte below the rung above.
-func rungSizes(t *testing.T, server string, tools []Tool) [4]int {
+func rungSizes(t *testing.T, server string, tools []Tool, lang Lang) [4]int {
 	t.Helper()
 	var sizes [4]int
 	budget := 1 << 30
 	for level := SurfaceFull; level <= SurfaceIndex; level++ {
-		g, err := Generate(server, tools, Options{SurfaceBudget: budget})
+		g, err := Generate(server, tools, Options{Lang: lang, SurfaceBudget: budget})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -6,21 +6,23 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/capbridge/capbridge/codegen"
 )
 
 // runGen is `capbridge gen`: it writes a server's façade and surface as
-// DIR/<package>/<package>.go and DIR/<package>/SURFACE.txt (the preamble,
+// DIR/<package>/<package>.<ext> (.go, .ts or .py, by --lang) and
+// DIR/<package>/SURFACE.txt (the preamble,
 // a blank line, then the surface: what a model reads for this one
 // server), generated from a saved tools/list result (--listing, offline),
 // or else fetched from the running capbridge, which generated them at boot
 // (--control).
 func runGen(args []string, stdout, stderr io.Writer) int {
-	fs := newCmdFlags("gen", "capbridge gen --server NAME [--listing FILE | -c FILE | --control PATH] [--lang go] --out DIR", "Write a server's façade and SURFACE.txt into DIR/<package>/.")
+	fs := newCmdFlags("gen", "capbridge gen --server NAME [--listing FILE | -c FILE | --control PATH] [--lang go|ts|python] --out DIR", "Write a server's façade and SURFACE.txt into DIR/<package>/.")
 	listing := fs.String("listing", "", "saved tools/list result: {\"tools\":[…]} or a bare array (required)")
 	server := fs.String("server", "", "the server's name, sent verbatim in every call (required)")
-	lang := fs.String("lang", "go", "language of the façade (go)")
+	lang := fs.String("lang", "go", "language of the façade: go, ts or python")
 	out := fs.String("out", "", "directory to write <package>/ into (required)")
 	budget := fs.Int("surface-budget", codegen.DefaultSurfaceBudget, "surface size budget in bytes (with --listing)")
 	cf := addClientFlags(fs, false)
@@ -29,20 +31,21 @@ func runGen(args []string, stdout, stderr io.Writer) int {
 		return code
 	}
 	if len(pos) != 0 || *server == "" || *out == "" {
-		fmt.Fprintln(stderr, "usage: capbridge gen --server NAME [--listing FILE | --control PATH] [--lang go] --out DIR")
+		fmt.Fprintln(stderr, "usage: capbridge gen --server NAME [--listing FILE | -c FILE | --control PATH] [--lang go|ts|python] --out DIR")
+		return exitUsage
+	}
+	ext, ok := sourceExt[codegen.Lang(*lang)]
+	if !ok {
+		fmt.Fprintf(stderr, "capbridge gen: no façade generator for language %q (go, ts or python)\n", *lang)
 		return exitUsage
 	}
 	if *listing == "" {
-		if *lang != string(codegen.Go) {
-			fmt.Fprintf(stderr, "capbridge gen: no façade generator for language %q\n", *lang)
-			return exitUsage
-		}
-		f, err := fetchFacade(cf, *server)
+		f, err := fetchFacade(cf, *server, codegen.Lang(*lang))
 		if err != nil {
 			fmt.Fprintf(stderr, "capbridge gen: %s\n", explain(err))
 			return exitError
 		}
-		return writeFacade(*out, f.Module, []byte(f.Source), f.Preamble+"\n"+f.Surface, stdout, stderr, "from the running capbridge")
+		return writeFacade(*out, f.Module+ext, []byte(f.Source), f.Preamble+"\n"+f.Surface, stdout, stderr, "from the running capbridge")
 	}
 	f, err := os.Open(*listing)
 	if err != nil {
@@ -75,19 +78,25 @@ func runGen(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "capbridge gen: %v\n", err)
 		return exitError
 	}
-	return writeFacade(*out, g.ModuleName, g.Source, preamble+"\n"+g.Surface, stdout, stderr,
+	return writeFacade(*out, g.ModuleName+ext, g.Source, preamble+"\n"+g.Surface, stdout, stderr,
 		fmt.Sprintf("%d tools, surface %d bytes (%s), listing sha256 %s", len(tools), len(g.Surface), g.Level, g.ListingSHA256))
 }
 
-func writeFacade(out, module string, source []byte, surface string, stdout, stderr io.Writer, summary string) int {
+// sourceExt is the file extension of a façade, by language.
+var sourceExt = map[codegen.Lang]string{codegen.Go: ".go", codegen.TypeScript: ".ts", codegen.Python: ".py"}
+
+// writeFacade writes file (the module's name and extension) and
+// SURFACE.txt into out/<module>/.
+func writeFacade(out, file string, source []byte, surface string, stdout, stderr io.Writer, summary string) int {
+	module := strings.TrimSuffix(file, filepath.Ext(file))
 	dir := filepath.Join(out, module)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		fmt.Fprintf(stderr, "capbridge gen: %v\n", err)
 		return exitError
 	}
 	for name, content := range map[string][]byte{
-		module + ".go": source,
-		"SURFACE.txt":  []byte(surface),
+		file:          source,
+		"SURFACE.txt": []byte(surface),
 	} {
 		if err := os.WriteFile(filepath.Join(dir, name), content, 0o644); err != nil {
 			fmt.Fprintf(stderr, "capbridge gen: %v\n", err)

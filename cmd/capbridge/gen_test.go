@@ -40,6 +40,36 @@ func TestGen(t *testing.T) {
 	}
 }
 
+// gen writes TypeScript and Python façades as <module>/<module>.ts and
+// .py, with their own preamble before the surface.
+func TestGenLanguages(t *testing.T) {
+	listing := filepath.Join("..", "..", "codegen", "testdata", "npm-filesystem.json")
+	for _, tc := range []struct {
+		lang, file, source, head string
+	}{
+		{"ts", "filesystem.ts", `return c.call("filesystem", "read_text_file", args, opts);`, "\nfunction readTextFile({ // "},
+		{"python", "filesystem.py", `return await _client.call("filesystem", "read_text_file", _args, timeout=_timeout)`, "\nasync def read_text_file(*, # "},
+	} {
+		out := t.TempDir()
+		var stdout, stderr bytes.Buffer
+		if code := run([]string{"gen", "--listing", listing, "--server", "filesystem", "--lang", tc.lang, "--out", out}, &stdout, &stderr); code != exitOK {
+			t.Fatalf("%s: exit %d: %s", tc.lang, code, stderr.String())
+		}
+		src, err := os.ReadFile(filepath.Join(out, "filesystem", tc.file))
+		if err != nil || !bytes.Contains(src, []byte(tc.source)) {
+			t.Errorf("%s façade (%v):\n%.600s", tc.lang, err, src)
+		}
+		surface, err := os.ReadFile(filepath.Join(out, "filesystem", "SURFACE.txt"))
+		preamble, _ := codegen.Preamble(codegen.Lang(tc.lang))
+		if err != nil || !strings.HasPrefix(string(surface), preamble+"\n") || !strings.Contains(string(surface), tc.head) {
+			t.Errorf("%s surface (%v):\n%s", tc.lang, err, surface)
+		}
+		if entries, _ := os.ReadDir(filepath.Join(out, "filesystem")); len(entries) != 2 {
+			t.Errorf("%s: %d files written, want the module and SURFACE.txt", tc.lang, len(entries))
+		}
+	}
+}
+
 func TestGenRefusals(t *testing.T) {
 	dir := t.TempDir()
 	dup := filepath.Join(dir, "dup.json")
@@ -60,7 +90,7 @@ func TestGenRefusals(t *testing.T) {
 		{"bad listing", []string{"--listing", bad, "--server", "s", "--out", dir}, exitError, "tool 0: tool is not an object"},
 		{"missing file", []string{"--listing", filepath.Join(dir, "none"), "--server", "s", "--out", dir}, exitError, "no such file"},
 		{"bad server", []string{"--listing", dup, "--server", "a\tb", "--out", dir}, exitError, "bad server name"},
-		{"language", []string{"--listing", dup, "--server", "s", "--lang", "ts", "--out", dir}, exitUsage, "unsupported language"},
+		{"language", []string{"--listing", dup, "--server", "s", "--lang", "rust", "--out", dir}, exitUsage, `no façade generator for language "rust"`},
 		{"no server", []string{"--listing", dup, "--out", dir}, exitUsage, "usage:"},
 		{"bad flag", []string{"--nope"}, exitUsage, "not defined"},
 		{"extra args", []string{"--listing", dup, "--server", "s", "--out", dir, "x"}, exitUsage, "usage:"},

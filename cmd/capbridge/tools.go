@@ -161,7 +161,7 @@ func printSurfaces(cf *clientFlags, names []string, stdout, stderr io.Writer) in
 	code := exitOK
 	preamble := false
 	for _, n := range names {
-		r, err := fetchFacade(cf, n)
+		r, err := fetchFacade(cf, n, codegen.Go)
 		if err != nil {
 			fmt.Fprintf(stderr, "capbridge tools: %s: %s\n", n, explain(err))
 			code = exitError
@@ -181,10 +181,10 @@ func printSurfaces(cf *clientFlags, names []string, stdout, stderr io.Writer) in
 	return code
 }
 
-// fetchFacade asks the running capbridge for a server's Go façade.
-func fetchFacade(cf *clientFlags, server string) (*control.Facade, error) {
+// fetchFacade asks the running capbridge for a server's façade in lang.
+func fetchFacade(cf *clientFlags, server string, lang codegen.Lang) (*control.Facade, error) {
 	return withControl(cf, func(ctx context.Context, c *control.Client) (*control.Facade, error) {
-		return c.Facade(ctx, &control.FacadeRequest{Server: server, Lang: string(codegen.Go)})
+		return c.Facade(ctx, &control.FacadeRequest{Server: server, Lang: string(lang)})
 	})
 }
 

@@ -1,0 +1,297 @@
+package codegen
+
+import (
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// The binding shared by the emitters of languages other than Go. They take
+// the Go binding's type names, sharing and declaration order, so a type is
+// called the same in every language and the Go rules for collision
+// suffixes apply unchanged; they name functions, decode helpers and (in
+// Python) parameters in their own style, against their own reserved
+// words, and rename a type only where the language reserves its Go name.
+
+// fFunc is one tool bound to a language's names.
+type fFunc struct {
+	tp     *toolPlan // the unbound plan: args kept where Go took them whole
+	name   string    // the function
+	decode string    // the output accessor; "" without an output schema
+	params []string  // Python: keyword identifiers, parallel to tp.args.fields
+}
+
+// fFile is a listing bound to the names of one language.
+type fFile struct {
+	lang           Lang
+	server, module string
+	digest         string
+	g              *goFile // the Go binding of the same plans, for type names
+	funcs          []*fFunc
+	types          map[*typeDef]string // every named type, shared ones included
+	byOwner        map[*fFunc][]*typeDef
+	variant        map[*typeDef]bool   // declared as a variant of a union
+	argsRoot       map[*typeDef]*fFunc // the arguments records, by their tool
+	owner          map[*typeDef]*fFunc // the tool that declares a type
+	typeNames      map[string]bool     // Python: every type's name
+}
+
+// fLang is what differs between the languages at binding time.
+type fLang struct {
+	funcStyle    style
+	funcFallback string
+	decodePrefix string
+	module       func(string) bool // reserved module names
+	funcs        func(string) bool // reserved function names
+	types        func(string) bool // reserved type names
+}
+
+// bindForeign binds plans to lang's names. The Go binding runs on a copy
+// of the plans, since it takes arguments whose property names cannot be
+// Go struct tags whole, which a TypeScript interface or a Python TypedDict
+// spells out.
+func bindForeign(lang Lang, fl fLang, server, digest string, plans []toolPlan) (*fFile, error) {
+	goPlans := slices.Clone(plans)
+	g := newGoFile(server, digest)
+	if err := g.bind(goPlans); err != nil {
+		return nil, err
+	}
+	mods, _, _ := mangleAll([]string{server}, pkg, fl.module, "mcp")
+	f := &fFile{lang: lang, server: server, module: mods[0], digest: digest, g: g,
+		types: map[*typeDef]string{}, byOwner: map[*fFunc][]*typeDef{}, variant: map[*typeDef]bool{},
+		argsRoot: map[*typeDef]*fFunc{}, owner: map[*typeDef]*fFunc{}}
+	wires := make([]string, len(plans))
+	for i := range plans {
+		wires[i] = plans[i].tool.Name
+	}
+	names, a, b := mangleAll(wires, fl.funcStyle, fl.funcs, fl.funcFallback)
+	if a >= 0 {
+		return nil, &CollisionError{Ident: names[b], A: wires[a], B: wires[b]}
+	}
+	taken := map[string]bool{}
+	for i := range plans {
+		fn := &fFunc{tp: &plans[i], name: names[i]}
+		f.funcs = append(f.funcs, fn)
+		taken[fn.name] = true
+		if fn.tp.args != nil {
+			f.argsRoot[fn.tp.args] = fn
+		}
+	}
+	claim := func(want, key string) (string, error) {
+		if !taken[want] {
+			taken[want] = true
+			return want, nil
+		}
+		alt := want + "_" + digest8(key)
+		if taken[alt] {
+			return "", &CollisionError{Ident: alt, A: want, B: key}
+		}
+		taken[alt] = true
+		return alt, nil
+	}
+	owner := map[*goFunc]*fFunc{}
+	for i, fn := range f.funcs {
+		owner[g.funcs[i]] = fn
+		if fn.tp.output == nil {
+			continue
+		}
+		var err error
+		if fn.decode, err = claim(decodeName(fl, fn.name), fn.tp.tool.Name+"\x00decode"); err != nil {
+			return nil, err
+		}
+	}
+	for _, d := range g.order {
+		name := g.types[d]
+		if fl.types(name) {
+			var err error
+			if name, err = claim(name+"_"+digest8(g.owner[d].tp.tool.Name+"\x00"+strings.Join(d.hint, "\x00")), name); err != nil {
+				return nil, err
+			}
+		}
+		taken[name] = true
+		f.types[d] = name
+		o := owner[g.owner[d]]
+		f.owner[d] = o
+		f.byOwner[o] = append(f.byOwner[o], d)
+		for _, v := range d.variants {
+			if v.typ.kind == kNamed {
+				f.variant[g.canon(v.typ.def)] = true
+			}
+		}
+	}
+	for d, a := range g.alias {
+		f.types[d] = f.types[a]
+	}
+	return f, nil
+}
+
+// decodeName is the decode helper's name for function fn.
+func decodeName(fl fLang, fn string) string {
+	if fl.funcStyle == snake {
+		return fl.decodePrefix + "_" + fn
+	}
+	return fl.decodePrefix + strings.ToUpper(fn[:1]) + fn[1:]
+}
+
+// argsOf is fn's arguments record with fields, or nil when it takes none
+// or takes them whole.
+func argsOf(fn *fFunc) *typeDef {
+	if fn.tp.args == nil || len(fn.tp.args.fields) == 0 {
+		return nil
+	}
+	return fn.tp.args
+}
+
+// role says what a named type is, for its doc comment.
+func (f *fFile) role(d *typeDef) string {
+	switch {
+	case len(d.hint) == 1 && d.hint[0] == "args":
+		return "the arguments"
+	case len(d.hint) == 1 && d.hint[0] == "output":
+		return "the structured output"
+	}
+	what := map[defKind]string{dRecord: "an object", dEnum: "an enumeration", dUnion: "a union"}[d.kind]
+	return what + " (" + commentQuote(strings.Join(d.hint, ".")) + ")"
+}
+
+// unionHow says what tells a union's variants apart.
+func unionHow(d *typeDef) string {
+	switch {
+	case d.discriminator != "":
+		return "told apart by " + commentQuote(d.discriminator)
+	case !d.decidable:
+		return "not decidable from the value alone"
+	}
+	return "told apart by JSON kind"
+}
+
+// fieldDoc is the documentation of a field in the source: description,
+// the untyped reason and the notes, cleaned.
+func fieldDoc(fl field) string {
+	var parts []string
+	if doc := cleanText(fl.doc, maxFieldDoc); doc != "" {
+		parts = append(parts, doc)
+	}
+	if why := untypedReason(fl.typ); why != "" {
+		parts = append(parts, "untyped: "+cleanText(why, maxParamNote))
+	}
+	for _, n := range fl.notes {
+		parts = append(parts, cleanText(n, maxParamNote))
+	}
+	return strings.Join(parts, "; ")
+}
+
+// fieldFacts are a field's notes on a surface rung: why it is untyped,
+// and on the full rung and in descriptions its default, range, sizes,
+// format and pattern; prose first.
+func fieldFacts(fl field, lv detail) []string {
+	var parts []string
+	if lv != detailSigs && fl.doc != "" && cleanText(fl.doc, 1) != "" {
+		parts = append(parts, proseAt(fl.doc, lv, [...]int{detailDescribe: maxFieldDoc, detailFull: surfaceFieldLong, detailShort: surfaceFieldShort}))
+	}
+	if why := untypedReason(fl.typ); why != "" {
+		parts = append(parts, "untyped: "+quoted(why, maxParamNote))
+	}
+	switch lv {
+	case detailDescribe:
+		parts = append(parts, compactNotes(fl.notes, maxNoteRunes)...)
+	case detailFull:
+		parts = append(parts, compactNotes(fl.notes, surfaceNoteLong)...)
+	}
+	return parts
+}
+
+// toolNoteF is what a surface says of a tool after its declaration: its
+// wire name when the function's name does not spell it, destructive, and
+// its description.
+func toolNoteF(fn *fFunc, st style, lv detail) string {
+	t := fn.tp.tool
+	var parts []string
+	w, lost := spell(t.Name, st)
+	if lost || w != fn.name || lv == detailDescribe {
+		parts = append(parts, "tool "+quoted(clip(t.Name, maxNameNote), maxNameNote))
+	}
+	if h := t.Hints; lv <= detailFull && h.Destructive != nil && *h.Destructive {
+		parts = append(parts, "destructive")
+	}
+	if desc := toolDescription(t); desc != "" && lv != detailSigs {
+		parts = append(parts, proseAt(desc, lv, [...]int{detailDescribe: maxToolDesc, detailFull: surfaceLongDesc, detailShort: surfaceShortDesc}))
+	}
+	return strings.Join(parts, ", ")
+}
+
+// referenced lists the declared types fn's arguments and output use,
+// directly or through other types, in first-use order.
+func (f *fFile) referenced(fn *fFunc) []*typeDef {
+	var out []*typeDef
+	seen := map[*typeDef]bool{}
+	var walk func(t typ)
+	walk = func(t typ) {
+		for t.kind == kList || t.kind == kMap {
+			t = *t.elem
+		}
+		if t.kind != kNamed {
+			return
+		}
+		d := f.g.canon(t.def)
+		if seen[d] || len(seen) > maxDefs*4 {
+			return
+		}
+		seen[d] = true
+		out = append(out, d)
+		for _, fl := range d.fields {
+			walk(fl.typ)
+		}
+		for _, v := range d.variants {
+			walk(v.typ)
+		}
+	}
+	if fn.tp.args != nil {
+		walk(typ{kind: kNamed, def: fn.tp.args})
+	}
+	if fn.tp.output != nil {
+		walk(*fn.tp.output)
+	}
+	return out
+}
+
+// foreignDocs renders every tool for the surface, Describe and Search
+// with the language's renderers: decl writes a tool's declarations at a
+// detail, index its index line, sig its one-line call.
+func (f *fFile) foreignDocs(decl func(*strings.Builder, *fFunc, detail), index func(*fFunc) string, sig func(*fFunc) string) []toolDoc {
+	out := make([]toolDoc, 0, len(f.funcs))
+	for _, fn := range f.funcs {
+		doc := toolDoc{name: fn.name, wire: fn.tp.tool.Name, index: index(fn), sig: sig(fn)}
+		for lv := detailDescribe; lv <= detailSigs; lv++ {
+			var b strings.Builder
+			decl(&b, fn, lv)
+			doc.decl[lv] = b.String()
+		}
+		addSearchWords(&doc, fn.tp.tool, argsOf(fn))
+		out = append(out, doc)
+	}
+	return out
+}
+
+// headF is a server's first line on a surface for a rung and index page,
+// after the language's comment mark.
+func (f *fFile) headF(mark string) func(SurfaceLevel, int, int) string {
+	return func(level SurfaceLevel, page, pages int) string {
+		s := mark + " module " + f.module
+		if f.module != f.server {
+			s += ": MCP server " + strconv.QuoteToASCII(f.server)
+		}
+		if len(f.funcs) == 1 {
+			s += ", 1 tool"
+		} else {
+			s += ", " + strconv.Itoa(len(f.funcs)) + " tools"
+		}
+		switch level {
+		case SurfaceSignatures:
+			s += "; declarations only"
+		case SurfaceIndex:
+			s += "; index page " + strconv.Itoa(page) + " of " + strconv.Itoa(pages)
+		}
+		return s + "\n"
+	}
+}

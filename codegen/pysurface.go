@@ -1,0 +1,227 @@
+package codegen
+
+import (
+	"strings"
+)
+
+// The Python surface: the declarations a model writes against, in Python
+// syntax — async functions with their keyword parameters, TypedDicts, and
+// enums as the Literal types they are. Every piece of server text on it is
+// a string literal (a Python one for enum values and keys in code, quoted
+// for prose after "#"), so a description cannot forge a line.
+
+// pyPreambleText is the Python preamble.
+const pyPreambleText = `# MCP tools as Python modules: each "# module m" below is imported as "import m" from the façade directory, and calls the capwire package.
+# Call: r = await m.f(field=v) (async, keyword-only); m.f() takes no arguments; m.f(args) takes a dict whole. Every f takes _timeout=seconds.
+# "field: T = ..." is optional: leave it out. Literal["a", "b"]: one of these values. A union takes any of its shapes; "by" names the key that tells them apart.
+# Objects are TypedDicts: plain dicts under their wire names. If FOutput is declared: out = m.decode_f(r); else r.text() or r.structured.
+# A raised capwire.Denied is a refusal (err.code, err.path; capwire.has_code(err, capwire.TIMEOUT)). r.is_error: the tool failed; r.text() says why.
+# Notes: destructive: the tool may destroy data; =v default; lo..hi, >=lo, <=hi: range; len, items: sizes; untyped: why a field is Any.
+# "Quoted": the server's own text, often cut; describe gives a tool whole, search finds tools by words.
+`
+
+// pySurface renders a tool's declarations at detail lv.
+func (f *fFile) pySurface(b *strings.Builder, fn *fFunc, lv detail) {
+	note := toolNoteF(fn, snake, lv)
+	b.WriteString("async def " + fn.name)
+	open := true // the declaration's last line is still to end
+	switch a := argsOf(fn); {
+	case fn.tp.whole != "" && a != nil:
+		b.WriteString("(args: " + f.types[a] + ")")
+	case fn.tp.whole != "":
+		b.WriteString("(args: dict[str, Any])")
+		if note != "" {
+			note += "; "
+		}
+		note += "untyped: " + quoted(fn.tp.whole, maxParamNote)
+	case a != nil:
+		lines := f.pySurfaceParams(fn, a, lv)
+		if code, ok := pyOneLine(lines, ", "); ok {
+			b.WriteString("(*, " + code + ")")
+			break
+		}
+		b.WriteString("(*,")
+		if note != "" {
+			b.WriteString(" # " + note)
+		}
+		b.WriteByte('\n')
+		pyLines(b, lines, ",")
+		b.WriteString(")\n")
+		open = false
+	default:
+		b.WriteString("()")
+	}
+	if open {
+		if note != "" {
+			b.WriteString(" # " + note)
+		}
+		b.WriteByte('\n')
+	}
+	for _, d := range f.byOwner[fn] {
+		if f.argsRoot[d] != fn || fn.params == nil {
+			f.pySurfaceType(b, d, lv)
+		}
+	}
+	if lv == detailDescribe {
+		for _, d := range f.referenced(fn) {
+			if f.owner[d] != fn && f.pyDeclares(d) {
+				f.pySurfaceType(b, d, lv)
+			}
+		}
+	}
+}
+
+// pySurfaceExpr is pyExpr with enums spelled as their Literal values.
+func (f *fFile) pySurfaceExpr(t typ) string {
+	var e string
+	switch {
+	case t.kind == kNamed && t.def.kind == dEnum:
+		e = "Literal[" + pyEnumValues(t.def, ", ", maxEnumShown) + "]"
+	case t.kind == kList:
+		e = "list[" + f.pySurfaceExpr(*t.elem) + "]"
+	case t.kind == kMap:
+		e = "dict[str, " + f.pySurfaceExpr(*t.elem) + "]"
+	default:
+		return f.pyExpr(t, "")
+	}
+	if t.nullable {
+		e += " | None"
+	}
+	return e
+}
+
+// pySurfaceParams renders fn's keyword parameters, one a line, each with
+// its notes after " # ".
+func (f *fFile) pySurfaceParams(fn *fFunc, a *typeDef, lv detail) []pyLine {
+	var lines []pyLine
+	for i, fl := range a.fields {
+		line := pyLine{code: fn.params[i] + ": " + f.pySurfaceExpr(fl.typ)}
+		if !fl.required {
+			line.code += " = ..."
+		}
+		line.note = strings.Join(fieldFacts(fl, lv), "; ")
+		lines = append(lines, line)
+	}
+	return lines
+}
+
+// pyLine is a line of a Python declaration: code, and a note for after
+// "#", kept apart because the code may hold a literal with a '#'.
+type pyLine struct{ code, note string }
+
+// pyOneLine joins lines with sep if they fit one line: few, no notes.
+func pyOneLine(lines []pyLine, sep string) (string, bool) {
+	if len(lines) > maxOneLine {
+		return "", false
+	}
+	var codes []string
+	for _, l := range lines {
+		if l.note != "" {
+			return "", false
+		}
+		codes = append(codes, l.code)
+	}
+	return strings.Join(codes, sep), true
+}
+
+// pyLines writes lines indented, each code followed by end and its note.
+func pyLines(b *strings.Builder, lines []pyLine, end string) {
+	for _, l := range lines {
+		b.WriteString("    " + l.code + end)
+		if l.note != "" {
+			b.WriteString(" # " + l.note)
+		}
+		b.WriteByte('\n')
+	}
+}
+
+// pySurfaceKeys renders the keys of TypedDict d, one a line.
+func (f *fFile) pySurfaceKeys(d *typeDef, class bool, lv detail) []pyLine {
+	var lines []pyLine
+	for _, fl := range d.fields {
+		t := f.pySurfaceExpr(fl.typ)
+		if !fl.required {
+			t = "NotRequired[" + t + "]"
+		}
+		key := fl.wire
+		if !class {
+			key = pyLit(fl.wire)
+		}
+		lines = append(lines, pyLine{code: key + ": " + t, note: strings.Join(fieldFacts(fl, lv), "; ")})
+	}
+	return lines
+}
+
+func (f *fFile) pySurfaceType(b *strings.Builder, d *typeDef, lv detail) {
+	name := f.types[d]
+	doc := ""
+	if lv <= detailFull && cleanText(d.doc, 1) != "" {
+		doc = " # " + proseAt(d.doc, lv, [3]int{detailDescribe: maxFieldDoc, detailFull: surfaceFieldLong})
+	}
+	switch d.kind {
+	case dRecord:
+		class := f.pyClassForm(d)
+		lines := f.pySurfaceKeys(d, class, lv)
+		if !class {
+			b.WriteString(name + " = TypedDict(" + pyLit(name) + ", {" + doc + "\n")
+			pyLines(b, lines, ",")
+			b.WriteString("})\n")
+			return
+		}
+		if len(lines) == 0 {
+			b.WriteString("class " + name + "(TypedDict): pass" + doc + "\n")
+			return
+		}
+		if code, ok := pyOneLine(lines, "; "); ok {
+			b.WriteString("class " + name + "(TypedDict): " + code + doc + "\n")
+			return
+		}
+		b.WriteString("class " + name + "(TypedDict):" + doc + "\n")
+		pyLines(b, lines, "")
+	case dEnum:
+		if !f.variant[d] {
+			return // spelled out at the fields that use it
+		}
+		b.WriteString(name + " = Literal[" + pyEnumValues(d, ", ", maxEnumShown) + "]\n")
+	case dUnion:
+		note := ""
+		switch {
+		case d.discriminator != "":
+			note = " # by " + quoted(d.discriminator, maxNameNote)
+		case !d.decidable:
+			note = " # not decidable from the value"
+		}
+		b.WriteString(name + " = " + f.pyUnion(d, "") + note + "\n")
+	}
+}
+
+// pyIndex is a tool's line on the index rung.
+func (f *fFile) pyIndex(fn *fFunc) string {
+	s := fn.name
+	if note := toolNoteF(fn, snake, detailShort); note != "" {
+		s += " # " + note
+	}
+	return s
+}
+
+// pySignature is a tool's call on one line.
+func (f *fFile) pySignature(fn *fFunc) string {
+	s := f.module + "." + fn.name + "("
+	switch a := argsOf(fn); {
+	case fn.tp.whole != "" && a != nil:
+		s += "args: " + f.types[a]
+	case fn.tp.whole != "":
+		s += "args: dict[str, Any]"
+	case a != nil:
+		var parts []string
+		for i, fl := range a.fields {
+			p := fn.params[i] + ": " + f.pySurfaceExpr(fl.typ)
+			if !fl.required {
+				p += " = ..."
+			}
+			parts = append(parts, p)
+		}
+		s += "*, " + strings.Join(parts, ", ")
+	}
+	return s + ")"
+}

@@ -1,0 +1,490 @@
+package codegen
+
+import (
+	"fmt"
+	"strings"
+)
+
+// The Python emitter. It writes one module per server that imports only
+// typing and the capwire client and declares, per tool, one async
+// function with keyword-only arguments (so they are named), the
+// TypedDicts, Literal aliases and union aliases of its schemas, and, when
+// the tool declares an output schema, a decode helper typing its
+// structured result. Records are TypedDicts rather than dataclasses: a
+// call's arguments and a structured result are plain dicts on the wire
+// (capwire sends and returns dicts), so a TypedDict types them without a
+// conversion the client does not have. Server text reaches the module
+// only in '#' comments and docstrings (cleaned; '\' and '"' escaped, so
+// no docstring can end early or hold an escape) and in string literals
+// escaped to printable ASCII.
+
+// pyReservedWords are Python's keywords and soft keywords.
+var pyReservedWords = wordSet(`
+	False None True and as assert async await break class continue def del elif else except
+	finally for from global if import in is lambda nonlocal not or pass raise return try while
+	with yield match case type _`)
+
+// pyBuiltins are the names of Python's builtins module (3.11), which no
+// module-level name of a façade shadows: the façade uses some of them,
+// and a reader expects every one to mean what it always does.
+var pyBuiltins = wordSet(`
+	ArithmeticError AssertionError AttributeError BaseException BaseExceptionGroup
+	BlockingIOError BrokenPipeError BufferError BytesWarning ChildProcessError
+	ConnectionAbortedError ConnectionError ConnectionRefusedError ConnectionResetError
+	DeprecationWarning EOFError Ellipsis EncodingWarning EnvironmentError Exception
+	ExceptionGroup FileExistsError FileNotFoundError FloatingPointError FutureWarning
+	GeneratorExit IOError ImportError ImportWarning IndentationError IndexError InterruptedError
+	IsADirectoryError KeyError KeyboardInterrupt LookupError MemoryError ModuleNotFoundError
+	NameError NotADirectoryError NotImplemented NotImplementedError OSError OverflowError
+	PendingDeprecationWarning PermissionError ProcessLookupError RecursionError ReferenceError
+	ResourceWarning RuntimeError RuntimeWarning StopAsyncIteration StopIteration SyntaxError
+	SyntaxWarning SystemError SystemExit TabError TimeoutError TypeError UnboundLocalError
+	UnicodeDecodeError UnicodeEncodeError UnicodeError UnicodeTranslateError UnicodeWarning
+	UserWarning ValueError Warning ZeroDivisionError abs aiter all anext any ascii bin bool
+	breakpoint bytearray bytes callable chr classmethod compile complex copyright credits
+	delattr dict dir divmod enumerate eval exec exit filter float format frozenset getattr
+	globals hasattr hash help hex id input int isinstance issubclass iter len license list
+	locals map max memoryview min next object oct open ord pow print property quit range repr
+	reversed round set setattr slice sorted staticmethod str sum super tuple type vars zip`)
+
+// pyModuleNames are what a façade imports, or a program that imports a
+// façade likely does, beside it.
+var pyModuleNames = wordSet(`capwire typing asyncio`)
+
+var pyLang = fLang{
+	funcStyle:    snake,
+	funcFallback: "tool",
+	decodePrefix: "decode",
+	module:       func(s string) bool { return pyReservedWords[s] || pyBuiltins[s] || pyModuleNames[s] },
+	funcs:        func(s string) bool { return pyReservedWords[s] || pyBuiltins[s] || pyModuleNames[s] },
+	types:        func(s string) bool { return pyBuiltins[s] },
+}
+
+// pyParamReserved are the names no keyword parameter may take: keywords,
+// and the modules the function body uses.
+func pyParamReserved(s string) bool {
+	return pyReservedWords[s] && !pySoftKeywords[s] || pyModuleNames[s]
+}
+
+// pySoftKeywords are keywords only in their own statements, and names
+// everywhere else.
+var pySoftKeywords = wordSet(`match case type _`)
+
+// pyDeclares reports whether the module declares d: not an arguments
+// record the function spells out as keyword parameters.
+func (f *fFile) pyDeclares(d *typeDef) bool {
+	fn := f.argsRoot[d]
+	return fn == nil || fn.params == nil
+}
+
+// pyLit is the Python string literal of s, escaped to printable ASCII.
+func pyLit(s string) string {
+	var b strings.Builder
+	b.WriteByte('"')
+	for _, r := range strings.ToValidUTF8(s, "\uFFFD") {
+		switch {
+		case r == '"' || r == '\\':
+			b.WriteByte('\\')
+			b.WriteRune(r)
+		case r >= 0x20 && r < 0x7f:
+			b.WriteRune(r)
+		case r > 0xFFFF:
+			fmt.Fprintf(&b, `\U%08x`, r)
+		default:
+			fmt.Fprintf(&b, `\u%04x`, r)
+		}
+	}
+	b.WriteByte('"')
+	return b.String()
+}
+
+// pyDocText makes clean text safe inside a docstring: every backslash is
+// doubled, so none starts an escape, and a quote is escaped where it
+// would meet another or end the text, so no run of quotes can end the
+// docstring.
+func pyDocText(s string) string {
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case c == '\\':
+			b.WriteString(`\\`)
+		case c == '"' && (i+1 == len(s) || s[i+1] == '"'):
+			b.WriteString(`\"`)
+		default:
+			b.WriteByte(c)
+		}
+	}
+	return b.String()
+}
+
+// pyIdent reports an ASCII Python identifier.
+func pyIdent(s string) bool {
+	if s == "" || s[0] >= '0' && s[0] <= '9' {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_') {
+			return false
+		}
+	}
+	return true
+}
+
+// pyClassForm reports whether record d can be a TypedDict class: every
+// key an identifier that is no keyword, is not mangled as private
+// (leading "__"), and names nothing the class's annotations use.
+func (f *fFile) pyClassForm(d *typeDef) bool {
+	for _, fl := range d.fields {
+		w := fl.wire
+		if !pyIdent(w) || pyReservedWords[w] || strings.HasPrefix(w, "__") || pyModuleNames[w] || f.typeNames[w] {
+			return false
+		}
+	}
+	return true
+}
+
+// pyExpr spells the Python type of t; prefix qualifies the typing names
+// ("typing." in the source, "" on the surface).
+func (f *fFile) pyExpr(t typ, prefix string) string {
+	var e string
+	switch t.kind {
+	case kAny:
+		return prefix + "Any"
+	case kString:
+		e = "str"
+	case kInteger:
+		e = "int"
+	case kNumber:
+		e = "float"
+	case kBoolean:
+		e = "bool"
+	case kList:
+		e = "list[" + f.pyExpr(*t.elem, prefix) + "]"
+	case kMap:
+		e = "dict[str, " + f.pyExpr(*t.elem, prefix) + "]"
+	case kNamed:
+		e = f.types[t.def]
+	}
+	if t.nullable {
+		e += " | None"
+	}
+	return e
+}
+
+// pyAnn is t as an annotation the interpreter evaluates when the module
+// loads: quoted when it names a declared type, which may be declared
+// later (or be t itself).
+func (f *fFile) pyAnn(t typ) string {
+	e := f.pyExpr(t, "typing.")
+	if hasNamed(t) {
+		return `"` + e + `"`
+	}
+	return e
+}
+
+func hasNamed(t typ) bool {
+	for t.kind == kList || t.kind == kMap {
+		t = *t.elem
+	}
+	return t.kind == kNamed
+}
+
+// writePython writes the module. Every line is the generator's own;
+// server text enters only through pyLit, pyDocText and comments.
+func (f *fFile) writePython() []byte {
+	var b strings.Builder
+	b.WriteString("# Code generated by capbridge; DO NOT EDIT.\n")
+	fmt.Fprintf(&b, "# Listing SHA-256: %s.\n#\n", f.digest)
+	pyComment(&b, "", fmt.Sprintf("Module %s calls the tools of MCP server %s through capbridge. Each function sends its tool's name and its arguments' wire names verbatim and returns the tool's result. A tool's failure is a result with is_error set; a refused call raises capwire.Denied.", f.module, commentQuote(f.server)))
+	b.WriteString("\nimport typing\n\nimport capwire\n\n_Args = dict[str, object]\n")
+	for _, fn := range f.funcs {
+		f.writePyFunc(&b, fn)
+		for _, d := range f.byOwner[fn] {
+			if f.pyDeclares(d) {
+				f.writePyType(&b, d)
+			}
+		}
+	}
+	return []byte(b.String())
+}
+
+// pyComment writes clean text as '#' comment lines.
+func pyComment(b *strings.Builder, indent, text string) {
+	for _, l := range wrap(text, docWidth) {
+		b.WriteString(indent + "# " + l + "\n")
+	}
+}
+
+// pyDocstring writes a docstring of paragraphs of clean text, wrapped;
+// one short line stays on one line.
+func pyDocstring(b *strings.Builder, indent string, paras ...string) {
+	var lines []string
+	for _, p := range paras {
+		if p == "" {
+			continue
+		}
+		if len(lines) > 0 {
+			lines = append(lines, "")
+		}
+		lines = append(lines, wrap(p, docWidth)...)
+	}
+	if len(lines) == 1 {
+		b.WriteString(indent + `"""` + pyDocText(lines[0]) + `"""` + "\n")
+		return
+	}
+	b.WriteString(indent + `"""`)
+	for i, l := range lines {
+		switch {
+		case i == 0:
+			b.WriteString(pyDocText(l) + "\n")
+		case l == "":
+			b.WriteString("\n")
+		default:
+			b.WriteString(indent + pyDocText(l) + "\n")
+		}
+	}
+	b.WriteString(indent + `"""` + "\n")
+}
+
+func (f *fFile) writePyFunc(b *strings.Builder, fn *fFunc) {
+	t := fn.tp.tool
+	paras := []string{fmt.Sprintf("Calls tool %s of server %s.", commentQuote(t.Name), commentQuote(f.server)), toolDescription(t)}
+	if fn.tp.whole != "" {
+		paras = append(paras, "Its arguments are passed whole, as a dict from wire name to value: "+cleanText(fn.tp.whole, maxParamNote)+".")
+	}
+	if h := hintText(t.Hints); h != "" {
+		paras = append(paras, "Server hints (unverified): "+h+".")
+	}
+	if fn.decode != "" {
+		paras = append(paras, "Its structured result decodes with "+fn.decode+".")
+	}
+	a := argsOf(fn)
+	fmt.Fprintf(b, "\n\nasync def %s(\n", fn.name)
+	switch {
+	case fn.tp.whole != "" && a != nil:
+		fmt.Fprintf(b, "    args: %q,\n    *,\n", f.types[a])
+	case fn.tp.whole != "":
+		b.WriteString("    args: dict[str, typing.Any],\n    *,\n")
+	case a != nil:
+		b.WriteString("    *,\n")
+		for i, fl := range a.fields {
+			if fl.required {
+				fmt.Fprintf(b, "    %s: %s,\n", fn.params[i], f.pyAnn(fl.typ))
+			} else {
+				opt := fl.typ
+				opt.nullable = opt.kind != kAny // None leaves it out
+				fmt.Fprintf(b, "    %s: %s = None,\n", fn.params[i], f.pyAnn(opt))
+			}
+		}
+	default:
+		b.WriteString("    *,\n")
+	}
+	b.WriteString("    _timeout: float | None = None,\n) -> capwire.Result:\n")
+	pyDocstring(b, "    ", paras...)
+	arg := "{}"
+	switch {
+	case fn.tp.whole != "":
+		arg = "args"
+	case a != nil:
+		arg = "_args"
+		var req []string
+		for i, fl := range a.fields {
+			if fl.required {
+				req = append(req, pyLit(fl.wire)+": "+fn.params[i])
+			}
+		}
+		fmt.Fprintf(b, "    _args: _Args = {%s}\n", strings.Join(req, ", "))
+		for i, fl := range a.fields {
+			if !fl.required {
+				fmt.Fprintf(b, "    if %s is not None:\n        _args[%s] = %s\n", fn.params[i], pyLit(fl.wire), fn.params[i])
+			}
+		}
+	}
+	fmt.Fprintf(b, "    _client = await capwire.shared()\n    return await _client.call(%s, %s, %s, timeout=_timeout)\n", pyLit(f.server), pyLit(t.Name), arg)
+	if fn.decode == "" {
+		return
+	}
+	out := *fn.tp.output
+	check, what := pyKindCheck(out)
+	fmt.Fprintf(b, "\n\ndef %s(r: capwire.Result) -> %s:\n", fn.decode, f.pyAnn(out))
+	pyDocstring(b, "    ", fmt.Sprintf("Returns the structured result of %s (tool %s) as %s. Only its kind is checked, not its fields; a result that holds no structured %s raises TypeError.", fn.name, commentQuote(t.Name), f.pyExpr(out, ""), what))
+	fmt.Fprintf(b, "    v = r.structured\n    if %s:\n        raise TypeError(%s)\n", check, pyLit(fn.decode+": the result holds no structured "+what))
+	ann := f.pyExpr(out, "typing.")
+	fmt.Fprintf(b, "    return typing.cast(%s, v)\n", pyLit(ann))
+}
+
+// pyKindCheck is the condition under which structured value v is not of
+// t's JSON kind, and the kind's name.
+func pyKindCheck(t typ) (string, string) {
+	var check, what string
+	switch shapeOf(t) {
+	case "object":
+		check, what = "not isinstance(v, dict)", "object"
+	case "array":
+		check, what = "not isinstance(v, list)", "array"
+	case "string":
+		check, what = "not isinstance(v, str)", "string"
+	case "number":
+		check, what = "isinstance(v, bool) or not isinstance(v, (int, float))", "number"
+	case "boolean":
+		check, what = "not isinstance(v, bool)", "boolean"
+	default:
+		return "v is None", "value"
+	}
+	if t.nullable {
+		check = "v is not None and (" + check + ")"
+		what += " or None"
+	}
+	return check, what
+}
+
+func (f *fFile) writePyType(b *strings.Builder, d *typeDef) {
+	name := f.types[d]
+	head := fmt.Sprintf("%s is %s of tool %s.", name, f.role(d), commentQuote(f.owner[d].tp.tool.Name))
+	doc := cleanText(d.doc, maxToolDesc)
+	switch d.kind {
+	case dRecord:
+		if f.pyClassForm(d) {
+			fmt.Fprintf(b, "\n\nclass %s(typing.TypedDict):\n", name)
+			pyDocstring(b, "    ", head, doc)
+			for _, fl := range d.fields {
+				b.WriteByte('\n')
+				if note := fieldDoc(fl); note != "" {
+					pyComment(b, "    ", note)
+				}
+				fmt.Fprintf(b, "    %s: %s\n", fl.wire, f.pyField(fl))
+			}
+			return
+		}
+		b.WriteString("\n\n")
+		pyComment(b, "", head+" "+doc)
+		fmt.Fprintf(b, "%s = typing.TypedDict(%s, {\n", name, pyLit(name))
+		for _, fl := range d.fields {
+			if note := fieldDoc(fl); note != "" {
+				pyComment(b, "    ", note)
+			}
+			fmt.Fprintf(b, "    %s: %s,\n", pyLit(fl.wire), f.pyField(fl))
+		}
+		b.WriteString("})\n")
+	case dEnum:
+		b.WriteString("\n\n")
+		pyComment(b, "", head+" "+doc)
+		fmt.Fprintf(b, "%s: typing.TypeAlias = typing.Literal[%s]\n", name, pyEnumValues(d, ", ", 0))
+	case dUnion:
+		b.WriteString("\n\n")
+		pyComment(b, "", head+" "+doc+" One of its variants, "+unionHow(d)+".")
+		fmt.Fprintf(b, "%s: typing.TypeAlias = %s\n", name, pyLit(f.pyUnion(d, "typing.")))
+	}
+}
+
+// pyField is a TypedDict value type: NotRequired when the key may be
+// absent.
+func (f *fFile) pyField(fl field) string {
+	if fl.required {
+		return f.pyAnn(fl.typ)
+	}
+	return "typing.NotRequired[" + f.pyAnn(fl.typ) + "]"
+}
+
+// pyEnumValues joins an enum's values as Python literals; limit > 0 lists
+// at most that many.
+func pyEnumValues(d *typeDef, sep string, limit int) string {
+	var parts []string
+	for i, v := range d.values {
+		if limit > 0 && i == limit {
+			parts = append(parts, fmt.Sprintf("… (%d more)", len(d.values)-i))
+			break
+		}
+		if d.base == kString {
+			parts = append(parts, pyLit(v.str))
+		} else {
+			parts = append(parts, v.lit)
+		}
+	}
+	return strings.Join(parts, sep)
+}
+
+func (f *fFile) pyUnion(d *typeDef, prefix string) string {
+	var parts []string
+	for _, v := range d.variants {
+		parts = append(parts, f.pyExpr(v.typ, prefix))
+	}
+	return strings.Join(parts, " | ")
+}
+
+// pyIntent is what the module means to declare, for verification.
+func (f *fFile) pyIntent() fIntent {
+	in := fIntent{decls: map[string]bool{"_Args": true}, keys: map[string]bool{}, vocab: pyVocabulary,
+		header: []string{"import typing", "import capwire"}}
+	for _, fn := range f.funcs {
+		in.decls[fn.name] = true
+		if fn.decode != "" {
+			in.decls[fn.decode] = true
+		}
+		for _, p := range fn.params {
+			in.keys[p] = true
+		}
+	}
+	for _, d := range f.g.order {
+		if !f.pyDeclares(d) {
+			continue
+		}
+		in.decls[f.types[d]] = true
+		if d.kind == dRecord && f.pyClassForm(d) {
+			for _, fl := range d.fields {
+				in.keys[fl.wire] = true
+			}
+		}
+	}
+	return in
+}
+
+// pyVocabulary is every identifier the Python emitter writes outside
+// comments and strings besides the intended names and keys.
+var pyVocabulary = wordSet(`
+	import typing capwire async def await return if is not None and or raise class
+	dict str int float bool list object isinstance TypeError Any NotRequired TypedDict
+	TypeAlias Literal cast Result shared call timeout structured args v r
+	_Args _args _client _timeout`)
+
+// bindPython adds the keyword parameters to a binding: the snake_case
+// spellings of the arguments' wire names, with the Go rules for suffixes.
+// A residual collision takes the arguments whole, as the Go emitter does
+// for a record it cannot spell.
+func (f *fFile) bindPython() {
+	f.typeNames = map[string]bool{}
+	for _, n := range f.types {
+		f.typeNames[n] = true
+	}
+	for _, fn := range f.funcs {
+		a := argsOf(fn)
+		if a == nil {
+			continue
+		}
+		wires := make([]string, len(a.fields))
+		for i, fl := range a.fields {
+			wires[i] = fl.wire
+		}
+		ids, x, y := mangleAll(wires, snake, pyParamReserved, "arg")
+		if x >= 0 {
+			fn.tp.whole = "property names " + quoteNote(wires[x]) + " and " + quoteNote(wires[y]) + " collide"
+			continue
+		}
+		fn.params = ids
+	}
+}
+
+// emitPython binds, writes and verifies a Python module.
+func emitPython(server, digest string, plans []toolPlan) (*fFile, []byte, error) {
+	f, err := bindForeign(Python, pyLang, server, digest, plans)
+	if err != nil {
+		return nil, nil, err
+	}
+	f.bindPython()
+	src := f.writePython()
+	if err := verifyForeign(Python, src, f.pyIntent()); err != nil {
+		return nil, nil, err
+	}
+	return f, src, nil
+}

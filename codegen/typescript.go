@@ -1,0 +1,352 @@
+package codegen
+
+import (
+	"fmt"
+	"strings"
+)
+
+// The TypeScript emitter. It writes one ES module per server that imports
+// only the capwire client (tsImport) and declares, per tool, one async
+// function taking one arguments object (its interface spelled out, so
+// arguments are named), the interfaces, string-literal unions and union
+// aliases of its schemas, and, when the tool declares an output schema,
+// its output type and a decode helper. Server text reaches the module
+// only inside JSDoc blocks (cleaned, "*/" broken) and string literals
+// escaped to printable ASCII, so no description, name or value can end a
+// comment, a string or a line.
+
+// tsImport is the package every TypeScript façade imports, as capwire
+// (shared(), Client.call, Result, CallOptions).
+const tsImport = "@capbridge/capwire"
+
+// tsReservedWords are the words no TypeScript function, namespace or
+// module name may be: ECMAScript's reserved words in strict mode (an ES
+// module is strict), TypeScript's type keywords, the names a strict
+// binding cannot take, and the module's own import.
+var tsReservedWords = wordSet(`
+	break case catch class const continue debugger default delete do else enum export extends
+	false finally for function if import in instanceof new null return super switch this throw
+	true try typeof var void while with implements interface let package private protected
+	public static yield await async as from of get set type declare namespace module abstract
+	any unknown never number string boolean bigint symbol object undefined keyof readonly infer
+	is asserts satisfies accessor constructor require global
+	eval arguments NaN Infinity capwire`)
+
+// tsReservedTypes are the global names a type of the module must not
+// shadow: the ones the module uses, and the standard ones a reader
+// expects to mean what they always do.
+var tsReservedTypes = wordSet(`
+	Array ArrayBuffer ArrayLike BigInt Boolean DataView Date Error EvalError Function Iterable
+	IterableIterator Iterator JSON Map Math Number Object Partial Pick Omit Promise PromiseLike
+	RangeError ReadonlyArray ReadonlyMap ReadonlySet Record ReferenceError RegExp Required Set
+	String Symbol SyntaxError TypeError URIError Uint8Array WeakMap WeakSet AbortSignal`)
+
+func wordSet(s string) map[string]bool {
+	m := map[string]bool{}
+	for _, w := range strings.Fields(s) {
+		m[w] = true
+	}
+	return m
+}
+
+var tsLang = fLang{
+	funcStyle:    lowerCamel,
+	funcFallback: "tool",
+	decodePrefix: "decode",
+	module:       func(s string) bool { return tsReservedWords[s] },
+	funcs:        func(s string) bool { return tsReservedWords[s] },
+	types:        func(s string) bool { return tsReservedTypes[s] },
+}
+
+// jsLit is the JavaScript string literal of s, escaped to printable
+// ASCII: no quote, backslash, line terminator (U+2028 and U+2029
+// included) or other codepoint outside ' '..'~' survives unescaped.
+// Invalid UTF-8, which a JavaScript string cannot hold, becomes U+FFFD.
+func jsLit(s string) string {
+	var b strings.Builder
+	b.WriteByte('"')
+	for _, r := range strings.ToValidUTF8(s, "\uFFFD") {
+		switch {
+		case r == '"' || r == '\\':
+			b.WriteByte('\\')
+			b.WriteRune(r)
+		case r >= 0x20 && r < 0x7f:
+			b.WriteRune(r)
+		case r > 0xFFFF:
+			r -= 0x10000
+			fmt.Fprintf(&b, `\u%04x\u%04x`, 0xD800+(r>>10), 0xDC00+(r&0x3FF))
+		default:
+			fmt.Fprintf(&b, `\u%04x`, r)
+		}
+	}
+	b.WriteByte('"')
+	return b.String()
+}
+
+// jsIdent reports a wire name that is a property name as it stands in
+// TypeScript: ASCII letters, digits, '_' and '$', not leading with a
+// digit. Any other is written as a string literal.
+func jsIdent(s string) bool {
+	if s == "" || s[0] >= '0' && s[0] <= '9' {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '$') {
+			return false
+		}
+	}
+	return true
+}
+
+// tsKey is a record's property name in TypeScript.
+func tsKey(wire string) string {
+	if jsIdent(wire) {
+		return wire
+	}
+	return jsLit(wire)
+}
+
+// jsdocText makes clean text (see cleanText) safe inside a JSDoc block:
+// "*/" cannot close it.
+func jsdocText(s string) string { return strings.ReplaceAll(s, "*/", "*\\/") }
+
+// tsExpr spells the TypeScript type of t; out says it is read from a
+// result, where capwire decodes every integer as a number.
+func (f *fFile) tsExpr(t typ, out bool) string {
+	var e string
+	switch t.kind {
+	case kAny:
+		return "unknown"
+	case kString:
+		e = "string"
+	case kInteger:
+		e = "number"
+		if t.unsigned && !out {
+			e = "number | bigint"
+		}
+	case kNumber:
+		e = "number"
+	case kBoolean:
+		e = "boolean"
+	case kList:
+		el := f.tsExpr(*t.elem, out)
+		if strings.ContainsAny(el, " ") {
+			el = "(" + el + ")"
+		}
+		e = el + "[]"
+	case kMap:
+		e = "{ [key: string]: " + f.tsExpr(*t.elem, out) + " }"
+	case kNamed:
+		e = f.types[t.def]
+	}
+	if t.nullable {
+		e += " | null"
+	}
+	return e
+}
+
+// tsOutput reports a type declared by an output schema.
+func (f *fFile) tsOutput(d *typeDef) bool { return f.g.output[d] }
+
+// writeTS writes the module. Every line is the generator's own; server
+// text enters only through jsLit, tsKey and jsdoc.
+func (f *fFile) writeTS() []byte {
+	var b strings.Builder
+	b.WriteString("// Code generated by capbridge; DO NOT EDIT.\n")
+	fmt.Fprintf(&b, "// Listing SHA-256: %s.\n", f.digest)
+	b.WriteString("//\n")
+	commentLines(&b, "", fmt.Sprintf("Module %s calls the tools of MCP server %s through capbridge. Each function sends its tool's name and its arguments' wire names verbatim and resolves with the tool's result. A tool's failure is a result with is_error set; a refused call rejects (capwire.DeniedError).", f.module, commentQuote(f.server)))
+	b.WriteByte('\n')
+	fmt.Fprintf(&b, "import * as capwire from %s;\n", jsLit(tsImport))
+	for _, fn := range f.funcs {
+		f.writeTSFunc(&b, fn)
+		for _, d := range f.byOwner[fn] {
+			f.writeTSType(&b, d)
+		}
+	}
+	return []byte(b.String())
+}
+
+// tsDoc writes a JSDoc block of paragraphs of clean text, wrapped; one
+// short line stays on one line.
+func tsDoc(b *strings.Builder, indent string, paras ...string) {
+	var lines []string
+	for _, p := range paras {
+		if p == "" {
+			continue
+		}
+		if len(lines) > 0 {
+			lines = append(lines, "")
+		}
+		lines = append(lines, wrap(jsdocText(p), docWidth)...)
+	}
+	if len(lines) == 1 {
+		b.WriteString(indent + "/** " + lines[0] + " */\n")
+		return
+	}
+	b.WriteString(indent + "/**\n")
+	for _, l := range lines {
+		if l == "" {
+			b.WriteString(indent + " *\n")
+			continue
+		}
+		b.WriteString(indent + " * " + l + "\n")
+	}
+	b.WriteString(indent + " */\n")
+}
+
+func (f *fFile) writeTSFunc(b *strings.Builder, fn *fFunc) {
+	t := fn.tp.tool
+	paras := []string{fmt.Sprintf("Calls tool %s of server %s.", commentQuote(t.Name), commentQuote(f.server)), toolDescription(t)}
+	if fn.tp.whole != "" {
+		paras = append(paras, "Its arguments are passed whole, as an object from wire name to value: "+cleanText(fn.tp.whole, maxParamNote)+".")
+	}
+	if h := hintText(t.Hints); h != "" {
+		paras = append(paras, "Server hints (unverified): "+h+".")
+	}
+	if fn.decode != "" {
+		paras = append(paras, "Its structured result decodes with "+fn.decode+".")
+	}
+	b.WriteByte('\n')
+	tsDoc(b, "", paras...)
+	args, arg := "", "{}"
+	switch a := argsOf(fn); {
+	case fn.tp.whole != "":
+		args, arg = "args: { [key: string]: unknown }, ", "args"
+	case a != nil:
+		args, arg = "args: "+f.types[a]+", ", "args"
+	}
+	fmt.Fprintf(b, "export async function %s(%sopts?: capwire.CallOptions): Promise<capwire.Result> {\n", fn.name, args)
+	fmt.Fprintf(b, "  const c = await capwire.shared();\n  return c.call(%s, %s, %s, opts);\n}\n", jsLit(f.server), jsLit(t.Name), arg)
+	if fn.decode == "" {
+		return
+	}
+	out := f.tsExpr(*fn.tp.output, true)
+	check, what := tsKindCheck(*fn.tp.output)
+	b.WriteByte('\n')
+	tsDoc(b, "", fmt.Sprintf("Returns the structured result of %s (tool %s) as %s. Only its kind is checked, not its fields; a result that holds no structured %s throws a TypeError.", fn.name, commentQuote(t.Name), out, what))
+	fmt.Fprintf(b, "export function %s(r: capwire.Result): %s {\n  const v = r.structured;\n", fn.decode, out)
+	fmt.Fprintf(b, "  if (%s) {\n    throw new TypeError(%s);\n  }\n  return v as %s;\n}\n", check, jsLit(fn.name+": the result holds no structured "+what), out)
+}
+
+// tsKindCheck is the condition under which structured value v is not of
+// t's JSON kind, and the kind's name.
+func tsKindCheck(t typ) (string, string) {
+	var check, what string
+	switch shapeOf(t) {
+	case "object":
+		check, what = `typeof v !== "object" || v === null || Array.isArray(v)`, "object"
+	case "array":
+		check, what = "!Array.isArray(v)", "array"
+	case "string", "number", "boolean":
+		check, what = "typeof v !== "+jsLit(shapeOf(t)), shapeOf(t)
+	default:
+		return "v === undefined", "value"
+	}
+	if t.nullable {
+		check = "v !== null && (" + check + ")"
+		what += " or null"
+	}
+	return check, what
+}
+
+func (f *fFile) writeTSType(b *strings.Builder, d *typeDef) {
+	name := f.types[d]
+	out := f.tsOutput(d)
+	b.WriteByte('\n')
+	head := fmt.Sprintf("%s is %s of tool %s.", name, f.role(d), commentQuote(f.g.owner[d].tp.tool.Name))
+	switch d.kind {
+	case dRecord:
+		tsDoc(b, "", head, cleanText(d.doc, maxToolDesc))
+		if len(d.fields) == 0 {
+			fmt.Fprintf(b, "export interface %s {}\n", name)
+			return
+		}
+		fmt.Fprintf(b, "export interface %s {\n", name)
+		for _, fl := range d.fields {
+			if note := fieldDoc(fl); note != "" {
+				tsDoc(b, "  ", note)
+			}
+			opt := ""
+			if !fl.required {
+				opt = "?"
+			}
+			fmt.Fprintf(b, "  %s%s: %s;\n", tsKey(fl.wire), opt, f.tsExpr(fl.typ, out))
+		}
+		b.WriteString("}\n")
+	case dEnum:
+		tsDoc(b, "", head, cleanText(d.doc, maxToolDesc))
+		fmt.Fprintf(b, "export type %s = %s;\n", name, tsEnumValues(d, " | ", 0))
+	case dUnion:
+		tsDoc(b, "", head, cleanText(d.doc, maxToolDesc), "One of its variants, "+unionHow(d)+".")
+		fmt.Fprintf(b, "export type %s = %s;\n", name, f.tsUnion(d, out))
+	}
+}
+
+// tsEnumValues joins an enum's values as TypeScript literal types; limit
+// > 0 lists at most that many.
+func tsEnumValues(d *typeDef, sep string, limit int) string {
+	var parts []string
+	for i, v := range d.values {
+		if limit > 0 && i == limit {
+			parts = append(parts, fmt.Sprintf("… (%d more)", len(d.values)-i))
+			break
+		}
+		if d.base == kString {
+			parts = append(parts, jsLit(v.str))
+		} else {
+			parts = append(parts, v.lit)
+		}
+	}
+	return strings.Join(parts, sep)
+}
+
+func (f *fFile) tsUnion(d *typeDef, out bool) string {
+	var parts []string
+	for _, v := range d.variants {
+		parts = append(parts, f.tsExpr(v.typ, out))
+	}
+	return strings.Join(parts, " | ")
+}
+
+// tsIntent is what the module means to declare, for verification.
+func (f *fFile) tsIntent() fIntent {
+	in := fIntent{decls: map[string]bool{}, keys: map[string]bool{}, vocab: tsVocabulary,
+		header: []string{"import * as capwire from " + jsLit(tsImport) + ";"}}
+	for _, fn := range f.funcs {
+		in.decls[fn.name] = true
+		if fn.decode != "" {
+			in.decls[fn.decode] = true
+		}
+	}
+	for _, d := range f.g.order {
+		in.decls[f.types[d]] = true
+		for _, fl := range d.fields {
+			if jsIdent(fl.wire) {
+				in.keys[fl.wire] = true
+			}
+		}
+	}
+	return in
+}
+
+// tsVocabulary is every identifier the TypeScript emitter writes outside
+// comments and strings besides the intended names and keys.
+var tsVocabulary = wordSet(`
+	import as from export const async function await return if throw new typeof null
+	interface type capwire shared call CallOptions Result Promise args opts c r v key
+	structured string number boolean bigint unknown undefined Array isArray TypeError`)
+
+// emitTS binds, writes and verifies a TypeScript module.
+func emitTS(server, digest string, plans []toolPlan) (*fFile, []byte, error) {
+	f, err := bindForeign(TypeScript, tsLang, server, digest, plans)
+	if err != nil {
+		return nil, nil, err
+	}
+	src := f.writeTS()
+	if err := verifyForeign(TypeScript, src, f.tsIntent()); err != nil {
+		return nil, nil, err
+	}
+	return f, src, nil
+}
