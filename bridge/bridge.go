@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os/user"
 	"strconv"
@@ -22,6 +23,13 @@ type Options struct {
 	// Log receives operational logs; Audit receives one line per
 	// connection and per call (see auditCall). Either may be zerolog.Nop().
 	Log, Audit zerolog.Logger
+	// AuditWriter, when set, is where Audit's lines go instead of Audit's
+	// own writer, in batches: lines are gathered and written when 64 KiB
+	// are waiting or 5 ms after the first, and Shutdown writes the rest.
+	// A line then costs a copy, not a write system call, which at one
+	// line per call is most of what the audit trail costs. It must take
+	// several lines in one Write (zerolog's ConsoleWriter does not).
+	AuditWriter io.Writer
 	// ClientVersion is sent as clientInfo.version to every server.
 	ClientVersion string
 }
@@ -36,7 +44,10 @@ type Bridge struct {
 	cfg   *config.Config
 	log   zerolog.Logger
 	audit zerolog.Logger
-	ver   string
+	// auditOut batches audit's lines when Options.AuditWriter is set;
+	// Shutdown flushes it. Nil otherwise.
+	auditOut *lineBatch
+	ver      string
 
 	// ctx is the service's lifetime: grants (and so connections and
 	// calls) derive from it. stop cancels it with errShuttingDown.
@@ -76,6 +87,10 @@ func New(o Options) *Bridge {
 		flight:    newFlight(),
 		open:      map[net.Conn]struct{}{},
 		connsIdle: make(chan struct{}),
+	}
+	if o.AuditWriter != nil {
+		b.auditOut = newLineBatch(o.AuditWriter, auditBatchBytes, auditBatchDelay)
+		b.audit = o.Audit.Output(b.auditOut)
 	}
 	for _, s := range o.Config.Servers {
 		b.servers[s.Name] = newServer(s, o.Log)
@@ -247,6 +262,8 @@ func (b *Bridge) signalConnsIdle() {
 //     (write_timeout); should a connection still be open after grace
 //     plus twice that, Shutdown closes it outright.
 //  5. Every server is retired in parallel with mcpwire's bounded sequence.
+//  6. The audit lines still batched are written (later ones are written
+//     at once).
 //
 // It returns an error naming every server whose exit could not be
 // confirmed. Shutdown may be called without Listen or Serve, and once.
@@ -307,6 +324,11 @@ func (b *Bridge) shutdown(graceOver <-chan time.Time, connBound time.Duration) e
 		})
 	}
 	wg.Wait()
+	if b.auditOut != nil {
+		if err := b.auditOut.Close(); err != nil {
+			b.log.Error().Err(err).Msg("writing the audit trail")
+		}
+	}
 	return errors.Join(errs...)
 }
 

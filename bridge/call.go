@@ -110,20 +110,21 @@ func (b *Bridge) call(ctx context.Context, req callRequest) outcome {
 		return conversionDenial(capwire.CodeBadArguments, "the arguments cannot be converted to JSON", "", err)
 	}
 
+	// The deadline has one timer: mcpwire's, for the call at the server
+	// (idle and maximum both d, so progress does not stretch it), which
+	// admission's queue, when a call waits there, shortens by the wait.
 	d := s.cfg.CallTimeout
 	if req.timeoutMS > 0 {
 		d = time.Duration(min(req.timeoutMS, uint64(s.cfg.MaxCallTimeout/time.Millisecond))) * time.Millisecond
 	}
-	ctx, cancel := context.WithTimeoutCause(ctx, d, errCallTimeout)
-	defer cancel()
-
-	release, err := s.admit(ctx)
+	release, waited, err := s.admit(ctx, d)
 	if err != nil {
 		if errors.Is(err, errOverloaded) {
 			return deny(capwire.CodeOverloaded, "server "+quote(req.server)+" has "+strconv.Itoa(s.cfg.MaxInflight)+" calls running and "+strconv.Itoa(s.cfg.MaxQueue)+" waiting; try again later")
 		}
-		return b.ended(ctx, req, err)
+		return b.ended(err, req)
 	}
+	d -= waited
 	s.calls.Add(1)
 	res, err := client.CallTool(ctx, req.tool, args, mcpwire.CallOptions{IdleTimeout: d, MaxTimeout: d})
 	release()
@@ -158,7 +159,7 @@ func (b *Bridge) failed(ctx context.Context, req callRequest, err error) outcome
 	var dead *mcpwire.DeadError
 	switch {
 	case ctx.Err() != nil:
-		return b.ended(ctx, req, err)
+		return b.ended(context.Cause(ctx), req)
 	case errors.As(err, &rpc):
 		o := deny(capwire.CodeServerError, "server "+quote(req.server)+" answered error "+strconv.FormatInt(rpc.Code, 10)+": "+clip(rpc.Message, 1024))
 		o.denial.RPCCode = int(rpc.Code)
@@ -183,9 +184,9 @@ func (b *Bridge) failed(ctx context.Context, req callRequest, err error) outcome
 	}
 }
 
-// ended translates the end of the call's context into a denial.
-func (b *Bridge) ended(ctx context.Context, req callRequest, err error) outcome {
-	cause := context.Cause(ctx)
+// ended translates why a call ended before its server answered (its
+// context's cause, or errCallTimeout from admission) into a denial.
+func (b *Bridge) ended(cause error, req callRequest) outcome {
 	switch {
 	case errors.Is(cause, errCallTimeout):
 		return deny(capwire.CodeTimeout, "call to "+quote(req.tool)+" on server "+quote(req.server)+" timed out")
@@ -198,7 +199,7 @@ func (b *Bridge) ended(ctx context.Context, req callRequest, err error) outcome 
 	case errors.Is(cause, errCancelled), errors.Is(cause, errDisconnected):
 		return deny(capwire.CodeCancelled, "the call was cancelled")
 	default:
-		return deny(capwire.CodeCancelled, "the call ended: "+err.Error())
+		return deny(capwire.CodeCancelled, "the call ended: "+cause.Error())
 	}
 }
 

@@ -17,21 +17,37 @@ import (
 
 // callConn is one connection on the call socket: a jailed program's.
 //
-// One goroutine (serve) reads frames; each call runs in its own goroutine
-// and answers through the ServerConn's serialized writer. The calls in
-// flight live in one map behind one lock; each is retired exactly once, by
-// the goroutine that ran it, which removes its id before sending the reply
-// so that a client reusing the id after the reply is never refused.
+// Its goroutines are workers that take turns at one role, the reader's.
+// The worker holding it reads frames, answers cancels and refusals
+// itself, and on admitting a call hands the role to an idle worker (or
+// starts one) and runs the call: the goroutine that read a call runs it
+// and writes its reply, so a call costs no hand-over of its own on its
+// way through. A worker whose call is done waits, idle, for the role
+// again. At most max_conn_inflight calls run, so at most
+// max_conn_inflight+1 workers exist; they live as long as the connection.
+//
+// The calls in flight live in one map behind mu; each is retired exactly
+// once, by the worker that ran it, which removes its id before sending the
+// reply so that a client reusing the id after the reply is never refused.
 type callConn struct {
 	b     *Bridge
 	sc    *capserver.Conn
 	nc    *net.UnixConn // sc's connection, for CloseRead
 	peer  PeerCred
 	grant *Grant
+	// ctx is the connection's lifetime, under the grant's; it ends with
+	// the grant's cause, or errDisconnected when reading ends.
+	ctx    context.Context
+	cancel context.CancelCauseFunc
 
 	mu       sync.Mutex
 	inflight map[uint64]context.CancelCauseFunc
-	calls    sync.WaitGroup
+	idle     int  // workers waiting on turn
+	ended    bool // reading has ended: no worker will get the role again
+
+	turn    chan struct{} // unbuffered: a send hands the reader's role to an idle worker
+	endedC  chan struct{} // closed when ended is set
+	workers sync.WaitGroup
 }
 
 // serveCallConn runs one call-socket connection to its end. It returns
@@ -49,7 +65,7 @@ func (b *Bridge) serveCallConn(nc *net.UnixConn) {
 		return
 	}
 	uids := b.cfg.Bridge.AllowedUIDs
-	c := &callConn{b: b, sc: sc, nc: nc, peer: peer, inflight: map[uint64]context.CancelCauseFunc{}}
+	c := &callConn{b: b, sc: sc, nc: nc, peer: peer, inflight: map[uint64]context.CancelCauseFunc{}, turn: make(chan struct{}), endedC: make(chan struct{})}
 	// The client learns only bad_token; the audit trail gets the real
 	// cause and the grant id the token named (never the token itself), so
 	// an operator can see a revoked grant still being tried.
@@ -87,23 +103,43 @@ func (b *Bridge) serveCallConn(nc *net.UnixConn) {
 	c.serve()
 }
 
-// serve is the read loop. It ends when the client goes away, breaks the
-// framing, or the grant or the bridge ends; then it cancels what is still
-// running and waits for each call's single reply to be sent (or dropped,
-// if the connection is gone).
+// serve runs the connection's workers, beginning with this goroutine,
+// until reading ends: the client goes away, breaks the framing, or the
+// grant or the bridge ends. Then what is still running is cancelled, and
+// serve returns once each call's single reply was sent (or dropped, if
+// the connection is gone).
 func (c *callConn) serve() {
-	ctx, cancel := context.WithCancelCause(c.grant.Context())
-	defer func() {
-		cancel(errDisconnected)
-		c.calls.Wait()
-	}()
+	c.ctx, c.cancel = context.WithCancelCause(c.grant.Context())
 	// Ending the grant (revoke, expiry) or the bridge closes only the
 	// read side, which unblocks Read: the calls in flight, cancelled with
 	// the grant's cause, must still send their revoked or shutting_down
 	// denial (docs/capwire.md §5) before serveCallConn closes the
 	// connection. Closing it outright here dropped those replies.
-	stop := context.AfterFunc(ctx, func() { _ = c.nc.CloseRead() })
+	stop := context.AfterFunc(c.ctx, func() { _ = c.nc.CloseRead() })
 	defer stop()
+	c.work()
+	c.workers.Wait()
+}
+
+// work is a worker's life: hold the reader's role until a call is
+// admitted, run it, wait for the role again.
+func (c *callConn) work() {
+	for {
+		m, ctx := c.lead()
+		if m == nil {
+			return
+		}
+		c.run(ctx, m)
+		if !c.await() {
+			return
+		}
+	}
+}
+
+// lead reads frames while this worker holds the reader's role. It returns
+// an admitted call and its context once it has handed the role on, or nil
+// once reading has ended.
+func (c *callConn) lead() (*capserver.Call, context.Context) {
 	maxInflight := c.b.cfg.Bridge.MaxConnInflight
 	for {
 		m, err := c.sc.Read()
@@ -111,7 +147,7 @@ func (c *callConn) serve() {
 			var we *capwire.WireError
 			switch {
 			case errors.As(err, &we) && !we.Fatal:
-				c.reply(context.Background(), we.Denial())
+				c.reply(we.Denial())
 				continue
 			case errors.As(err, &we):
 				_ = c.sc.Fatal(we.Code, we.Msg)
@@ -119,10 +155,8 @@ func (c *callConn) serve() {
 			default:
 				c.b.log.Debug().Err(err).Str("grant", c.grant.ID).Msg("call connection ended")
 			}
-			if cause := context.Cause(ctx); cause != nil && !errors.Is(cause, errDisconnected) {
-				cancel(cause)
-			}
-			return
+			c.end()
+			return nil, nil
 		}
 		switch m := m.(type) {
 		case *capwire.CancelMsg:
@@ -138,30 +172,73 @@ func (c *callConn) serve() {
 			var callCtx context.Context
 			if !dup && !full {
 				var callCancel context.CancelCauseFunc
-				callCtx, callCancel = context.WithCancelCause(ctx)
+				callCtx, callCancel = context.WithCancelCause(c.ctx)
 				c.inflight[m.ID] = callCancel
-				c.calls.Add(1)
 			}
 			c.mu.Unlock()
 			switch {
 			case dup:
 				// The spec makes ids unique among a connection's calls in
 				// flight; a second one cannot be told apart from the first.
-				c.reply(ctx, &capwire.DeniedMsg{ID: m.ID, Denial: capwire.Denied{Code: capwire.CodeBadRequest, Message: "call id is already in flight on this connection"}})
+				c.reply(&capwire.DeniedMsg{ID: m.ID, Denial: capwire.Denied{Code: capwire.CodeBadRequest, Message: "call id is already in flight on this connection"}})
 				m.Release()
 			case full:
-				c.reply(ctx, &capwire.DeniedMsg{ID: m.ID, Denial: capwire.Denied{Code: capwire.CodeOverloaded, Message: "this connection already has the most calls in flight that capbridge allows"}})
+				c.reply(&capwire.DeniedMsg{ID: m.ID, Denial: capwire.Denied{Code: capwire.CodeOverloaded, Message: "this connection already has the most calls in flight that capbridge allows"}})
 				m.Release()
 			default:
-				go c.run(callCtx, m)
+				c.handOff()
+				return m, callCtx
 			}
 		}
 	}
 }
 
+// handOff gives the reader's role to an idle worker, or to a new one if
+// none is idle, so that cancels and further calls are read while this
+// worker runs its call. The caller holds the role.
+func (c *callConn) handOff() {
+	c.mu.Lock()
+	if c.idle > 0 {
+		c.idle--
+		c.mu.Unlock()
+		c.turn <- struct{}{}
+		return
+	}
+	c.mu.Unlock()
+	c.workers.Go(c.work)
+}
+
+// await waits, idle, for the reader's role. It reports false once
+// reading has ended, when the worker should exit.
+func (c *callConn) await() bool {
+	c.mu.Lock()
+	if c.ended {
+		c.mu.Unlock()
+		return false
+	}
+	c.idle++
+	c.mu.Unlock()
+	select {
+	case <-c.turn:
+		return true
+	case <-c.endedC:
+		return false
+	}
+}
+
+// end is reading's end, called by the worker holding the role: the calls
+// still running are cancelled (with the grant's or the bridge's cause if
+// that is what closed the read side) and idle workers exit.
+func (c *callConn) end() {
+	c.cancel(errDisconnected)
+	c.mu.Lock()
+	c.ended = true
+	c.mu.Unlock()
+	close(c.endedC)
+}
+
 // run executes one call and sends its one reply.
 func (c *callConn) run(ctx context.Context, m *capserver.Call) {
-	defer c.calls.Done()
 	start := time.Now()
 	server, hasPrefix := strings.CutPrefix(m.Cap, capwire.CapPrefix)
 	var o outcome
@@ -183,35 +260,26 @@ func (c *callConn) run(ctx context.Context, m *capserver.Call) {
 // send writes the reply for id, turning a result too large for a frame
 // into a result_too_large denial. It returns the outcome the client was
 // sent, which is what the audit line must record.
+//
+// Sending needs no timer of its own: a reply waits only for room in the
+// connection's bounded queue or for a write, and every write carries the
+// connection's deadline, whose expiry ends the connection and every wait.
 func (c *callConn) send(id uint64, o outcome) outcome {
 	if o.denial != nil {
-		c.reply(context.Background(), &capwire.DeniedMsg{ID: id, Denial: *o.denial})
+		c.reply(&capwire.DeniedMsg{ID: id, Denial: *o.denial})
 		return o
 	}
-	ctx, cancel := c.sendCtx()
-	err := c.sc.Send(ctx, &capwire.ResultMsg{ID: id, Result: *o.result})
-	cancel()
+	err := c.sc.Send(context.Background(), &capwire.ResultMsg{ID: id, Result: *o.result})
 	if errors.Is(err, capwire.ErrFrameTooLarge) {
 		o.denial = &capwire.Denied{Code: capwire.CodeResultTooLarge, Message: "the result is larger than a frame may be (" + strconv.Itoa(c.b.cfg.Bridge.MaxFrame) + " bytes)"}
-		c.reply(context.Background(), &capwire.DeniedMsg{ID: id, Denial: *o.denial})
+		c.reply(&capwire.DeniedMsg{ID: id, Denial: *o.denial})
 	}
 	return o
 }
 
-// sendCtx bounds how long a reply may wait for room in the write queue.
-// The writer's own deadline ends a connection whose reader has stalled;
-// this only keeps a call goroutine from waiting longer than that. The
-// caller cancels it as soon as Send returns, so a reply does not keep a
-// timer and a context alive for the whole bound after it was queued.
-func (c *callConn) sendCtx() (context.Context, context.CancelFunc) {
-	return context.WithTimeout(context.Background(), 2*c.b.cfg.Bridge.WriteTimeout)
-}
-
-func (c *callConn) reply(_ context.Context, m capwire.Message) {
+func (c *callConn) reply(m capwire.Message) {
 	// A failed send means the connection is gone; the client then sees
 	// every unanswered call fail, which is the spec's rule for a broken
 	// connection, so there is nothing more to do here.
-	ctx, cancel := c.sendCtx()
-	defer cancel()
-	_ = c.sc.Send(ctx, m)
+	_ = c.sc.Send(context.Background(), m)
 }

@@ -283,16 +283,17 @@ func (e *unavailableError) Error() string {
 	return msg
 }
 
-// admit waits for a call slot, queueing at most max_queue calls. It
-// returns a release function, or errOverloaded when the queue is full, or
-// the context's error.
-func (s *server) admit(ctx context.Context) (func(), error) {
+// admit waits for a call slot, queueing at most max_queue calls and for
+// at most d. It returns a release function and how long it waited, or
+// errOverloaded when the queue is full, errCallTimeout when d passed in
+// the queue, or the context's cause. Only a call that queues has a timer.
+func (s *server) admit(ctx context.Context, d time.Duration) (func(), time.Duration, error) {
 	// A call whose context already ended (its grant revoked or expired,
-	// its deadline passed, shutdown) takes no slot: the fast path below
-	// does not look at ctx, and mcpwire may still write a call whose ctx
-	// is done, which would run the tool for a grant that has ended.
+	// shutdown) takes no slot: the fast path below does not look at ctx,
+	// and mcpwire may still write a call whose ctx is done, which would
+	// run the tool for a grant that has ended.
 	if ctx.Err() != nil {
-		return nil, context.Cause(ctx)
+		return nil, 0, context.Cause(ctx)
 	}
 	release := func() {
 		s.inflight.Add(-1)
@@ -301,20 +302,25 @@ func (s *server) admit(ctx context.Context) (func(), error) {
 	select {
 	case s.slots <- struct{}{}:
 		s.inflight.Add(1)
-		return release, nil
+		return release, 0, nil
 	default:
 	}
 	if s.waiting.Add(1) > int64(s.cfg.MaxQueue) {
 		s.waiting.Add(-1)
-		return nil, errOverloaded
+		return nil, 0, errOverloaded
 	}
 	defer s.waiting.Add(-1)
+	start := time.Now()
+	t := time.NewTimer(d)
+	defer t.Stop()
 	select {
 	case s.slots <- struct{}{}:
 		s.inflight.Add(1)
-		return release, nil
+		return release, time.Since(start), nil
+	case <-t.C:
+		return nil, 0, errCallTimeout
 	case <-ctx.Done():
-		return nil, context.Cause(ctx)
+		return nil, 0, context.Cause(ctx)
 	}
 }
 

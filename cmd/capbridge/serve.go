@@ -74,16 +74,21 @@ cannot be opened, 5 shutdown that could not confirm every server exited.`)
 	if cfg.Bridge.ControlSocket == "" {
 		cfg.Bridge.ControlSocket = control
 	}
-	log := newLogger(stderr, cfg.Bridge.LogFormat, cfg.Bridge.LogLevel)
+	log, console := newLogger(stderr, cfg.Bridge.LogFormat, cfg.Bridge.LogLevel)
 	for _, w := range warnings {
 		log.Warn().Str("file", w.File).Int("line", w.Line).Str("key", w.Key).Str("fix", w.Fix).Msg(w.Msg)
 	}
-	b := bridge.New(bridge.Options{
+	opts := bridge.Options{
 		Config:        cfg,
 		Log:           log,
 		Audit:         log.With().Str("log", "audit").Logger(),
 		ClientVersion: version(),
-	})
+	}
+	if !console {
+		// JSON lines can be batched; the console writer takes one per Write.
+		opts.AuditWriter = stderr
+	}
+	b := bridge.New(opts)
 
 	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
@@ -237,15 +242,18 @@ func readBounded(path string) ([]byte, error) {
 
 // newLogger writes human-readable lines to a terminal and JSON lines
 // otherwise (log_format "auto"), at the configured level.
-func newLogger(w io.Writer, format, level string) zerolog.Logger {
-	if format == "console" || (format == "auto" && isTerminal(w)) {
+// newLogger returns the logger writing to w, and whether it writes the
+// console format rather than JSON lines.
+func newLogger(w io.Writer, format, level string) (zerolog.Logger, bool) {
+	console := format == "console" || (format == "auto" && isTerminal(w))
+	if console {
 		w = zerolog.ConsoleWriter{Out: w, TimeFormat: time.TimeOnly}
 	}
 	lvl, err := zerolog.ParseLevel(level)
 	if err != nil {
 		lvl = zerolog.InfoLevel
 	}
-	return zerolog.New(w).Level(lvl).With().Timestamp().Logger()
+	return zerolog.New(w).Level(lvl).With().Timestamp().Logger(), console
 }
 
 func isTerminal(w io.Writer) bool {

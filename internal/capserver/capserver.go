@@ -23,7 +23,7 @@ import (
 type Config struct {
 	MaxFrame         int           // largest payload read or written; bound.MaxMessage
 	WriteQueue       int           // frames waiting to be written before Send waits; 256
-	WriteTimeout     time.Duration // each write (a batch of frames) must finish within it; 10 s
+	WriteTimeout     time.Duration // a write (a batch of frames) must finish within it; 10 s
 	HandshakeTimeout time.Duration // the hello must arrive within it; 10 s
 }
 
@@ -44,38 +44,42 @@ func (c Config) withDefaults() Config {
 }
 
 // Conn is capbridge's side of one client connection: a frame reader and a
-// serialized, bounded writer. The bridge runs one goroutine that calls
-// Handshake once and then Read in a loop, and answers calls from any
-// goroutines with Send.
+// serialized, bounded writer. The bridge calls Handshake once and then Read
+// in a loop, and answers calls from any goroutines with Send.
 //
-// Concurrency: Handshake and Read are called by one goroutine only; Send,
-// Fatal, Close, Done and Err may be called by any goroutine at any time.
-// Close unblocks a Read in progress.
+// Send writes in the sending goroutine (framewrite.Inline): a reply sent
+// while the connection is idle is written at once, with no hand-over to a
+// writer goroutine; replies sent during a write are queued and written,
+// together, by the goroutine already writing.
+//
+// Concurrency: Handshake and Read are called by one goroutine at a time
+// (the role may pass between goroutines, with a happens-before edge such
+// as a channel operation); Send, Fatal, Close, Done and Err may be called
+// by any goroutine at any time. Close unblocks a Read in progress.
 //
 // Bounds: a frame is at most MaxFrame bytes each way; at most WriteQueue
 // frames wait to be written; a write that does not finish within
 // WriteTimeout ends the connection, so a client that stops reading cannot
 // stall the goroutines answering it: their Send returns capwire.ErrClosed
-// within about one WriteTimeout.
+// within about one WriteTimeout per batch ahead of it.
 type Conn struct {
 	conn net.Conn
 	cfg  Config
 	fr   *capwire.FrameReader // owned by the reading goroutine
-	w    *framewrite.Writer
+	w    *framewrite.Inline
 
 	closeOnce sync.Once
 	closeErr  error
 }
 
-// New takes ownership of conn (Close closes it) and starts its writer
-// goroutine, which exits when the connection is closed or breaks.
+// New takes ownership of conn (Close closes it). It starts no goroutine.
 func New(conn net.Conn, cfg Config) *Conn {
 	cfg = cfg.withDefaults()
 	return &Conn{
 		conn: conn,
 		cfg:  cfg,
 		fr:   capwire.NewFrameReader(conn, cfg.MaxFrame),
-		w:    framewrite.New(conn, cfg.WriteQueue, cfg.WriteTimeout, nil),
+		w:    framewrite.NewInline(conn, cfg.WriteQueue, cfg.WriteTimeout),
 	}
 }
 
@@ -214,14 +218,14 @@ func (s *Conn) Read() (capwire.Message, error) {
 	return nil, we
 }
 
-// Send encodes m and queues it for writing, waiting while the queue is
-// full until ctx is done or the connection ends. A message too large for
-// MaxFrame is refused (errors.Is(err, capwire.ErrFrameTooLarge)) before
-// anything is queued, so the caller can send a result_too_large denial
-// instead. A nil return means queued: a write that fails later ends the
-// connection (Done, Err), and the client then sees every unanswered call
-// fail. Once the connection has ended Send returns an error wrapping
-// capwire.ErrClosed.
+// Send encodes m and writes it, or queues it behind the write in
+// progress, waiting while the queue is full until ctx is done or the
+// connection ends. A message too large for MaxFrame is refused
+// (errors.Is(err, capwire.ErrFrameTooLarge)) before anything is queued,
+// so the caller can send a result_too_large denial instead. A nil return
+// means written or queued: a write that fails ends the connection (Done,
+// Err), and the client then sees every unanswered call fail. Once the
+// connection has ended Send returns an error wrapping capwire.ErrClosed.
 func (s *Conn) Send(ctx context.Context, m capwire.Message) error {
 	buf := framewrite.GetBuf()
 	out, err := capwire.AppendFrame((*buf)[:0], m, s.cfg.MaxFrame)

@@ -1,8 +1,10 @@
 // Package framewrite writes whole frames to one connection for many
 // goroutines, in batches, with a bound on the queue and a deadline on every
-// write; it also pools the buffers frames are encoded into. Both ends of
-// capwire use it: the Go client (capwire) and the bridge's side
-// (internal/capserver).
+// write; it also pools the buffers frames are encoded into. Writer has a
+// goroutine of its own that senders hand frames to; Inline has none: the
+// sender that finds the connection idle writes, for itself and for those
+// queued behind it. The Go client (capwire) and the bridge's side
+// (internal/capserver) use them.
 package framewrite
 
 import (
@@ -232,5 +234,214 @@ func (w *Writer) failed(err error) {
 	w.conn.Close()
 	if w.onFail != nil {
 		w.onFail(err)
+	}
+}
+
+// Inline writes whole frames to one connection for many goroutines, like
+// Writer, but with no goroutine of its own: a sender that finds the
+// connection idle writes its frame itself, and frames sent while it
+// writes are queued and written by it, all that are waiting in one writev,
+// before it returns (group commit). With one frame at a time in flight
+// that is one write system call and no hand-over between goroutines; under
+// contention the frames that piled up behind a write cost one more.
+//
+// Concurrency: every method may be called by any goroutine at any time.
+// Send may block its caller for a write (the writer it became) or while
+// the queue is full.
+//
+// Bounds: at most queueLen frames wait. Writes carry a deadline, renewed
+// lazily: a write starts with at least three quarters of timeout left
+// and at most timeout, so the deadline is set about once per quarter
+// timeout rather than once per write. A peer that stops reading makes a
+// write time out, which ends the Inline and closes the connection, so no
+// sender waits on a dead peer longer than about one timeout per batch
+// ahead of it. Once Stop is called, everything still queued must be
+// written within one timeout in all.
+type Inline struct {
+	conn    net.Conn
+	timeout time.Duration
+	max     int
+
+	mu       sync.Mutex
+	queue    []*[]byte     // frames waiting for the current writer
+	spare    []*[]byte     // the other of two batch slices; only the writer swaps them
+	writing  bool          // a sender is writing and will drain queue before it returns
+	room     chan struct{} // made by a sender waiting for room; closed when the queue is taken
+	stopped  bool          // Stop was called: no more Sends
+	deadline time.Time     // the write deadline set on conn; renewed only while not stopped
+	ended    bool          // done is closed (or about to be, by the writer)
+	err      error         // why writing ended early; set before done closes
+	vec      net.Buffers   // the batch being written, owned by the writer
+
+	done chan struct{}
+}
+
+// NewInline returns an Inline for conn with room for queueLen queued
+// frames, writes bounded by timeout. It starts nothing. On a failed write
+// it closes conn; otherwise the caller keeps ownership of conn.
+func NewInline(conn net.Conn, queueLen int, timeout time.Duration) *Inline {
+	return &Inline{
+		conn:    conn,
+		timeout: timeout,
+		max:     queueLen,
+		queue:   make([]*[]byte, 0, min(queueLen, maxBatch)),
+		spare:   make([]*[]byte, 0, min(queueLen, maxBatch)),
+		done:    make(chan struct{}),
+	}
+}
+
+// Send writes a framed buffer (from GetBuf), or queues it behind the
+// write in progress, waiting while the queue is full until ctx is done or
+// the Inline has ended. It takes ownership of buf in every case. A nil
+// return means written or queued: a write failure ends the Inline (Done,
+// Err) and closes the connection. Otherwise it returns ctx.Err() or
+// ErrStopped.
+func (w *Inline) Send(ctx context.Context, buf *[]byte) error {
+	w.mu.Lock()
+	for {
+		if w.stopped || w.ended {
+			w.mu.Unlock()
+			PutBuf(buf)
+			return ErrStopped
+		}
+		if len(w.queue) < w.max {
+			break
+		}
+		if w.room == nil {
+			w.room = make(chan struct{})
+		}
+		room := w.room
+		w.mu.Unlock()
+		select {
+		case <-room:
+		case <-w.done:
+		case <-ctx.Done():
+			PutBuf(buf)
+			return ctx.Err()
+		}
+		w.mu.Lock()
+	}
+	w.queue = append(w.queue, buf)
+	if !w.writing {
+		w.writing = true
+		w.drain()
+	}
+	w.mu.Unlock()
+	return nil
+}
+
+// drain writes batches until the queue is empty, then gives up the
+// writer's role; if Stop came meanwhile, it ends the Inline. The caller
+// holds mu and set writing; drain returns with mu held.
+func (w *Inline) drain() {
+	for len(w.queue) > 0 && !w.ended {
+		batch := w.queue
+		w.queue, w.spare = w.spare[:0], nil
+		if w.room != nil {
+			close(w.room)
+			w.room = nil
+		}
+		stopped := w.stopped
+		w.mu.Unlock()
+		err := w.write(batch, !stopped)
+		w.mu.Lock()
+		w.spare = batch[:0]
+		if err != nil {
+			w.fail(err)
+		}
+	}
+	w.writing = false
+	if w.stopped {
+		w.end()
+	}
+}
+
+// write writes batch with writev and returns its buffers to the pool. It
+// renews the deadline first when less than three quarters of timeout is
+// left (renew is false once stopped: the flush then has Stop's deadline).
+func (w *Inline) write(batch []*[]byte, renew bool) error {
+	var err error
+	if renew {
+		if now := time.Now(); w.deadline.Sub(now) < w.timeout-w.timeout/4 {
+			w.deadline = now.Add(w.timeout)
+			err = w.conn.SetWriteDeadline(w.deadline)
+		}
+	}
+	w.vec = w.vec[:0]
+	for _, b := range batch {
+		w.vec = append(w.vec, *b)
+	}
+	if err == nil {
+		_, err = w.vec.WriteTo(w.conn)
+	}
+	for i, b := range batch {
+		PutBuf(b)
+		batch[i] = nil
+	}
+	return err
+}
+
+// fail records a write failure, drops what is queued and closes the
+// connection so the reading side unblocks too. The caller holds mu.
+func (w *Inline) fail(err error) {
+	w.err = err
+	w.conn.Close()
+	for i, b := range w.queue {
+		PutBuf(b)
+		w.queue[i] = nil
+	}
+	w.queue = w.queue[:0]
+	w.end()
+}
+
+// end closes done once. The caller holds mu.
+func (w *Inline) end() {
+	if !w.ended {
+		w.ended = true
+		close(w.done)
+	}
+}
+
+// Stop refuses later Sends and bounds the flush of what is queued to one
+// timeout from now; it does not wait. If no write is in progress the
+// Inline ends at once (nothing can be queued without a writer).
+func (w *Inline) Stop() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.stopped || w.ended {
+		return
+	}
+	w.stopped = true
+	if !w.writing {
+		w.end()
+		return
+	}
+	// The writer stops renewing deadlines once it sees stopped; this one
+	// bounds the rest of its flush. An error here surfaces as the
+	// writer's own write error.
+	_ = w.conn.SetWriteDeadline(time.Now().Add(w.timeout))
+}
+
+// Close is Stop, then waits until the write in progress, and the flush of
+// what was queued behind it, is over.
+func (w *Inline) Close() {
+	w.Stop()
+	<-w.done
+}
+
+// Done is closed when the Inline has ended: after Stop and the flush, or
+// after a write failed.
+func (w *Inline) Done() <-chan struct{} { return w.done }
+
+// Err is the write failure that ended the Inline early (a timeout for a
+// peer that stopped reading), or nil, including while Done is open.
+func (w *Inline) Err() error {
+	select {
+	case <-w.done:
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		return w.err
+	default:
+		return nil
 	}
 }

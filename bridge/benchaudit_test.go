@@ -1,0 +1,97 @@
+package bridge
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+	"github.com/vmihailenco/msgpack/v5"
+
+	"github.com/capbridge/capbridge/capwire"
+	"github.com/capbridge/capbridge/internal/rawecho"
+)
+
+// BenchmarkBridgeAudited is BenchmarkBridgeCall's bridge against rawecho
+// with the audit trail on, as capbridge serve runs it: one JSON line per
+// call, batched, into a file. Its difference from BenchmarkBridgeCall's
+// rawecho/bridge cells is what the audit trail costs.
+func BenchmarkBridgeAudited(b *testing.B) {
+	argv, env := rawecho.Command()
+	for _, par := range []int{1, 32} {
+		b.Run(fmt.Sprintf("inflight=%d", par), func(b *testing.B) {
+			f, err := os.Create(filepath.Join(b.TempDir(), "audit.log"))
+			if err != nil {
+				b.Fatal(err)
+			}
+			// Registered first, so it runs after the bridge's Shutdown.
+			b.Cleanup(func() { f.Close() })
+			br, token := benchBridge(b, argv, env)
+			auditTo(br, f)
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			c, err := capwire.Dial(ctx, br.CallSocket(), token)
+			cancel()
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer c.Close()
+			args, err := msgpack.Marshal(map[string]string{"text": benchText})
+			if err != nil {
+				b.Fatal(err)
+			}
+			raw := msgpack.RawMessage(args)
+			benchLoop(b, par, func(ctx context.Context) bool {
+				r, err := c.Call(ctx, "t", "echo", raw)
+				return err == nil && len(r.Content) == 1 && r.Content[0].Text == benchText
+			})
+		})
+	}
+}
+
+// auditTo sends br's audit trail to w as New does given AuditWriter. It
+// is called before any connection exists.
+func auditTo(br *Bridge, w *os.File) {
+	br.auditOut = newLineBatch(w, auditBatchBytes, auditBatchDelay)
+	br.audit = zerolog.New(br.auditOut).With().Timestamp().Str("log", "audit").Logger()
+}
+
+// BenchmarkBridgeMaxInflight measures 32 calls in flight on one
+// connection, audited as above, with the server's max_inflight at
+// several values: the calls beyond it wait in admission's queue. It is
+// the measurement behind config.DefaultMaxInflight.
+func BenchmarkBridgeMaxInflight(b *testing.B) {
+	argv, env := rawecho.Command()
+	for _, n := range []int{4, 8, 16, 32} {
+		b.Run(fmt.Sprintf("max_inflight=%d", n), func(b *testing.B) {
+			f, err := os.Create(filepath.Join(b.TempDir(), "audit.log"))
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.Cleanup(func() { f.Close() })
+			br, token := benchBridge(b, argv, env)
+			auditTo(br, f)
+			// Before any call: admission reads cfg and slots only then.
+			s := br.servers["t"]
+			s.cfg.MaxInflight, s.slots = n, make(chan struct{}, n)
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			c, err := capwire.Dial(ctx, br.CallSocket(), token)
+			cancel()
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer c.Close()
+			args, err := msgpack.Marshal(map[string]string{"text": benchText})
+			if err != nil {
+				b.Fatal(err)
+			}
+			raw := msgpack.RawMessage(args)
+			benchLoop(b, 32, func(ctx context.Context) bool {
+				r, err := c.Call(ctx, "t", "echo", raw)
+				return err == nil && len(r.Content) == 1 && r.Content[0].Text == benchText
+			})
+		})
+	}
+}
