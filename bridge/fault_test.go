@@ -154,6 +154,36 @@ func cancellations(c *capwire.Client, server string) ([]mcptest.Cancellation, er
 	return out.Cancelled, nil
 }
 
+// waitRunning asks server until at least n calls of tool are running
+// there. Counting calls admitted at the bridge is not enough before a
+// cancellation is tested: a call admitted but not yet written to the
+// server's stdin is withdrawn without a notifications/cancelled, as it
+// should be, and the server would never hear of it.
+func waitRunning(t *testing.T, c *capwire.Client, server, tool string, n int) {
+	t.Helper()
+	eventually(t, fmt.Sprintf("%d calls of %s running at server %s", n, tool, server), func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		r, err := c.Call(ctx, server, "running", nil)
+		if err != nil {
+			t.Fatalf("running: %v", err)
+		}
+		var out struct {
+			Running []mcptest.Running `msgpack:"running"`
+		}
+		if err := r.Decode(&out); err != nil {
+			t.Fatalf("running: %v", err)
+		}
+		k := 0
+		for _, x := range out.Running {
+			if x.Tool == tool {
+				k++
+			}
+		}
+		return k >= n
+	})
+}
+
 // waitCancelled asks server until it has seen at least n cancellations
 // of tool. The bridge cancels asynchronously for a client that went away,
 // and only the server's record shows it, hence the asking.
@@ -431,8 +461,8 @@ func TestClientAbandonCancelsServerCall(t *testing.T) {
 				}
 			}
 			// All three must be running at the server before they are
-			// abandoned, or the bridge could refuse one before it starts.
-			waitInflight(t, tb, "t", 3)
+			// abandoned, or the bridge could withdraw one before it starts.
+			waitRunning(t, observer, "t", "hang", 3)
 			if err := tc.abandon(w); err != nil {
 				t.Fatal(err)
 			}
@@ -684,12 +714,12 @@ func TestControlCallerDisconnectCancels(t *testing.T) {
 		_, err := ctl.Call(context.Background(), &control.CallRequest{Server: "t", Tool: "hang", Args: msgpack.RawMessage{0x80}})
 		done <- err
 	}()
-	waitInflight(t, tb, "t", 1)
+	observer := tb.dial(tb.grant(map[string][]string{"t": nil}))
+	waitRunning(t, observer, "t", "hang", 1)
 	ctl.Close()
 	if err := <-done; err == nil {
 		t.Fatal("a hung call on a closed control connection returned a reply")
 	}
-	observer := tb.dial(tb.grant(map[string][]string{"t": nil}))
 	got := waitCancelled(t, observer, "t", "hang", 1)
 	if got[0].Reason != "cancelled" {
 		t.Errorf("cancellation %+v, want reason cancelled", got[0])

@@ -66,3 +66,29 @@ func TestCancellationsTool(t *testing.T) {
 		}
 	}
 }
+
+// The running tool lists the calls read and not yet answered, by request
+// id, without itself. A call is registered by the read loop before the
+// next line is read, so calls sent before running are always listed.
+func TestRunningTool(t *testing.T) {
+	defer leakcheck.Check(t)()
+	c := startServe(t, Scenario{})
+	defer c.stop()
+
+	c.call(1, "running", "")
+	if got, want := string(c.rawLine()), `{"jsonrpc":"2.0","id":1,"result":{"content":[{"type":"text","text":""}],"structuredContent":{"running":[]}}}`; got != want {
+		t.Fatalf("idle server:\n got %s\nwant %s", got, want)
+	}
+	c.call(3, "hang", "")
+	c.call(2, "hang", "")
+	c.call(4, "running", "")
+	want := `{"jsonrpc":"2.0","id":4,"result":{"content":[{"type":"text","text":"2 \"hang\"\n3 \"hang\"\n"}],` +
+		`"structuredContent":{"running":[{"request_id":"2","tool":"hang"},{"request_id":"3","tool":"hang"}]}}}`
+	if got := string(c.rawLine()); got != want {
+		t.Fatalf("two calls running:\n got %s\nwant %s", got, want)
+	}
+	c.inW.Close()
+	if err := c.result(); err != nil {
+		t.Fatal(err)
+	}
+}

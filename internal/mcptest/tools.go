@@ -55,6 +55,7 @@ var catalogue = []tool{
 	{"stderr", "Writes bytes bytes to stderr during the call, then answers.",
 		`{"type":"object","properties":{"bytes":{"type":"integer","minimum":0}},"required":["bytes"]}`, (*server).stderrTool},
 	{"cancellations", "Answers the notifications/cancelled received so far, oldest first, as text lines and as structuredContent {cancelled}.", noArgs, (*server).cancellations},
+	{"running", "Answers the other calls in flight at the server, by request id, as text lines and as structuredContent {running}.", noArgs, (*server).running},
 }
 
 // toolsByName dispatches calls; defaultListing is the sorted listing.
@@ -456,6 +457,37 @@ func (s *server) stderrTool(c *call) {
 	}
 	s.flood(int(n))
 	s.answer(c, textResult(fmt.Sprintf("wrote %d bytes to stderr", n)))
+}
+
+// Running is one call in flight at the server, as the running tool
+// reports it.
+type Running struct {
+	// RequestID is the request's id as JSON text, verbatim.
+	RequestID string `json:"request_id"`
+	Tool      string `json:"tool"`
+}
+
+// running reports the calls the server has read and not yet answered
+// (this one excepted), sorted by request id. A test waits on it to know
+// that calls have reached the server, which nothing on the client's side
+// can tell: a client may count a call as sent before its line is written.
+func (s *server) running(c *call) {
+	s.mu.Lock()
+	got := []Running{}
+	for _, o := range s.calls {
+		if o != c {
+			got = append(got, Running{RequestID: string(o.id), Tool: o.tool})
+		}
+	}
+	s.mu.Unlock()
+	slices.SortFunc(got, func(a, b Running) int { return strings.Compare(a.RequestID, b.RequestID) })
+	var text strings.Builder
+	for _, x := range got {
+		fmt.Fprintf(&text, "%s %q\n", x.RequestID, x.Tool)
+	}
+	r := textResult(text.String())
+	r.StructuredContent = map[string]any{"running": got}
+	s.answer(c, r)
 }
 
 // cancellations reports what notifications/cancelled told the server, so
