@@ -311,7 +311,7 @@ func (r *doctorReport) server(s config.Server, o bridge.Outcome, start time.Time
 	}
 	for _, u := range sr.Unmatched {
 		msg := u + " names no tool of this server"
-		fix := "correct its spelling or remove it, at " + sr.Defined
+		fix := "correct its spelling, or remove it, where " + o.Name + " is defined (" + sr.Defined + ")"
 		if strict {
 			r.problem(where, msg+": serve --strict fails this server's boot", fix)
 		} else {
