@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"os/user"
 	"slices"
 	"strconv"
 	"strings"
@@ -233,11 +234,13 @@ func (r *doctorReport) sockets(checks []bridge.SocketCheck) {
 		s := socketReport{Key: c.Key, Path: c.Path, CreateDir: c.CreateDir, Stale: c.Stale}
 		if c.Err != nil {
 			s.Error = c.Err.Error()
-			fix := "set [bridge] " + c.Key + " to a path in a directory that belongs to capbridge's user, mode 0700"
+			flag := "--" + strings.ReplaceAll(c.Key, "_", "-")
+			fix := "set [bridge] " + c.Key + " (or serve's " + flag + ") to a path in a directory that belongs to capbridge's user, mode 0700"
+			var unknownGroup user.UnknownGroupError
 			switch {
 			case errors.Is(c.Err, bridge.ErrSocketInUse):
 				fix = "a process (another capbridge?) listens there: stop it, or give this one another " + c.Key
-			case strings.Contains(s.Error, "call_socket_group"):
+			case errors.As(c.Err, &unknownGroup):
 				fix = "create the group, or set [bridge] call_socket_group to one that exists"
 			}
 			r.problem(c.Key+" "+c.Path, s.Error, fix)
