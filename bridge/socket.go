@@ -32,8 +32,8 @@ var ErrSocketInUse = errors.New("bridge: socket path is in use by a live process
 //
 // The returned listener removes path when closed.
 func listenUnix(path string, mode os.FileMode, gid int) (*unixListener, error) {
-	if len(path) >= len(unix.RawSockaddrUnix{}.Path) {
-		return nil, fmt.Errorf("bridge: socket path %q is longer than the %d bytes a Unix socket address holds", path, len(unix.RawSockaddrUnix{}.Path)-1)
+	if err := checkPathLen(path); err != nil {
+		return nil, err
 	}
 	dir := filepath.Dir(path)
 	if err := os.MkdirAll(dir, 0o700); err != nil {
@@ -73,6 +73,14 @@ func listenUnix(path string, mode os.FileMode, gid int) (*unixListener, error) {
 	return &unixListener{UnixListener: l, path: path}, nil
 }
 
+// checkPathLen refuses a path too long for a Unix socket address.
+func checkPathLen(path string) error {
+	if len(path) >= len(unix.RawSockaddrUnix{}.Path) {
+		return fmt.Errorf("bridge: socket path %q is longer than the %d bytes a Unix socket address holds", path, len(unix.RawSockaddrUnix{}.Path)-1)
+	}
+	return nil
+}
+
 // checkSocketDir refuses a directory that someone else could write to.
 // Whoever can write to the socket's directory can move our socket aside
 // and put a listener of their own in its place, and then read every
@@ -101,30 +109,43 @@ func checkSocketDir(dir string) error {
 
 // clearStale removes a socket file at path that nobody answers on.
 func clearStale(path string) error {
-	fi, err := os.Lstat(path)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("bridge: checking socket path: %w", err)
-	}
-	if fi.Mode().Type() != fs.ModeSocket {
-		return fmt.Errorf("bridge: %s exists and is not a socket (%s); refusing to replace it", path, fi.Mode().Type())
-	}
-	c, err := net.DialTimeout("unix", path, time.Second)
-	if err == nil {
-		c.Close()
-		return fmt.Errorf("%w: %s", ErrSocketInUse, path)
-	}
-	if !errors.Is(err, syscall.ECONNREFUSED) && !errors.Is(err, fs.ErrNotExist) {
-		// Anything else (a timeout: someone is there but slow; EACCES:
-		// someone else's socket) is not evidence that it is stale.
-		return fmt.Errorf("bridge: %s: cannot tell whether the socket is stale: %w", path, err)
+	stale, err := staleSocket(path)
+	if err != nil || !stale {
+		return err
 	}
 	if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("bridge: removing stale socket: %w", err)
 	}
 	return nil
+}
+
+// staleSocket reports whether path holds a socket nobody answers on. It
+// is false, with no error, when nothing is there; an error when a live
+// process answers (ErrSocketInUse), when something other than a socket
+// is there, or when it cannot tell.
+func staleSocket(path string) (bool, error) {
+	fi, err := os.Lstat(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("bridge: checking socket path: %w", err)
+	}
+	if fi.Mode().Type() != fs.ModeSocket {
+		return false, fmt.Errorf("bridge: %s exists and is not a socket (%s); refusing to replace it", path, fi.Mode().Type())
+	}
+	c, err := net.DialTimeout("unix", path, time.Second)
+	if err == nil {
+		c.Close()
+		return false, fmt.Errorf("%w: %s", ErrSocketInUse, path)
+	}
+	if !errors.Is(err, syscall.ECONNREFUSED) && !errors.Is(err, fs.ErrNotExist) {
+		// Anything else (a timeout: someone is there but slow; EACCES:
+		// someone else's socket) is not evidence that it is stale.
+		return false, fmt.Errorf("bridge: %s: cannot tell whether the socket is stale: %w", path, err)
+	}
+	// ENOENT: it went away between Lstat and the dial; nothing to remove.
+	return !errors.Is(err, fs.ErrNotExist), nil
 }
 
 // unixListener removes its socket file on Close.

@@ -1,0 +1,84 @@
+package bridge
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+
+	"golang.org/x/sys/unix"
+)
+
+// SocketCheck is what Preflight found at one socket path.
+type SocketCheck struct {
+	Key  string // "call_socket" or "control_socket"
+	Path string
+	// CreateDir: the directory does not exist, and Listen would create
+	// it (mode 0700).
+	CreateDir bool
+	// Stale: a socket nobody answers on is at Path, left by a capbridge
+	// that did not stop cleanly; Listen would replace it.
+	Stale bool
+	// Err says why Listen would fail at this path; nil when it would not.
+	Err error
+}
+
+// Preflight makes the checks Listen makes before it binds: each path's
+// length, its directory's owner and mode (or, when the directory is
+// missing, whether it could be created), what is already at the path, and
+// call_socket_group. It creates, removes and binds nothing, so it may run
+// beside a live capbridge; a socket some process answers on is
+// ErrSocketInUse, as Listen would find it.
+func (b *Bridge) Preflight() []SocketCheck {
+	call := preflightSocket("call_socket", b.cfg.Bridge.CallSocket)
+	if g := b.cfg.Bridge.CallSocketGroup; g != "" && call.Err == nil {
+		_, call.Err = lookupGroup(g)
+	}
+	return []SocketCheck{call, preflightSocket("control_socket", b.cfg.Bridge.ControlSocket)}
+}
+
+func preflightSocket(key, path string) SocketCheck {
+	c := SocketCheck{Key: key, Path: path}
+	if c.Err = checkPathLen(path); c.Err != nil {
+		return c
+	}
+	dir := filepath.Dir(path)
+	if _, err := os.Lstat(dir); errors.Is(err, fs.ErrNotExist) {
+		c.CreateDir = true
+		c.Err = checkCreatable(dir)
+		return c
+	}
+	if c.Err = checkSocketDir(dir); c.Err != nil {
+		return c
+	}
+	// checkSocketDir accepts a root-owned directory, which we may not be
+	// able to write: then binding would fail.
+	if err := unix.Access(dir, unix.W_OK|unix.X_OK); err != nil {
+		c.Err = fmt.Errorf("bridge: socket directory %s: cannot create a socket in it: %w", dir, err)
+		return c
+	}
+	c.Stale, c.Err = staleSocket(path)
+	return c
+}
+
+// checkCreatable reports whether os.MkdirAll could create dir: its
+// nearest existing ancestor must be a directory we may write to.
+func checkCreatable(dir string) error {
+	for d := filepath.Dir(dir); ; d = filepath.Dir(d) {
+		fi, err := os.Stat(d)
+		if errors.Is(err, fs.ErrNotExist) && d != filepath.Dir(d) {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("bridge: cannot create socket directory %s: %w", dir, err)
+		}
+		if !fi.IsDir() {
+			return fmt.Errorf("bridge: cannot create socket directory %s: %s is not a directory", dir, d)
+		}
+		if err := unix.Access(d, unix.W_OK|unix.X_OK); err != nil {
+			return fmt.Errorf("bridge: cannot create socket directory %s: %s: %w", dir, d, err)
+		}
+		return nil
+	}
+}

@@ -1,0 +1,212 @@
+package main
+
+import (
+	"encoding/json"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/capbridge/capbridge/internal/leakcheck"
+)
+
+// TestDoctor runs doctor with the real binary, built once, against the
+// built-in demo, a config with servers that cannot start, an unmatched
+// tools.deny entry with and without --strict, unsafe socket paths and a
+// config error; and, in this process, checks that doctor leaves no child
+// process, goroutine or descriptor behind.
+func TestDoctor(t *testing.T) {
+	defer leakcheck.Check(t)()
+	bin := filepath.Join(t.TempDir(), "capbridge")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+
+	t.Run("demo", func(t *testing.T) {
+		env := []string{"XDG_RUNTIME_DIR=" + shortTempDir(t)}
+		out, errOut, code := runCLI(t, bin, env, "doctor")
+		if code != exitOK || !strings.Contains(out, "all checks passed") || !strings.Contains(out, "demo ready in ") {
+			t.Fatalf("doctor: exit %d, stdout:\n%s\nstderr:\n%s", code, out, errOut)
+		}
+		r := doctorJSON(t, bin, env, exitOK)
+		if !r.OK || r.Config.Source != "built-in demo" || len(r.Servers) != 1 || len(r.Problems) != 0 {
+			t.Fatalf("report: %+v", r)
+		}
+		s := r.Servers[0]
+		// Every phase measured, from the events doctor reads: a renamed
+		// event fails here.
+		if s.Name != "demo" || s.State != "ready" || s.PID <= 0 || s.SpawnMS == nil || s.InitializeMS == nil || s.ToolsListMS == nil ||
+			*s.SpawnMS <= 0 || *s.InitializeMS <= 0 || *s.ToolsListMS <= 0 || s.TotalMS < *s.SpawnMS+*s.InitializeMS+*s.ToolsListMS-0.01 ||
+			s.Protocol == "" || s.ServerName != "demo" || s.ServerVersion == "" || s.Tools != 6 || s.Listed != 6 || !s.Exited {
+			t.Errorf("demo server: %+v", s)
+		}
+		if r.Shutdown == nil || r.Shutdown.Started != 1 || r.Shutdown.Confirmed != 1 || r.Shutdown.Error != "" {
+			t.Errorf("shutdown: %+v", r.Shutdown)
+		}
+		if len(r.Sockets) != 2 || r.Sockets[0].Error != "" || !r.Sockets[0].CreateDir {
+			t.Errorf("sockets: %+v", r.Sockets)
+		}
+		// doctor never listens: the directory serve would create is not
+		// there.
+		if _, err := os.Stat(filepath.Dir(r.Sockets[0].Path)); !os.IsNotExist(err) {
+			t.Errorf("doctor created the socket directory: %v", err)
+		}
+		demoGone(t, s.PID)
+	})
+
+	t.Run("servers that cannot start", func(t *testing.T) {
+		dir := shortTempDir(t)
+		cfg := writeConfig(t, dir, `
+[mcp.demo]
+command = "`+bin+`"
+args = ["demo-server"]
+
+[mcp.missing]
+command = "`+dir+`/no-such-server"
+
+[mcp.crash]
+command = "/bin/sh"
+args = ["-c", "echo 'fatal: no API key' >&2; exit 3"]
+`)
+		r := doctorJSON(t, bin, nil, exitError, "-c", cfg)
+		byName := map[string]serverReport{}
+		for _, s := range r.Servers {
+			byName[s.Name] = s
+			if s.PID != 0 {
+				demoGone(t, s.PID)
+			}
+		}
+		if r.OK || byName["demo"].State != "ready" || byName["missing"].State != "failed" || byName["crash"].State != "failed" {
+			t.Fatalf("report: %+v", r)
+		}
+		if c := byName["crash"]; !strings.Contains(c.StderrTail, "fatal: no API key") || c.ExitStatus != "exit status 3" || c.SpawnMS == nil || c.InitializeMS != nil {
+			t.Errorf("crash: %+v", c)
+		}
+		if r.Shutdown.Started != 2 || r.Shutdown.Confirmed != 2 {
+			t.Errorf("shutdown: %+v", r.Shutdown)
+		}
+		wantFix := map[string]string{
+			"server missing (" + cfg + ":5)": "check the command at " + cfg + ":5",
+			"server crash (" + cfg + ":8)":   "run `/bin/sh -c",
+		}
+		for _, p := range r.Problems {
+			if fix, ok := wantFix[p.Where]; ok && strings.Contains(p.Fix, fix) {
+				delete(wantFix, p.Where)
+			}
+		}
+		if len(wantFix) != 0 || len(r.Problems) != 2 {
+			t.Errorf("problems %+v; missing %v", r.Problems, wantFix)
+		}
+		out, _, code := runCLI(t, bin, nil, "doctor", "-c", cfg)
+		if code != exitError || !strings.Contains(out, "stderr: fatal: no API key") || !strings.Contains(out, "2 problem(s)") {
+			t.Errorf("readable: exit %d\n%s", code, out)
+		}
+	})
+
+	t.Run("unmatched tools.deny", func(t *testing.T) {
+		dir := shortTempDir(t)
+		cfg := writeConfig(t, dir, `
+[mcp.demo]
+command = "`+bin+`"
+args = ["demo-server"]
+tools.deny = ["echo", "no_such_tool"]
+`)
+		r := doctorJSON(t, bin, nil, exitOK, "-c", cfg)
+		if d := r.Servers[0]; d.Tools != 5 || d.Listed != 6 || len(d.Unmatched) != 1 || d.Unmatched[0] != `tools.deny "no_such_tool"` || len(r.Warnings) != 1 {
+			t.Errorf("without --strict: %+v", r)
+		}
+		r = doctorJSON(t, bin, nil, exitError, "-c", cfg, "--strict")
+		if len(r.Problems) != 1 || !strings.Contains(r.Problems[0].Problem, `tools.deny "no_such_tool"`) ||
+			!strings.Contains(r.Problems[0].Problem, "serve --strict") || !strings.Contains(r.Problems[0].Fix, "where demo is defined ("+cfg+":1)") {
+			t.Errorf("--strict: %+v", r.Problems)
+		}
+		demoGone(t, r.Servers[0].PID)
+	})
+
+	t.Run("sockets", func(t *testing.T) {
+		dir := shortTempDir(t)
+		open := filepath.Join(dir, "open")
+		if err := os.Mkdir(open, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chmod(open, 0o777); err != nil {
+			t.Fatal(err)
+		}
+		live, err := net.Listen("unix", filepath.Join(dir, "live.sock"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer live.Close()
+		cfg := writeConfig(t, dir, `
+[bridge]
+call_socket = "`+open+`/call.sock"
+control_socket = "`+dir+`/live.sock"
+
+[mcp.demo]
+command = "`+bin+`"
+args = ["demo-server"]
+`)
+		r := doctorJSON(t, bin, nil, exitError, "-c", cfg)
+		if len(r.Problems) != 2 || !strings.Contains(r.Problems[0].Problem, "chmod go-w") ||
+			!strings.Contains(r.Problems[1].Fix, "another capbridge") {
+			t.Errorf("problems: %+v", r.Problems)
+		}
+		demoGone(t, r.Servers[0].PID)
+	})
+
+	t.Run("config error", func(t *testing.T) {
+		cfg := writeConfig(t, shortTempDir(t), "[bridge]\ncolour = \"blue\"\n")
+		r := doctorJSON(t, bin, nil, exitError, "-c", cfg)
+		if r.Config.Loaded || len(r.Problems) != 1 || r.Problems[0].Where != cfg+":2: bridge.colour" || r.Problems[0].Fix == "" || len(r.Servers) != 0 {
+			t.Errorf("report: %+v", r)
+		}
+	})
+
+	// In this process, so that leakcheck sees doctor's children as its
+	// own: when doctor returns, none is left, nor any goroutine or
+	// descriptor it started.
+	t.Run("leaves nothing behind", func(t *testing.T) {
+		defer leakcheck.Check(t)()
+		dir := shortTempDir(t)
+		t.Setenv("XDG_RUNTIME_DIR", dir)
+		cfg := writeConfig(t, dir, `
+[mcp.demo]
+command = "`+bin+`"
+args = ["demo-server"]
+
+[mcp.crash]
+command = "/bin/sh"
+args = ["-c", "exit 3"]
+`)
+		out, errOut, code := runInProcess("doctor", "-c", cfg)
+		if code != exitError || !strings.Contains(out, "demo ready") || !strings.Contains(out, "2 of 2 server process(es) confirmed exited") {
+			t.Errorf("doctor: exit %d\n%s\n%s", code, out, errOut)
+		}
+		if kids := leakcheck.Children(); len(kids) != 0 {
+			t.Errorf("children alive as doctor returned: %v", kids)
+		}
+	})
+}
+
+func writeConfig(t *testing.T, dir, text string) string {
+	t.Helper()
+	path := filepath.Join(dir, "capbridge.toml")
+	if err := os.WriteFile(path, []byte(strings.TrimPrefix(text, "\n")), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// doctorJSON runs doctor --json and decodes its report, failing the test
+// unless it exits with code.
+func doctorJSON(t *testing.T, bin string, env []string, code int, args ...string) doctorReport {
+	t.Helper()
+	out, errOut, got := runCLI(t, bin, env, append([]string{"doctor", "--json"}, args...)...)
+	var r doctorReport
+	if err := json.Unmarshal([]byte(out), &r); err != nil || got != code {
+		t.Fatalf("doctor --json %s: exit %d (want %d), %v\nstdout:\n%s\nstderr:\n%s", strings.Join(args, " "), got, code, err, out, errOut)
+	}
+	return r
+}

@@ -1,0 +1,361 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"maps"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+
+	"github.com/capbridge/capbridge/bridge"
+	"github.com/capbridge/capbridge/bridge/config"
+)
+
+func runInit(args []string, stdout, stderr io.Writer) int {
+	fs := newCmdFlags("init", "capbridge init [--from EDITOR-CONFIG [--workspace DIR]] [--out FILE] [--force]", `
+Write a commented capbridge.toml: every key of the [bridge] table and of a
+server's table, commented out at its default, and, with --from, the stdio
+servers of an editor's MCP config (Claude Desktop, Claude Code, Cursor,
+Windsurf, VS Code or Codex) as [mcp.NAME] tables. capbridge.toml has no
+variables, so the editor's ${VAR} placeholders are expanded as serve
+--mcp-config would expand them, and each table says which it used. The file
+is checked with serve's reader before it is written. It refuses to replace
+an existing file without --force.`)
+	from := fs.String("from", "", "an editor's MCP config whose stdio servers to convert")
+	workspace := fs.String("workspace", "", "what ${workspaceFolder} expands to in --from (default: that file's directory)")
+	out := fs.String("out", "capbridge.toml", `where to write ("-": standard output)`)
+	force := fs.Bool("force", false, "replace --out if it exists")
+	pos, code, ok := fs.parse(args, stdout, stderr)
+	if !ok {
+		return code
+	}
+	if len(pos) != 0 {
+		return fs.usageError(stderr, "unexpected argument %q; init takes only flags", pos[0])
+	}
+	data, secret, err := initConfig(*from, *workspace, *out)
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return exitConfig
+	}
+	if *out == "-" {
+		_, _ = stdout.Write(data)
+		return exitOK
+	}
+	mode := os.FileMode(0o644)
+	if secret {
+		mode = 0o600 // env values and expanded variables often hold tokens
+	}
+	if err := writeNew(*out, data, mode, *force); err != nil {
+		fmt.Fprintln(stderr, "capbridge init:", err)
+		return exitError
+	}
+	fmt.Fprintf(stdout, "wrote %s (mode %04o); check it with `capbridge doctor -c %s`, run it with `capbridge serve -c %s`\n", *out, mode, *out, *out)
+	return exitOK
+}
+
+// writeNew writes data to path, which must not exist unless force is
+// set: then it is replaced atomically.
+func writeNew(path string, data []byte, mode os.FileMode, force bool) error {
+	if force {
+		return bridge.WriteFileAtomic(path, data, mode)
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, mode)
+	if errors.Is(err, fs.ErrExist) {
+		return fmt.Errorf("%s exists; give --force to replace it, or --out another path", path)
+	}
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(data)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		os.Remove(path)
+	}
+	return err
+}
+
+// initConfig renders the file, and checks that serve's reader takes it.
+// secret reports whether it holds env values or expanded variables,
+// either of which may be a credential.
+func initConfig(from, workspace, out string) (data []byte, secret bool, err error) {
+	var b strings.Builder
+	b.WriteString(initHeader)
+	if from != "" {
+		fmt.Fprintf(&b, "#\n# The servers were converted from %s by capbridge init.\n", from)
+	}
+	b.WriteString(initBridge)
+	b.WriteString(initServerKeys)
+	if from == "" {
+		b.WriteString(initNoServers)
+	} else {
+		servers, warnings, err := convertEditor(from, workspace)
+		if err != nil {
+			return nil, false, err
+		}
+		for _, s := range servers {
+			writeServer(&b, s)
+			secret = secret || len(s.Env) > 0 || len(s.vars) > 0
+		}
+		if len(servers) == 0 {
+			fmt.Fprintf(&b, "\n# %s has no stdio server capbridge can run.\n", from)
+		}
+		for _, w := range warnings {
+			fmt.Fprintf(&b, "\n# Left out: %s", commentText(w.Error()))
+		}
+		if len(warnings) > 0 {
+			b.WriteString("\n")
+		}
+	}
+	data = []byte(b.String())
+	name := out
+	if out == "-" {
+		name = "(standard output)"
+	}
+	if _, err := config.Load(name, data); err != nil {
+		return nil, false, fmt.Errorf("capbridge init: the file would not load, so it is not written:\n%v", err)
+	}
+	return data, secret, nil
+}
+
+// convertedServer is an editor's server with the variables its entry
+// used.
+type convertedServer struct {
+	config.Server
+	vars []string // "${NAME}", "${NAME} (not set: its default)", "${workspaceFolder} = DIR"
+}
+
+// placeholder matches a variable as the second reading of the editor's
+// file renders it (see convertEditor).
+var placeholder = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)\}`)
+
+// convertEditor reads the editor's file as serve --mcp-config does, and
+// finds which variables each server used. It reads the file twice with
+// the same reader: once for the values, and once with every variable
+// resolving to its own name, /${NAME} (and the workspace to
+// /${workspaceFolder}), so that what each field used shows in the result.
+// The reader takes every ${ as the start of a placeholder and the second
+// reading never uses a default, so a ${NAME} in its result is a variable
+// the entry names, and nothing else.
+func convertEditor(from, workspace string) ([]convertedServer, config.ErrorList, error) {
+	data, err := readBounded(from)
+	if err != nil {
+		return nil, nil, err
+	}
+	if workspace == "" {
+		if workspace, err = filepath.Abs(filepath.Dir(from)); err != nil {
+			return nil, nil, fmt.Errorf("capbridge init: %v; give --workspace DIR", err)
+		}
+	}
+	unset := map[string]bool{}
+	servers, warnings, err := config.LoadEditor(from, data, config.EditorOptions{
+		Workspace: workspace,
+		LookupEnv: func(name string) (string, bool) {
+			v, ok := os.LookupEnv(name)
+			unset[name] = !ok
+			return v, ok
+		},
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	named, _, err := config.LoadEditor(from, data, config.EditorOptions{
+		Workspace: "/${workspaceFolder}",
+		// The leading / keeps a cwd made of a variable absolute, as
+		// the reader requires.
+		LookupEnv: func(name string) (string, bool) { return "/${" + name + "}", true },
+	})
+	if err != nil {
+		return nil, nil, fmt.Errorf("capbridge init: reading %s for its variables: %w", from, err)
+	}
+	out := make([]convertedServer, len(servers))
+	for i, s := range servers {
+		out[i].Server = s
+		j := slices.IndexFunc(named, func(n config.Server) bool { return n.Name == s.Name })
+		if j < 0 {
+			continue
+		}
+		seen := map[string]bool{}
+		for _, f := range serverStrings(named[j]) {
+			for _, m := range placeholder.FindAllStringSubmatch(f, -1) {
+				if seen[m[1]] {
+					continue
+				}
+				seen[m[1]] = true
+				v := "${" + m[1] + "}"
+				switch {
+				case m[1] == "workspaceFolder":
+					v += " = " + workspace
+				case unset[m[1]]:
+					v += " (not set: its default)"
+				}
+				out[i].vars = append(out[i].vars, v)
+			}
+		}
+	}
+	return out, warnings, nil
+}
+
+// serverStrings lists the fields the editor formats may put variables in.
+func serverStrings(s config.Server) []string {
+	f := append([]string{s.Command, s.Cwd}, s.Args...)
+	for _, k := range slices.Sorted(maps.Keys(s.Env)) {
+		f = append(f, s.Env[k])
+	}
+	return f
+}
+
+func writeServer(b *strings.Builder, s convertedServer) {
+	fmt.Fprintf(b, "\n# From %s.\n", location(s.File, s.Line))
+	if len(s.vars) > 0 {
+		b.WriteString("# capbridge.toml has no variables: these values are the editor's placeholders as\n" +
+			"# they expanded when this file was written, from " + strings.Join(s.vars, ", ") + ".\n" +
+			"# Edit them here when those change.\n")
+	}
+	fmt.Fprintf(b, "[mcp.%s]\ncommand = %s\n", s.Name, tomlString(s.Command))
+	if len(s.Args) > 0 {
+		fmt.Fprintf(b, "args    = %s\n", tomlStrings(s.Args))
+	}
+	if len(s.Env) > 0 {
+		var kv []string
+		for _, k := range slices.Sorted(maps.Keys(s.Env)) {
+			kv = append(kv, k+" = "+tomlString(s.Env[k]))
+		}
+		fmt.Fprintf(b, "env     = { %s }\n", strings.Join(kv, ", "))
+	}
+	if s.Cwd != "" {
+		fmt.Fprintf(b, "cwd     = %s\n", tomlString(s.Cwd))
+	}
+	if s.ToolsAllow != nil {
+		fmt.Fprintf(b, "tools.allow = %s\n", tomlStrings(s.ToolsAllow))
+	}
+	if s.ToolsDeny != nil {
+		fmt.Fprintf(b, "tools.deny  = %s\n", tomlStrings(s.ToolsDeny))
+	}
+}
+
+// tomlString quotes s as a TOML basic string. TOML's escapes are a subset
+// of Go's (no \x, \a or \v), so strconv.Quote will not do.
+func tomlString(s string) string {
+	var b strings.Builder
+	b.WriteByte('"')
+	for _, r := range s {
+		switch r {
+		case '"':
+			b.WriteString(`\"`)
+		case '\\':
+			b.WriteString(`\\`)
+		case '\n':
+			b.WriteString(`\n`)
+		case '\t':
+			b.WriteString(`\t`)
+		case '\r':
+			b.WriteString(`\r`)
+		default:
+			if r < 0x20 || r == 0x7f {
+				fmt.Fprintf(&b, `\u%04X`, r)
+			} else {
+				b.WriteRune(r)
+			}
+		}
+	}
+	b.WriteByte('"')
+	return b.String()
+}
+
+func tomlStrings(ss []string) string {
+	q := make([]string, len(ss))
+	for i, s := range ss {
+		q[i] = tomlString(s)
+	}
+	return "[" + strings.Join(q, ", ") + "]"
+}
+
+// commentText makes text safe inside a # comment: one line per line.
+func commentText(text string) string {
+	return strings.ReplaceAll(strings.ReplaceAll(text, "\r", ""), "\n", "\n# ")
+}
+
+// The file init writes, in order: the header, the [bridge] table with
+// every key commented out, a server table with every key commented out,
+// then the servers (or how to add one). The keys, their comments and
+// their values follow docs/capbridge.sample.toml; the values are the
+// defaults where the key has one. A test uncomments every key and checks
+// that the result loads and sets every key the sample sets.
+const initHeader = `# capbridge.toml: capbridge's configuration.
+#
+# Check it:  capbridge doctor -c capbridge.toml
+# Run it:    capbridge serve -c capbridge.toml
+#
+# Every key is optional unless marked; a commented-out key shows its default,
+# or an example where it has none. capbridge reports a mistake here as
+# "file:line: key: problem; fix". An editor with a TOML language server
+# (taplo, Even Better TOML) checks the file as you type if its first line is
+#   #:schema /path/to/capbridge.schema.json
+# naming the schema in capbridge's docs/ directory.
+`
+
+const initBridge = `
+[bridge]
+# The socket handed into jails, and the operator's socket. Default:
+# $XDG_RUNTIME_DIR/capbridge/, else /tmp/capbridge-$UID/. Their directory
+# must belong to capbridge's user and be writable by nobody else.
+# call_socket    = "/run/capbridge/call.sock"
+# control_socket = "/run/capbridge/control.sock"
+
+# Who may connect to the call socket. A grant token still guards every call.
+# call_socket_mode  = "0600"       # octal; "0660" with call_socket_group hands it to a group; world bits need allowed_uids
+# call_socket_group = "sandbox"    # group name or gid; default the process's group
+# allowed_uids      = [1000, 1001] # default: any peer the mode lets in
+
+# Bounds.
+# max_frame         = "16MiB" # one capwire frame
+# max_connections   = 1024    # both sockets
+# max_conn_inflight = 64      # calls in flight per connection
+# max_result_text   = "1MiB"  # text kept per result before truncation
+# write_timeout     = "5s"    # a reader that stalls longer is dropped
+# shutdown_grace    = "10s"   # how long SIGTERM waits for calls in flight
+# surface_budget    = "64KiB" # size budget of each server's surface
+
+# Logging: JSON lines unless on a terminal; audit_values adds argument and
+# result values to the audit trail (off: they may hold secrets).
+# log_format   = "auto" # auto | json | console
+# log_level    = "info" # debug | info | warn | error
+# audit_values = false
+`
+
+const initServerKeys = `
+# One table per MCP server. The name (letters, digits, _ and -) is what
+# grants, "capbridge call" and the façade's package use. A server's table
+# takes these keys:
+#
+# [mcp.memory]
+# command = "npx"                                       # required: argv[0], never a shell string
+# args    = ["-y", "@modelcontextprotocol/server-memory"]
+# env     = { MEMORY_FILE_PATH = "/var/lib/capbridge/memory.jsonl" }
+# inherit_env = ["PATH", "HOME", "LANG"] # passed through from capbridge's environment; default PATH, HOME, LANG and the like
+# cwd     = "/var/lib/capbridge"
+#
+# startup_timeout  = "30s" # start, handshake and tools/list
+# call_timeout     = "60s" # when the caller names none
+# max_call_timeout = "10m" # the most a caller may ask for
+# max_inflight     = 8     # concurrent calls sent to this server
+# max_queue        = 64    # calls waiting beyond that; more are refused "overloaded"
+#
+# Only the allowed tools are generated and callable; denied ones are absent.
+# An entry that names no tool of the server is a warning at boot (an error
+# under serve --strict).
+# tools.allow = ["read_graph", "search_nodes"]
+# tools.deny  = ["delete_entities"]
+`
+
+const initNoServers = `
+# No servers yet: add an [mcp.NAME] table like the one above, or convert an
+# editor's servers with  capbridge init --from ~/.cursor/mcp.json --force
+`

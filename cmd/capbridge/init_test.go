@@ -1,0 +1,223 @@
+package main
+
+import (
+	"bytes"
+	"maps"
+	"os"
+	"path/filepath"
+	"reflect"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/pelletier/go-toml/v2"
+
+	"github.com/capbridge/capbridge/bridge/config"
+)
+
+// runInProcess runs the CLI in this process and returns its output.
+func runInProcess(args ...string) (stdout, stderr string, code int) {
+	var out, errOut bytes.Buffer
+	code = run(args, &out, &errOut)
+	return out.String(), errOut.String(), code
+}
+
+// Without --from, init writes every key commented out: the file loads as
+// it is (no servers), and with every key uncommented it still loads and
+// sets every key the sample config sets, so the two cannot drift apart.
+func TestInitTemplate(t *testing.T) {
+	out, errOut, code := runInProcess("init", "--out", "-")
+	if code != exitOK {
+		t.Fatalf("init --out -: exit %d, %s", code, errOut)
+	}
+	cfg, err := config.Load("init", []byte(out))
+	if err != nil || len(cfg.Servers) != 0 {
+		t.Fatalf("init's file: %v, %d servers; want it to load with none", err, len(cfg.Servers))
+	}
+	// "# key = value" and "# [table]" lines are settings; other comments
+	// are prose.
+	setting := regexp.MustCompile(`(?m)^# ((\[[a-z.]+\])|([a-z_.]+ *= .*))$`)
+	uncommented := setting.ReplaceAllString(out, "$1")
+	all, err := config.Load("init, uncommented", []byte(uncommented))
+	if err != nil {
+		t.Fatalf("init's file with every key uncommented does not load:\n%v\n%s", err, uncommented)
+	}
+	if len(all.Servers) != 1 {
+		t.Errorf("uncommented: %d servers, want the one example", len(all.Servers))
+	}
+	sample, err := os.ReadFile("../../docs/capbridge.sample.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, got := tomlKeys(t, sample), tomlKeys(t, []byte(uncommented))
+	for _, k := range want {
+		if !slices.Contains(got, k) {
+			t.Errorf("the sample sets %s and init's file does not show it", k)
+		}
+	}
+	for _, k := range got {
+		if !slices.Contains(want, k) {
+			t.Errorf("init's file shows %s, which the sample does not set", k)
+		}
+	}
+}
+
+// tomlKeys lists the keys a capbridge.toml sets, with server names
+// replaced by "*": bridge.max_frame, mcp.*.tools.allow.
+func tomlKeys(t *testing.T, data []byte) []string {
+	t.Helper()
+	var doc map[string]any
+	if err := toml.Unmarshal(data, &doc); err != nil {
+		t.Fatal(err)
+	}
+	keys := map[string]bool{}
+	if b, ok := doc["bridge"].(map[string]any); ok {
+		for k := range b {
+			keys["bridge."+k] = true
+		}
+	}
+	servers, _ := doc["mcp"].(map[string]any)
+	for _, s := range servers {
+		for k, v := range s.(map[string]any) {
+			if tools, ok := v.(map[string]any); ok && k == "tools" {
+				for tk := range tools {
+					keys["mcp.*.tools."+tk] = true
+				}
+				continue
+			}
+			keys["mcp.*."+k] = true
+		}
+	}
+	return slices.Sorted(maps.Keys(keys))
+}
+
+// init --from turns every editor config in bridge/config/testdata into a
+// capbridge.toml that serve's reader loads with the same servers, field
+// for field, as serve --mcp-config reads from the editor's file; each
+// table names the variables it expanded.
+func TestInitFromEditors(t *testing.T) {
+	home := t.TempDir()
+	t.Setenv("HOME", home)
+	t.Setenv("GITHUB_TOKEN", "ghp_test")
+	t.Setenv("TZ", "Europe/Paris")
+	t.Setenv("DATABASE_URL", "")
+	os.Unsetenv("DATABASE_URL") // t.Setenv restores it after the test
+	files, err := filepath.Glob("../../bridge/config/testdata/*")
+	if err != nil || len(files) < 6 {
+		t.Fatalf("testdata: %v, %v", files, err)
+	}
+	mentions := map[string][]string{
+		"codex_config.toml":          {"${GITHUB_TOKEN}"},
+		"cursor_mcp.json":            {"${GITHUB_TOKEN}", "${workspaceFolder} = "},
+		"claude_code_mcp.json":       {"${DATABASE_URL} (not set: its default)"},
+		"claude_desktop_config.json": {"${HOME}"},
+		"vscode_mcp.json":            {"${TZ}", "${HOME}"},
+	}
+	for _, editor := range files {
+		t.Run(filepath.Base(editor), func(t *testing.T) {
+			out := filepath.Join(t.TempDir(), "capbridge.toml")
+			stdout, errOut, code := runInProcess("init", "--from", editor, "--out", out)
+			if code != exitOK || !strings.Contains(stdout, "capbridge doctor -c "+out) {
+				t.Fatalf("init --from %s: exit %d, stdout %q, stderr %q", editor, code, stdout, errOut)
+			}
+			data, err := os.ReadFile(out)
+			if err != nil {
+				t.Fatal(err)
+			}
+			cfg, err := config.Load(out, data)
+			if err != nil {
+				t.Fatalf("the written file does not load:\n%v\n%s", err, data)
+			}
+			raw, err := os.ReadFile(editor)
+			if err != nil {
+				t.Fatal(err)
+			}
+			abs, _ := filepath.Abs(filepath.Dir(editor))
+			want, _, err := config.LoadEditor(editor, raw, config.EditorOptions{Workspace: abs})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(want) == 0 || len(cfg.Servers) != len(want) {
+				t.Fatalf("servers: got %d, want %d (and at least one)", len(cfg.Servers), len(want))
+			}
+			secret := false
+			for i, w := range want {
+				g := cfg.Servers[i]
+				// An empty env is no env; an empty tools.allow is not
+				// an absent one (it allows nothing), so that compares
+				// exactly.
+				if g.Name != w.Name || g.Command != w.Command || !slices.Equal(g.Args, w.Args) || !maps.Equal(g.Env, w.Env) ||
+					g.Cwd != w.Cwd || !reflect.DeepEqual(g.ToolsAllow, w.ToolsAllow) || !reflect.DeepEqual(g.ToolsDeny, w.ToolsDeny) {
+					t.Errorf("server %d:\n got %+v\nwant %+v", i, g, w)
+				}
+				secret = secret || len(w.Env) > 0
+			}
+			for _, m := range mentions[filepath.Base(editor)] {
+				if !strings.Contains(string(data), m) {
+					t.Errorf("the file does not mention %q:\n%s", m, data)
+				}
+			}
+			fi, err := os.Stat(out)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if secret && fi.Mode().Perm() != 0o600 {
+				t.Errorf("a file with env values has mode %v, want 0600", fi.Mode().Perm())
+			}
+		})
+	}
+}
+
+// Strings TOML must escape survive the trip; one serve's reader refuses
+// (a NUL) stops init before it writes anything.
+func TestInitQuoting(t *testing.T) {
+	dir := t.TempDir()
+	editor := filepath.Join(dir, "mcp.json")
+	args := []string{`quote " and \ backslash`, "tab\tnew\nline", "ctl \u0001\u007f", "é ü 日本 🚀", ""}
+	js := `{"mcpServers": {"odd": {"command": "/bin/odd", "args": ["quote \" and \\ backslash", "tab\tnew\nline", "ctl \u0001\u007f", "é ü 日本 🚀", ""]}}}`
+	if err := os.WriteFile(editor, []byte(js), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, errOut, code := runInProcess("init", "--from", editor, "--out", "-")
+	if code != exitOK {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	cfg, err := config.Load("out", []byte(out))
+	if err != nil || len(cfg.Servers) != 1 || !reflect.DeepEqual(cfg.Servers[0].Args, args) {
+		t.Fatalf("loaded %+v, %v; want args %q\n%s", cfg, err, args, out)
+	}
+
+	if err := os.WriteFile(editor, []byte(`{"mcpServers": {"nul": {"command": "/bin/x", "args": ["a\u0000b"]}}}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	target := filepath.Join(dir, "capbridge.toml")
+	_, errOut, code = runInProcess("init", "--from", editor, "--out", target)
+	if code != exitConfig || !strings.Contains(errOut, "NUL") {
+		t.Errorf("a NUL in args: exit %d, stderr %q; want exit %d naming the NUL", code, errOut, exitConfig)
+	}
+	if _, err := os.Stat(target); !os.IsNotExist(err) {
+		t.Errorf("init wrote a file it refused: %v", err)
+	}
+}
+
+func TestInitRefusesOverwrite(t *testing.T) {
+	target := filepath.Join(t.TempDir(), "capbridge.toml")
+	if err := os.WriteFile(target, []byte("# mine\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, errOut, code := runInProcess("init", "--out", target)
+	if got, _ := os.ReadFile(target); code != exitError || string(got) != "# mine\n" || !strings.Contains(errOut, "--force") {
+		t.Errorf("init over an existing file: exit %d, stderr %q, file now %q; want exit 1, the file kept, --force named", code, errOut, got)
+	}
+	if _, errOut, code := runInProcess("init", "--out", target, "--force"); code != exitOK {
+		t.Fatalf("init --force: exit %d, %s", code, errOut)
+	}
+	got, _ := os.ReadFile(target)
+	if _, err := config.Load(target, got); err != nil || !strings.Contains(string(got), "[bridge]") {
+		t.Errorf("after --force: %v\n%s", err, got)
+	}
+	if _, errOut, code := runInProcess("init", "extra"); code != exitUsage {
+		t.Errorf("init extra: exit %d, %s", code, errOut)
+	}
+}
