@@ -148,9 +148,8 @@ func (c *Client) handleBuffered() (int, bool) {
 }
 
 // idleRead runs when the idle timer fires: it takes the reading side if
-// nobody holds it and reads without a deadline until calls are in flight
-// again (then it lets go so their callers read their own replies) or the
-// connection breaks.
+// nobody holds it, reads once without a deadline and handles what came,
+// then lets go.
 func (c *Client) idleRead() {
 	c.mu.Lock()
 	if c.reading || c.err != nil {
@@ -160,16 +159,13 @@ func (c *Client) idleRead() {
 	c.reading, c.leader = true, nil
 	c.setReadDeadlineLocked(time.Time{})
 	c.mu.Unlock()
-	for {
-		c.readChunk()
-		c.mu.Lock()
-		if c.err != nil || len(c.calls) > 0 {
-			c.releaseLocked()
-			c.mu.Unlock()
-			return
-		}
-		c.mu.Unlock()
-	}
+	c.readChunk()
+	// Something arrived (or the connection broke): traffic may be
+	// resuming, and the next call should read its own reply rather than
+	// be handed it. With nothing in flight, the idle timer is armed again.
+	c.mu.Lock()
+	c.releaseLocked()
+	c.mu.Unlock()
 }
 
 // releaseLocked lets go of the reading side.

@@ -31,7 +31,7 @@ import (
 // context sets the deadline in the past. With no call in flight for
 // idleGrace, a goroutine takes the reading side so that notifications,
 // server requests and the end of the stream are still seen; it lets go
-// as soon as calls are in flight again and a chunk has been handled.
+// after the first chunk it handles.
 //
 // A Conn without SetReadDeadline cannot have a blocked Read interrupted,
 // so for it one goroutine holds the reading side for the client's life
@@ -163,9 +163,9 @@ func (c *Client) idleRead() {
 }
 
 // readIdle reads without a deadline, as the holder of the reading side,
-// until calls are in flight again (then it lets go so their callers can
-// read their own replies) or, for a Conn without read deadlines, until
-// the stream ends.
+// until a chunk has arrived and been handled (then it lets go, so that
+// callers read their own replies again) or, for a Conn without read
+// deadlines, until the stream ends.
 func (c *Client) readIdle() {
 	for {
 		switch c.readChunk() {
@@ -180,13 +180,13 @@ func (c *Client) readIdle() {
 		if c.rconn == nil {
 			continue
 		}
+		// Something arrived: traffic may be resuming, and the next
+		// call should read its own reply rather than be handed it.
+		// With nothing in flight, the idle timer is armed again.
 		c.mu.Lock()
-		if len(c.calls) > 0 {
-			c.releaseLocked()
-			c.mu.Unlock()
-			return
-		}
+		c.releaseLocked()
 		c.mu.Unlock()
+		return
 	}
 }
 
