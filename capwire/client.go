@@ -39,8 +39,8 @@ type Dialer struct {
 	// 16 MiB. A result larger than this ends the connection.
 	MaxFrame int
 	// WriteTimeout bounds each write to capbridge; 30 s. A capbridge that
-	// does not read for that long is taken for dead and the connection
-	// ends.
+	// does not read for that long (up to half as long again: the deadline
+	// is moved lazily) is taken for dead and the connection ends.
 	WriteTimeout time.Duration
 	// HandshakeTimeout bounds Dial's hello/welcome exchange; 10 s (the
 	// ctx may shorten it).
@@ -51,37 +51,61 @@ type Dialer struct {
 // of goroutines make calls; replies are matched to calls by id and may come
 // in any order.
 //
-// Concurrency: all methods are safe for concurrent use. One reader and one
-// writer goroutine run per Client; both exit when the connection closes or
-// breaks. A broken connection (capbridge hung up, sent a fatal frame, or a
-// write failed) fails every waiting call at once with an error wrapping
-// ErrClosed, and every later Call too; Close releases the socket and waits
-// for both goroutines.
+// Concurrency: all methods are safe for concurrent use. The client has no
+// goroutine of its own while calls are in flight: callers write their own
+// frames and a waiting caller reads the socket for everyone (see wire.go);
+// with no call in flight for a moment, one goroutine reads so that a
+// broken connection is still noticed at once. A broken connection
+// (capbridge hung up, sent a fatal frame, or a write failed) fails every
+// waiting call at once with an error wrapping ErrClosed, and every later
+// Call too; Close releases the socket and waits until nothing reads it.
 type Client struct {
 	conn    net.Conn
-	fr      *FrameReader // owned by readLoop
-	w       *framewrite.Writer
 	servers []string
 	max     int           // frame limit
 	slots   chan struct{} // one token per call in flight
+	wt      time.Duration // write timeout
+
+	// The writer token (wire.go): wmu guards the fields below it; wdl
+	// is touched only by the token's holder.
+	wmu    sync.Mutex
+	wbusy  bool
+	wq     []byte        // frames queued behind the holder
+	wspare []byte        // the previous round's buffer, reused
+	wroom  chan struct{} // closed when the holder takes wq; nil unless someone waits
+	wdl    time.Time     // write deadline in force
 
 	mu     sync.Mutex
-	calls  map[uint64]chan reply // guarded by mu; nil once broken
-	nextID uint64                // guarded by mu
-	err    error                 // guarded by mu; why the client stopped, once it has
-	done   chan struct{}         // closed (under mu) when err is set
+	calls  map[uint64]*waiter // guarded by mu; nil once broken
+	nextID uint64             // guarded by mu
+	err    error              // guarded by mu; why the client stopped, once it has
+	done   chan struct{}      // closed (under mu) when err is set
 
-	readDone  chan struct{} // closed when readLoop returns
+	// The reading side (wire.go), guarded by mu; in belongs to its
+	// holder.
+	reading    bool
+	leader     *waiter
+	rdl        time.Time
+	readerGone bool
+	in         *frameIn
+	idle       *time.Timer
+
+	readDone  chan struct{} // closed once nothing will read the socket again
 	closeOnce sync.Once
 }
 
-// reply settles one call. Exactly one reply is delivered per call: by the
-// reader, by the call itself (cancellation) or by fail, whichever removes
-// the call from calls first.
-type reply struct {
-	res *Result
-	err error
+// waiter is one call in flight. Exactly one outcome is delivered per call:
+// by whoever holds the reading side, by the call itself (cancellation) or
+// by fail, whichever removes the call from calls first. Pooled: reused
+// only after its waiter has consumed the outcome.
+type waiter struct {
+	done    chan struct{} // 1-buffered wake-up; the state under Client.mu says why
+	settled bool          // under Client.mu
+	res     *Result
+	err     error
 }
+
+var waiterPool = sync.Pool{New: func() any { return &waiter{done: make(chan struct{}, 1)} }}
 
 // Dial connects to capbridge's call socket and performs the hello/welcome
 // exchange with token, using the default bounds.
@@ -183,21 +207,26 @@ func (d *Dialer) handshake(ctx context.Context, conn net.Conn, token string) (*C
 	}
 	c := &Client{
 		conn:     conn,
-		fr:       fr,
 		servers:  m.Servers,
 		max:      maxFrame,
 		slots:    make(chan struct{}, inFlight),
-		calls:    make(map[uint64]chan reply),
+		wt:       wt,
+		calls:    make(map[uint64]*waiter),
 		nextID:   1,
 		done:     make(chan struct{}),
 		readDone: make(chan struct{}),
+		in:       newFrameIn(maxFrame),
 	}
-	// Room for every call in flight to have its call frame and a cancel
-	// frame queued, so sending a cancel never has to wait.
-	c.w = framewrite.New(conn, 2*inFlight, wt, func(err error) {
-		c.fail(fmt.Errorf("%w: writing: %v", ErrClosed, err))
-	})
-	go c.readLoop()
+	// Bytes the handshake's reader took past the welcome are the
+	// stream's next bytes.
+	if b, _ := fr.r.Peek(fr.r.Buffered()); len(b) > 0 {
+		c.in.preload(b)
+	}
+	c.idle = time.AfterFunc(time.Hour, c.idleRead)
+	c.idle.Stop()
+	c.mu.Lock()
+	c.electLocked()
+	c.mu.Unlock()
 	return c, nil
 }
 
@@ -256,40 +285,55 @@ func (c *Client) Call(ctx context.Context, server, tool string, args any) (*Resu
 	}
 	defer func() { <-c.slots }()
 
-	id, ch, err := c.register()
+	id, w, err := c.register()
 	if err != nil {
 		return nil, err
 	}
 	buf := framewrite.GetBuf()
 	out, err := c.appendCall(ctx, (*buf)[:0], id, server, tool, args)
 	*buf = out
-	if err != nil {
-		framewrite.PutBuf(buf)
-		c.retire(id)
-		return nil, err
+	if err == nil {
+		err = c.write(ctx, out, true)
 	}
-	if err := c.w.Send(ctx, buf); err != nil {
+	framewrite.PutBuf(buf)
+	if err != nil {
 		if !c.retire(id) {
-			r := <-ch // settled meanwhile (the connection broke)
-			return r.res, r.err
+			return c.outcome(w) // settled meanwhile (the connection broke)
 		}
+		putWaiter(w)
 		if ctx.Err() != nil {
 			return nil, callCtxErr(server, tool, ctx.Err())
 		}
-		return nil, c.stopped()
+		return nil, err
 	}
-	select {
-	case r := <-ch:
-		return r.res, r.err
-	case <-ctx.Done():
+	if why := c.await(ctx, w); why != nil {
 		if !c.retire(id) {
 			// The reply won the race; it is the call's real outcome.
-			r := <-ch
-			return r.res, r.err
+			return c.outcome(w)
 		}
+		putWaiter(w)
 		c.sendCancel(id)
-		return nil, callCtxErr(server, tool, ctx.Err())
+		return nil, callCtxErr(server, tool, why)
 	}
+	return c.outcome(w)
+}
+
+// outcome consumes a settled call's outcome and returns its waiter to the
+// pool.
+func (c *Client) outcome(w *waiter) (*Result, error) {
+	res, err := w.res, w.err
+	putWaiter(w)
+	return res, err
+}
+
+// putWaiter clears w, drops a wake-up nobody consumed, and pools it.
+func putWaiter(w *waiter) {
+	select {
+	case <-w.done:
+	default:
+	}
+	w.res, w.err, w.settled = nil, nil, false
+	waiterPool.Put(w)
 }
 
 func callCtxErr(server, tool string, err error) error {
@@ -351,39 +395,56 @@ func appendArgs(dst []byte, args any) ([]byte, error) {
 	return dst, nil
 }
 
-// register allocates an id and a reply slot for a new call.
-func (c *Client) register() (uint64, chan reply, error) {
+// register allocates an id and a waiter for a new call.
+func (c *Client) register() (uint64, *waiter, error) {
+	w := waiterPool.Get().(*waiter)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.err != nil {
+		waiterPool.Put(w)
 		return 0, nil, c.err
 	}
 	id := c.nextID
 	c.nextID++
-	ch := make(chan reply, 1)
-	c.calls[id] = ch
-	return id, ch, nil
+	c.calls[id] = w
+	return id, w, nil
 }
 
 // retire removes a call without settling it, reporting whether it was
-// still waiting (false: a reply or failure has been delivered to it).
+// still waiting (false: a reply or failure has been delivered to it). The
+// call may have been the one woken to read next, so the reader is
+// re-elected.
 func (c *Client) retire(id uint64) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	_, ok := c.calls[id]
 	delete(c.calls, id)
+	if ok {
+		c.electLocked()
+	}
 	return ok
 }
 
-// deliver settles call id with r, if it is still waiting; a reply to a
-// call that was cancelled or never made is dropped.
-func (c *Client) deliver(id uint64, r reply) {
+// deliver settles call id with its outcome and wakes its waiter, if it is
+// still waiting; a reply to a call that was cancelled or never made is
+// dropped.
+func (c *Client) deliver(id uint64, res *Result, err error) {
 	c.mu.Lock()
-	ch, ok := c.calls[id]
-	delete(c.calls, id)
+	if w, ok := c.calls[id]; ok {
+		delete(c.calls, id)
+		w.res, w.err, w.settled = res, err, true
+		wake(w)
+	}
 	c.mu.Unlock()
-	if ok {
-		ch <- r // buffered, never blocks
+}
+
+// wake signals w's waiter without blocking: the 1-buffered channel holds
+// at most one pending wake-up, and the waiter re-reads the state under
+// Client.mu after each.
+func wake(w *waiter) {
+	select {
+	case w.done <- struct{}{}:
+	default:
 	}
 }
 
@@ -393,17 +454,16 @@ func (c *Client) deliver(id uint64, r reply) {
 func (c *Client) sendCancel(id uint64) {
 	buf := framewrite.GetBuf()
 	out, err := AppendFrame((*buf)[:0], &CancelMsg{ID: id}, c.max)
-	*buf = out
-	if err != nil { // cannot happen for a cancel; keep the buffer anyway
-		framewrite.PutBuf(buf)
-		return
+	if err == nil { // cannot fail for a cancel
+		_ = c.write(context.Background(), out, false)
 	}
-	c.w.TrySend(buf)
+	*buf = out
+	framewrite.PutBuf(buf)
 }
 
 // fail stops the client with err (wrapping ErrClosed): every waiting call
-// gets err at once, later calls too; the socket is closed so both
-// goroutines exit. Only the first failure counts.
+// gets err at once, later calls too; the socket is closed so whoever
+// reads or writes it returns. Only the first failure counts.
 func (c *Client) fail(err error) {
 	c.mu.Lock()
 	if c.err != nil {
@@ -412,14 +472,15 @@ func (c *Client) fail(err error) {
 	}
 	c.err = err
 	close(c.done)
-	calls := c.calls
-	c.calls = nil
-	c.mu.Unlock()
-	for _, ch := range calls {
-		ch <- reply{err: err}
+	for _, w := range c.calls {
+		w.err, w.settled = err, true
+		wake(w)
 	}
+	c.calls = nil
+	c.idle.Stop()
+	c.electLocked()
+	c.mu.Unlock()
 	c.conn.Close()
-	c.w.Stop()
 }
 
 func (c *Client) stopped() error {
@@ -429,57 +490,47 @@ func (c *Client) stopped() error {
 }
 
 // Close closes the connection: calls still waiting fail with ErrClosed.
-// It waits for the client's goroutines to exit and is idempotent.
+// It waits until nothing reads the socket any more and is idempotent.
 func (c *Client) Close() error {
 	c.fail(ErrClosed)
-	c.closeOnce.Do(func() {
-		c.w.Close()
-		<-c.readDone
-	})
+	c.closeOnce.Do(func() { <-c.readDone })
 	return nil
 }
 
-func (c *Client) readLoop() {
-	defer close(c.readDone)
-	for {
-		// A fresh buffer per frame: a Result's Structured aliases it and
-		// belongs to the caller from then on.
-		frame, err := c.fr.ReadFrame(nil)
-		if err != nil {
-			c.fail(fmt.Errorf("%w: reading: %v", ErrClosed, err))
-			return
+// handleFrame acts on one frame from capbridge, reporting false when the
+// connection has failed.
+func (c *Client) handleFrame(frame []byte) bool {
+	m, err := Decode(frame)
+	if err != nil {
+		we := err.(*WireError)
+		switch {
+		case !we.Fatal && we.Type != "" && !knownType(we.Type):
+			return true // a type from a newer capbridge: ignored (docs/capwire.md, "Versioning")
+		case !we.Fatal && we.HasID:
+			c.deliver(we.ID, nil, fmt.Errorf("capwire: malformed reply: %w", we))
+			return true
 		}
-		m, err := Decode(frame)
-		if err != nil {
-			we := err.(*WireError)
-			switch {
-			case !we.Fatal && we.Type != "" && !knownType(we.Type):
-				continue // a type from a newer capbridge: ignored (docs/capwire.md, "Versioning")
-			case !we.Fatal && we.HasID:
-				c.deliver(we.ID, reply{err: fmt.Errorf("capwire: malformed reply: %w", we)})
-				continue
-			}
-			c.fail(fmt.Errorf("%w: %w", ErrClosed, we))
-			return
-		}
-		switch m := m.(type) {
-		case *ResultMsg:
-			c.deliver(m.ID, reply{res: &m.Result})
-		case *DeniedMsg:
-			if m.NoID {
-				// capbridge could not tell which call it refused, so one of
-				// ours will never be answered; only ending the connection
-				// settles it.
-				c.fail(fmt.Errorf("%w: capbridge refused a frame: %w", ErrClosed, &m.Denial))
-				return
-			}
-			c.deliver(m.ID, reply{err: &m.Denial})
-		case *FatalMsg:
-			c.fail(fmt.Errorf("%w: %w", ErrClosed, m))
-			return
-		default:
-			c.fail(fmt.Errorf("%w: capbridge sent a %q frame", ErrClosed, m.Type()))
-			return
-		}
+		c.fail(fmt.Errorf("%w: %w", ErrClosed, we))
+		return false
 	}
+	switch m := m.(type) {
+	case *ResultMsg:
+		c.deliver(m.ID, &m.Result, nil)
+	case *DeniedMsg:
+		if m.NoID {
+			// capbridge could not tell which call it refused, so one of
+			// ours will never be answered; only ending the connection
+			// settles it.
+			c.fail(fmt.Errorf("%w: capbridge refused a frame: %w", ErrClosed, &m.Denial))
+			return false
+		}
+		c.deliver(m.ID, nil, &m.Denial)
+	case *FatalMsg:
+		c.fail(fmt.Errorf("%w: %w", ErrClosed, m))
+		return false
+	default:
+		c.fail(fmt.Errorf("%w: capbridge sent a %q frame", ErrClosed, m.Type()))
+		return false
+	}
+	return true
 }

@@ -96,3 +96,85 @@ func (fr *FrameReader) ReadFrame(dst []byte) ([]byte, error) {
 	}
 	return dst, nil
 }
+
+// frameIn cuts frames out of a byte stream handed to it chunk by chunk.
+// Unlike FrameReader it never loses a byte to a failed read: a Client's
+// reading side passes between goroutines and a read interrupted by a
+// deadline resumes exactly where it stopped. Each payload is returned in
+// a fresh allocation (a Result's Structured aliases it and belongs to the
+// caller). The same bounds as FrameReader hold: the length is checked
+// before anything is allocated, and a large frame's buffer grows only as
+// its bytes arrive. Owned by the holder of the reading side.
+type frameIn struct {
+	max  int
+	buf  []byte // read-ahead; unread bytes are buf[r:w]
+	r, w int
+	cur  []byte // the payload being assembled
+	want int    // its length; 0 while reading a length prefix
+}
+
+func newFrameIn(maxFrame int) *frameIn {
+	return &frameIn{max: frameLimit(maxFrame), buf: make([]byte, readBufSize)}
+}
+
+// next returns the next complete payload from the bytes read so far, or
+// nil when it needs more, or a fatal *WireError.
+func (f *frameIn) next() ([]byte, error) {
+	if f.want == 0 {
+		if f.w-f.r < 4 {
+			return nil, nil
+		}
+		n := binary.BigEndian.Uint32(f.buf[f.r:])
+		if n == 0 {
+			return nil, badFrame(-1, "zero-length frame", nil)
+		}
+		if uint64(n) > uint64(f.max) {
+			return nil, &WireError{Code: CodeFrameTooLarge, Fatal: true, Offset: -1,
+				Msg: "frame of " + strconv.FormatUint(uint64(n), 10) + " bytes exceeds the limit of " + strconv.Itoa(f.max)}
+		}
+		f.r += 4
+		f.want = int(n)
+		f.cur = make([]byte, 0, min(f.want, growStep))
+	}
+	take := min(f.want-len(f.cur), f.w-f.r)
+	f.cur = append(f.cur, f.buf[f.r:f.r+take]...) // grows by at most what arrived
+	f.r += take
+	if len(f.cur) < f.want {
+		return nil, nil
+	}
+	p := f.cur
+	f.cur, f.want = nil, 0
+	return p, nil
+}
+
+// fill performs one read from r into the read-ahead. Only call it once
+// next has returned nil. A clean end of stream (between frames) is
+// io.EOF; an end inside a frame is a fatal *WireError; any other error is
+// returned as is (a deadline's included: nothing is lost).
+func (f *frameIn) fill(r io.Reader) error {
+	if f.r == f.w {
+		f.r, f.w = 0, 0
+	} else if f.w == len(f.buf) {
+		f.w = copy(f.buf, f.buf[f.r:f.w])
+		f.r = 0
+	}
+	n, err := r.Read(f.buf[f.w:])
+	f.w += n
+	if err == io.EOF && (f.want != 0 || f.w > f.r) {
+		if n > 0 {
+			return nil // the bytes first; the next read reports the end
+		}
+		return badFrame(-1, "stream ended inside a frame", io.ErrUnexpectedEOF)
+	}
+	if n > 0 {
+		return nil
+	}
+	return err
+}
+
+// preload hands frameIn bytes already read from the stream (what a
+// FrameReader buffered past the last frame it returned).
+func (f *frameIn) preload(b []byte) {
+	f.w = copy(f.buf, b)
+	f.r = 0
+}

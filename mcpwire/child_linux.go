@@ -141,7 +141,7 @@ type childConn struct {
 
 func (c *childConn) Read(p []byte) (int, error) {
 	n, err := c.stdout.Read(p)
-	if err != nil {
+	if err != nil && !errors.Is(err, os.ErrDeadlineExceeded) {
 		c.eofOnce.Do(func() { close(c.eof) })
 		if errors.Is(err, os.ErrClosed) {
 			err = io.EOF // our side closed it: the stream has ended
@@ -152,6 +152,7 @@ func (c *childConn) Read(p []byte) (int, error) {
 
 func (c *childConn) Write(p []byte) (int, error)        { return c.stdin.Write(p) }
 func (c *childConn) SetWriteDeadline(t time.Time) error { return c.stdin.SetWriteDeadline(t) }
+func (c *childConn) SetReadDeadline(t time.Time) error  { return c.stdout.SetReadDeadline(t) }
 func (c *childConn) Done() <-chan struct{}              { return c.done }
 func (c *childConn) StderrTail() []byte                 { return c.tail.snapshot() }
 func (c *childConn) Pid() int                           { return c.pid }

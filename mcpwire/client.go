@@ -56,7 +56,7 @@ type Config struct {
 	HandshakeTimeout time.Duration // initialize round trip (60 s)
 	CallIdleTimeout  time.Duration // per call, reset by progress (60 s)
 	CallMaxTimeout   time.Duration // per call, never extended (10 min)
-	WriteTimeout     time.Duration // one write to stdin (10 s); expiry is death
+	WriteTimeout     time.Duration // a write to stdin stalled this long (to 1.5×; 10 s) is death
 	MaxInFlight      int           // concurrent calls (256); more fail with ErrBusy
 	MaxPages         int           // tools/list pages (64)
 	MaxTools         int           // tools in one listing (256)
@@ -117,20 +117,46 @@ type Client struct {
 	log  zerolog.Logger
 	init *InitializeResult
 
-	// wlock is the single writer path: a token held while one line is
-	// written, so lines never interleave.
-	wlock chan struct{}
+	// rconn is conn's read-deadline side when it has one: callers then
+	// read their own replies (see lead). nil: one goroutine reads for
+	// the client's whole life, as the only safe choice when a blocked
+	// Read cannot be interrupted.
+	rconn readDeadliner
 
-	// mu guards the in-flight state below. Every call is retired exactly
-	// once: whoever removes it from calls (the reader with its response,
-	// its own waiter on timeout or cancel, or die) settles it.
+	// The writer is a token (wbusy) rather than a goroutine: a caller
+	// that finds it free writes its own line; one that finds it held
+	// appends its line to wq and returns, and the holder writes
+	// everything queued before letting go (group commit). wmu guards
+	// the fields below it; wdl is touched only by the token's holder.
+	wmu    sync.Mutex
+	wbusy  bool
+	wq     []byte        // lines queued behind the holder, at most maxQueued bytes but one line
+	wspare []byte        // the previous round's buffer, reused
+	wroom  chan struct{} // closed when the holder takes wq; nil unless someone waits for room
+	wdl    time.Time     // write deadline in force
+
+	// mu guards the in-flight and reader state below. Every call is
+	// retired exactly once: whoever removes it from calls (the reader
+	// with its response, its own waiter on timeout or cancel, or die)
+	// settles it.
 	mu     sync.Mutex
 	calls  map[int64]*call
 	nextID int64
 	dead   *DeadError
 
+	// The reading side is a token too: reading says someone holds it
+	// (a waiting caller, leader, or the idle reader when leader is
+	// nil); rs belongs to the holder. rdl is the read deadline in
+	// force. readerGone latches once reading has ended for good.
+	reading    bool
+	leader     *call
+	rdl        time.Time
+	readerGone bool
+	rs         readState
+	idle       *time.Timer // arms idleRead once no call is left to read
+
 	deadc        chan struct{} // closed on death
-	readerDone   chan struct{} // closed when the reader goroutine ends
+	readerDone   chan struct{} // closed when the last reader has let go after death
 	shutdownDone chan struct{} // closed when the transport's Shutdown returned
 	toolsChanged chan struct{} // 1-buffered, coalescing
 	batch        atomic.Bool   // 2025-03-26 negotiated: accept batches
@@ -145,8 +171,9 @@ type Client struct {
 // settlement has been consumed by its waiter.
 type call struct {
 	id      int64
-	done    chan struct{} // 1-buffered; one send per settlement
+	done    chan struct{} // 1-buffered wake-up; the state under Client.mu says why
 	timer   *time.Timer   // idle/max deadline; Reset only under Client.mu
+	expiry  time.Time     // when timer fires; under Client.mu
 	idle    time.Duration
 	hard    time.Time
 	retired bool
@@ -186,14 +213,22 @@ func Connect(ctx context.Context, conn Conn, cfg Config) (*Client, error) {
 	cfg.defaults()
 	c := &Client{
 		conn: conn, cfg: cfg, log: zerolog.Nop(),
-		wlock: make(chan struct{}, 1), calls: make(map[int64]*call),
+		calls: make(map[int64]*call),
 		deadc: make(chan struct{}), readerDone: make(chan struct{}),
 		shutdownDone: make(chan struct{}), toolsChanged: make(chan struct{}, 1),
 	}
 	if cfg.Logger != nil {
 		c.log = *cfg.Logger
 	}
-	go c.readLoop()
+	c.rs.init(cfg.MaxLineBytes)
+	c.idle = time.AfterFunc(time.Hour, c.idleRead)
+	c.idle.Stop()
+	if rc, ok := conn.(readDeadliner); ok {
+		c.rconn = rc
+	} else {
+		c.reading = true
+		go c.readIdle()
+	}
 	if err := c.handshake(ctx); err != nil {
 		var de *DeadError
 		if !errors.As(err, &de) {
@@ -356,6 +391,7 @@ func (c *Client) request(ctx context.Context, method string, params, args []byte
 		idle = maxT
 	}
 	cl := callPool.Get().(*call)
+	now := time.Now()
 	c.mu.Lock()
 	switch {
 	case c.dead != nil:
@@ -370,7 +406,8 @@ func (c *Client) request(ctx context.Context, method string, params, args []byte
 	}
 	c.nextID++
 	id := c.nextID
-	cl.id, cl.idle, cl.hard, cl.retired = id, idle, time.Now().Add(maxT), false
+	cl.id, cl.idle, cl.hard, cl.retired = id, idle, now.Add(maxT), false
+	cl.expiry = now.Add(idle)
 	c.calls[id] = cl
 	cl.timer.Reset(idle)
 	c.mu.Unlock()
@@ -394,22 +431,15 @@ func (c *Client) request(ctx context.Context, method string, params, args []byte
 		if c.take(id) == cl { // still ours: nothing reached the server
 			return c.finish(cl, err)
 		}
-		<-cl.done // settled concurrently (death)
-		return c.finish(cl, nil)
+		return c.finish(cl, nil) // settled concurrently (death)
 	}
 
-	var why error
-	select {
-	case <-cl.done:
+	why := c.await(ctx, cl)
+	if why == nil {
 		return c.finish(cl, nil)
-	case <-ctx.Done():
-		why = ctx.Err()
-	case <-cl.timer.C:
-		why = ErrTimeout
 	}
 	if c.take(id) != cl {
 		// The response (or death) won the race: honour it.
-		<-cl.done
 		return c.finish(cl, nil)
 	}
 	if cancellable {
@@ -418,10 +448,46 @@ func (c *Client) request(ctx context.Context, method string, params, args []byte
 	return c.finish(cl, fmt.Errorf("mcpwire: %s: %w", method, why))
 }
 
+// await waits until cl is settled (nil) or its waiter should give up
+// (the reason). While it waits it takes the reading side whenever
+// nobody holds it, so with one call in flight the caller reads its own
+// reply and no goroutine hands it over.
+func (c *Client) await(ctx context.Context, cl *call) error {
+	for {
+		c.mu.Lock()
+		if cl.retired {
+			c.electLocked() // woken to read but settled first: pass it on
+			c.mu.Unlock()
+			return nil
+		}
+		if !c.reading && c.dead == nil {
+			c.reading, c.leader = true, cl
+			c.idle.Stop()
+			c.mu.Unlock()
+			if why := c.lead(ctx, cl); why != nil {
+				return why
+			}
+			continue
+		}
+		c.mu.Unlock()
+		select {
+		case <-cl.done:
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-cl.timer.C:
+			return ErrTimeout
+		}
+	}
+}
+
 // finish consumes a retired call's settlement, returns it to the pool and
 // yields (result, error); an override error wins.
 func (c *Client) finish(cl *call, override error) ([]byte, error) {
 	cl.timer.Stop()
+	select {
+	case <-cl.done: // a wake-up nobody consumed
+	default:
+	}
 	res, err := cl.result, cl.err
 	cl.result, cl.err = nil, nil
 	callPool.Put(cl)
@@ -432,7 +498,8 @@ func (c *Client) finish(cl *call, override error) ([]byte, error) {
 }
 
 // take removes the live call with this id and marks it retired, or
-// returns nil if no such call is in flight.
+// returns nil if no such call is in flight. A waiter giving up may have
+// been the one woken to read next, so the reader is re-elected.
 func (c *Client) take(id int64) *call {
 	c.mu.Lock()
 	cl := c.calls[id]
@@ -442,9 +509,40 @@ func (c *Client) take(id int64) *call {
 		}
 		cl.retired = true
 		delete(c.calls, id)
+		c.electLocked()
 	}
 	c.mu.Unlock()
 	return cl
+}
+
+// settle retires call id with its outcome and wakes its waiter; a reply
+// for no call in flight reports false.
+func (c *Client) settle(id int64, result []byte, err error) bool {
+	c.mu.Lock()
+	cl := c.calls[id]
+	if cl == nil {
+		c.mu.Unlock()
+		return false
+	}
+	if cl.retired {
+		panic("mcpwire: call retired twice")
+	}
+	cl.retired = true
+	delete(c.calls, id)
+	cl.result, cl.err = result, err
+	wake(cl)
+	c.mu.Unlock()
+	return true
+}
+
+// wake signals cl's waiter without blocking: the 1-buffered channel
+// holds at most one pending wake-up, and the waiter re-reads the state
+// under Client.mu after every one.
+func wake(cl *call) {
+	select {
+	case cl.done <- struct{}{}:
+	default:
+	}
 }
 
 // sendCancelled tells the server to stop a call we gave up on. Best
@@ -463,33 +561,6 @@ func (c *Client) notify(ctx context.Context, method string, params []byte) error
 	return c.write(ctx, appendNotification(nil, method, params))
 }
 
-// write is the single writer path: every line goes through here, whole,
-// under the write token, bounded by WriteTimeout. A failed or timed-out
-// write is death (a half-written line has desynchronised the stream).
-func (c *Client) write(ctx context.Context, line []byte) error {
-	select {
-	case c.wlock <- struct{}{}:
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-c.deadc:
-		return c.Err()
-	}
-	select {
-	case <-c.deadc:
-		<-c.wlock
-		return c.Err()
-	default:
-	}
-	_ = c.conn.SetWriteDeadline(time.Now().Add(c.cfg.WriteTimeout))
-	_, err := c.conn.Write(line)
-	<-c.wlock
-	if err != nil {
-		c.die(fmt.Errorf("mcpwire: write to server stdin: %w", err))
-		return c.Err()
-	}
-	return nil
-}
-
 // die makes the client dead with reason: latched once, every in-flight
 // call settles with the *DeadError at once, and the server is shut down
 // in the background. Later calls fail fast with the same error.
@@ -500,22 +571,19 @@ func (c *Client) die(reason error) {
 		return
 	}
 	c.dead = &DeadError{Reason: reason, Stderr: c.conn.StderrTail()}
-	calls := make([]*call, 0, len(c.calls))
 	for id, cl := range c.calls {
 		if cl.retired {
 			panic("mcpwire: call retired twice")
 		}
 		cl.retired = true
+		cl.err = c.dead
 		delete(c.calls, id)
-		calls = append(calls, cl)
+		wake(cl)
 	}
-	dead := c.dead
+	c.idle.Stop()
+	c.electLocked()
 	c.mu.Unlock()
 	close(c.deadc)
-	for _, cl := range calls {
-		cl.err = dead
-		cl.done <- struct{}{}
-	}
 	if !errors.Is(reason, ErrClosed) {
 		c.log.Error().Err(reason).Msg("mcpwire: server connection died")
 	}
@@ -523,63 +591,6 @@ func (c *Client) die(reason error) {
 		c.exit, c.exitErr = c.conn.Shutdown()
 		close(c.shutdownDone)
 	}()
-}
-
-// readLoop is the one reader of the server's stdout.
-func (c *Client) readLoop() {
-	defer close(c.readerDone)
-	buf := make([]byte, readBufSize)
-	fr := mcpproto.NewFramer(c.cfg.MaxLineBytes)
-	var m mcpproto.Message
-	for {
-		n, err := c.conn.Read(buf)
-		if n > 0 {
-			fr.Push(buf[:n])
-			for {
-				line, ferr := fr.Next()
-				if ferr != nil {
-					c.die(ferr)
-					c.drain(buf)
-					return
-				}
-				if line == nil {
-					break
-				}
-				c.handleLine(line, &m)
-			}
-		}
-		if err != nil {
-			c.onEOF()
-			return
-		}
-	}
-}
-
-// drain keeps reading (and discarding) after a framing fault so the
-// server never blocks on a full stdout pipe while shutdown runs; it ends
-// when shutdown closes the stream.
-func (c *Client) drain(buf []byte) {
-	for {
-		if _, err := c.conn.Read(buf); err != nil {
-			return
-		}
-	}
-}
-
-func (c *Client) onEOF() {
-	reason := error(nil)
-	t := time.NewTimer(eofExitWait)
-	select {
-	case <-c.conn.Done():
-		reason = c.conn.EndReason()
-	case <-c.deadc:
-	case <-t.C:
-		reason = errors.New("mcpwire: server closed its stdout")
-	}
-	t.Stop()
-	if reason != nil {
-		c.die(reason)
-	}
 }
 
 func (c *Client) handleLine(line []byte, m *mcpproto.Message) {
@@ -604,10 +615,7 @@ func (c *Client) handleMessage(line []byte, m *mcpproto.Message) {
 		// A broken envelope whose id we can read fails that one call
 		// (e.g. both "result" and "error"); the connection survives.
 		if m.HasID && m.ID.IsInt {
-			if cl := c.take(m.ID.Int); cl != nil {
-				cl.err = err
-				cl.done <- struct{}{}
-			}
+			c.settle(m.ID.Int, nil, err)
 		}
 		c.stray(line, err)
 		return
@@ -623,25 +631,21 @@ func (c *Client) handleMessage(line []byte, m *mcpproto.Message) {
 }
 
 func (c *Client) handleResponse(m *mcpproto.Message) {
-	var cl *call
-	if m.ID.IsInt {
-		cl = c.take(m.ID.Int)
+	var res []byte
+	var err error
+	if m.Error != nil {
+		e := *m.Error
+		e.Data = bytes.Clone(e.Data)
+		err = &e
+	} else {
+		res = bytes.Clone(m.Result)
 	}
-	if cl == nil {
+	if !m.ID.IsInt || !c.settle(m.ID.Int, res, err) {
 		// Unknown, already settled (a late reply after cancel or
 		// timeout, a duplicate) or not an id we mint (a string id):
 		// ignored, as the cancellation spec asks.
 		c.log.Debug().Bytes("id", m.ID.Raw).Msg("mcpwire: response for no call in flight dropped")
-		return
 	}
-	if m.Error != nil {
-		e := *m.Error
-		e.Data = bytes.Clone(e.Data)
-		cl.err = &e
-	} else {
-		cl.result = bytes.Clone(m.Result)
-	}
-	cl.done <- struct{}{}
 }
 
 // handleServerRequest answers ping with {} and everything else with
@@ -709,6 +713,7 @@ func (c *Client) progress(params []byte) {
 		}
 		if d > 0 {
 			cl.timer.Reset(d)
+			cl.expiry = time.Now().Add(d)
 		}
 	}
 	c.mu.Unlock()

@@ -12,11 +12,19 @@ import (
 // tests use an in-memory one. An embedder may implement Conn to run the
 // client over another transport (Connect).
 //
-// Concurrency contract: Read is called by one goroutine at a time (the
-// client's reader); Write and SetWriteDeadline by one goroutine at a
-// time (the client serializes them); Done, EndReason, StderrTail and
-// Shutdown may be called by anyone at any time. Shutdown unblocks Read
-// and Write.
+// Concurrency contract: Read is never called concurrently with itself
+// (the client passes its reading side between goroutines); Write and
+// SetWriteDeadline likewise (the client serializes them); Done,
+// EndReason, StderrTail and Shutdown may be called by anyone at any
+// time. Shutdown unblocks Read and Write.
+//
+// A Conn may also have SetReadDeadline(time.Time) error, which must make
+// a blocked or later Read return an error matching os.ErrDeadlineExceeded
+// once the time has passed, without losing or consuming any byte, and
+// may be called while a Read is blocked. The client then lets a waiting
+// caller read its own reply (no goroutine hand-over per call); without
+// it, one goroutine reads for the client's whole life. The child-process
+// Conn has it.
 type Conn interface {
 	// Read reads the server's stdout. It returns io.EOF when the
 	// stream has ended (the server closed it, exited, or Shutdown ran).

@@ -1,0 +1,291 @@
+package capwire
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"time"
+)
+
+// A Client's two sides are tokens passed between the goroutines that need
+// them, not goroutines of their own, so a round trip with one call in
+// flight involves no hand-over at all: the caller writes its frame and
+// then reads its reply itself.
+//
+// Writing: a caller that finds the writer free writes its own frame; one
+// that finds it held queues its frame and returns, and the holder writes
+// everything queued, in order, before letting go, so N concurrent
+// callers cost far fewer than N write system calls.
+//
+// Reading: whoever holds the reading side reads the socket and settles
+// every call whose reply it finds, waking its waiter. A waiting caller
+// takes the reading side when nobody holds it (the leader); once its own
+// reply is in, or its ctx ends, it lets go and wakes one other waiter to
+// take over, so no follower is ever left without a reader. A leader's ctx
+// ending interrupts its blocked read by setting the read deadline in the
+// past; frameIn loses nothing to that. With no call in flight for
+// idleGrace, a goroutine takes the reading side so that a hang-up or a
+// fatal frame is still seen at once (Shared relies on that to redial).
+
+const (
+	// idleGrace is how long the reading side may rest with no call in
+	// flight before a goroutine takes it: long against the gap between
+	// back-to-back calls, short against anything a program would notice.
+	idleGrace = time.Millisecond
+	// maxQueued bounds the bytes queued behind the writer: past it a
+	// frame waits for room (one frame is always accepted into an empty
+	// queue, whatever its size).
+	maxQueued = 1 << 20
+)
+
+// kickTime is a read deadline in the past: a blocked read returns at once.
+var kickTime = time.Unix(1, 0)
+
+// errNoRoom is write's answer when it may not wait for room.
+var errNoRoom = errors.New("capwire: write queue full")
+
+// await waits until w is settled (nil) or ctx ends (its error), taking the
+// reading side whenever nobody holds it.
+func (c *Client) await(ctx context.Context, w *waiter) error {
+	for {
+		c.mu.Lock()
+		if w.settled {
+			c.electLocked() // woken to read but settled first: pass it on
+			c.mu.Unlock()
+			return nil
+		}
+		if !c.reading && c.err == nil {
+			c.reading, c.leader = true, w
+			c.idle.Stop()
+			c.mu.Unlock()
+			if why := c.lead(ctx, w); why != nil {
+				return why
+			}
+			continue
+		}
+		c.mu.Unlock()
+		select {
+		case <-w.done:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// lead reads for the client, as the holder of the reading side, until w
+// is settled (nil) or ctx ends (its error); either way it lets go of the
+// reading side first.
+func (c *Client) lead(ctx context.Context, w *waiter) error {
+	if ctx.Done() != nil {
+		stop := context.AfterFunc(ctx, func() {
+			c.mu.Lock()
+			if c.leader == w {
+				c.setReadDeadlineLocked(kickTime)
+			}
+			c.mu.Unlock()
+		})
+		defer stop()
+	}
+	for {
+		c.mu.Lock()
+		var why error
+		switch {
+		case w.settled:
+		case ctx.Err() != nil:
+			why = ctx.Err()
+		default:
+			c.setReadDeadlineLocked(time.Time{})
+			c.mu.Unlock()
+			c.readChunk()
+			continue
+		}
+		c.releaseLocked()
+		c.mu.Unlock()
+		return why
+	}
+}
+
+// readChunk handles the frames already read, if there are any, and
+// otherwise performs one read and handles every complete frame it
+// finishes. On a broken connection it fails the client, which settles
+// every call; the caller then finds its own settled. Only the holder of
+// the reading side calls it.
+func (c *Client) readChunk() {
+	if n, ok := c.handleBuffered(); n > 0 || !ok {
+		return
+	}
+	if err := c.in.fill(c.conn); err != nil && !errors.Is(err, os.ErrDeadlineExceeded) {
+		var we *WireError
+		if errors.As(err, &we) {
+			c.fail(fmt.Errorf("%w: %w", ErrClosed, we))
+		} else {
+			c.fail(fmt.Errorf("%w: reading: %v", ErrClosed, err))
+		}
+		return
+	}
+	c.handleBuffered()
+}
+
+// handleBuffered handles every complete frame read so far, reporting how
+// many and false if the connection failed.
+func (c *Client) handleBuffered() (int, bool) {
+	n := 0
+	for {
+		frame, err := c.in.next()
+		if err != nil {
+			c.fail(fmt.Errorf("%w: %w", ErrClosed, err))
+			return n, false
+		}
+		if frame == nil {
+			return n, true
+		}
+		n++
+		if !c.handleFrame(frame) {
+			return n, false
+		}
+	}
+}
+
+// idleRead runs when the idle timer fires: it takes the reading side if
+// nobody holds it, reads once without a deadline and handles what came,
+// then lets go.
+func (c *Client) idleRead() {
+	c.mu.Lock()
+	if c.reading || c.err != nil {
+		c.mu.Unlock()
+		return
+	}
+	c.reading, c.leader = true, nil
+	c.setReadDeadlineLocked(time.Time{})
+	c.mu.Unlock()
+	c.readChunk()
+	// Something arrived (or the connection broke): traffic may be
+	// resuming, and the next call should read its own reply rather than
+	// be handed it. With nothing in flight, the idle timer is armed again.
+	c.mu.Lock()
+	c.releaseLocked()
+	c.mu.Unlock()
+}
+
+// releaseLocked lets go of the reading side.
+func (c *Client) releaseLocked() {
+	c.reading, c.leader = false, nil
+	c.electLocked()
+}
+
+// electLocked makes sure the reading side has a holder or will get one:
+// once the client has failed it records that reading has ended for good;
+// otherwise it wakes one waiting caller to take it or, with no call in
+// flight, arms the idle reader. Every change that can leave the reading
+// side free with calls waiting ends here.
+func (c *Client) electLocked() {
+	if c.reading {
+		return
+	}
+	if c.err != nil {
+		if !c.readerGone {
+			c.readerGone = true
+			close(c.readDone)
+		}
+		return
+	}
+	for _, w := range c.calls {
+		wake(w)
+		return
+	}
+	c.idle.Reset(idleGrace)
+}
+
+// setReadDeadlineLocked sets the read deadline if it changes: under mu,
+// so that a leader's kick is never overwritten.
+func (c *Client) setReadDeadlineLocked(t time.Time) {
+	if !t.Equal(c.rdl) {
+		c.rdl = t
+		_ = c.conn.SetReadDeadline(t)
+	}
+}
+
+// write is the single writer path: every frame goes through here, whole,
+// in order. It returns once the frame is written or queued behind the
+// writer's holder. When the queue is full it waits for room (bounded by
+// ctx) if wait is set, else gives up with errNoRoom. A failed write fails
+// the client (a half-written frame has desynchronised the stream), and
+// every call in flight, queued frames' callers included, settles then.
+func (c *Client) write(ctx context.Context, frame []byte, wait bool) error {
+	c.wmu.Lock()
+	for c.wbusy && len(c.wq) > 0 && len(c.wq)+len(frame) > maxQueued {
+		if !wait {
+			c.wmu.Unlock()
+			return errNoRoom
+		}
+		if c.wroom == nil {
+			c.wroom = make(chan struct{})
+		}
+		room := c.wroom
+		c.wmu.Unlock()
+		select {
+		case <-room:
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-c.done:
+			return c.stopped()
+		}
+		c.wmu.Lock()
+	}
+	select {
+	case <-c.done:
+		c.wmu.Unlock()
+		return c.stopped()
+	default:
+	}
+	if c.wbusy {
+		c.wq = append(c.wq, frame...)
+		c.wmu.Unlock()
+		return nil
+	}
+	c.wbusy = true
+	c.wmu.Unlock()
+	var taken []byte
+	for {
+		if err := c.writeOut(frame); err != nil {
+			// The token is never given back: nothing may follow a
+			// half-written frame.
+			c.fail(fmt.Errorf("%w: writing: %v", ErrClosed, err))
+			return c.stopped()
+		}
+		c.wmu.Lock()
+		if taken != nil && cap(taken) <= maxQueued {
+			c.wspare = taken[:0]
+		}
+		if len(c.wq) == 0 {
+			c.wbusy = false
+			c.wmu.Unlock()
+			return nil
+		}
+		taken, c.wq, c.wspare = c.wq, c.wspare, nil
+		if c.wroom != nil {
+			close(c.wroom)
+			c.wroom = nil
+		}
+		c.wmu.Unlock()
+		frame = taken
+	}
+}
+
+// writeOut writes b under a write deadline, moved only when less than the
+// write timeout of it is left, to the timeout and a half from now: a
+// write always has at least WriteTimeout and at most half as much again,
+// and back-to-back writes do not each pay for a deadline. Only the writer
+// token's holder calls it.
+func (c *Client) writeOut(b []byte) error {
+	now := time.Now()
+	if c.wdl.Sub(now) < c.wt {
+		c.wdl = now.Add(c.wt + c.wt/2)
+		if err := c.conn.SetWriteDeadline(c.wdl); err != nil {
+			return err
+		}
+	}
+	_, err := c.conn.Write(b)
+	return err
+}
