@@ -231,7 +231,7 @@ func TestServeProtocol(t *testing.T) {
 func TestServeListing(t *testing.T) {
 	defer leakcheck.Check(t)()
 	want := []string{"add", "bad_utf8", "cancellations", "content", "crash", "duplicate_id", "echo", "fail", "hang", "kill", "long_line",
-		"noise", "notify", "progress", "result_and_error", "server_request", "slow", "stderr", "string_id", "unknown_id"}
+		"noise", "notify", "progress", "result_and_error", "running", "server_request", "slow", "stderr", "string_id", "unknown_id"}
 	for _, size := range []int{0, 1, 8, 20, 100} {
 		c := startServe(t, Scenario{PageSize: size})
 		var names []string
