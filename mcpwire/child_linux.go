@@ -300,6 +300,10 @@ func (c *childConn) Shutdown() (Exit, error) {
 		}
 		<-c.done // bounded: ExitDrain after the reap
 		c.stdout.Close()
+		// Our side has ended the stream: wait need not hold stdout open
+		// for a reader any longer. Callers read their own replies, so
+		// with no call in flight nobody may be reading to see the EOF.
+		c.eofOnce.Do(func() { close(c.eof) })
 		st := c.ec.ProcessState
 		c.exit = Exit{How: how, Status: st.String(), Code: st.ExitCode(), Took: time.Since(start)}
 	})
