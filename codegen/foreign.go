@@ -295,3 +295,112 @@ func (f *fFile) headF(mark string) func(SurfaceLevel, int, int) string {
 		return s + "\n"
 	}
 }
+
+// Checked outputs. A decode helper hands the structured content to
+// capwire's decodeStructured (decode_structured) with its output type
+// described as a shape, and the module's named output types as a table of
+// shapes; the client library does the checking, the same for every
+// façade, so a module adds only data: one line per output type, its
+// strings written by the language's literal function (server text enters
+// nowhere else). The notation is capwire's (capwire/ts/src/shape.ts):
+// "string", "integer", "number", "boolean", "any", a type's name,
+// ["list"|"map"|"nullable", T], ["record", [[key, T]...], [[key, T]...]]
+// (required, then optional), ["enum", [values]], ["union", [T...]]; it is
+// the same text in TypeScript and Python.
+
+// outputDefs are the named types the tools' outputs reach, canonical and
+// in declaration order.
+func (f *fFile) outputDefs() []*typeDef {
+	seen := map[*typeDef]bool{}
+	var walk func(t typ)
+	walk = func(t typ) {
+		for t.kind == kList || t.kind == kMap {
+			t = *t.elem
+		}
+		if t.kind != kNamed {
+			return
+		}
+		d := f.g.canon(t.def)
+		if seen[d] {
+			return
+		}
+		seen[d] = true
+		for _, fl := range d.fields {
+			walk(fl.typ)
+		}
+		for _, v := range d.variants {
+			walk(v.typ)
+		}
+	}
+	for _, fn := range f.funcs {
+		if fn.decode != "" {
+			walk(*fn.tp.output)
+		}
+	}
+	var out []*typeDef
+	for _, d := range f.g.order {
+		if seen[d] {
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
+// shapeOfType is t's shape.
+func (f *fFile) shapeOfType(t typ, lit func(string) string) string {
+	var s string
+	switch t.kind {
+	case kAny:
+		return lit("any")
+	case kString:
+		s = lit("string")
+	case kInteger:
+		s = lit("integer")
+	case kNumber:
+		s = lit("number")
+	case kBoolean:
+		s = lit("boolean")
+	case kList:
+		s = "[" + lit("list") + ", " + f.shapeOfType(*t.elem, lit) + "]"
+	case kMap:
+		s = "[" + lit("map") + ", " + f.shapeOfType(*t.elem, lit) + "]"
+	case kNamed:
+		s = lit(f.types[t.def])
+	}
+	if t.nullable {
+		s = "[" + lit("nullable") + ", " + s + "]"
+	}
+	return s
+}
+
+// shapeOfDef is the shape of the named type d.
+func (f *fFile) shapeOfDef(d *typeDef, lit func(string) string) string {
+	var parts []string
+	switch d.kind {
+	case dRecord:
+		var req, opt []string
+		for _, fl := range d.fields {
+			p := "[" + lit(fl.wire) + ", " + f.shapeOfType(fl.typ, lit) + "]"
+			if fl.required {
+				req = append(req, p)
+			} else {
+				opt = append(opt, p)
+			}
+		}
+		return "[" + lit("record") + ", [" + strings.Join(req, ", ") + "], [" + strings.Join(opt, ", ") + "]]"
+	case dEnum:
+		for _, v := range d.values {
+			if d.base == kString {
+				parts = append(parts, lit(v.str))
+			} else {
+				parts = append(parts, v.lit)
+			}
+		}
+		return "[" + lit("enum") + ", [" + strings.Join(parts, ", ") + "]]"
+	default:
+		for _, v := range d.variants {
+			parts = append(parts, f.shapeOfType(v.typ, lit))
+		}
+		return "[" + lit("union") + ", [" + strings.Join(parts, ", ") + "]]"
+	}
+}

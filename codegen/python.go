@@ -2,6 +2,7 @@ package codegen
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 )
 
@@ -206,6 +207,7 @@ func (f *fFile) writePython() []byte {
 			}
 		}
 	}
+	f.writePyShapes(&b)
 	return []byte(b.String())
 }
 
@@ -306,37 +308,30 @@ func (f *fFile) writePyFunc(b *strings.Builder, fn *fFunc) {
 		return
 	}
 	out := *fn.tp.output
-	check, what := pyKindCheck(out)
 	fmt.Fprintf(b, "\n\ndef %s(r: capwire.Result) -> %s:\n", fn.decode, f.pyAnn(out))
-	pyDocstring(b, "    ", fmt.Sprintf("Returns the structured result of %s (tool %s) as %s. Only its kind is checked, not its fields; a result that holds no structured %s raises TypeError.", fn.name, commentQuote(t.Name), f.pyExpr(out, ""), what))
-	fmt.Fprintf(b, "    v = r.structured\n    if %s:\n        raise TypeError(%s)\n", check, pyLit(fn.decode+": the result holds no structured "+what))
-	ann := f.pyExpr(out, "typing.")
-	fmt.Fprintf(b, "    return typing.cast(%s, v)\n", pyLit(ann))
+	pyDocstring(b, "    ", fmt.Sprintf("Returns the structured result of %s (tool %s) as %s, checked against the output schema's type at every depth: content that is missing or does not fit raises capwire.DecodeError naming the place. Keys the schema does not declare are allowed.", fn.name, commentQuote(t.Name), f.pyExpr(out, "")))
+	fmt.Fprintf(b, "    v = capwire.decode_structured(r, %s, %s)\n", f.shapeOfType(out, pyLit), pyShapes)
+	fmt.Fprintf(b, "    return typing.cast(%s, v)\n", pyLit(f.pyExpr(out, "typing.")))
 }
 
-// pyKindCheck is the condition under which structured value v is not of
-// t's JSON kind, and the kind's name.
-func pyKindCheck(t typ) (string, string) {
-	var check, what string
-	switch shapeOf(t) {
-	case "object":
-		check, what = "not isinstance(v, dict)", "object"
-	case "array":
-		check, what = "not isinstance(v, list)", "array"
-	case "string":
-		check, what = "not isinstance(v, str)", "string"
-	case "number":
-		check, what = "isinstance(v, bool) or not isinstance(v, (int, float))", "number"
-	case "boolean":
-		check, what = "not isinstance(v, bool)", "boolean"
-	default:
-		return "v is None", "value"
+// pyShapes is the module's table of output shapes; no function, type or
+// parameter name begins with '_' and a capital.
+const pyShapes = "_SHAPES"
+
+// writePyShapes writes the table of the output types' shapes that the
+// decode helpers check against.
+func (f *fFile) writePyShapes(b *strings.Builder) {
+	defs := f.outputDefs()
+	if len(defs) == 0 {
+		return
 	}
-	if t.nullable {
-		check = "v is not None and (" + check + ")"
-		what += " or None"
+	b.WriteString("\n\n")
+	pyComment(b, "", "The output types as capwire shapes, which the decode helpers check structured content against.")
+	b.WriteString(pyShapes + ": capwire.Shapes = {\n")
+	for _, d := range defs {
+		fmt.Fprintf(b, "    %s: %s,\n", pyLit(f.types[d]), f.shapeOfDef(d, pyLit))
 	}
-	return check, what
+	b.WriteString("}\n")
 }
 
 func (f *fFile) writePyType(b *strings.Builder, d *typeDef) {
@@ -345,28 +340,7 @@ func (f *fFile) writePyType(b *strings.Builder, d *typeDef) {
 	doc := cleanText(d.doc, maxToolDesc)
 	switch d.kind {
 	case dRecord:
-		if f.pyClassForm(d) {
-			fmt.Fprintf(b, "\n\nclass %s(typing.TypedDict):\n", name)
-			pyDocstring(b, "    ", head, doc)
-			for _, fl := range d.fields {
-				b.WriteByte('\n')
-				if note := fieldDoc(fl); note != "" {
-					pyComment(b, "    ", note)
-				}
-				fmt.Fprintf(b, "    %s: %s\n", fl.wire, f.pyField(fl))
-			}
-			return
-		}
-		b.WriteString("\n\n")
-		pyComment(b, "", head+" "+doc)
-		fmt.Fprintf(b, "%s = typing.TypedDict(%s, {\n", name, pyLit(name))
-		for _, fl := range d.fields {
-			if note := fieldDoc(fl); note != "" {
-				pyComment(b, "    ", note)
-			}
-			fmt.Fprintf(b, "    %s: %s,\n", pyLit(fl.wire), f.pyField(fl))
-		}
-		b.WriteString("})\n")
+		f.writePyRecord(b, d, name, head, doc)
 	case dEnum:
 		b.WriteString("\n\n")
 		pyComment(b, "", head+" "+doc)
@@ -378,13 +352,83 @@ func (f *fFile) writePyType(b *strings.Builder, d *typeDef) {
 	}
 }
 
-// pyField is a TypedDict value type: NotRequired when the key may be
-// absent.
-func (f *fFile) pyField(fl field) string {
-	if fl.required {
-		return f.pyAnn(fl.typ)
+// A record is a TypedDict without typing.NotRequired (Python 3.11), so
+// that a façade runs on 3.10: the keys are all required (total) or all
+// optional (total=False), or, mixed, the record is split in two
+// TypedDicts of one totality each and declared as their union by
+// inheritance. The halves are named after the record with a leading '_',
+// which no other declaration has.
+
+// pySplit says whether record d is declared in two halves, and names them.
+func pySplit(d *typeDef, name string) (split bool, req, opt string) {
+	var r, o int
+	for _, fl := range d.fields {
+		if fl.required {
+			r++
+		} else {
+			o++
+		}
 	}
-	return "typing.NotRequired[" + f.pyAnn(fl.typ) + "]"
+	return r > 0 && o > 0, "_" + name + "Required", "_" + name + "Optional"
+}
+
+// pyAllOptional reports a record with fields, none of them required.
+func pyAllOptional(d *typeDef) bool {
+	return len(d.fields) > 0 && !slices.ContainsFunc(d.fields, func(fl field) bool { return fl.required })
+}
+
+func (f *fFile) writePyRecord(b *strings.Builder, d *typeDef, name, head, doc string) {
+	split, reqName, optName := pySplit(d, name)
+	// fields writes the fields with required set to req, in a class body
+	// or a functional form's dict.
+	fields := func(req bool, class bool) {
+		for _, fl := range d.fields {
+			if fl.required != req && split {
+				continue
+			}
+			if class {
+				b.WriteByte('\n')
+			}
+			if note := fieldDoc(fl); note != "" {
+				pyComment(b, "    ", note)
+			}
+			if class {
+				fmt.Fprintf(b, "    %s: %s\n", fl.wire, f.pyAnn(fl.typ))
+			} else {
+				fmt.Fprintf(b, "    %s: %s,\n", pyLit(fl.wire), f.pyAnn(fl.typ))
+			}
+		}
+	}
+	total := ""
+	if pyAllOptional(d) {
+		total = ", total=False"
+	}
+	switch {
+	case f.pyClassForm(d) && split:
+		fmt.Fprintf(b, "\n\nclass %s(typing.TypedDict):\n", reqName)
+		pyDocstring(b, "    ", "The required keys of "+name+".")
+		fields(true, true)
+		fmt.Fprintf(b, "\n\nclass %s(%s, total=False):\n", name, reqName)
+		pyDocstring(b, "    ", head, doc)
+		fields(false, true)
+	case f.pyClassForm(d):
+		fmt.Fprintf(b, "\n\nclass %s(typing.TypedDict%s):\n", name, total)
+		pyDocstring(b, "    ", head, doc)
+		fields(true, true)
+	case split:
+		fmt.Fprintf(b, "\n\n%s = typing.TypedDict(%s, {\n", reqName, pyLit(reqName))
+		fields(true, false)
+		fmt.Fprintf(b, "})\n\n\n%s = typing.TypedDict(%s, {\n", optName, pyLit(optName))
+		fields(false, false)
+		fmt.Fprintf(b, "}, total=False)\n\n\nclass %s(%s, %s):\n", name, reqName, optName)
+		pyDocstring(b, "    ", head, doc)
+	default:
+		b.WriteString("\n\n")
+		pyComment(b, "", head+" "+doc)
+		fmt.Fprintf(b, "%s = typing.TypedDict(%s, {\n", name, pyLit(name))
+		fields(true, false)
+		fmt.Fprintf(b, "}%s)\n", total)
+	}
 }
 
 // pyEnumValues joins an enum's values as Python literals; limit > 0 lists
@@ -426,11 +470,20 @@ func (f *fFile) pyIntent() fIntent {
 			in.keys[p] = true
 		}
 	}
+	if len(f.outputDefs()) > 0 {
+		in.header = append(in.header, pyShapes+": capwire.Shapes = {")
+	}
 	for _, d := range f.g.order {
 		if !f.pyDeclares(d) {
 			continue
 		}
 		in.decls[f.types[d]] = true
+		if split, req, opt := pySplit(d, f.types[d]); d.kind == dRecord && split {
+			in.decls[req] = true
+			if !f.pyClassForm(d) {
+				in.decls[opt] = true
+			}
+		}
 		if d.kind == dRecord && f.pyClassForm(d) {
 			for _, fl := range d.fields {
 				in.keys[fl.wire] = true
@@ -444,9 +497,9 @@ func (f *fFile) pyIntent() fIntent {
 // comments and strings besides the intended names and keys.
 var pyVocabulary = wordSet(`
 	import typing capwire async def await return if is not None and or raise class
-	dict str int float bool list object isinstance TypeError Any NotRequired TypedDict
-	TypeAlias Literal cast Result shared call timeout structured args v r
-	_Args _args _client _timeout`)
+	dict str int float bool list object Any TypedDict total False
+	TypeAlias Literal cast Result shared call timeout args v r
+	decode_structured Shapes _SHAPES _Args _args _client _timeout`)
 
 // bindPython adds the keyword parameters to a binding: the snake_case
 // spellings of the arguments' wire names, with the Go rules for suffixes.

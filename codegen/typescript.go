@@ -165,6 +165,7 @@ func (f *fFile) writeTS() []byte {
 			f.writeTSType(&b, d)
 		}
 	}
+	f.writeTSShapes(&b)
 	return []byte(b.String())
 }
 
@@ -223,32 +224,30 @@ func (f *fFile) writeTSFunc(b *strings.Builder, fn *fFunc) {
 		return
 	}
 	out := f.tsExpr(*fn.tp.output, true)
-	check, what := tsKindCheck(*fn.tp.output)
 	b.WriteByte('\n')
-	tsDoc(b, "", fmt.Sprintf("Returns the structured result of %s (tool %s) as %s. Only its kind is checked, not its fields; a result that holds no structured %s throws a TypeError.", fn.name, commentQuote(t.Name), out, what))
-	fmt.Fprintf(b, "export function %s(r: capwire.Result): %s {\n  const v = r.structured;\n", fn.decode, out)
-	fmt.Fprintf(b, "  if (%s) {\n    throw new TypeError(%s);\n  }\n  return v as %s;\n}\n", check, jsLit(fn.name+": the result holds no structured "+what), out)
+	tsDoc(b, "", fmt.Sprintf("Returns the structured result of %s (tool %s) as %s, checked against the output schema's type at every depth: content that is missing or does not fit throws a capwire.DecodeError naming the place. Keys the schema does not declare are allowed.", fn.name, commentQuote(t.Name), out))
+	fmt.Fprintf(b, "export function %s(r: capwire.Result): %s {\n", fn.decode, out)
+	fmt.Fprintf(b, "  return capwire.decodeStructured<%s>(r, %s, %s);\n}\n", out, f.shapeOfType(*fn.tp.output, jsLit), tsShapes)
 }
 
-// tsKindCheck is the condition under which structured value v is not of
-// t's JSON kind, and the kind's name.
-func tsKindCheck(t typ) (string, string) {
-	var check, what string
-	switch shapeOf(t) {
-	case "object":
-		check, what = `typeof v !== "object" || v === null || Array.isArray(v)`, "object"
-	case "array":
-		check, what = "!Array.isArray(v)", "array"
-	case "string", "number", "boolean":
-		check, what = "typeof v !== "+jsLit(shapeOf(t)), shapeOf(t)
-	default:
-		return "v === undefined", "value"
+// tsShapes is the module's table of output shapes; no function or type
+// name begins with '_'.
+const tsShapes = "_shapes"
+
+// writeTSShapes writes the table of the output types' shapes that the
+// decode helpers check against.
+func (f *fFile) writeTSShapes(b *strings.Builder) {
+	defs := f.outputDefs()
+	if len(defs) == 0 {
+		return
 	}
-	if t.nullable {
-		check = "v !== null && (" + check + ")"
-		what += " or null"
+	b.WriteByte('\n')
+	tsDoc(b, "", "The output types as capwire shapes, which the decode helpers check structured content against.")
+	b.WriteString("const " + tsShapes + ": capwire.Shapes = {\n")
+	for _, d := range defs {
+		fmt.Fprintf(b, "  %s: %s,\n", f.types[d], f.shapeOfDef(d, jsLit))
 	}
-	return check, what
+	b.WriteString("};\n")
 }
 
 func (f *fFile) writeTSType(b *strings.Builder, d *typeDef) {
@@ -320,6 +319,9 @@ func (f *fFile) tsIntent() fIntent {
 			in.decls[fn.decode] = true
 		}
 	}
+	if len(f.outputDefs()) > 0 {
+		in.header = append(in.header, "const "+tsShapes+": capwire.Shapes = {")
+	}
 	for _, d := range f.g.order {
 		in.decls[f.types[d]] = true
 		for _, fl := range d.fields {
@@ -334,9 +336,9 @@ func (f *fFile) tsIntent() fIntent {
 // tsVocabulary is every identifier the TypeScript emitter writes outside
 // comments and strings besides the intended names and keys.
 var tsVocabulary = wordSet(`
-	import as from export const async function await return if throw new typeof null
-	interface type capwire shared call CallOptions Result Promise args opts c r v key
-	structured string number boolean bigint unknown undefined Array isArray TypeError`)
+	import as from export const async function await return null
+	interface type capwire shared call CallOptions Result Promise args opts c r key
+	string number boolean bigint unknown decodeStructured Shapes _shapes`)
 
 // emitTS binds, writes and verifies a TypeScript module.
 func emitTS(server, digest string, plans []toolPlan) (*fFile, []byte, error) {

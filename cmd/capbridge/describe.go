@@ -20,6 +20,7 @@ Show the full declarations of the named tools (every tool when none is
 named), by function or wire name, in the surface's notation: what a lean
 surface leaves out.`)
 	cf := addClientFlags(fs, false)
+	lang := langFlag(fs)
 	pos, code, ok := fs.parse(args, stdout, stderr)
 	if !ok {
 		return code
@@ -27,7 +28,10 @@ surface leaves out.`)
 	if len(pos) < 1 {
 		return fs.usageError(stderr, "name a server")
 	}
-	req := &control.DescribeRequest{Server: pos[0], Tools: pos[1:], Lang: string(codegen.Go)}
+	if _, ok := sourceExt[codegen.Lang(*lang)]; !ok {
+		return fs.usageError(stderr, "no façade language %q (go, ts or python)", *lang)
+	}
+	req := &control.DescribeRequest{Server: pos[0], Tools: pos[1:], Lang: *lang}
 	d, err := withControl(cf, func(ctx context.Context, c *control.Client) (*control.Described, error) { return c.Describe(ctx, req) })
 	if err != nil {
 		fmt.Fprintln(stderr, "capbridge describe:", explain(err))
@@ -35,6 +39,12 @@ surface leaves out.`)
 	}
 	fmt.Fprint(stdout, d.Declarations)
 	return exitOK
+}
+
+// langFlag adds --lang: the language whose notation declarations and
+// signatures are written in.
+func langFlag(fs *cmdFlags) *string {
+	return fs.String("lang", string(codegen.Go), "the façade language to write declarations in: go, ts or python")
 }
 
 // runSearch is `capbridge search [--server S]... [--limit N] QUERY...`:
@@ -51,6 +61,7 @@ name.`)
 		return nil
 	})
 	limit := fs.Uint("limit", control.DefaultSearchLimit, fmt.Sprintf("the most matches to print (at most %d)", control.MaxSearchLimit))
+	lang := langFlag(fs)
 	pos, code, ok := fs.parse(args, stdout, stderr)
 	if !ok {
 		return code
@@ -61,7 +72,10 @@ name.`)
 	if *limit == 0 || *limit > control.MaxSearchLimit {
 		return fs.usageError(stderr, "--limit must be from 1 to %d", control.MaxSearchLimit)
 	}
-	req := &control.SearchRequest{Servers: servers, Query: strings.Join(pos, " "), Limit: uint32(*limit), Lang: string(codegen.Go)}
+	if _, ok := sourceExt[codegen.Lang(*lang)]; !ok {
+		return fs.usageError(stderr, "no façade language %q (go, ts or python)", *lang)
+	}
+	req := &control.SearchRequest{Servers: servers, Query: strings.Join(pos, " "), Limit: uint32(*limit), Lang: *lang}
 	found, err := withControl(cf, func(ctx context.Context, c *control.Client) (*control.Found, error) { return c.Search(ctx, req) })
 	if err != nil {
 		fmt.Fprintln(stderr, "capbridge search:", explain(err))
@@ -76,8 +90,12 @@ name.`)
 		fmt.Fprintf(stderr, "capbridge search: no tool matches %q; try other words, or `capbridge tools` for every tool\n", req.Query)
 		return exitError
 	}
+	mark := "//" // the language's line comment
+	if codegen.Lang(*lang) == codegen.Python {
+		mark = "#"
+	}
 	for _, m := range found.Matches {
-		fmt.Fprintf(stdout, "%3d %s %s // tool %q\n", m.Score, m.Server, m.Signature, m.Tool)
+		fmt.Fprintf(stdout, "%3d %s %s %s tool %q\n", m.Score, m.Server, m.Signature, mark, m.Tool)
 	}
 	return exitOK
 }

@@ -55,6 +55,27 @@ func TestDescribeSearch(t *testing.T) {
 		t.Errorf("search --json --limit 2: exit %d, stderr %q, stdout %q, %v", code, errOut, out, err)
 	}
 
+	// --lang: the same tools in TypeScript's and Python's notation.
+	for _, tc := range []struct {
+		args []string
+		want []string
+	}{
+		{[]string{"describe", "--lang", "ts", "demo", "wordCount"}, []string{"function wordCount({ text: string })", "interface WordCountOutput {\n\tlines: number\n"}},
+		{[]string{"describe", "--lang", "python", "demo", "word_count"}, []string{"async def word_count(*, text: str)", "class WordCountOutput(TypedDict):\n    lines: int\n"}},
+		{[]string{"describe", "--lang", "go", "demo", "word_count"}, []string{"func WordCount(ctx, WordCountArgs{"}},
+		{[]string{"search", "--lang", "ts", "--limit", "1", "sha256"}, []string{` demo demo.sha256({ text: string }) // tool "sha256"`}},
+		{[]string{"search", "--lang", "python", "--limit", "1", "sha256"}, []string{` demo demo.sha256(*, text: str) # tool "sha256"`}},
+	} {
+		out, errOut, code := runCLI(t, bin, env, tc.args...)
+		ok := code == exitOK
+		for _, w := range tc.want {
+			ok = ok && strings.Contains(out, w)
+		}
+		if !ok {
+			t.Errorf("%s: exit %d, stderr %q, stdout:\n%s\nwant it to hold %q", strings.Join(tc.args, " "), code, errOut, out, tc.want)
+		}
+	}
+
 	// Refusals say what was wrong.
 	for _, tc := range []struct {
 		args []string
@@ -68,6 +89,8 @@ func TestDescribeSearch(t *testing.T) {
 		{[]string{"search", "zzqqxx"}, exitError, []string{`no tool matches "zzqqxx"`}},
 		{[]string{"search"}, exitUsage, []string{"usage: capbridge search"}},
 		{[]string{"search", "--limit", "101", "echo"}, exitUsage, []string{"usage: capbridge search"}},
+		{[]string{"describe", "--lang", "rust", "demo"}, exitUsage, []string{`no façade language "rust"`, "usage: capbridge describe"}},
+		{[]string{"search", "--lang", "rust", "echo"}, exitUsage, []string{`no façade language "rust"`, "usage: capbridge search"}},
 	} {
 		out, errOut, code := runCLI(t, bin, env, tc.args...)
 		ok := code == tc.code && out == ""

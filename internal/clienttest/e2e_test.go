@@ -46,60 +46,88 @@ var grantedTools = []string{"echo", "content", "add", "fail", "hang", "cancellat
 // server.
 func e2e(t *testing.T, dir string, env []string, argv ...string) {
 	defer leakcheck.Check(t)()
-	sockDir, err := os.MkdirTemp("", "cb") // socket paths must fit 108 bytes
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer os.RemoveAll(sockDir)
-	cfg := config.Defaults()
-	cfg.Bridge.CallSocket = filepath.Join(sockDir, "call.sock")
-	cfg.Bridge.ControlSocket = filepath.Join(sockDir, "control.sock")
-	cfg.Bridge.ShutdownGrace = 2 * time.Second
-	scArgv, scEnv := mcptest.Command(mcptest.Scenario{})
-	srv := config.NewServer("t", scArgv[0])
-	srv.Args = scArgv[1:]
-	srv.Env = map[string]string{}
-	for _, kv := range scEnv {
-		k, v, _ := strings.Cut(kv, "=")
-		srv.Env[k] = v
-	}
-	srv.StartupTimeout = time.Minute
-	cfg.Servers = []config.Server{srv}
-
-	b := bridge.New(bridge.Options{Config: cfg, Log: zerolog.Nop(), Audit: zerolog.Nop()})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	if st := b.Boot(ctx); len(st) != 1 || st[0].State != bridge.StateReady {
-		_ = b.Shutdown(0)
-		t.Fatalf("boot: %v", st)
-	}
-	if err := b.Listen(); err != nil {
-		_ = b.Shutdown(0)
-		t.Fatal(err)
-	}
-	served := make(chan struct{})
-	go func() { b.Serve(); close(served) }()
-	defer func() {
-		if err := b.Shutdown(cfg.Bridge.ShutdownGrace); err != nil {
-			t.Errorf("shutdown: %v", err)
-		}
-		<-served
-	}()
-
-	ctl, err := control.Dial(ctx, b.ControlSocket())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ctl.Close()
+	b, ctl, stop := liveBridge(t, ctx, mcptestServer("t", mcptest.Scenario{}))
+	defer stop()
 	granted, err := ctl.Grant(ctx, &control.GrantRequest{Servers: map[string][]string{"t": grantedTools}})
 	if err != nil {
 		t.Fatal(err)
 	}
+	env = append([]string{"CAPBRIDGE_SOCKET=" + b.CallSocket(), "CAPBRIDGE_TOKEN=" + granted.Token, "PATH=" + os.Getenv("PATH")}, env...)
+	if out := runProgram(t, ctx, ctl, dir, env, argv...); out != e2eWant {
+		t.Errorf("program output:\n%s\nwant:\n%s", out, e2eWant)
+	}
+}
 
+// mcptestServer configures the mcptest server as server name, playing sc.
+func mcptestServer(name string, sc mcptest.Scenario) config.Server {
+	argv, env := mcptest.Command(sc)
+	srv := config.NewServer(name, argv[0])
+	srv.Args = argv[1:]
+	srv.Env = map[string]string{}
+	for _, kv := range env {
+		k, v, _ := strings.Cut(kv, "=")
+		srv.Env[k] = v
+	}
+	srv.StartupTimeout = time.Minute
+	return srv
+}
+
+// liveBridge boots a real bridge serving servers, every one ready, on
+// sockets in a short temporary directory, and returns it with a control
+// client; stop closes the client and shuts the bridge down.
+func liveBridge(t *testing.T, ctx context.Context, servers ...config.Server) (*bridge.Bridge, *control.Client, func()) {
+	t.Helper()
+	sockDir, err := os.MkdirTemp("", "cb") // socket paths must fit 108 bytes
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := config.Defaults()
+	cfg.Bridge.CallSocket = filepath.Join(sockDir, "call.sock")
+	cfg.Bridge.ControlSocket = filepath.Join(sockDir, "control.sock")
+	cfg.Bridge.ShutdownGrace = 2 * time.Second
+	cfg.Servers = servers
+	b := bridge.New(bridge.Options{Config: cfg, Log: zerolog.Nop(), Audit: zerolog.Nop()})
+	st := b.Boot(ctx)
+	for _, s := range st {
+		if s.State != bridge.StateReady {
+			_ = b.Shutdown(0)
+			os.RemoveAll(sockDir)
+			t.Fatalf("boot: %v", st)
+		}
+	}
+	if err := b.Listen(); err != nil {
+		_ = b.Shutdown(0)
+		os.RemoveAll(sockDir)
+		t.Fatal(err)
+	}
+	served := make(chan struct{})
+	go func() { b.Serve(); close(served) }()
+	stopBridge := func() {
+		if err := b.Shutdown(cfg.Bridge.ShutdownGrace); err != nil {
+			t.Errorf("shutdown: %v", err)
+		}
+		<-served
+		os.RemoveAll(sockDir)
+	}
+	ctl, err := control.Dial(ctx, b.ControlSocket())
+	if err != nil {
+		stopBridge()
+		t.Fatal(err)
+	}
+	return b, ctl, func() { ctl.Close(); stopBridge() }
+}
+
+// runProgram runs argv in dir with exactly env as its environment and
+// returns its output, failing t if it fails. When the program prints
+// "cancel: waiting" it has a hang call open at server "t"; once the
+// bridge reports that call in flight, runProgram writes "go" to its stdin.
+func runProgram(t *testing.T, ctx context.Context, ctl *control.Client, dir string, env []string, argv ...string) string {
+	t.Helper()
 	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
 	cmd.Dir = dir
-	// Only what a jail hands in, plus what the interpreter needs.
-	cmd.Env = append([]string{"CAPBRIDGE_SOCKET=" + b.CallSocket(), "CAPBRIDGE_TOKEN=" + granted.Token, "PATH=" + os.Getenv("PATH")}, env...)
+	cmd.Env = env
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -129,10 +157,11 @@ func e2e(t *testing.T, dir string, env []string, argv ...string) {
 	if err := cmd.Wait(); err != nil {
 		t.Fatalf("%v: %v\nstdout:\n%s\nstderr:\n%s", argv, err, out.String(), stderr.String())
 	}
-	t.Logf("program ran %v", time.Since(start).Round(time.Millisecond))
-	if out.String() != e2eWant {
-		t.Errorf("program output:\n%s\nwant:\n%s\nstderr:\n%s", out.String(), e2eWant, stderr.String())
+	t.Logf("%s ran %v", filepath.Base(argv[len(argv)-1]), time.Since(start).Round(time.Millisecond))
+	if stderr.Len() > 0 {
+		t.Logf("stderr:\n%s", stderr.String())
 	}
+	return out.String()
 }
 
 // waitInflight polls the control plane until server has n calls in

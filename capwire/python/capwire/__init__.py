@@ -28,6 +28,7 @@ from ._envelope import CAP_PREFIX, DEFAULT_MAX_FRAME, VERSION, decode, encode_ar
 from ._errors import CapwireError, Closed, Denied, Fatal, NoEnv, WireError, has_code
 from ._msgpack import ExtType
 from ._result import Block, Result
+from ._shape import DecodeError, Shape, Shapes, decode_structured
 
 __all__ = [
     "BlockingClient", "shared_blocking", "ENV_SOCKET", "ENV_TOKEN", "Client", "dial", "from_env", "shared",
@@ -37,5 +38,5 @@ __all__ = [
     "UNKNOWN_TOOL", "UNSUPPORTED_VERSION", "is_denial_code", "is_fatal_code", "retryable",
     "CAP_PREFIX", "DEFAULT_MAX_FRAME", "VERSION", "decode", "encode_args", "encode_call", "encode_cancel",
     "encode_hello", "CapwireError", "Closed", "Denied", "Fatal", "NoEnv", "WireError", "has_code",
-    "ExtType", "Block", "Result",
+    "ExtType", "Block", "Result", "DecodeError", "Shape", "Shapes", "decode_structured",
 ]

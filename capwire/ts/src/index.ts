@@ -6,4 +6,5 @@ export { Denial, Fatal, isDenialCode, isFatalCode, retryable, type DenialCode, t
 export { CapwireError, ClosedError, DeniedError, FatalError, NoEnvError, WireError, hasCode, isClosed, isDenied } from "./errors.js";
 export { capPrefix, decode, defaultMaxFrame, encodeArgs, encodeCall, encodeCancel, encodeHello, version, type Message } from "./envelope.js";
 export { FrameReader } from "./frame.js";
+export { DecodeError, decodeStructured, type Field, type Shape, type Shapes } from "./shape.js";
 export { Result, isOther, isText, type Block, type OtherBlock, type TextBlock, type UnknownBlock } from "./result.js";

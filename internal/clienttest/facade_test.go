@@ -1,0 +1,169 @@
+package clienttest
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/capbridge/capbridge/bridge/config"
+	"github.com/capbridge/capbridge/bridge/control"
+	"github.com/capbridge/capbridge/internal/interop"
+	"github.com/capbridge/capbridge/internal/leakcheck"
+	"github.com/capbridge/capbridge/internal/mcptest"
+)
+
+// facadeWant is what both façade programs print. Server t is mcptest
+// playing testdata/facades/t.tools.json, whose content tool declares its
+// kinds integers although they are strings; the grant leaves out slow.
+// The weather is server-everything's fixed answer for Chicago.
+const facadeWant = `servers: everything,t
+echo: Echo: hello façade is_error=false
+image: text,other:image,text
+weather: temperature=36.0 humidity=82.0 conditions=Light rain / drizzle
+add: sum=42
+fail: as asked is_error=true
+denied: bad_arguments at /blob/bytes
+mismatch: at /kinds/0 want integer got string
+cancel: waiting
+cancel: gave up
+cancelled at the server: hang
+not_granted: not_granted
+`
+
+// facadeGrant is the grant both programs run under.
+var facadeGrant = map[string][]string{
+	"everything": {"echo", "get-tiny-image", "get-structured-content"},
+	"t":          {"add", "fail", "content", "hang", "cancellations"},
+}
+
+// TestFacades is the end-to-end test of the TypeScript and Python façades
+// with real processes: a bridge serving mcptest and the pinned npm
+// server-everything; the façades fetched over the control plane
+// (`facade` with lang) and written beside a program that imports them;
+// each program type-checked with its language's strict checker against
+// the façades (tsc --strict, mypy --strict as Python 3.10) and run with
+// CAPBRIDGE_SOCKET and CAPBRIDGE_TOKEN as its whole environment.
+func TestFacades(t *testing.T) {
+	node := need(t, "node")
+	py := need(t, "python3")
+	defer leakcheck.Check(t)()
+	tools, err := os.ReadFile(filepath.Join("testdata", "facades", "t.tools.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var listing []json.RawMessage
+	if err := json.Unmarshal(tools, &listing); err != nil {
+		t.Fatal(err)
+	}
+	argv := interop.Command(t, interop.Everything, t.TempDir())
+	ev := config.NewServer("everything", argv[0])
+	ev.Args = argv[1:]
+	ev.StartupTimeout = time.Minute
+
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	start := time.Now()
+	b, ctl, stop := liveBridge(t, ctx, ev, mcptestServer("t", mcptest.Scenario{Tools: listing}))
+	defer stop()
+	t.Logf("bridge ready in %v", time.Since(start).Round(time.Millisecond))
+	granted, err := ctl.Grant(ctx, &control.GrantRequest{Servers: facadeGrant})
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := []string{"CAPBRIDGE_SOCKET=" + b.CallSocket(), "CAPBRIDGE_TOKEN=" + granted.Token}
+	facades := func(t *testing.T, lang, ext, dir string) []string {
+		var files []string
+		for _, server := range []string{"everything", "t"} {
+			f, err := ctl.Facade(ctx, &control.FacadeRequest{Server: server, Lang: lang})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if f.Module != server {
+				t.Fatalf("façade of %s: module %q", server, f.Module)
+			}
+			writeFile(t, filepath.Join(dir, f.Module+ext), f.Source)
+			files = append(files, f.Module+ext)
+		}
+		return files
+	}
+
+	t.Run("typescript", func(t *testing.T) {
+		dir := t.TempDir()
+		facades(t, "ts", ".ts", dir)
+		linkCapwireTS(t, node, dir)
+		copyFile(t, filepath.Join("testdata", "facades", "program.ts"), filepath.Join(dir, "program.ts"))
+		// The program's own strict settings, as a user would have them.
+		capTS := filepath.Join(root(), "capwire", "ts")
+		writeFile(t, filepath.Join(dir, "tsconfig.json"), `{"compilerOptions":{"strict":true,"target":"ES2022","lib":["ES2022"],
+"module":"NodeNext","moduleResolution":"NodeNext","types":["node"],"typeRoots":[`+jsonString(filepath.Join(capTS, "node_modules", "@types"))+`],
+"exactOptionalPropertyTypes":true,"noUnusedLocals":true,"noUnusedParameters":true,"noEmitOnError":true,"outDir":"out"},
+"files":["program.ts","everything.ts","t.ts"]}`)
+		writeFile(t, filepath.Join(dir, "package.json"), `{"type":"module","private":true}`)
+		run(t, dir, nil, 3*time.Minute, node, filepath.Join(capTS, "node_modules", "typescript", "bin", "tsc"), "-p", "tsconfig.json")
+		if out := runProgram(t, ctx, ctl, dir, env, node, filepath.Join(dir, "out", "program.js")); out != facadeWant {
+			t.Errorf("program output:\n%s\nwant:\n%s", out, facadeWant)
+		}
+	})
+
+	t.Run("python", func(t *testing.T) {
+		dir := t.TempDir()
+		files := facades(t, "python", ".py", dir)
+		// The program's directory is on its sys.path: capwire is found
+		// there, as the façades are, with nothing in the environment.
+		if err := os.Symlink(filepath.Join(root(), "capwire", "python", "capwire"), filepath.Join(dir, "capwire")); err != nil {
+			t.Fatal(err)
+		}
+		copyFile(t, filepath.Join("testdata", "facades", "program.py"), filepath.Join(dir, "program.py"))
+		if mypy, err := exec.LookPath("mypy"); err == nil {
+			run(t, dir, nil, 3*time.Minute, append([]string{mypy, "--strict", "--python-version", "3.10", "--cache-dir", t.TempDir(), "program.py"}, files...)...)
+		} else {
+			t.Logf("mypy is not installed (%v): type check skipped; install it with apt-get install mypy", err)
+		}
+		if out := runProgram(t, ctx, ctl, dir, env, py, "-B", filepath.Join(dir, "program.py")); out != facadeWant {
+			t.Errorf("program output:\n%s\nwant:\n%s", out, facadeWant)
+		}
+	})
+}
+
+// linkCapwireTS compiles capwire/ts into a package directory shaped as npm
+// installs it (package.json, dist/, its node_modules) and links it as
+// dir/node_modules/@capbridge/capwire, so a program in dir imports
+// "@capbridge/capwire" as a user's would: through the package's exports.
+func linkCapwireTS(t *testing.T, node, dir string) {
+	t.Helper()
+	pkg := filepath.Join(root(), "capwire", "ts")
+	built := buildTS(t, node)
+	copyFile(t, filepath.Join(pkg, "package.json"), filepath.Join(built, "package.json"))
+	scope := filepath.Join(dir, "node_modules", "@capbridge")
+	if err := os.MkdirAll(scope, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(built, filepath.Join(scope, "capwire")); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func writeFile(t *testing.T, path, data string) {
+	t.Helper()
+	if err := os.WriteFile(path, []byte(data), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func copyFile(t *testing.T, from, to string) {
+	t.Helper()
+	data, err := os.ReadFile(from)
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, to, string(data))
+}
+
+func jsonString(s string) string {
+	b, _ := json.Marshal(s)
+	return string(b)
+}
