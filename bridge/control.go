@@ -132,7 +132,7 @@ func (h *controlHandler) generated(server, lang string) (*codegen.Generated, err
 	}
 	gen, err := s.facade()
 	if err != nil {
-		return nil, &control.Error{Code: control.CodeUnavailable, Message: unavailableMessage(err)}
+		return nil, &control.Error{Code: control.CodeUnavailable, Message: s.unavailableMessage(err)}
 	}
 	return inLang(gen, lang)
 }
