@@ -60,9 +60,12 @@ type Outcome struct {
 // as ready (state is the publication point, read under mu); after that
 // they are read-only, so the call path reads them without a lock.
 type server struct {
-	cfg    config.Server
+	cfg config.Server
+	// log is rate-limited per message (loglimit.go): mcpwire logs the
+	// server's stderr lines, requests and notifications through it.
 	log    zerolog.Logger
-	redact *redactor // the values of cfg.Env, for what callers are told
+	logs   *logLimiter // log's limiter; flushed when the server ends
+	redact *redactor   // the values of cfg.Env, for what callers are told
 
 	mu     sync.Mutex
 	state  State
@@ -89,9 +92,11 @@ type server struct {
 }
 
 func newServer(cfg config.Server, log zerolog.Logger) *server {
+	log, logs := limitLogs(log.With().Str("server", cfg.Name).Logger())
 	return &server{
 		cfg:    cfg,
-		log:    log.With().Str("server", cfg.Name).Logger(),
+		log:    log,
+		logs:   logs,
 		redact: newRedactor(cfg.Env),
 		state:  StateStarting,
 		slots:  make(chan struct{}, cfg.MaxInflight),
@@ -191,6 +196,7 @@ func (s *server) fail(err error, client *mcpwire.Client) error {
 	s.state, s.reason, s.tail = StateFailed, reason, tail
 	s.mu.Unlock()
 	s.log.Error().Str("error", reason).Bytes("stderr_tail", tail).Msg("server failed to boot")
+	s.logs.flush()
 	return err
 }
 
@@ -224,6 +230,7 @@ func (s *server) watch(client *mcpwire.Client, watched chan<- struct{}) {
 	}
 	s.state, s.reason = StateDead, withoutTail(err)
 	s.log.Error().Str("error", s.reason).Bytes("stderr_tail", s.tail).Msg("server died")
+	s.logs.flush()
 }
 
 // filter applies tools.allow and tools.deny, and drops tools that
@@ -372,6 +379,7 @@ var errOverloaded = errors.New("bridge: server overloaded")
 // retire shuts the server down with mcpwire's bounded sequence and
 // returns its evidence. It is idempotent.
 func (s *server) retire() (mcpwire.Exit, error) {
+	defer s.logs.flush()
 	s.mu.Lock()
 	client, watched := s.client, s.watched
 	was := s.state
