@@ -48,6 +48,9 @@ type Bridge struct {
 	// Shutdown flushes it. Nil otherwise.
 	auditOut *lineBatch
 	ver      string
+	// logs rate-limits log per message (refused connections, chiefly);
+	// Shutdown flushes its counts.
+	logs *logLimiter
 
 	// ctx is the service's lifetime: grants (and so connections and
 	// calls) derive from it. stop cancels it with errShuttingDown.
@@ -88,6 +91,7 @@ func New(o Options) *Bridge {
 		open:      map[net.Conn]struct{}{},
 		connsIdle: make(chan struct{}),
 	}
+	b.log, b.logs = limitLogs(o.Log)
 	if o.AuditWriter != nil {
 		b.auditOut = newLineBatch(o.AuditWriter, auditBatchBytes, auditBatchDelay)
 		b.audit = o.Audit.Output(b.auditOut)
@@ -329,6 +333,7 @@ func (b *Bridge) shutdown(graceOver <-chan time.Time, connBound time.Duration) e
 			b.log.Error().Err(err).Msg("writing the audit trail")
 		}
 	}
+	b.logs.flush()
 	return errors.Join(errs...)
 }
 

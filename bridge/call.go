@@ -76,7 +76,7 @@ func (b *Bridge) call(ctx context.Context, req callRequest) outcome {
 	}
 	client, err := s.ready()
 	if err != nil {
-		return deny(capwire.CodeServerUnavailable, unavailableMessage(err))
+		return deny(capwire.CodeServerUnavailable, s.unavailableMessage(err))
 	}
 	if _, ok := s.tools[req.tool]; !ok {
 		return deny(capwire.CodeUnknownTool, "server "+quote(req.server)+" has no tool "+quote(req.tool))
@@ -131,7 +131,7 @@ func (b *Bridge) call(ctx context.Context, req callRequest) outcome {
 	var o outcome
 	if err != nil {
 		s.errs.Add(1)
-		o = b.failed(ctx, req, err)
+		o = b.failed(ctx, s, req, err)
 	} else {
 		o = b.reduce(res)
 	}
@@ -153,19 +153,21 @@ var emptyMap = []byte{0x80}
 // map (fixmap, map 16 or map 32).
 func isMsgPackMap(b byte) bool { return b&0xf0 == 0x80 || b == 0xde || b == 0xdf }
 
-// failed translates an error from the MCP call into a denial.
-func (b *Bridge) failed(ctx context.Context, req callRequest, err error) outcome {
+// failed translates an error from the MCP call into a denial. What the
+// server said, or what was said about it, is passed through s.redact:
+// none of its env's values reaches the caller.
+func (b *Bridge) failed(ctx context.Context, s *server, req callRequest, err error) outcome {
 	var rpc *mcpwire.RPCError
 	var dead *mcpwire.DeadError
 	switch {
 	case ctx.Err() != nil:
 		return b.ended(context.Cause(ctx), req)
 	case errors.As(err, &rpc):
-		o := deny(capwire.CodeServerError, "server "+quote(req.server)+" answered error "+strconv.FormatInt(rpc.Code, 10)+": "+clip(rpc.Message, 1024))
+		o := deny(capwire.CodeServerError, "server "+quote(req.server)+" answered error "+strconv.FormatInt(rpc.Code, 10)+": "+s.redact.text(clip(rpc.Message, 1024)))
 		o.denial.RPCCode = int(rpc.Code)
 		return o
 	case errors.As(err, &dead):
-		return deny(capwire.CodeServerUnavailable, "server "+quote(req.server)+" died: "+dead.Reason.Error()+stderrSuffix(dead.Stderr))
+		return deny(capwire.CodeServerUnavailable, "server "+quote(req.server)+" died: "+s.redact.text(dead.Reason.Error())+s.callerStderr(dead.Stderr))
 	case errors.Is(err, mcpwire.ErrTimeout):
 		return deny(capwire.CodeTimeout, "server "+quote(req.server)+" did not answer "+quote(req.tool)+" in time")
 	case errors.Is(err, mcpwire.ErrInvalidArgument):
@@ -173,14 +175,14 @@ func (b *Bridge) failed(ctx context.Context, req callRequest, err error) outcome
 	case errors.Is(err, mcpwire.ErrBusy):
 		return deny(capwire.CodeOverloaded, "server "+quote(req.server)+" has too many calls in flight")
 	case errors.Is(err, mcpwire.ErrProtocol):
-		o := deny(capwire.CodeResultMalformed, "server "+quote(req.server)+" sent a malformed result: "+err.Error())
+		o := deny(capwire.CodeResultMalformed, "server "+quote(req.server)+" sent a malformed result: "+s.redact.text(err.Error()))
 		var pf *mcpwire.ProtocolFault
 		if errors.As(err, &pf) {
 			o.denial.Path = pf.Path
 		}
 		return o
 	default:
-		return deny(capwire.CodeServerUnavailable, "server "+quote(req.server)+": "+err.Error())
+		return deny(capwire.CodeServerUnavailable, "server "+quote(req.server)+": "+s.redact.text(withoutTail(err)))
 	}
 }
 
@@ -279,28 +281,6 @@ func cutUTF8(s string, n int) string {
 		n--
 	}
 	return s[:n]
-}
-
-func unavailableMessage(err error) string {
-	var u *unavailableError
-	if errors.As(err, &u) {
-		return u.Error() + stderrSuffix(u.tail)
-	}
-	return err.Error()
-}
-
-// stderrSuffix renders the tail of a server's stderr for a denial, so
-// the program (and the model reading its output) sees why a server
-// failed. It is capped, and only valid UTF-8 crosses.
-func stderrSuffix(tail []byte) string {
-	const max = 2048
-	if len(tail) == 0 {
-		return ""
-	}
-	if len(tail) > max {
-		tail = tail[len(tail)-max:]
-	}
-	return "; stderr tail: " + strings.ToValidUTF8(strings.TrimSpace(string(tail)), "\uFFFD")
 }
 
 func clip(s string, n int) string {

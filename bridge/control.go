@@ -42,9 +42,21 @@ var _ control.Handler = (*controlHandler)(nil)
 
 func (h *controlHandler) Grant(_ context.Context, r *control.GrantRequest) (*control.Granted, error) {
 	b := h.b
-	if r.TTLMS > uint64(MaxGrantTTL/time.Millisecond) {
-		// Checked before the multiplication, which would wrap.
-		return nil, &control.Error{Code: control.CodeBadRequest, Message: "ttl_ms is more than the " + MaxGrantTTL.String() + " a grant may live"}
+	ttl := DefaultGrantTTL
+	if r.TTLMS != nil {
+		ms := *r.TTLMS
+		// Compared in milliseconds first: the conversion would wrap.
+		if ms < uint64(MinGrantTTL/time.Millisecond) || ms > uint64(MaxGrantTTL/time.Millisecond) {
+			given := fmt.Sprintf("ttl_ms %d", ms)
+			if int64(ms) < 0 {
+				// MessagePack decoding wraps a negative integer into a
+				// uint64; echoing that number would only confuse.
+				given = "ttl_ms (negative, or past 2^63)"
+			}
+			return nil, &control.Error{Code: control.CodeBadRequest, Message: fmt.Sprintf("%s is not within [%d, %d] (%s to %s); leave ttl_ms out for the default, %s",
+				given, MinGrantTTL/time.Millisecond, MaxGrantTTL/time.Millisecond, MinGrantTTL, MaxGrantTTL, DefaultGrantTTL)}
+		}
+		ttl = time.Duration(ms) * time.Millisecond
 	}
 	if len(r.Servers) == 0 {
 		return nil, &control.Error{Code: control.CodeBadRequest, Message: "a grant must name at least one server"}
@@ -61,7 +73,7 @@ func (h *controlHandler) Grant(_ context.Context, r *control.GrantRequest) (*con
 			}
 		}
 	}
-	g, token, err := b.Grant(GrantSpec{Servers: r.Servers, TTL: time.Duration(r.TTLMS) * time.Millisecond, PeerUID: r.PeerUID})
+	g, token, err := b.Grant(GrantSpec{Servers: r.Servers, TTL: ttl, PeerUID: r.PeerUID})
 	if errors.Is(err, ErrTooManyGrant) {
 		return nil, &control.Error{Code: control.CodeTooManyGrants, Message: err.Error()}
 	}
@@ -120,7 +132,7 @@ func (h *controlHandler) generated(server, lang string) (*codegen.Generated, err
 	}
 	gen, err := s.facade()
 	if err != nil {
-		return nil, &control.Error{Code: control.CodeUnavailable, Message: unavailableMessage(err)}
+		return nil, &control.Error{Code: control.CodeUnavailable, Message: s.unavailableMessage(err)}
 	}
 	return inLang(gen, lang)
 }

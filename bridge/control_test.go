@@ -3,6 +3,7 @@ package bridge
 import (
 	"context"
 	"errors"
+	"math"
 	"net"
 	"strings"
 	"testing"
@@ -42,7 +43,7 @@ func TestControlRoundTrips(t *testing.T) {
 	ctx := ctlCtx(t)
 
 	uid := uint32(12345)
-	g, err := cc.Grant(ctx, &control.GrantRequest{Servers: map[string][]string{"t": {"echo"}}, TTLMS: 60_000, PeerUID: &uid})
+	g, err := cc.Grant(ctx, &control.GrantRequest{Servers: map[string][]string{"t": {"echo"}}, TTLMS: new(uint64(60_000)), PeerUID: &uid})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -106,7 +107,25 @@ func TestControlErrorCodes(t *testing.T) {
 		}, control.CodeBadRequest},
 		// A TTL that would overflow time.Duration is refused, not wrapped.
 		{"grant with a huge ttl", func() error {
-			_, err := cc.Grant(ctx, &control.GrantRequest{Servers: map[string][]string{"t": nil}, TTLMS: 18446744073710})
+			_, err := cc.Grant(ctx, &control.GrantRequest{Servers: map[string][]string{"t": nil}, TTLMS: new(uint64(18446744073710))})
+			return err
+		}, control.CodeBadRequest},
+		{"grant with the largest ttl_ms", func() error {
+			_, err := cc.Grant(ctx, &control.GrantRequest{Servers: map[string][]string{"t": nil}, TTLMS: new(uint64(math.MaxUint64))})
+			return err
+		}, control.CodeBadRequest},
+		// Zero is a value, not "the default": only leaving ttl_ms out
+		// asks for the default.
+		{"grant with ttl_ms 0", func() error {
+			_, err := cc.Grant(ctx, &control.GrantRequest{Servers: map[string][]string{"t": nil}, TTLMS: new(uint64(0))})
+			return err
+		}, control.CodeBadRequest},
+		{"grant with ttl_ms under a second", func() error {
+			_, err := cc.Grant(ctx, &control.GrantRequest{Servers: map[string][]string{"t": nil}, TTLMS: new(uint64(999))})
+			return err
+		}, control.CodeBadRequest},
+		{"grant with ttl_ms a millisecond over a day", func() error {
+			_, err := cc.Grant(ctx, &control.GrantRequest{Servers: map[string][]string{"t": nil}, TTLMS: new(uint64(MaxGrantTTL/time.Millisecond + 1))})
 			return err
 		}, control.CodeBadRequest},
 		{"facade of an unknown server", func() error {
@@ -143,9 +162,71 @@ func TestControlErrorCodes(t *testing.T) {
 			t.Errorf("call with %s: %+v, %v; want %v", tc.name, res, err, tc.want)
 		}
 	}
-	// Refusals leave the connection usable.
-	if _, err := cc.Status(ctx); err != nil {
-		t.Errorf("status after the refusals: %v", err)
+	// Refusals leave the connection usable, and issued nothing.
+	if st, err := cc.Status(ctx); err != nil || st.Grants != 0 {
+		t.Errorf("status after the refusals: %+v, %v; want no live grant", st, err)
+	}
+	cc.Close()
+	tb.shutdown()
+}
+
+// ttl_ms on the wire: left out is the default; a negative integer, which
+// MessagePack would decode as a huge uint64, is refused and named as
+// negative; a bound itself is accepted.
+func TestControlGrantTTL(t *testing.T) {
+	defer leakcheck.Check(t)()
+	tb := startBridge(t, nil, mcptestServer("t", mcptest.Scenario{}))
+	cc := tb.control()
+	ctx := ctlCtx(t)
+
+	before := time.Now()
+	g, err := cc.Grant(ctx, &control.GrantRequest{Servers: map[string][]string{"t": nil}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if exp := time.UnixMilli(g.ExpiresMS); exp.Before(before.Add(DefaultGrantTTL).Add(-time.Second)) || exp.After(time.Now().Add(DefaultGrantTTL)) {
+		t.Errorf("a grant without ttl_ms expires at %v, want %v after %v", exp, DefaultGrantTTL, before)
+	}
+	for _, ms := range []uint64{uint64(MinGrantTTL / time.Millisecond), uint64(MaxGrantTTL / time.Millisecond)} {
+		if _, err := cc.Grant(ctx, &control.GrantRequest{Servers: map[string][]string{"t": nil}, TTLMS: new(ms)}); err != nil {
+			t.Errorf("ttl_ms %d: %v", ms, err)
+		}
+	}
+
+	nc, err := net.Dial("unix", tb.ControlSocket())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	frame, err := capwire.AppendFramed(nil, control.MaxFrame, func(b []byte) ([]byte, error) {
+		body, err := msgpack.Marshal(map[string]any{"t": "grant", "id": 7, "servers": map[string][]string{"t": {}}, "ttl_ms": -1000})
+		return append(b, body...), err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := nc.Write(frame); err != nil {
+		t.Fatal(err)
+	}
+	_ = nc.SetReadDeadline(time.Now().Add(backstop))
+	reply, err := capwire.NewFrameReader(nc, control.MaxFrame).ReadFrame(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var e struct {
+		T       string `msgpack:"t"`
+		ID      uint64 `msgpack:"id"`
+		Code    string `msgpack:"code"`
+		Message string `msgpack:"message"`
+	}
+	if err := msgpack.Unmarshal(reply, &e); err != nil {
+		t.Fatal(err)
+	}
+	if e.T != "error" || e.ID != 7 || e.Code != control.CodeBadRequest || !strings.Contains(e.Message, "negative") {
+		t.Errorf("ttl_ms -1000 answered %+v, want a bad_request error naming it negative", e)
+	}
+	if st, err := cc.Status(ctx); err != nil || st.Grants != 3 {
+		t.Errorf("status: %+v, %v; want the 3 grants in range live", st, err)
 	}
 	cc.Close()
 	tb.shutdown()

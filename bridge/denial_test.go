@@ -198,7 +198,8 @@ func TestDenials(t *testing.T) {
 			code: capwire.CodeBadArguments, path: "/x/y/1"},
 		{name: "bin argument under an escaped key", server: "t", tool: "content", args: map[string]any{"a/b~c": []byte{}},
 			code: capwire.CodeBadArguments, path: "/a~1b~0c"},
-		{name: "failed boot", server: "broken", tool: "echo", code: capwire.CodeServerUnavailable, msgHas: "exiting before the handshake"},
+		// The reason, not the server's stderr: that is the operator's.
+		{name: "failed boot", server: "broken", tool: "echo", code: capwire.CodeServerUnavailable, msgHas: `server "broken" is failed: mcpwire: server connection is dead: mcpwire: server exited (exit status 3) (its stderr is in capbridge's status and logs)`},
 		{name: "JSON-RPC error", server: "canned", tool: "rpc_error", code: capwire.CodeServerError, rpcCode: -32042, msgHas: "canned failure"},
 		{name: "structured lone surrogate", server: "canned", tool: "lone_surrogate", code: capwire.CodeResultMalformed, path: "/structuredContent/list/1/s"},
 		{name: "structured duplicate key", server: "canned", tool: "duplicate_key", code: capwire.CodeResultMalformed, path: "/structuredContent/a"},
@@ -223,8 +224,8 @@ func TestDenials(t *testing.T) {
 	t.Run("crashed server", func(t *testing.T) {
 		_, err := c.Call(denialCtx(t), "crashy", "crash", nil)
 		d := wantDenial(t, err, capwire.CodeServerUnavailable, "")
-		if !strings.Contains(d.Message, "crashing in the middle of call") {
-			t.Errorf("message lacks the stderr tail: %q", d.Message)
+		if strings.Contains(d.Message, "crashing in the middle of call") || !strings.Contains(d.Message, `server "crashy" died`) {
+			t.Errorf("message %q: want the server and why, and not its stderr", d.Message)
 		}
 		// Dead stays dead (no silent restart); the others serve on.
 		_, err = c.Call(denialCtx(t), "crashy", "echo", map[string]any{"text": "x"})

@@ -226,8 +226,9 @@ func TestServerCrashMidCall(t *testing.T) {
 	} {
 		t.Run(tc.tool, func(t *testing.T) {
 			defer leakcheck.Check(t)()
-			// Room for the hung calls and the fatal one to run together.
-			tb := startBridge(t, func(c *config.Config) { c.Servers[0].MaxInflight = 32 },
+			// Room for the hung calls and the fatal one to run together;
+			// the victim's callers are shown its stderr.
+			tb := startBridge(t, func(c *config.Config) { c.Servers[0].MaxInflight, c.Servers[0].StderrToCaller = 32, true },
 				mcptestServer("victim", mcptest.Scenario{}), mcptestServer("other", mcptest.Scenario{}))
 			token := tb.grant(map[string][]string{"victim": nil, "other": nil})
 			c := tb.dial(token)
@@ -293,8 +294,8 @@ func TestServerCrashMidCall(t *testing.T) {
 			// The dead server is not restarted: later calls are refused
 			// at once, still with the reason.
 			_, err = c.Call(ctx, "victim", "echo", map[string]any{"text": "x"})
-			if !errors.As(err, &d) || d.Code != capwire.CodeServerUnavailable || !strings.Contains(d.Message, tc.lastWords) {
-				t.Errorf("call after the death: %v, want server_unavailable with the stderr tail", err)
+			if !errors.As(err, &d) || d.Code != capwire.CodeServerUnavailable || strings.Count(d.Message, tc.lastWords) != 1 {
+				t.Errorf("call after the death: %v, want server_unavailable with the stderr tail, once", err)
 			}
 			ctl := tb.control()
 			st, err := ctl.Status(ctx)

@@ -21,12 +21,19 @@ var (
 	ErrGrantExpired = errors.New("bridge: grant expired")
 	ErrRevoked      = errors.New("bridge: grant revoked")
 	ErrTooManyGrant = errors.New("bridge: too many live grants")
+	// ErrBadTTL: a grant's lifetime is not within [MinGrantTTL,
+	// MaxGrantTTL]. A TTL is never rounded or defaulted into range: a
+	// caller that computed 0 or a negative duration by mistake must
+	// learn of it, not receive a ten-minute grant.
+	ErrBadTTL = errors.New("bridge: grant ttl out of range")
 )
 
 // Grant bounds. A grant lives for one code-mode execution, so minutes are
-// normal and a day is already generous.
+// normal and a day is already generous; under a second is a unit mistake
+// (a TTL meant in seconds read as milliseconds), not a real use.
 const (
 	DefaultGrantTTL = 10 * time.Minute
+	MinGrantTTL     = time.Second
 	MaxGrantTTL     = 24 * time.Hour
 	maxLiveGrants   = 1 << 16
 )
@@ -45,8 +52,11 @@ type GrantSpec struct {
 	// Servers maps each server the execution may reach to the tools it may
 	// call there; a nil or empty list means every tool the server offers.
 	Servers map[string][]string
-	TTL     time.Duration // 0 means DefaultGrantTTL
-	PeerUID *uint32       // when set, only a peer with this uid may use it
+	// TTL is how long the grant lives, within [MinGrantTTL, MaxGrantTTL];
+	// the zero value (left unset) means DefaultGrantTTL, and any other
+	// value out of range is ErrBadTTL.
+	TTL     time.Duration
+	PeerUID *uint32 // when set, only a peer with this uid may use it
 }
 
 // Grant is one issued authority. Its fields are immutable after issue;
@@ -101,8 +111,8 @@ func (t *grantTable) issue(parent context.Context, spec GrantSpec) (*Grant, stri
 	if ttl == 0 {
 		ttl = DefaultGrantTTL
 	}
-	if ttl < 0 || ttl > MaxGrantTTL {
-		return nil, "", fmt.Errorf("bridge: grant ttl %s is outside (0, %s]", ttl, MaxGrantTTL)
+	if err := CheckTTL(ttl); err != nil {
+		return nil, "", err
 	}
 	if len(spec.Servers) == 0 {
 		return nil, "", errors.New("bridge: a grant must name at least one server")
@@ -138,6 +148,15 @@ func (t *grantTable) issue(parent context.Context, spec GrantSpec) (*Grant, stri
 	t.byID[g.ID] = g
 	g.timer = time.AfterFunc(ttl, func() { t.end(g.ID, ErrGrantExpired) })
 	return g, tokenPrefix + g.ID + "." + tokenEncoding.EncodeToString(g.secret[:]), nil
+}
+
+// CheckTTL refuses a grant lifetime outside [MinGrantTTL, MaxGrantTTL]
+// with an error that matches ErrBadTTL and names the bounds.
+func CheckTTL(ttl time.Duration) error {
+	if ttl < MinGrantTTL || ttl > MaxGrantTTL {
+		return fmt.Errorf("%w: %s is not within [%s, %s]", ErrBadTTL, ttl, MinGrantTTL, MaxGrantTTL)
+	}
+	return nil
 }
 
 // lookup returns the live grant a token names.

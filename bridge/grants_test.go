@@ -3,6 +3,7 @@ package bridge
 import (
 	"context"
 	"errors"
+	"math"
 	"strings"
 	"testing"
 	"testing/synctest"
@@ -145,14 +146,31 @@ func TestGrantLookupChecksClock(t *testing.T) {
 
 func TestGrantSpecErrors(t *testing.T) {
 	tab := newGrantTable()
-	for _, spec := range []GrantSpec{
-		{},
-		{Servers: map[string][]string{"fs": nil}, TTL: -time.Second},
-		{Servers: map[string][]string{"fs": nil}, TTL: MaxGrantTTL + time.Second},
+	if _, _, err := tab.issue(context.Background(), GrantSpec{}); err == nil || errors.Is(err, ErrBadTTL) {
+		t.Errorf("a grant naming no server: %v", err)
+	}
+	// Every TTL out of range is refused, never rounded up to the minimum
+	// or replaced by the default; the zero value alone means the default.
+	for _, ttl := range []time.Duration{
+		-time.Second, -time.Nanosecond, time.Nanosecond, 500 * time.Microsecond,
+		MinGrantTTL - time.Nanosecond, MaxGrantTTL + time.Nanosecond, MaxGrantTTL + time.Second,
+		time.Duration(math.MinInt64), time.Duration(math.MaxInt64),
 	} {
-		if _, _, err := tab.issue(context.Background(), spec); err == nil {
-			t.Errorf("issue(%+v) succeeded", spec)
+		g, _, err := tab.issue(context.Background(), GrantSpec{Servers: map[string][]string{"fs": nil}, TTL: ttl})
+		if !errors.Is(err, ErrBadTTL) || g != nil {
+			t.Errorf("ttl %v: grant %v, err %v; want ErrBadTTL", ttl, g, err)
 		}
+	}
+	if n := tab.live(); n != 0 {
+		t.Errorf("%d grants live after refusals", n)
+	}
+	for _, ttl := range []time.Duration{MinGrantTTL, MaxGrantTTL} {
+		g, _, err := tab.issue(context.Background(), GrantSpec{Servers: map[string][]string{"fs": nil}, TTL: ttl})
+		if err != nil {
+			t.Errorf("ttl %v: %v", ttl, err)
+			continue
+		}
+		tab.end(g.ID, ErrRevoked)
 	}
 }
 

@@ -56,6 +56,17 @@ func mcptestServer(name string, sc mcptest.Scenario) config.Server {
 // unless allowFailed is set through tweak's returned value.
 func startBridge(t *testing.T, tweak func(*config.Config), servers ...config.Server) *testBridge {
 	t.Helper()
+	log := zerolog.Nop()
+	if testing.Verbose() {
+		log = zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.DebugLevel)
+	}
+	return startBridgeLog(t, log, tweak, servers...)
+}
+
+// startBridgeLog is startBridge with log as the bridge's operational log
+// and audit trail.
+func startBridgeLog(t *testing.T, log zerolog.Logger, tweak func(*config.Config), servers ...config.Server) *testBridge {
+	t.Helper()
 	// Socket paths must fit 108 bytes; t.TempDir's can be long.
 	dir, err := os.MkdirTemp("", "cb")
 	if err != nil {
@@ -69,10 +80,6 @@ func startBridge(t *testing.T, tweak func(*config.Config), servers ...config.Ser
 	cfg.Servers = servers
 	if tweak != nil {
 		tweak(cfg)
-	}
-	log := zerolog.Nop()
-	if testing.Verbose() {
-		log = zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.DebugLevel)
 	}
 	tb := &testBridge{Bridge: New(Options{Config: cfg, Log: log, Audit: log}), t: t, dir: dir, served: make(chan struct{})}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)

@@ -61,7 +61,11 @@ type Outcome struct {
 // they are read-only, so the call path reads them without a lock.
 type server struct {
 	cfg config.Server
-	log zerolog.Logger
+	// log is rate-limited per message (loglimit.go): mcpwire logs the
+	// server's stderr lines, requests and notifications through it.
+	log    zerolog.Logger
+	logs   *logLimiter // log's limiter; flushed when the server ends
+	redact *redactor   // the values of cfg.Env, for what callers are told
 
 	mu     sync.Mutex
 	state  State
@@ -88,11 +92,14 @@ type server struct {
 }
 
 func newServer(cfg config.Server, log zerolog.Logger) *server {
+	log, logs := limitLogs(log.With().Str("server", cfg.Name).Logger())
 	return &server{
-		cfg:   cfg,
-		log:   log.With().Str("server", cfg.Name).Logger(),
-		state: StateStarting,
-		slots: make(chan struct{}, cfg.MaxInflight),
+		cfg:    cfg,
+		log:    log,
+		logs:   logs,
+		redact: newRedactor(cfg.Env),
+		state:  StateStarting,
+		slots:  make(chan struct{}, cfg.MaxInflight),
 	}
 }
 
@@ -184,11 +191,25 @@ func (s *server) fail(err error, client *mcpwire.Client) error {
 			s.log.Error().Err(cerr).Msg("shutting down a server that failed to boot")
 		}
 	}
+	reason := withoutTail(err)
 	s.mu.Lock()
-	s.state, s.reason, s.tail = StateFailed, err.Error(), tail
+	s.state, s.reason, s.tail = StateFailed, reason, tail
 	s.mu.Unlock()
-	s.log.Error().Err(err).Bytes("stderr_tail", tail).Msg("server failed to boot")
+	s.log.Error().Str("error", reason).Bytes("stderr_tail", tail).Msg("server failed to boot")
+	s.logs.flush()
 	return err
+}
+
+// withoutTail is err's message without the stderr tail a
+// *mcpwire.DeadError quotes in it. The tail is kept apart (status's
+// stderr_tail), so the reason can be shown where stderr must not be, and
+// the tail is never said twice.
+func withoutTail(err error) string {
+	var dead *mcpwire.DeadError
+	if !errors.As(err, &dead) || len(dead.Stderr) == 0 {
+		return err.Error()
+	}
+	return strings.Replace(err.Error(), dead.Error(), (&mcpwire.DeadError{Reason: dead.Reason}).Error(), 1)
 }
 
 // watch marks the server dead when its client dies on its own. Servers
@@ -207,8 +228,9 @@ func (s *server) watch(client *mcpwire.Client, watched chan<- struct{}) {
 	if errors.As(err, &dead) {
 		s.tail = dead.Stderr
 	}
-	s.state, s.reason = StateDead, err.Error()
-	s.log.Error().Err(err).Bytes("stderr_tail", s.tail).Msg("server died")
+	s.state, s.reason = StateDead, withoutTail(err)
+	s.log.Error().Str("error", s.reason).Bytes("stderr_tail", s.tail).Msg("server died")
+	s.logs.flush()
 }
 
 // filter applies tools.allow and tools.deny, and drops tools that
@@ -268,7 +290,9 @@ func (s *server) facade() (*codegen.Generated, error) {
 	return s.gen, nil
 }
 
-// unavailableError says why a server cannot take calls.
+// unavailableError says why a server cannot take calls. Its message
+// names the server, its state and the reason; the stderr tail is carried
+// apart, for unavailableMessage to show or not.
 type unavailableError struct {
 	server, reason string
 	state          State
@@ -281,6 +305,32 @@ func (e *unavailableError) Error() string {
 		msg += ": " + e.reason
 	}
 	return msg
+}
+
+// unavailableMessage is what a caller (or the operator's control plane)
+// is told when the server cannot serve: err's message with the values
+// of the server's env redacted, and the end of its stderr only when
+// stderr_to_caller is set.
+func (s *server) unavailableMessage(err error) string {
+	msg := s.redact.text(err.Error())
+	var u *unavailableError
+	if errors.As(err, &u) {
+		msg += s.callerStderr(u.tail)
+	}
+	return msg
+}
+
+// callerStderr renders the end of the server's stderr for a denial, or
+// says where it is: callers see it only when stderr_to_caller is set,
+// and then redacted and capped (redactor.tail).
+func (s *server) callerStderr(tail []byte) string {
+	if len(tail) == 0 {
+		return ""
+	}
+	if !s.cfg.StderrToCaller {
+		return " (its stderr is in capbridge's status and logs)"
+	}
+	return "; stderr tail: " + s.redact.tail(tail)
 }
 
 // admit waits for a call slot, queueing at most max_queue calls and for
@@ -329,6 +379,7 @@ var errOverloaded = errors.New("bridge: server overloaded")
 // retire shuts the server down with mcpwire's bounded sequence and
 // returns its evidence. It is idempotent.
 func (s *server) retire() (mcpwire.Exit, error) {
+	defer s.logs.flush()
 	s.mu.Lock()
 	client, watched := s.client, s.watched
 	was := s.state

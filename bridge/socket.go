@@ -81,31 +81,98 @@ func checkPathLen(path string) error {
 	return nil
 }
 
-// checkSocketDir refuses a directory that someone else could write to.
-// Whoever can write to the socket's directory can move our socket aside
-// and put a listener of their own in its place, and then read every
-// grant request and every jailed program's token; the default path,
-// /tmp/capbridge-$UID, is predictable, so another user could create it
-// first. The directory must be ours (or root's, which we trust anyway)
-// and writable by nobody else.
+// checkSocketDir refuses a socket directory that anyone but us (or root,
+// whom we trust anyway) could replace. Whoever can write to the socket's
+// directory can move our socket aside and put a listener of their own in
+// its place, and then read every grant request and every jailed
+// program's token; whoever can write to any directory above it can move
+// the whole directory aside and create their own. The default path,
+// /tmp/capbridge-$UID, is predictable, so another user could also create
+// it first.
+//
+// So the socket directory must be a real directory (not a symlink), ours
+// or root's, writable by nobody else; and every directory above it, on
+// the path as given and on the path its symlinks resolve to, must be ours
+// or root's and writable by nobody else, unless it is sticky. A sticky
+// directory (/tmp) lets others create entries but not rename or remove
+// ours, and the entry below it on our path is itself held to these rules,
+// so it cannot be swapped either. A symlink on the path must be ours or
+// root's: its owner could point it elsewhere.
 func checkSocketDir(dir string) error {
 	fi, err := os.Lstat(dir)
 	if err != nil {
 		return fmt.Errorf("bridge: socket directory: %w", err)
 	}
-	st, ok := fi.Sys().(*syscall.Stat_t)
-	switch {
-	case !fi.IsDir():
+	if !fi.IsDir() {
 		return fmt.Errorf("bridge: socket directory %s is not a directory (%s)", dir, fi.Mode().Type())
-	case !ok:
-		return fmt.Errorf("bridge: socket directory %s: cannot read its owner", dir)
-	case int(st.Uid) != os.Geteuid() && st.Uid != 0:
-		return fmt.Errorf("bridge: socket directory %s belongs to uid %d, not to us (uid %d); another user could replace the sockets: remove it or choose another path", dir, st.Uid, os.Geteuid())
+	}
+	uid, err := ownerOf(dir, fi)
+	if err != nil {
+		return err
+	}
+	switch {
+	case !trustedOwner(uid):
+		return fmt.Errorf("bridge: socket directory %s belongs to uid %d, not to us (uid %d); another user could replace the sockets: remove it or choose another path", dir, uid, os.Geteuid())
 	case fi.Mode().Perm()&0o022 != 0:
 		return fmt.Errorf("bridge: socket directory %s has mode %04o: others could replace the sockets; chmod go-w %s", dir, fi.Mode().Perm(), dir)
 	}
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return fmt.Errorf("bridge: socket directory %s: %w", dir, err)
+	}
+	real, err := filepath.EvalSymlinks(abs)
+	if err != nil {
+		return fmt.Errorf("bridge: socket directory %s: %w", dir, err)
+	}
+	seen := map[string]bool{}
+	for _, path := range []string{abs, real} {
+		for p := filepath.Dir(path); !seen[p]; p = filepath.Dir(p) {
+			seen[p] = true
+			if err := checkAncestor(dir, p); err != nil {
+				return err
+			}
+		}
+	}
 	return nil
 }
+
+// checkAncestor checks one directory (or symlink) above the socket
+// directory dir, as checkSocketDir describes.
+func checkAncestor(dir, p string) error {
+	fi, err := os.Lstat(p)
+	if err != nil {
+		return fmt.Errorf("bridge: socket directory %s: checking %s: %w", dir, p, err)
+	}
+	uid, err := ownerOf(p, fi)
+	if err != nil {
+		return err
+	}
+	mode := fi.Mode()
+	switch {
+	case !trustedOwner(uid):
+		return fmt.Errorf("bridge: socket directory %s is under %s, which belongs to uid %d: that user could move the socket directory aside and put their own in its place; choose a socket path whose every directory belongs to root or to uid %d", dir, p, uid, os.Geteuid())
+	case mode.Type() == fs.ModeSymlink:
+		return nil // its target is checked on the resolved path
+	case !mode.IsDir():
+		return fmt.Errorf("bridge: socket directory %s: %s is not a directory (%s)", dir, p, mode.Type())
+	case mode.Perm()&0o022 != 0 && mode&fs.ModeSticky == 0:
+		return fmt.Errorf("bridge: socket directory %s is under %s (mode %04o), which others may write to: they could move the socket directory aside and put their own in its place; chmod go-w %s (or chmod +t, as /tmp is), or choose another path", dir, p, mode.Perm(), p)
+	}
+	return nil
+}
+
+// ownerOf returns the owner of the file at p that fi describes.
+func ownerOf(p string, fi fs.FileInfo) (uint32, error) {
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok {
+		return 0, fmt.Errorf("bridge: %s: cannot read its owner", p)
+	}
+	return st.Uid, nil
+}
+
+// trustedOwner reports whether a file owned by uid may stand on the
+// path to our sockets: ours, or root's.
+func trustedOwner(uid uint32) bool { return uid == 0 || int(uid) == os.Geteuid() }
 
 // clearStale removes a socket file at path that nobody answers on.
 func clearStale(path string) error {

@@ -140,3 +140,113 @@ func TestListenUnixRefusesUnsafeDirectory(t *testing.T) {
 		})
 	}
 }
+
+// nobody is a uid that is neither root nor us, for directories that
+// belong to another user.
+const nobody = 65534
+
+// chownOrSkip gives p to nobody, or skips the test: only root may.
+func chownOrSkip(t *testing.T, p string) {
+	t.Helper()
+	if err := os.Lchown(p, nobody, nobody); err != nil {
+		t.Skipf("cannot give %s to uid %d (%v): run as root to test another user's directory", p, nobody, err)
+	}
+}
+
+// Every directory above the socket directory, on the path as given and
+// on the path its symlinks resolve to, is held to the same rule as the
+// socket directory, except that a sticky one (as /tmp is) may be
+// writable by others: it keeps them from renaming what is ours.
+func TestListenUnixChecksAncestors(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		// setup builds the tree under base and returns the socket path
+		// and the path the refusal must name ("" when it is accepted).
+		setup func(t *testing.T, base string) (sock, names string)
+		want  string
+	}{
+		{"world-writable parent", func(t *testing.T, base string) (string, string) {
+			mkdir(t, base+"/open", 0o777)
+			return base + "/open/socks/call.sock", base + "/open"
+		}, "which others may write to"},
+		{"group-writable grandparent", func(t *testing.T, base string) (string, string) {
+			mkdir(t, base+"/team", 0o770)
+			mkdir(t, base+"/team/x", 0o755)
+			return base + "/team/x/socks/call.sock", base + "/team"
+		}, "chmod go-w " + "BASE/team"},
+		{"another user's grandparent", func(t *testing.T, base string) (string, string) {
+			mkdir(t, base+"/theirs", 0o755)
+			mkdir(t, base+"/theirs/x", 0o755)
+			chownOrSkip(t, base+"/theirs")
+			return base + "/theirs/x/socks/call.sock", base + "/theirs"
+		}, "belongs to uid 65534"},
+		{"another user's symlink", func(t *testing.T, base string) (string, string) {
+			mkdir(t, base+"/real", 0o755)
+			symlink(t, base+"/real", base+"/link")
+			chownOrSkip(t, base+"/link")
+			return base + "/link/socks/call.sock", base + "/link"
+		}, "belongs to uid 65534"},
+		{"symlink into a world-writable directory", func(t *testing.T, base string) (string, string) {
+			mkdir(t, base+"/open", 0o777)
+			mkdir(t, base+"/open/real", 0o755)
+			symlink(t, base+"/open/real", base+"/link")
+			return base + "/link/socks/call.sock", base + "/open"
+		}, "which others may write to"},
+		{"sticky world-writable parent", func(t *testing.T, base string) (string, string) {
+			mkdir(t, base+"/tmp", 0o777|fs.ModeSticky)
+			return base + "/tmp/socks/call.sock", ""
+		}, ""},
+		{"our own symlink", func(t *testing.T, base string) (string, string) {
+			mkdir(t, base+"/real", 0o755)
+			symlink(t, base+"/real", base+"/link")
+			return base + "/link/socks/call.sock", ""
+		}, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			defer leakcheck.Check(t)()
+			base, err := os.MkdirTemp("", "cba")
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { os.RemoveAll(base) })
+			sock, names := tc.setup(t, base)
+			l, err := listenUnix(sock, 0o600, -1)
+			if names == "" {
+				if err != nil {
+					t.Fatalf("listen = %v, want it accepted", err)
+				}
+				l.Close()
+				return
+			}
+			if err == nil {
+				l.Close()
+				t.Fatalf("listen on %s succeeded, want a refusal naming %s", sock, names)
+			}
+			want := strings.ReplaceAll(tc.want, "BASE", base)
+			if !strings.Contains(err.Error(), " "+names+",") && !strings.Contains(err.Error(), " "+names+" ") || !strings.Contains(err.Error(), want) {
+				t.Fatalf("listen = %v, want a refusal naming %s and saying %q", err, names, want)
+			}
+			if _, err := os.Lstat(sock); !errors.Is(err, fs.ErrNotExist) {
+				t.Errorf("a socket was created despite the refusal: %v", err)
+			}
+		})
+	}
+}
+
+func mkdir(t *testing.T, p string, mode fs.FileMode) {
+	t.Helper()
+	if err := os.Mkdir(p, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	// Chmod, not Mkdir's mode, which the umask would trim.
+	if err := os.Chmod(p, mode); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func symlink(t *testing.T, target, p string) {
+	t.Helper()
+	if err := os.Symlink(target, p); err != nil {
+		t.Fatal(err)
+	}
+}

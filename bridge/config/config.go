@@ -29,6 +29,7 @@
 //	log_format       = "auto"                        # auto | json | console
 //	log_level        = "info"                        # debug | info | warn | error
 //	audit_values     = false                         # log argument and result values
+//	audit_path       = "/var/log/capbridge/audit.log" # the audit trail's own file (append-only, 0600); default: with the logs
 //
 //	[mcp.github]                                     # one table per server; name: letters, digits, _ and -
 //	command          = "npx"                         # required; argv[0], never a shell string
@@ -43,6 +44,7 @@
 //	max_queue        = 64                            # calls waiting beyond that; more are "overloaded"
 //	tools.allow      = ["create_issue"]              # only these are generated and callable
 //	tools.deny       = ["delete_repo"]               # these are absent
+//	stderr_to_caller = false                         # show the end of its stderr (redacted, 2 KiB) in denials
 package config
 
 import (
@@ -85,6 +87,9 @@ type Bridge struct {
 	LogFormat       string
 	LogLevel        string
 	AuditValues     bool
+	// AuditPath, when set, is the file the audit trail goes to, apart
+	// from the operational logs: opened for appending, created 0600.
+	AuditPath string
 }
 
 // Server holds one [mcp.<name>] table, or one entry of an editor's config.
@@ -102,6 +107,13 @@ type Server struct {
 	MaxQueue       int
 	ToolsAllow     []string // nil: every tool not denied
 	ToolsDeny      []string
+	// StderrToCaller lets the end of the server's stderr, with the values
+	// of Env redacted and capped at 2 KiB, reach callers in the denials
+	// that report its failure. By default it reaches only the operator
+	// (status, logs): a server may print anything there, secrets
+	// included, and callers are jailed programs and the models that
+	// read their output.
+	StderrToCaller bool
 	// Strict makes a tools.allow or tools.deny entry that names no tool
 	// of the server fail its boot, rather than be logged as a warning.
 	// No file sets it; serve's --strict does.
@@ -352,6 +364,8 @@ func (r *reader) bridge(t map[string]any, b *Bridge) {
 			r.enum(key, v, []string{"debug", "info", "warn", "error"}, &b.LogLevel)
 		case "audit_values":
 			r.boolean(key, v, &b.AuditValues)
+		case "audit_path":
+			r.path(key, v, &b.AuditPath)
 		default:
 			r.unknown(key, k, bridgeKeys)
 		}
@@ -417,6 +431,8 @@ func (r *reader) servers(t map[string]any) []Server {
 				r.countOrZero(k2, v, &s.MaxQueue)
 			case "tools":
 				r.tools(k2, v, &s)
+			case "stderr_to_caller":
+				r.boolean(k2, v, &s.StderrToCaller)
 			default:
 				r.unknown(k2, k, serverKeys)
 			}

@@ -52,6 +52,7 @@ var bridgeSpec = []keySpec{
 	{name: "log_format", kind: kindEnum, enum: []string{"auto", "json", "console"}, doc: `default "auto": console on a terminal, else JSON lines`},
 	{name: "log_level", kind: kindEnum, enum: []string{"debug", "info", "warn", "error"}, doc: `default "info"`},
 	{name: "audit_values", kind: kindBool, doc: "log argument and result values in the audit trail; default false"},
+	{name: "audit_path", kind: kindPath, doc: "the audit trail's own file, opened for appending and created mode 0600; default: the audit lines go with the logs"},
 }
 
 var serverSpec = []keySpec{
@@ -66,6 +67,7 @@ var serverSpec = []keySpec{
 	{name: "max_inflight", kind: kindCount, doc: "concurrent calls sent to this server; default 8"},
 	{name: "max_queue", kind: kindCountOrZero, doc: `calls waiting beyond max_inflight; more are "overloaded"; default 64`},
 	{name: "tools", kind: kindTools, doc: "tools.allow: only these are generated and callable; tools.deny: these are absent"},
+	{name: "stderr_to_caller", kind: kindBool, doc: "show callers the end of the server's stderr (env values redacted, at most 2 KiB) when it fails; default false: only the operator sees it"},
 }
 
 var (

@@ -35,7 +35,11 @@ func (*fakeHandler) Grant(_ context.Context, r *GrantRequest) (*Granted, error) 
 	if _, ok := r.Servers["s"]; !ok {
 		return nil, &Error{Code: CodeUnknownServer, Message: "no such server"}
 	}
-	return &Granted{Token: "tok", Grant: "id", ExpiresMS: int64(r.TTLMS)}, nil
+	g := &Granted{Token: "tok", Grant: "id"}
+	if r.TTLMS != nil {
+		g.ExpiresMS = int64(*r.TTLMS)
+	}
+	return g, nil
 }
 
 func (*fakeHandler) Revoke(_ context.Context, r *RevokeRequest) (*Revoked, error) {
@@ -125,7 +129,7 @@ func TestRoundTrips(t *testing.T) {
 	ctx := context.Background()
 
 	uid := uint32(3)
-	if g, err := c.Grant(ctx, &GrantRequest{Servers: map[string][]string{"s": {"a"}}, TTLMS: 42, PeerUID: &uid}); err != nil || *g != (Granted{Token: "tok", Grant: "id", ExpiresMS: 42}) {
+	if g, err := c.Grant(ctx, &GrantRequest{Servers: map[string][]string{"s": {"a"}}, TTLMS: new(uint64(42)), PeerUID: &uid}); err != nil || *g != (Granted{Token: "tok", Grant: "id", ExpiresMS: 42}) {
 		t.Errorf("grant: %+v, %v", g, err)
 	}
 	if r, err := c.Revoke(ctx, &RevokeRequest{Grant: "id"}); err != nil || !r.Found {
@@ -395,7 +399,7 @@ func FuzzAnswer(f *testing.F) {
 		t    string
 		body any
 	}{
-		{opGrant, &GrantRequest{Servers: map[string][]string{"s": {"a"}}, TTLMS: 5}},
+		{opGrant, &GrantRequest{Servers: map[string][]string{"s": {"a"}}, TTLMS: new(uint64(5))}},
 		{opRevoke, &RevokeRequest{Grant: "id"}},
 		{opStatus, &struct{}{}},
 		{opFacade, &FacadeRequest{Server: "s"}},

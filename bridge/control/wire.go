@@ -49,8 +49,13 @@ type GrantRequest struct {
 	// Servers maps each server the grant reaches to the tools it may call
 	// there; an empty list means every tool.
 	Servers map[string][]string `msgpack:"servers"`
-	TTLMS   uint64              `msgpack:"ttl_ms,omitempty"`   // 0: the default TTL
-	PeerUID *uint32             `msgpack:"peer_uid,omitempty"` // only a call-socket peer with this uid may use the token
+	// TTLMS is how long the grant lives, in milliseconds: from 1000 (a
+	// second) to 86400000 (a day). Left out (nil) means the default, ten
+	// minutes; any value given, 0 included, must be in range, so a
+	// harness that computed 0 or a sub-millisecond TTL by mistake is
+	// refused rather than handed a ten-minute grant.
+	TTLMS   *uint64 `msgpack:"ttl_ms,omitempty"`
+	PeerUID *uint32 `msgpack:"peer_uid,omitempty"` // only a call-socket peer with this uid may use the token
 }
 
 // Granted answers a grant ("granted").
@@ -62,7 +67,9 @@ type Granted struct {
 
 // RevokeRequest ends a grant ("revoke").
 type RevokeRequest struct {
-	Grant string `msgpack:"grant"` // a grant id or a token
+	// Grant names the grant by its public id (preferred: it is not a
+	// secret, so it can be logged and typed) or by its token.
+	Grant string `msgpack:"grant"`
 }
 
 // Revoked answers a revoke ("revoked").

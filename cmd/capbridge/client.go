@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"os"
 	"strings"
 	"time"
 
@@ -61,12 +62,14 @@ func printCallJSON(r *capwire.Result, denied *capwire.Denied, stdout, stderr io.
 func runGrant(args []string, stdout, stderr io.Writer) int {
 	fs := newCmdFlags("grant", "capbridge grant --servers a,b [--tools a:x,a:y] [--ttl 10m] [--peer-uid N] [flags]", `
 Issue a grant and print its token alone on stdout, for a program in a jail
-(CAPBRIDGE_TOKEN). The grant reaches the named servers, limited to the named
-tools where --tools names any, until it expires or is revoked.`)
+(CAPBRIDGE_TOKEN); the grant's public id, which revoke takes, goes to stderr.
+The grant reaches the named servers, limited to the named tools where --tools
+names any, until it expires or is revoked. --ttl is from 1s to 24h.`)
 	cf := addClientFlags(fs, false)
 	servers := fs.String("servers", "", "comma-separated servers the grant reaches (required)")
 	tools := fs.String("tools", "", "comma-separated server:tool pairs limiting a server to those tools")
-	ttl := fs.Duration("ttl", bridge.DefaultGrantTTL, "how long the grant lives")
+	var ttl ttlFlag
+	fs.Var(&ttl, "ttl", "how long the grant lives, from 1s to 24h (default 10m)")
 	peerUID := fs.Int("peer-uid", -1, "only a peer with this uid may use the grant")
 	pos, code, ok := fs.parse(args, stdout, stderr)
 	if !ok {
@@ -91,7 +94,16 @@ tools where --tools names any, until it expires or is revoked.`)
 			spec[server] = append(spec[server], tool)
 		}
 	}
-	req := &control.GrantRequest{Servers: spec, TTLMS: uint64(*ttl / time.Millisecond)}
+	req := &control.GrantRequest{Servers: spec}
+	if ttl.text != "" {
+		// Checked here, in the unit the operator typed, as well as by
+		// capbridge: a TTL that is not a whole number of milliseconds in
+		// range must not reach the wire rounded down to 0.
+		if err := bridge.CheckTTL(ttl.d); err != nil {
+			return fs.usageError(stderr, "--ttl %s is not within [%s, %s]", ttl.text, bridge.MinGrantTTL, bridge.MaxGrantTTL)
+		}
+		req.TTLMS = new(uint64(ttl.d / time.Millisecond))
+	}
 	if *peerUID >= 0 {
 		u := uint32(*peerUID)
 		req.PeerUID = &u
@@ -103,23 +115,73 @@ tools where --tools names any, until it expires or is revoked.`)
 	}
 	// The token alone on stdout: scripts capture it with $(...).
 	fmt.Fprintln(stdout, r.Token)
+	fmt.Fprintf(stderr, "grant %s, expires %s (revoke it with: capbridge revoke %s)\n", r.Grant, time.UnixMilli(r.ExpiresMS).Format(time.RFC3339), r.Grant)
 	return exitOK
 }
 
+// ttlFlag is --ttl: a duration, kept with the text the operator typed so
+// that a refusal quotes it in their unit.
+type ttlFlag struct {
+	d    time.Duration
+	text string
+}
+
+func (f *ttlFlag) String() string { return f.text }
+
+func (f *ttlFlag) Set(s string) error {
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		return fmt.Errorf("not a duration (write it like 90s, 10m or 2h)")
+	}
+	f.d, f.text = d, s
+	return nil
+}
+
+// maxTokenInput bounds what revoke reads from stdin: a token is 44
+// bytes, so a few KiB is generous and a mistaken pipe cannot fill memory.
+const maxTokenInput = 4 << 10
+
+// stdin is what commands read input from; tests replace it.
+var stdin io.Reader = os.Stdin
+
 func runRevoke(args []string, stdout, stderr io.Writer) int {
-	fs := newCmdFlags("revoke", "capbridge revoke [flags] TOKEN|GRANT-ID", `
+	fs := newCmdFlags("revoke", "capbridge revoke [flags] [GRANT-ID | -]", `
 End a grant at once: its calls in flight are cancelled and its connections
-closed.`)
+closed. Name the grant by its public id (capbridge grant prints it on stderr;
+the audit trail has it), or give its token on stdin (with - or no argument),
+never on the command line, where every user on the host can read it (ps).`)
 	cf := addClientFlags(fs, false)
 	pos, code, ok := fs.parse(args, stdout, stderr)
 	if !ok {
 		return code
 	}
-	if len(pos) != 1 {
-		return fs.usageError(stderr, "name one grant, by its token or its id")
+	var grant string
+	switch {
+	case len(pos) > 1:
+		return fs.usageError(stderr, "name one grant, by its id, or give its token on stdin")
+	case len(pos) == 0 || pos[0] == "-":
+		b, err := io.ReadAll(io.LimitReader(stdin, maxTokenInput+1))
+		if err != nil {
+			fmt.Fprintln(stderr, "capbridge revoke: reading stdin:", err)
+			return exitError
+		}
+		if len(b) > maxTokenInput {
+			return fs.usageError(stderr, "stdin holds more than %d bytes; give one token or grant id", maxTokenInput)
+		}
+		grant = strings.TrimSpace(string(b))
+		if grant == "" || strings.ContainsAny(grant, " \t\n") {
+			return fs.usageError(stderr, "stdin must hold one token or grant id")
+		}
+	default:
+		grant = pos[0]
+		if strings.HasPrefix(grant, "cbt1.") {
+			// Revoked all the same: the secret is already exposed, and
+			// ending the grant is what makes that harmless.
+			fmt.Fprintln(stderr, "capbridge revoke: warning: a token on the command line is visible to every user on the host; pass the grant id, or the token on stdin (capbridge revoke - <<<\"$TOKEN\")")
+		}
 	}
 	r, err := withControl(cf, func(ctx context.Context, c *control.Client) (*control.Revoked, error) {
-		return c.Revoke(ctx, &control.RevokeRequest{Grant: pos[0]})
+		return c.Revoke(ctx, &control.RevokeRequest{Grant: grant})
 	})
 	if err != nil {
 		fmt.Fprintln(stderr, "capbridge revoke:", explain(err))

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -88,6 +89,19 @@ cannot be opened, 5 shutdown that could not confirm every server exited.`)
 		// JSON lines can be batched; the console writer takes one per Write.
 		opts.AuditWriter = stderr
 	}
+	if p := cfg.Bridge.AuditPath; p != "" {
+		f, err := openAudit(p)
+		if err != nil {
+			log.Error().Err(err).Msg("cannot open the audit trail")
+			return exitConfig
+		}
+		// Closed after Shutdown, which writes the last batch.
+		defer f.Close()
+		// Its own JSON lines at info whatever log_level says: the
+		// audit trail is a record, not a diagnostic.
+		opts.Audit = zerolog.New(f).With().Timestamp().Logger()
+		opts.AuditWriter = f
+	}
 	b := bridge.New(opts)
 
 	sigs := make(chan os.Signal, 2)
@@ -172,6 +186,39 @@ type readyLine struct {
 	CallSocket    string            `json:"call_socket"`
 	ControlSocket string            `json:"control_socket"`
 	Servers       map[string]string `json:"servers"`
+}
+
+// openAudit opens the audit trail's file for appending, creating it
+// mode 0600. An existing file must be a regular file (not a symlink:
+// whoever controls one could send the trail elsewhere) owned by us and
+// readable by nobody else, since the trail names every grant and call.
+func openAudit(path string) (*os.File, error) {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
+	if err != nil {
+		if errors.Is(err, unix.ELOOP) {
+			return nil, fmt.Errorf("capbridge serve: audit_path %s is a symlink; give the file's own path", path)
+		}
+		return nil, fmt.Errorf("capbridge serve: audit_path: %w", err)
+	}
+	fi, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("capbridge serve: audit_path: %w", err)
+	}
+	st, _ := fi.Sys().(*syscall.Stat_t)
+	switch {
+	case !fi.Mode().IsRegular():
+		err = fmt.Errorf("capbridge serve: audit_path %s is not a regular file (%s)", path, fi.Mode().Type())
+	case st == nil || int(st.Uid) != os.Geteuid():
+		err = fmt.Errorf("capbridge serve: audit_path %s does not belong to capbridge's user (uid %d); chown it or remove it", path, os.Geteuid())
+	case fi.Mode().Perm()&0o077 != 0:
+		err = fmt.Errorf("capbridge serve: audit_path %s has mode %04o: others could read the audit trail; chmod 600 %s", path, fi.Mode().Perm(), path)
+	}
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	return f, nil
 }
 
 // loadServeConfig reads the config file and the editor config, or, when

@@ -52,6 +52,7 @@ func TestServe(t *testing.T) {
 			t.Fatalf("exit %d, stderr:\n%s\nwant exit %d naming %s:3 and the key", code, stderr, exitConfig, cfg)
 		}
 	})
+	t.Run("audit_path", func(t *testing.T) { testAuditPath(t, bin) })
 	t.Run("require-all with a server that cannot start", func(t *testing.T) {
 		dir := shortTempDir(t)
 		cfg := filepath.Join(dir, "capbridge.toml")
@@ -362,4 +363,57 @@ func shortTempDir(t *testing.T) string {
 	}
 	t.Cleanup(func() { os.RemoveAll(dir) })
 	return dir
+}
+
+// With audit_path, the audit trail goes to its own file, created 0600,
+// one line per call and none on stderr; a file others can read is
+// refused with the fix.
+func testAuditPath(t *testing.T, bin string) {
+	dir := shortTempDir(t)
+	audit := filepath.Join(dir, "audit.log")
+	cfg := filepath.Join(dir, "capbridge.toml")
+	toml := "[bridge]\ncall_socket = \"" + dir + "/call.sock\"\ncontrol_socket = \"" + dir + "/control.sock\"\n" +
+		"audit_path = \"" + audit + "\"\nlog_format = \"json\"\n\n[mcp.demo]\ncommand = \"" + bin + "\"\nargs = [\"demo-server\"]\n"
+	if err := os.WriteFile(cfg, []byte(toml), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	srv, _ := startServe(t, bin, nil, "serve", "-c", cfg)
+	const calls = 3
+	for i := range calls {
+		if out, errOut, code := runCLI(t, bin, nil, "call", "-c", cfg, "demo", "echo", fmt.Sprintf(`{"text":"audited %d"}`, i)); code != 0 {
+			t.Fatalf("call: exit %d, %q, %q", code, out, errOut)
+		}
+	}
+	if _, err := srv.stop(); err != nil {
+		t.Fatalf("serve: %v\n%s", err, srv.stderr.String())
+	}
+	fi, err := os.Stat(audit)
+	if err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("audit file: %v, %v; want mode 0600", fi, err)
+	}
+	data, _ := os.ReadFile(audit)
+	n := 0
+	for line := range strings.Lines(string(data)) {
+		var l struct{ Event, Tool, Grant string }
+		if err := json.Unmarshal([]byte(line), &l); err != nil {
+			t.Fatalf("audit line %q: %v", line, err)
+		}
+		if l.Event == "call" && l.Tool == "echo" && l.Grant == "operator" {
+			n++
+		}
+	}
+	if n != calls {
+		t.Errorf("audit file has %d call lines, want %d:\n%s", n, calls, data)
+	}
+	if strings.Contains(srv.stderr.String(), `"event":"call"`) {
+		t.Errorf("audit lines on stderr too:\n%s", srv.stderr.String())
+	}
+
+	if err := os.Chmod(audit, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, errOut, code := runCLI(t, bin, nil, "serve", "-c", cfg)
+	if code != exitConfig || !strings.Contains(errOut, "chmod 600 "+audit) {
+		t.Errorf("serve with a readable audit file: exit %d, stderr %q; want %d and the fix", code, errOut, exitConfig)
+	}
 }

@@ -161,7 +161,7 @@ func grant(ctx context.Context, controlPath string) (token string, pid int, err 
 		return "", 0, err
 	}
 	defer cc.Close()
-	g, err := cc.Grant(ctx, &control.GrantRequest{Servers: map[string][]string{"t": nil}, TTLMS: uint64(time.Hour / time.Millisecond)})
+	g, err := cc.Grant(ctx, &control.GrantRequest{Servers: map[string][]string{"t": nil}, TTLMS: new(uint64(time.Hour / time.Millisecond))})
 	if err != nil {
 		return "", 0, fmt.Errorf("grant: %w", err)
 	}

@@ -1,0 +1,229 @@
+package bridge
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"io"
+	"net"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/capbridge/capbridge/bridge/config"
+	"github.com/capbridge/capbridge/internal/leakcheck"
+	"github.com/capbridge/capbridge/internal/mcptest"
+)
+
+// logLines is a log sink safe for concurrent writers that reads back as
+// decoded JSON lines.
+type logLines struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (l *logLines) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.Write(p)
+}
+
+type logLine struct {
+	Message    string `json:"message"`
+	Of         string `json:"of"`
+	Suppressed int64  `json:"suppressed"`
+	Event      string `json:"event"`
+	Tool       string `json:"tool"`
+}
+
+func (l *logLines) lines(t *testing.T) []logLine {
+	t.Helper()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []logLine
+	for line := range strings.Lines(l.buf.String()) {
+		var ll logLine
+		if err := json.Unmarshal([]byte(line), &ll); err != nil {
+			t.Fatalf("log line %q: %v", line, err)
+		}
+		out = append(out, ll)
+	}
+	return out
+}
+
+func (l *logLines) size() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.Len()
+}
+
+// count returns how many lines of msg were logged, and how many the
+// summaries say were suppressed.
+func count(lines []logLine, msg string) (logged, suppressed int64) {
+	for _, l := range lines {
+		switch {
+		case l.Message == msg:
+			logged++
+		case l.Of == msg && l.Suppressed > 0:
+			suppressed += l.Suppressed
+		}
+	}
+	return logged, suppressed
+}
+
+// The bucket, on an injected clock: burst lines pass, the rest are
+// counted; refilled tokens let lines through, each first reporting the
+// count held; flush reports the rest; messages do not share buckets.
+func TestLogLimiter(t *testing.T) {
+	var sink logLines
+	log, lim := limitLogs(zerolog.New(&sink))
+	now := time.Unix(1_000_000, 0)
+	lim.now = func() time.Time { return now }
+	const stderr = "mcpwire: server stderr"
+	stderrRate := logRates[stderr]
+
+	for range 1000 {
+		log.Info().Msg(stderr)
+	}
+	for range 50 {
+		log.Warn().Msg("refused")
+	}
+	if logged, held := count(sink.lines(t), stderr); logged != int64(stderrRate.burst) || held != 0 {
+		t.Fatalf("after a burst of 1000: %d stderr lines logged, %d reported; want %d and none yet", logged, held, stderrRate.burst)
+	}
+	now = now.Add(time.Second) // 10 stderr tokens, 1 "refused" token
+	for range 20 {
+		log.Info().Msg(stderr)
+	}
+	log.Warn().Msg("refused")
+	log.Warn().Msg("refused")
+	lines := sink.lines(t)
+	if logged, held := count(lines, stderr); logged != int64(stderrRate.burst)+10 || held != 1000-int64(stderrRate.burst) {
+		t.Errorf("a second later: %d stderr lines logged, %d reported suppressed; want %d and %d", logged, held, stderrRate.burst+10, 1000-stderrRate.burst)
+	}
+	if logged, held := count(lines, "refused"); logged != int64(defaultLogRate.burst)+1 || held != 50-int64(defaultLogRate.burst) {
+		t.Errorf("refused: %d logged, %d reported; want %d and %d", logged, held, defaultLogRate.burst+1, 50-defaultLogRate.burst)
+	}
+	// The summary comes before the line that carries it through.
+	for i, l := range lines {
+		if l.Of == "refused" && (i+1 == len(lines) || lines[i+1].Message != "refused") {
+			t.Errorf("summary %+v is not followed by its message's line", l)
+		}
+	}
+	lim.flush()
+	lines = sink.lines(t)
+	for _, msg := range []string{stderr, "refused"} {
+		logged, held := count(lines, msg)
+		total := map[string]int64{stderr: 1020, "refused": 52}[msg]
+		if logged+held != total {
+			t.Errorf("%s after flush: %d logged + %d suppressed, want %d in all", msg, logged, held, total)
+		}
+	}
+	n := len(lines)
+	lim.flush()
+	if len(sink.lines(t)) != n {
+		t.Error("a second flush reported again")
+	}
+}
+
+// Across the bridge, with a real server: a 2 MiB stderr flood at boot,
+// server→client requests refused and notifications, each logged within
+// its rate, every line accounted for (logged or counted), and the audit
+// trail one line per call, never limited.
+func TestLogsCannotBeInflated(t *testing.T) {
+	defer leakcheck.Check(t)()
+	var sink logLines
+	start := time.Now()
+	const flood = 2 << 20
+	tb := startBridgeLog(t, zerolog.New(&sink), nil, mcptestServer("t", mcptest.Scenario{StderrFlood: flood}))
+	c := tb.dial(tb.grant(map[string][]string{"t": nil}))
+	ctx := denialCtx(t)
+	const calls = 300
+	for range calls {
+		if _, err := c.Call(ctx, "t", "server_request", map[string]any{"method": "sampling/createMessage"}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.Call(ctx, "t", "notify", map[string]any{"method": "notifications/message"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c.Close()
+	tb.shutdown()
+	elapsed := time.Since(start)
+
+	lines := sink.lines(t)
+	within := func(rate logRate) int64 {
+		return int64(rate.burst) + int64(elapsed/rate.every) + 1
+	}
+	floodLines := int64(flood / len("mcptest stderr flood: the client must drain stderr while it waits on stdout\n"))
+	for _, tc := range []struct {
+		msg       string
+		rate      logRate
+		atLeast   int64 // lines the server caused
+		exactly   bool
+		whatCause string
+	}{
+		{"mcpwire: server stderr", logRates["mcpwire: server stderr"], floodLines, false, "stderr lines"},
+		{"mcpwire: server request refused (-32601)", defaultLogRate, calls, true, "refused requests"},
+		{"mcpwire: server log message", defaultLogRate, calls, true, "notifications"},
+	} {
+		logged, held := count(lines, tc.msg)
+		if logged > within(tc.rate) {
+			t.Errorf("%s: %d lines logged in %v, more than the rate allows (%d)", tc.whatCause, logged, elapsed, within(tc.rate))
+		}
+		if logged+held < tc.atLeast || (tc.exactly && logged+held != tc.atLeast) {
+			t.Errorf("%s: %d logged + %d counted as suppressed, want %d accounted for", tc.whatCause, logged, held, tc.atLeast)
+		}
+	}
+	audited := 0
+	for _, l := range lines {
+		if l.Event == "call" {
+			audited++
+		}
+	}
+	if audited != 2*calls {
+		t.Errorf("%d audit lines for %d calls; the audit trail must have one per call", audited, 2*calls)
+	}
+	t.Logf("%d bytes of log for a %d-byte stderr flood and %d calls in %v", sink.size(), flood, 2*calls, elapsed)
+}
+
+// Connections refused at the socket's limit are logged within the rate,
+// and every refusal is accounted for once the bridge has shut down.
+func TestRefusedConnectionsRateLimited(t *testing.T) {
+	defer leakcheck.Check(t)()
+	var sink logLines
+	start := time.Now()
+	tb := startBridgeLog(t, zerolog.New(&sink), func(c *config.Config) { c.Bridge.MaxConnections = 1 }, mcptestServer("t", mcptest.Scenario{}))
+	held := tb.dial(tb.grant(map[string][]string{"t": nil}))
+	const tries = 100
+	for range tries {
+		nc, err := net.Dial("unix", tb.CallSocket())
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Refused: closed by the bridge without a word.
+		_ = nc.SetReadDeadline(time.Now().Add(backstop))
+		if _, err := nc.Read(make([]byte, 1)); !errors.Is(err, io.EOF) {
+			t.Fatalf("a connection over the limit: read %v, want EOF", err)
+		}
+		nc.Close()
+	}
+	held.Close()
+	tb.shutdown()
+	elapsed := time.Since(start)
+	var logged, suppressed int64
+	for _, l := range sink.lines(t) {
+		switch {
+		case strings.HasPrefix(l.Message, "refusing a connection"):
+			logged++
+		case strings.HasPrefix(l.Of, "refusing a connection"):
+			suppressed += l.Suppressed
+		}
+	}
+	if limit := int64(defaultLogRate.burst) + int64(elapsed/defaultLogRate.every) + 1; logged > limit || logged+suppressed != tries {
+		t.Errorf("%d refusals: %d logged (at most %d in %v), %d counted as suppressed", tries, logged, limit, elapsed, suppressed)
+	}
+}

@@ -1,0 +1,133 @@
+package bridge
+
+import (
+	"cmp"
+	"maps"
+	"slices"
+	"strings"
+)
+
+// What a caller may learn of a failing server's stderr, when its
+// stderr_to_caller is set: the last maxCallerStderr bytes, after every
+// value of its env at least minRedacted bytes long is replaced by
+// "[redacted:NAME]". Shorter values are left alone: replacing "1" or
+// "yes" everywhere would garble the text and hide nothing worth hiding.
+const (
+	maxCallerStderr = 2 << 10
+	minRedacted     = 4
+)
+
+// redactor replaces the values of a server's env in text the server
+// produced. It is built once per server and safe for concurrent use.
+type redactor struct {
+	whole *strings.Replacer // nil when there is nothing to redact
+	// secrets are the values redacted, longest first, for the edges of a
+	// tail (see tail).
+	secrets []secret
+}
+
+type secret struct{ name, value string }
+
+func newRedactor(env map[string]string) *redactor {
+	r := &redactor{}
+	for _, name := range slices.Sorted(maps.Keys(env)) {
+		if v := env[name]; len(v) >= minRedacted {
+			r.secrets = append(r.secrets, secret{name, v})
+		}
+	}
+	if len(r.secrets) == 0 {
+		return r
+	}
+	// Longest first: the Replacer tries its pairs in order at each
+	// position, so a value that contains another is replaced whole.
+	slices.SortStableFunc(r.secrets, func(a, b secret) int { return cmp.Compare(len(b.value), len(a.value)) })
+	pairs := make([]string, 0, 2*len(r.secrets))
+	for _, s := range r.secrets {
+		pairs = append(pairs, s.value, s.marker())
+	}
+	r.whole = strings.NewReplacer(pairs...)
+	return r
+}
+
+func (s secret) marker() string { return "[redacted:" + s.name + "]" }
+
+// text returns s with every whole occurrence of a secret replaced. It is
+// for text the bridge composed around what the server sent (a reason, an
+// error message), where a secret can only appear whole.
+func (r *redactor) text(s string) string {
+	if r.whole == nil {
+		return s
+	}
+	return r.whole.Replace(s)
+}
+
+// tail renders a stderr tail for a caller: valid UTF-8, secrets
+// replaced, then cut to its last maxCallerStderr bytes. A tail is the
+// end of a ring that may start in the middle of a secret, and a server
+// that died mid-write may leave one cut off at its end, so a secret's
+// suffix at the start and its prefix at the end, at least minRedacted
+// bytes of either, are replaced too. The cut comes after the redaction,
+// so it can split a marker but never expose part of a secret.
+func (r *redactor) tail(b []byte) string {
+	s := strings.TrimSpace(validTail(b))
+	if r.whole != nil {
+		s = r.edges(r.whole.Replace(s))
+	}
+	if len(s) > maxCallerStderr {
+		const mark = "…"
+		s = mark + cutStart(s, len(s)-maxCallerStderr+len(mark))
+	}
+	return s
+}
+
+// edges replaces a secret's suffix that starts s and a secret's prefix
+// that ends it, each the longest of any secret.
+func (r *redactor) edges(s string) string {
+	for _, sec := range r.secrets {
+		if k := overlap(sec.value, s); k > 0 {
+			s = sec.marker() + s[k:]
+			break
+		}
+	}
+	for _, sec := range r.secrets {
+		if k := overlap(s, sec.value); k > 0 {
+			s = s[:len(s)-k] + sec.marker()
+			break
+		}
+	}
+	return s
+}
+
+// overlap returns the largest k ≥ minRedacted such that a's last k bytes
+// are b's first k, or 0. (Full containment was replaced already.)
+func overlap(a, b string) int {
+	if len(a) < minRedacted || len(b) < minRedacted {
+		return 0
+	}
+	// Every candidate starts where b's first minRedacted bytes occur in
+	// a; the first such place that runs to a's end is the longest.
+	head := b[:minRedacted]
+	for i := 0; i+minRedacted <= len(a); {
+		j := strings.Index(a[i:], head)
+		if j < 0 {
+			return 0
+		}
+		i += j
+		if k := len(a) - i; k <= len(b) && a[i:] == b[:k] {
+			return k
+		}
+		i++
+	}
+	return 0
+}
+
+// cutStart returns s from byte n on, moved forward to a character
+// boundary.
+func cutStart(s string, n int) string {
+	for n < len(s) && !isRuneStart(s[n]) {
+		n++
+	}
+	return s[n:]
+}
+
+func isRuneStart(b byte) bool { return b&0xc0 != 0x80 }

@@ -1,0 +1,161 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/capbridge/capbridge/bridge/control"
+)
+
+// recorder is a control plane that records the grant and revoke requests
+// it is sent; the other requests are not used here.
+type recorder struct {
+	control.Handler
+	mu      sync.Mutex
+	grants  []control.GrantRequest
+	revokes []string
+}
+
+func (r *recorder) Grant(_ context.Context, req *control.GrantRequest) (*control.Granted, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.grants = append(r.grants, *req)
+	return &control.Granted{Token: "cbt1.0123456789abcdef.AAAAAAAAAAAAAAAAAAAAAA", Grant: "0123456789abcdef", ExpiresMS: 1}, nil
+}
+
+func (r *recorder) Revoke(_ context.Context, req *control.RevokeRequest) (*control.Revoked, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.revokes = append(r.revokes, req.Grant)
+	return &control.Revoked{Found: true}, nil
+}
+
+// serveRecorder serves a recorder on a control socket in a fresh
+// directory and returns the socket's path.
+func serveRecorder(t *testing.T) (*recorder, string) {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "cbg")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	path := filepath.Join(dir, "control.sock")
+	l, err := net.Listen("unix", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := &recorder{}
+	srv := control.Server{Handler: rec}
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			wg.Go(func() { srv.ServeConn(ctx, c) })
+		}
+	})
+	t.Cleanup(func() { cancel(); l.Close(); wg.Wait() })
+	return rec, path
+}
+
+// Every --ttl out of [1s, 24h] is refused before anything is sent, in the
+// unit the operator typed; one in range is sent exactly; no --ttl sends
+// no ttl_ms, which capbridge reads as its default.
+func TestGrantTTL(t *testing.T) {
+	rec, sock := serveRecorder(t)
+	for _, ttl := range []string{"500us", "0s", "0", "-1s", "999ms", "24h0m0.001s", "25h", "-9223372036854775808ns"} {
+		var out, errOut bytes.Buffer
+		code := run([]string{"grant", "--control", sock, "--servers", "demo", "--ttl", ttl}, &out, &errOut)
+		if code != exitUsage || out.Len() != 0 || !strings.Contains(errOut.String(), "--ttl "+ttl+" is not within [1s, 24h0m0s]") {
+			t.Errorf("--ttl %s: exit %d, stdout %q, stderr %q; want a usage error quoting it", ttl, code, out.String(), errOut.String())
+		}
+	}
+	var errOut bytes.Buffer
+	if code := run([]string{"grant", "--control", sock, "--servers", "demo", "--ttl", "ten minutes"}, &bytes.Buffer{}, &errOut); code != exitUsage || !strings.Contains(errOut.String(), "not a duration") {
+		t.Errorf("--ttl 'ten minutes': exit %d, stderr %q", code, errOut.String())
+	}
+	if len(rec.grants) != 0 {
+		t.Fatalf("refused TTLs reached capbridge: %+v", rec.grants)
+	}
+
+	for _, tc := range []struct {
+		args []string
+		want *uint64
+	}{
+		{[]string{"--ttl", "1s"}, new(uint64(1000))},
+		{[]string{"--ttl", "1.5s"}, new(uint64(1500))},
+		{[]string{"--ttl", "24h"}, new(uint64(86_400_000))},
+		{nil, nil},
+	} {
+		var out, errOut bytes.Buffer
+		code := run(append([]string{"grant", "--control", sock, "--servers", "demo"}, tc.args...), &out, &errOut)
+		if code != exitOK || out.String() != "cbt1.0123456789abcdef.AAAAAAAAAAAAAAAAAAAAAA\n" || !strings.Contains(errOut.String(), "capbridge revoke 0123456789abcdef") {
+			t.Fatalf("grant %q: exit %d, stdout %q, stderr %q", tc.args, code, out.String(), errOut.String())
+		}
+		got := rec.grants[len(rec.grants)-1].TTLMS
+		if (got == nil) != (tc.want == nil) || (got != nil && *got != *tc.want) {
+			t.Errorf("grant %q sent ttl_ms %v, want %v", tc.args, deref(got), deref(tc.want))
+		}
+	}
+}
+
+func deref(p *uint64) any {
+	if p == nil {
+		return "(left out)"
+	}
+	return *p
+}
+
+// revoke takes a grant id as its argument, or a token on stdin (with -
+// or no argument), so the secret need never be in argv.
+func TestRevokeReadsStdin(t *testing.T) {
+	rec, sock := serveRecorder(t)
+	defer func(r io.Reader) { stdin = r }(stdin)
+	const token = "cbt1.0123456789abcdef.AAAAAAAAAAAAAAAAAAAAAA"
+	for _, tc := range []struct {
+		args  []string
+		input string
+		want  string
+		warns bool
+	}{
+		{[]string{"0123456789abcdef"}, "", "0123456789abcdef", false},
+		{[]string{"-"}, token + "\n", token, false},
+		{nil, "  " + token + "\n", token, false},
+		{nil, "0123456789abcdef", "0123456789abcdef", false},
+		{[]string{token}, "", token, true},
+	} {
+		stdin = strings.NewReader(tc.input)
+		var out, errOut bytes.Buffer
+		code := run(append([]string{"revoke", "--control", sock}, tc.args...), &out, &errOut)
+		if code != exitOK || out.String() != "revoked\n" || rec.revokes[len(rec.revokes)-1] != tc.want {
+			t.Fatalf("revoke %q <%q: exit %d, stdout %q, stderr %q, sent %q", tc.args, tc.input, code, out.String(), errOut.String(), rec.revokes)
+		}
+		if warned := strings.Contains(errOut.String(), "visible to every user"); warned != tc.warns {
+			t.Errorf("revoke %q: stderr %q; want a warning about argv: %v", tc.args, errOut.String(), tc.warns)
+		}
+	}
+	n := len(rec.revokes)
+	for _, input := range []string{"", "\n", "a b", strings.Repeat("x", maxTokenInput+1)} {
+		stdin = strings.NewReader(input)
+		var errOut bytes.Buffer
+		if code := run([]string{"revoke", "--control", sock}, &bytes.Buffer{}, &errOut); code != exitUsage {
+			t.Errorf("revoke <%.20q: exit %d, stderr %q; want a usage error", input, code, errOut.String())
+		}
+	}
+	if code := run([]string{"revoke", "--control", sock, "a", "b"}, &bytes.Buffer{}, &bytes.Buffer{}); code != exitUsage {
+		t.Errorf("revoke a b: exit %d", code)
+	}
+	if len(rec.revokes) != n {
+		t.Errorf("refused revokes reached capbridge: %q", rec.revokes[n:])
+	}
+}
