@@ -77,6 +77,11 @@ func startBridgeLog(t *testing.T, log zerolog.Logger, tweak func(*config.Config)
 	cfg.Bridge.CallSocket = filepath.Join(dir, "call.sock")
 	cfg.Bridge.ControlSocket = filepath.Join(dir, "control.sock")
 	cfg.Bridge.ShutdownGrace = 2 * time.Second
+	// The default write timeout (5 s) is a race a test client loses when
+	// a busy machine does not schedule its reading goroutine for that
+	// long, and the bridge then drops it as a stalled reader. Tests of
+	// that rule set their own through tweak.
+	cfg.Bridge.WriteTimeout = time.Minute
 	cfg.Servers = servers
 	if tweak != nil {
 		tweak(cfg)
