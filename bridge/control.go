@@ -24,6 +24,7 @@ func (b *Bridge) serveControlConn(nc *net.UnixConn) {
 	peer, err := peerCred(nc)
 	if err != nil || (int(peer.UID) != os.Getuid() && peer.UID != 0) {
 		nc.Close()
+		b.metrics.connRefused(true, "peer")
 		b.log.Warn().Err(err).Uint32("peer_uid", peer.UID).Msg("control socket: refusing a peer that is not capbridge's user")
 		return
 	}
@@ -272,6 +273,7 @@ func (h *controlHandler) Call(ctx context.Context, r *control.CallRequest) (*cap
 	}
 	h.b.auditCall(nil, h.peer, r.Server, r.Tool, o, time.Since(start))
 	if o.denial != nil {
+		h.b.metrics.denied(o.denial.Code)
 		return nil, o.denial
 	}
 	return o.result, nil
