@@ -95,6 +95,12 @@ func (h *controlHandler) Status(context.Context) (*control.Status, error) {
 	return st, nil
 }
 
+func (h *controlHandler) Metrics(context.Context, *control.MetricsRequest) (*control.Metrics, error) {
+	var text strings.Builder
+	h.b.WriteMetrics(&text)
+	return &control.Metrics{Text: text.String()}, nil
+}
+
 func (h *controlHandler) Facade(_ context.Context, r *control.FacadeRequest) (*control.Facade, error) {
 	gen, err := h.generated(r.Server, r.Lang)
 	if err != nil {
