@@ -6,11 +6,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rs/zerolog"
 	"github.com/vmihailenco/msgpack/v5"
 
+	"github.com/capbridge/capbridge/bridge/config"
 	"github.com/capbridge/capbridge/capwire"
 	"github.com/capbridge/capbridge/internal/mcptest"
 	"github.com/capbridge/capbridge/internal/rawecho"
+	"github.com/capbridge/capbridge/mcpwire"
 )
 
 // BenchmarkBridgeCallMetrics is BenchmarkBridgeCall's bridge path with
@@ -57,4 +60,36 @@ func BenchmarkBridgeCallMetrics(b *testing.B) {
 			}
 		}
 	}
+}
+
+// BenchmarkMetricsHooks is what counting one call adds, alone: its
+// retirement (counter and latency) and its two frames' bytes, on a
+// server with a listing, serially and on every core.
+func BenchmarkMetricsHooks(b *testing.B) {
+	cfg := config.Defaults()
+	cfg.Servers = []config.Server{config.NewServer("s", "/bin/true")}
+	br := New(Options{Config: cfg, Log: zerolog.Nop(), Audit: zerolog.Nop()})
+	s := br.servers["s"]
+	s.state, s.tools = StateReady, map[string]mcpwire.Tool{"echo": {}, "add": {}}
+	s.metrics.booted(s, time.Now())
+	m, traffic, o := br.metrics, br.metrics.trafficFunc(), outcome{result: &capwire.Result{}}
+	hooks := func() {
+		traffic(90, 0)
+		m.retired("s", "echo", o, 50*time.Microsecond)
+		traffic(0, 80)
+	}
+	b.Run("serial", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			hooks()
+		}
+	})
+	b.Run("parallel", func(b *testing.B) {
+		b.ReportAllocs()
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				hooks()
+			}
+		})
+	})
 }
