@@ -61,6 +61,7 @@ type Bridge struct {
 	order   []string
 	grants  *grantTable
 	flight  *flight // every call admitted and not yet retired
+	metrics *metrics
 
 	callL, ctlL *unixListener
 	// acceptors counts the accept loops. Serve adds to it, under mu and
@@ -100,6 +101,7 @@ func New(o Options) *Bridge {
 		b.servers[s.Name] = newServer(s, o.Log)
 		b.order = append(b.order, s.Name)
 	}
+	b.metrics = newMetrics(b)
 	return b
 }
 
@@ -221,12 +223,14 @@ func (b *Bridge) track(c net.Conn, control bool) bool {
 		limit, n = maxControlConns, b.ctlOpen
 	}
 	if b.closing || n >= limit {
+		b.metrics.trackRefused(control, b.closing)
 		if !b.closing {
 			b.log.Warn().Bool("control", control).Int("limit", limit).Msg("refusing a connection: at the socket's connection limit")
 		}
 		return false
 	}
 	b.open[c] = struct{}{}
+	b.metrics.connAccepted(control)
 	if control {
 		b.ctlOpen++
 	}
@@ -363,6 +367,7 @@ func (b *Bridge) eachConn(f func(net.Conn)) {
 // long, and how it ended. Argument and result values are logged only when
 // audit_values is set, each capped at maxAuditValue bytes.
 func (b *Bridge) auditCall(g *Grant, peer PeerCred, server, tool string, o outcome, took time.Duration) {
+	b.metrics.retired(server, tool, o, took)
 	ev := b.audit.Info().Str("event", "call")
 	if g != nil {
 		ev = ev.Str("grant", g.ID)
@@ -414,7 +419,7 @@ func (b *Bridge) Grant(spec GrantSpec) (*Grant, string, error) {
 			}
 		}
 	}
-	return b.grants.issue(b.ctx, spec)
+	return b.metrics.granted(b.grants.issue(b.ctx, spec))
 }
 
 // Revoke ends a grant by id or token.

@@ -56,6 +56,7 @@ func (b *Bridge) serveCallConn(nc *net.UnixConn) {
 	sc := capserver.New(nc, capserver.Config{
 		MaxFrame:     b.cfg.Bridge.MaxFrame,
 		WriteTimeout: b.cfg.Bridge.WriteTimeout,
+		Traffic:      b.metrics.trafficFunc(),
 	})
 	defer sc.Close()
 	peer, err := peerCred(nc)
@@ -93,6 +94,7 @@ func (b *Bridge) serveCallConn(nc *net.UnixConn) {
 		return g.Servers(), nil
 	})
 	if err != nil {
+		b.metrics.handshakeRefused(refusal, err)
 		if refusal == nil {
 			refusal = err
 		}
@@ -281,5 +283,6 @@ func (c *callConn) reply(m capwire.Message) {
 	// A failed send means the connection is gone; the client then sees
 	// every unanswered call fail, which is the spec's rule for a broken
 	// connection, so there is nothing more to do here.
+	c.b.metrics.replied(m)
 	_ = c.sc.Send(context.Background(), m)
 }

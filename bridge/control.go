@@ -24,6 +24,7 @@ func (b *Bridge) serveControlConn(nc *net.UnixConn) {
 	peer, err := peerCred(nc)
 	if err != nil || (int(peer.UID) != os.Getuid() && peer.UID != 0) {
 		nc.Close()
+		b.metrics.connRefused(true, "peer")
 		b.log.Warn().Err(err).Uint32("peer_uid", peer.UID).Msg("control socket: refusing a peer that is not capbridge's user")
 		return
 	}
@@ -104,6 +105,12 @@ func (h *controlHandler) Status(context.Context) (*control.Status, error) {
 	st.Connections = len(b.open)
 	b.mu.Unlock()
 	return st, nil
+}
+
+func (h *controlHandler) Metrics(context.Context, *control.MetricsRequest) (*control.Metrics, error) {
+	var text strings.Builder
+	h.b.WriteMetrics(&text)
+	return &control.Metrics{Text: text.String()}, nil
 }
 
 func (h *controlHandler) Facade(_ context.Context, r *control.FacadeRequest) (*control.Facade, error) {
@@ -284,6 +291,7 @@ func (h *controlHandler) Call(ctx context.Context, r *control.CallRequest) (*cap
 	}
 	h.b.auditCall(nil, h.peer, r.Server, r.Tool, o, time.Since(start))
 	if o.denial != nil {
+		h.b.metrics.denied(o.denial.Code)
 		return nil, o.denial
 	}
 	return o.result, nil

@@ -89,6 +89,8 @@ type server struct {
 	waiting atomic.Int64
 
 	calls, errs, inflight atomic.Int64
+
+	metrics *serverSeries // set by newMetrics; nil records nothing
 }
 
 func newServer(cfg config.Server, log zerolog.Logger) *server {
@@ -115,6 +117,7 @@ type bootOptions struct {
 // is left failed with the reason and the stderr tail, and any process is
 // already shut down.
 func (s *server) boot(ctx context.Context, o bootOptions) error {
+	defer s.metrics.booted(s, time.Now())
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.StartupTimeout)
 	defer cancel()
 	env := make([]string, 0, len(s.cfg.Env))

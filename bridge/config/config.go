@@ -30,6 +30,7 @@
 //	log_level        = "info"                        # debug | info | warn | error
 //	audit_values     = false                         # log argument and result values
 //	audit_path       = "/var/log/capbridge/audit.log" # the audit trail's own file (append-only, 0600); default: with the logs
+//	metrics_listen   = "127.0.0.1:9464"              # Prometheus metrics over HTTP, loopback only; default none
 //
 //	[mcp.github]                                     # one table per server; name: letters, digits, _ and -
 //	command          = "npx"                         # required; argv[0], never a shell string
@@ -52,6 +53,8 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"net"
+	"net/netip"
 	"os"
 	"regexp"
 	"slices"
@@ -90,6 +93,9 @@ type Bridge struct {
 	// AuditPath, when set, is the file the audit trail goes to, apart
 	// from the operational logs: opened for appending, created 0600.
 	AuditPath string
+	// MetricsListen is the loopback host:port serve offers /metrics on;
+	// "" serves none (capbridge metrics still reads them).
+	MetricsListen string
 }
 
 // Server holds one [mcp.<name>] table, or one entry of an editor's config.
@@ -366,6 +372,8 @@ func (r *reader) bridge(t map[string]any, b *Bridge) {
 			r.boolean(key, v, &b.AuditValues)
 		case "audit_path":
 			r.path(key, v, &b.AuditPath)
+		case "metrics_listen":
+			r.loopback(key, v, &b.MetricsListen)
 		default:
 			r.unknown(key, k, bridgeKeys)
 		}
@@ -524,6 +532,36 @@ func (r *reader) path(key string, v any, dst *string) {
 	}
 	if s == "" || !strings.HasPrefix(s, "/") {
 		r.fail(key, "give an absolute path, starting with /", "%q is not an absolute path", s)
+		return
+	}
+	*dst = s
+}
+
+// loopback reads a listen address that must be a loopback IP and a
+// port: metrics name servers, tools and call rates, which are the host's
+// business, so they are never offered to the network directly.
+func (r *reader) loopback(key string, v any, dst *string) {
+	var s string
+	if !r.str(key, v, &s) {
+		return
+	}
+	const fix = `write "127.0.0.1:9464" (or "[::1]:9464"); to scrape from elsewhere, run a local agent or a tunnel that forwards it`
+	host, port, err := net.SplitHostPort(s)
+	if err != nil {
+		r.fail(key, fix, "%q is not host:port", s)
+		return
+	}
+	if _, err := strconv.ParseUint(port, 10, 16); err != nil {
+		r.fail(key, fix, "bad port %q", port)
+		return
+	}
+	ip, err := netip.ParseAddr(host)
+	if err != nil || ip.Zone() != "" {
+		r.fail(key, fix, "%q is not a loopback IP address (a name may resolve to anything)", host)
+		return
+	}
+	if !ip.IsLoopback() {
+		r.fail(key, fix, "%s is not a loopback address: the metrics would be served to the network", host)
 		return
 	}
 	*dst = s

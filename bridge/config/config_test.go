@@ -29,6 +29,7 @@ surface_budget = "32KiB"
 log_format = "json"
 log_level = "debug"
 audit_values = true
+metrics_listen = "[::1]:9464"
 
 [mcp.github]
 command = "npx"
@@ -72,6 +73,7 @@ func TestLoadFull(t *testing.T) {
 		LogFormat:       "json",
 		LogLevel:        "debug",
 		AuditValues:     true,
+		MetricsListen:   "[::1]:9464",
 	}
 	if !reflect.DeepEqual(cfg.Bridge, want) {
 		t.Errorf("bridge:\n got %+v\nwant %+v", cfg.Bridge, want)
@@ -83,7 +85,7 @@ func TestLoadFull(t *testing.T) {
 	if fs.Command != "/usr/local/bin/mcp-server-filesystem" || !reflect.DeepEqual(fs.Args, []string{"/srv/data"}) ||
 		!reflect.DeepEqual(fs.ToolsDeny, []string{"write_file"}) || fs.ToolsAllow != nil ||
 		!reflect.DeepEqual(fs.InheritEnv, bound.InheritEnv()) || fs.CallTimeout != DefaultCallTimeout ||
-		fs.MaxInflight != DefaultMaxInflight || fs.MaxQueue != DefaultMaxQueue || fs.Line != 32 || fs.File != "capbridge.toml" {
+		fs.MaxInflight != DefaultMaxInflight || fs.MaxQueue != DefaultMaxQueue || fs.Line != 33 || fs.File != "capbridge.toml" {
 		t.Errorf("fs = %+v", fs)
 	}
 	gh := cfg.Servers[1]
@@ -96,7 +98,7 @@ func TestLoadFull(t *testing.T) {
 		StartupTimeout: 90 * time.Second, CallTimeout: 30 * time.Second, MaxCallTimeout: 5 * time.Minute,
 		MaxInflight: 4, MaxQueue: 0,
 		ToolsAllow: []string{"create_issue", "list_issues"},
-		File:       "capbridge.toml", Line: 19,
+		File:       "capbridge.toml", Line: 20,
 	}
 	if !reflect.DeepEqual(gh, wantGH) {
 		t.Errorf("github:\n got %+v\nwant %+v", gh, wantGH)
@@ -163,6 +165,12 @@ func TestLoadErrors(t *testing.T) {
 		{"bad uid", "[bridge]\nallowed_uids = [-1]\n", 2, "bridge.allowed_uids", "bad uid", ""},
 		{"bool as string", "[bridge]\naudit_values = \"yes\"\n", 2, "bridge.audit_values", "must be a boolean", "unquoted"},
 		{"mcp not a table", "mcp = 3\n", 1, "mcp", "must be a table", ""},
+		{"metrics on every address", "[bridge]\nmetrics_listen = \"0.0.0.0:9464\"\n", 2, "bridge.metrics_listen", "not a loopback address", `"127.0.0.1:9464"`},
+		{"metrics on a LAN address", "[bridge]\nmetrics_listen = \"192.168.1.5:9464\"\n", 2, "bridge.metrics_listen", "not a loopback address", "tunnel"},
+		{"metrics on a name", "[bridge]\nmetrics_listen = \"localhost:9464\"\n", 2, "bridge.metrics_listen", "not a loopback IP address", `"[::1]:9464"`},
+		{"metrics without a port", "[bridge]\nmetrics_listen = \"127.0.0.1\"\n", 2, "bridge.metrics_listen", "not host:port", ""},
+		{"metrics on a bad port", "[bridge]\nmetrics_listen = \"127.0.0.1:99999\"\n", 2, "bridge.metrics_listen", "bad port", ""},
+		{"metrics on an empty host", "[bridge]\nmetrics_listen = \":9464\"\n", 2, "bridge.metrics_listen", "not a loopback IP address", ""},
 		{"NUL in string", "[mcp.a]\ncommand = \"/a\\u0000b\"\n", 2, "mcp.a.command", "NUL", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -34,6 +34,7 @@ const (
 	kindEnv
 	kindEnvNames
 	kindTools
+	kindLoopback
 )
 
 var bridgeSpec = []keySpec{
@@ -53,6 +54,7 @@ var bridgeSpec = []keySpec{
 	{name: "log_level", kind: kindEnum, enum: []string{"debug", "info", "warn", "error"}, doc: `default "info"`},
 	{name: "audit_values", kind: kindBool, doc: "log argument and result values in the audit trail; default false"},
 	{name: "audit_path", kind: kindPath, doc: "the audit trail's own file, opened for appending and created mode 0600; default: the audit lines go with the logs"},
+	{name: "metrics_listen", kind: kindLoopback, doc: `serve Prometheus metrics at http://HOST:PORT/metrics, a loopback address only ("127.0.0.1:9464"); default none`},
 }
 
 var serverSpec = []keySpec{
@@ -160,6 +162,8 @@ func (k keySpec) schema() map[string]any {
 		return map[string]any{"type": "object", "propertyNames": map[string]any{"pattern": envName.String()}, "additionalProperties": map[string]any{"type": "string"}}
 	case kindEnvNames:
 		return map[string]any{"type": "array", "items": str(envName.String())}
+	case kindLoopback:
+		return str(`^(127\.[0-9]{1,3}\.[0-9]{1,3}\.[0-9]{1,3}|\[::1\]):[0-9]{1,5}$`)
 	case kindTools:
 		return map[string]any{"type": "object", "additionalProperties": false, "properties": map[string]any{"allow": strs, "deny": strs}}
 	}

@@ -77,6 +77,11 @@ func (c *Client) Listing(ctx context.Context, r *ListingRequest) (*Listed, error
 	return request[Listed](ctx, c, opListing, r, replyListed)
 }
 
+// Metrics fetches the bridge's metrics in the Prometheus text format.
+func (c *Client) Metrics(ctx context.Context) (*Metrics, error) {
+	return request[Metrics](ctx, c, opMetrics, &MetricsRequest{}, replyMetrics)
+}
+
 // Call calls a tool with operator authority. A tool that ran and failed
 // is a result with IsError; a call that was refused or could not
 // complete returns a *capwire.Denied, so errors.Is(err, capwire.ErrTimeout)

@@ -46,6 +46,10 @@ func (*fakeHandler) Revoke(_ context.Context, r *RevokeRequest) (*Revoked, error
 	return &Revoked{Found: r.Grant == "id"}, nil
 }
 
+func (*fakeHandler) Metrics(context.Context, *MetricsRequest) (*Metrics, error) {
+	return &Metrics{Text: "# TYPE capbridge_grants_live gauge\ncapbridge_grants_live 1\n"}, nil
+}
+
 func (*fakeHandler) Status(context.Context) (*Status, error) {
 	return &Status{Servers: []ServerStatus{{Name: "s", State: "ready", PID: 7}}, Grants: 1, Connections: 2}, nil
 }
@@ -141,6 +145,9 @@ func TestRoundTrips(t *testing.T) {
 	want := Status{Servers: []ServerStatus{{Name: "s", State: "ready", PID: 7}}, Grants: 1, Connections: 2}
 	if st, err := c.Status(ctx); err != nil || !reflect.DeepEqual(*st, want) {
 		t.Errorf("status: %+v, %v", st, err)
+	}
+	if m, err := c.Metrics(ctx); err != nil || m.Text != "# TYPE capbridge_grants_live gauge\ncapbridge_grants_live 1\n" {
+		t.Errorf("metrics: %+v, %v", m, err)
 	}
 	if f, err := c.Facade(ctx, &FacadeRequest{Server: "s"}); err != nil || *f != (Facade{Module: "s", Source: "package s\n", Surface: "s.F()", Preamble: "// p\n", ListingSHA256: "ab"}) {
 		t.Errorf("facade: %+v, %v", f, err)

@@ -98,6 +98,7 @@ func TestSpecMatchesCode(t *testing.T) {
 		opSearch:   {replyFound, SearchRequest{}, Found{}},
 		opListing:  {replyListed, ListingRequest{}, Listed{}},
 		opCall:     {"result or denied", CallRequest{}, struct{}{}}, // the reply is capwire's
+		opMetrics:  {replyMetrics, MetricsRequest{}, Metrics{}},
 	}
 	if got, want := slices.Sorted(maps.Keys(s.replies)), slices.Sorted(maps.Keys(ops)); !slices.Equal(got, want) {
 		t.Fatalf("the spec's requests are %v, the code's %v", got, want)

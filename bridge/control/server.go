@@ -31,6 +31,7 @@ type Handler interface {
 	// Call runs a tool call with operator authority. ctx ends when the
 	// client hangs up while the call runs.
 	Call(ctx context.Context, r *CallRequest) (*capwire.Result, error)
+	Metrics(ctx context.Context, r *MetricsRequest) (*Metrics, error)
 }
 
 // errHangup is the cause a call's context ends with when the control
@@ -129,8 +130,10 @@ func (s *Server) answer(ctx context.Context, conn net.Conn, frame, dst []byte) [
 		return handle(dst, h, replyListed, frame, func(r *ListingRequest) (*Listed, error) { return s.Handler.Listing(ctx, r) })
 	case opCall:
 		return s.call(ctx, conn, h.ID, frame, dst)
+	case opMetrics:
+		return handle(dst, h, replyMetrics, frame, func(r *MetricsRequest) (*Metrics, error) { return s.Handler.Metrics(ctx, r) })
 	}
-	return appendError(dst, h.ID, errorf(CodeUnknownRequest, "unknown control request %q (known: grant, revoke, status, facade, describe, search, listing, call)", text.Ellipsis(h.T, 64)))
+	return appendError(dst, h.ID, errorf(CodeUnknownRequest, "unknown control request %q (known: grant, revoke, status, facade, describe, search, listing, call, metrics)", text.Ellipsis(h.T, 64)))
 }
 
 // handle decodes a request of type Req from frame, runs it and appends

@@ -28,6 +28,7 @@ const (
 	opSearch   = "search"
 	opListing  = "listing"
 	opCall     = "call"
+	opMetrics  = "metrics"
 
 	replyGranted   = "granted"
 	replyRevoked   = "revoked"
@@ -36,6 +37,7 @@ const (
 	replyDescribed = "described"
 	replyFound     = "found"
 	replyListed    = "listed"
+	replyMetrics   = "metrics"
 	replyError     = "error"
 )
 
@@ -187,6 +189,17 @@ type CallRequest struct {
 	// Args is one MessagePack map; nil means {}.
 	Args      msgpack.RawMessage `msgpack:"args,omitempty"`
 	TimeoutMS uint64             `msgpack:"timeout_ms,omitempty"` // 0: the server's call_timeout
+}
+
+// MetricsRequest asks for the bridge's metrics ("metrics"). It has no
+// fields.
+type MetricsRequest struct{}
+
+// Metrics answers a metrics request ("metrics").
+type Metrics struct {
+	// Text is every series in the Prometheus text exposition format
+	// (version 0.0.4), as the metrics_listen listener serves it.
+	Text string `msgpack:"text"`
 }
 
 // Control error codes: the closed set an "error" reply carries

@@ -328,6 +328,9 @@ const initBridge = `
 # log_format   = "auto" # auto | json | console
 # log_level    = "info" # debug | info | warn | error
 # audit_values = false
+
+# Prometheus metrics at http://127.0.0.1:9464/metrics; loopback only.
+# metrics_listen = "127.0.0.1:9464" # default: no listener ("capbridge metrics" still reads them)
 `
 
 const initServerKeys = `

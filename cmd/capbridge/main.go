@@ -43,6 +43,7 @@ func commands() map[string]command {
 		"grant":       {"issue a grant and print its token", runGrant},
 		"init":        {"write a commented capbridge.toml, optionally from an editor's MCP config", runInit},
 		"listing":     {"print the tools/list JSON a server's façade was generated from", runListing},
+		"metrics":     {"print the running capbridge's metrics in the Prometheus text format", runMetrics},
 		"revoke":      {"revoke a grant", runRevoke},
 		"search":      {"find tools by words in their names, descriptions and arguments", runSearch},
 		"serve":       {"run the service", runServe},

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -145,10 +146,31 @@ cannot be opened, 5 shutdown that could not confirm every server exited.`)
 		}
 		return exitBoot
 	}
+	var metricsAddr string
+	metricsDone := make(chan struct{}) // closed once the metrics listener has stopped
+	if cfg.Bridge.MetricsListen != "" {
+		l, err := net.Listen("tcp", cfg.Bridge.MetricsListen)
+		if err != nil {
+			log.Error().Err(err).Str("metrics_listen", cfg.Bridge.MetricsListen).Msg("cannot listen for metrics; choose a free port in metrics_listen")
+			if err := b.Shutdown(0); err != nil {
+				return exitUnconfirmd
+			}
+			return exitBoot
+		}
+		metricsAddr = l.Addr().String()
+		go func() {
+			defer close(metricsDone)
+			if err := b.ServeMetrics(l); err != nil {
+				log.Error().Err(err).Msg("the metrics listener stopped")
+			}
+		}()
+	} else {
+		close(metricsDone)
+	}
 	served := make(chan struct{})
 	go func() { b.Serve(); close(served) }()
 
-	ready, _ := json.Marshal(readyLine{Ready: true, CallSocket: cfg.Bridge.CallSocket, ControlSocket: cfg.Bridge.ControlSocket, Servers: states})
+	ready, _ := json.Marshal(readyLine{Ready: true, CallSocket: cfg.Bridge.CallSocket, ControlSocket: cfg.Bridge.ControlSocket, Metrics: metricsAddr, Servers: states})
 	// The file first: a harness that saw the line on stdout may look for
 	// the file next, and must find it.
 	if *readyFile != "" {
@@ -163,13 +185,14 @@ cannot be opened, 5 shutdown that could not confirm every server exited.`)
 	if demo {
 		log.Info().Msg(`no config given: serving the built-in demo server. Try, in another shell:  go run ./cmd/capbridge call demo echo '{"text":"hello"}'`)
 	}
-	log.Info().Str("call_socket", cfg.Bridge.CallSocket).Str("control_socket", cfg.Bridge.ControlSocket).Msg("ready")
+	log.Info().Str("call_socket", cfg.Bridge.CallSocket).Str("control_socket", cfg.Bridge.ControlSocket).Str("metrics", metricsAddr).Msg("ready")
 
 	sig := <-sigs
 	log.Info().Str("signal", sig.String()).Dur("grace", cfg.Bridge.ShutdownGrace).Msg("shutting down")
 	_ = bridge.Notify(os.Getenv("NOTIFY_SOCKET"), "STOPPING=1")
 	err = b.Shutdown(cfg.Bridge.ShutdownGrace)
 	<-served
+	<-metricsDone
 	if err != nil {
 		log.Error().Err(err).Msg("shutdown could not confirm every server's exit")
 		return exitUnconfirmd
@@ -185,6 +208,7 @@ type readyLine struct {
 	Ready         bool              `json:"ready"`
 	CallSocket    string            `json:"call_socket"`
 	ControlSocket string            `json:"control_socket"`
+	Metrics       string            `json:"metrics,omitempty"` // the metrics listener's address, when metrics_listen is set
 	Servers       map[string]string `json:"servers"`
 }
 

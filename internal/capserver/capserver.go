@@ -25,6 +25,10 @@ type Config struct {
 	WriteQueue       int           // frames waiting to be written before Send waits; 256
 	WriteTimeout     time.Duration // a write (a batch of frames) must finish within it; 10 s
 	HandshakeTimeout time.Duration // the hello must arrive within it; 10 s
+	// Traffic, when set, is told the size of every whole frame read
+	// (length prefix included) and of every frame queued for writing, from
+	// the goroutine that read or queued it; it must not block.
+	Traffic func(read, written int)
 }
 
 func (c Config) withDefaults() Config {
@@ -129,6 +133,7 @@ func (s *Conn) Handshake(ctx context.Context, auth func(h *capwire.HelloMsg) (se
 		return nil, fmt.Errorf("capserver: handshake: %w", ctx.Err())
 	}
 	if err == nil {
+		s.count(frameHeader+len(frame), 0)
 		err = s.conn.SetReadDeadline(time.Time{})
 	}
 	if err != nil {
@@ -192,6 +197,7 @@ func (s *Conn) Read() (capwire.Message, error) {
 		framewrite.PutBuf(buf)
 		return nil, err
 	}
+	s.count(frameHeader+len(frame), 0)
 	m, err := capwire.Decode(frame)
 	if err != nil {
 		framewrite.PutBuf(buf)
@@ -234,10 +240,22 @@ func (s *Conn) Send(ctx context.Context, m capwire.Message) error {
 		framewrite.PutBuf(buf)
 		return err
 	}
+	n := len(out)
 	if err := s.w.Send(ctx, buf); err != nil {
 		return s.closedErr(err)
 	}
+	s.count(0, n)
 	return nil
+}
+
+// frameHeader is the length prefix of a capwire frame.
+const frameHeader = 4
+
+// count tells cfg.Traffic the size of a whole frame read or written.
+func (s *Conn) count(read, written int) {
+	if s.cfg.Traffic != nil {
+		s.cfg.Traffic(read, written)
+	}
 }
 
 // closedErr translates the writer's ErrStopped into capwire.ErrClosed,
