@@ -120,6 +120,7 @@ func loadServers(c *config.Config) {
 	for i := range c.Servers {
 		c.Servers[i].MaxInflight = 256
 		c.Servers[i].MaxQueue = 20000
+		soleGrant(&c.Servers[i])
 	}
 }
 
@@ -180,6 +181,8 @@ func TestShutdownDuringLoad(t *testing.T) {
 		c.Servers[0].MaxInflight = conns * perConn
 		c.Servers[1].MaxInflight = 16
 		c.Servers[1].MaxQueue = conns * perConn
+		soleGrant(&c.Servers[0])
+		soleGrant(&c.Servers[1])
 	}, mcptestServer("a", mcptest.Scenario{}), mcptestServer("b", mcptest.Scenario{}))
 	token := tb.grant(map[string][]string{"a": nil, "b": nil})
 
@@ -329,7 +332,7 @@ func TestShutdownDuringLoad(t *testing.T) {
 func waitBusy(t *testing.T, tb *testBridge, server string, n int64) {
 	t.Helper()
 	s := tb.servers[server]
-	eventually(t, fmt.Sprintf("%d calls running or queued at server %q", n, server), func() bool { return s.inflight.Load()+s.waiting.Load() == n })
+	eventually(t, fmt.Sprintf("%d calls running or queued at server %q", n, server), func() bool { return s.adm.inflight.Load()+s.adm.waiting.Load() == n })
 }
 
 // A reply must not keep anything alive once it is queued: a call rate of
