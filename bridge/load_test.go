@@ -114,9 +114,17 @@ func runLoadConn(path, token string, calls []loadCall) error {
 	return nil
 }
 
+// loadConns makes room for the load's connections, all of one grant and
+// one uid, dialed at once: admission is not what these tests are about.
+func loadConns(c *config.Config) {
+	c.Bridge.MaxUnauthConnections, c.Bridge.MaxUnauthPerUID = 1024, 1024
+	c.Bridge.MaxConnsPerGrant = c.Bridge.MaxConnections
+}
+
 // loadServers are two mcptest servers with room for the whole load: the
 // point is that every call is answered correctly, not backpressure.
 func loadServers(c *config.Config) {
+	loadConns(c)
 	for i := range c.Servers {
 		c.Servers[i].MaxInflight = 256
 		c.Servers[i].MaxQueue = 20000
@@ -181,6 +189,7 @@ func TestShutdownDuringLoad(t *testing.T) {
 		c.Servers[0].MaxInflight = conns * perConn
 		c.Servers[1].MaxInflight = 16
 		c.Servers[1].MaxQueue = conns * perConn
+		loadConns(c)
 		soleGrant(&c.Servers[0])
 		soleGrant(&c.Servers[1])
 	}, mcptestServer("a", mcptest.Scenario{}), mcptestServer("b", mcptest.Scenario{}))
