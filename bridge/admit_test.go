@@ -2,10 +2,12 @@ package bridge
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"io"
 	"net"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -346,4 +348,52 @@ func TestGrantsShareAServer(t *testing.T) {
 	cb.Close()
 	cc.Close()
 	tb.shutdown()
+}
+
+// Many connections each announce a 16 MiB frame and send part of it:
+// the bytes held for them stay within max_partial_bytes (the largest are
+// refused frame_too_large), whatever they announced. The process's RSS
+// is logged for the record, not asserted: it depends on the collector
+// and includes this test's own clients, in the same process.
+func TestPartialFramesBudget(t *testing.T) {
+	defer leakcheck.Check(t)()
+	const conns, sent, limit = 20, 1 << 20, 8 << 20
+	tb := startBridge(t, func(c *config.Config) { c.Bridge.MaxPartialBytes = limit; loadConns(c) }, mcptestServer("t", mcptest.Scenario{}))
+	token := tb.grant(map[string][]string{"t": nil})
+	rssBefore := rssKiB(t)
+	ws := make([]*wireConn, conns)
+	for i := range ws {
+		ws[i] = mustDialWire(t, tb.CallSocket(), token)
+		// The writes may block once the bridge stops reading a refused
+		// frame; each goes on in its own goroutine, ended by Close.
+		go ws[i].c.Write(append(binary.BigEndian.AppendUint32(nil, 16<<20), make([]byte, sent)...))
+	}
+	// 20 × 1 MiB (each charged up to twice that) cannot fit in 8 MiB:
+	// the budget must refuse some.
+	eventually(t, "the budget to refuse the largest partial frames", func() bool { return tb.partial.Refused() > 0 })
+	used := tb.partial.Used()
+	t.Logf("%d connections × %d bytes of 16 MiB frames: %d refused, %d bytes charged (limit %d); RSS %d KiB → %d KiB",
+		conns, sent, tb.partial.Refused(), used, limit, rssBefore, rssKiB(t))
+	if used > limit || tb.partial.Refused() == 0 {
+		t.Fatalf("charged %d of %d with %d refused: the budget did not hold", used, limit, tb.partial.Refused())
+	}
+	for _, w := range ws {
+		w.c.Close()
+	}
+	eventually(t, "every partial frame to return its charge", func() bool { return tb.partial.Used() == 0 })
+	tb.shutdown()
+}
+
+func rssKiB(t *testing.T) int {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for line := range strings.Lines(string(b)) {
+		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			n, _ := strconv.Atoi(strings.Fields(v)[0])
+			return n
+		}
+	}
+	return 0
 }

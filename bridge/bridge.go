@@ -99,9 +99,9 @@ func New(o Options) *Bridge {
 	b := &Bridge{
 		cfg: o.Config, log: o.Log, audit: o.Audit, ver: o.ClientVersion,
 		ctx: ctx, stop: stop,
-		servers:   map[string]*server{},
-		grants:    newGrantTable(),
-		flight:    newFlight(),
+		servers:    map[string]*server{},
+		grants:     newGrantTable(),
+		flight:     newFlight(),
 		open:       map[net.Conn]struct{}{},
 		calls:      newCallConns(),
 		connsIdle:  make(chan struct{}),
