@@ -38,33 +38,48 @@ func TestStrangerFloodLetsTokenIn(t *testing.T) {
 	}, mcptestServer("t", mcptest.Scenario{}))
 	token := tb.grant(map[string][]string{"t": nil})
 
-	// Each flooder keeps its last few connections open, silent, and
-	// dials again at once: what a stranger does to hold the budget.
+	// Twice the budget of flooders, each holding one silent
+	// connection and dialing again as soon as the bridge drops it: what a
+	// stranger does to hold the budget.
 	stop := make(chan struct{})
+	var mu sync.Mutex
+	held := map[net.Conn]bool{}
 	var wg sync.WaitGroup
-	for range 4 {
+	defer func() {
+		mu.Lock()
+		close(stop)
+		for c := range held {
+			c.Close()
+		}
+		mu.Unlock()
+		wg.Wait()
+	}()
+	for range 2 * budget {
 		wg.Go(func() {
-			var held []net.Conn
-			defer func() {
-				for _, c := range held {
-					c.Close()
-				}
-			}()
 			for {
+				c, err := net.Dial("unix", tb.CallSocket())
+				mu.Lock()
 				select {
 				case <-stop:
+					mu.Unlock()
+					if err == nil {
+						c.Close()
+					}
 					return
 				default:
 				}
-				c, err := net.Dial("unix", tb.CallSocket())
 				if err != nil {
+					mu.Unlock()
 					continue
 				}
-				held = append(held, c)
-				if len(held) > budget {
-					held[0].Close()
-					held = held[1:]
-				}
+				held[c] = true
+				mu.Unlock()
+				_ = c.SetReadDeadline(time.Now().Add(backstop))
+				_, _ = c.Read(make([]byte, 1)) // until dropped
+				mu.Lock()
+				delete(held, c)
+				mu.Unlock()
+				c.Close()
 			}
 		})
 	}
@@ -75,21 +90,37 @@ func TestStrangerFloodLetsTokenIn(t *testing.T) {
 	}
 	eventually(t, "the strangers' budget to fill", func() bool { return pending() == budget && tb.refusals.evicted.Load() > 0 })
 
+	// The flood runs in this process, from the same uid, dialing again
+	// the instant it is dropped: a connection of ours is silent for the
+	// moment between connect and its hello, and may be dropped in that
+	// moment. It may dial again, a few times; it must get through.
+	const attempts = 20
 	for i := range 3 {
-		c := tb.dial(token)
+		var c *capwire.Client
+		var err error
+		for n := 1; ; n++ {
+			ctx, cancel := context.WithTimeout(context.Background(), backstop)
+			c, err = capwire.Dial(ctx, tb.CallSocket(), token)
+			cancel()
+			if err == nil {
+				t.Logf("connection %d into the flood: dial %d", i, n)
+				break
+			}
+			if n == attempts {
+				t.Fatalf("connection %d: %d dials into the flood failed, the last: %v", i, n, err)
+			}
+		}
 		ctx, cancel := context.WithTimeout(context.Background(), backstop)
 		r, err := c.Call(ctx, "t", "echo", map[string]any{"text": "through"})
 		cancel()
+		c.Close()
 		if err != nil || r.Text() != "through" {
 			t.Fatalf("connection %d into the flood: %v, %v", i, r, err)
 		}
-		c.Close()
 	}
 	if pending() > budget {
 		t.Errorf("%d strangers held, budget %d", pending(), budget)
 	}
-	close(stop)
-	wg.Wait()
 	t.Logf("strangers displaced during the test: %d", tb.refusals.evicted.Load())
 	tb.shutdown()
 }

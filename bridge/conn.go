@@ -70,16 +70,14 @@ func (b *Bridge) serveCallConn(nc net.Conn, peer PeerCred, st *stranger) {
 	// The client learns only bad_token; the audit trail gets the real
 	// cause and the grant id the token named (never the token itself), so
 	// an operator can see a revoked grant still being tried. Only a hello
-	// whose token carried its grant's secret is audited: strangers'
-	// failures are counted in the refusal summary, so a flood of them
-	// cannot flood the audit trail.
+	// whose token names a grant is audited: a connection that sends no
+	// hello, or garbage, is counted in the refusal summary instead, so a
+	// flood of those cannot flood the audit trail.
 	var refusal error
 	var tokenGrant string
-	var proven bool
 	_, err := sc.Handshake(b.ctx, func(h *capwire.HelloMsg) ([]string, error) {
 		tokenGrant = grantIDOf(h.Token)
 		g, err := b.grants.lookup(h.Token)
-		proven = !errors.Is(err, ErrBadToken)
 		if err != nil {
 			refusal = err
 			return nil, err
@@ -102,7 +100,7 @@ func (b *Bridge) serveCallConn(nc net.Conn, peer PeerCred, st *stranger) {
 		if !errors.Is(refusal, errEvicted) {
 			b.refusals.hello.Add(1)
 		}
-		if proven {
+		if tokenGrant != "" {
 			b.audit.Info().Str("event", "refused").Str("grant", tokenGrant).Int32("peer_pid", peer.PID).Uint32("peer_uid", peer.UID).Err(refusal).Msg("handshake failed")
 		}
 		return

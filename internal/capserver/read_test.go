@@ -96,7 +96,9 @@ func TestFrameTimeout(t *testing.T) {
 		}
 		start := time.Now()
 		// The prefix and one byte each second: still too slow.
+		writer := make(chan struct{})
 		go func() {
+			defer close(writer)
 			if _, err := p.client.Write(prefix(100)); err != nil {
 				return
 			}
@@ -117,6 +119,7 @@ func TestFrameTimeout(t *testing.T) {
 		}
 		p.sc.Close()
 		p.client.Close()
+		<-writer
 	})
 }
 
