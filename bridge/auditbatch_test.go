@@ -65,7 +65,7 @@ func TestAuditBatchShutdownFlushes(t *testing.T) {
 	defer leakcheck.Check(t)()
 	var sink lockedBuffer
 	// Room for every call at once: none may be refused overloaded.
-	tb := startBridge(t, func(c *config.Config) { c.Servers[0].MaxQueue = 1024 }, mcptestServer("t", mcptest.Scenario{}))
+	tb := startBridge(t, func(c *config.Config) { c.Servers[0].MaxQueue = 1024; soleGrant(&c.Servers[0]) }, mcptestServer("t", mcptest.Scenario{}))
 	tb.auditOut = newLineBatch(&sink, 1<<20, time.Hour)
 	tb.audit = zerolog.New(tb.auditOut)
 	token := tb.grant(map[string][]string{"t": nil})

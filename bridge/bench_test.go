@@ -129,6 +129,7 @@ func benchBridge(b *testing.B, argv, env []string) (*Bridge, string) {
 		s.Env[k] = v
 	}
 	s.MaxInflight = 64
+	soleGrant(&s)
 	cfg := config.Defaults()
 	cfg.Bridge.CallSocket = filepath.Join(dir, "call.sock")
 	cfg.Bridge.ControlSocket = filepath.Join(dir, "control.sock")

@@ -73,9 +73,10 @@ func BenchmarkBridgeMaxInflight(b *testing.B) {
 			b.Cleanup(func() { f.Close() })
 			br, token := benchBridge(b, argv, env)
 			auditTo(br, f)
-			// Before any call: admission reads cfg and slots only then.
+			// Before any call: admission reads cfg and adm only then.
 			s := br.servers["t"]
-			s.cfg.MaxInflight, s.slots = n, make(chan struct{}, n)
+			// One grant drives it: its share is the whole server.
+			s.cfg.MaxInflight, s.adm = n, newShares(n, n, s.cfg.MaxQueue, s.cfg.MaxQueue)
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			c, err := capwire.Dial(ctx, br.CallSocket(), token)
 			cancel()

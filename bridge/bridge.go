@@ -10,11 +10,14 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/rs/zerolog"
 
 	"github.com/capbridge/capbridge/bridge/config"
+	"github.com/capbridge/capbridge/capwire"
+	"github.com/capbridge/capbridge/internal/capserver"
 )
 
 // Options configure a Bridge beyond its config file.
@@ -72,11 +75,25 @@ type Bridge struct {
 	mu      sync.Mutex
 	open    map[net.Conn]struct{} // every live connection, both sockets
 	ctlOpen int                   // how many of them are control connections
+	calls   callConns             // the call socket's budgets (admit.go)
 	closing bool
 	// connsIdle is closed once closing is set and open is empty: the
 	// last connection to end closes it (or Shutdown, if none is open).
 	connsIdle chan struct{}
 	idleOnce  sync.Once
+
+	// partial bounds the bytes held for partial frames on every call
+	// connection (max_partial_bytes).
+	partial  *capserver.Budget
+	refusals refusals
+	// lingering counts refused connections held for their peer to read
+	// why (refuseAtAccept); lingerWG waits for them.
+	lingering atomic.Int64
+	lingerWG  sync.WaitGroup
+	// reportStop ends the refusal reporter that Serve starts; Shutdown
+	// closes it and waits on reported.
+	reportStop chan struct{}
+	reported   sync.WaitGroup
 }
 
 // New prepares a bridge for cfg. It starts nothing: the census of servers
@@ -86,11 +103,14 @@ func New(o Options) *Bridge {
 	b := &Bridge{
 		cfg: o.Config, log: o.Log, audit: o.Audit, ver: o.ClientVersion,
 		ctx: ctx, stop: stop,
-		servers:   map[string]*server{},
-		grants:    newGrantTable(),
-		flight:    newFlight(),
-		open:      map[net.Conn]struct{}{},
-		connsIdle: make(chan struct{}),
+		servers:    map[string]*server{},
+		grants:     newGrantTable(),
+		flight:     newFlight(),
+		open:       map[net.Conn]struct{}{},
+		calls:      newCallConns(),
+		connsIdle:  make(chan struct{}),
+		partial:    capserver.NewBudget(o.Config.Bridge.MaxPartialBytes),
+		reportStop: make(chan struct{}),
 	}
 	b.log, b.logs = limitLogs(o.Log)
 	if o.AuditWriter != nil {
@@ -170,9 +190,11 @@ func (b *Bridge) Serve() {
 		return
 	}
 	b.acceptors.Add(2)
+	b.reported.Add(1)
 	b.mu.Unlock()
-	go b.accept(b.callL, false, b.serveCallConn)
-	go b.accept(b.ctlL, true, b.serveControlConn)
+	go b.reportRefusals(b.reportStop, &b.reported)
+	go b.accept(b.callL, b.admitCall)
+	go b.accept(b.ctlL, b.admitControl)
 	b.acceptors.Wait()
 }
 
@@ -181,7 +203,8 @@ func (b *Bridge) Serve() {
 // socket, and must not thereby lock the harness out of grant and revoke.
 const maxControlConns = 64
 
-func (b *Bridge) accept(l *unixListener, control bool, serve func(*net.UnixConn)) {
+// accept hands every connection l accepts to admit until l is closed.
+func (b *Bridge) accept(l *unixListener, admit func(*net.UnixConn)) {
 	defer b.acceptors.Done()
 	for {
 		c, err := l.AcceptUnix()
@@ -199,51 +222,78 @@ func (b *Bridge) accept(l *unixListener, control bool, serve func(*net.UnixConn)
 				return
 			}
 		}
-		if !b.track(c, control) {
-			c.Close()
-			continue
-		}
-		// The goroutine is the connection's; Shutdown waits for it
-		// through connsIdle, which its untrack may close.
-		go func() {
-			defer b.untrack(c, control)
-			serve(c)
-		}()
+		admit(c)
 	}
 }
 
-// track admits a connection unless the bridge is closing or the socket's
-// budget is spent: max_connections for the call socket, maxControlConns
-// for the control socket.
-func (b *Bridge) track(c net.Conn, control bool) bool {
+// admitCall admits a call-socket connection: its peer's credentials are
+// read now, a uid outside allowed_uids is refused before it costs
+// anything, and the connection joins the strangers' budget (admit.go).
+func (b *Bridge) admitCall(c *net.UnixConn) {
+	peer, err := peerCred(c)
+	if err != nil {
+		b.refusals.cred.Add(1)
+		b.metrics.connRefused(false, "peer")
+		b.refuseAtAccept(c, capwire.CodeBadToken, "capbridge could not identify this peer")
+		return
+	}
+	if !uidAllowed(b.cfg.Bridge.AllowedUIDs, peer.UID) {
+		b.refusals.uid.Add(1)
+		b.metrics.connRefused(false, "peer")
+		b.refuseAtAccept(c, capwire.CodeBadToken, "this user may not use capbridge's call socket")
+		return
+	}
+	s := b.trackStranger(c, peer.UID)
+	if s == nil {
+		b.metrics.trackRefused(false, true)
+		c.Close()
+		return
+	}
+	b.metrics.connAccepted(false)
+	// The goroutine is the connection's; Shutdown waits for it
+	// through connsIdle, which its untrack may close.
+	go func() {
+		defer b.untrackCall(s)
+		b.serveCallConn(c, peer, s)
+	}()
+}
+
+// admitControl admits a control-socket connection within its own
+// budget.
+func (b *Bridge) admitControl(c *net.UnixConn) {
+	if !b.trackControl(c) {
+		c.Close()
+		return
+	}
+	go func() {
+		defer b.untrackControl(c)
+		b.serveControlConn(c)
+	}()
+}
+
+// track admits a control connection unless the bridge is closing or
+// maxControlConns are open.
+func (b *Bridge) trackControl(c net.Conn) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	limit, n := b.cfg.Bridge.MaxConnections, len(b.open)-b.ctlOpen
-	if control {
-		limit, n = maxControlConns, b.ctlOpen
-	}
-	if b.closing || n >= limit {
-		b.metrics.trackRefused(control, b.closing)
+	if b.closing || b.ctlOpen >= maxControlConns {
+		b.metrics.trackRefused(true, b.closing)
 		if !b.closing {
-			b.log.Warn().Bool("control", control).Int("limit", limit).Msg("refusing a connection: at the socket's connection limit")
+			b.log.Warn().Int("limit", maxControlConns).Msg("refusing a control connection: at the socket's connection limit")
 		}
 		return false
 	}
 	b.open[c] = struct{}{}
-	b.metrics.connAccepted(control)
-	if control {
-		b.ctlOpen++
-	}
+	b.metrics.connAccepted(true)
+	b.ctlOpen++
 	return true
 }
 
-func (b *Bridge) untrack(c net.Conn, control bool) {
+func (b *Bridge) untrackControl(c net.Conn) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	delete(b.open, c)
-	if control {
-		b.ctlOpen--
-	}
+	b.ctlOpen--
 	b.signalConnsIdle()
 }
 
@@ -296,6 +346,7 @@ func (b *Bridge) shutdown(graceOver <-chan time.Time, connBound time.Duration) e
 		b.ctlL.Close()
 	}
 	b.acceptors.Wait()
+	close(b.reportStop)
 
 	select {
 	case <-callsIdle:
@@ -332,6 +383,8 @@ func (b *Bridge) shutdown(graceOver <-chan time.Time, connBound time.Duration) e
 		})
 	}
 	wg.Wait()
+	b.lingerWG.Wait()
+	b.reported.Wait()
 	if b.auditOut != nil {
 		if err := b.auditOut.Close(); err != nil {
 			b.log.Error().Err(err).Msg("writing the audit trail")

@@ -117,10 +117,10 @@ func (b *Bridge) call(ctx context.Context, req callRequest) outcome {
 	if req.timeoutMS > 0 {
 		d = time.Duration(min(req.timeoutMS, uint64(s.cfg.MaxCallTimeout/time.Millisecond))) * time.Millisecond
 	}
-	release, waited, err := s.admit(ctx, d)
+	release, waited, err := s.admit(ctx, req.grant, d)
 	if err != nil {
-		if errors.Is(err, errOverloaded) {
-			return deny(capwire.CodeOverloaded, "server "+quote(req.server)+" has "+strconv.Itoa(s.cfg.MaxInflight)+" calls running and "+strconv.Itoa(s.cfg.MaxQueue)+" waiting; try again later")
+		if oe := (*overloadError)(nil); errors.As(err, &oe) {
+			return deny(capwire.CodeOverloaded, oe.message())
 		}
 		return b.ended(err, req)
 	}

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"io"
 	"net"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -32,7 +31,7 @@ import (
 type callConn struct {
 	b     *Bridge
 	sc    *capserver.Conn
-	nc    *net.UnixConn // sc's connection, for CloseRead
+	nc    net.Conn // sc's connection, for stopReading
 	peer  PeerCred
 	grant *Grant
 	// ctx is the connection's lifetime, under the grant's; it ends with
@@ -44,43 +43,41 @@ type callConn struct {
 	inflight map[uint64]context.CancelCauseFunc
 	idle     int  // workers waiting on turn
 	ended    bool // reading has ended: no worker will get the role again
+	// idleTimer ends the connection once it has had no call in flight
+	// for idle_timeout: stopped while a call is in flight, started again
+	// when the last one retires.
+	idleTimer *time.Timer
 
 	turn    chan struct{} // unbuffered: a send hands the reader's role to an idle worker
 	endedC  chan struct{} // closed when ended is set
 	workers sync.WaitGroup
 }
 
-// serveCallConn runs one call-socket connection to its end. It returns
-// once the connection is closed and every call it started has replied.
-func (b *Bridge) serveCallConn(nc *net.UnixConn) {
+// serveCallConn runs one call-socket connection to its end: the hello
+// (within hello_timeout, its frame at most capserver.MaxHello), the
+// authenticated budgets, then the calls. It returns once the connection
+// is closed and every call it started has replied.
+func (b *Bridge) serveCallConn(nc net.Conn, peer PeerCred, st *stranger) {
 	sc := capserver.New(nc, capserver.Config{
-		MaxFrame:     b.cfg.Bridge.MaxFrame,
-		WriteTimeout: b.cfg.Bridge.WriteTimeout,
-		Traffic:      b.metrics.trafficFunc(),
+		MaxFrame:         b.cfg.Bridge.MaxFrame,
+		WriteTimeout:     b.cfg.Bridge.WriteTimeout,
+		HandshakeTimeout: b.cfg.Bridge.HelloTimeout,
+		FrameTimeout:     b.cfg.Bridge.FrameTimeout,
+		Budget:           b.partial,
+		Traffic:          b.metrics.trafficFunc(),
 	})
 	defer sc.Close()
-	peer, err := peerCred(nc)
-	if err != nil {
-		b.log.Warn().Err(err).Msg("call socket: cannot read peer credentials; refusing the connection")
-		_ = sc.Fatal(capwire.CodeBadToken, "capbridge could not identify this peer")
-		return
-	}
-	uids := b.cfg.Bridge.AllowedUIDs
 	c := &callConn{b: b, sc: sc, nc: nc, peer: peer, inflight: map[uint64]context.CancelCauseFunc{}, turn: make(chan struct{}), endedC: make(chan struct{})}
 	// The client learns only bad_token; the audit trail gets the real
 	// cause and the grant id the token named (never the token itself), so
-	// an operator can see a revoked grant still being tried.
+	// an operator can see a revoked grant still being tried. Only a hello
+	// whose token names a grant is audited: a connection that sends no
+	// hello, or garbage, is counted in the refusal summary instead, so a
+	// flood of those cannot flood the audit trail.
 	var refusal error
 	var tokenGrant string
-	_, err = sc.Handshake(b.ctx, func(h *capwire.HelloMsg) ([]string, error) {
+	_, err := sc.Handshake(b.ctx, func(h *capwire.HelloMsg) ([]string, error) {
 		tokenGrant = grantIDOf(h.Token)
-		// A peer outside allowed_uids is refused only once its hello is
-		// read: refused and closed before, its write of the hello could
-		// fail (EPIPE) and it would never read why.
-		if len(uids) > 0 && !slices.Contains(uids, peer.UID) {
-			refusal = errors.New("bridge: uid not in allowed_uids")
-			return nil, &capwire.FatalMsg{Code: capwire.CodeBadToken, Message: "this user may not use capbridge's call socket"}
-		}
 		g, err := b.grants.lookup(h.Token)
 		if err != nil {
 			refusal = err
@@ -90,6 +87,10 @@ func (b *Bridge) serveCallConn(nc *net.UnixConn) {
 			refusal = errors.New("bridge: peer uid is not the grant's peer_uid")
 			return nil, ErrBadToken
 		}
+		if err := b.authenticate(st, g.ID); err != nil {
+			refusal = err
+			return nil, &capwire.FatalMsg{Code: capwire.CodeBadToken, Message: "capbridge has as many connections open as it allows for this grant or user: " + strings.TrimPrefix(err.Error(), "bridge: ")}
+		}
 		c.grant = g
 		return g.Servers(), nil
 	})
@@ -98,18 +99,26 @@ func (b *Bridge) serveCallConn(nc *net.UnixConn) {
 		if refusal == nil {
 			refusal = err
 		}
-		b.audit.Info().Str("event", "refused").Str("grant", tokenGrant).Int32("peer_pid", peer.PID).Uint32("peer_uid", peer.UID).Err(refusal).Msg("handshake failed")
+		if !errors.Is(refusal, errEvicted) {
+			b.refusals.hello.Add(1)
+		}
+		if tokenGrant != "" {
+			b.audit.Info().Str("event", "refused").Str("grant", tokenGrant).Int32("peer_pid", peer.PID).Uint32("peer_uid", peer.UID).Err(refusal).Msg("handshake failed")
+		}
 		return
 	}
 	b.audit.Info().Str("event", "connect").Str("grant", c.grant.ID).Int32("peer_pid", peer.PID).Uint32("peer_uid", peer.UID).Msg("connected")
 	c.serve()
 }
 
+// errIdle ends a connection that had no call in flight for idle_timeout.
+var errIdle = errors.New("bridge: connection idle")
+
 // serve runs the connection's workers, beginning with this goroutine,
-// until reading ends: the client goes away, breaks the framing, or the
-// grant or the bridge ends. Then what is still running is cancelled, and
-// serve returns once each call's single reply was sent (or dropped, if
-// the connection is gone).
+// until reading ends: the client goes away, breaks the framing, stays
+// idle for idle_timeout, or the grant or the bridge ends. Then what is
+// still running is cancelled, and serve returns once each call's single
+// reply was sent (or dropped, if the connection is gone).
 func (c *callConn) serve() {
 	c.ctx, c.cancel = context.WithCancelCause(c.grant.Context())
 	// Ending the grant (revoke, expiry) or the bridge closes only the
@@ -117,10 +126,33 @@ func (c *callConn) serve() {
 	// the grant's cause, must still send their revoked or shutting_down
 	// denial (docs/capwire.md §5) before serveCallConn closes the
 	// connection. Closing it outright here dropped those replies.
-	stop := context.AfterFunc(c.ctx, func() { _ = c.nc.CloseRead() })
+	stop := context.AfterFunc(c.ctx, c.stopReading)
 	defer stop()
+	c.idleTimer = time.AfterFunc(c.b.cfg.Bridge.IdleTimeout, c.idleOut)
+	defer c.idleTimer.Stop()
 	c.work()
 	c.workers.Wait()
+}
+
+// stopReading unblocks the read loop for good. A connection that cannot
+// close only its read side (net.Pipe) is closed.
+func (c *callConn) stopReading() {
+	if cr, ok := c.nc.(interface{ CloseRead() error }); ok {
+		_ = cr.CloseRead()
+		return
+	}
+	_ = c.nc.Close()
+}
+
+// idleOut ends the connection if it still has no call in flight: a call
+// admitted as the timer fired keeps it.
+func (c *callConn) idleOut() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.inflight) == 0 && !c.ended {
+		c.b.refusals.idle.Add(1)
+		c.cancel(errIdle)
+	}
 }
 
 // work is a worker's life: hold the reader's role until a call is
@@ -176,6 +208,7 @@ func (c *callConn) lead() (*capserver.Call, context.Context) {
 				var callCancel context.CancelCauseFunc
 				callCtx, callCancel = context.WithCancelCause(c.ctx)
 				c.inflight[m.ID] = callCancel
+				c.idleTimer.Stop()
 			}
 			c.mu.Unlock()
 			switch {
@@ -253,6 +286,9 @@ func (c *callConn) run(ctx context.Context, m *capserver.Call) {
 	c.mu.Lock()
 	cancel := c.inflight[m.ID]
 	delete(c.inflight, m.ID)
+	if len(c.inflight) == 0 {
+		c.idleTimer.Reset(c.b.cfg.Bridge.IdleTimeout)
+	}
 	c.mu.Unlock()
 	cancel(nil)
 	o = c.send(m.ID, o)

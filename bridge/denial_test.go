@@ -141,7 +141,7 @@ func cannedServer(name string) config.Server {
 func (tb *testBridge) waitRunning(server string, n int64) {
 	tb.t.Helper()
 	s := tb.servers[server]
-	eventually(tb.t, fmt.Sprintf("%d calls running at server %q", n, server), func() bool { return s.inflight.Load() == n })
+	eventually(tb.t, fmt.Sprintf("%d calls running at server %q", n, server), func() bool { return s.adm.inflight.Load() == n })
 }
 
 // wantDenial asserts err is a *capwire.Denied with code and path, and returns it.
@@ -172,6 +172,7 @@ func TestDenials(t *testing.T) {
 	capped.MaxCallTimeout = 300 * time.Millisecond
 	one := mcptestServer("one", mcptest.Scenario{})
 	one.MaxInflight, one.MaxQueue = 1, 0
+	soleGrant(&one)
 	tb := startBridge(t, nil,
 		mcptestServer("t", mcptest.Scenario{}), mcptestServer("crashy", mcptest.Scenario{}),
 		broken, capped, one, cannedServer("canned"))

@@ -228,7 +228,10 @@ func TestServerCrashMidCall(t *testing.T) {
 			defer leakcheck.Check(t)()
 			// Room for the hung calls and the fatal one to run together;
 			// the victim's callers are shown its stderr.
-			tb := startBridge(t, func(c *config.Config) { c.Servers[0].MaxInflight, c.Servers[0].StderrToCaller = 32, true },
+			tb := startBridge(t, func(c *config.Config) {
+				c.Servers[0].MaxInflight, c.Servers[0].StderrToCaller = 32, true
+				soleGrant(&c.Servers[0])
+			},
 				mcptestServer("victim", mcptest.Scenario{}), mcptestServer("other", mcptest.Scenario{}))
 			token := tb.grant(map[string][]string{"victim": nil, "other": nil})
 			c := tb.dial(token)
@@ -382,7 +385,7 @@ func TestSlowServerTimeout(t *testing.T) {
 func TestManyTimeoutsAllCancelled(t *testing.T) {
 	defer leakcheck.Check(t)()
 	const conns, perConn = 4, 25
-	tb := startBridge(t, func(c *config.Config) { c.Servers[0].MaxInflight = conns * perConn },
+	tb := startBridge(t, func(c *config.Config) { c.Servers[0].MaxInflight = conns * perConn; soleGrant(&c.Servers[0]) },
 		mcptestServer("t", mcptest.Scenario{}))
 	token := tb.grant(map[string][]string{"t": nil})
 	var ws []*wireConn
@@ -494,7 +497,7 @@ func TestClientAbandonCancelsServerCall(t *testing.T) {
 func waitInflight(t *testing.T, tb *testBridge, server string, n int64) {
 	t.Helper()
 	s := tb.servers[server]
-	eventually(t, fmt.Sprintf("%d calls running at server %q", n, server), func() bool { return s.inflight.Load() == n })
+	eventually(t, fmt.Sprintf("%d calls running at server %q", n, server), func() bool { return s.adm.inflight.Load() == n })
 }
 
 // A client that stops reading stalls only its own connection: while the
@@ -512,6 +515,7 @@ func TestStalledReaderCannotStallOthers(t *testing.T) {
 		// client's, so only a stall could fail the good client.
 		c.Servers[0].MaxInflight = 2 * c.Bridge.MaxConnInflight
 		c.Servers[0].MaxQueue = 1024
+		soleGrant(&c.Servers[0])
 	}, mcptestServer("t", mcptest.Scenario{}))
 	token := tb.grant(map[string][]string{"t": nil})
 	good := tb.dial(token)
@@ -544,7 +548,7 @@ func TestStalledReaderCannotStallOthers(t *testing.T) {
 	}
 	s := tb.servers["t"]
 	eventually(t, "the server to answer every large call", func() bool {
-		return s.calls.Load() == hangs+big && s.inflight.Load() == hangs
+		return s.calls.Load() == hangs+big && s.adm.inflight.Load() == hangs
 	})
 
 	ctx := faultCtx(t)
@@ -584,6 +588,7 @@ func TestStalledReaderIsDropped(t *testing.T) {
 		c.Bridge.WriteTimeout = 300 * time.Millisecond
 		c.Servers[0].MaxInflight = 2 * c.Bridge.MaxConnInflight
 		c.Servers[0].MaxQueue = 1024
+		soleGrant(&c.Servers[0])
 	}, mcptestServer("t", mcptest.Scenario{}))
 	token := tb.grant(map[string][]string{"t": nil})
 	observer := tb.dial(token)
@@ -664,6 +669,7 @@ func TestStalledReaderCannotStallShutdown(t *testing.T) {
 	tb := startBridge(t, func(c *config.Config) {
 		c.Bridge.WriteTimeout = 300 * time.Millisecond
 		c.Servers[0].MaxInflight = calls
+		soleGrant(&c.Servers[0])
 	}, srv)
 	stalled := mustDialWire(t, tb.CallSocket(), tb.grant(map[string][]string{"canned": nil}))
 	for id := uint64(1); id <= calls; id++ {

@@ -51,6 +51,12 @@ func mcptestServer(name string, sc mcptest.Scenario) config.Server {
 	return s
 }
 
+// soleGrant gives one grant the whole of s: for tests that drive a
+// server with one grant and are not about fair shares.
+func soleGrant(s *config.Server) {
+	s.MaxInflightPerGrant, s.MaxQueuePerGrant = s.MaxInflight, s.MaxQueue
+}
+
 // startBridge boots a bridge serving servers; tweak, when non-nil, may
 // adjust the config first. It fails the test if any server does not boot
 // unless allowFailed is set through tweak's returned value.

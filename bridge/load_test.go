@@ -114,12 +114,21 @@ func runLoadConn(path, token string, calls []loadCall) error {
 	return nil
 }
 
+// loadConns makes room for the load's connections, all of one grant and
+// one uid, dialed at once: admission is not what these tests are about.
+func loadConns(c *config.Config) {
+	c.Bridge.MaxUnauthConnections, c.Bridge.MaxUnauthPerUID = 1024, 1024
+	c.Bridge.MaxConnsPerGrant = c.Bridge.MaxConnections
+}
+
 // loadServers are two mcptest servers with room for the whole load: the
 // point is that every call is answered correctly, not backpressure.
 func loadServers(c *config.Config) {
+	loadConns(c)
 	for i := range c.Servers {
 		c.Servers[i].MaxInflight = 256
 		c.Servers[i].MaxQueue = 20000
+		soleGrant(&c.Servers[i])
 	}
 }
 
@@ -180,6 +189,9 @@ func TestShutdownDuringLoad(t *testing.T) {
 		c.Servers[0].MaxInflight = conns * perConn
 		c.Servers[1].MaxInflight = 16
 		c.Servers[1].MaxQueue = conns * perConn
+		loadConns(c)
+		soleGrant(&c.Servers[0])
+		soleGrant(&c.Servers[1])
 	}, mcptestServer("a", mcptest.Scenario{}), mcptestServer("b", mcptest.Scenario{}))
 	token := tb.grant(map[string][]string{"a": nil, "b": nil})
 
@@ -329,7 +341,7 @@ func TestShutdownDuringLoad(t *testing.T) {
 func waitBusy(t *testing.T, tb *testBridge, server string, n int64) {
 	t.Helper()
 	s := tb.servers[server]
-	eventually(t, fmt.Sprintf("%d calls running or queued at server %q", n, server), func() bool { return s.inflight.Load()+s.waiting.Load() == n })
+	eventually(t, fmt.Sprintf("%d calls running or queued at server %q", n, server), func() bool { return s.adm.inflight.Load()+s.adm.waiting.Load() == n })
 }
 
 // A reply must not keep anything alive once it is queued: a call rate of

@@ -189,8 +189,8 @@ func newMetrics(b *Bridge) *metrics {
 			bootDur:  set.NewGauge("capbridge_server_boot_seconds"+l, nil),
 			untooled: &toolSeries{},
 		}
-		set.NewGauge("capbridge_calls_inflight"+l, func() float64 { return float64(s.inflight.Load()) })
-		set.NewGauge("capbridge_calls_queued"+l, func() float64 { return float64(s.waiting.Load()) })
+		set.NewGauge("capbridge_calls_inflight"+l, func() float64 { return float64(s.adm.inflight.Load()) })
+		set.NewGauge("capbridge_calls_queued"+l, func() float64 { return float64(s.adm.waiting.Load()) })
 		for _, st := range []State{StateStarting, StateReady, StateFailed, StateDead, StateRetired} {
 			set.NewGauge(`capbridge_server_state{server="`+labelValue(name)+`",state="`+string(st)+`"}`, func() float64 {
 				s.mu.Lock()
@@ -311,7 +311,9 @@ func (m *metrics) connAccepted(control bool) {
 
 // connRefused counts a connection refused on a socket, for a reason from
 // a closed set: "limit" (the socket's connection budget), "shutting_down",
-// "peer" (the control socket's peer check), or a call-socket handshake's
+// "peer" (a peer check: the control socket's, or allowed_uids at the call
+// socket's accept), "evicted" (a stranger dropped to make room for a
+// newer one), or a call-socket handshake's
 // fatal code, "revoked" or "expired".
 func (m *metrics) connRefused(control bool, reason string) {
 	if m == nil {

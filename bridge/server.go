@@ -80,15 +80,13 @@ type server struct {
 	// returns; retire waits for it, so the goroutine has an owner.
 	watched chan struct{}
 
-	// Admission: slots holds one token per call running at the server
-	// (max_inflight); waiting counts calls queued for a slot, bounded by
-	// max_queue, beyond which calls are refused "overloaded". inflight
-	// mirrors the slots taken, for status; the bridge's account of the
-	// calls Shutdown waits for is its flight, not these gauges.
-	slots   chan struct{}
-	waiting atomic.Int64
+	// Admission: max_inflight calls run at the server, max_queue wait,
+	// each grant holding at most its share of both (shares). Its gauges
+	// are for status; the bridge's account of the calls Shutdown waits
+	// for is its flight.
+	adm *shares
 
-	calls, errs, inflight atomic.Int64
+	calls, errs atomic.Int64
 
 	metrics *serverSeries // set by newMetrics; nil records nothing
 }
@@ -101,7 +99,7 @@ func newServer(cfg config.Server, log zerolog.Logger) *server {
 		logs:   logs,
 		redact: newRedactor(cfg.Env),
 		state:  StateStarting,
-		slots:  make(chan struct{}, cfg.MaxInflight),
+		adm:    newShares(cfg.MaxInflight, cfg.InflightPerGrant(), cfg.MaxQueue, cfg.QueuePerGrant()),
 	}
 }
 
@@ -336,48 +334,11 @@ func (s *server) callerStderr(tail []byte) string {
 	return "; stderr tail: " + s.redact.tail(tail)
 }
 
-// admit waits for a call slot, queueing at most max_queue calls and for
-// at most d. It returns a release function and how long it waited, or
-// errOverloaded when the queue is full, errCallTimeout when d passed in
-// the queue, or the context's cause. Only a call that queues has a timer.
-func (s *server) admit(ctx context.Context, d time.Duration) (func(), time.Duration, error) {
-	// A call whose context already ended (its grant revoked or expired,
-	// shutdown) takes no slot: the fast path below does not look at ctx,
-	// and mcpwire may still write a call whose ctx is done, which would
-	// run the tool for a grant that has ended.
-	if ctx.Err() != nil {
-		return nil, 0, context.Cause(ctx)
-	}
-	release := func() {
-		s.inflight.Add(-1)
-		<-s.slots
-	}
-	select {
-	case s.slots <- struct{}{}:
-		s.inflight.Add(1)
-		return release, 0, nil
-	default:
-	}
-	if s.waiting.Add(1) > int64(s.cfg.MaxQueue) {
-		s.waiting.Add(-1)
-		return nil, 0, errOverloaded
-	}
-	defer s.waiting.Add(-1)
-	start := time.Now()
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case s.slots <- struct{}{}:
-		s.inflight.Add(1)
-		return release, time.Since(start), nil
-	case <-t.C:
-		return nil, 0, errCallTimeout
-	case <-ctx.Done():
-		return nil, 0, context.Cause(ctx)
-	}
+// admit waits for a call slot for grant g (nil: operator authority) in
+// the server's fair queue (shares.admit).
+func (s *server) admit(ctx context.Context, g *Grant, d time.Duration) (func(), time.Duration, error) {
+	return s.adm.admit(ctx, s.cfg.Name, g, d)
 }
-
-var errOverloaded = errors.New("bridge: server overloaded")
 
 // retire shuts the server down with mcpwire's bounded sequence and
 // returns its evidence. It is idempotent.
@@ -423,7 +384,7 @@ func (s *server) status() serverStatus {
 	defer s.mu.Unlock()
 	st := serverStatus{
 		Name: s.cfg.Name, State: string(s.state), Reason: s.reason, Tools: len(s.tools),
-		Inflight: s.inflight.Load(), Queued: s.waiting.Load(), Calls: s.calls.Load(), Errors: s.errs.Load(),
+		Inflight: s.adm.inflight.Load(), Queued: s.adm.waiting.Load(), Calls: s.calls.Load(), Errors: s.errs.Load(),
 		StderrTail: validTail(s.tail),
 	}
 	if s.state == StateReady {

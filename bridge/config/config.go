@@ -20,7 +20,15 @@
 //	call_socket_group = "sandbox"                    # group name or numeric gid
 //	allowed_uids     = [1000, 1001]                  # peers allowed on the call socket; default: any
 //	max_frame        = "16MiB"                       # capwire frame cap (bytes or "NKiB"/"NMiB")
-//	max_connections  = 1024
+//	max_connections  = 1024                          # authenticated call-socket connections
+//	max_conns_per_grant = 16                         # of which one grant's
+//	max_conns_per_uid = 512                          # of which one peer uid's
+//	max_unauth_connections = 64                      # connections that have not said hello
+//	max_unauth_per_uid = 16                          # of which one peer uid's
+//	hello_timeout    = "3s"                          # the hello must arrive within it
+//	idle_timeout     = "5m"                          # an authenticated connection with no call in flight
+//	frame_timeout    = "10s"                         # a frame that has started must end within it
+//	max_partial_bytes = "64MiB"                      # bytes of partial frames held, all connections
 //	max_conn_inflight = 64                           # calls in flight per connection
 //	max_result_text  = "1MiB"                        # text kept per result before truncation
 //	write_timeout    = "5s"                          # a reader that stalls longer is dropped
@@ -43,6 +51,8 @@
 //	max_call_timeout = "10m"                         # the most a caller may ask for
 //	max_inflight     = 32                            # concurrent calls sent to this server
 //	max_queue        = 64                            # calls waiting beyond that; more are "overloaded"
+//	max_inflight_per_grant = 16                      # one grant's share of max_inflight; default half, at least 1
+//	max_queue_per_grant = 32                         # one grant's share of max_queue; default half
 //	tools.allow      = ["create_issue"]              # only these are generated and callable
 //	tools.deny       = ["delete_repo"]               # these are absent
 //	stderr_to_caller = false                         # show the end of its stderr (redacted, 2 KiB) in denials
@@ -75,21 +85,31 @@ type Config struct {
 
 // Bridge holds the [bridge] table.
 type Bridge struct {
-	CallSocket      string // "" until the caller applies DefaultSockets
-	ControlSocket   string
-	CallSocketMode  os.FileMode
-	CallSocketGroup string // "" keeps the process's group
-	AllowedUIDs     []uint32
-	MaxFrame        int
-	MaxConnections  int
-	MaxConnInflight int
-	MaxResultText   int
-	WriteTimeout    time.Duration
-	ShutdownGrace   time.Duration
-	SurfaceBudget   int
-	LogFormat       string
-	LogLevel        string
-	AuditValues     bool
+	CallSocket       string // "" until the caller applies DefaultSockets
+	ControlSocket    string
+	CallSocketMode   os.FileMode
+	CallSocketGroup  string // "" keeps the process's group
+	AllowedUIDs      []uint32
+	MaxFrame         int
+	MaxConnections   int // authenticated connections on the call socket
+	MaxConnsPerGrant int
+	MaxConnsPerUID   int
+	// Connections that have not yet said hello have a budget of their
+	// own, so strangers cannot crowd out programs holding a token.
+	MaxUnauthConnections int
+	MaxUnauthPerUID      int
+	HelloTimeout         time.Duration
+	IdleTimeout          time.Duration
+	FrameTimeout         time.Duration
+	MaxPartialBytes      int
+	MaxConnInflight      int
+	MaxResultText        int
+	WriteTimeout         time.Duration
+	ShutdownGrace        time.Duration
+	SurfaceBudget        int
+	LogFormat            string
+	LogLevel             string
+	AuditValues          bool
 	// AuditPath, when set, is the file the audit trail goes to, apart
 	// from the operational logs: opened for appending, created 0600.
 	AuditPath string
@@ -111,8 +131,14 @@ type Server struct {
 	MaxCallTimeout time.Duration
 	MaxInflight    int
 	MaxQueue       int
-	ToolsAllow     []string // nil: every tool not denied
-	ToolsDeny      []string
+	// One grant's share of MaxInflight and MaxQueue, so one program
+	// cannot take a server's every slot: by default half of each
+	// (MaxInflightPerGrant at least 1). InflightPerGrant and
+	// QueuePerGrant give the values in force.
+	MaxInflightPerGrant int
+	MaxQueuePerGrant    int
+	ToolsAllow          []string // nil: every tool not denied
+	ToolsDeny           []string
 	// StderrToCaller lets the end of the server's stderr, with the values
 	// of Env redacted and capped at 2 KiB, reach callers in the denials
 	// that report its failure. By default it reaches only the operator
@@ -150,22 +176,32 @@ type Server struct {
 // with capserver's queue of 256 frames, no reply waits for queue room
 // unless the client stops reading.
 const (
-	DefaultMaxFrame        = 16 << 20
-	DefaultMaxConnections  = 1024
-	DefaultMaxConnInflight = 64
-	DefaultMaxResultText   = 1 << 20
-	DefaultWriteTimeout    = 5 * time.Second
-	DefaultShutdownGrace   = 10 * time.Second
-	DefaultSurfaceBudget   = 64 << 10
-	DefaultStartupTimeout  = 30 * time.Second
-	DefaultCallTimeout     = 60 * time.Second
-	DefaultMaxCallTimeout  = 10 * time.Minute
-	DefaultMaxInflight     = 32
-	DefaultMaxQueue        = 64
+	DefaultMaxFrame         = 16 << 20
+	DefaultMaxConnections   = 1024
+	DefaultMaxConnInflight  = 64
+	DefaultMaxConnsPerGrant = 16
+	DefaultMaxConnsPerUID   = 512
+	DefaultMaxUnauth        = 64
+	DefaultMaxUnauthPerUID  = 16
+	DefaultHelloTimeout     = 3 * time.Second
+	DefaultIdleTimeout      = 5 * time.Minute
+	DefaultFrameTimeout     = 10 * time.Second
+	DefaultMaxPartialBytes  = 64 << 20
+	DefaultMaxResultText    = 1 << 20
+	DefaultWriteTimeout     = 5 * time.Second
+	DefaultShutdownGrace    = 10 * time.Second
+	DefaultSurfaceBudget    = 64 << 10
+	DefaultStartupTimeout   = 30 * time.Second
+	DefaultCallTimeout      = 60 * time.Second
+	DefaultMaxCallTimeout   = 10 * time.Minute
+	DefaultMaxInflight      = 32
+	DefaultMaxQueue         = 64
 
 	// Upper bounds on what an operator may configure, so a typo cannot
 	// turn a bound into no bound.
 	maxFrameLimit    = 256 << 20
+	minPartialBytes  = 64 << 10
+	maxPartialLimit  = 16 << 30
 	maxServers       = 64
 	maxCountSetting  = 1 << 20
 	maxDurationLimit = 24 * time.Hour
@@ -186,16 +222,24 @@ func DefaultSockets(xdgRuntimeDir string, uid int) (call, control string) {
 // bridge default and no servers.
 func Defaults() *Config {
 	return &Config{Bridge: Bridge{
-		CallSocketMode:  0o600,
-		MaxFrame:        DefaultMaxFrame,
-		MaxConnections:  DefaultMaxConnections,
-		MaxConnInflight: DefaultMaxConnInflight,
-		MaxResultText:   DefaultMaxResultText,
-		WriteTimeout:    DefaultWriteTimeout,
-		ShutdownGrace:   DefaultShutdownGrace,
-		SurfaceBudget:   DefaultSurfaceBudget,
-		LogFormat:       "auto",
-		LogLevel:        "info",
+		CallSocketMode:       0o600,
+		MaxFrame:             DefaultMaxFrame,
+		MaxConnections:       DefaultMaxConnections,
+		MaxConnInflight:      DefaultMaxConnInflight,
+		MaxConnsPerGrant:     DefaultMaxConnsPerGrant,
+		MaxConnsPerUID:       DefaultMaxConnsPerUID,
+		MaxUnauthConnections: DefaultMaxUnauth,
+		MaxUnauthPerUID:      DefaultMaxUnauthPerUID,
+		HelloTimeout:         DefaultHelloTimeout,
+		IdleTimeout:          DefaultIdleTimeout,
+		FrameTimeout:         DefaultFrameTimeout,
+		MaxPartialBytes:      DefaultMaxPartialBytes,
+		MaxResultText:        DefaultMaxResultText,
+		WriteTimeout:         DefaultWriteTimeout,
+		ShutdownGrace:        DefaultShutdownGrace,
+		SurfaceBudget:        DefaultSurfaceBudget,
+		LogFormat:            "auto",
+		LogLevel:             "info",
 	}}
 }
 
@@ -212,6 +256,9 @@ func NewServer(name, command string) Server {
 		MaxCallTimeout: DefaultMaxCallTimeout,
 		MaxInflight:    DefaultMaxInflight,
 		MaxQueue:       DefaultMaxQueue,
+		// Half of each, as in a file that leaves them out.
+		MaxInflightPerGrant: DefaultMaxInflight / 2,
+		MaxQueuePerGrant:    DefaultMaxQueue / 2,
 	}
 }
 
@@ -356,6 +403,22 @@ func (r *reader) bridge(t map[string]any, b *Bridge) {
 			r.count(key, v, &b.MaxConnections)
 		case "max_conn_inflight":
 			r.count(key, v, &b.MaxConnInflight)
+		case "max_conns_per_grant":
+			r.count(key, v, &b.MaxConnsPerGrant)
+		case "max_conns_per_uid":
+			r.count(key, v, &b.MaxConnsPerUID)
+		case "max_unauth_connections":
+			r.count(key, v, &b.MaxUnauthConnections)
+		case "max_unauth_per_uid":
+			r.count(key, v, &b.MaxUnauthPerUID)
+		case "hello_timeout":
+			r.duration(key, v, &b.HelloTimeout)
+		case "idle_timeout":
+			r.duration(key, v, &b.IdleTimeout)
+		case "frame_timeout":
+			r.duration(key, v, &b.FrameTimeout)
+		case "max_partial_bytes":
+			r.size(key, v, minPartialBytes, maxPartialLimit, &b.MaxPartialBytes)
 		case "max_result_text":
 			r.size(key, v, 1, maxFrameLimit, &b.MaxResultText)
 		case "write_timeout":
@@ -437,6 +500,10 @@ func (r *reader) servers(t map[string]any) []Server {
 				r.count(k2, v, &s.MaxInflight)
 			case "max_queue":
 				r.countOrZero(k2, v, &s.MaxQueue)
+			case "max_inflight_per_grant":
+				r.count(k2, v, &s.MaxInflightPerGrant)
+			case "max_queue_per_grant":
+				r.countOrZero(k2, v, &s.MaxQueuePerGrant)
 			case "tools":
 				r.tools(k2, v, &s)
 			case "stderr_to_caller":
@@ -466,11 +533,37 @@ func (r *reader) checkServer(key string, st map[string]any, s *Server) {
 	if s.CallTimeout > s.MaxCallTimeout {
 		r.fail(key+".call_timeout", fmt.Sprintf("raise max_call_timeout to at least %s or lower call_timeout", s.CallTimeout), "call_timeout %s is longer than max_call_timeout %s", s.CallTimeout, s.MaxCallTimeout)
 	}
+	// The shares default to half of what the file says for the server.
+	if _, given := st["max_inflight_per_grant"]; !given {
+		s.MaxInflightPerGrant = max(1, s.MaxInflight/2)
+	}
+	if _, given := st["max_queue_per_grant"]; !given {
+		s.MaxQueuePerGrant = s.MaxQueue / 2
+	}
+	if s.MaxInflightPerGrant > s.MaxInflight {
+		r.fail(key+".max_inflight_per_grant", fmt.Sprintf("write at most max_inflight (%d)", s.MaxInflight), "%d is more than max_inflight", s.MaxInflightPerGrant)
+	}
+	if s.MaxQueuePerGrant > s.MaxQueue {
+		r.fail(key+".max_queue_per_grant", fmt.Sprintf("write at most max_queue (%d)", s.MaxQueue), "%d is more than max_queue", s.MaxQueuePerGrant)
+	}
 	for _, d := range s.ToolsDeny {
 		if slices.Contains(s.ToolsAllow, d) {
 			r.fail(key+".tools", "name each tool in allow or deny, not both", "tool %q is both allowed and denied", d)
 		}
 	}
+}
+
+// InflightPerGrant is the most calls of one grant that run at the server
+// at once: max_inflight_per_grant, by default half of max_inflight and at
+// least 1, so one program cannot take every slot.
+func (s *Server) InflightPerGrant() int {
+	return max(1, min(s.MaxInflightPerGrant, s.MaxInflight))
+}
+
+// QueuePerGrant is the most calls of one grant that wait for a slot:
+// max_queue_per_grant, by default half of max_queue.
+func (s *Server) QueuePerGrant() int {
+	return max(0, min(s.MaxQueuePerGrant, s.MaxQueue))
 }
 
 // UnmatchedTools returns the tools.allow and tools.deny entries that name

@@ -22,6 +22,14 @@ allowed_uids = [1000, 1001]
 max_frame = "8MiB"
 max_connections = 200
 max_conn_inflight = 32
+max_conns_per_grant = 4
+max_conns_per_uid = 100
+max_unauth_connections = 32
+max_unauth_per_uid = 8
+hello_timeout = "1s"
+idle_timeout = "1m"
+frame_timeout = "5s"
+max_partial_bytes = "32MiB"
 max_result_text = 65536
 write_timeout = "2s"
 shutdown_grace = "15s"
@@ -42,6 +50,7 @@ call_timeout = "30s"
 max_call_timeout = "5m"
 max_inflight = 4
 max_queue = 0
+max_inflight_per_grant = 3
 tools.allow = ["create_issue", "list_issues"]
 
 [mcp.fs]
@@ -58,14 +67,18 @@ func TestLoadFull(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := Bridge{
-		CallSocket:      "/run/capbridge/call.sock",
-		ControlSocket:   "/run/capbridge/control.sock",
-		CallSocketMode:  0o660,
-		CallSocketGroup: "sandbox",
-		AllowedUIDs:     []uint32{1000, 1001},
-		MaxFrame:        8 << 20,
-		MaxConnections:  200,
-		MaxConnInflight: 32,
+		CallSocket:       "/run/capbridge/call.sock",
+		ControlSocket:    "/run/capbridge/control.sock",
+		CallSocketMode:   0o660,
+		CallSocketGroup:  "sandbox",
+		AllowedUIDs:      []uint32{1000, 1001},
+		MaxFrame:         8 << 20,
+		MaxConnections:   200,
+		MaxConnInflight:  32,
+		MaxConnsPerGrant: 4, MaxConnsPerUID: 100,
+		MaxUnauthConnections: 32, MaxUnauthPerUID: 8,
+		HelloTimeout: time.Second, IdleTimeout: time.Minute, FrameTimeout: 5 * time.Second,
+		MaxPartialBytes: 32 << 20,
 		MaxResultText:   65536,
 		WriteTimeout:    2 * time.Second,
 		ShutdownGrace:   15 * time.Second,
@@ -85,7 +98,8 @@ func TestLoadFull(t *testing.T) {
 	if fs.Command != "/usr/local/bin/mcp-server-filesystem" || !reflect.DeepEqual(fs.Args, []string{"/srv/data"}) ||
 		!reflect.DeepEqual(fs.ToolsDeny, []string{"write_file"}) || fs.ToolsAllow != nil ||
 		!reflect.DeepEqual(fs.InheritEnv, bound.InheritEnv()) || fs.CallTimeout != DefaultCallTimeout ||
-		fs.MaxInflight != DefaultMaxInflight || fs.MaxQueue != DefaultMaxQueue || fs.Line != 33 || fs.File != "capbridge.toml" {
+		fs.MaxInflight != DefaultMaxInflight || fs.MaxQueue != DefaultMaxQueue ||
+		fs.MaxInflightPerGrant != DefaultMaxInflight/2 || fs.MaxQueuePerGrant != DefaultMaxQueue/2 || fs.Line != 42 || fs.File != "capbridge.toml" {
 		t.Errorf("fs = %+v", fs)
 	}
 	gh := cfg.Servers[1]
@@ -96,9 +110,9 @@ func TestLoadFull(t *testing.T) {
 		InheritEnv:     []string{"PATH", "HOME"},
 		Cwd:            "/srv/github",
 		StartupTimeout: 90 * time.Second, CallTimeout: 30 * time.Second, MaxCallTimeout: 5 * time.Minute,
-		MaxInflight: 4, MaxQueue: 0,
+		MaxInflight: 4, MaxQueue: 0, MaxInflightPerGrant: 3, MaxQueuePerGrant: 0,
 		ToolsAllow: []string{"create_issue", "list_issues"},
-		File:       "capbridge.toml", Line: 20,
+		File:       "capbridge.toml", Line: 28,
 	}
 	if !reflect.DeepEqual(gh, wantGH) {
 		t.Errorf("github:\n got %+v\nwant %+v", gh, wantGH)
@@ -163,6 +177,9 @@ func TestLoadErrors(t *testing.T) {
 		{"same sockets", "[bridge]\ncall_socket = \"/s\"\ncontrol_socket = \"/s\"\n", 3, "bridge.control_socket", "same path as call_socket", ""},
 		{"bad log format", "[bridge]\nlog_format = \"xml\"\n", 2, "bridge.log_format", `bad value "xml"`, "auto, json, console"},
 		{"bad uid", "[bridge]\nallowed_uids = [-1]\n", 2, "bridge.allowed_uids", "bad uid", ""},
+		{"grant share above the server's", "[mcp.a]\ncommand = \"x\"\nmax_inflight = 2\nmax_inflight_per_grant = 3\n", 4, "mcp.a.max_inflight_per_grant", "more than max_inflight", "at most max_inflight (2)"},
+		{"grant queue above the server's", "[mcp.a]\ncommand = \"x\"\nmax_queue = 2\nmax_queue_per_grant = 3\n", 4, "mcp.a.max_queue_per_grant", "more than max_queue", "at most max_queue (2)"},
+		{"partial budget too small", "[bridge]\nmax_partial_bytes = 1024\n", 2, "bridge.max_partial_bytes", "out of range", "65536"},
 		{"bool as string", "[bridge]\naudit_values = \"yes\"\n", 2, "bridge.audit_values", "must be a boolean", "unquoted"},
 		{"mcp not a table", "mcp = 3\n", 1, "mcp", "must be a table", ""},
 		{"metrics on every address", "[bridge]\nmetrics_listen = \"0.0.0.0:9464\"\n", 2, "bridge.metrics_listen", "not a loopback address", `"127.0.0.1:9464"`},

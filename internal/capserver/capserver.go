@@ -25,6 +25,10 @@ type Config struct {
 	WriteQueue       int           // frames waiting to be written before Send waits; 256
 	WriteTimeout     time.Duration // a write (a batch of frames) must finish within it; 10 s
 	HandshakeTimeout time.Duration // the hello must arrive within it; 10 s
+	FrameTimeout     time.Duration // a frame whose first byte arrived must end within it; 10 s
+	// Budget bounds the bytes held for partial frames across the
+	// connections sharing it; nil: each frame is bounded only by MaxFrame.
+	Budget *Budget
 	// Traffic, when set, is told the size of every whole frame read
 	// (length prefix included) and of every frame queued for writing, from
 	// the goroutine that read or queued it; it must not block.
@@ -44,6 +48,9 @@ func (c Config) withDefaults() Config {
 	if c.HandshakeTimeout <= 0 {
 		c.HandshakeTimeout = 10 * time.Second
 	}
+	if c.FrameTimeout <= 0 {
+		c.FrameTimeout = 10 * time.Second
+	}
 	return c
 }
 
@@ -61,7 +68,10 @@ func (c Config) withDefaults() Config {
 // as a channel operation); Send, Fatal, Close, Done and Err may be called
 // by any goroutine at any time. Close unblocks a Read in progress.
 //
-// Bounds: a frame is at most MaxFrame bytes each way; at most WriteQueue
+// Bounds: the hello is at most MaxHello bytes, every later frame at most
+// MaxFrame bytes each way; a frame whose first byte has arrived must be
+// complete within FrameTimeout; a frame that does not arrive in one read
+// is charged to Budget as its bytes arrive; at most WriteQueue
 // frames wait to be written; a write that does not finish within
 // WriteTimeout ends the connection, so a client that stops reading cannot
 // stall the goroutines answering it: their Send returns capwire.ErrClosed
@@ -69,7 +79,7 @@ func (c Config) withDefaults() Config {
 type Conn struct {
 	conn net.Conn
 	cfg  Config
-	fr   *capwire.FrameReader // owned by the reading goroutine
+	fr   *frameReader // owned by the reading goroutine
 	w    *framewrite.Inline
 
 	closeOnce sync.Once
@@ -82,7 +92,7 @@ func New(conn net.Conn, cfg Config) *Conn {
 	return &Conn{
 		conn: conn,
 		cfg:  cfg,
-		fr:   capwire.NewFrameReader(conn, cfg.MaxFrame),
+		fr:   newFrameReader(conn, cfg.Budget, cfg.FrameTimeout),
 		w:    framewrite.NewInline(conn, cfg.WriteQueue, cfg.WriteTimeout),
 	}
 }
@@ -119,14 +129,14 @@ func (s *Conn) Handshake(ctx context.Context, auth func(h *capwire.HelloMsg) (se
 	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
 		deadline = d
 	}
-	if err := s.conn.SetReadDeadline(deadline); err != nil {
+	if err := s.fr.setBase(deadline); err != nil {
 		s.Close()
 		return nil, fmt.Errorf("capserver: handshake: %w", err)
 	}
 	stop := context.AfterFunc(ctx, func() { s.conn.SetReadDeadline(time.Unix(1, 0)) })
 	buf := framewrite.GetBuf()
 	defer framewrite.PutBuf(buf)
-	frame, err := s.fr.ReadFrame((*buf)[:0])
+	frame, err := s.fr.readFrame((*buf)[:0], min(MaxHello, s.cfg.MaxFrame))
 	*buf = frame
 	if !stop() {
 		s.Close()
@@ -134,7 +144,7 @@ func (s *Conn) Handshake(ctx context.Context, auth func(h *capwire.HelloMsg) (se
 	}
 	if err == nil {
 		s.count(frameHeader+len(frame), 0)
-		err = s.conn.SetReadDeadline(time.Time{})
+		err = s.fr.setBase(time.Time{})
 	}
 	if err != nil {
 		var we *capwire.WireError
@@ -191,7 +201,7 @@ func (s *Conn) refuse(code, msg string) error {
 // error when reading failed (the connection is then unusable).
 func (s *Conn) Read() (capwire.Message, error) {
 	buf := framewrite.GetBuf()
-	frame, err := s.fr.ReadFrame((*buf)[:0])
+	frame, err := s.fr.readFrame((*buf)[:0], s.cfg.MaxFrame)
 	*buf = frame
 	if err != nil {
 		framewrite.PutBuf(buf)

@@ -1,0 +1,316 @@
+package capserver
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/capbridge/capbridge/capwire"
+)
+
+// MaxHello bounds the first frame of a connection. A hello is a version
+// and a token (about 60 bytes); a peer that has not yet shown a token may
+// not make capbridge hold more than this for it.
+const MaxHello = 4 << 10
+
+// readAhead is each connection's read buffer. Small frames (most calls)
+// arrive whole in one read and are taken from it without touching the
+// budget; it is a fixed cost of every open connection.
+const readAhead = 16 << 10
+
+// growStep is the least a partial frame's buffer grows by. It grows by at
+// most what it already holds beyond that, so the buffer follows the bytes
+// that arrived, not the length the peer announced: a peer that announces
+// 16 MiB and sends 10 bytes is charged about growStep.
+const growStep = 16 << 10
+
+// Budget bounds the bytes that the connections sharing it hold for
+// partial frames: frames whose bytes did not all arrive in one read, and
+// for which the reader must wait. A frame that arrives whole is never
+// charged; a partial one is charged its buffer's capacity, growth by
+// growth, before the buffer grows (so at most twice the bytes that
+// arrived, plus growStep), and uncharged when it completes or fails. When a charge would pass the limit the largest partial frame is
+// refused (frame_too_large) and its charge returned at once; if that is
+// another connection's, its blocked read is woken to fail, so the budget
+// holds without waiting for anyone.
+//
+// Concurrency: safe for use by any number of connections.
+type Budget struct {
+	limit int64
+
+	mu   sync.Mutex
+	used int64
+	held map[*frameReader]struct{} // readers with a charge
+
+	refused atomic.Int64
+}
+
+// NewBudget returns a budget of limit bytes.
+func NewBudget(limit int) *Budget {
+	return &Budget{limit: int64(limit), held: map[*frameReader]struct{}{}}
+}
+
+// Used is how many bytes partial frames are charged now.
+func (b *Budget) Used() int64 {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.used
+}
+
+// Refused counts the frames refused for the budget since it was made.
+func (b *Budget) Refused() int64 { return b.refused.Load() }
+
+// charge adds delta bytes to fr's charge, refusing the largest partial
+// frame (fr's, counting delta, or another's) while the total would pass
+// the limit. It reports false when fr's frame is refused.
+func (b *Budget) charge(fr *frameReader, delta int64) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if fr.evicted {
+		return false
+	}
+	for b.used+delta > b.limit {
+		var victim *frameReader
+		for o := range b.held {
+			if o != fr && (victim == nil || o.charged > victim.charged) {
+				victim = o
+			}
+		}
+		if victim == nil || fr.charged+delta >= victim.charged {
+			b.evict(fr)
+			return false
+		}
+		b.evict(victim)
+		// Wake its read so it fails now; under mu, so the wake-up cannot
+		// land after the reader has finished that frame and moved on.
+		_ = victim.conn.SetReadDeadline(time.Unix(1, 0))
+	}
+	b.used += delta
+	fr.charged += delta
+	b.held[fr] = struct{}{}
+	return true
+}
+
+// evict refuses fr's partial frame and returns its charge. mu is held.
+func (b *Budget) evict(fr *frameReader) {
+	b.used -= fr.charged
+	fr.charged = 0
+	fr.evicted = true
+	delete(b.held, fr)
+	b.refused.Add(1)
+}
+
+// isEvicted reports whether fr's partial frame was refused.
+func (b *Budget) isEvicted(fr *frameReader) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return fr.evicted
+}
+
+// settle returns fr's charge once its frame is done, reporting false if
+// the frame was refused meanwhile.
+func (b *Budget) settle(fr *frameReader) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if fr.evicted {
+		return false
+	}
+	b.used -= fr.charged
+	fr.charged = 0
+	delete(b.held, fr)
+	return true
+}
+
+// frameReader reads length-prefixed frames (docs/capwire.md §2) from one
+// connection, charging partial frames to a Budget as their bytes arrive
+// and bounding how long a frame that has started may take to finish.
+//
+// Concurrency: one goroutine reads at a time. charged and evicted are
+// guarded by the budget's mutex (the budget refuses frames of other
+// readers).
+type frameReader struct {
+	conn    net.Conn
+	budget  *Budget // nil: partial frames are bounded only by the frame limit
+	timeout time.Duration
+
+	buf  []byte
+	r, w int // buf[r:w] is read and not yet consumed
+
+	// base is the read deadline outside a frame (the hello's, or none);
+	// armed says a frame's own deadline is in force instead.
+	base  time.Time
+	armed bool
+
+	charged int64
+	evicted bool
+}
+
+func newFrameReader(conn net.Conn, budget *Budget, timeout time.Duration) *frameReader {
+	return &frameReader{conn: conn, budget: budget, timeout: timeout, buf: make([]byte, readAhead)}
+}
+
+// setBase sets the read deadline outside frames; zero means none.
+func (fr *frameReader) setBase(t time.Time) error {
+	fr.base = t
+	return fr.conn.SetReadDeadline(t)
+}
+
+// arm puts the frame deadline in force: the frame has started and must
+// end within timeout (or by base, if sooner).
+func (fr *frameReader) arm() error {
+	if fr.armed {
+		return nil
+	}
+	fr.armed = true
+	d := time.Now().Add(fr.timeout)
+	if !fr.base.IsZero() && fr.base.Before(d) {
+		d = fr.base
+	}
+	return fr.conn.SetReadDeadline(d)
+}
+
+// disarm restores the deadline between frames.
+func (fr *frameReader) disarm() error {
+	if !fr.armed {
+		return nil
+	}
+	fr.armed = false
+	return fr.conn.SetReadDeadline(fr.base)
+}
+
+// readFrame reads one frame of at most limit bytes and appends its
+// payload to dst. At a clean end of stream between frames it returns
+// io.EOF. Framing faults are fatal *capwire.WireErrors: bad_frame for a
+// zero length, a stream that ends inside a frame or a frame that does not
+// finish within the frame timeout; frame_too_large for a length above
+// limit or a partial frame the budget refused. Other read errors are
+// returned wrapped. On error the returned slice must be dropped.
+func (fr *frameReader) readFrame(dst []byte, limit int) ([]byte, error) {
+	for fr.w-fr.r < 4 {
+		if fr.w > fr.r {
+			if err := fr.arm(); err != nil {
+				return dst, err
+			}
+		}
+		if err := fr.fill(); err != nil {
+			started := fr.w > fr.r
+			if err == io.EOF && !started {
+				return dst, io.EOF
+			}
+			return dst, fr.failed(err, "a length prefix", -1)
+		}
+	}
+	n := int64(binary.BigEndian.Uint32(fr.buf[fr.r:]))
+	fr.r += 4
+	switch {
+	case n == 0:
+		return dst, &capwire.WireError{Code: capwire.CodeBadFrame, Fatal: true, Offset: -1, Msg: "zero-length frame"}
+	case n > int64(limit):
+		return dst, &capwire.WireError{Code: capwire.CodeFrameTooLarge, Fatal: true, Offset: -1,
+			Msg: "frame of " + strconv.FormatInt(n, 10) + " bytes exceeds the limit of " + strconv.Itoa(limit)}
+	}
+	if int64(fr.w-fr.r) >= n {
+		// The whole frame is here: no wait, no charge.
+		dst = append(dst, fr.buf[fr.r:fr.r+int(n)]...)
+		fr.r += int(n)
+		return dst, fr.disarm()
+	}
+	return fr.readPartial(dst, int(n))
+}
+
+// readPartial reads the rest of a frame of n bytes whose bytes did not
+// all arrive: the buffer grows with the bytes, each growth charged first.
+func (fr *frameReader) readPartial(dst []byte, n int) ([]byte, error) {
+	if err := fr.arm(); err != nil {
+		return dst, err
+	}
+	start := len(dst)
+	dst = append(dst, fr.buf[fr.r:fr.w]...)
+	fr.r, fr.w = 0, 0
+	defer func() {
+		if fr.budget != nil && fr.charged > 0 {
+			fr.budget.settle(fr)
+		}
+	}()
+	for got := len(dst) - start; got < n; {
+		// Room for the next bytes is charged before it exists: the
+		// frame's bytes so far and what this read may bring.
+		want := min(n-got, max(growStep, got))
+		if !fr.chargeTo(got + want) {
+			return dst, fr.refused(n)
+		}
+		if cap(dst)-len(dst) < want {
+			next := make([]byte, len(dst), len(dst)+want)
+			copy(next, dst)
+			dst = next
+		}
+		k, err := fr.conn.Read(dst[len(dst) : len(dst)+want])
+		dst = dst[:len(dst)+k]
+		got += k
+		if err != nil && got < n {
+			if fr.budget != nil && fr.budget.isEvicted(fr) {
+				return dst, fr.refused(n)
+			}
+			return dst, fr.failed(err, "a frame of "+strconv.Itoa(n)+" bytes", got)
+		}
+	}
+	if fr.budget != nil && !fr.budget.settle(fr) {
+		return dst, fr.refused(n)
+	}
+	return dst, fr.disarm()
+}
+
+// chargeTo makes fr's charge at least total bytes.
+func (fr *frameReader) chargeTo(total int) bool {
+	if fr.budget == nil {
+		return true
+	}
+	fr.budget.mu.Lock()
+	delta := int64(total) - fr.charged
+	fr.budget.mu.Unlock()
+	return delta <= 0 || fr.budget.charge(fr, delta)
+}
+
+func (fr *frameReader) refused(n int) error {
+	return &capwire.WireError{Code: capwire.CodeFrameTooLarge, Fatal: true, Offset: -1,
+		Msg: "capbridge holds as many bytes of partial frames as it allows, and this frame of " + strconv.Itoa(n) + " bytes is the largest"}
+}
+
+// failed turns a read error inside a frame into the fault it is.
+func (fr *frameReader) failed(err error, inside string, got int) error {
+	switch {
+	case err == io.EOF || errors.Is(err, io.ErrUnexpectedEOF):
+		return &capwire.WireError{Code: capwire.CodeBadFrame, Fatal: true, Offset: -1, Msg: "stream ended inside " + inside, Err: io.ErrUnexpectedEOF}
+	case errors.Is(err, os.ErrDeadlineExceeded) && fr.armed && (fr.base.IsZero() || time.Now().Before(fr.base)):
+		msg := "a frame did not finish within " + fr.timeout.String()
+		if got >= 0 {
+			msg += " (" + strconv.Itoa(got) + " bytes of " + inside + " arrived)"
+		}
+		return &capwire.WireError{Code: capwire.CodeBadFrame, Fatal: true, Offset: -1, Msg: msg, Err: err}
+	}
+	return fmt.Errorf("capserver: reading frame: %w", err)
+}
+
+// fill reads more bytes into buf after those not yet consumed.
+func (fr *frameReader) fill() error {
+	if fr.r > 0 {
+		fr.w = copy(fr.buf, fr.buf[fr.r:fr.w])
+		fr.r = 0
+	}
+	k, err := fr.conn.Read(fr.buf[fr.w:])
+	fr.w += k
+	if k > 0 {
+		return nil
+	}
+	if err == nil {
+		err = io.ErrNoProgress
+	}
+	return err
+}
