@@ -228,7 +228,7 @@ func TestServerCrashMidCall(t *testing.T) {
 			defer leakcheck.Check(t)()
 			// Room for the hung calls and the fatal one to run together.
 			tb := startBridge(t, func(c *config.Config) { c.Servers[0].MaxInflight = 32 },
-				mcptestServer("victim", mcptest.Scenario{}), mcptestServer("other", mcptest.Scenario{}))
+				neverRestart(mcptestServer("victim", mcptest.Scenario{})), mcptestServer("other", mcptest.Scenario{}))
 			token := tb.grant(map[string][]string{"victim": nil, "other": nil})
 			c := tb.dial(token)
 			ctx := faultCtx(t)
@@ -290,8 +290,8 @@ func TestServerCrashMidCall(t *testing.T) {
 					t.Fatalf("other server after the crash: %+v, %v", r, err)
 				}
 			}
-			// The dead server is not restarted: later calls are refused
-			// at once, still with the reason.
+			// Under restart = "never" the dead server stays dead: later
+			// calls are refused at once, still with the reason.
 			_, err = c.Call(ctx, "victim", "echo", map[string]any{"text": "x"})
 			if !errors.As(err, &d) || d.Code != capwire.CodeServerUnavailable || !strings.Contains(d.Message, tc.lastWords) {
 				t.Errorf("call after the death: %v, want server_unavailable with the stderr tail", err)
