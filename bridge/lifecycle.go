@@ -26,6 +26,7 @@ type table struct {
 	tools  map[string]mcpwire.Tool
 	listed []mcpwire.Tool // the same tools, in the server's order
 	gen    *codegen.Generated
+	all    int // how many tools the server listed, before the filters
 }
 
 // sameSurface reports whether a grant issued when seen was the server's
@@ -54,7 +55,7 @@ func hasTool(t *table, name string) bool {
 // back at the same instant.
 type backoff struct {
 	initial, max time.Duration
-	n            int                                // restarts since the last reset
+	n            int                               // restarts since the last reset
 	jitter       func(time.Duration) time.Duration // d → a wait in [d/2, d]
 }
 
@@ -250,11 +251,10 @@ func (s *server) list(ctx context.Context, client *mcpwire.Client) (*table, erro
 	if err != nil {
 		return nil, fmt.Errorf("generating its façade: %w", err)
 	}
-	t := &table{client: client, tools: make(map[string]mcpwire.Tool, len(tools)), listed: tools, gen: gen}
+	t := &table{client: client, tools: make(map[string]mcpwire.Tool, len(tools)), listed: tools, gen: gen, all: len(listed)}
 	for _, tool := range tools {
 		t.tools[tool.Name] = tool
 	}
-	s.log.Info().Int("tools", len(tools)).Int("listed", len(listed)).Msg("tools listed")
 	return t, nil
 }
 
@@ -320,7 +320,7 @@ func (s *server) publish(t *table) {
 	first := s.settleFirst()
 	st := s.statusLocked()
 	s.mu.Unlock()
-	s.log.Info().Int("tools", len(t.tools)).Msg("server ready")
+	s.log.Info().Int("tools", len(t.tools)).Int("listed", t.all).Msg("server ready")
 	s.progress(st)
 	if first != nil {
 		close(first)
