@@ -146,8 +146,10 @@ func (s *server) begin() {
 	}
 	ctx, stop := context.WithCancel(context.Background())
 	s.stop = stop
+	st := s.statusLocked()
 	s.log.Info().Msg("server starting")
 	go s.run(ctx)
+	s.progress(st)
 }
 
 // filter applies tools.allow and tools.deny, and drops tools that
