@@ -305,10 +305,18 @@ func (s *server) retire() (mcpwire.Exit, error) {
 		stop()
 		<-s.runDone
 	}
+	// run may have moved the state on its way out (into backoff, after
+	// a death it was shutting down); it has returned, so retired holds.
+	// A Boot still waiting for the first attempt hears it was retired.
 	s.mu.Lock()
+	s.state = StateRetired
 	client := s.live
 	s.live = nil
+	first := s.settleFirst()
 	s.mu.Unlock()
+	if first != nil {
+		close(first)
+	}
 	if client == nil {
 		return mcpwire.Exit{}, nil
 	}
