@@ -35,13 +35,22 @@ type Options struct {
 	AuditWriter io.Writer
 	// ClientVersion is sent as clientInfo.version to every server.
 	ClientVersion string
+	// Progress, when set, is called on every change of a server's state
+	// (starting, ready, failed, dead, backoff), from the server's own
+	// supervisor: it must not block, and may be called concurrently for
+	// different servers.
+	Progress func(Progress)
 }
 
-// Bridge is the running service. New prepares it; Boot starts the
-// servers; Listen opens the sockets; Serve accepts until Shutdown.
+// Bridge is the running service. New prepares it; Listen opens the
+// sockets; Start (or Boot, which also waits for each server's first
+// attempt) starts the servers; Serve accepts until Shutdown. Listen and
+// Serve may come before the servers are ready: a call to a server that
+// is not is refused server_unavailable.
 //
-// Concurrency: after Boot returns, the server table is fixed and read
-// without locks; the grant table and the connection set have their own.
+// Concurrency: the set of servers is fixed by New and read without
+// locks; each server guards its own state and table, the grant table and
+// the connection set have their own.
 // Shutdown may be called from any goroutine, once.
 type Bridge struct {
 	cfg   *config.Config
@@ -117,29 +126,48 @@ func New(o Options) *Bridge {
 		b.auditOut = newLineBatch(o.AuditWriter, auditBatchBytes, auditBatchDelay)
 		b.audit = o.Audit.Output(b.auditOut)
 	}
+	bo := bootOptions{clientName: "capbridge", clientVersion: o.ClientVersion, surfaceBudget: o.Config.Bridge.SurfaceBudget, maxLine: o.Config.Bridge.MaxFrame}
 	for _, s := range o.Config.Servers {
-		b.servers[s.Name] = newServer(s, o.Log)
+		b.servers[s.Name] = newServer(s, o.Log, b.audit, bo, o.Progress)
 		b.order = append(b.order, s.Name)
 	}
 	b.metrics = newMetrics(b)
 	return b
 }
 
-// Boot starts every server in parallel, so boot takes as long as the
-// slowest server rather than the sum, and returns each one's outcome in
-// config order: StateReady, or StateFailed with the reason and the stderr
-// tail. A failed server stays failed (never restarted silently); the
-// others serve.
-func (b *Bridge) Boot(ctx context.Context) []Outcome {
-	var wg sync.WaitGroup
-	o := bootOptions{clientName: "capbridge", clientVersion: b.ver, surfaceBudget: b.cfg.Bridge.SurfaceBudget, maxLine: b.cfg.Bridge.MaxFrame}
+// Start starts every server's supervisor, in parallel, and returns at
+// once: each server becomes callable when it is ready, and is restarted
+// as its restart policy says. It is idempotent; after Shutdown it starts
+// nothing.
+func (b *Bridge) Start() {
 	for _, name := range b.order {
-		wg.Go(func() { _ = b.servers[name].boot(ctx, o) })
+		b.servers[name].begin()
 	}
-	wg.Wait()
+}
+
+// Boot starts every server (Start) and waits until each one's first
+// attempt has ended, or ctx is done, so boot takes as long as the slowest
+// server rather than the sum. It returns each one's outcome in config
+// order: StateReady, or StateFailed with the reason and the stderr tail,
+// or, for a server still booting when ctx ended, StateStarting. A failed
+// server is restarted as its restart policy says; the outcome is the
+// first attempt's.
+func (b *Bridge) Boot(ctx context.Context) []Outcome {
+	b.Start()
 	out := make([]Outcome, 0, len(b.order))
 	for _, name := range b.order {
-		out = append(out, Outcome{Name: name, Status: b.servers[name].snapshot()})
+		s := b.servers[name]
+		select {
+		case <-s.firstDone:
+		case <-ctx.Done():
+		}
+		s.mu.Lock()
+		st := s.first
+		if !s.firstSet {
+			st = Status{State: StateStarting}
+		}
+		s.mu.Unlock()
+		out = append(out, Outcome{Name: name, Status: st})
 	}
 	return out
 }
@@ -466,11 +494,16 @@ func (b *Bridge) Grant(spec GrantSpec) (*Grant, string, error) {
 		if !ok {
 			return nil, "", fmt.Errorf("bridge: no server is called %q", name)
 		}
-		for _, t := range tools {
-			if _, ok := s.tools[t]; !ok && s.snapshot().State == StateReady {
-				return nil, "", fmt.Errorf("bridge: server %q has no tool %q", name, t)
+		t := s.current()
+		for _, tool := range tools {
+			if t != nil && !hasTool(t, tool) {
+				return nil, "", fmt.Errorf("bridge: server %q has no tool %q", name, tool)
 			}
 		}
+		if spec.seen == nil {
+			spec.seen = map[string]*table{}
+		}
+		spec.seen[name] = t
 	}
 	return b.metrics.granted(b.grants.issue(b.ctx, spec))
 }

@@ -74,15 +74,19 @@ func (b *Bridge) call(ctx context.Context, req callRequest) outcome {
 	case req.grant != nil && !req.grant.Reaches(req.server):
 		return deny(capwire.CodeNotGranted, "this grant does not reach server "+quote(req.server))
 	}
-	client, err := s.ready()
+	t, err := s.ready()
 	if err != nil {
 		return deny(capwire.CodeServerUnavailable, s.unavailableMessage(err))
 	}
-	if _, ok := s.tools[req.tool]; !ok {
+	tool, ok := t.tools[req.tool]
+	if !ok {
 		return deny(capwire.CodeUnknownTool, "server "+quote(req.server)+" has no tool "+quote(req.tool))
 	}
 	if req.grant != nil && !req.grant.Allows(req.server, req.tool) {
 		return deny(capwire.CodeNotGranted, "this grant does not allow tool "+quote(req.tool)+" on server "+quote(req.server))
+	}
+	if req.grant != nil && !sameSurface(req.grant.seen[req.server], t, tool) {
+		return deny(capwire.CodeSurfaceChanged, "server "+quote(req.server)+" re-listed its tools since this grant was issued, and "+quote(req.tool)+" is not the tool this grant's façade describes; get a new grant")
 	}
 
 	if len(req.args) == 0 {
@@ -126,7 +130,7 @@ func (b *Bridge) call(ctx context.Context, req callRequest) outcome {
 	}
 	d -= waited
 	s.calls.Add(1)
-	res, err := client.CallTool(ctx, req.tool, args, mcpwire.CallOptions{IdleTimeout: d, MaxTimeout: d})
+	res, err := t.client.CallTool(ctx, req.tool, args, mcpwire.CallOptions{IdleTimeout: d, MaxTimeout: d})
 	release()
 	var o outcome
 	if err != nil {

@@ -68,8 +68,9 @@ func (h *controlHandler) Grant(_ context.Context, r *control.GrantRequest) (*con
 		if !ok {
 			return nil, &control.Error{Code: control.CodeUnknownServer, Message: "no server is called " + quote(name)}
 		}
+		tab := s.current()
 		for _, t := range tools {
-			if _, ok := s.tools[t]; !ok && s.snapshot().State == StateReady {
+			if tab != nil && !hasTool(tab, t) {
 				return nil, &control.Error{Code: control.CodeUnknownTool, Message: "server " + quote(name) + " has no tool " + quote(t)}
 			}
 		}
@@ -232,11 +233,11 @@ func (h *controlHandler) Listing(_ context.Context, r *control.ListingRequest) (
 	if _, err := h.generated(r.Server, ""); err != nil {
 		return nil, err
 	}
-	// The façade exists, so boot has published listed, which is never
+	// The façade exists, so a table is published; tables are never
 	// written again.
-	s := h.b.servers[r.Server]
-	tools := make([]listedTool, len(s.listed))
-	for i, t := range s.listed {
+	listed := h.b.servers[r.Server].current().listed
+	tools := make([]listedTool, len(listed))
+	for i, t := range listed {
 		lt := listedTool{Name: t.Name, Title: t.Title, Description: t.Description, InputSchema: t.InputSchema,
 			OutputSchema: t.OutputSchema, Icons: t.Icons, Meta: t.Meta, Execution: t.Execution}
 		if a := t.Annotations; a != nil {

@@ -167,14 +167,14 @@ func denialCtx(t *testing.T) context.Context {
 // can observe, against one bridge whose servers each play one part.
 func TestDenials(t *testing.T) {
 	defer leakcheck.Check(t)()
-	broken := mcptestServer("broken", mcptest.Scenario{ExitBeforeHandshake: true})
+	broken := neverRestart(mcptestServer("broken", mcptest.Scenario{ExitBeforeHandshake: true}))
 	capped := mcptestServer("capped", mcptest.Scenario{})
 	capped.MaxCallTimeout = 300 * time.Millisecond
 	one := mcptestServer("one", mcptest.Scenario{})
 	one.MaxInflight, one.MaxQueue = 1, 0
 	soleGrant(&one)
 	tb := startBridge(t, nil,
-		mcptestServer("t", mcptest.Scenario{}), mcptestServer("crashy", mcptest.Scenario{}),
+		mcptestServer("t", mcptest.Scenario{}), neverRestart(mcptestServer("crashy", mcptest.Scenario{})),
 		broken, capped, one, cannedServer("canned"))
 	if st := tb.servers["broken"].snapshot().State; st != StateFailed {
 		t.Fatalf("broken server is %s, want failed", st)

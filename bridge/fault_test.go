@@ -232,7 +232,7 @@ func TestServerCrashMidCall(t *testing.T) {
 				c.Servers[0].MaxInflight, c.Servers[0].StderrToCaller = 32, true
 				soleGrant(&c.Servers[0])
 			},
-				mcptestServer("victim", mcptest.Scenario{}), mcptestServer("other", mcptest.Scenario{}))
+				neverRestart(mcptestServer("victim", mcptest.Scenario{})), mcptestServer("other", mcptest.Scenario{}))
 			token := tb.grant(map[string][]string{"victim": nil, "other": nil})
 			c := tb.dial(token)
 			ctx := faultCtx(t)
@@ -294,8 +294,8 @@ func TestServerCrashMidCall(t *testing.T) {
 					t.Fatalf("other server after the crash: %+v, %v", r, err)
 				}
 			}
-			// The dead server is not restarted: later calls are refused
-			// at once, still with the reason.
+			// Under restart = "never" the dead server stays dead: later
+			// calls are refused at once, still with the reason.
 			_, err = c.Call(ctx, "victim", "echo", map[string]any{"text": "x"})
 			if !errors.As(err, &d) || d.Code != capwire.CodeServerUnavailable || strings.Count(d.Message, tc.lastWords) != 1 {
 				t.Errorf("call after the death: %v, want server_unavailable with the stderr tail, once", err)

@@ -12,7 +12,7 @@ import (
 func TestUnmatchedToolEntries(t *testing.T) {
 	lax := mcptestServer("lax", mcptest.Scenario{})
 	lax.ToolsDeny = []string{"no_such_tool"}
-	strict := mcptestServer("strict", mcptest.Scenario{})
+	strict := neverRestart(mcptestServer("strict", mcptest.Scenario{}))
 	strict.ToolsAllow, strict.Strict = []string{"echo", "ecoh"}, true
 	exact := mcptestServer("exact", mcptest.Scenario{})
 	exact.ToolsAllow, exact.Strict = []string{"echo"}, true

@@ -57,6 +57,11 @@ type GrantSpec struct {
 	// value out of range is ErrBadTTL.
 	TTL     time.Duration
 	PeerUID *uint32 // when set, only a peer with this uid may use it
+
+	// seen is each server's table when the grant is issued (Bridge.Grant
+	// fills it): the surface the program was given, which a call is held
+	// to (sameSurface).
+	seen map[string]*table
 }
 
 // Grant is one issued authority. Its fields are immutable after issue;
@@ -66,6 +71,7 @@ type Grant struct {
 	Expires time.Time
 	PeerUID *uint32
 	servers map[string]map[string]bool // server → allowed tools (nil: all)
+	seen    map[string]*table          // server → its table at issue (nil: none yet)
 	secret  [16]byte
 
 	ctx    context.Context // cancelled, with the reason as cause, on revoke or expiry
@@ -117,7 +123,7 @@ func (t *grantTable) issue(parent context.Context, spec GrantSpec) (*Grant, stri
 	if len(spec.Servers) == 0 {
 		return nil, "", errors.New("bridge: a grant must name at least one server")
 	}
-	g := &Grant{Expires: t.now().Add(ttl), PeerUID: spec.PeerUID, servers: map[string]map[string]bool{}}
+	g := &Grant{Expires: t.now().Add(ttl), PeerUID: spec.PeerUID, servers: map[string]map[string]bool{}, seen: spec.seen}
 	for s, tools := range spec.Servers {
 		if len(tools) == 0 {
 			g.servers[s] = nil

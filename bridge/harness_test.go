@@ -57,6 +57,13 @@ func soleGrant(s *config.Server) {
 	s.MaxInflightPerGrant, s.MaxQueuePerGrant = s.MaxInflight, s.MaxQueue
 }
 
+// neverRestart is s with restart = "never": for tests of what a failed
+// boot or a death leaves behind when nothing restarts it.
+func neverRestart(s config.Server) config.Server {
+	s.Restart = config.RestartNever
+	return s
+}
+
 // startBridge boots a bridge serving servers; tweak, when non-nil, may
 // adjust the config first. It fails the test if any server does not boot
 // unless allowFailed is set through tweak's returned value.

@@ -46,7 +46,7 @@ func TestListingAgreesWithCodegen(t *testing.T) {
 	s.mu.Lock()
 	state := s.state
 	var served []string
-	for name := range s.tools {
+	for name := range s.cur.tools {
 		served = append(served, name)
 	}
 	s.mu.Unlock()

@@ -380,10 +380,11 @@ func (m *metrics) granted(g *Grant, token string, err error) (*Grant, string, er
 	return g, token, err
 }
 
-// booted records one boot of s that began at start: its outcome, its
-// duration, and, when it is not the server's first, a restart. A ready
-// boot publishes the listing's tools as the ones the tool label may name.
-func (ss *serverSeries) booted(s *server, start time.Time) {
+// booted records one boot attempt that began at start and ended with
+// t, nil when it failed: its outcome, its duration, and, when it is not
+// the server's first, a restart. A ready boot publishes the listing's
+// tools as the ones the tool label may name.
+func (ss *serverSeries) booted(start time.Time, t *table) {
 	if ss == nil {
 		return
 	}
@@ -391,17 +392,23 @@ func (ss *serverSeries) booted(s *server, start time.Time) {
 	if ss.boots.Add(1) > 1 {
 		ss.restart.Inc()
 	}
-	s.mu.Lock()
-	state, listed := s.state, s.tools
-	s.mu.Unlock()
-	if state != StateReady {
+	if t == nil {
 		ss.bootsBy[1].Inc()
 		return
 	}
 	ss.bootsBy[0].Inc()
+	ss.listed(t)
+}
+
+// listed makes t's tools the ones the tool label may name, at a boot and
+// at each re-listing; a tool listed before keeps its series.
+func (ss *serverSeries) listed(t *table) {
+	if ss == nil {
+		return
+	}
 	old := ss.tools.Load()
-	tools := make(map[string]*toolSeries, len(listed))
-	for name := range listed {
+	tools := make(map[string]*toolSeries, len(t.tools))
+	for name := range t.tools {
 		if old != nil && (*old)[name] != nil {
 			tools[name] = (*old)[name] // a listed tool keeps its series across restarts
 			continue

@@ -70,8 +70,7 @@ func BenchmarkMetricsHooks(b *testing.B) {
 	cfg.Servers = []config.Server{config.NewServer("s", "/bin/true")}
 	br := New(Options{Config: cfg, Log: zerolog.Nop(), Audit: zerolog.Nop()})
 	s := br.servers["s"]
-	s.state, s.tools = StateReady, map[string]mcpwire.Tool{"echo": {}, "add": {}}
-	s.metrics.booted(s, time.Now())
+	s.metrics.booted(time.Now(), &table{tools: map[string]mcpwire.Tool{"echo": {}, "add": {}}})
 	m, traffic, o := br.metrics, br.metrics.trafficFunc(), outcome{result: &capwire.Result{}}
 	hooks := func() {
 		traffic(90, 0)

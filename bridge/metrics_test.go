@@ -229,8 +229,8 @@ func TestMetricsToolLabels(t *testing.T) {
 	b := New(Options{Config: cfg, Log: zerolog.Nop(), Audit: zerolog.Nop()})
 	m, s := b.metrics, b.servers["s"]
 	hostile := "q\"uote\\back\nline\xff"
-	s.state, s.tools = StateReady, map[string]mcpwire.Tool{"ok": {}, hostile: {}, "late": {}}
-	s.metrics.booted(s, time.Now())
+	tb := &table{tools: map[string]mcpwire.Tool{"ok": {}, hostile: {}, "late": {}}}
+	s.metrics.booted(time.Now(), tb)
 	ok := outcome{result: &capwire.Result{}}
 	m.retired("s", "ok", ok, time.Millisecond)
 	m.retired("s", hostile, outcome{result: &capwire.Result{IsError: true}}, time.Millisecond)
@@ -251,7 +251,7 @@ func TestMetricsToolLabels(t *testing.T) {
 	wantSample(t, fams, "capbridge_server_boots_total", map[string]string{"server": "s", "outcome": "ready"}, 1)
 
 	// A second boot is a restart; the listed tool keeps its series.
-	s.metrics.booted(s, time.Now())
+	s.metrics.booted(time.Now(), tb)
 	m.retired("s", "ok", ok, time.Millisecond)
 	buf.Reset()
 	b.WriteMetrics(&buf)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -20,18 +19,21 @@ import (
 )
 
 // State is where a configured server is in its life. A server starts
-// starting; boot leaves it ready or failed; a ready server that dies on
-// its own is dead; Shutdown leaves a ready or dead one retired. Failed,
-// dead and retired are final: capbridge never restarts a server silently.
-// Its text is what the control plane's status reports.
+// starting; an attempt leaves it ready or failed; a ready server that
+// ends on its own is dead. When its restart policy restarts it, a failed
+// or dead server waits in backoff, then is starting again. Shutdown
+// leaves every server retired. Failed and dead are final only when the
+// policy does not restart; retired is always final. Its text is what the
+// control plane's status reports.
 type State string
 
 // The states of a server, as status reports them.
 const (
 	StateStarting State = "starting"
 	StateReady    State = "ready"
-	StateFailed   State = "failed"  // boot failed; never served
-	StateDead     State = "dead"    // served, then died (crash, framing fault)
+	StateFailed   State = "failed"  // a boot attempt failed
+	StateDead     State = "dead"    // served, then ended (crash, framing fault)
+	StateBackoff  State = "backoff" // down, waiting to restart
 	StateRetired  State = "retired" // shut down by us
 )
 
@@ -47,18 +49,19 @@ type Status struct {
 	StderrTail string
 }
 
-// Outcome is how one server's boot ended.
+// Outcome is how one server's first boot attempt ended.
 type Outcome struct {
 	Name string
 	Status
 }
 
-// server is the custody of one configured MCP server: its client, its
-// tool table and façade (fixed at boot), and its admission control.
+// server is the custody of one configured MCP server: its supervisor
+// (run, in lifecycle.go), its published tool table, and its admission
+// control.
 //
-// Boot writes client, tools and gen once, before the server is published
-// as ready (state is the publication point, read under mu); after that
-// they are read-only, so the call path reads them without a lock.
+// Concurrency: mu guards the lifecycle fields below it. A table is
+// immutable once published (cur), so the call path takes it under mu and
+// uses it without a lock for the rest of the call.
 type server struct {
 	cfg config.Server
 	// log is rate-limited per message (loglimit.go): mcpwire logs the
@@ -66,19 +69,41 @@ type server struct {
 	log    zerolog.Logger
 	logs   *logLimiter // log's limiter; flushed when the server ends
 	redact *redactor   // the values of cfg.Env, for what callers are told
+	audit  zerolog.Logger
+	opts   bootOptions
+
+	// launch makes one boot attempt (start, or a test's stand-in);
+	// jitter spreads each backoff wait; onProgress, when set, hears of
+	// every change of state. All are set before run starts.
+	launch     func(context.Context) (*table, error)
+	jitter     func(time.Duration) time.Duration
+	onProgress func(Progress)
 
 	mu     sync.Mutex
 	state  State
 	reason string // why it failed or died
 	tail   []byte // stderr tail captured at failure or death
+	// cur is the last table published: the live one while ready, kept
+	// while the server is down so its façade is still served. live is
+	// the client run has not shut down yet; retire closes it.
+	cur  *table
+	live *mcpwire.Client
+	// The restart record, for status: the last exit's wait status, the
+	// current backoff wait and when it ends.
+	lastExit    string
+	wait        time.Duration
+	nextAttempt time.Time
+	// first is the first attempt's outcome, settled once (firstSet),
+	// when firstDone is closed.
+	first     Status
+	firstSet  bool
+	firstDone chan struct{}
+	// stop ends run, which closes runDone on return; nil until run
+	// starts.
+	stop    context.CancelFunc
+	runDone chan struct{}
 
-	client *mcpwire.Client
-	tools  map[string]mcpwire.Tool // callable tools (after allow/deny)
-	listed []mcpwire.Tool          // the same, in the server's order, for the listing op
-	gen    *codegen.Generated
-	// watched is closed when watch, started once the server is ready,
-	// returns; retire waits for it, so the goroutine has an owner.
-	watched chan struct{}
+	restarts atomic.Int64
 
 	// Admission: max_inflight calls run at the server, max_queue wait,
 	// each grant holding at most its share of both (shares). Its gauges
@@ -91,16 +116,24 @@ type server struct {
 	metrics *serverSeries // set by newMetrics; nil records nothing
 }
 
-func newServer(cfg config.Server, log zerolog.Logger) *server {
+func newServer(cfg config.Server, log, audit zerolog.Logger, o bootOptions, progress func(Progress)) *server {
 	log, logs := limitLogs(log.With().Str("server", cfg.Name).Logger())
-	return &server{
-		cfg:    cfg,
-		log:    log,
-		logs:   logs,
-		redact: newRedactor(cfg.Env),
-		state:  StateStarting,
-		adm:    newShares(cfg.MaxInflight, cfg.InflightPerGrant(), cfg.MaxQueue, cfg.QueuePerGrant()),
+	s := &server{
+		cfg:        cfg,
+		log:        log,
+		logs:       logs,
+		redact:     newRedactor(cfg.Env),
+		audit:      audit,
+		opts:       o,
+		jitter:     equalJitter,
+		onProgress: progress,
+		state:      StateStarting,
+		firstDone:  make(chan struct{}),
+		runDone:    make(chan struct{}),
+		adm:        newShares(cfg.MaxInflight, cfg.InflightPerGrant(), cfg.MaxQueue, cfg.QueuePerGrant()),
 	}
+	s.launch = s.start
+	return s
 }
 
 // bootOptions carry what boot needs beyond the server's own config.
@@ -108,97 +141,6 @@ type bootOptions struct {
 	clientName, clientVersion string
 	surfaceBudget             int
 	maxLine                   int
-}
-
-// boot starts the server, handshakes, lists its tools and generates its
-// façade, all within the server's startup_timeout. On failure the server
-// is left failed with the reason and the stderr tail, and any process is
-// already shut down.
-func (s *server) boot(ctx context.Context, o bootOptions) error {
-	defer s.metrics.booted(s, time.Now())
-	ctx, cancel := context.WithTimeout(ctx, s.cfg.StartupTimeout)
-	defer cancel()
-	env := make([]string, 0, len(s.cfg.Env))
-	for _, k := range slices.Sorted(maps.Keys(s.cfg.Env)) {
-		env = append(env, k+"="+s.cfg.Env[k])
-	}
-	cmd := mcpwire.Command{
-		Argv:    append([]string{s.cfg.Command}, s.cfg.Args...),
-		Env:     env,
-		Inherit: nonNil(s.cfg.InheritEnv),
-		Dir:     s.cfg.Cwd,
-		Logger:  &s.log,
-	}
-	client, err := mcpwire.Start(ctx, cmd, mcpwire.Config{
-		ClientName:      o.clientName,
-		ClientVersion:   o.clientVersion,
-		Logger:          &s.log,
-		MaxLineBytes:    o.maxLine,
-		CallIdleTimeout: s.cfg.CallTimeout,
-		CallMaxTimeout:  s.cfg.MaxCallTimeout,
-		// The bridge admits at most max_inflight calls plus the queue;
-		// the client's own bound is a backstop above that.
-		MaxInFlight: s.cfg.MaxInflight,
-		// The per-server cap applies after tools.allow and tools.deny:
-		// list what the generator can plan, then count what is exposed.
-		MaxTools: codegen.MaxListedTools,
-	})
-	if err != nil {
-		return s.fail(err, nil)
-	}
-	listed, err := client.ListTools(ctx)
-	if err != nil {
-		return s.fail(err, client)
-	}
-	tools := s.filter(listed)
-	for _, e := range s.cfg.UnmatchedTools(func(name string) bool {
-		return slices.ContainsFunc(listed, func(t mcpwire.Tool) bool { return t.Name == name })
-	}) {
-		if s.cfg.Strict {
-			return s.fail(fmt.Errorf("%s names no tool of this server (an error under --strict)", e), client)
-		}
-		s.log.Warn().Str("entry", e).Msg("a tools.allow or tools.deny entry names no tool of this server; check its spelling")
-	}
-	if len(tools) > codegen.MaxTools {
-		return s.fail(fmt.Errorf("%d tools are left after tools.allow and tools.deny, more than the %d a server may expose", len(tools), codegen.MaxTools), client)
-	}
-	gen, err := codegen.Generate(s.cfg.Name, toCodegen(tools), codegen.Options{SurfaceBudget: o.surfaceBudget})
-	if err != nil {
-		return s.fail(fmt.Errorf("generating its façade: %w", err), client)
-	}
-	table := make(map[string]mcpwire.Tool, len(tools))
-	for _, t := range tools {
-		table[t.Name] = t
-	}
-	s.mu.Lock()
-	s.client, s.tools, s.listed, s.gen, s.state = client, table, tools, gen, StateReady
-	s.watched = make(chan struct{})
-	s.mu.Unlock()
-	s.log.Info().Int("tools", len(tools)).Int("listed", len(listed)).Msg("server ready")
-	go s.watch(client, s.watched)
-	return nil
-}
-
-// fail records a boot failure. A client that did start is shut down
-// first, so a failed server leaves no process behind.
-func (s *server) fail(err error, client *mcpwire.Client) error {
-	var tail []byte
-	var dead *mcpwire.DeadError
-	if errors.As(err, &dead) {
-		tail = dead.Stderr
-	}
-	if client != nil {
-		if _, cerr := client.Close(); cerr != nil {
-			s.log.Error().Err(cerr).Msg("shutting down a server that failed to boot")
-		}
-	}
-	reason := withoutTail(err)
-	s.mu.Lock()
-	s.state, s.reason, s.tail = StateFailed, reason, tail
-	s.mu.Unlock()
-	s.log.Error().Str("error", reason).Bytes("stderr_tail", tail).Msg("server failed to boot")
-	s.logs.flush()
-	return err
 }
 
 // withoutTail is err's message without the stderr tail a
@@ -213,25 +155,20 @@ func withoutTail(err error) string {
 	return strings.Replace(err.Error(), dead.Error(), (&mcpwire.DeadError{Reason: dead.Reason}).Error(), 1)
 }
 
-// watch marks the server dead when its client dies on its own. Servers
-// are never restarted silently: a dead server answers server_unavailable
-// until the operator restarts capbridge.
-func (s *server) watch(client *mcpwire.Client, watched chan<- struct{}) {
-	defer close(watched)
-	<-client.Done()
+// begin starts the supervisor, once; retire stops it. A server retired
+// before it began never starts.
+func (s *server) begin() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.state != StateReady {
-		return // retired by us
+	if s.stop != nil || s.state == StateRetired {
+		return
 	}
-	err := client.Err()
-	var dead *mcpwire.DeadError
-	if errors.As(err, &dead) {
-		s.tail = dead.Stderr
-	}
-	s.state, s.reason = StateDead, withoutTail(err)
-	s.log.Error().Str("error", s.reason).Bytes("stderr_tail", s.tail).Msg("server died")
-	s.logs.flush()
+	ctx, stop := context.WithCancel(context.Background())
+	s.stop = stop
+	st := s.statusLocked()
+	s.log.Info().Msg("server starting")
+	go s.run(ctx)
+	s.progress(st)
 }
 
 // filter applies tools.allow and tools.deny, and drops tools that
@@ -269,41 +206,64 @@ func toCodegen(tools []mcpwire.Tool) []codegen.Tool {
 	return out
 }
 
-// ready returns the live client and tool table, or why there is none.
-func (s *server) ready() (*mcpwire.Client, error) {
+// ready returns the live table, or why there is none.
+func (s *server) ready() (*table, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.state != StateReady {
-		return nil, &unavailableError{server: s.cfg.Name, state: s.state, reason: s.reason, tail: s.tail}
+		return nil, s.unavailableLocked()
 	}
-	return s.client, nil
+	return s.cur, nil
 }
 
-// facade returns the server's generated façade. A server that died
-// after boot keeps its façade (programs compiled against it get
+// current returns the last published table, nil before the first; a
+// grant records it as the surface it was issued against.
+func (s *server) current() *table {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.cur
+}
+
+// facade returns the server's generated façade, from its last table. A
+// server that is down keeps its façade (programs compiled against it get
 // server_unavailable at call time); one that never booted has none.
 func (s *server) facade() (*codegen.Generated, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.gen == nil {
-		return nil, &unavailableError{server: s.cfg.Name, state: s.state, reason: s.reason, tail: s.tail}
+	if s.cur == nil {
+		return nil, s.unavailableLocked()
 	}
-	return s.gen, nil
+	return s.cur.gen, nil
 }
 
-// unavailableError says why a server cannot take calls. Its message
-// names the server, its state and the reason; the stderr tail is carried
-// apart, for unavailableMessage to show or not.
+// unavailableLocked says why the server takes no calls. The caller
+// holds mu.
+func (s *server) unavailableLocked() *unavailableError {
+	e := &unavailableError{server: s.cfg.Name, state: s.state, reason: s.reason, tail: s.tail}
+	if s.state == StateBackoff {
+		e.next = s.nextAttempt
+	}
+	return e
+}
+
+// unavailableError says why a server cannot take calls, and, while it
+// waits to restart, when the next attempt is. Its message names the
+// server, its state and the reason; the stderr tail is carried apart, for
+// unavailableMessage to show or not.
 type unavailableError struct {
 	server, reason string
 	state          State
 	tail           []byte
+	next           time.Time
 }
 
 func (e *unavailableError) Error() string {
 	msg := fmt.Sprintf("server %q is %s", e.server, e.state)
 	if e.reason != "" {
 		msg += ": " + e.reason
+	}
+	if !e.next.IsZero() {
+		msg += fmt.Sprintf("; next attempt in %s (at %s)", time.Until(e.next).Round(time.Millisecond), e.next.UTC().Format(time.RFC3339))
 	}
 	return msg
 }
@@ -340,23 +300,39 @@ func (s *server) admit(ctx context.Context, g *Grant, d time.Duration) (func(), 
 	return s.adm.admit(ctx, s.cfg.Name, g, d)
 }
 
-// retire shuts the server down with mcpwire's bounded sequence and
-// returns its evidence. It is idempotent.
+// retire stops the supervisor (an attempt in progress is abandoned, a
+// backoff wait ends) and shuts the live client down with mcpwire's
+// bounded sequence, returning its evidence. It is idempotent.
 func (s *server) retire() (mcpwire.Exit, error) {
 	defer s.logs.flush()
 	s.mu.Lock()
-	client, watched := s.client, s.watched
-	was := s.state
-	if was == StateReady || was == StateDead {
-		s.state = StateRetired
-	}
+	was, stop := s.state, s.stop
+	s.state = StateRetired
 	s.mu.Unlock()
-	if client == nil || was == StateRetired {
+	if was == StateRetired {
+		return mcpwire.Exit{}, nil
+	}
+	if stop != nil {
+		stop()
+		<-s.runDone
+	}
+	// run may have moved the state on its way out (into backoff, after
+	// a death it was shutting down); it has returned, so retired holds.
+	// A Boot still waiting for the first attempt hears it was retired.
+	s.mu.Lock()
+	s.state = StateRetired
+	client := s.live
+	s.live = nil
+	first := s.settleFirst()
+	s.mu.Unlock()
+	if first != nil {
+		close(first)
+	}
+	if client == nil {
 		return mcpwire.Exit{}, nil
 	}
 	start := time.Now()
 	exit, err := client.Close()
-	<-watched // Close has ended the client, so watch returns
 	ev := s.log.Info()
 	if err != nil {
 		ev = s.log.Error().Err(err)
@@ -367,29 +343,46 @@ func (s *server) retire() (mcpwire.Exit, error) {
 
 // serverStatus is one server's line in status.
 type serverStatus struct {
-	Name       string `msgpack:"name"`
-	State      string `msgpack:"state"`
-	PID        int    `msgpack:"pid,omitempty"`
-	Reason     string `msgpack:"reason,omitempty"`
-	Tools      int    `msgpack:"tools"`
-	Inflight   int64  `msgpack:"inflight"`
-	Queued     int64  `msgpack:"queued"`
-	Calls      int64  `msgpack:"calls"`
-	Errors     int64  `msgpack:"errors"`
-	StderrTail string `msgpack:"stderr_tail,omitempty"`
+	Name          string `msgpack:"name"`
+	State         string `msgpack:"state"`
+	PID           int    `msgpack:"pid,omitempty"`
+	Reason        string `msgpack:"reason,omitempty"`
+	Tools         int    `msgpack:"tools"`
+	Inflight      int64  `msgpack:"inflight"`
+	Queued        int64  `msgpack:"queued"`
+	Calls         int64  `msgpack:"calls"`
+	Errors        int64  `msgpack:"errors"`
+	StderrTail    string `msgpack:"stderr_tail,omitempty"`
+	Restart       string `msgpack:"restart"`
+	Restarts      int64  `msgpack:"restarts"`
+	LastExit      string `msgpack:"last_exit,omitempty"`
+	BackoffMS     int64  `msgpack:"backoff_ms,omitempty"`
+	NextAttemptMS int64  `msgpack:"next_attempt_ms,omitempty"`
 }
 
 func (s *server) status() serverStatus {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	return s.statusLocked()
+}
+
+// statusLocked is status; the caller holds mu.
+func (s *server) statusLocked() serverStatus {
 	st := serverStatus{
-		Name: s.cfg.Name, State: string(s.state), Reason: s.reason, Tools: len(s.tools),
+		Name: s.cfg.Name, State: string(s.state), Reason: s.reason,
 		Inflight: s.adm.inflight.Load(), Queued: s.adm.waiting.Load(), Calls: s.calls.Load(), Errors: s.errs.Load(),
 		StderrTail: validTail(s.tail),
+		Restart:    string(s.cfg.Restart), Restarts: s.restarts.Load(), LastExit: s.lastExit,
 	}
-	if s.state == StateReady {
-		st.PID = s.client.Pid()
-		st.StderrTail = validTail(s.client.StderrTail())
+	if s.cur != nil {
+		st.Tools = len(s.cur.tools)
+	}
+	switch s.state {
+	case StateReady:
+		st.PID = s.cur.client.Pid()
+		st.StderrTail = validTail(s.cur.client.StderrTail())
+	case StateBackoff:
+		st.BackoffMS, st.NextAttemptMS = s.wait.Milliseconds(), s.nextAttempt.UnixMilli()
 	}
 	return st
 }

@@ -18,6 +18,7 @@ const (
 	CodeOverloaded        = "overloaded"
 	CodeRevoked           = "revoked"
 	CodeShuttingDown      = "shutting_down"
+	CodeSurfaceChanged    = "surface_changed"
 )
 
 // Fatal codes: the closed set a `fatal` frame may carry. Each ends the
@@ -53,6 +54,7 @@ var codes = map[string]codeInfo{
 	CodeOverloaded:        {retryable: true},
 	CodeRevoked:           {},
 	CodeShuttingDown:      {},
+	CodeSurfaceChanged:    {},
 
 	CodeBadFrame:           {fatal: true},
 	CodeFrameTooLarge:      {fatal: true},
@@ -106,6 +108,7 @@ var (
 	ErrOverloaded        error = sentinel(CodeOverloaded)
 	ErrRevoked           error = sentinel(CodeRevoked)
 	ErrShuttingDown      error = sentinel(CodeShuttingDown)
+	ErrSurfaceChanged    error = sentinel(CodeSurfaceChanged)
 
 	ErrBadFrame           error = sentinel(CodeBadFrame)
 	ErrFrameTooLarge      error = sentinel(CodeFrameTooLarge)

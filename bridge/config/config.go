@@ -46,7 +46,10 @@
 //	env              = { GITHUB_TOKEN = "…" }        # passed explicitly
 //	inherit_env      = ["PATH", "HOME", "LANG"]      # names passed through; default mcpwire's (internal/bound.InheritEnv)
 //	cwd              = "/srv/github"
-//	startup_timeout  = "30s"
+//	startup_timeout  = "2m"                          # spawn, handshake and tools/list, each attempt
+//	restart          = "on-failure"                  # never | on-failure | always
+//	restart_backoff  = "1s"                          # first wait before a restart; doubles each time
+//	restart_max      = "1m"                          # the longest wait; also the healthy run that resets it
 //	call_timeout     = "60s"                         # when the caller names none
 //	max_call_timeout = "10m"                         # the most a caller may ask for
 //	max_inflight     = 32                            # concurrent calls sent to this server
@@ -127,6 +130,9 @@ type Server struct {
 	InheritEnv     []string
 	Cwd            string
 	StartupTimeout time.Duration
+	Restart        Restart
+	RestartBackoff time.Duration
+	RestartMax     time.Duration
 	CallTimeout    time.Duration
 	MaxCallTimeout time.Duration
 	MaxInflight    int
@@ -156,6 +162,24 @@ type Server struct {
 	File string
 	Line int
 }
+
+// Restart says when capbridge starts a server again: after it failed to
+// boot or exited on its own. A server capbridge shut down is never
+// restarted.
+type Restart string
+
+const (
+	// RestartNever leaves a server that failed to boot failed, and one
+	// that died dead, until capbridge restarts.
+	RestartNever Restart = "never"
+	// RestartOnFailure restarts after a failed boot or any death except a
+	// clean exit (status 0, the connection intact until then).
+	RestartOnFailure Restart = "on-failure"
+	// RestartAlways restarts after any end, a clean exit included.
+	RestartAlways Restart = "always"
+)
+
+var restartPolicies = []string{string(RestartNever), string(RestartOnFailure), string(RestartAlways)}
 
 // Defaults. Each is documented where an operator would look for it: the
 // package doc and docs/.
@@ -191,11 +215,17 @@ const (
 	DefaultWriteTimeout     = 5 * time.Second
 	DefaultShutdownGrace    = 10 * time.Second
 	DefaultSurfaceBudget    = 64 << 10
-	DefaultStartupTimeout   = 30 * time.Second
-	DefaultCallTimeout      = 60 * time.Second
-	DefaultMaxCallTimeout   = 10 * time.Minute
-	DefaultMaxInflight      = 32
-	DefaultMaxQueue         = 64
+	// DefaultStartupTimeout covers a first `npx -y` or `uvx`, which
+	// downloads the package before the server can answer initialize
+	// (52-69 s measured on a cold cache).
+	DefaultStartupTimeout = 2 * time.Minute
+	DefaultRestart        = RestartOnFailure
+	DefaultRestartBackoff = time.Second
+	DefaultRestartMax     = time.Minute
+	DefaultCallTimeout    = 60 * time.Second
+	DefaultMaxCallTimeout = 10 * time.Minute
+	DefaultMaxInflight    = 32
+	DefaultMaxQueue       = 64
 
 	// Upper bounds on what an operator may configure, so a typo cannot
 	// turn a bound into no bound.
@@ -252,6 +282,9 @@ func NewServer(name, command string) Server {
 		// declared where the child is spawned.
 		InheritEnv:     bound.InheritEnv(),
 		StartupTimeout: DefaultStartupTimeout,
+		Restart:        DefaultRestart,
+		RestartBackoff: DefaultRestartBackoff,
+		RestartMax:     DefaultRestartMax,
 		CallTimeout:    DefaultCallTimeout,
 		MaxCallTimeout: DefaultMaxCallTimeout,
 		MaxInflight:    DefaultMaxInflight,
@@ -492,6 +525,14 @@ func (r *reader) servers(t map[string]any) []Server {
 				r.path(k2, v, &s.Cwd)
 			case "startup_timeout":
 				r.duration(k2, v, &s.StartupTimeout)
+			case "restart":
+				var p string
+				r.enum(k2, v, restartPolicies, &p)
+				s.Restart = cmp.Or(Restart(p), s.Restart)
+			case "restart_backoff":
+				r.duration(k2, v, &s.RestartBackoff)
+			case "restart_max":
+				r.duration(k2, v, &s.RestartMax)
 			case "call_timeout":
 				r.duration(k2, v, &s.CallTimeout)
 			case "max_call_timeout":
@@ -545,6 +586,9 @@ func (r *reader) checkServer(key string, st map[string]any, s *Server) {
 	}
 	if s.MaxQueuePerGrant > s.MaxQueue {
 		r.fail(key+".max_queue_per_grant", fmt.Sprintf("write at most max_queue (%d)", s.MaxQueue), "%d is more than max_queue", s.MaxQueuePerGrant)
+	}
+	if s.RestartBackoff > s.RestartMax {
+		r.fail(key+".restart_backoff", fmt.Sprintf("raise restart_max to at least %s or lower restart_backoff", s.RestartBackoff), "restart_backoff %s is longer than restart_max %s", s.RestartBackoff, s.RestartMax)
 	}
 	for _, d := range s.ToolsDeny {
 		if slices.Contains(s.ToolsAllow, d) {

@@ -46,6 +46,9 @@ env = { GITHUB_TOKEN = "t0k3n" }
 inherit_env = ["PATH", "HOME"]
 cwd = "/srv/github"
 startup_timeout = "90s"
+restart = "always"
+restart_backoff = "2s"
+restart_max = "30s"
 call_timeout = "30s"
 max_call_timeout = "5m"
 max_inflight = 4
@@ -99,7 +102,8 @@ func TestLoadFull(t *testing.T) {
 		!reflect.DeepEqual(fs.ToolsDeny, []string{"write_file"}) || fs.ToolsAllow != nil ||
 		!reflect.DeepEqual(fs.InheritEnv, bound.InheritEnv()) || fs.CallTimeout != DefaultCallTimeout ||
 		fs.MaxInflight != DefaultMaxInflight || fs.MaxQueue != DefaultMaxQueue ||
-		fs.MaxInflightPerGrant != DefaultMaxInflight/2 || fs.MaxQueuePerGrant != DefaultMaxQueue/2 || fs.Line != 42 || fs.File != "capbridge.toml" {
+		fs.MaxInflightPerGrant != DefaultMaxInflight/2 || fs.MaxQueuePerGrant != DefaultMaxQueue/2 || fs.Line != 45 ||
+		fs.Restart != RestartOnFailure || fs.RestartBackoff != DefaultRestartBackoff || fs.RestartMax != DefaultRestartMax || fs.File != "capbridge.toml" {
 		t.Errorf("fs = %+v", fs)
 	}
 	gh := cfg.Servers[1]
@@ -110,6 +114,7 @@ func TestLoadFull(t *testing.T) {
 		InheritEnv:     []string{"PATH", "HOME"},
 		Cwd:            "/srv/github",
 		StartupTimeout: 90 * time.Second, CallTimeout: 30 * time.Second, MaxCallTimeout: 5 * time.Minute,
+		Restart: RestartAlways, RestartBackoff: 2 * time.Second, RestartMax: 30 * time.Second,
 		MaxInflight: 4, MaxQueue: 0, MaxInflightPerGrant: 3, MaxQueuePerGrant: 0,
 		ToolsAllow: []string{"create_issue", "list_issues"},
 		File:       "capbridge.toml", Line: 28,
@@ -154,6 +159,8 @@ func TestLoadErrors(t *testing.T) {
 		{"typo in server key", "[mcp.a]\ncommand = \"/a\"\ncall_timout = \"1s\"\n", 3, "mcp.a.call_timout", "unknown key", `did you mean "call_timeout"?`},
 		{"bad duration", "[mcp.a]\ncommand = \"/a\"\ncall_timeout = \"5 sec\"\n", 3, "mcp.a.call_timeout", `bad duration "5 sec"`, `"30s"`},
 		{"duration as number", "[mcp.a]\ncommand = \"/a\"\nstartup_timeout = 30\n", 3, "mcp.a.startup_timeout", "must be a duration string, not the number 30", `"30s"`},
+		{"bad restart policy", "[mcp.a]\ncommand = \"/a\"\nrestart = \"sometimes\"\n", 3, "mcp.a.restart", `bad value`, "never, on-failure, always"},
+		{"backoff above its cap", "[mcp.a]\ncommand = \"/a\"\nrestart_backoff = \"2m\"\n", 3, "mcp.a.restart_backoff", "longer than restart_max 1m0s", "raise restart_max"},
 		{"negative duration", "[bridge]\nshutdown_grace = \"-1s\"\n", 2, "bridge.shutdown_grace", "bad duration", ""},
 		{"bad name", "[mcp.\"my server\"]\ncommand = \"/a\"\n", 1, "mcp.my server", `bad server name "my server"`, "starts with a letter"},
 		{"name starting with digit", "[mcp.9lives]\ncommand = \"/a\"\n", 1, "mcp.9lives", "bad server name", ""},

@@ -99,6 +99,14 @@ type ServerStatus struct {
 	Calls      int64  `msgpack:"calls" json:"calls"`
 	Errors     int64  `msgpack:"errors" json:"errors"`
 	StderrTail string `msgpack:"stderr_tail,omitempty" json:"stderr_tail,omitempty"`
+	// The restart record: the policy, restarts so far, the last exit's
+	// wait status, and while in backoff the wait and when it ends (Unix
+	// milliseconds).
+	Restart       string `msgpack:"restart" json:"restart"`
+	Restarts      int64  `msgpack:"restarts" json:"restarts"`
+	LastExit      string `msgpack:"last_exit,omitempty" json:"last_exit,omitempty"`
+	BackoffMS     int64  `msgpack:"backoff_ms,omitempty" json:"backoff_ms,omitempty"`
+	NextAttemptMS int64  `msgpack:"next_attempt_ms,omitempty" json:"next_attempt_ms,omitempty"`
 }
 
 // FacadeRequest asks for a server's façade ("facade").

@@ -345,7 +345,10 @@ const initServerKeys = `
 # inherit_env = ["PATH", "HOME", "LANG"] # passed through from capbridge's environment; default PATH, HOME, LANG and the like
 # cwd     = "/var/lib/capbridge"
 #
-# startup_timeout  = "30s" # start, handshake and tools/list
+# startup_timeout  = "2m"  # spawn, handshake and tools/list, each attempt
+# restart          = "on-failure" # never | on-failure | always
+# restart_backoff  = "1s"  # first wait before a restart; doubles, with jitter
+# restart_max      = "1m"  # longest wait; serving this long resets it
 # call_timeout     = "60s" # when the caller names none
 # max_call_timeout = "10m" # the most a caller may ask for
 # max_inflight     = 8     # concurrent calls sent to this server

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"sync"
 	"syscall"
 	"time"
 
@@ -36,7 +37,11 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 Run the service: boot the configured MCP servers, generate their façades,
 and serve the call socket (for jailed programs) and the control socket (for
 the operator and harnesses). With no config it serves the built-in demo
-server. It prints one JSON line once ready and notifies $NOTIFY_SOCKET.
+server. The sockets open first; each server boots in parallel and takes
+calls once it is ready, and is restarted as its restart policy says. It
+prints one JSON line once ready (by default when every server is ready or
+has failed its first attempt; --ready-when=sockets: as soon as the sockets
+are open) and notifies $NOTIFY_SOCKET.
 Exit status: 0 clean shutdown, 1 runtime error, 2 bad command line,
 3 configuration error, 4 boot failure under --require-all or sockets that
 cannot be opened, 5 shutdown that could not confirm every server exited.`)
@@ -46,6 +51,7 @@ cannot be opened, 5 shutdown that could not confirm every server exited.`)
 	strict := fs.Bool("strict", false, "make warnings errors: a remote server in --mcp-config, a tools.allow or tools.deny entry that names no tool (that server fails to boot)")
 	requireAll := fs.Bool("require-all", false, "exit if any server fails to boot")
 	readyFile := fs.String("ready-file", "", "write the readiness line to this file, atomically, once ready")
+	readyWhen := fs.String("ready-when", "all", "when to print the ready line: all (every server ready or failed) or sockets (the sockets are open; servers still booting)")
 	callSocket := fs.String("call-socket", "", "override [bridge] call_socket")
 	controlSocket := fs.String("control-socket", "", "override [bridge] control_socket")
 	pos, code, ok := fs.parse(args, stdout, stderr)
@@ -54,6 +60,12 @@ cannot be opened, 5 shutdown that could not confirm every server exited.`)
 	}
 	if len(pos) != 0 {
 		return fs.usageError(stderr, "unexpected argument %q; serve takes only flags", pos[0])
+	}
+	switch {
+	case *readyWhen != "all" && *readyWhen != "sockets":
+		return fs.usageError(stderr, "--ready-when is all or sockets, not %q", *readyWhen)
+	case *readyWhen == "sockets" && *requireAll:
+		return fs.usageError(stderr, "--require-all waits for every server's boot; use it with --ready-when=all")
 	}
 	cfg, demo, warnings, err := loadServeConfig(*cfgPath, *mcpConfig, config.EditorOptions{Workspace: *workspace, Strict: *strict})
 	if err != nil {
@@ -103,7 +115,22 @@ cannot be opened, 5 shutdown that could not confirm every server exited.`)
 		opts.Audit = zerolog.New(f).With().Timestamp().Logger()
 		opts.AuditWriter = f
 	}
+	if isTerminal(stderr) {
+		opts.Progress = progressLines(stderr)
+	}
 	b := bridge.New(opts)
+	// The sockets first: a second capbridge on the same paths fails here
+	// before it spawns anything, and calls are answered (a server not yet
+	// ready: server_unavailable, "starting") while the servers boot.
+	if err := b.Listen(); err != nil {
+		log.Error().Err(err).Msg("cannot open the sockets")
+		if err := b.Shutdown(0); err != nil {
+			return exitUnconfirmd
+		}
+		return exitBoot
+	}
+	served := make(chan struct{})
+	go func() { b.Serve(); close(served) }()
 
 	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
@@ -116,43 +143,47 @@ cannot be opened, 5 shutdown that could not confirm every server exited.`)
 		case <-bootCtx.Done():
 		}
 	}()
-	outcomes := b.Boot(bootCtx)
-	interrupted := bootCtx.Err() != nil
+	states := make(map[string]string, len(cfg.Servers))
+	if *readyWhen == "sockets" {
+		b.Start()
+		for _, name := range b.Servers() {
+			states[name] = bridge.StateStarting.String()
+		}
+	} else {
+		outcomes := b.Boot(bootCtx)
+		interrupted := bootCtx.Err() != nil
+		failed := 0
+		for _, o := range outcomes {
+			states[o.Name] = o.State.String()
+			if o.State != bridge.StateReady {
+				failed++
+				states[o.Name] += ": " + o.Reason
+				log.Error().Str("server", o.Name).Stringer("state", o.State).Str("reason", o.Reason).Str("stderr_tail", o.StderrTail).Msg("server did not boot")
+			}
+		}
+		if interrupted || (*requireAll && failed > 0) {
+			err := b.Shutdown(0)
+			<-served
+			if err != nil {
+				log.Error().Err(err).Msg("shutdown could not confirm every server's exit")
+				return exitUnconfirmd
+			}
+			if interrupted {
+				return exitError
+			}
+			return exitBoot
+		}
+	}
 	cancelBoot()
-	failed := 0
-	states := make(map[string]string, len(outcomes))
-	for _, o := range outcomes {
-		states[o.Name] = o.State.String()
-		if o.State != bridge.StateReady {
-			failed++
-			states[o.Name] += ": " + o.Reason
-			log.Error().Str("server", o.Name).Stringer("state", o.State).Str("reason", o.Reason).Str("stderr_tail", o.StderrTail).Msg("server did not boot")
-		}
-	}
-	if interrupted || (*requireAll && failed > 0) {
-		if err := b.Shutdown(0); err != nil {
-			log.Error().Err(err).Msg("shutdown could not confirm every server's exit")
-			return exitUnconfirmd
-		}
-		if interrupted {
-			return exitError
-		}
-		return exitBoot
-	}
-	if err := b.Listen(); err != nil {
-		log.Error().Err(err).Msg("cannot open the sockets")
-		if err := b.Shutdown(0); err != nil {
-			return exitUnconfirmd
-		}
-		return exitBoot
-	}
 	var metricsAddr string
 	metricsDone := make(chan struct{}) // closed once the metrics listener has stopped
 	if cfg.Bridge.MetricsListen != "" {
 		l, err := net.Listen("tcp", cfg.Bridge.MetricsListen)
 		if err != nil {
 			log.Error().Err(err).Str("metrics_listen", cfg.Bridge.MetricsListen).Msg("cannot listen for metrics; choose a free port in metrics_listen")
-			if err := b.Shutdown(0); err != nil {
+			err := b.Shutdown(0)
+			<-served
+			if err != nil {
 				return exitUnconfirmd
 			}
 			return exitBoot
@@ -167,8 +198,6 @@ cannot be opened, 5 shutdown that could not confirm every server exited.`)
 	} else {
 		close(metricsDone)
 	}
-	served := make(chan struct{})
-	go func() { b.Serve(); close(served) }()
 
 	ready, _ := json.Marshal(readyLine{Ready: true, CallSocket: cfg.Bridge.CallSocket, ControlSocket: cfg.Bridge.ControlSocket, Metrics: metricsAddr, Servers: states})
 	// The file first: a harness that saw the line on stdout may look for
@@ -203,7 +232,7 @@ cannot be opened, 5 shutdown that could not confirm every server exited.`)
 
 // readyLine is what serve prints once it serves. Servers maps each
 // server's name to "ready", or to its state and the reason
-// ("failed: <reason>").
+// ("failed: <reason>"), or, under --ready-when=sockets, "starting".
 type readyLine struct {
 	Ready         bool              `json:"ready"`
 	CallSocket    string            `json:"call_socket"`
@@ -243,6 +272,27 @@ func openAudit(path string) (*os.File, error) {
 		return nil, err
 	}
 	return f, nil
+}
+
+// progressLines returns a Progress hook that writes one short line per
+// change of a server's state to w (a terminal), so an operator watching
+// a slow boot (a first npx -y download) sees which server it waits for.
+func progressLines(w io.Writer) func(bridge.Progress) {
+	var mu sync.Mutex
+	return func(p bridge.Progress) {
+		line := fmt.Sprintf("capbridge: %s: %s", p.Server, p.State)
+		switch p.State {
+		case bridge.StateReady:
+			line += fmt.Sprintf(", %d tools", p.Tools)
+		case bridge.StateBackoff:
+			line += fmt.Sprintf(" (%s), next attempt in %s", p.Reason, p.Backoff)
+		case bridge.StateFailed, bridge.StateDead:
+			line += ": " + p.Reason
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		fmt.Fprintln(w, line)
+	}
 }
 
 // loadServeConfig reads the config file and the editor config, or, when

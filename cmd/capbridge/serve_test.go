@@ -53,6 +53,40 @@ func TestServe(t *testing.T) {
 		}
 	})
 	t.Run("audit_path", func(t *testing.T) { testAuditPath(t, bin) })
+	t.Run("ready when the sockets are open", func(t *testing.T) {
+		dir := shortTempDir(t)
+		cfg := filepath.Join(dir, "capbridge.toml")
+		toml := "[bridge]\ncall_socket = \"" + dir + "/call.sock\"\ncontrol_socket = \"" + dir + "/control.sock\"\n\n" +
+			"[mcp.missing]\ncommand = \"" + dir + "/no-such-server\"\nrestart_backoff = \"50ms\"\nrestart_max = \"100ms\"\n"
+		if err := os.WriteFile(cfg, []byte(toml), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		srv, line := startServe(t, bin, nil, "serve", "-c", cfg, "--ready-when=sockets")
+		if strings.TrimSpace(line) != `{"ready":true,"call_socket":"`+dir+`/call.sock","control_socket":"`+dir+`/control.sock","servers":{"missing":"starting"}}` {
+			t.Errorf("ready line %s", line)
+		}
+		// The server that cannot start is retried; status shows it.
+		env := []string{"CAPBRIDGE_CONTROL=" + dir + "/control.sock"}
+		limit := time.Now().Add(60 * time.Second) // a backstop: each status is an event
+		for {
+			out, errOut, code := runCLI(t, bin, env, "status", "--json")
+			if code != 0 {
+				t.Fatalf("status: exit %d, %s", code, errOut)
+			}
+			if strings.Contains(out, `"restarts":2`) {
+				break
+			}
+			if time.Now().After(limit) {
+				t.Fatalf("no second restart after 60 s: %s", out)
+			}
+		}
+		if rest, err := srv.stop(); err != nil || len(rest) != 0 {
+			t.Fatalf("serve after SIGTERM: %v, more stdout %q; stderr:\n%s", err, rest, srv.stderr.String())
+		}
+		if n := strings.Count(srv.stderr.String(), `"event":"restart"`); n < 2 {
+			t.Errorf("%d restarts audited, want at least 2; stderr:\n%s", n, srv.stderr.String())
+		}
+	})
 	t.Run("require-all with a server that cannot start", func(t *testing.T) {
 		dir := shortTempDir(t)
 		cfg := filepath.Join(dir, "capbridge.toml")

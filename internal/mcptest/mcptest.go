@@ -91,6 +91,11 @@ type Scenario struct {
 	// notifications/initialized arrives, e.g.
 	// "notifications/tools/list_changed".
 	NotifyOnInitialized []string `json:"notify_on_initialized,omitempty"`
+	// Relisted is the second listing: the relist tool switches tools/list
+	// to it (verbatim, as Tools) and sends
+	// notifications/tools/list_changed, so a test can change a server's
+	// tools mid-run.
+	Relisted []json.RawMessage `json:"relisted,omitempty"`
 }
 
 // Bounds of the server. They are constants, not knobs: tests that need a
@@ -208,7 +213,7 @@ type server struct {
 	pending     map[string]chan []byte // by the server request id's raw text
 	nextID      int64                  // server→client request and unknown_id counter
 	initialized bool                   // notifications/initialized seen
-	listing     []json.RawMessage      // what tools/list pages through
+	listing     []json.RawMessage      // what tools/list pages through; relist replaces it
 	// cancelled records the notifications/cancelled received, newest
 	// last, at most MaxCancellations (older ones are dropped); the
 	// cancellations tool reports them, so a test can check that its
@@ -573,30 +578,33 @@ func (s *server) toolsList(f inbound) {
 		s.writeError(f.ID, codeInvalidParams, "Invalid params")
 		return
 	}
+	s.mu.Lock()
+	listing := s.listing
+	s.mu.Unlock()
 	start := 0
 	if p.Cursor != nil {
-		n, err := parseCursor(*p.Cursor, s.sc.RepeatCursor, len(s.listing))
+		n, err := parseCursor(*p.Cursor, s.sc.RepeatCursor, len(listing))
 		if err != nil {
 			s.writeError(f.ID, codeInvalidParams, "Invalid cursor")
 			return
 		}
 		start = n
 	}
-	end := len(s.listing)
+	end := len(listing)
 	if s.sc.PageSize > 0 {
 		end = min(start+s.sc.PageSize, end)
 	}
 	page := struct {
 		Tools      []json.RawMessage `json:"tools"`
 		NextCursor string            `json:"nextCursor,omitempty"`
-	}{Tools: s.listing[start:end]}
+	}{Tools: listing[start:end]}
 	if page.Tools == nil {
 		page.Tools = []json.RawMessage{}
 	}
 	switch {
 	case s.sc.RepeatCursor:
 		page.NextCursor = repeatCursor
-	case end < len(s.listing):
+	case end < len(listing):
 		page.NextCursor = "p" + strconv.Itoa(end)
 	}
 	if err := s.writeResultChecked(f.ID, page); err != nil {

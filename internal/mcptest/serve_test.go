@@ -231,7 +231,7 @@ func TestServeProtocol(t *testing.T) {
 func TestServeListing(t *testing.T) {
 	defer leakcheck.Check(t)()
 	want := []string{"add", "bad_utf8", "cancellations", "content", "crash", "duplicate_id", "echo", "fail", "hang", "kill", "long_line",
-		"noise", "notify", "progress", "result_and_error", "running", "server_request", "slow", "stderr", "string_id", "unknown_id"}
+		"noise", "notify", "progress", "relist", "result_and_error", "running", "server_request", "slow", "stderr", "string_id", "unknown_id"}
 	for _, size := range []int{0, 1, 8, 20, 100} {
 		c := startServe(t, Scenario{PageSize: size})
 		var names []string
@@ -280,6 +280,37 @@ func TestServeListing(t *testing.T) {
 	if len(catalogue) != len(want) {
 		t.Fatalf("catalogue has %d tools, the listing test knows %d", len(catalogue), len(want))
 	}
+}
+
+// relist switches tools/list to the second listing and only then sends
+// notifications/tools/list_changed; without a second listing it is a
+// tool failure and the listing stays.
+func TestServeRelist(t *testing.T) {
+	defer leakcheck.Check(t)()
+	first := []json.RawMessage{json.RawMessage(`{"name":"relist","inputSchema":{"type":"object"}}`)}
+	second := []json.RawMessage{json.RawMessage(`{"name":"echo","inputSchema":{"type":"object"}}`)}
+	list := func(c *inproc) string {
+		c.send(`{"jsonrpc":"2.0","id":"l","method":"tools/list"}`)
+		return string(c.recvID(`"l"`).Result)
+	}
+	c := startServe(t, Scenario{Tools: first, Relisted: second})
+	defer c.stop()
+	if got := list(c); got != `{"tools":[{"name":"relist","inputSchema":{"type":"object"}}]}` {
+		t.Fatalf("first listing %s", got)
+	}
+	c.call(1, "relist", "")
+	if m := c.recv(); m.Method != "notifications/tools/list_changed" || m.ID != nil {
+		t.Fatalf("after relist: %+v, want the list_changed notification", m)
+	}
+	c.expectText("1", "ok", false)
+	if got := list(c); got != `{"tools":[{"name":"echo","inputSchema":{"type":"object"}}]}` {
+		t.Fatalf("second listing %s", got)
+	}
+
+	d := startServe(t, Scenario{})
+	defer d.stop()
+	d.call(1, "relist", "")
+	d.expectText("1", "the scenario has no relisted listing", true)
 }
 
 // A slow call answers after a faster one sent behind it, at exactly its

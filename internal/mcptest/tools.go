@@ -55,6 +55,7 @@ var catalogue = []tool{
 	{"stderr", "Writes bytes bytes to stderr during the call, then answers.",
 		`{"type":"object","properties":{"bytes":{"type":"integer","minimum":0}},"required":["bytes"]}`, (*server).stderrTool},
 	{"cancellations", "Answers the notifications/cancelled received so far, oldest first, as text lines and as structuredContent {cancelled}.", noArgs, (*server).cancellations},
+	{"relist", "Switches tools/list to the scenario's relisted listing, sends notifications/tools/list_changed, then answers ok.", noArgs, (*server).relist},
 	{"running", "Answers the other calls in flight at the server, by request id, as text lines and as structuredContent {running}.", noArgs, (*server).running},
 }
 
@@ -415,6 +416,20 @@ func (s *server) notifyTool(c *call) {
 		return
 	}
 	s.notify(*a.Method, c.token)
+	s.answer(c, textResult("ok"))
+}
+
+// relist switches the listing before it notifies, so a client that
+// re-lists on the notification already sees the new tools.
+func (s *server) relist(c *call) {
+	if s.sc.Relisted == nil {
+		s.answer(c, errorResult("the scenario has no relisted listing"))
+		return
+	}
+	s.mu.Lock()
+	s.listing = s.sc.Relisted
+	s.mu.Unlock()
+	s.notify("notifications/tools/list_changed", nil)
 	s.answer(c, textResult("ok"))
 }
 

@@ -18,6 +18,7 @@ export const Denial = {
   Overloaded: "overloaded",
   Revoked: "revoked",
   ShuttingDown: "shutting_down",
+  SurfaceChanged: "surface_changed",
 } as const;
 
 /** Fatal codes: a `fatal` frame ends the connection. */

@@ -1,0 +1,427 @@
+package bridge
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"math/rand/v2"
+	"slices"
+	"time"
+
+	"github.com/capbridge/capbridge/bridge/config"
+	"github.com/capbridge/capbridge/codegen"
+	"github.com/capbridge/capbridge/mcpwire"
+)
+
+// table is one published listing of a server: the client it was listed
+// from, the callable tools (after tools.allow and tools.deny), and the
+// façade generated from them. A table is immutable once published; a
+// re-listing or a restart publishes a new one, so a call keeps the table
+// it started with, and a grant can compare the table it was issued
+// against with the live one.
+type table struct {
+	client *mcpwire.Client
+	tools  map[string]mcpwire.Tool
+	listed []mcpwire.Tool // the same tools, in the server's order
+	gen    *codegen.Generated
+	all    int // how many tools the server listed, before the filters
+}
+
+// sameSurface reports whether a grant issued when seen was the server's
+// table may call tool of the live table t: the table is the same, or
+// the tool was in seen with a byte-identical input schema. A grant
+// issued while the server had no table (it was starting) saw no surface
+// to hold it to. A tool added since, or whose schema changed, is not
+// what the program's façade describes, so it is refused surface_changed
+// rather than served silently.
+func sameSurface(seen, t *table, tool mcpwire.Tool) bool {
+	if seen == nil || seen == t {
+		return true
+	}
+	old, ok := seen.tools[tool.Name]
+	return ok && bytes.Equal(old.InputSchema, tool.InputSchema)
+}
+
+func hasTool(t *table, name string) bool {
+	_, ok := t.tools[name]
+	return ok
+}
+
+// backoff is the wait before each restart: restart_backoff, doubled for
+// each restart after it up to restart_max, with equal jitter (a random
+// wait in [d/2, d]) so that servers that died together do not all come
+// back at the same instant.
+type backoff struct {
+	initial, max time.Duration
+	n            int                               // restarts since the last reset
+	jitter       func(time.Duration) time.Duration // d → a wait in [d/2, d]
+}
+
+// next returns the wait before the next attempt and counts it.
+func (b *backoff) next() time.Duration {
+	d := b.initial
+	for i := 0; i < b.n && d < b.max; i++ {
+		d *= 2
+	}
+	b.n++
+	return b.jitter(min(d, b.max))
+}
+
+// reset starts the sequence again from restart_backoff: the server has
+// served for restart_max, so whatever made it fail earlier is history.
+func (b *backoff) reset() { b.n = 0 }
+
+func equalJitter(d time.Duration) time.Duration {
+	if d < 2 {
+		return d
+	}
+	return d/2 + rand.N(d/2+1)
+}
+
+// retries reports whether policy restarts a server after an end; clean
+// is an exit with status 0 on its own (a boot failure is never clean).
+func retries(policy config.Restart, clean bool) bool {
+	switch policy {
+	case config.RestartAlways:
+		return true
+	case config.RestartOnFailure:
+		return !clean
+	}
+	return false
+}
+
+// run supervises the server from its first boot until retire cancels
+// ctx: it boots, serves (re-listing on tools/list_changed), and, as the
+// restart policy says, boots again after a failed boot or a death, with
+// backoff. It owns every client it starts until it publishes it; retire
+// closes the live one after run has returned.
+func (s *server) run(ctx context.Context) {
+	defer close(s.runDone)
+	bo := backoff{initial: s.cfg.RestartBackoff, max: s.cfg.RestartMax, jitter: s.jitter}
+	for attempt := 0; ; attempt++ {
+		if attempt > 0 {
+			s.setState(StateStarting, "")
+		}
+		began := time.Now()
+		t, err := s.launch(ctx)
+		s.metrics.booted(began, t)
+		if err == nil {
+			s.publish(t)
+			served := time.Now()
+			err = s.serve(ctx, t)
+			if ctx.Err() != nil {
+				return // retired: retire closes the live client
+			}
+			clean := s.died(t.client, err)
+			if time.Since(served) >= s.cfg.RestartMax {
+				bo.reset()
+			}
+			if !retries(s.cfg.Restart, clean) {
+				s.log.Error().Str("restart", string(s.cfg.Restart)).Msg("server stays dead: its restart policy does not restart it")
+				return
+			}
+		} else {
+			if ctx.Err() != nil {
+				return
+			}
+			s.failed(err)
+			if !retries(s.cfg.Restart, false) {
+				return
+			}
+		}
+		wait := bo.next()
+		if !s.sleep(ctx, wait) {
+			return
+		}
+		s.restarts.Add(1)
+		s.audit.Info().Str("event", "restart").Str("server", s.cfg.Name).Int64("restarts", s.restarts.Load()).
+			Dur("waited", wait).Str("after", s.why()).Msg("server restart")
+		s.log.Info().Int64("restarts", s.restarts.Load()).Dur("waited", wait).Msg("restarting server")
+	}
+}
+
+// sleep waits d in the backoff state, reporting false if ctx ended
+// first.
+func (s *server) sleep(ctx context.Context, d time.Duration) bool {
+	s.mu.Lock()
+	s.state, s.wait, s.nextAttempt = StateBackoff, d, time.Now().Add(d)
+	st := s.statusLocked()
+	s.mu.Unlock()
+	s.progress(st)
+	s.log.Warn().Str("reason", st.Reason).Dur("backoff", d).Msg("server down; next attempt after the backoff")
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// launch makes one boot attempt within startup_timeout: spawn,
+// handshake, tools/list, façade. On failure no process is left.
+func (s *server) start(ctx context.Context) (*table, error) {
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.StartupTimeout)
+	defer cancel()
+	env := make([]string, 0, len(s.cfg.Env))
+	for _, k := range slices.Sorted(maps.Keys(s.cfg.Env)) {
+		env = append(env, k+"="+s.cfg.Env[k])
+	}
+	cmd := mcpwire.Command{
+		Argv:    append([]string{s.cfg.Command}, s.cfg.Args...),
+		Env:     env,
+		Inherit: nonNil(s.cfg.InheritEnv),
+		Dir:     s.cfg.Cwd,
+		Logger:  &s.log,
+	}
+	client, err := mcpwire.Start(ctx, cmd, mcpwire.Config{
+		ClientName:    s.opts.clientName,
+		ClientVersion: s.opts.clientVersion,
+		Logger:        &s.log,
+		MaxLineBytes:  s.opts.maxLine,
+		// startup_timeout bounds the whole boot through ctx; the
+		// handshake gets no shorter bound of its own, so a first npx -y
+		// download that takes a minute is not cut off at mcpwire's 60 s.
+		HandshakeTimeout: s.cfg.StartupTimeout,
+		CallIdleTimeout:  s.cfg.CallTimeout,
+		CallMaxTimeout:   s.cfg.MaxCallTimeout,
+		// The bridge admits at most max_inflight calls plus the queue;
+		// the client's own bound is a backstop above that.
+		MaxInFlight: s.cfg.MaxInflight,
+		// The per-server cap applies after tools.allow and tools.deny:
+		// list what the generator can plan, then count what is exposed.
+		MaxTools: codegen.MaxListedTools,
+	})
+	if err != nil {
+		return nil, s.bounded(ctx, err)
+	}
+	t, err := s.list(ctx, client)
+	if err != nil {
+		if _, cerr := client.Close(); cerr != nil {
+			s.log.Error().Err(cerr).Msg("shutting down a server that failed to boot")
+		}
+		return nil, s.bounded(ctx, err)
+	}
+	return t, nil
+}
+
+// bounded names startup_timeout in an error that its deadline caused,
+// so the operator knows which setting to raise.
+func (s *server) bounded(ctx context.Context, err error) error {
+	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		return &bootTimeoutError{server: s.cfg.Name, limit: s.cfg.StartupTimeout, err: err}
+	}
+	return err
+}
+
+// bootTimeoutError is a boot that startup_timeout cut off.
+type bootTimeoutError struct {
+	server string
+	limit  time.Duration
+	err    error
+}
+
+func (e *bootTimeoutError) Error() string {
+	return fmt.Sprintf("did not finish starting within startup_timeout (%s; raise it in [mcp.%s]): %v", e.limit, e.server, e.err)
+}
+
+func (e *bootTimeoutError) Unwrap() error { return e.err }
+
+// list lists client's tools, applies tools.allow and tools.deny, and
+// generates the façade: the table to publish.
+func (s *server) list(ctx context.Context, client *mcpwire.Client) (*table, error) {
+	listed, err := client.ListTools(ctx)
+	if err != nil {
+		return nil, err
+	}
+	tools := s.filter(listed)
+	for _, e := range s.cfg.UnmatchedTools(func(name string) bool {
+		return slices.ContainsFunc(listed, func(t mcpwire.Tool) bool { return t.Name == name })
+	}) {
+		if s.cfg.Strict {
+			return nil, fmt.Errorf("%s names no tool of this server (an error under --strict)", e)
+		}
+		s.log.Warn().Str("entry", e).Msg("a tools.allow or tools.deny entry names no tool of this server; check its spelling")
+	}
+	if len(tools) > codegen.MaxTools {
+		return nil, fmt.Errorf("%d tools are left after tools.allow and tools.deny, more than the %d a server may expose", len(tools), codegen.MaxTools)
+	}
+	gen, err := codegen.Generate(s.cfg.Name, toCodegen(tools), codegen.Options{SurfaceBudget: s.opts.surfaceBudget})
+	if err != nil {
+		return nil, fmt.Errorf("generating its façade: %w", err)
+	}
+	t := &table{client: client, tools: make(map[string]mcpwire.Tool, len(tools)), listed: tools, gen: gen, all: len(listed)}
+	for _, tool := range tools {
+		t.tools[tool.Name] = tool
+	}
+	return t, nil
+}
+
+// serve waits while the server is ready: it re-lists on each
+// tools/list_changed and publishes the new table, and returns the
+// client's death, or nil once ctx ends. A re-listing that fails leaves
+// the old table in place (the server still answers its calls).
+func (s *server) serve(ctx context.Context, t *table) error {
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.client.Done():
+			return t.client.Err()
+		case <-t.client.ToolsChanged():
+			ctxL, cancel := context.WithTimeout(ctx, s.cfg.StartupTimeout)
+			nt, err := s.list(ctxL, t.client)
+			err = s.bounded(ctxL, err)
+			cancel()
+			if err != nil {
+				if ctx.Err() == nil && t.client.Err() == nil {
+					s.log.Error().Err(err).Msg("re-listing after tools/list_changed failed; the previous tools stay")
+				}
+				continue
+			}
+			s.audit.Info().Str("event", "relist").Str("server", s.cfg.Name).Int("tools", len(nt.tools)).
+				Strs("added", missing(nt, t)).Strs("removed", missing(t, nt)).Strs("changed", changed(t, nt)).Msg("server tools changed")
+			s.publish(nt)
+			s.metrics.listed(nt)
+			t = nt
+		}
+	}
+}
+
+// missing lists the tools of a that b lacks, sorted.
+func missing(a, b *table) []string {
+	var out []string
+	for name := range a.tools {
+		if _, ok := b.tools[name]; !ok {
+			out = append(out, name)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// changed lists the tools in both whose input schemas differ, sorted.
+func changed(a, b *table) []string {
+	var out []string
+	for name, t := range a.tools {
+		if u, ok := b.tools[name]; ok && !bytes.Equal(t.InputSchema, u.InputSchema) {
+			out = append(out, name)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// publish makes t the live table: the server is ready.
+func (s *server) publish(t *table) {
+	s.mu.Lock()
+	s.cur, s.live = t, t.client
+	s.state, s.reason, s.tail = StateReady, "", nil
+	first := s.settleFirst()
+	st := s.statusLocked()
+	s.mu.Unlock()
+	s.log.Info().Int("tools", len(t.tools)).Int("listed", t.all).Msg("server ready")
+	s.progress(st)
+	if first != nil {
+		close(first)
+	}
+}
+
+// failed records a failed boot attempt.
+func (s *server) failed(err error) {
+	var tail []byte
+	var dead *mcpwire.DeadError
+	if errors.As(err, &dead) {
+		tail = dead.Stderr
+	}
+	s.mu.Lock()
+	s.state, s.reason, s.tail = StateFailed, withoutTail(err), tail
+	first := s.settleFirst()
+	st := s.statusLocked()
+	s.mu.Unlock()
+	s.log.Error().Str("error", st.Reason).Bytes("stderr_tail", tail).Msg("server failed to boot")
+	s.logs.flush()
+	s.progress(st)
+	if first != nil {
+		close(first)
+	}
+}
+
+// died records the death of the live client and shuts it down, and
+// reports whether it was a clean exit (status 0, on its own, with the
+// connection intact until then). The state leaves ready before the
+// shutdown sequence runs, so calls are refused at once.
+func (s *server) died(client *mcpwire.Client, err error) (clean bool) {
+	var tail []byte
+	var dead *mcpwire.DeadError
+	if errors.As(err, &dead) {
+		tail = dead.Stderr
+	}
+	s.mu.Lock()
+	s.state, s.reason, s.tail = StateDead, "died: "+withoutTail(err), tail
+	st := s.statusLocked()
+	s.mu.Unlock()
+	s.log.Error().Str("error", st.Reason).Bytes("stderr_tail", tail).Msg("server died")
+	s.logs.flush()
+	s.progress(st)
+	exit, cerr := client.Close()
+	if cerr != nil {
+		s.log.Error().Err(cerr).Msg("shutting down a server that died")
+	}
+	s.mu.Lock()
+	s.live, s.lastExit = nil, exit.Status
+	s.mu.Unlock()
+	return exit.How == mcpwire.ExitedBefore && exit.Code == 0 && errors.Is(err, mcpwire.ErrExited)
+}
+
+// setState moves the server to st (starting for a new attempt), keeping
+// the last reason when given none, for status.
+func (s *server) setState(st State, reason string) {
+	s.mu.Lock()
+	s.state = st
+	if reason != "" {
+		s.reason = reason
+	}
+	out := s.statusLocked()
+	s.mu.Unlock()
+	s.progress(out)
+}
+
+// why is the reason the server last stopped serving.
+func (s *server) why() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.reason
+}
+
+// settleFirst records the first attempt's outcome, once, and returns the
+// channel the caller must close after unlocking (nil after the first).
+// The caller holds mu.
+func (s *server) settleFirst() chan struct{} {
+	if s.firstSet {
+		return nil
+	}
+	s.firstSet = true
+	s.first = Status{State: s.state, Reason: s.reason, StderrTail: validTail(s.tail)}
+	return s.firstDone
+}
+
+// progress reports a change of state to the Options.Progress hook.
+func (s *server) progress(st serverStatus) {
+	if s.onProgress != nil {
+		s.onProgress(Progress{Server: s.cfg.Name, State: State(st.State), Reason: st.Reason, Tools: st.Tools, Restarts: int(st.Restarts), Backoff: time.Duration(st.BackoffMS) * time.Millisecond})
+	}
+}
+
+// Progress is one change of a server's state, for a boot display.
+type Progress struct {
+	Server   string
+	State    State
+	Reason   string        // why it is not serving, if it is not
+	Tools    int           // tools in its table
+	Restarts int           // restarts so far
+	Backoff  time.Duration // the wait before the next attempt, in the backoff state
+}
