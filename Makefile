@@ -8,9 +8,9 @@ TOOLS := $(CURDIR)/.tools/staticcheck-$(STATICCHECK_VERSION)
 SERVERS := internal/interop/servers
 CLIENT_TS := capwire/ts
 
-.PHONY: test deps mypy fmt-check vet staticcheck gotest stress bench bench-peers
+.PHONY: test deps mypy fmt-check vet staticcheck gotest benchtest stress bench bench-peers
 
-test: deps fmt-check vet staticcheck gotest
+test: deps fmt-check vet staticcheck gotest benchtest
 
 deps: $(SERVERS)/node_modules/.package-lock.json $(CLIENT_TS)/node_modules/.package-lock.json $(TOOLS)/staticcheck mypy
 
@@ -46,6 +46,12 @@ gotest:
 	# Allocation bounds are measured without the race detector, whose
 	# sync.Pool drops items at random (those tests skip under -race).
 	go test -count=1 -run 'Allocs' ./interchange/
+
+# bench/ is its own module (the Go SDKs it measures against stay out of
+# capbridge's go.mod), so ./... above does not reach it: vet it and run its
+# end-to-end test (one -quick run) so the harness cannot rot.
+benchtest:
+	cd bench && go vet ./... && go test -count=1 ./...
 
 # The race run 3 times over while a busy loop per core (gone with this shell) hogs the CPU: speed-dependent tests fail.
 stress: deps
