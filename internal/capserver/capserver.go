@@ -78,7 +78,7 @@ func New(conn net.Conn, cfg Config) *Conn {
 	return &Conn{
 		conn: conn,
 		cfg:  cfg,
-		fr:   capwire.NewFrameReader(conn, cfg.MaxFrame),
+		fr:   capwire.NewFrameReader(framewrite.RawReader(conn), cfg.MaxFrame),
 		w:    framewrite.NewInline(conn, cfg.WriteQueue, cfg.WriteTimeout),
 	}
 }
