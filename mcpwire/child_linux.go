@@ -13,6 +13,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/capbridge/capbridge/internal/framewrite"
 	"github.com/rs/zerolog"
 	"golang.org/x/sys/unix"
 )
@@ -103,6 +104,7 @@ func spawn(cmd Command) (Conn, error) {
 	c := &childConn{
 		cmd: cmd, ec: ec, pid: ec.Process.Pid, log: log,
 		stdin: inW, stdout: outR, stderr: errR,
+		rd: framewrite.RawReader(outR), wr: framewrite.RawWriter(inW),
 		tail: newRing(cmd.StderrTailBytes), done: make(chan struct{}),
 		drained: make(chan struct{}), eof: make(chan struct{}), exited: make(chan struct{}),
 	}
@@ -120,7 +122,11 @@ type childConn struct {
 	log zerolog.Logger
 
 	stdin, stdout, stderr *os.File
-	tail                  *ring
+	// rd and wr read stdout and write stdin: on the raw path when the
+	// pipes are pollable (see framewrite.RawReader).
+	rd   io.Reader
+	wr   io.Writer
+	tail *ring
 
 	// mu orders signals against reaping: a signal to the group is sent
 	// only while the leader is unreaped, so its pid (= the pgid) cannot
@@ -140,7 +146,7 @@ type childConn struct {
 }
 
 func (c *childConn) Read(p []byte) (int, error) {
-	n, err := c.stdout.Read(p)
+	n, err := c.rd.Read(p)
 	if err != nil && !errors.Is(err, os.ErrDeadlineExceeded) {
 		c.eofOnce.Do(func() { close(c.eof) })
 		if errors.Is(err, os.ErrClosed) {
@@ -150,7 +156,7 @@ func (c *childConn) Read(p []byte) (int, error) {
 	return n, err
 }
 
-func (c *childConn) Write(p []byte) (int, error)        { return c.stdin.Write(p) }
+func (c *childConn) Write(p []byte) (int, error)        { return c.wr.Write(p) }
 func (c *childConn) SetWriteDeadline(t time.Time) error { return c.stdin.SetWriteDeadline(t) }
 func (c *childConn) SetReadDeadline(t time.Time) error  { return c.stdout.SetReadDeadline(t) }
 func (c *childConn) Done() <-chan struct{}              { return c.done }

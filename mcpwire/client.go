@@ -153,7 +153,15 @@ type Client struct {
 	rdl        time.Time
 	readerGone bool
 	rs         readState
-	idle       *time.Timer // arms idleRead once no call is left to read
+	// The idle reader's timer is armed when the reading side is let go
+	// with no call in flight and left armed as calls come and go: when
+	// it fires it looks at how long the side has really been idle. Arming
+	// and stopping it on every call would cost each call a timer that
+	// becomes the earliest in the runtime's heap, which wakes a thread
+	// (the netpoller or an idle one) to re-plan its sleep.
+	idle      *time.Timer
+	idleArmed bool      // idle is pending
+	idleSince time.Time // when the reading side was last let go with no call in flight
 
 	deadc        chan struct{} // closed on death
 	readerDone   chan struct{} // closed when the last reader has let go after death
@@ -170,10 +178,14 @@ type Client struct {
 // call is one request in flight. Pooled: it is reused only after its
 // settlement has been consumed by its waiter.
 type call struct {
-	id      int64
-	done    chan struct{} // 1-buffered wake-up; the state under Client.mu says why
-	timer   *time.Timer   // idle/max deadline; Reset only under Client.mu
-	expiry  time.Time     // when timer fires; under Client.mu
+	id   int64
+	done chan struct{} // 1-buffered wake-up; the state under Client.mu says why
+	// timer is the deadline of a waiter that is not reading: it is armed
+	// (at expiry) only once the caller waits as a follower, since a
+	// leader's read deadline is its timer. Under Client.mu.
+	timer   *time.Timer
+	armed   bool
+	expiry  time.Time // the idle/max deadline; under Client.mu
 	idle    time.Duration
 	hard    time.Time
 	retired bool
@@ -406,10 +418,9 @@ func (c *Client) request(ctx context.Context, method string, params, args []byte
 	}
 	c.nextID++
 	id := c.nextID
-	cl.id, cl.idle, cl.hard, cl.retired = id, idle, now.Add(maxT), false
+	cl.id, cl.idle, cl.hard, cl.retired, cl.armed = id, idle, now.Add(maxT), false, false
 	cl.expiry = now.Add(idle)
 	c.calls[id] = cl
-	cl.timer.Reset(idle)
 	c.mu.Unlock()
 
 	bp := linePool.Get().(*[]byte)
@@ -462,12 +473,15 @@ func (c *Client) await(ctx context.Context, cl *call) error {
 		}
 		if !c.reading && c.dead == nil {
 			c.reading, c.leader = true, cl
-			c.idle.Stop()
 			c.mu.Unlock()
 			if why := c.lead(ctx, cl); why != nil {
 				return why
 			}
 			continue
+		}
+		if !cl.armed {
+			cl.armed = true
+			cl.timer.Reset(time.Until(cl.expiry))
 		}
 		c.mu.Unlock()
 		select {
@@ -483,7 +497,9 @@ func (c *Client) await(ctx context.Context, cl *call) error {
 // finish consumes a retired call's settlement, returns it to the pool and
 // yields (result, error); an override error wins.
 func (c *Client) finish(cl *call, override error) ([]byte, error) {
-	cl.timer.Stop()
+	if cl.armed { // retired, so nothing else touches it
+		cl.timer.Stop()
+	}
 	select {
 	case <-cl.done: // a wake-up nobody consumed
 	default:
@@ -581,6 +597,7 @@ func (c *Client) die(reason error) {
 		wake(cl)
 	}
 	c.idle.Stop()
+	c.idleArmed = false
 	c.electLocked()
 	c.mu.Unlock()
 	close(c.deadc)
@@ -712,8 +729,10 @@ func (c *Client) progress(params []byte) {
 			d = rem
 		}
 		if d > 0 {
-			cl.timer.Reset(d)
 			cl.expiry = time.Now().Add(d)
+			if cl.armed {
+				cl.timer.Reset(d)
+			}
 		}
 	}
 	c.mu.Unlock()

@@ -49,8 +49,11 @@ const (
 	// flight before a goroutine takes it: long against the gap between
 	// back-to-back calls, short against anything a person or a
 	// supervisor would notice (a notification or the server's exit is
-	// seen at most this late).
-	idleGrace = time.Millisecond
+	// seen at most this late). While calls keep coming the idle timer
+	// fires about once per idleGrace only to find the side was in use,
+	// and each firing wakes a thread, so it is not shorter than it must
+	// be.
+	idleGrace = 10 * time.Millisecond
 	// maxQueued bounds the bytes queued behind the writer: past it a
 	// line waits for room (one line is always accepted into an empty
 	// queue, whatever its size).
@@ -129,10 +132,13 @@ func (c *Client) lead(ctx context.Context, cl *call) error {
 		case cl.retired:
 		case ctx.Err() != nil:
 			why = ctx.Err()
-		case !time.Now().Before(cl.expiry):
-			why = ErrTimeout
 		default:
-			c.setReadDeadlineLocked(cl.expiry)
+			now := time.Now()
+			if !now.Before(cl.expiry) {
+				why = ErrTimeout
+				break
+			}
+			c.leadDeadlineLocked(now, cl)
 			c.mu.Unlock()
 			switch c.readChunk() {
 			case readMore:
@@ -149,10 +155,18 @@ func (c *Client) lead(ctx context.Context, cl *call) error {
 }
 
 // idleRead runs when the idle timer fires: it takes the reading side if
-// nobody holds it.
+// nobody holds it and nobody has for idleGrace; if the side was let go
+// more recently, it waits out the rest.
 func (c *Client) idleRead() {
 	c.mu.Lock()
+	c.idleArmed = false
 	if c.reading || c.dead != nil {
+		c.mu.Unlock()
+		return
+	}
+	if rest := idleGrace - time.Since(c.idleSince); rest > 0 {
+		c.idleArmed = true
+		c.idle.Reset(rest)
 		c.mu.Unlock()
 		return
 	}
@@ -252,7 +266,24 @@ func (c *Client) electLocked() {
 		wake(cl)
 		return
 	}
-	c.idle.Reset(idleGrace)
+	c.idleSince = time.Now()
+	if !c.idleArmed {
+		c.idleArmed = true
+		c.idle.Reset(idleGrace)
+	}
+}
+
+// leadDeadlineLocked gives the leader's Read a deadline no later than
+// cl's expiry, so that it wakes to time cl out. The deadline in force is
+// kept when it is still ahead, not after the expiry, and at most a
+// quarter of cl's idle timeout before it: moving a deadline re-arms a
+// runtime timer, and with one call after another each would otherwise
+// move it. Waking early costs one more turn of the leader's loop.
+func (c *Client) leadDeadlineLocked(now time.Time, cl *call) {
+	if c.rdl.After(now) && !c.rdl.After(cl.expiry) && cl.expiry.Sub(c.rdl) <= cl.idle/4 {
+		return
+	}
+	c.setReadDeadlineLocked(cl.expiry)
 }
 
 // setReadDeadlineLocked sets the read deadline if it changes: under mu,

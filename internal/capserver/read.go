@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/capbridge/capbridge/capwire"
+	"github.com/capbridge/capbridge/internal/framewrite"
 )
 
 // MaxHello bounds the first frame of a connection. A hello is a version
@@ -136,7 +137,11 @@ func (b *Budget) settle(fr *frameReader) bool {
 // guarded by the budget's mutex (the budget refuses frames of other
 // readers).
 type frameReader struct {
-	conn    net.Conn
+	conn net.Conn // deadlines are set on it
+	// rd reads conn: with raw non-blocking reads under the poller where
+	// the connection allows (framewrite.RawReader), saving the runtime's
+	// per-read bookkeeping on the hot path.
+	rd      io.Reader
 	budget  *Budget // nil: partial frames are bounded only by the frame limit
 	timeout time.Duration
 
@@ -153,7 +158,7 @@ type frameReader struct {
 }
 
 func newFrameReader(conn net.Conn, budget *Budget, timeout time.Duration) *frameReader {
-	return &frameReader{conn: conn, budget: budget, timeout: timeout, buf: make([]byte, readAhead)}
+	return &frameReader{conn: conn, rd: framewrite.RawReader(conn), budget: budget, timeout: timeout, buf: make([]byte, readAhead)}
 }
 
 // setBase sets the read deadline outside frames; zero means none.
@@ -251,7 +256,7 @@ func (fr *frameReader) readPartial(dst []byte, n int) ([]byte, error) {
 			copy(next, dst)
 			dst = next
 		}
-		k, err := fr.conn.Read(dst[len(dst) : len(dst)+want])
+		k, err := fr.rd.Read(dst[len(dst) : len(dst)+want])
 		dst = dst[:len(dst)+k]
 		got += k
 		if err != nil && got < n {
@@ -304,7 +309,7 @@ func (fr *frameReader) fill() error {
 		fr.w = copy(fr.buf, fr.buf[fr.r:fr.w])
 		fr.r = 0
 	}
-	k, err := fr.conn.Read(fr.buf[fr.w:])
+	k, err := fr.rd.Read(fr.buf[fr.w:])
 	fr.w += k
 	if k > 0 {
 		return nil

@@ -272,8 +272,14 @@ type Inline struct {
 	ended    bool          // done is closed (or about to be, by the writer)
 	err      error         // why writing ended early; set before done closes
 	vec      net.Buffers   // the batch being written, owned by the writer
+	vw       vecWriter     // the raw path for conn, or nil: vec.WriteTo
 
 	done chan struct{}
+}
+
+// vecWriter writes every byte of a batch of buffers, consuming it.
+type vecWriter interface {
+	writeVec(bufs [][]byte) error
 }
 
 // NewInline returns an Inline for conn with room for queueLen queued
@@ -286,6 +292,7 @@ func NewInline(conn net.Conn, queueLen int, timeout time.Duration) *Inline {
 		max:     queueLen,
 		queue:   make([]*[]byte, 0, min(queueLen, maxBatch)),
 		spare:   make([]*[]byte, 0, min(queueLen, maxBatch)),
+		vw:      newVecWriter(conn),
 		done:    make(chan struct{}),
 	}
 }
@@ -372,8 +379,13 @@ func (w *Inline) write(batch []*[]byte, renew bool) error {
 		w.vec = append(w.vec, *b)
 	}
 	if err == nil {
-		_, err = w.vec.WriteTo(w.conn)
+		if w.vw != nil {
+			err = w.vw.writeVec(w.vec)
+		} else {
+			_, err = w.vec.WriteTo(w.conn)
+		}
 	}
+	clear(w.vec)
 	for i, b := range batch {
 		PutBuf(b)
 		batch[i] = nil
