@@ -13,7 +13,6 @@ import (
 
 	"github.com/rs/zerolog"
 
-	"github.com/capbridge/capbridge/bridge/config"
 	"github.com/capbridge/capbridge/internal/leakcheck"
 	"github.com/capbridge/capbridge/internal/mcptest"
 )
@@ -191,16 +190,30 @@ func TestLogsCannotBeInflated(t *testing.T) {
 }
 
 // Connections refused at the socket's limit are logged within the rate,
-// and every refusal is accounted for once the bridge has shut down.
+// and every refusal is accounted for once the bridge has shut down. The
+// control socket refuses at accept, one warning each, once its
+// connections are all taken.
 func TestRefusedConnectionsRateLimited(t *testing.T) {
 	defer leakcheck.Check(t)()
 	var sink logLines
 	start := time.Now()
-	tb := startBridgeLog(t, zerolog.New(&sink), func(c *config.Config) { c.Bridge.MaxConnections = 1 }, mcptestServer("t", mcptest.Scenario{}))
-	held := tb.dial(tb.grant(map[string][]string{"t": nil}))
+	tb := startBridgeLog(t, zerolog.New(&sink), nil, mcptestServer("t", mcptest.Scenario{}))
+	var held []net.Conn
+	defer func() {
+		for _, c := range held {
+			c.Close()
+		}
+	}()
+	for range maxControlConns {
+		nc, err := net.Dial("unix", tb.ControlSocket())
+		if err != nil {
+			t.Fatal(err)
+		}
+		held = append(held, nc)
+	}
 	const tries = 100
 	for range tries {
-		nc, err := net.Dial("unix", tb.CallSocket())
+		nc, err := net.Dial("unix", tb.ControlSocket())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -211,15 +224,18 @@ func TestRefusedConnectionsRateLimited(t *testing.T) {
 		}
 		nc.Close()
 	}
-	held.Close()
+	for _, c := range held {
+		c.Close()
+	}
+	held = nil
 	tb.shutdown()
 	elapsed := time.Since(start)
 	var logged, suppressed int64
 	for _, l := range sink.lines(t) {
 		switch {
-		case strings.HasPrefix(l.Message, "refusing a connection"):
+		case strings.HasPrefix(l.Message, "refusing a control connection"):
 			logged++
-		case strings.HasPrefix(l.Of, "refusing a connection"):
+		case strings.HasPrefix(l.Of, "refusing a control connection"):
 			suppressed += l.Suppressed
 		}
 	}
