@@ -316,18 +316,34 @@ const initBridge = `
 
 # Bounds.
 # max_frame         = "16MiB" # one capwire frame
-# max_connections   = 1024    # both sockets
+# max_connections   = 1024    # authenticated connections on the call socket
+# max_conns_per_grant = 16    # of which one grant's
+# max_conns_per_uid = 512     # of which one peer uid's
 # max_conn_inflight = 64      # calls in flight per connection
+
+# Connections that have not said hello yet have their own budget: when it
+# is full the oldest is dropped, so a flood of strangers cannot keep a
+# program holding a token out.
+# max_unauth_connections = 64
+# max_unauth_per_uid     = 16
+# hello_timeout     = "3s"    # the hello must arrive within it
+# idle_timeout      = "5m"    # an authenticated connection with no call in flight
+# frame_timeout     = "10s"   # a frame that has started must be complete within it
+# max_partial_bytes = "64MiB" # partial frames held, all connections; beyond it the largest is refused
 # max_result_text   = "1MiB"  # text kept per result before truncation
 # write_timeout     = "5s"    # a reader that stalls longer is dropped
 # shutdown_grace    = "10s"   # how long SIGTERM waits for calls in flight
 # surface_budget    = "64KiB" # size budget of each server's surface
 
 # Logging: JSON lines unless on a terminal; audit_values adds argument and
-# result values to the audit trail (off: they may hold secrets).
+# result values to the audit trail (off: they may hold secrets). The audit
+# trail (one line per connection and per call, never rate-limited) goes with
+# the logs unless audit_path gives it a file of its own, opened for
+# appending and created mode 0600.
 # log_format   = "auto" # auto | json | console
 # log_level    = "info" # debug | info | warn | error
 # audit_values = false
+# audit_path   = "/var/lib/capbridge/audit.log"
 
 # Prometheus metrics at http://127.0.0.1:9464/metrics; loopback only.
 # metrics_listen = "127.0.0.1:9464" # default: no listener ("capbridge metrics" still reads them)
@@ -351,14 +367,21 @@ const initServerKeys = `
 # restart_max      = "1m"  # longest wait; serving this long resets it
 # call_timeout     = "60s" # when the caller names none
 # max_call_timeout = "10m" # the most a caller may ask for
-# max_inflight     = 8     # concurrent calls sent to this server
+# max_inflight     = 32    # concurrent calls sent to this server
 # max_queue        = 64    # calls waiting beyond that; more are refused "overloaded"
+# max_inflight_per_grant = 16 # one grant's share of max_inflight; default half, at least 1
+# max_queue_per_grant    = 32 # one grant's share of max_queue; default half
 #
 # Only the allowed tools are generated and callable; denied ones are absent.
 # An entry that names no tool of the server is a warning at boot (an error
 # under serve --strict).
 # tools.allow = ["read_graph", "search_nodes"]
 # tools.deny  = ["delete_entities"]
+#
+# A failing server's stderr reaches the operator (status, logs), not the
+# programs calling it, unless this is true; then their denials carry its last
+# 2 KiB, with the values of env replaced by [redacted:NAME].
+# stderr_to_caller = false
 `
 
 const initNoServers = `
