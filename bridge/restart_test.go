@@ -160,6 +160,7 @@ func TestRestartAfterCrash(t *testing.T) {
 	defer leakcheck.Check(t)()
 	s := mcptestServer("s", mcptest.Scenario{})
 	s.RestartBackoff, s.RestartMax = 10*time.Millisecond, time.Second
+	s.StderrToCaller = true // the denial then quotes the server's last words
 	tb := startBridge(t, nil, s)
 	w := mustDialWire(t, tb.CallSocket(), tb.grant(map[string][]string{"s": nil}))
 

@@ -24,7 +24,9 @@ exec "$0" "$@"`, s.Command}, s.Args...)
 	s.Command = "/bin/sh"
 	s.Env["API_KEY"] = secret
 	s.Env["SHORT"] = "abc" // under minRedacted: left alone
-	return s
+	// Dead stays dead, so what status and callers see after the death
+	// is the death's, not a restart's.
+	return neverRestart(s)
 }
 
 // A dead server's stderr reaches the operator (status) and, by default,
@@ -95,7 +97,7 @@ func TestStderrReachesCallersOnlyWhenConfigured(t *testing.T) {
 // plane without its stderr, and its status keeps it.
 func TestFailedBootReasonHasNoStderr(t *testing.T) {
 	defer leakcheck.Check(t)()
-	tb := startBridge(t, nil, mcptestServer("broken", mcptest.Scenario{ExitBeforeHandshake: true}))
+	tb := startBridge(t, nil, neverRestart(mcptestServer("broken", mcptest.Scenario{ExitBeforeHandshake: true})))
 	ctx := denialCtx(t)
 	cc := tb.control()
 	_, err := cc.Facade(ctx, &control.FacadeRequest{Server: "broken"})
