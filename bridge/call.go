@@ -114,23 +114,30 @@ func (b *Bridge) call(ctx context.Context, req callRequest) outcome {
 		return conversionDenial(capwire.CodeBadArguments, "the arguments cannot be converted to JSON", "", err)
 	}
 
-	// The deadline has one timer: mcpwire's, for the call at the server
-	// (idle and maximum both d, so progress does not stretch it), which
-	// admission's queue, when a call waits there, shortens by the wait.
-	d := s.cfg.CallTimeout
+	// The deadline has one timer: mcpwire's, for the call at the server,
+	// which admission's queue, when a call waits there, shortens by the
+	// wait. A caller's timeout_ms is a deadline (capped by
+	// max_call_timeout) that progress does not stretch; without one,
+	// call_timeout is an idle deadline that each progress notification
+	// renews (MCP 2025-11-25, "Timeouts": a client MAY reset its timeout
+	// on progress and SHOULD always enforce a maximum), up to
+	// max_call_timeout.
+	idle, hard := s.cfg.CallTimeout, s.cfg.MaxCallTimeout
 	if req.timeoutMS > 0 {
-		d = time.Duration(min(req.timeoutMS, uint64(s.cfg.MaxCallTimeout/time.Millisecond))) * time.Millisecond
+		idle = time.Duration(min(req.timeoutMS, uint64(s.cfg.MaxCallTimeout/time.Millisecond))) * time.Millisecond
+		hard = idle
 	}
-	release, waited, err := s.admit(ctx, req.grant, d)
+	release, waited, err := s.admit(ctx, req.grant, idle)
 	if err != nil {
 		if oe := (*overloadError)(nil); errors.As(err, &oe) {
 			return deny(capwire.CodeOverloaded, oe.message())
 		}
 		return b.ended(err, req)
 	}
-	d -= waited
+	// Zero would mean mcpwire's default: at least a millisecond is left.
+	idle, hard = max(idle-waited, time.Millisecond), max(hard-waited, time.Millisecond)
 	s.calls.Add(1)
-	res, err := t.client.CallTool(ctx, req.tool, args, mcpwire.CallOptions{IdleTimeout: d, MaxTimeout: d})
+	res, err := t.client.CallTool(ctx, req.tool, args, mcpwire.CallOptions{IdleTimeout: idle, MaxTimeout: hard})
 	release()
 	var o outcome
 	if err != nil {

@@ -229,13 +229,17 @@ const (
 
 	// Upper bounds on what an operator may configure, so a typo cannot
 	// turn a bound into no bound.
-	maxFrameLimit    = 256 << 20
-	minPartialBytes  = 64 << 10
-	maxPartialLimit  = 16 << 30
-	maxServers       = 64
-	maxCountSetting  = 1 << 20
-	maxDurationLimit = 24 * time.Hour
+	maxFrameLimit   = 256 << 20
+	minPartialBytes = 64 << 10
+	maxPartialLimit = 16 << 30
+	maxServers      = 64
+	maxCountSetting = 1 << 20
 )
+
+// MaxDuration bounds every duration setting, so a typo cannot turn a
+// bound into no bound; a client waiting on a server's call_timeout or
+// max_call_timeout, which it cannot read, knows the call ends by then.
+const MaxDuration = 24 * time.Hour
 
 // DefaultSockets returns where the sockets go when the config names no
 // path: under $XDG_RUNTIME_DIR when the session has one (a per-user,
@@ -764,7 +768,7 @@ func (r *reader) duration(key string, v any, dst *time.Duration) {
 		return
 	}
 	d, err := time.ParseDuration(s)
-	if err != nil || d <= 0 || d > maxDurationLimit {
+	if err != nil || d <= 0 || d > MaxDuration {
 		r.fail(key, `write a Go duration between "1ms" and "24h", such as "30s" or "2m"`, "bad duration %q", s)
 		return
 	}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/tidwall/gjson"
 
+	"github.com/capbridge/capbridge/bridge/config"
 	"github.com/capbridge/capbridge/bridge/control"
 	"github.com/capbridge/capbridge/capwire"
 	"github.com/capbridge/capbridge/interchange"
@@ -66,11 +67,20 @@ tool reports an error.`)
 	if len(mp) == 0 || (mp[0]&0xf0 != 0x80 && mp[0] != 0xde && mp[0] != 0xdf) {
 		return fs.usageError(stderr, `the arguments must be a JSON object, such as '{"text":"hi"}', or key=value words`)
 	}
-	// The bridge's deadline is a little shorter than ours, so a slow tool
-	// is reported as the bridge's timeout denial, not as our read timing
-	// out on the socket.
-	bridgeTimeout := cf.timeout - min(time.Second, cf.timeout/10)
-	req := &control.CallRequest{Server: server, Tool: tool, Args: mp, TimeoutMS: uint64(max(bridgeTimeout, time.Millisecond) / time.Millisecond)}
+	req := &control.CallRequest{Server: server, Tool: tool, Args: mp}
+	if flagGiven(fs, "timeout") {
+		// The bridge's deadline is a little shorter than ours, so a slow
+		// tool is reported as the bridge's timeout denial, not as our
+		// read timing out on the socket.
+		bridgeTimeout := cf.timeout - min(time.Second, cf.timeout/10)
+		req.TimeoutMS = uint64(max(bridgeTimeout, time.Millisecond) / time.Millisecond)
+	} else {
+		// No deadline is sent, so the server's own apply: call_timeout,
+		// which its progress notifications extend, up to
+		// max_call_timeout. Neither can exceed config.MaxDuration, so the
+		// bridge has answered by then.
+		cf.timeout = config.MaxDuration + time.Minute
+	}
 	r, err := withControl(cf, func(ctx context.Context, c *control.Client) (*capwire.Result, error) { return c.Call(ctx, req) })
 	var denied *capwire.Denied
 	if err != nil && !errors.As(err, &denied) {

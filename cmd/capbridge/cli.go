@@ -19,6 +19,14 @@ import (
 // command parses with it, so that --help, -h and `capbridge help CMD`
 // print the same help on stdout and exit 0, flags may follow positional
 // arguments, and a wrong command line says how to get the help.
+// flagGiven reports whether the command line set the flag name, as
+// opposed to leaving its default.
+func flagGiven(fs *cmdFlags, name string) bool {
+	given := false
+	fs.Visit(func(f *flag.Flag) { given = given || f.Name == name })
+	return given
+}
+
 type cmdFlags struct {
 	*flag.FlagSet
 	usage string // "capbridge call [flags] SERVER TOOL [ARG...]"
