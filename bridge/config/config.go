@@ -50,7 +50,7 @@
 //	restart          = "on-failure"                  # never | on-failure | always
 //	restart_backoff  = "1s"                          # first wait before a restart; doubles each time
 //	restart_max      = "1m"                          # the longest wait; also the healthy run that resets it
-//	call_timeout     = "60s"                         # when the caller names none
+//	call_timeout     = "60s"                         # idle: progress renews it, up to max_call_timeout
 //	max_call_timeout = "10m"                         # the most a caller may ask for
 //	max_inflight     = 32                            # concurrent calls sent to this server
 //	max_queue        = 64                            # calls waiting beyond that; more are "overloaded"

@@ -75,7 +75,7 @@ var serverSpec = []keySpec{
 	{name: "restart", kind: kindEnum, enum: restartPolicies, doc: `when to start the server again after a failed boot or an exit: never, on-failure (any end but a clean exit) or always; default "on-failure"`},
 	{name: "restart_backoff", kind: kindDuration, doc: `the first wait before a restart, doubled (with jitter) for each one after; default "1s"`},
 	{name: "restart_max", kind: kindDuration, doc: `the longest wait between restarts, and how long a server must serve for the wait to start again from restart_backoff; default "1m"`},
-	{name: "call_timeout", kind: kindDuration, doc: `a call's deadline when the caller names none; default "60s"`},
+	{name: "call_timeout", kind: kindDuration, doc: `a call's idle deadline when the caller names none: each progress notification renews it, up to max_call_timeout; default "60s"`},
 	{name: "max_call_timeout", kind: kindDuration, doc: `the most a caller may ask for; default "10m"`},
 	{name: "max_inflight", kind: kindCount, doc: "concurrent calls sent to this server; default 32"},
 	{name: "max_queue", kind: kindCountOrZero, doc: `calls waiting beyond max_inflight; more are "overloaded"; default 64`},
