@@ -176,6 +176,9 @@ func (s *server) start(ctx context.Context) (*table, error) {
 		Inherit: nonNil(s.cfg.InheritEnv),
 		Dir:     s.cfg.Cwd,
 		Logger:  &s.log,
+		// Retiring a server ends all it started, browsers that setsid()
+		// out of its process group included.
+		SweepDescendants: true,
 	}
 	client, err := mcpwire.Start(ctx, cmd, mcpwire.Config{
 		ClientName:    s.opts.clientName,

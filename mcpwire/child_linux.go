@@ -37,7 +37,15 @@ func init() {
 	go func() {
 		runtime.LockOSThread() // never unlocked: the thread must outlive every child
 		for r := range spawnc {
-			r.errc <- r.cmd.Start()
+			// Recorded before the orphan reaper can look again: a leader
+			// that dies at once is still ours to wait for, not an orphan.
+			orphanMu.Lock()
+			err := r.cmd.Start()
+			if err == nil {
+				leaders[r.cmd.Process.Pid] = true
+			}
+			orphanMu.Unlock()
+			r.errc <- err
 		}
 	}()
 }
@@ -51,6 +59,11 @@ func spawn(cmd Command) (Conn, error) {
 	}
 	cmd.defaults()
 	env := cmd.childEnv()
+	token := ""
+	if cmd.SweepDescendants {
+		token = newCustodyToken()
+		env = append(env, custodyEnv+"="+token)
+	}
 	path, err := lookPath(cmd.Argv[0], env)
 	if err != nil {
 		return nil, err
@@ -102,7 +115,7 @@ func spawn(cmd Command) (Conn, error) {
 	errW.Close()
 
 	c := &childConn{
-		cmd: cmd, ec: ec, pid: ec.Process.Pid, log: log,
+		cmd: cmd, ec: ec, pid: ec.Process.Pid, log: log, token: token,
 		stdin: inW, stdout: outR, stderr: errR,
 		rd: framewrite.RawReader(outR), wr: framewrite.RawWriter(inW),
 		tail: newRing(cmd.StderrTailBytes), done: make(chan struct{}),
@@ -120,6 +133,8 @@ type childConn struct {
 	ec  *exec.Cmd
 	pid int
 	log zerolog.Logger
+	// token marks the server's processes for the sweep ("" = no sweep).
+	token string
 
 	stdin, stdout, stderr *os.File
 	// rd and wr read stdout and write stdin: on the raw path when the
@@ -195,6 +210,9 @@ func (c *childConn) wait() {
 	c.mu.Lock()
 	_ = unix.Kill(-c.pid, unix.SIGKILL)
 	_ = c.ec.Wait() // the status is in ProcessState either way
+	orphanMu.Lock()
+	delete(leaders, c.pid)
+	orphanMu.Unlock()
 	st := c.ec.ProcessState
 	c.reaped = true
 	c.reason = fmt.Errorf("%w (%s)", ErrExited, st.String())
@@ -303,6 +321,18 @@ func (c *childConn) Shutdown() (Exit, error) {
 			c.exitErr = fmt.Errorf("%w: pid %d still running %v after SIGKILL", ErrUnconfirmed, c.pid, c.cmd.KillGrace)
 			c.log.Error().Int("pid", c.pid).Msg("mcpwire: server exit not confirmed")
 			return
+		}
+		if c.token != "" {
+			// Before waiting on the pipes: an escapee holding stdout
+			// would otherwise keep them open for all of ExitDrain.
+			n, err := sweep(c.token, c.cmd.SweepGrace, c.cmd.KillGrace)
+			if n > 0 {
+				c.log.Info().Int("pid", c.pid).Int("swept", n).Msg("mcpwire: swept the server's remaining descendants")
+			}
+			if err != nil {
+				c.exitErr = err
+				c.log.Error().Err(err).Int("pid", c.pid).Msg("mcpwire: descendants survived the sweep")
+			}
 		}
 		<-c.done // bounded: ExitDrain after the reap
 		c.stdout.Close()

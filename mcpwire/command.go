@@ -14,10 +14,14 @@ import (
 // Defaults for Command's bounds (see docs/mcpwire.md for the table).
 const (
 	defaultStderrTailBytes = 8 << 10
-	defaultStdinGrace      = 5 * time.Second
-	defaultTermGrace       = 5 * time.Second
-	defaultKillGrace       = 5 * time.Second
-	defaultExitDrain       = time.Second
+	// The shutdown rungs sum to 5 s, the sweep adds at most 1 s + KillGrace:
+	// with the bridge's 3 s for calls in flight, a clean stop fits in
+	// docker stop's 10 s (docs/architecture.md, Retirement).
+	defaultStdinGrace = 2 * time.Second
+	defaultTermGrace  = 2 * time.Second
+	defaultKillGrace  = time.Second
+	defaultSweepGrace = time.Second
+	defaultExitDrain  = time.Second
 	// stderrLogLine caps one logged stderr line; longer lines are
 	// logged truncated (the ring keeps the bytes regardless).
 	stderrLogLine = 1 << 10
@@ -41,9 +45,22 @@ type Command struct {
 	Logger *zerolog.Logger
 
 	StderrTailBytes int           // ring of stderr kept for errors (default 8 KiB)
-	StdinGrace      time.Duration // wait after closing stdin (default 5 s)
-	TermGrace       time.Duration // wait after SIGTERM (default 5 s)
-	KillGrace       time.Duration // wait after SIGKILL (default 5 s)
+	StdinGrace      time.Duration // wait after closing stdin (default 2 s)
+	TermGrace       time.Duration // wait after SIGTERM (default 2 s)
+	KillGrace       time.Duration // wait after SIGKILL, in the ladder and in the sweep (default 1 s)
+	// SweepDescendants makes Shutdown, once the leader has exited and its
+	// process group has been killed, also end every process the server
+	// started that is still alive: those that left the group with
+	// setpgid(2) or setsid(2) (Playwright's browsers do) and those
+	// started under them. The server's environment carries
+	// MCPWIRE_CUSTODY=<random token> to mark them, and a process that
+	// dropped it is still found through its parent. Each gets SIGTERM,
+	// SweepGrace, then SIGKILL and KillGrace; those that are our children
+	// (see Subreap) are reaped. Survivors make Shutdown return
+	// ErrUnconfirmed. Processes are held by pidfds throughout, so a
+	// recycled pid is never signalled.
+	SweepDescendants bool
+	SweepGrace       time.Duration // wait after the sweep's SIGTERM (default 1 s)
 	// ExitDrain bounds how long, after the process is reaped, stdout and
 	// stderr may stay open (a grandchild that escaped the process group
 	// could hold them) before they are closed on our side (default 1 s).
@@ -59,6 +76,7 @@ func (c *Command) defaults() {
 	def(&c.StdinGrace, defaultStdinGrace)
 	def(&c.TermGrace, defaultTermGrace)
 	def(&c.KillGrace, defaultKillGrace)
+	def(&c.SweepGrace, defaultSweepGrace)
 	def(&c.ExitDrain, defaultExitDrain)
 	if c.StderrTailBytes <= 0 {
 		c.StderrTailBytes = defaultStderrTailBytes

@@ -32,7 +32,7 @@
 //	max_conn_inflight = 64                           # calls in flight per connection
 //	max_result_text  = "1MiB"                        # text kept per result before truncation
 //	write_timeout    = "5s"                          # a reader that stalls longer is dropped
-//	shutdown_grace   = "10s"
+//	shutdown_grace   = "3s"
 //	surface_budget   = "64KiB"
 //	log_format       = "auto"                        # auto | json | console
 //	log_level        = "info"                        # debug | info | warn | error
@@ -213,7 +213,7 @@ const (
 	DefaultMaxPartialBytes  = 64 << 20
 	DefaultMaxResultText    = 1 << 20
 	DefaultWriteTimeout     = 5 * time.Second
-	DefaultShutdownGrace    = 10 * time.Second
+	DefaultShutdownGrace    = 3 * time.Second
 	DefaultSurfaceBudget    = 64 << 10
 	// DefaultStartupTimeout covers a first `npx -y` or `uvx`, which
 	// downloads the package before the server can answer initialize

@@ -56,7 +56,7 @@ var bridgeSpec = []keySpec{
 	{name: "max_conn_inflight", kind: kindCount, doc: "calls in flight per connection; default 64"},
 	{name: "max_result_text", kind: kindSize, lo: 1, hi: maxFrameLimit, doc: `text kept per result before truncation; default "1MiB"`},
 	{name: "write_timeout", kind: kindDuration, doc: `a reader that stalls longer is dropped; default "5s"`},
-	{name: "shutdown_grace", kind: kindDuration, doc: `how long shutdown waits for calls in flight; default "10s"`},
+	{name: "shutdown_grace", kind: kindDuration, doc: `how long shutdown waits for calls in flight; default "3s"`},
 	{name: "surface_budget", kind: kindSize, lo: 1024, hi: maxFrameLimit, doc: `size budget of a server's surface; default "64KiB"`},
 	{name: "log_format", kind: kindEnum, enum: []string{"auto", "json", "console"}, doc: `default "auto": console on a terminal, else JSON lines`},
 	{name: "log_level", kind: kindEnum, enum: []string{"debug", "info", "warn", "error"}, doc: `default "info"`},

@@ -332,7 +332,7 @@ const initBridge = `
 # max_partial_bytes = "64MiB" # partial frames held, all connections; beyond it the largest is refused
 # max_result_text   = "1MiB"  # text kept per result before truncation
 # write_timeout     = "5s"    # a reader that stalls longer is dropped
-# shutdown_grace    = "10s"   # how long SIGTERM waits for calls in flight
+# shutdown_grace    = "3s"    # how long SIGTERM waits for calls in flight
 # surface_budget    = "64KiB" # size budget of each server's surface
 
 # Logging: JSON lines unless on a terminal; audit_values adds argument and

@@ -20,6 +20,7 @@ import (
 	"github.com/capbridge/capbridge/bridge"
 	"github.com/capbridge/capbridge/bridge/config"
 	"github.com/capbridge/capbridge/internal/demoserver"
+	"github.com/capbridge/capbridge/mcpwire"
 )
 
 // Exit statuses of serve, documented in the README.
@@ -117,6 +118,14 @@ cannot be opened, 5 shutdown that could not confirm every server exited.`)
 	}
 	if isTerminal(stderr) {
 		opts.Progress = progressLines(stderr)
+	}
+	// Before any server starts: whatever a server leaves behind when its
+	// parent dies (a browser that setsid() out of the process group)
+	// becomes our child, for the retirement sweep to end and reap,
+	// rather than init's. Only a warning if the kernel refuses: the
+	// sweep still kills what it finds, and init reaps.
+	if err := mcpwire.Subreap(); err != nil {
+		log.Warn().Err(err).Msg("not a child subreaper; a server's orphans go to init")
 	}
 	b := bridge.New(opts)
 	// The sockets first: a second capbridge on the same paths fails here

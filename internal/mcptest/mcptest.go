@@ -87,6 +87,12 @@ type Scenario struct {
 	// process group that inherits and holds stdout open; it exits on its
 	// own after GrandchildLife (process only).
 	Grandchild bool `json:"grandchild,omitempty"`
+	// GrandchildSetsid makes the grandchild of Grandchild escape the way
+	// a browser launched by Playwright does: it calls setsid(2), leaving
+	// the server's process group and session (so no group kill reaches
+	// it), ignores SIGTERM, and inherits the server's environment
+	// (process only; needs Grandchild).
+	GrandchildSetsid bool `json:"grandchild_setsid,omitempty"`
 	// NotifyOnInitialized lists notification methods sent right after
 	// notifications/initialized arrives, e.g.
 	// "notifications/tools/list_changed".

@@ -20,6 +20,9 @@ const (
 	ScenarioEnv = "MCPTEST_SCENARIO"
 	// grandchildEnv marks the process Scenario.Grandchild spawns.
 	grandchildEnv = "MCPTEST_GRANDCHILD"
+	// grandchildSetsid is grandchildEnv's value for the grandchild of
+	// Scenario.GrandchildSetsid.
+	grandchildSetsid = "setsid"
 	// maxEnvString is Linux's MAX_ARG_STRLEN: one environment string
 	// longer than this makes execve fail with E2BIG.
 	maxEnvString = 128 << 10
@@ -68,7 +71,10 @@ func Command(sc Scenario) (argv []string, env []string) {
 // which is the same binary re-executed. A scenario that does not parse is
 // reported on stderr and exits with status 2.
 func MaybeServe() {
-	if os.Getenv(grandchildEnv) != "" {
+	if v := os.Getenv(grandchildEnv); v != "" {
+		if v == grandchildSetsid {
+			signal.Ignore(syscall.SIGTERM)
+		}
 		time.Sleep(GrandchildLife)
 		os.Exit(0)
 	}
@@ -109,7 +115,7 @@ func Main(sc Scenario) {
 		signal.Ignore(syscall.SIGTERM)
 	}
 	if sc.Grandchild {
-		if err := spawnGrandchild(); err != nil {
+		if err := spawnGrandchild(sc.GrandchildSetsid); err != nil {
 			fmt.Fprintf(os.Stderr, "mcptest: starting the grandchild: %v\n", err)
 			os.Exit(4)
 		}
@@ -122,16 +128,22 @@ func Main(sc Scenario) {
 }
 
 // spawnGrandchild starts this binary again as a process that only holds
-// stdout for GrandchildLife. It stays in the server's process group (no
-// Setpgid) so the group kill a careful client sends reaches it, and it has
-// no Pdeathsig: outliving the server is its whole point.
-func spawnGrandchild() error {
+// stdout for GrandchildLife. By default it stays in the server's process
+// group (no Setpgid) so the group kill a careful client sends reaches it;
+// with setsid it leaves for a session of its own, ignores SIGTERM and
+// keeps the server's environment, as a detached browser does. It never
+// has a Pdeathsig: outliving the server is its whole point.
+func spawnGrandchild(setsid bool) error {
 	exe, err := os.Executable()
 	if err != nil {
 		return err
 	}
 	cmd := exec.Command(exe)
 	cmd.Env = []string{grandchildEnv + "=1"}
+	if setsid {
+		cmd.Env = append(os.Environ(), grandchildEnv+"="+grandchildSetsid)
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	}
 	cmd.Stdout = os.Stdout // an *os.File: inherited as fd 1, no copying goroutine
 	if err := cmd.Start(); err != nil {
 		return err

@@ -1,0 +1,297 @@
+package mcpwire
+
+import (
+	"bytes"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strconv"
+	"sync"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// custodyEnv names the variable that marks every process of one spawned
+// server: the leader gets a fresh random token and its descendants
+// inherit it, whatever process group or session they move to and
+// whoever they are reparented to. The sweep kills what carries the
+// token, plus the descendants of what carries it (which covers those
+// started with a cleared environment).
+const custodyEnv = "MCPWIRE_CUSTODY"
+
+// Bounds of the sweep.
+const (
+	// sweepRounds bounds the re-scans after the first: each kills what
+	// the marked processes forked while the previous round ran.
+	sweepRounds = 4
+	// maxEnviron bounds the bytes of /proc/PID/environ read per process.
+	maxEnviron = 1 << 20
+)
+
+// newCustodyToken returns a fresh token for custodyEnv.
+func newCustodyToken() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails on Linux
+	return hex.EncodeToString(b[:])
+}
+
+// orphanMu orders the orphan reaper against spawn:
+// a child that spawn has started but not yet recorded in leaders must
+// never be reaped as an orphan.
+var (
+	orphanMu sync.Mutex
+	leaders  = map[int]bool{} // pids of live, unreaped server leaders
+)
+
+// Subreap makes the calling process a child subreaper (prctl(2)
+// PR_SET_CHILD_SUBREAPER): every descendant of every spawned server,
+// including one that called setsid(2), is then reparented to this
+// process when its parent dies, instead of to init, so a sweep can reap
+// it. It also starts a goroutine that reaps such orphans as they exit,
+// which a subreaper owes: nobody else will wait for them. The setting is
+// process-wide and lasts for the life of the process; call it once,
+// early, and only in a process that starts no child other than through
+// mcpwire (the orphan reaper treats every unknown child as an orphan).
+func Subreap() error {
+	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
+		return fmt.Errorf("mcpwire: becoming a child subreaper: %w", err)
+	}
+	go reapOrphansForever()
+	return nil
+}
+
+// reapOrphansForever reaps exited orphans on every SIGCHLD. Signals
+// coalesce, which is harmless: each pass reaps every orphan that has
+// exited by then.
+func reapOrphansForever() {
+	c := make(chan os.Signal, 1)
+	signal.Notify(c, unix.SIGCHLD)
+	for range c {
+		reapOrphans()
+	}
+}
+
+// reapOrphans reaps every exited child of ours that is not a live server
+// leader, each with a P_PID wait on that pid alone: a leader's status
+// belongs to its own wait goroutine. orphanMu keeps a leader that spawn
+// has just started from looking like an orphan.
+func reapOrphans() {
+	self := os.Getpid()
+	orphanMu.Lock()
+	defer orphanMu.Unlock()
+	for pid, p := range scanProcs() {
+		if p.ppid != self || p.state != 'Z' || leaders[pid] {
+			continue
+		}
+		var info unix.Siginfo
+		_ = unix.Waitid(unix.P_PID, pid, &info, unix.WEXITED|unix.WNOHANG, nil)
+	}
+}
+
+// procStat is what the sweep needs from /proc/PID/stat.
+type procStat struct {
+	ppid  int
+	state byte
+	start uint64 // starttime, in clock ticks since boot: with the pid, a process's identity
+}
+
+// readStat parses /proc/PID/stat; false if the process is gone or the
+// line does not parse.
+func readStat(pid int) (procStat, bool) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return procStat{}, false
+	}
+	// The command name is parenthesised and may hold anything,
+	// parentheses included: the fields start after the last ')'.
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return procStat{}, false
+	}
+	f := bytes.Fields(b[i+1:])
+	// f[0] is field 3 (state), f[1] field 4 (ppid), f[19] field 22
+	// (starttime).
+	if len(f) < 20 || len(f[0]) != 1 {
+		return procStat{}, false
+	}
+	ppid, err1 := strconv.Atoi(string(f[1]))
+	start, err2 := strconv.ParseUint(string(f[19]), 10, 64)
+	if err1 != nil || err2 != nil {
+		return procStat{}, false
+	}
+	return procStat{ppid: ppid, state: f[0][0], start: start}, true
+}
+
+// scanProcs reads the stat of every process in /proc. Processes that end
+// during the scan are simply missing.
+func scanProcs() map[int]procStat {
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil
+	}
+	procs := make(map[int]procStat, len(ents))
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || pid <= 0 {
+			continue
+		}
+		if st, ok := readStat(pid); ok {
+			procs[pid] = st
+		}
+	}
+	return procs
+}
+
+// carries reports whether the environment pid started with holds
+// custodyEnv=token. An unreadable environment (another user's process,
+// a zombie) does not.
+func carries(pid int, token string) bool {
+	f, err := os.Open("/proc/" + strconv.Itoa(pid) + "/environ")
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, maxEnviron))
+	if err != nil {
+		return false
+	}
+	kv := []byte(custodyEnv + "=" + token)
+	for v := range bytes.SplitSeq(b, []byte{0}) {
+		if bytes.Equal(v, kv) {
+			return true
+		}
+	}
+	return false
+}
+
+// custody finds the processes of the server marked with token: those
+// that carry it and, transitively, their children. self is never
+// included.
+func custody(token string, self int) map[int]procStat {
+	procs := scanProcs()
+	kids := make(map[int][]int, len(procs))
+	found := make(map[int]procStat)
+	var todo []int
+	for pid, p := range procs {
+		kids[p.ppid] = append(kids[p.ppid], pid)
+		if pid != self && p.state != 'Z' && carries(pid, token) {
+			found[pid] = p
+			todo = append(todo, pid)
+		}
+	}
+	for len(todo) > 0 {
+		pid := todo[len(todo)-1]
+		todo = todo[:len(todo)-1]
+		for _, k := range kids[pid] {
+			if _, ok := found[k]; !ok && k != self {
+				found[k] = procs[k]
+				todo = append(todo, k)
+			}
+		}
+	}
+	return found
+}
+
+// target is one swept process, held by a pidfd so that neither a signal
+// nor the wait can reach a process that reused its pid.
+type target struct {
+	pid, fd int
+}
+
+// sweep ends what is left of a retired server: every process marked with
+// its token or descended from one. Each gets SIGTERM, then up to
+// termGrace to exit, then SIGKILL and up to killGrace; later rounds
+// SIGKILL at once whatever the earlier ones forked meanwhile. Exited
+// swept processes that are our children (orphans reparented to us as a
+// subreaper) are reaped, each by a wait on its own pidfd, never on any
+// other child. It returns how many processes it signalled, and an error
+// naming those still alive after the last round.
+func sweep(token string, termGrace, killGrace time.Duration) (int, error) {
+	self := os.Getpid()
+	total := 0
+	for round := range sweepRounds + 1 {
+		all := open(custody(token, self))
+		if len(all) == 0 {
+			return total, nil
+		}
+		total += len(all)
+		ts := all
+		if round == 0 {
+			signalAll(ts, unix.SIGTERM)
+			ts = awaitExit(ts, termGrace)
+		}
+		signalAll(ts, unix.SIGKILL)
+		left := awaitExit(ts, killGrace)
+		for _, t := range all {
+			var info unix.Siginfo
+			// ECHILD: not our child, so its own parent (or init) reaps it.
+			_ = unix.Waitid(unix.P_PIDFD, t.fd, &info, unix.WEXITED|unix.WNOHANG, nil)
+			unix.Close(t.fd)
+		}
+		if len(left) > 0 {
+			pids := make([]int, len(left))
+			for i, t := range left {
+				pids[i] = t.pid
+			}
+			return total, fmt.Errorf("%w: descendants %v still running %v after SIGKILL", ErrUnconfirmed, pids, killGrace)
+		}
+	}
+	return total, fmt.Errorf("%w: descendants still forking after %d sweeps", ErrUnconfirmed, sweepRounds+1)
+}
+
+// open takes a pidfd on each process found, keeping only those whose
+// starttime still matches the scan: the pid was not recycled in between.
+func open(found map[int]procStat) []target {
+	ts := make([]target, 0, len(found))
+	for pid, p := range found {
+		fd, err := unix.PidfdOpen(pid, 0)
+		if err != nil {
+			continue // gone already
+		}
+		if st, ok := readStat(pid); !ok || st.start != p.start {
+			unix.Close(fd)
+			continue
+		}
+		ts = append(ts, target{pid: pid, fd: fd})
+	}
+	return ts
+}
+
+func signalAll(ts []target, sig unix.Signal) {
+	for _, t := range ts {
+		_ = unix.PidfdSendSignal(t.fd, sig, nil, 0)
+	}
+}
+
+// awaitExit waits up to d for the processes to exit (a pidfd polls
+// readable once its process has) and returns those that have not.
+func awaitExit(ts []target, d time.Duration) []target {
+	deadline := time.Now().Add(d)
+	left := ts
+	for len(left) > 0 {
+		ms := time.Until(deadline).Milliseconds()
+		if ms <= 0 {
+			break
+		}
+		fds := make([]unix.PollFd, len(left))
+		for i, t := range left {
+			fds[i] = unix.PollFd{Fd: int32(t.fd), Events: unix.POLLIN}
+		}
+		if _, err := unix.Poll(fds, int(min(ms, 1<<30))); err != nil && !errors.Is(err, unix.EINTR) {
+			break
+		}
+		next := left[:0:0]
+		for i, t := range left {
+			if fds[i].Revents == 0 {
+				next = append(next, t)
+			}
+		}
+		left = next
+	}
+	return left
+}

@@ -1,0 +1,187 @@
+package mcpwire
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/capbridge/capbridge/internal/leakcheck"
+	"github.com/capbridge/capbridge/internal/mcptest"
+)
+
+// subreapEnv re-runs TestSubreapSweep's body in a subprocess of the test
+// binary: PR_SET_CHILD_SUBREAPER is process-wide and cannot be undone
+// for the rest of a test run.
+const subreapEnv = "MCPWIRE_TEST_SUBREAP"
+
+// escapee is the scenario of a server whose grandchild leaves the
+// process group and session, ignores SIGTERM and never reads stdin.
+var escapee = mcptest.Scenario{Grandchild: true, GrandchildSetsid: true}
+
+// startEscapee starts escapee and returns the client, the grandchild's
+// pid and a pidfd on it (the caller closes it), checking that it did
+// escape the group.
+func startEscapee(t *testing.T, sweep bool) (*Client, int, int) {
+	t.Helper()
+	cmd := testCommand(escapee)
+	cmd.SweepDescendants = sweep
+	c, err := Start(context.Background(), cmd, Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The grandchild's pid is on the server's stderr, written before it
+	// serves; nothing signals the drainer's progress, so poll it, bounded.
+	var gpid int
+	for deadline := time.Now().Add(waitFor); ; {
+		_, after, ok := strings.Cut(string(c.StderrTail()), "grandchild pid ")
+		if f := strings.Fields(after); ok && len(f) > 0 {
+			if gpid, err = strconv.Atoi(f[0]); err == nil {
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no grandchild pid in the stderr tail %q", c.StderrTail())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	fd, err := unix.PidfdOpen(gpid, 0)
+	if err != nil {
+		t.Fatalf("pidfd on the grandchild %d: %v", gpid, err)
+	}
+	sid, err1 := unix.Getsid(gpid)
+	pgid, err2 := unix.Getpgid(gpid)
+	if err1 != nil || err2 != nil || sid != gpid || pgid == c.Pid() {
+		t.Fatalf("grandchild %d: sid %d pgid %d (%v, %v); want a session of its own, outside group %d", gpid, sid, pgid, err1, err2, c.Pid())
+	}
+	return c, gpid, fd
+}
+
+// exited reports whether the process behind pidfd has exited, without
+// waiting.
+func exited(t *testing.T, pidfd int) bool {
+	t.Helper()
+	fds := []unix.PollFd{{Fd: int32(pidfd), Events: unix.POLLIN}}
+	n, err := unix.Poll(fds, 0)
+	if err != nil {
+		t.Fatalf("poll pidfd: %v", err)
+	}
+	return n == 1
+}
+
+// TestChildSweep: a clean Close leaves no escaped grandchild behind when
+// the sweep is on, and (the control) leaves it running when it is off.
+func TestChildSweep(t *testing.T) {
+	t.Run("off", func(t *testing.T) {
+		defer leakcheck.Check(t)()
+		c, gpid, fd := startEscapee(t, false)
+		defer unix.Close(fd)
+		closeClean(t, c)
+		if exited(t, fd) {
+			t.Fatalf("grandchild %d ended without a sweep; the scenario does not escape", gpid)
+		}
+		if err := unix.PidfdSendSignal(fd, unix.SIGKILL, nil, 0); err != nil {
+			t.Fatal(err)
+		}
+	})
+	t.Run("on", func(t *testing.T) {
+		defer leakcheck.Check(t)()
+		c, gpid, fd := startEscapee(t, true)
+		defer unix.Close(fd)
+		ex, err := c.Close()
+		if err != nil || ex.How != ExitedOnEOF || ex.Code != 0 {
+			t.Errorf("close: %+v, %v; want a clean exit after stdin closed", ex, err)
+		}
+		// Close returns after the sweep, so the grandchild has exited by
+		// now: no waiting.
+		if !exited(t, fd) {
+			t.Fatalf("grandchild %d still runs after Close", gpid)
+		}
+		if ex.Took >= mcptest.GrandchildLife {
+			t.Errorf("shutdown took %v, as long as the grandchild lives", ex.Took)
+		}
+	})
+}
+
+// TestSubreapSweep: in a subreaper, the escaped grandchild becomes our
+// child when the server exits, and the sweep both kills and reaps it, so
+// its pid is gone from /proc (not a zombie) when Close returns; an
+// orphan that dies while nobody retires anything is reaped too.
+func TestSubreapSweep(t *testing.T) {
+	if os.Getenv(subreapEnv) == "" {
+		exe, err := os.Executable()
+		if err != nil {
+			t.Fatal(err)
+		}
+		cmd := exec.Command(exe, "-test.run=^TestSubreapSweep$", "-test.v")
+		cmd.Env = append(os.Environ(), subreapEnv+"=1", "GORACE="+strings.TrimSpace(os.Getenv("GORACE")+" atexit_sleep_ms=0"))
+		out, err := cmd.CombinedOutput()
+		if err != nil || !strings.Contains(string(out), "--- PASS: TestSubreapSweep") {
+			t.Fatalf("subprocess: %v\n%s", err, out)
+		}
+		return
+	}
+	if err := Subreap(); err != nil {
+		t.Fatal(err)
+	}
+	// After Subreap, whose reaper goroutine lives for the process, and
+	// after the runtime's poller exists (a pipe creates it, for good),
+	// which a fresh process has yet to start.
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Close()
+	w.Close()
+	defer leakcheck.Check(t)()
+	self := os.Getpid()
+
+	c, gpid, fd := startEscapee(t, true)
+	defer unix.Close(fd)
+	if _, err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if !exited(t, fd) {
+		t.Fatalf("grandchild %d still runs after Close", gpid)
+	}
+	if st, ok := readStat(gpid); ok {
+		t.Fatalf("grandchild %d left in /proc (state %c, parent %d); want it reaped", gpid, st.state, st.ppid)
+	}
+
+	// The orphan reaper: the server dies on its own and nothing retires
+	// it yet; its escaped grandchild, now our child, is killed by hand and
+	// must be reaped on its SIGCHLD.
+	c, gpid, fd2 := startEscapee(t, true)
+	defer unix.Close(fd2)
+	// SIGKILL, not the crash tool: the client sees the death only once
+	// stdout ends, which the grandchild delays; the reap is what
+	// reparents the grandchild. The leader is unreaped, so its pid is
+	// still its own.
+	if err := unix.Kill(c.Pid(), unix.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	<-c.conn.(*childConn).exited
+	if st, ok := readStat(gpid); !ok || st.ppid != self {
+		t.Fatalf("orphaned grandchild %d: %+v, %v; want it reparented to us (%d)", gpid, st, ok, self)
+	}
+	if err := unix.PidfdSendSignal(fd2, unix.SIGKILL, nil, 0); err != nil {
+		t.Fatal(err)
+	}
+	// Nothing signals the reaper's pass to a test: poll /proc, bounded.
+	for deadline := time.Now().Add(waitFor); ; time.Sleep(10 * time.Millisecond) {
+		if _, ok := readStat(gpid); !ok {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("orphan %d never reaped", gpid)
+		}
+	}
+	if _, err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
