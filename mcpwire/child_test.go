@@ -274,8 +274,6 @@ func TestChildDeath(t *testing.T) {
 	}{
 		{name: "crash", tool: "crash", reason: ErrExited, reasonText: "exit status 1", stderr: "crashing in the middle of call", how: ExitedBefore},
 		{name: "kill", tool: "kill", reason: ErrExited, reasonText: "signal: killed", stderr: "killing myself", how: ExitedBefore},
-		{name: "line too long", tool: "long_line", args: `{"bytes":70000}`, cfg: Config{MaxLineBytes: 65536}, reason: ErrProtocol, reasonText: "longer than 65536", how: ExitedOnEOF},
-		{name: "bad utf8", tool: "bad_utf8", reason: ErrProtocol, reasonText: "invalid UTF-8", how: ExitedOnEOF},
 		{name: "noise bound", tool: "noise", args: `{"lines":20}`, cfg: Config{MaxStrayLines: 10}, reason: ErrNoise, how: ExitedOnEOF},
 		{name: "ignores sigterm", tool: "crash", sc: mcptest.Scenario{IgnoreSIGTERM: true}, reason: ErrExited, how: ExitedBefore},
 	} {

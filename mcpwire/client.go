@@ -629,10 +629,17 @@ func (c *Client) handleLine(line []byte, m *mcpproto.Message) {
 
 func (c *Client) handleMessage(line []byte, m *mcpproto.Message) {
 	if err := mcpproto.DecodeMessage(line, m); err != nil {
-		// A broken envelope whose id we can read fails that one call
-		// (e.g. both "result" and "error"); the connection survives.
-		if m.HasID && m.ID.IsInt {
-			c.settle(m.ID.Int, nil, err)
+		// A broken line whose id we can read fails that one call: a
+		// faulty envelope (e.g. both "result" and "error") has its id
+		// decoded; a line that is not valid JSON at all (NaN, too deep,
+		// a late syntax error) has it peeked. The connection survives.
+		id, ok := m.ID.Int, m.HasID && m.ID.IsInt
+		var mf *mcpproto.MessageFault
+		if !ok && errors.As(err, &mf) && !mf.JSON {
+			id, ok = mcpproto.PeekResponseID(line)
+		}
+		if ok && c.failCall(id, line, err) {
+			return
 		}
 		c.stray(line, err)
 		return
@@ -736,6 +743,30 @@ func (c *Client) progress(params []byte) {
 		}
 	}
 	c.mu.Unlock()
+}
+
+// badLine handles a line the framer refused (over the cap, or not
+// UTF-8): it fails the call it answers when its id can be peeked, and is
+// stray output otherwise. Of a line over the cap only its prefix is
+// here, and only those bytes count against MaxStrayBytes: the rest was
+// skipped unread, so one long line costs a stray line, not the server.
+func (c *Client) badLine(line []byte, ff *mcpproto.FramingFault) {
+	if id, ok := mcpproto.PeekResponseID(line); ok && c.failCall(id, line, ff) {
+		return
+	}
+	c.stray(line, ff)
+}
+
+// failCall fails call id, if it is in flight, with a
+// *MalformedResultError for fault; the line is then accounted for, not
+// stray output.
+func (c *Client) failCall(id int64, line []byte, fault error) bool {
+	err := malformed(id, fault)
+	if !c.settle(id, nil, err) {
+		return false
+	}
+	c.log.Warn().Err(err).Str("line", preview(line)).Msg("mcpwire: malformed response failed its call")
+	return true
 }
 
 // stray counts and logs a line that is not a usable JSON-RPC message;

@@ -44,7 +44,55 @@ var (
 	// ErrNoise: the server wrote more non-JSON-RPC lines (or bytes) to
 	// stdout than the configured bound; it is declared dead.
 	ErrNoise = errors.New("mcpwire: too much noise on server stdout")
+	// ErrMalformed: the response line for a call could not be used (see
+	// MalformedResultError); the call failed, the connection lives on.
+	ErrMalformed = errors.New("mcpwire: malformed response")
 )
+
+// MalformedResultError fails the one call whose response line was
+// unusable: its id was readable but the line was not (invalid JSON,
+// NaN, nesting past the depth bound, bytes that are not UTF-8, a line
+// over the cap, or a faulty envelope). It matches ErrMalformed and, via
+// the fault it wraps, ErrProtocol.
+type MalformedResultError struct {
+	ID     int64  // the call's request id
+	Offset int    // byte offset in the line where it went wrong
+	Reason string // what was wrong, in a few words
+	// Err is the fault: a *mcpproto.FramingFault or *mcpproto.MessageFault.
+	Err error
+}
+
+func (e *MalformedResultError) Error() string {
+	return "mcpwire: malformed response to request " + strconv.FormatInt(e.ID, 10) + " at byte " + strconv.Itoa(e.Offset) + ": " + e.Reason
+}
+
+// Is makes every MalformedResultError match ErrMalformed.
+func (e *MalformedResultError) Is(target error) bool { return target == ErrMalformed }
+
+// Unwrap exposes the fault (and so ErrProtocol).
+func (e *MalformedResultError) Unwrap() error { return e.Err }
+
+// malformed builds the error for call id from the fault that made its
+// line unusable.
+func malformed(id int64, fault error) *MalformedResultError {
+	e := &MalformedResultError{ID: id, Err: fault}
+	var ff *mcpproto.FramingFault
+	var mf *mcpproto.MessageFault
+	switch {
+	case errors.As(fault, &ff):
+		e.Offset = ff.Offset
+		if ff.Kind == mcpproto.LineTooLong {
+			e.Reason = "line of " + strconv.Itoa(ff.Length) + " bytes is longer than " + strconv.Itoa(ff.Limit)
+		} else {
+			e.Reason = "invalid UTF-8"
+		}
+	case errors.As(fault, &mf):
+		e.Offset, e.Reason = mf.Offset, mf.Reason
+	default:
+		e.Reason = fault.Error()
+	}
+	return e
+}
 
 // VersionError refuses a negotiated protocol revision outside the ones
 // this client speaks, naming what we asked for and what we were offered.

@@ -77,9 +77,8 @@ func (r *readState) init(maxLine int) {
 
 // Outcomes of readChunk.
 const (
-	readMore     = iota // keep reading
-	readEnded           // the stream ended and the client is dead: let go
-	readDraining        // a framing fault: a drainer holds the reading side now
+	readMore  = iota // keep reading
+	readEnded        // the stream ended and the client is dead: let go
 )
 
 // readChunk performs one Read and handles every complete line it
@@ -91,9 +90,8 @@ func (c *Client) readChunk() int {
 		for {
 			line, ferr := c.rs.fr.Next()
 			if ferr != nil {
-				c.die(ferr)
-				go c.drain()
-				return readDraining
+				c.badLine(line, ferr)
+				continue
 			}
 			if line == nil {
 				break
@@ -140,11 +138,8 @@ func (c *Client) lead(ctx context.Context, cl *call) error {
 			}
 			c.leadDeadlineLocked(now, cl)
 			c.mu.Unlock()
-			switch c.readChunk() {
-			case readMore:
+			if c.readChunk() == readMore {
 				continue
-			case readDraining:
-				return nil // died: cl is settled
 			}
 			c.mu.Lock()
 		}
@@ -182,10 +177,7 @@ func (c *Client) idleRead() {
 // deadlines, until the stream ends.
 func (c *Client) readIdle() {
 	for {
-		switch c.readChunk() {
-		case readDraining:
-			return
-		case readEnded:
+		if c.readChunk() == readEnded {
 			c.mu.Lock()
 			c.releaseLocked()
 			c.mu.Unlock()
@@ -202,26 +194,6 @@ func (c *Client) readIdle() {
 		c.mu.Unlock()
 		return
 	}
-}
-
-// drain keeps reading (and discarding) after a framing fault so the
-// server never blocks on a full stdout pipe while shutdown runs; it ends
-// when shutdown closes the stream, and then lets go of the reading side.
-func (c *Client) drain() {
-	c.mu.Lock()
-	c.leader = nil
-	if c.rconn != nil {
-		c.setReadDeadlineLocked(time.Time{})
-	}
-	c.mu.Unlock()
-	for {
-		if _, err := c.conn.Read(c.rs.buf); err != nil && !errors.Is(err, os.ErrDeadlineExceeded) {
-			break
-		}
-	}
-	c.mu.Lock()
-	c.releaseLocked()
-	c.mu.Unlock()
 }
 
 func (c *Client) onEOF() {

@@ -46,19 +46,21 @@ func (e *ProtocolFault) Error() string {
 // Is makes every ProtocolFault match ErrProtocol.
 func (e *ProtocolFault) Is(target error) bool { return target == ErrProtocol }
 
-// FramingFault is a broken stdout stream: a line over the cap or bytes
-// that are not UTF-8. It is always fatal to the connection.
+// FramingFault is one stdout line that breaks the stdio rule: longer
+// than the cap, or holding bytes that are not UTF-8. It costs that line
+// (and the call it answers, when its id can be read), never the stream.
 type FramingFault struct {
 	Kind   FramingKind
 	Limit  int // the line cap, for LineTooLong
-	Offset int // bytes into the offending line
+	Offset int // bytes into the line: the first bad byte, or the cap for LineTooLong
+	Length int // for LineTooLong, the line's bytes before its '\n' (a '\r' included)
 }
 
 // FramingKind classifies a FramingFault.
 type FramingKind uint8
 
 const (
-	// LineTooLong: a complete or still pending line exceeded the cap.
+	// LineTooLong: a line exceeded the cap.
 	LineTooLong FramingKind = iota + 1
 	// InvalidUTF8: a line held bytes that are not UTF-8.
 	InvalidUTF8
@@ -66,7 +68,7 @@ const (
 
 func (e *FramingFault) Error() string {
 	if e.Kind == LineTooLong {
-		return "mcpwire: stdout line longer than " + strconv.Itoa(e.Limit) + " bytes"
+		return "mcpwire: stdout line of " + strconv.Itoa(e.Length) + " bytes is longer than " + strconv.Itoa(e.Limit)
 	}
 	return "mcpwire: invalid UTF-8 on stdout at byte " + strconv.Itoa(e.Offset) + " of a line"
 }

@@ -2,14 +2,16 @@ package mcpproto
 
 import (
 	"bytes"
-	"errors"
+	"fmt"
 	"strings"
 	"testing"
+	"unicode/utf8"
 )
 
 // frameAll feeds input to a fresh framer in the given chunk sizes
-// (cycled) and collects the lines and the fault.
-func frameAll(max int, input []byte, sizes []int) ([]string, error) {
+// (cycled) and collects the lines, each refused line rendered as
+// "!KIND@OFFSET/LENGTH:PREFIX".
+func frameAll(max int, input []byte, sizes []int) []string {
 	f := NewFramer(max)
 	var lines []string
 	for k := 0; len(input) > 0; k++ {
@@ -21,9 +23,10 @@ func frameAll(max int, input []byte, sizes []int) ([]string, error) {
 		input = input[n:]
 		f.Push(chunk)
 		for {
-			line, err := f.Next()
-			if err != nil {
-				return lines, err
+			line, ff := f.Next()
+			if ff != nil {
+				lines = append(lines, fmt.Sprintf("!%d@%d/%d:%s", ff.Kind, ff.Offset, ff.Length, line))
+				continue
 			}
 			if line == nil {
 				break
@@ -31,7 +34,7 @@ func frameAll(max int, input []byte, sizes []int) ([]string, error) {
 			lines = append(lines, string(line))
 		}
 	}
-	return lines, nil
+	return lines
 }
 
 var framerTests = []struct {
@@ -39,7 +42,6 @@ var framerTests = []struct {
 	max   int
 	in    string
 	lines []string
-	fault FramingKind
 }{
 	{name: "two lines", max: 100, in: "a\nbc\n", lines: []string{"a", "bc"}},
 	{name: "crlf", max: 100, in: "a\r\nb\r\n", lines: []string{"a", "b"}},
@@ -47,27 +49,23 @@ var framerTests = []struct {
 	{name: "empty lines", max: 100, in: "\n\n", lines: []string{"", ""}},
 	{name: "exactly at cap", max: 3, in: "abc\n", lines: []string{"abc"}},
 	{name: "at cap with cr", max: 3, in: "abc\r\n", lines: []string{"abc"}},
-	{name: "over cap", max: 3, in: "abcd\n", fault: LineTooLong},
-	{name: "pending over cap", max: 3, in: "ok\nabcde", lines: []string{"ok"}, fault: LineTooLong},
+	{name: "over cap", max: 3, in: "abcd\nok\n", lines: []string{"!1@3/4:abc", "ok"}},
+	{name: "over cap with cr", max: 3, in: "abcd\r\nok\n", lines: []string{"!1@3/5:abc", "ok"}},
+	{name: "pending over cap", max: 3, in: "ok\nabcde", lines: []string{"ok"}},
+	{name: "long line skipped", max: 3, in: "ok\nabcdefghij\nyes\n", lines: []string{"ok", "!1@3/10:abc", "yes"}},
 	{name: "utf8 ok", max: 100, in: "héllo €\n", lines: []string{"héllo €"}},
-	{name: "invalid utf8", max: 100, in: "a\nb\xffc\n", lines: []string{"a"}, fault: InvalidUTF8},
-	{name: "invalid utf8 pending", max: 100, in: "b\xff", fault: InvalidUTF8},
-	{name: "truncated rune before newline", max: 100, in: "b\xe2\x82\n", fault: InvalidUTF8},
-	{name: "surrogate encoded", max: 100, in: "\xed\xa0\x80\n", fault: InvalidUTF8},
+	{name: "invalid utf8", max: 100, in: "a\nb\xffc\nd\n", lines: []string{"a", "!2@1/0:b\xffc", "d"}},
+	{name: "invalid utf8 pending", max: 100, in: "b\xff", lines: nil},
+	{name: "truncated rune before newline", max: 100, in: "b\xe2\x82\n", lines: []string{"!2@1/0:b\xe2\x82"}},
+	{name: "surrogate encoded", max: 100, in: "\xed\xa0\x80\n", lines: []string{"!2@0/0:\xed\xa0\x80"}},
+	{name: "first bad byte wins", max: 100, in: "ab\xffc\xfe\n", lines: []string{"!2@2/0:ab\xffc\xfe"}},
+	{name: "long and bad", max: 4, in: "\xff2345\nok\n", lines: []string{"!1@4/5:\xff234", "ok"}},
 }
 
 func TestFramer(t *testing.T) {
 	for _, tt := range framerTests {
 		for _, sizes := range [][]int{nil, {0}, {1, 2}, {2, 0, 4}} {
-			lines, err := frameAll(tt.max, []byte(tt.in), sizes)
-			var ff *FramingFault
-			if tt.fault != 0 {
-				if !errors.As(err, &ff) || ff.Kind != tt.fault {
-					t.Errorf("%s %v: err = %v, want kind %d", tt.name, sizes, err, tt.fault)
-				}
-			} else if err != nil {
-				t.Errorf("%s %v: %v", tt.name, sizes, err)
-			}
+			lines := frameAll(tt.max, []byte(tt.in), sizes)
 			if strings.Join(lines, "|") != strings.Join(tt.lines, "|") || len(lines) != len(tt.lines) {
 				t.Errorf("%s %v: lines = %q, want %q", tt.name, sizes, lines, tt.lines)
 			}
@@ -75,14 +73,37 @@ func TestFramer(t *testing.T) {
 	}
 }
 
-func TestFramerFaultIsSticky(t *testing.T) {
-	f := NewFramer(2)
-	f.Push([]byte("abc"))
-	_, err1 := f.Next()
-	f.Push([]byte("\nok\n"))
-	_, err2 := f.Next()
-	if err1 == nil || err1 != err2 {
-		t.Fatalf("fault not sticky: %v then %v", err1, err2)
+// TestFramerSkipsLongLineInBoundedMemory pins that a line far over the
+// cap is not buffered: only its prefix is kept, and the big pending
+// buffer is let go.
+func TestFramerSkipsLongLineInBoundedMemory(t *testing.T) {
+	const max = 64 << 10
+	f := NewFramer(max)
+	head := `{"jsonrpc":"2.0","id":7,"result":"`
+	f.Push([]byte(head))
+	if l, ff := f.Next(); l != nil || ff != nil {
+		t.Fatalf("got %q %v before the line ended", l, ff)
+	}
+	pad := bytes.Repeat([]byte{'x'}, 32<<10)
+	for range 1024 { // 32 MiB
+		f.Push(pad)
+		if l, ff := f.Next(); l != nil || ff != nil {
+			t.Fatalf("got %q %v before the line ended", l, ff)
+		}
+		if f.Buffered() > max+1 || cap(f.pending) > 2*max {
+			t.Fatalf("framer holds %d bytes (cap %d) of a skipped line", f.Buffered(), cap(f.pending))
+		}
+	}
+	f.Push([]byte("\"}\nnext\n"))
+	l, ff := f.Next()
+	if ff == nil || ff.Kind != LineTooLong || ff.Length != len(head)+1024*len(pad)+2 || len(l) != PrefixBytes || !bytes.HasPrefix(l, []byte(head)) {
+		t.Fatalf("long line: %q %+v", l[:min(len(l), 64)], ff)
+	}
+	if cap(f.pending) > PrefixBytes {
+		t.Fatalf("pending buffer of %d bytes kept after a skipped line", cap(f.pending))
+	}
+	if l, ff := f.Next(); string(l) != "next" || ff != nil {
+		t.Fatalf("next line: %q %v", l, ff)
 	}
 }
 
@@ -106,31 +127,37 @@ func FuzzFramer(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, in, cuts []byte, max uint8) {
 		m := int(max%64) + 1
-		whole, werr := frameAll(m, in, nil)
+		whole := frameAll(m, in, nil)
 		sizes := make([]int, len(cuts))
 		for i, c := range cuts {
 			sizes[i] = int(c)
 		}
-		parts, perr := frameAll(m, in, sizes)
-		// Lines before a fault are emitted in order whatever the
-		// chunking, so the line lists must be identical; which kind of
-		// fault is reported may differ when a line has several.
+		parts := frameAll(m, in, sizes)
+		// Lines, refused ones with their kind, offset and prefix, are
+		// emitted in order whatever the chunking.
 		if strings.Join(whole, "\x00") != strings.Join(parts, "\x00") || len(whole) != len(parts) {
-			t.Fatalf("lines differ: whole %q (%v) chunked %q (%v)", whole, werr, parts, perr)
+			t.Fatalf("lines differ: whole %q chunked %q", whole, parts)
 		}
-		if (werr == nil) != (perr == nil) {
-			t.Fatalf("verdicts differ: whole %v chunked %v", werr, perr)
+		naive := bytes.Split(in, []byte("\n"))
+		naive = naive[:len(naive)-1] // the last piece is pending
+		if len(naive) != len(whole) {
+			t.Fatalf("naive %d lines, framer %d", len(naive), len(whole))
 		}
-		if werr == nil {
-			naive := bytes.Split(in, []byte("\n"))
-			naive = naive[:len(naive)-1] // the last piece is pending
-			if len(naive) != len(whole) {
-				t.Fatalf("naive %d lines, framer %d", len(naive), len(whole))
-			}
-			for i, l := range naive {
-				if string(bytes.TrimSuffix(l, []byte("\r"))) != whole[i] {
-					t.Fatalf("line %d: naive %q framer %q", i, l, whole[i])
+		for i, l := range naive {
+			raw := len(l)
+			l = bytes.TrimSuffix(l, []byte("\r"))
+			switch {
+			case len(l) > m:
+				want := fmt.Sprintf("!%d@%d/%d:%s", LineTooLong, m, raw, l[:min(m, PrefixBytes)])
+				if whole[i] != want {
+					t.Fatalf("line %d: %q, want %q", i, whole[i], want)
 				}
+			case !utf8.Valid(l):
+				if !strings.HasPrefix(whole[i], fmt.Sprintf("!%d@", InvalidUTF8)) || !strings.HasSuffix(whole[i], ":"+string(l)) {
+					t.Fatalf("line %d: %q, want an InvalidUTF8 fault for %q", i, whole[i], l)
+				}
+			case string(l) != whole[i]:
+				t.Fatalf("line %d: naive %q framer %q", i, l, whole[i])
 			}
 		}
 	})

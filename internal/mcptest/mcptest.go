@@ -11,8 +11,9 @@
 //
 // A [Scenario] declares the tool listing and the process-level faults;
 // the default catalogue of tools (echo, add, fail, slow, hang, crash, kill,
-// content, progress, noise, long_line, bad_utf8, server_request, notify,
-// unknown_id, duplicate_id, result_and_error, string_id, stderr) turns
+// content, progress, noise, long_line, bad_utf8, nan_result, deep_result,
+// server_request, notify, unknown_id, duplicate_id, result_and_error,
+// string_id, stderr) turns
 // every per-call fault into a tool the client calls by name. One more
 // tool, cancellations, reports the notifications/cancelled the server has
 // received (each also logged on stderr), so a test can check that its

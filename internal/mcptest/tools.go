@@ -44,6 +44,9 @@ var catalogue = []tool{
 	{"long_line", "Answers with a valid response line of at least bytes bytes.",
 		`{"type":"object","properties":{"bytes":{"type":"integer","minimum":0}},"required":["bytes"]}`, (*server).longLine},
 	{"bad_utf8", "Answers with a line holding invalid UTF-8 inside a JSON string.", noArgs, (*server).badUTF8},
+	{"nan_result", "Answers with NaN and Infinity in structuredContent, as Python's json.dumps writes them by default.", noArgs, (*server).nanResult},
+	{"deep_result", "Answers with structuredContent nested depth arrays deep.",
+		`{"type":"object","properties":{"depth":{"type":"integer","minimum":0}},"required":["depth"]}`, (*server).deepResult},
 	{"server_request", "Sends the request method to the client, waits for its response, and answers the raw response line.",
 		`{"type":"object","properties":{"method":{"type":"string"},"id_kind":{"type":"string","enum":["int","string"]}},"required":["method"]}`, (*server).serverRequest},
 	{"notify", "Sends the notification method, then answers ok.",
@@ -332,6 +335,32 @@ func (s *server) badUTF8(c *call) {
 	// \xff and \xfe never occur in UTF-8; json.Marshal would replace them
 	// with U+FFFD, so this line is written by hand.
 	line := fmt.Appendf(nil, `{"jsonrpc":"2.0","id":%s,"result":{"content":[{"type":"text","text":"bad `+"\xff\xfe"+` utf8"}]}}`, c.id)
+	s.writeLine(line)
+}
+
+func (s *server) nanResult(c *call) {
+	// NaN and Infinity are not JSON; json.Marshal refuses them, so the
+	// line is written by hand.
+	line := fmt.Appendf(nil, `{"jsonrpc":"2.0","id":%s,"result":{"content":[{"type":"text","text":"nan"}],"structuredContent":{"x":NaN,"y":[Infinity,-Infinity]}}}`, c.id)
+	s.writeLine(line)
+}
+
+// maxDeepResult bounds deep_result's depth (two bytes a level).
+const maxDeepResult = 1 << 20
+
+func (s *server) deepResult(c *call) {
+	var a struct{ Depth *int64 }
+	if !s.decodeArgs(c, &a) {
+		return
+	}
+	n, ok := s.intArg(c, "depth", a.Depth, true, maxDeepResult)
+	if !ok {
+		return
+	}
+	line := fmt.Appendf(nil, `{"jsonrpc":"2.0","id":%s,"result":{"content":[{"type":"text","text":"deep"}],"structuredContent":{"deep":`, c.id)
+	line = append(line, bytes.Repeat([]byte{'['}, int(n))...)
+	line = append(line, bytes.Repeat([]byte{']'}, int(n))...)
+	line = append(line, "}}}"...)
 	s.writeLine(line)
 }
 
