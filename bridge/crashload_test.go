@@ -17,7 +17,9 @@ import (
 // comes back each time, and echo works on every connection afterwards
 // with no stray reply left over. Each worker has a connection of its own
 // and waits for each reply before the next call, so a second reply to
-// any call shows up as the wrong frame at the next receive.
+// any call shows up as the wrong frame at the next receive. A worker
+// refused waits for the restart before its next call, so the crash calls
+// keep reaching a live server and it dies and restarts many times.
 func TestCrashEveryNUnderLoad(t *testing.T) {
 	defer leakcheck.Check(t)()
 	const workers, calls, every = 4, 24, 8
@@ -31,6 +33,7 @@ func TestCrashEveryNUnderLoad(t *testing.T) {
 		conns[i] = mustDialWire(t, tb.CallSocket(), token)
 	}
 
+	srv := tb.servers["s"]
 	start := time.Now()
 	var mu sync.Mutex
 	results, denied := 0, 0
@@ -44,6 +47,9 @@ func TestCrashEveryNUnderLoad(t *testing.T) {
 				if id%every == 0 {
 					tool, args = "crash", map[string]any{}
 				}
+				// The process the call may meet: a denial waits for
+				// a different one to be ready.
+				pid := srv.status().PID
 				if err := w.call(id, "s", tool, args, 0); err != nil {
 					errs <- fmt.Errorf("worker %d call %d: %w", i, id, err)
 					return
@@ -70,6 +76,16 @@ func TestCrashEveryNUnderLoad(t *testing.T) {
 					mu.Lock()
 					denied++
 					mu.Unlock()
+					// Wait for the restart before going on, so the
+					// load meets a live server again and the next crash
+					// call crashes it rather than being refused. The
+					// replacement is told by its pid: the denial of a
+					// call that met a death can reach the caller before
+					// the supervisor has marked the server dead.
+					if err := waitReady(srv, pid); err != nil {
+						errs <- fmt.Errorf("worker %d after call %d: %w", i, id, err)
+						return
+					}
 				default:
 					errs <- fmt.Errorf("worker %d call %d (%s): %T %+v", i, id, tool, m, m)
 					return
@@ -87,11 +103,13 @@ func TestCrashEveryNUnderLoad(t *testing.T) {
 	}
 	crashes := workers * calls / every
 	t.Logf("%d calls in %v: %d results, %d denied, %d crash calls", workers*calls, time.Since(start), results, denied, crashes)
+	if st := srv.status(); st.Restarts < 2 {
+		t.Errorf("%d restarts under a load of %d crash calls, want several", st.Restarts, crashes)
+	}
 	if denied < crashes {
 		t.Errorf("%d denials, want at least one per crash call (%d)", denied, crashes)
 	}
 
-	srv := tb.servers["s"]
 	eventually(t, "the server ready again after restarts", func() bool {
 		st := srv.status()
 		return State(st.State) == StateReady && st.Restarts >= 1
@@ -110,4 +128,23 @@ func TestCrashEveryNUnderLoad(t *testing.T) {
 	}
 	t.Logf("restarts: %d", srv.status().Restarts)
 	tb.shutdown()
+}
+
+// waitReady waits until srv is ready in a process other than old (0:
+// any), for a worker goroutine, which may
+// not fail the test itself. The state has no channel to wait on, so it
+// is checked often; backstop bounds the wait.
+func waitReady(srv *server, old int) error {
+	tick := time.NewTicker(2 * time.Millisecond)
+	defer tick.Stop()
+	limit := time.NewTimer(backstop)
+	defer limit.Stop()
+	for st := srv.status(); State(st.State) != StateReady || st.PID == old; st = srv.status() {
+		select {
+		case <-tick.C:
+		case <-limit.C:
+			return fmt.Errorf("server not ready again after %v: %+v", backstop, srv.status())
+		}
+	}
+	return nil
 }
