@@ -35,6 +35,9 @@ func TestSlowBootDoesNotDelayOthers(t *testing.T) {
 	slow := mcptestServer("slow", mcptest.Scenario{})
 	slow.Args = append([]string{"-c", `read go < "$0" && exec "$@"`, fifo, slow.Command}, slow.Args...)
 	slow.Command = "/bin/sh"
+	// Its boot must not time out while the test holds it: only the
+	// backstops below bound the wait.
+	slow.StartupTimeout = 2 * backstop
 	fast := mcptestServer("fast", mcptest.Scenario{})
 
 	cfg := config.Defaults()
