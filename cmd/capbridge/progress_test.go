@@ -1,0 +1,73 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/capbridge/capbridge/bridge"
+	"github.com/capbridge/capbridge/bridge/config"
+)
+
+// syncBuffer is a bytes.Buffer safe for the bridge's goroutines.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// The progress lines serve writes on a terminal follow each server's
+// boot: starting, then ready with its tools, or failed with the reason.
+// A real bridge boots a server that fails (/bin/true exits before the
+// handshake) and reports through the hook as serve wires it; then each
+// state's line is checked as the hook formats it.
+func TestProgressLines(t *testing.T) {
+	var out syncBuffer
+	cfg := config.Defaults()
+	dir := shortTempDir(t)
+	cfg.Bridge.CallSocket, cfg.Bridge.ControlSocket = dir+"/call.sock", dir+"/control.sock"
+	bad := config.NewServer("broken", "/bin/true")
+	bad.Restart = config.RestartNever
+	cfg.Servers = []config.Server{bad}
+	b := bridge.New(bridge.Options{Config: cfg, Log: zerolog.Nop(), Audit: zerolog.Nop(), Progress: progressLines(&out)})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	outcomes := b.Boot(ctx)
+	if len(outcomes) != 1 || outcomes[0].State != bridge.StateFailed {
+		t.Fatalf("outcomes %+v, want broken failed", outcomes)
+	}
+	if err := b.Shutdown(0); err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	if len(lines) < 2 || lines[0] != "capbridge: broken: starting" || !strings.HasPrefix(lines[1], "capbridge: broken: failed: ") {
+		t.Fatalf("progress lines:\n%s\nwant starting, then failed with the reason", out.String())
+	}
+
+	// Each state's line, as the hook formats it.
+	var one bytes.Buffer
+	hook := progressLines(&one)
+	hook(bridge.Progress{Server: "s", State: bridge.StateReady, Tools: 6})
+	hook(bridge.Progress{Server: "s", State: bridge.StateBackoff, Reason: "died", Backoff: 2 * time.Second})
+	hook(bridge.Progress{Server: "s", State: bridge.StateDead, Reason: "exit status 1"})
+	want := "capbridge: s: ready, 6 tools\ncapbridge: s: backoff (died), next attempt in 2s\ncapbridge: s: dead: exit status 1\n"
+	if one.String() != want {
+		t.Errorf("lines:\n%s\nwant:\n%s", one.String(), want)
+	}
+}
