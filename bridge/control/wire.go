@@ -94,8 +94,7 @@ type ServerStatus struct {
 	PID        int    `msgpack:"pid,omitempty" json:"pid,omitempty"`
 	Reason     string `msgpack:"reason,omitempty" json:"reason,omitempty"`
 	Tools      int    `msgpack:"tools" json:"tools"`
-	Inflight   int64  `msgpack:"inflight" json:"inflight"` // abandoned included
-	Abandoned  int64  `msgpack:"abandoned" json:"abandoned"`
+	Inflight   int64  `msgpack:"inflight" json:"inflight"`
 	Queued     int64  `msgpack:"queued" json:"queued"`
 	Calls      int64  `msgpack:"calls" json:"calls"`
 	Errors     int64  `msgpack:"errors" json:"errors"`
