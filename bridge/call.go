@@ -137,8 +137,16 @@ func (b *Bridge) call(ctx context.Context, req callRequest) outcome {
 	// Zero would mean mcpwire's default: at least a millisecond is left.
 	idle, hard = max(idle-waited, time.Millisecond), max(hard-waited, time.Millisecond)
 	s.calls.Add(1)
-	res, err := t.client.CallTool(ctx, req.tool, args, mcpwire.CallOptions{IdleTimeout: idle, MaxTimeout: hard})
-	release()
+	// A call given up on after it reached the server keeps its slot
+	// (holdSlot) while the caller is answered at once.
+	var answered <-chan struct{}
+	res, err := t.client.CallTool(ctx, req.tool, args, mcpwire.CallOptions{IdleTimeout: idle, MaxTimeout: hard,
+		Abandoned: func(a <-chan struct{}) { answered = a }})
+	if answered != nil {
+		s.holdSlot(answered, release)
+	} else {
+		release()
+	}
 	var o outcome
 	if err != nil {
 		s.errs.Add(1)

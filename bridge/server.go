@@ -112,6 +112,9 @@ type server struct {
 	adm *shares
 
 	calls, errs atomic.Int64
+	// abandoned counts the slots held for calls given up on that the
+	// server has not answered yet (holdSlot).
+	abandoned atomic.Int64
 
 	metrics *serverSeries // set by newMetrics; nil records nothing
 }
@@ -300,6 +303,27 @@ func (s *server) admit(ctx context.Context, g *Grant, d time.Duration) (func(), 
 	return s.adm.admit(ctx, s.cfg.Name, g, d)
 }
 
+// holdSlot keeps an abandoned call's admission slot until the server
+// answers it (answered closes: its late reply, or the client's death or
+// close) or cancel_grace passes, whichever is first; then release. MCP
+// cancellation is advisory, so without this a caller that cancels and
+// retries could keep any number of operations running at a server that
+// max_inflight says runs a few. One goroutine per abandoned call (the
+// rare case), ending by cancel_grace at the latest.
+func (s *server) holdSlot(answered <-chan struct{}, release func()) {
+	s.abandoned.Add(1)
+	t := time.NewTimer(s.cfg.CancelGrace)
+	go func() {
+		defer t.Stop()
+		select {
+		case <-answered:
+		case <-t.C:
+		}
+		s.abandoned.Add(-1)
+		release()
+	}()
+}
+
 // retire stops the supervisor (an attempt in progress is abandoned, a
 // backoff wait ends) and shuts the live client down with mcpwire's
 // bounded sequence, returning its evidence. It is idempotent.
@@ -349,6 +373,7 @@ type serverStatus struct {
 	Reason        string `msgpack:"reason,omitempty"`
 	Tools         int    `msgpack:"tools"`
 	Inflight      int64  `msgpack:"inflight"`
+	Abandoned     int64  `msgpack:"abandoned"`
 	Queued        int64  `msgpack:"queued"`
 	Calls         int64  `msgpack:"calls"`
 	Errors        int64  `msgpack:"errors"`
@@ -370,7 +395,7 @@ func (s *server) status() serverStatus {
 func (s *server) statusLocked() serverStatus {
 	st := serverStatus{
 		Name: s.cfg.Name, State: string(s.state), Reason: s.reason,
-		Inflight: s.adm.inflight.Load(), Queued: s.adm.waiting.Load(), Calls: s.calls.Load(), Errors: s.errs.Load(),
+		Inflight: s.adm.inflight.Load(), Abandoned: s.abandoned.Load(), Queued: s.adm.waiting.Load(), Calls: s.calls.Load(), Errors: s.errs.Load(),
 		StderrTail: validTail(s.tail),
 		Restart:    string(s.cfg.Restart), Restarts: s.restarts.Load(), LastExit: s.lastExit,
 	}

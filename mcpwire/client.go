@@ -101,6 +101,17 @@ type CallOptions struct {
 	// MaxTimeout ends the call this long after it started, progress or
 	// not (the spec's "SHOULD always enforce a maximum timeout").
 	MaxTimeout time.Duration
+	// Abandoned, when set, is called (synchronously, before the call
+	// returns) if the call is given up after its request was written:
+	// the server got notifications/cancelled, but MCP cancellation is
+	// advisory and the server may still be working. answered is closed
+	// when the server's late response for the call arrives, when the
+	// client dies or is closed, or when the client stops tracking it:
+	// at most Config.MaxInFlight abandoned calls are remembered and the
+	// oldest is forgotten (its channel closed) beyond that. An owner that
+	// bounds a server's concurrent work keeps the call's slot until
+	// answered closes, with its own time limit.
+	Abandoned func(answered <-chan struct{})
 }
 
 // Client is an MCP client over one Conn. It is live from a successful
@@ -143,6 +154,13 @@ type Client struct {
 	calls  map[int64]*call
 	nextID int64
 	dead   *DeadError
+	// abandoned holds the calls given up after their request was
+	// written, each with the channel closed when the server's late
+	// reply arrives; at most Config.MaxInFlight, oldest first in
+	// abandonOrder (which may hold ids already answered, and is
+	// compacted past 2×MaxInFlight).
+	abandoned    map[int64]chan struct{}
+	abandonOrder []int64
 
 	// The reading side is a token too: reading says someone holds it
 	// (a waiting caller, leader, or the idle reader when leader is
@@ -225,7 +243,7 @@ func Connect(ctx context.Context, conn Conn, cfg Config) (*Client, error) {
 	cfg.defaults()
 	c := &Client{
 		conn: conn, cfg: cfg, log: zerolog.Nop(),
-		calls: make(map[int64]*call),
+		calls: make(map[int64]*call), abandoned: make(map[int64]chan struct{}),
 		deadc: make(chan struct{}), readerDone: make(chan struct{}),
 		shutdownDone: make(chan struct{}), toolsChanged: make(chan struct{}, 1),
 	}
@@ -449,12 +467,20 @@ func (c *Client) request(ctx context.Context, method string, params, args []byte
 	if why == nil {
 		return c.finish(cl, nil)
 	}
-	if c.take(id) != cl {
-		// The response (or death) won the race: honour it.
-		return c.finish(cl, nil)
+	if !cancellable {
+		if c.take(id) != cl {
+			// The response (or death) won the race: honour it.
+			return c.finish(cl, nil)
+		}
+		return c.finish(cl, fmt.Errorf("mcpwire: %s: %w", method, why))
 	}
-	if cancellable {
-		c.sendCancelled(id, why)
+	answered, ours := c.abandon(id, cl)
+	if !ours {
+		return c.finish(cl, nil) // the response (or death) won the race
+	}
+	c.sendCancelled(id, why)
+	if opt.Abandoned != nil {
+		opt.Abandoned(answered)
 	}
 	return c.finish(cl, fmt.Errorf("mcpwire: %s: %w", method, why))
 }
@@ -531,6 +557,64 @@ func (c *Client) take(id int64) *call {
 	return cl
 }
 
+// abandon is take for a waiter giving up on a written call: in the same
+// critical section it records id as abandoned, so a late reply cannot
+// slip between the two unseen. It reports false (and records nothing)
+// if the call was already settled. Past MaxInFlight entries the oldest
+// is forgotten and its channel closed; after death the channel is
+// closed at once.
+func (c *Client) abandon(id int64, cl *call) (<-chan struct{}, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.calls[id] != cl {
+		return nil, false
+	}
+	if cl.retired {
+		panic("mcpwire: call retired twice")
+	}
+	cl.retired = true
+	delete(c.calls, id)
+	c.electLocked()
+	ch := make(chan struct{})
+	if c.dead != nil {
+		close(ch)
+		return ch, true
+	}
+	for len(c.abandoned) >= c.cfg.MaxInFlight {
+		old := c.abandonOrder[0]
+		c.abandonOrder = c.abandonOrder[1:]
+		if och, ok := c.abandoned[old]; ok {
+			delete(c.abandoned, old)
+			close(och)
+		}
+	}
+	if len(c.abandonOrder) >= 2*c.cfg.MaxInFlight {
+		live := make([]int64, 0, len(c.abandoned)+1)
+		for _, a := range c.abandonOrder {
+			if _, ok := c.abandoned[a]; ok {
+				live = append(live, a)
+			}
+		}
+		c.abandonOrder = live
+	}
+	c.abandoned[id] = ch
+	c.abandonOrder = append(c.abandonOrder, id)
+	return ch, true
+}
+
+// answerAbandoned closes the answered channel of abandoned call id, if
+// it is one, reporting whether it was.
+func (c *Client) answerAbandoned(id int64) bool {
+	c.mu.Lock()
+	ch, ok := c.abandoned[id]
+	if ok {
+		delete(c.abandoned, id)
+		close(ch)
+	}
+	c.mu.Unlock()
+	return ok
+}
+
 // settle retires call id with its outcome and wakes its waiter; a reply
 // for no call in flight reports false.
 func (c *Client) settle(id int64, result []byte, err error) bool {
@@ -596,6 +680,11 @@ func (c *Client) die(reason error) {
 		delete(c.calls, id)
 		wake(cl)
 	}
+	for id, ch := range c.abandoned {
+		delete(c.abandoned, id)
+		close(ch)
+	}
+	c.abandonOrder = nil
 	c.idle.Stop()
 	c.idleArmed = false
 	c.electLocked()
@@ -664,12 +753,17 @@ func (c *Client) handleResponse(m *mcpproto.Message) {
 	} else {
 		res = bytes.Clone(m.Result)
 	}
-	if !m.ID.IsInt || !c.settle(m.ID.Int, res, err) {
-		// Unknown, already settled (a late reply after cancel or
-		// timeout, a duplicate) or not an id we mint (a string id):
-		// ignored, as the cancellation spec asks.
-		c.log.Debug().Bytes("id", m.ID.Raw).Msg("mcpwire: response for no call in flight dropped")
+	if m.ID.IsInt && c.settle(m.ID.Int, res, err) {
+		return
 	}
+	if m.ID.IsInt && c.answerAbandoned(m.ID.Int) {
+		c.log.Debug().Int64("id", m.ID.Int).Msg("mcpwire: late response for an abandoned call")
+		return
+	}
+	// Unknown, already settled (a duplicate, a late reply for a call
+	// no longer tracked) or not an id we mint (a string id): ignored,
+	// as the cancellation spec asks.
+	c.log.Debug().Bytes("id", m.ID.Raw).Msg("mcpwire: response for no call in flight dropped")
 }
 
 // handleServerRequest answers ping with {} and everything else with

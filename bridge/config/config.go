@@ -52,6 +52,7 @@
 //	restart_max      = "1m"                          # the longest wait; also the healthy run that resets it
 //	call_timeout     = "60s"                         # idle: progress renews it, up to max_call_timeout
 //	max_call_timeout = "10m"                         # the most a caller may ask for
+//	cancel_grace     = "5s"                          # a cancelled call keeps its slot until answered, this long at most
 //	max_inflight     = 32                            # concurrent calls sent to this server
 //	max_queue        = 64                            # calls waiting beyond that; more are "overloaded"
 //	max_inflight_per_grant = 16                      # one grant's share of max_inflight; default half, at least 1
@@ -135,8 +136,13 @@ type Server struct {
 	RestartMax     time.Duration
 	CallTimeout    time.Duration
 	MaxCallTimeout time.Duration
-	MaxInflight    int
-	MaxQueue       int
+	// CancelGrace is how long a call given up on (cancelled or timed
+	// out) keeps its max_inflight slot while the server has not
+	// answered it: MCP cancellation is advisory, so the server may
+	// still be running it.
+	CancelGrace time.Duration
+	MaxInflight int
+	MaxQueue    int
 	// One grant's share of MaxInflight and MaxQueue, so one program
 	// cannot take a server's every slot: by default half of each
 	// (MaxInflightPerGrant at least 1). InflightPerGrant and
@@ -224,6 +230,7 @@ const (
 	DefaultRestartMax     = time.Minute
 	DefaultCallTimeout    = 60 * time.Second
 	DefaultMaxCallTimeout = 10 * time.Minute
+	DefaultCancelGrace    = 5 * time.Second
 	DefaultMaxInflight    = 32
 	DefaultMaxQueue       = 64
 
@@ -291,6 +298,7 @@ func NewServer(name, command string) Server {
 		RestartMax:     DefaultRestartMax,
 		CallTimeout:    DefaultCallTimeout,
 		MaxCallTimeout: DefaultMaxCallTimeout,
+		CancelGrace:    DefaultCancelGrace,
 		MaxInflight:    DefaultMaxInflight,
 		MaxQueue:       DefaultMaxQueue,
 		// Half of each, as in a file that leaves them out.
@@ -541,6 +549,8 @@ func (r *reader) servers(t map[string]any) []Server {
 				r.duration(k2, v, &s.CallTimeout)
 			case "max_call_timeout":
 				r.duration(k2, v, &s.MaxCallTimeout)
+			case "cancel_grace":
+				r.duration(k2, v, &s.CancelGrace)
 			case "max_inflight":
 				r.count(k2, v, &s.MaxInflight)
 			case "max_queue":

@@ -113,7 +113,7 @@ func TestLoadFull(t *testing.T) {
 		Env:            map[string]string{"GITHUB_TOKEN": "t0k3n"},
 		InheritEnv:     []string{"PATH", "HOME"},
 		Cwd:            "/srv/github",
-		StartupTimeout: 90 * time.Second, CallTimeout: 30 * time.Second, MaxCallTimeout: 5 * time.Minute,
+		StartupTimeout: 90 * time.Second, CallTimeout: 30 * time.Second, MaxCallTimeout: 5 * time.Minute, CancelGrace: DefaultCancelGrace,
 		Restart: RestartAlways, RestartBackoff: 2 * time.Second, RestartMax: 30 * time.Second,
 		MaxInflight: 4, MaxQueue: 0, MaxInflightPerGrant: 3, MaxQueuePerGrant: 0,
 		ToolsAllow: []string{"create_issue", "list_issues"},

@@ -77,6 +77,7 @@ var serverSpec = []keySpec{
 	{name: "restart_max", kind: kindDuration, doc: `the longest wait between restarts, and how long a server must serve for the wait to start again from restart_backoff; default "1m"`},
 	{name: "call_timeout", kind: kindDuration, doc: `a call's idle deadline when the caller names none: each progress notification renews it, up to max_call_timeout; default "60s"`},
 	{name: "max_call_timeout", kind: kindDuration, doc: `the most a caller may ask for; default "10m"`},
+	{name: "cancel_grace", kind: kindDuration, doc: `how long a cancelled or timed-out call keeps its max_inflight slot while the server has not answered it (MCP cancellation is advisory); default "5s"`},
 	{name: "max_inflight", kind: kindCount, doc: "concurrent calls sent to this server; default 32"},
 	{name: "max_queue", kind: kindCountOrZero, doc: `calls waiting beyond max_inflight; more are "overloaded"; default 64`},
 	{name: "max_inflight_per_grant", kind: kindCount, doc: "one grant's share of max_inflight; default half of it, at least 1"},

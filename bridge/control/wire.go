@@ -94,7 +94,8 @@ type ServerStatus struct {
 	PID        int    `msgpack:"pid,omitempty" json:"pid,omitempty"`
 	Reason     string `msgpack:"reason,omitempty" json:"reason,omitempty"`
 	Tools      int    `msgpack:"tools" json:"tools"`
-	Inflight   int64  `msgpack:"inflight" json:"inflight"`
+	Inflight   int64  `msgpack:"inflight" json:"inflight"` // abandoned included
+	Abandoned  int64  `msgpack:"abandoned" json:"abandoned"`
 	Queued     int64  `msgpack:"queued" json:"queued"`
 	Calls      int64  `msgpack:"calls" json:"calls"`
 	Errors     int64  `msgpack:"errors" json:"errors"`

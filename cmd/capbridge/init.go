@@ -367,6 +367,7 @@ const initServerKeys = `
 # restart_max      = "1m"  # longest wait; serving this long resets it
 # call_timeout     = "60s" # idle: progress renews it, up to max_call_timeout
 # max_call_timeout = "10m" # the most a caller may ask for
+# cancel_grace     = "5s"  # a cancelled call keeps its slot until answered, this long at most
 # max_inflight     = 32    # concurrent calls sent to this server
 # max_queue        = 64    # calls waiting beyond that; more are refused "overloaded"
 # max_inflight_per_grant = 16 # one grant's share of max_inflight; default half, at least 1

@@ -164,8 +164,10 @@ func runProgram(t *testing.T, ctx context.Context, ctl *control.Client, dir stri
 	return out.String()
 }
 
-// waitInflight polls the control plane until server has n calls in
-// flight; ctx bounds the wait.
+// waitInflight polls the control plane until server has n calls running
+// for their callers; ctx bounds the wait. Abandoned calls are left out:
+// one another program cancelled still holds its slot for a while, and
+// must not be mistaken for the call this program has open.
 func waitInflight(t *testing.T, ctx context.Context, ctl *control.Client, server string, n int64) {
 	t.Helper()
 	for {
@@ -174,7 +176,7 @@ func waitInflight(t *testing.T, ctx context.Context, ctl *control.Client, server
 			t.Fatalf("status: %v", err)
 		}
 		for _, s := range st.Servers {
-			if s.Name == server && s.Inflight == n {
+			if s.Name == server && s.Inflight-s.Abandoned == n {
 				return
 			}
 		}

@@ -107,10 +107,10 @@ class Client:
                 await self._write(frame)
                 if timeout is None:
                     return await fut
-                try:
-                    return await asyncio.wait_for(fut, timeout)
-                except asyncio.TimeoutError:
-                    raise TimeoutError(f"capwire: call {server}/{tool} timed out after {timeout_ms} ms") from None
+                done, _ = await asyncio.wait((fut,), timeout=timeout)
+                if not done:
+                    raise TimeoutError(f"capwire: call {server}/{tool} timed out after {timeout_ms} ms")
+                return fut.result()
             finally:
                 # Still waiting (cancelled, timed out): tell capbridge to
                 # abandon the call; its late reply is dropped.
@@ -119,11 +119,21 @@ class Client:
 
     async def _write(self, frame: bytes) -> None:
         self._writer.write(frame)
+        # asyncio.wait, not wait_for: before Python 3.12, wait_for loses
+        # the caller's cancellation when the awaited step finishes in the
+        # same loop turn, and a cancelled call would wait for an answer
+        # that never comes.
+        drain = asyncio.ensure_future(self._writer.drain())
         try:
-            await asyncio.wait_for(self._writer.drain(), self._write_timeout)
-        except asyncio.TimeoutError:
+            done, _ = await asyncio.wait((drain,), timeout=self._write_timeout)
+        finally:
+            if not drain.done():
+                drain.cancel()
+        if not done:
             self._fail(f"writing: capbridge has not read for {self._write_timeout} s", None)
-            raise self._closed() from None
+            raise self._closed()
+        try:
+            drain.result()
         except (ConnectionError, OSError) as e:
             self._fail("writing: " + str(e), e)
             raise self._closed() from None

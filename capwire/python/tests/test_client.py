@@ -214,6 +214,22 @@ class ClientTest(unittest.TestCase):
         await c.close()
 
     @bounded
+    async def test_task_cancel_at_every_early_step_is_honoured(self) -> None:
+        # A cancel that lands while the call is still being written (each
+        # loop turn of its first steps) must end the task, never be lost
+        # so that the call waits for an answer nobody will send.
+        cb = await self.capbridge()
+        c = await capwire.dial(cb.path, "tok")
+        for turns in range(8):
+            call = asyncio.ensure_future(c.call("t", "hang"))
+            for _ in range(turns):
+                await asyncio.sleep(0)
+            call.cancel()
+            with self.assertRaises(asyncio.CancelledError):
+                await asyncio.wait_for(asyncio.shield(call), 10)
+        await c.close()
+
+    @bounded
     async def test_timeout_is_sent_and_cancels_here(self) -> None:
         cb = await self.capbridge()
         c = await capwire.dial(cb.path, "tok")
