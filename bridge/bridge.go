@@ -18,6 +18,7 @@ import (
 	"github.com/capbridge/capbridge/bridge/config"
 	"github.com/capbridge/capbridge/capwire"
 	"github.com/capbridge/capbridge/internal/capserver"
+	"github.com/capbridge/capbridge/mcpwire"
 )
 
 // Options configure a Bridge beyond its config file.
@@ -35,6 +36,9 @@ type Options struct {
 	AuditWriter io.Writer
 	// ClientVersion is sent as clientInfo.version to every server.
 	ClientVersion string
+	// Cgroups, when set, runs each server in a cgroup of its own (see
+	// mcpwire.Command.Cgroups). The caller closes it after Shutdown.
+	Cgroups *mcpwire.Cgroups
 	// Progress, when set, is called on every change of a server's state
 	// (starting, ready, failed, dead, backoff), from the server's own
 	// supervisor: it must not block, and may be called concurrently for
@@ -126,7 +130,7 @@ func New(o Options) *Bridge {
 		b.auditOut = newLineBatch(o.AuditWriter, auditBatchBytes, auditBatchDelay)
 		b.audit = o.Audit.Output(b.auditOut)
 	}
-	bo := bootOptions{clientName: "capbridge", clientVersion: o.ClientVersion, surfaceBudget: o.Config.Bridge.SurfaceBudget, maxLine: o.Config.Bridge.MaxFrame}
+	bo := bootOptions{clientName: "capbridge", clientVersion: o.ClientVersion, surfaceBudget: o.Config.Bridge.SurfaceBudget, maxLine: o.Config.Bridge.MaxFrame, cgroups: o.Cgroups}
 	for _, s := range o.Config.Servers {
 		b.servers[s.Name] = newServer(s, o.Log, b.audit, bo, o.Progress)
 		b.order = append(b.order, s.Name)

@@ -179,6 +179,7 @@ func (s *server) start(ctx context.Context) (*table, error) {
 		// Retiring a server ends all it started, browsers that setsid()
 		// out of its process group included.
 		SweepDescendants: true,
+		Cgroups:          s.opts.cgroups,
 	}
 	client, err := mcpwire.Start(ctx, cmd, mcpwire.Config{
 		ClientName:    s.opts.clientName,

@@ -144,6 +144,7 @@ type bootOptions struct {
 	clientName, clientVersion string
 	surfaceBudget             int
 	maxLine                   int
+	cgroups                   *mcpwire.Cgroups
 }
 
 // withoutTail is err's message without the stderr tail a

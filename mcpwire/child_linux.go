@@ -99,23 +99,38 @@ func spawn(cmd Command) (Conn, error) {
 		closeAll()
 		return nil, fmt.Errorf("mcpwire: pipes: %w", err)
 	}
-	ec := &exec.Cmd{
-		Path: path, Args: cmd.Argv, Env: env, Dir: cmd.Dir,
-		Stdin: inR, Stdout: outW, Stderr: errW,
-		SysProcAttr: &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL},
+	start := func(cgroupFD int) (*exec.Cmd, error) {
+		ec := &exec.Cmd{
+			Path: path, Args: cmd.Argv, Env: env, Dir: cmd.Dir,
+			Stdin: inR, Stdout: outW, Stderr: errW,
+			SysProcAttr: &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL,
+				// clone3(CLONE_INTO_CGROUP): the child is in its cgroup
+				// from its first instruction, before it can fork.
+				UseCgroupFD: cgroupFD >= 0, CgroupFD: cgroupFD},
+		}
+		req := spawnReq{cmd: ec, errc: make(chan error, 1)}
+		spawnc <- req
+		return ec, <-req.errc
 	}
-	req := spawnReq{cmd: ec, errc: make(chan error, 1)}
-	spawnc <- req
-	if err := <-req.errc; err != nil {
-		closeAll()
-		return nil, fmt.Errorf("mcpwire: start %s: %w", cmd.Argv[0], err)
+	cg, ec, err := "", (*exec.Cmd)(nil), error(nil)
+	if cmd.Cgroups != nil {
+		cg, ec, err = startInCgroup(cmd.Cgroups, start)
+		if err != nil {
+			log.Warn().Err(err).Msg("mcpwire: cannot run the server in a cgroup of its own; starting it without one")
+		}
+	}
+	if ec == nil {
+		if ec, err = start(-1); err != nil {
+			closeAll()
+			return nil, fmt.Errorf("mcpwire: start %s: %w", cmd.Argv[0], err)
+		}
 	}
 	inR.Close()
 	outW.Close()
 	errW.Close()
 
 	c := &childConn{
-		cmd: cmd, ec: ec, pid: ec.Process.Pid, log: log, token: token,
+		cmd: cmd, ec: ec, pid: ec.Process.Pid, log: log, token: token, cgroup: cg,
 		stdin: inW, stdout: outR, stderr: errR,
 		rd: framewrite.RawReader(outR), wr: framewrite.RawWriter(inW),
 		tail: newRing(cmd.StderrTailBytes), done: make(chan struct{}),
@@ -135,6 +150,8 @@ type childConn struct {
 	log zerolog.Logger
 	// token marks the server's processes for the sweep ("" = no sweep).
 	token string
+	// cgroup is the server's own cgroup directory ("" = none).
+	cgroup string
 
 	stdin, stdout, stderr *os.File
 	// rd and wr read stdout and write stdin: on the raw path when the
@@ -322,6 +339,15 @@ func (c *childConn) Shutdown() (Exit, error) {
 			c.log.Error().Int("pid", c.pid).Msg("mcpwire: server exit not confirmed")
 			return
 		}
+		if c.cgroup != "" {
+			// What is left in the cgroup left the process group:
+			// cgroup.kill ends it all at once, escapees that cleared
+			// their environment included.
+			if err := killCgroupTree(c.cgroup, c.cmd.KillGrace); err != nil {
+				c.exitErr = err
+				c.log.Error().Err(err).Int("pid", c.pid).Msg("mcpwire: the server's cgroup could not be emptied")
+			}
+		}
 		if c.token != "" {
 			// Before waiting on the pipes: an escapee holding stdout
 			// would otherwise keep them open for all of ExitDrain.
@@ -344,4 +370,27 @@ func (c *childConn) Shutdown() (Exit, error) {
 		c.exit = Exit{How: how, Status: st.String(), Code: st.ExitCode(), Took: time.Since(start)}
 	})
 	return c.exit, c.exitErr
+}
+
+// startInCgroup starts the server through start in a new cgroup under g.
+// A failure to create or enter the cgroup returns the error with a nil
+// command, for the caller to start the server without one; the
+// cgroup's directory is removed then.
+func startInCgroup(g *Cgroups, start func(cgroupFD int) (*exec.Cmd, error)) (string, *exec.Cmd, error) {
+	dir, err := g.next()
+	if err != nil {
+		return "", nil, fmt.Errorf("creating its cgroup: %w", err)
+	}
+	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		_ = unix.Rmdir(dir)
+		return "", nil, fmt.Errorf("opening its cgroup: %w", err)
+	}
+	defer unix.Close(fd)
+	ec, err := start(fd)
+	if err != nil {
+		_ = unix.Rmdir(dir)
+		return "", nil, fmt.Errorf("starting in cgroup %s: %w", dir, err)
+	}
+	return dir, ec, nil
 }

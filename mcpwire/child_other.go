@@ -2,10 +2,25 @@
 
 package mcpwire
 
-import "errors"
+import (
+	"errors"
+	"time"
+)
 
 // spawn is only implemented on Linux: the custody it promises rests on
 // Pdeathsig, which other systems lack.
 func spawn(cmd Command) (Conn, error) {
 	return nil, errors.New("mcpwire: spawning servers is only supported on Linux")
 }
+
+// Cgroups exists only on Linux; see OpenCgroups.
+type Cgroups struct{}
+
+// OpenCgroups always fails off Linux.
+func OpenCgroups() (*Cgroups, int, error) { return nil, 0, ErrNoCgroups }
+
+// Dir is empty off Linux.
+func (g *Cgroups) Dir() string { return "" }
+
+// Close does nothing off Linux.
+func (g *Cgroups) Close(time.Duration) error { return nil }

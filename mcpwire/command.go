@@ -1,6 +1,7 @@
 package mcpwire
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -26,6 +27,13 @@ const (
 	// logged truncated (the ring keeps the bytes regardless).
 	stderrLogLine = 1 << 10
 )
+
+// ErrNoCgroups is returned (wrapped, with the reason) by OpenCgroups when
+// this process cannot give servers cgroups of their own: no unified
+// (v2) hierarchy, a cgroup we may not write to, a kernel without
+// cgroup.kill (before Linux 5.14), or a system other than Linux. Custody
+// then rests on process groups and the custody sweep alone.
+var ErrNoCgroups = errors.New("mcpwire: no writable cgroup v2")
 
 // Command describes a server to spawn. There is no shell: Argv[0] is an
 // executable (looked up in the child's PATH when it has no slash) and
@@ -61,6 +69,12 @@ type Command struct {
 	// recycled pid is never signalled.
 	SweepDescendants bool
 	SweepGrace       time.Duration // wait after the sweep's SIGTERM (default 1 s)
+	// Cgroups, when set, runs the server in a cgroup of its own under
+	// it (see OpenCgroups), which Shutdown kills whole with cgroup.kill
+	// once the leader is gone and removes. If the cgroup cannot be
+	// created or entered, the server starts without one (logged as a
+	// warning): custody then rests on the process group and the sweep.
+	Cgroups *Cgroups
 	// ExitDrain bounds how long, after the process is reaped, stdout and
 	// stderr may stay open (a grandchild that escaped the process group
 	// could hold them) before they are closed on our side (default 1 s).

@@ -31,6 +31,12 @@ func startEscapee(t *testing.T, sweep bool) (*Client, int, int) {
 	t.Helper()
 	cmd := testCommand(escapee)
 	cmd.SweepDescendants = sweep
+	return startEscapeeCmd(t, cmd)
+}
+
+// startEscapeeCmd is startEscapee with the command given.
+func startEscapeeCmd(t *testing.T, cmd Command) (*Client, int, int) {
+	t.Helper()
 	c, err := Start(context.Background(), cmd, Config{})
 	if err != nil {
 		t.Fatal(err)

@@ -127,6 +127,26 @@ cannot be opened, 5 shutdown that could not confirm every server exited.`)
 	if err := mcpwire.Subreap(); err != nil {
 		log.Warn().Err(err).Msg("not a child subreaper; a server's orphans go to init")
 	}
+	// Where the unified cgroup hierarchy is writable (root, or a
+	// delegated subtree), each server gets a cgroup of its own: what it
+	// starts cannot leave it, and retiring the server kills it whole.
+	// What a SIGKILLed predecessor left in its cgroups ends here too.
+	if g, stale, err := mcpwire.OpenCgroups(); err != nil {
+		log.Info().Err(err).Msg("servers run without cgroups of their own; custody rests on process groups and the custody sweep")
+	} else {
+		if stale > 0 {
+			log.Warn().Int("cgroups", stale).Msg("killed what a previous capbridge left in its cgroups")
+		}
+		log.Info().Str("cgroup", g.Dir()).Msg("each server runs in a cgroup of its own")
+		opts.Cgroups = g
+		// Deferred before the bridge exists, so it runs after Shutdown
+		// on every return: the servers are retired by then.
+		defer func() {
+			if err := g.Close(time.Second); err != nil {
+				log.Error().Err(err).Msg("cannot remove capbridge's cgroups")
+			}
+		}()
+	}
 	b := bridge.New(opts)
 	// The sockets first: a second capbridge on the same paths fails here
 	// before it spawns anything, and calls are answered (a server not yet

@@ -21,8 +21,9 @@ import (
 // SIGKILL of capbridge: no shutdown code runs, so the server leader dies
 // by its Pdeathsig alone, and a grandchild that ignores stdin EOF and
 // left the server's process group survives, reparented away from the
-// dead leader. The test then kills that survivor itself, so nothing
-// outlives it.
+// dead leader. Where servers run in cgroups of their own, the survivor
+// is still in its server's cgroup, and the next capbridge to start kills
+// it; elsewhere the test kills it itself, so nothing outlives it.
 func TestSIGKILLCustody(t *testing.T) {
 	defer leakcheck.Check(t)()
 	dir := shortTempDir(t)
@@ -65,6 +66,22 @@ func TestSIGKILLCustody(t *testing.T) {
 		}
 	}()
 
+	// Read before capbridge dies: another capbridge starting anywhere on
+	// the machine may end the survivor as soon as its cgroup is stale.
+	selfCG, err := os.ReadFile("/proc/self/cgroup")
+	if err != nil {
+		t.Fatal(err)
+	}
+	gCG, err := os.ReadFile("/proc/" + strconv.Itoa(gpid) + "/cgroup")
+	if err != nil {
+		t.Fatal(err)
+	}
+	inCgroup := bytes.Contains(gCG, []byte("/capbridge-"+strconv.Itoa(srv.cmd.Process.Pid)+"/"))
+	if !inCgroup && !bytes.Equal(gCG, selfCG) {
+		t.Fatalf("grandchild %d in cgroup %q, neither capbridge's nor ours (%q)", gpid, gCG, selfCG)
+	}
+	t.Logf("grandchild in a cgroup of capbridge's: %v", inCgroup)
+
 	if err := srv.cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
@@ -79,6 +96,18 @@ func TestSIGKILLCustody(t *testing.T) {
 	// becomes readable: a wait on an event, bounded by a backstop.
 	if !exited(t, lfd, time.Minute) {
 		t.Fatalf("server leader %d alive a minute after capbridge's SIGKILL: Pdeathsig did not fire", leader)
+	}
+	if inCgroup {
+		// The next capbridge kills what is left in the cgroups of one
+		// that is gone, before it starts a server of its own.
+		next, _ := startServe(t, bin, nil, "serve", "-c", cfg)
+		if !exited(t, gfd, time.Minute) {
+			t.Errorf("grandchild %d still alive a minute after the next capbridge started", gpid)
+		}
+		if _, err := next.stop(); err != nil {
+			t.Errorf("the next capbridge: %v\n%s", err, next.stderr.String())
+		}
+		return
 	}
 	// The leader has exited; the grandchild, which never reads stdin and
 	// left the group, is documented to survive.
