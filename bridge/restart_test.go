@@ -7,6 +7,7 @@ import (
 	"errors"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -279,4 +280,30 @@ func TestStartingUnavailable(t *testing.T) {
 		<-s.firstDone
 		s.retire()
 	})
+}
+
+// Once a server's client has seen it die, status never says ready, even
+// before the supervisor has acted on the death: no pid of a process that
+// is gone, and the reason is the death's.
+func TestStatusNotReadyAfterDeath(t *testing.T) {
+	defer leakcheck.Check(t)()
+	s := neverRestart(mcptestServer("s", mcptest.Scenario{}))
+	tb := startBridge(t, nil, s)
+	defer tb.shutdown()
+	srv := tb.servers["s"]
+	srv.mu.Lock()
+	client := srv.cur.client
+	srv.mu.Unlock()
+	if err := syscall.Kill(client.Pid(), syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-client.Done():
+	case <-time.After(backstop):
+		t.Fatal("the client never saw its server die")
+	}
+	st := srv.status()
+	if State(st.State) == StateReady || st.PID != 0 || !strings.HasPrefix(st.Reason, "died: ") {
+		t.Fatalf("status after the death: %+v; want dead, no pid, the death as reason", st)
+	}
 }

@@ -405,8 +405,15 @@ func (s *server) statusLocked() serverStatus {
 	}
 	switch s.state {
 	case StateReady:
-		st.PID = s.cur.client.Pid()
 		st.StderrTail = validTail(s.cur.client.StderrTail())
+		select {
+		case <-s.cur.client.Done():
+			// Dead, and the supervisor has yet to act on it: ready
+			// would be a lie, with the pid of a process that is gone.
+			st.State, st.Reason = string(StateDead), "died: "+withoutTail(s.cur.client.Err())
+		default:
+			st.PID = s.cur.client.Pid()
+		}
 	case StateBackoff:
 		st.BackoffMS, st.NextAttemptMS = s.wait.Milliseconds(), s.nextAttempt.UnixMilli()
 	}
