@@ -2,6 +2,7 @@ package bridge
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -124,4 +125,31 @@ func (s *server) reportDrift(p *lockPolicy, drift map[string][]lock.Drift, absen
 		s.log.Warn().Strs("tools", absent).Msg("tools the lock does not name are not served; run capbridge lock to approve them")
 		s.audit.Warn().Str("event", "lock_absent").Str("server", s.cfg.Name).Strs("tools", absent).Msg("tools not in the lock")
 	}
+}
+
+// Surface locks what each ready server serves now (after tools.allow and
+// tools.deny, and after the lock when the bridge holds one), with the
+// serverInfo it gave at initialize: what capbridge lock writes and skew
+// compares. A server that is not ready is left out, with the reason it
+// is not.
+func (b *Bridge) Surface() (map[string]*lock.Server, map[string]error) {
+	out := map[string]*lock.Server{}
+	var down map[string]error
+	for _, name := range b.order {
+		s := b.servers[name]
+		t, err := s.ready()
+		if err == nil {
+			si := t.client.Initialize().ServerInfo
+			var ls *lock.Server
+			if ls, err = LockedServer(lock.Info{Name: si.Name, Version: si.Version, Title: si.Title}, t.listed); err == nil {
+				out[name] = ls
+				continue
+			}
+		}
+		if down == nil {
+			down = map[string]error{}
+		}
+		down[name] = errors.New(s.unavailableMessage(err))
+	}
+	return out, down
 }

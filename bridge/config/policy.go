@@ -259,7 +259,7 @@ func resolveInSchema(schema []byte, tokens []string) string {
 			return where(tokens[:i]) + " declares no properties"
 		}
 		known := slices.Sorted(maps.Keys(n.Properties))
-		msg := fmt.Sprintf("%s has no property %q (it has %s)", where(tokens[:i]), tok, strings.Join(known, ", "))
+		msg := fmt.Sprintf("no property %q in %s (it has %s)", tok, where(tokens[:i]), strings.Join(known, ", "))
 		if s := suggest(tok, known); s != "" {
 			msg += fmt.Sprintf("; did you mean %q?", s)
 		}

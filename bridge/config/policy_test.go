@@ -95,7 +95,7 @@ func TestCheckGuards(t *testing.T) {
 	if len(errs) != 1 {
 		t.Fatalf("CheckGuards = %v, want one error", errs)
 	}
-	want := `x.toml:15: mcp.fs.restrict.resize./opts/name: /opts/name names no argument of tool "resize": /opts has no property "name" (it has nmae); did you mean "nmae"?`
+	want := `x.toml:15: mcp.fs.restrict.resize./opts/name: /opts/name names no argument of tool "resize": no property "name" in /opts (it has nmae); did you mean "nmae"?`
 	if !strings.HasPrefix(errs[0].Error(), want) {
 		t.Fatalf("got  %s\nwant %s", errs[0], want)
 	}
