@@ -59,7 +59,7 @@ func lockOf(t *testing.T, name string, sc mcptest.Scenario) *lock.File {
 	if cur == nil {
 		t.Fatal("the server did not boot")
 	}
-	ls, err := LockedServer(lock.Info{Name: "mcptest"}, cur.listed)
+	ls, err := lockedServer(lock.Info{Name: "mcptest"}, cur.listed)
 	if err != nil {
 		t.Fatal(err)
 	}

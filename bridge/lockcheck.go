@@ -21,10 +21,10 @@ type lockPolicy struct {
 	mode  string // config.LockEnforce or config.LockWarn
 }
 
-// LockedTool turns a listed tool into its lock form: every member a
+// lockedTool turns a listed tool into its lock form: every member a
 // model or program relies on, annotations as the specification spells
 // them.
-func LockedTool(t mcpwire.Tool) (*lock.Tool, error) {
+func lockedTool(t mcpwire.Tool) (*lock.Tool, error) {
 	l := lock.Listed{Name: t.Name, Title: t.Title, Description: t.Description,
 		InputSchema: t.InputSchema, OutputSchema: t.OutputSchema, Meta: t.Meta}
 	if a := t.Annotations; a != nil {
@@ -37,12 +37,12 @@ func LockedTool(t mcpwire.Tool) (*lock.Tool, error) {
 	return lock.NewTool(l)
 }
 
-// LockedServer locks a listing: the tools a server exposes after
+// lockedServer locks a listing: the tools a server exposes after
 // tools.allow and tools.deny, with the serverInfo it gave.
-func LockedServer(info lock.Info, tools []mcpwire.Tool) (*lock.Server, error) {
+func lockedServer(info lock.Info, tools []mcpwire.Tool) (*lock.Server, error) {
 	locked := make([]*lock.Tool, 0, len(tools))
 	for _, t := range tools {
-		lt, err := LockedTool(t)
+		lt, err := lockedTool(t)
 		if err != nil {
 			return nil, err
 		}
@@ -70,7 +70,7 @@ func (p *lockPolicy) held(server string, tools []mcpwire.Tool) (serve []mcpwire.
 			absent = append(absent, t.Name)
 			continue
 		}
-		live, err := LockedTool(t)
+		live, err := lockedTool(t)
 		if err != nil {
 			return nil, nil, nil, fmt.Errorf("locking tool %q: %w", t.Name, err)
 		}
@@ -141,7 +141,7 @@ func (b *Bridge) Surface() (map[string]*lock.Server, map[string]error) {
 		if err == nil {
 			si := t.client.Initialize().ServerInfo
 			var ls *lock.Server
-			if ls, err = LockedServer(lock.Info{Name: si.Name, Version: si.Version, Title: si.Title}, t.listed); err == nil {
+			if ls, err = lockedServer(lock.Info{Name: si.Name, Version: si.Version, Title: si.Title}, t.listed); err == nil {
 				out[name] = ls
 				continue
 			}
