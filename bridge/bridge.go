@@ -18,6 +18,7 @@ import (
 	"github.com/capbridge/capbridge/bridge/config"
 	"github.com/capbridge/capbridge/capwire"
 	"github.com/capbridge/capbridge/internal/capserver"
+	"github.com/capbridge/capbridge/internal/lock"
 	"github.com/capbridge/capbridge/mcpwire"
 )
 
@@ -44,6 +45,10 @@ type Options struct {
 	// supervisor: it must not block, and may be called concurrently for
 	// different servers.
 	Progress func(Progress)
+	// Lock, when set, is the lock every server's listings are held to
+	// (lockcheck.go), in Config.Bridge.LockMode. A server the lock has
+	// no entry for serves no tools.
+	Lock *lock.File
 }
 
 // Bridge is the running service. New prepares it; Listen opens the
@@ -133,6 +138,9 @@ func New(o Options) *Bridge {
 	bo := bootOptions{clientName: "capbridge", clientVersion: o.ClientVersion, surfaceBudget: o.Config.Bridge.SurfaceBudget, maxLine: o.Config.Bridge.MaxFrame, cgroups: o.Cgroups}
 	for _, s := range o.Config.Servers {
 		b.servers[s.Name] = newServer(s, o.Log, b.audit, bo, o.Progress)
+		if o.Lock != nil {
+			b.servers[s.Name].lock = &lockPolicy{entry: o.Lock.Servers[s.Name], mode: o.Config.Bridge.LockMode}
+		}
 		b.order = append(b.order, s.Name)
 	}
 	b.metrics = newMetrics(b)
@@ -469,6 +477,9 @@ func (b *Bridge) auditCall(g *Grant, peer PeerCred, server, tool string, o outco
 		Str("server", server).Str("tool", tool).
 		Int("arg_bytes", o.argBytes).Int("result_bytes", o.resultBytes).
 		Dur("took", took).Str("outcome", code)
+	if o.policy != "" {
+		ev = ev.Str("policy", o.policy)
+	}
 	if b.cfg.Bridge.AuditValues {
 		if o.argValues != nil {
 			ev = ev.RawJSON("args", o.argValues)

@@ -42,6 +42,9 @@ type outcome struct {
 	// copy of the converted arguments, kept only when audit_values is set.
 	argBytes, resultBytes int
 	argValues             []byte
+	// policy is the policy decision that applied (policy.go), for the
+	// audit line; "" when the call never reached a tool.
+	policy string
 }
 
 func deny(code, msg string) outcome {
@@ -80,6 +83,11 @@ func (b *Bridge) call(ctx context.Context, req callRequest) outcome {
 	}
 	tool, ok := t.tools[req.tool]
 	if !ok {
+		if d, withheld := t.drift[req.tool]; withheld {
+			o := deny(capwire.CodeSurfaceChanged, "tool "+quote(req.tool)+" of server "+quote(req.server)+" is withheld: it differs from the lock ("+d+"); the operator must review it (capbridge skew) and lock it again")
+			o.policy = policyWithheld
+			return o
+		}
 		return deny(capwire.CodeUnknownTool, "server "+quote(req.server)+" has no tool "+quote(req.tool))
 	}
 	if req.grant != nil && !req.grant.Allows(req.server, req.tool) {
@@ -87,6 +95,12 @@ func (b *Bridge) call(ctx context.Context, req callRequest) outcome {
 	}
 	if req.grant != nil && !sameSurface(req.grant.seen[req.server], t, tool) {
 		return deny(capwire.CodeSurfaceChanged, "server "+quote(req.server)+" re-listed its tools since this grant was issued, and "+quote(req.tool)+" is not the tool this grant's façade describes; get a new grant")
+	}
+	policy, ok := destructiveDecision(&s.cfg, req.grant, req.server, req.tool)
+	if !ok {
+		o := deny(capwire.CodeNotGranted, "tool "+quote(req.tool)+" of server "+quote(req.server)+" is destructive: only a grant that names it, or allows destructive tools, may call it")
+		o.policy = policy
+		return o
 	}
 
 	if len(req.args) == 0 {
@@ -112,6 +126,21 @@ func (b *Bridge) call(ctx context.Context, req callRequest) outcome {
 	}
 	if err != nil {
 		return conversionDenial(capwire.CodeBadArguments, "the arguments cannot be converted to JSON", "", err)
+	}
+	guards := s.cfg.Guards(req.tool)
+	if v := checkGuards(guards, args); v != nil {
+		o := deny(capwire.CodeNotGranted, "the arguments break the operator's policy at "+quote(v.pointer)+": "+v.rule)
+		o.denial.Path = v.pointer
+		o.policy = policyGuardRefused
+		return o
+	}
+	switch {
+	case t.drift[req.tool] != "":
+		policy = policyWarnDrift
+	case policy == "" && len(guards) > 0:
+		policy = policyGuarded
+	case policy == "":
+		policy = policyAllowed
 	}
 
 	// The deadline has one timer: mcpwire's, for the call at the server,
@@ -155,6 +184,7 @@ func (b *Bridge) call(ctx context.Context, req callRequest) outcome {
 		o = b.reduce(res)
 	}
 	o.argBytes = len(args)
+	o.policy = policy
 	if b.cfg.Bridge.AuditValues && len(args) <= maxAuditValue {
 		o.argValues = append([]byte(nil), args...)
 	}

@@ -75,14 +75,14 @@ func (h *controlHandler) Grant(_ context.Context, r *control.GrantRequest) (*con
 			}
 		}
 	}
-	g, token, err := b.Grant(GrantSpec{Servers: r.Servers, TTL: ttl, PeerUID: r.PeerUID})
+	g, token, err := b.Grant(GrantSpec{Servers: r.Servers, TTL: ttl, PeerUID: r.PeerUID, AllowDestructive: r.AllowDestructive})
 	if errors.Is(err, ErrTooManyGrant) {
 		return nil, &control.Error{Code: control.CodeTooManyGrants, Message: err.Error()}
 	}
 	if err != nil {
 		return nil, err
 	}
-	b.audit.Info().Str("event", "grant").Str("grant", g.ID).Strs("servers", g.Servers()).Time("expires", g.Expires).Msg("grant issued")
+	b.audit.Info().Str("event", "grant").Str("grant", g.ID).Strs("servers", g.Servers()).Bool("allow_destructive", g.AllowsDestructive()).Time("expires", g.Expires).Msg("grant issued")
 	return &control.Granted{Token: token, Grant: g.ID, ExpiresMS: g.Expires.UnixMilli()}, nil
 }
 

@@ -57,6 +57,9 @@ type GrantSpec struct {
 	// value out of range is ErrBadTTL.
 	TTL     time.Duration
 	PeerUID *uint32 // when set, only a peer with this uid may use it
+	// AllowDestructive lets the grant call the tools the operator
+	// declared destructive without naming each one.
+	AllowDestructive bool
 
 	// seen is each server's table when the grant is issued (Bridge.Grant
 	// fills it): the surface the program was given, which a call is held
@@ -73,6 +76,8 @@ type Grant struct {
 	servers map[string]map[string]bool // server → allowed tools (nil: all)
 	seen    map[string]*table          // server → its table at issue (nil: none yet)
 	secret  [16]byte
+	// allowDestructive is GrantSpec.AllowDestructive.
+	allowDestructive bool
 
 	ctx    context.Context // cancelled, with the reason as cause, on revoke or expiry
 	cancel context.CancelCauseFunc
@@ -99,6 +104,16 @@ func (g *Grant) Allows(server, tool string) bool {
 	return ok && (tools == nil || tools[tool])
 }
 
+// names reports whether the grant names tool on server explicitly,
+// rather than reaching it through "every tool".
+func (g *Grant) names(server, tool string) bool {
+	return g.servers[server][tool]
+}
+
+// AllowsDestructive reports whether the grant may call destructive tools
+// it does not name.
+func (g *Grant) AllowsDestructive() bool { return g.allowDestructive }
+
 // grantTable holds the live grants. It is safe for concurrent use.
 type grantTable struct {
 	mu   sync.Mutex
@@ -123,7 +138,7 @@ func (t *grantTable) issue(parent context.Context, spec GrantSpec) (*Grant, stri
 	if len(spec.Servers) == 0 {
 		return nil, "", errors.New("bridge: a grant must name at least one server")
 	}
-	g := &Grant{Expires: t.now().Add(ttl), PeerUID: spec.PeerUID, servers: map[string]map[string]bool{}, seen: spec.seen}
+	g := &Grant{Expires: t.now().Add(ttl), PeerUID: spec.PeerUID, servers: map[string]map[string]bool{}, seen: spec.seen, allowDestructive: spec.AllowDestructive}
 	for s, tools := range spec.Servers {
 		if len(tools) == 0 {
 			g.servers[s] = nil

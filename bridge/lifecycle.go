@@ -27,6 +27,21 @@ type table struct {
 	listed []mcpwire.Tool // the same tools, in the server's order
 	gen    *codegen.Generated
 	all    int // how many tools the server listed, before the filters
+	// drift is each tool that differs from the lock, by its drift
+	// classes: withheld (absent from tools) under enforce, served under
+	// warn. Nil without a lock.
+	drift map[string]string
+}
+
+// withheldList is each withheld tool as "name: classes", sorted.
+func (t *table) withheldList() []string {
+	var out []string
+	for _, name := range slices.Sorted(maps.Keys(t.drift)) {
+		if !hasTool(t, name) {
+			out = append(out, name+": "+t.drift[name])
+		}
+	}
+	return out
 }
 
 // sameSurface reports whether a grant issued when seen was the server's
@@ -248,7 +263,15 @@ func (s *server) list(ctx context.Context, client *mcpwire.Client) (*table, erro
 		if s.cfg.Strict {
 			return nil, fmt.Errorf("%s names no tool of this server (an error under --strict)", e)
 		}
-		s.log.Warn().Str("entry", e).Msg("a tools.allow or tools.deny entry names no tool of this server; check its spelling")
+		s.log.Warn().Str("entry", e).Msg("a tools.allow, tools.deny, destructive or restrict entry names no tool of this server; check its spelling")
+	}
+	tools, drift, absent, err := s.lock.held(s.cfg.Name, tools)
+	if err != nil {
+		return nil, err
+	}
+	s.reportDrift(s.lock, drift, absent)
+	if err := s.checkPolicy(tools); err != nil {
+		return nil, err
 	}
 	if len(tools) > codegen.MaxTools {
 		return nil, fmt.Errorf("%d tools are left after tools.allow and tools.deny, more than the %d a server may expose", len(tools), codegen.MaxTools)
@@ -258,6 +281,12 @@ func (s *server) list(ctx context.Context, client *mcpwire.Client) (*table, erro
 		return nil, fmt.Errorf("generating its façade: %w", err)
 	}
 	t := &table{client: client, tools: make(map[string]mcpwire.Tool, len(tools)), listed: tools, gen: gen, all: len(listed)}
+	for name, d := range drift {
+		if t.drift == nil {
+			t.drift = map[string]string{}
+		}
+		t.drift[name] = driftClasses(d)
+	}
 	for _, tool := range tools {
 		t.tools[tool.Name] = tool
 	}

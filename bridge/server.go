@@ -116,6 +116,10 @@ type server struct {
 	// server has not answered yet (holdSlot).
 	abandoned atomic.Int64
 
+	// lock holds each listing to the lock; nil: no lock. Set by New
+	// before run starts.
+	lock *lockPolicy
+
 	metrics *serverSeries // set by newMetrics; nil records nothing
 }
 
@@ -384,6 +388,8 @@ type serverStatus struct {
 	LastExit      string `msgpack:"last_exit,omitempty"`
 	BackoffMS     int64  `msgpack:"backoff_ms,omitempty"`
 	NextAttemptMS int64  `msgpack:"next_attempt_ms,omitempty"`
+	// Withheld is each tool the lock withholds, as "name: drift".
+	Withheld []string `msgpack:"withheld,omitempty"`
 }
 
 func (s *server) status() serverStatus {
@@ -402,6 +408,7 @@ func (s *server) statusLocked() serverStatus {
 	}
 	if s.cur != nil {
 		st.Tools = len(s.cur.tools)
+		st.Withheld = s.cur.withheldList()
 	}
 	switch s.state {
 	case StateReady:

@@ -39,6 +39,8 @@
 //	audit_values     = false                         # log argument and result values
 //	audit_path       = "/var/log/capbridge/audit.log" # the audit trail's own file (append-only, 0600); default: with the logs
 //	metrics_listen   = "127.0.0.1:9464"              # Prometheus metrics over HTTP, loopback only; default none
+//	lock             = "capbridge.lock"              # the approved surface (capbridge lock); relative to this file
+//	lock_mode        = "enforce"                     # enforce: a drifted tool is withheld | warn: served, reported
 //
 //	[mcp.github]                                     # one table per server; name: letters, digits, _ and -
 //	command          = "npx"                         # required; argv[0], never a shell string
@@ -60,6 +62,10 @@
 //	tools.allow      = ["create_issue"]              # only these are generated and callable
 //	tools.deny       = ["delete_repo"]               # these are absent
 //	stderr_to_caller = false                         # show the end of its stderr (redacted, 2 KiB) in denials
+//	destructive      = ["delete_repo"]               # callable only by a grant that names them or allows destructive
+//
+//	[mcp.github.restrict.create_issue]              # argument guards of one tool, by JSON Pointer
+//	"/repo" = { prefix = "acme/" }                  # also: values = [...], pattern = "re", min = 0, max = 10, optional = true
 package config
 
 import (
@@ -120,6 +126,11 @@ type Bridge struct {
 	// MetricsListen is the loopback host:port serve offers /metrics on;
 	// "" serves none (capbridge metrics still reads them).
 	MetricsListen string
+	// Lock is the lock file serve holds the servers' tools to (absolute:
+	// a relative path in the file is resolved against its directory);
+	// "" holds them to none. LockMode is LockEnforce or LockWarn.
+	Lock     string
+	LockMode string
 }
 
 // Server holds one [mcp.<name>] table, or one entry of an editor's config.
@@ -158,8 +169,15 @@ type Server struct {
 	// included, and callers are jailed programs and the models that
 	// read their output.
 	StderrToCaller bool
-	// Strict makes a tools.allow or tools.deny entry that names no tool
-	// of the server fail its boot, rather than be logged as a warning.
+	// Destructive names the tools the operator declares destructive: a
+	// grant calls one only if it names it or allows destructive tools.
+	// A server's own destructiveHint is shown, never trusted.
+	Destructive []string
+	// Restrict is every argument guard, sorted by tool then pointer.
+	Restrict []Guard
+	// Strict makes a tools.allow, tools.deny, destructive or restrict
+	// entry that names no tool of the server fail its boot, rather than
+	// be logged as a warning.
 	// No file sets it; serve's --strict does.
 	Strict bool
 
@@ -281,6 +299,7 @@ func Defaults() *Config {
 		SurfaceBudget:        DefaultSurfaceBudget,
 		LogFormat:            "auto",
 		LogLevel:             "info",
+		LockMode:             LockEnforce,
 	}}
 }
 
@@ -482,6 +501,10 @@ func (r *reader) bridge(t map[string]any, b *Bridge) {
 			r.path(key, v, &b.AuditPath)
 		case "metrics_listen":
 			r.loopback(key, v, &b.MetricsListen)
+		case "lock":
+			r.lockPath(key, v, &b.Lock)
+		case "lock_mode":
+			r.enum(key, v, lockModes, &b.LockMode)
 		default:
 			r.unknown(key, k, bridgeKeys)
 		}
@@ -563,6 +586,10 @@ func (r *reader) servers(t map[string]any) []Server {
 				r.tools(k2, v, &s)
 			case "stderr_to_caller":
 				r.boolean(k2, v, &s.StderrToCaller)
+			case "destructive":
+				r.strs(k2, v, &s.Destructive)
+			case "restrict":
+				r.restrict(k2, v, &s)
 			default:
 				r.unknown(k2, k, serverKeys)
 			}
@@ -624,15 +651,22 @@ func (s *Server) QueuePerGrant() int {
 	return max(0, min(s.MaxQueuePerGrant, s.MaxQueue))
 }
 
-// UnmatchedTools returns the tools.allow and tools.deny entries that name
-// no tool the server lists (has reports whether it lists one), each as
-// `tools.allow "name"`: a typo there silently exposes or hides a tool.
+// UnmatchedTools returns the tools.allow, tools.deny, destructive and
+// restrict entries that name no tool the server lists (has reports
+// whether it lists one), each as `tools.allow "name"`: a typo there
+// silently exposes, hides or leaves unguarded a tool.
 func (s *Server) UnmatchedTools(has func(name string) bool) []string {
+	var guarded []string
+	for _, g := range s.Restrict {
+		if !slices.Contains(guarded, g.Tool) {
+			guarded = append(guarded, g.Tool)
+		}
+	}
 	var out []string
 	for _, l := range []struct {
 		key   string
 		names []string
-	}{{"tools.allow", s.ToolsAllow}, {"tools.deny", s.ToolsDeny}} {
+	}{{"tools.allow", s.ToolsAllow}, {"tools.deny", s.ToolsDeny}, {"destructive", s.Destructive}, {"restrict", guarded}} {
 		for _, n := range l.names {
 			if !has(n) {
 				out = append(out, fmt.Sprintf("%s %q", l.key, n))

@@ -90,6 +90,7 @@ func TestLoadFull(t *testing.T) {
 		LogLevel:        "debug",
 		AuditValues:     true,
 		MetricsListen:   "[::1]:9464",
+		LockMode:        LockEnforce,
 	}
 	if !reflect.DeepEqual(cfg.Bridge, want) {
 		t.Errorf("bridge:\n got %+v\nwant %+v", cfg.Bridge, want)

@@ -35,6 +35,8 @@ const (
 	kindEnvNames
 	kindTools
 	kindLoopback
+	kindFile
+	kindRestrict
 )
 
 var bridgeSpec = []keySpec{
@@ -63,6 +65,8 @@ var bridgeSpec = []keySpec{
 	{name: "audit_values", kind: kindBool, doc: "log argument and result values in the audit trail; default false"},
 	{name: "audit_path", kind: kindPath, doc: "the audit trail's own file, opened for appending and created mode 0600; default: the audit lines go with the logs"},
 	{name: "metrics_listen", kind: kindLoopback, doc: `serve Prometheus metrics at http://HOST:PORT/metrics, a loopback address only ("127.0.0.1:9464"); default none`},
+	{name: "lock", kind: kindFile, doc: "the lock file (capbridge lock) serve holds every server's tools to, absolute or relative to this file; a tool it does not name is absent; default none"},
+	{name: "lock_mode", kind: kindEnum, enum: lockModes, doc: `enforce: a tool that differs from the lock is withheld and its calls denied surface_changed; warn: it is served and the drift reported; default "enforce"`},
 }
 
 var serverSpec = []keySpec{
@@ -84,6 +88,8 @@ var serverSpec = []keySpec{
 	{name: "max_queue_per_grant", kind: kindCountOrZero, doc: "one grant's share of max_queue; default half of it"},
 	{name: "tools", kind: kindTools, doc: "tools.allow: only these are generated and callable; tools.deny: these are absent"},
 	{name: "stderr_to_caller", kind: kindBool, doc: "show callers the end of the server's stderr (env values redacted, at most 2 KiB) when it fails; default false: only the operator sees it"},
+	{name: "destructive", kind: kindStrings, doc: "tools the operator declares destructive: callable only by a grant that names them (--tools) or allows destructive tools (--allow-destructive); the server's own annotations are hints, never trusted"},
+	{name: "restrict", kind: kindRestrict, doc: `argument guards: a table per tool, in it a table per JSON Pointer into the arguments ("/path") with values, prefix, pattern, min, max and optional; a call that breaks one is denied not_granted`},
 }
 
 var (
@@ -178,6 +184,21 @@ func (k keySpec) schema() map[string]any {
 		return map[string]any{"type": "array", "items": str(envName.String())}
 	case kindLoopback:
 		return str(`^(127\.[0-9]{1,3}\.[0-9]{1,3}\.[0-9]{1,3}|\[::1\]):[0-9]{1,5}$`)
+	case kindFile:
+		return map[string]any{"type": "string", "minLength": 1}
+	case kindRestrict:
+		num := map[string]any{"type": "number"}
+		guard := map[string]any{"type": "object", "additionalProperties": false, "minProperties": 1, "properties": map[string]any{
+			"values":   map[string]any{"type": "array", "minItems": 1, "items": map[string]any{"type": []string{"string", "number", "boolean"}}},
+			"prefix":   map[string]any{"type": "string"},
+			"pattern":  map[string]any{"type": "string"},
+			"min":      num,
+			"max":      num,
+			"optional": map[string]any{"type": "boolean"},
+		}}
+		return map[string]any{"type": "object", "additionalProperties": map[string]any{
+			"type": "object", "propertyNames": map[string]any{"pattern": "^/"}, "additionalProperties": guard,
+		}}
 	case kindTools:
 		return map[string]any{"type": "object", "additionalProperties": false, "properties": map[string]any{"allow": strs, "deny": strs}}
 	}

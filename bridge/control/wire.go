@@ -58,6 +58,9 @@ type GrantRequest struct {
 	// refused rather than handed a ten-minute grant.
 	TTLMS   *uint64 `msgpack:"ttl_ms,omitempty"`
 	PeerUID *uint32 `msgpack:"peer_uid,omitempty"` // only a call-socket peer with this uid may use the token
+	// AllowDestructive lets the grant call the tools the operator
+	// declared destructive without naming each one in Servers.
+	AllowDestructive bool `msgpack:"allow_destructive,omitempty"`
 }
 
 // Granted answers a grant ("granted").
@@ -108,6 +111,9 @@ type ServerStatus struct {
 	LastExit      string `msgpack:"last_exit,omitempty" json:"last_exit,omitempty"`
 	BackoffMS     int64  `msgpack:"backoff_ms,omitempty" json:"backoff_ms,omitempty"`
 	NextAttemptMS int64  `msgpack:"next_attempt_ms,omitempty" json:"next_attempt_ms,omitempty"`
+	// Withheld is each tool the lock withholds because it differs from
+	// the lock, as "name: drift classes".
+	Withheld []string `msgpack:"withheld,omitempty" json:"withheld,omitempty"`
 }
 
 // FacadeRequest asks for a server's façade ("facade").

@@ -60,17 +60,20 @@ func printCallJSON(r *capwire.Result, denied *capwire.Denied, stdout, stderr io.
 }
 
 func runGrant(args []string, stdout, stderr io.Writer) int {
-	fs := newCmdFlags("grant", "capbridge grant --servers a,b [--tools a:x,a:y] [--ttl 10m] [--peer-uid N] [flags]", `
+	fs := newCmdFlags("grant", "capbridge grant --servers a,b [--tools a:x,a:y] [--allow-destructive] [--ttl 10m] [--peer-uid N] [flags]", `
 Issue a grant and print its token alone on stdout, for a program in a jail
 (CAPBRIDGE_TOKEN); the grant's public id, which revoke takes, goes to stderr.
 The grant reaches the named servers, limited to the named tools where --tools
-names any, until it expires or is revoked. --ttl is from 1s to 24h.`)
+names any, until it expires or is revoked. --ttl is from 1s to 24h. A tool
+the operator declared destructive is callable only if --tools names it or
+--allow-destructive is given.`)
 	cf := addClientFlags(fs, false)
 	servers := fs.String("servers", "", "comma-separated servers the grant reaches (required)")
 	tools := fs.String("tools", "", "comma-separated server:tool pairs limiting a server to those tools")
 	var ttl ttlFlag
 	fs.Var(&ttl, "ttl", "how long the grant lives, from 1s to 24h (default 10m)")
 	peerUID := fs.Int("peer-uid", -1, "only a peer with this uid may use the grant")
+	allowDestructive := fs.Bool("allow-destructive", false, "let the grant call the servers' destructive tools without naming each in --tools")
 	pos, code, ok := fs.parse(args, stdout, stderr)
 	if !ok {
 		return code
@@ -94,7 +97,7 @@ names any, until it expires or is revoked. --ttl is from 1s to 24h.`)
 			spec[server] = append(spec[server], tool)
 		}
 	}
-	req := &control.GrantRequest{Servers: spec}
+	req := &control.GrantRequest{Servers: spec, AllowDestructive: *allowDestructive}
 	if ttl.text != "" {
 		// Checked here, in the unit the operator typed, as well as by
 		// capbridge: a TTL that is not a whole number of milliseconds in

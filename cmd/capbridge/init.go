@@ -347,6 +347,12 @@ const initBridge = `
 
 # Prometheus metrics at http://127.0.0.1:9464/metrics; loopback only.
 # metrics_listen = "127.0.0.1:9464" # default: no listener ("capbridge metrics" still reads them)
+
+# The approved tool surface, written by "capbridge lock" (docs/lock.md),
+# relative to this file: a tool it does not name is absent, one that changed
+# is withheld (enforce) or served and reported (warn).
+# lock      = "capbridge.lock"
+# lock_mode = "enforce" # enforce | warn
 `
 
 const initServerKeys = `
@@ -383,6 +389,12 @@ const initServerKeys = `
 # programs calling it, unless this is true; then their denials carry its last
 # 2 KiB, with the values of env replaced by [redacted:NAME].
 # stderr_to_caller = false
+#
+# Policy, enforced before a call leaves capbridge (docs/lock.md): destructive
+# tools only for grants that name them or --allow-destructive; argument
+# guards by JSON Pointer (values, prefix, pattern, min, max, optional).
+# destructive = ["delete_observations", "delete_relations"]
+# restrict.search_nodes = { "/query" = { pattern = "[^\\n]{1,200}" } }
 `
 
 const initNoServers = `

@@ -55,6 +55,7 @@ cannot be opened, 5 shutdown that could not confirm every server exited.`)
 	readyWhen := fs.String("ready-when", "all", "when to print the ready line: all (every server ready or failed) or sockets (the sockets are open; servers still booting)")
 	callSocket := fs.String("call-socket", "", "override [bridge] call_socket")
 	controlSocket := fs.String("control-socket", "", "override [bridge] control_socket")
+	lockFlag := fs.String("lock", "", "serve only the tools this lock approves (capbridge lock), withholding any that changed; overrides [bridge] lock")
 	pos, code, ok := fs.parse(args, stdout, stderr)
 	if !ok {
 		return code
@@ -93,11 +94,17 @@ cannot be opened, 5 shutdown that could not confirm every server exited.`)
 	for _, w := range warnings {
 		log.Warn().Str("file", w.File).Int("line", w.Line).Str("key", w.Key).Str("fix", w.Fix).Msg(w.Msg)
 	}
+	locked, err := serveLock(cfg, *lockFlag, log)
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return exitConfig
+	}
 	opts := bridge.Options{
 		Config:        cfg,
 		Log:           log,
 		Audit:         log.With().Str("log", "audit").Logger(),
 		ClientVersion: version(),
+		Lock:          locked,
 	}
 	if !console {
 		// JSON lines can be batched; the console writer takes one per Write.

@@ -22,11 +22,16 @@ import (
 
 	"github.com/capbridge/capbridge/capwire"
 	"github.com/capbridge/capbridge/internal/leakcheck"
+	"github.com/capbridge/capbridge/internal/mcptest"
 )
 
 // serve spawns processes (the demo server, the built binary): a child that
-// survives the package's tests fails the run.
-func TestMain(m *testing.M) { leakcheck.Main(m) }
+// survives the package's tests fails the run. The test binary doubles as
+// the mcptest server, for the servers the lock tests configure.
+func TestMain(m *testing.M) {
+	mcptest.MaybeServe()
+	leakcheck.Main(m)
+}
 
 // TestServe runs the README's quick start and serve's documented exits
 // with the real binary, built once: `capbridge serve` with no config, a
@@ -53,6 +58,7 @@ func TestServe(t *testing.T) {
 		}
 	})
 	t.Run("audit_path", func(t *testing.T) { testAuditPath(t, bin) })
+	t.Run("lock", func(t *testing.T) { testServeLock(t, bin) })
 	t.Run("ready when the sockets are open", func(t *testing.T) {
 		dir := shortTempDir(t)
 		cfg := filepath.Join(dir, "capbridge.toml")

@@ -1,0 +1,124 @@
+package config
+
+import (
+	"errors"
+	"strings"
+	"testing"
+)
+
+const policyTOML = `[bridge]
+lock = "capbridge.lock"
+lock_mode = "warn"
+
+[mcp.fs]
+command = "/bin/fs"
+destructive = ["delete_file"]
+
+[mcp.fs.restrict.write_file]
+"/path" = { prefix = "/srv/data/" }
+"/mode" = { values = ["append", "create"], optional = true }
+
+[mcp.fs.restrict.resize]
+"/size" = { min = 1, max = 1024.5 }
+"/opts/name" = { pattern = "[a-z]+" }
+`
+
+func TestLoadPolicy(t *testing.T) {
+	cfg, err := Load("/etc/capbridge/capbridge.toml", []byte(policyTOML))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Bridge.Lock != "/etc/capbridge/capbridge.lock" || cfg.Bridge.LockMode != LockWarn {
+		t.Fatalf("lock %q mode %q", cfg.Bridge.Lock, cfg.Bridge.LockMode)
+	}
+	s := cfg.Servers[0]
+	if !s.IsDestructive("delete_file") || s.IsDestructive("write_file") {
+		t.Fatalf("destructive = %v", s.Destructive)
+	}
+	if len(s.Restrict) != 4 {
+		t.Fatalf("restrict = %+v", s.Restrict)
+	}
+	w := s.Guards("write_file")
+	if len(w) != 2 || w[0].Pointer != "/mode" || !w[0].Optional || len(w[0].Values) != 2 || w[1].Pointer != "/path" || *w[1].Prefix != "/srv/data/" || w[1].Line != 10 {
+		t.Fatalf("write_file guards = %+v", w)
+	}
+	r := s.Guards("resize")
+	if r[0].Pointer != "/opts/name" || r[1].Pointer != "/size" || *r[1].Min != 1 || *r[1].Max != 1024.5 {
+		t.Fatalf("resize guards = %+v", r)
+	}
+	if !r[0].Pattern.MatchString("abc") || r[0].Pattern.MatchString("abc1") {
+		t.Fatal("a pattern does not match the whole value")
+	}
+}
+
+func TestPolicyErrors(t *testing.T) {
+	for _, c := range []struct{ name, toml, want string }{
+		{"bad lock mode", "[bridge]\nlock_mode = \"lenient\"\n", `x.toml:2: bridge.lock_mode: bad value "lenient"; use one of: enforce, warn`},
+		{"empty lock", "[bridge]\nlock = \"\"\n", "x.toml:2: bridge.lock: is empty"},
+		{"not a pointer", "[mcp.a]\ncommand = \"/a\"\nrestrict.t.path = { prefix = \"/\" }\n", `x.toml:3: mcp.a.restrict.t.path: "path" is not a JSON Pointer`},
+		{"bad escape", "[mcp.a]\ncommand = \"/a\"\nrestrict.t.\"/a~2\" = { prefix = \"/\" }\n", "has a ~ that is not ~0 or ~1"},
+		{"unknown rule", "[mcp.a]\ncommand = \"/a\"\nrestrict.t.\"/p\" = { prefx = \"/\" }\n", `x.toml:3: mcp.a.restrict.t./p.prefx: unknown key "prefx"; did you mean "prefix"?`},
+		{"no rule", "[mcp.a]\ncommand = \"/a\"\nrestrict.t.\"/p\" = { optional = true }\n", "restricts nothing"},
+		{"bad pattern", "[mcp.a]\ncommand = \"/a\"\nrestrict.t.\"/p\" = { pattern = \"(\" }\n", "bad pattern"},
+		{"min over max", "[mcp.a]\ncommand = \"/a\"\nrestrict.t.\"/p\" = { min = 5, max = 1 }\n", "min 5 is more than max 1"},
+		{"empty values", "[mcp.a]\ncommand = \"/a\"\nrestrict.t.\"/p\" = { values = [] }\n", "non-empty array"},
+		{"table value", "[mcp.a]\ncommand = \"/a\"\nrestrict.t.\"/p\" = { values = [{}] }\n", "cannot be an argument's allowed value"},
+		{"destructive not strings", "[mcp.a]\ncommand = \"/a\"\ndestructive = \"rm\"\n", "x.toml:3: mcp.a.destructive: must be an array of strings"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := Load("x.toml", []byte(c.toml))
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("Load = %v, want %q", err, c.want)
+			}
+			var e *Error
+			if !errors.As(err, &e) || e.Line == 0 {
+				t.Fatalf("%v is not located", err)
+			}
+		})
+	}
+}
+
+func TestCheckGuards(t *testing.T) {
+	cfg, err := Load("x.toml", []byte(policyTOML))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := cfg.Servers[0]
+	schemas := map[string]string{
+		"write_file": `{"type":"object","properties":{"path":{"type":"string"},"mode":{"type":"string"}}}`,
+		"resize":     `{"type":"object","properties":{"size":{"type":"number"},"opts":{"type":"object","properties":{"nmae":{}}}}}`,
+	}
+	errs := s.CheckGuards(func(tool string) ([]byte, bool) {
+		sc, ok := schemas[tool]
+		return []byte(sc), ok
+	})
+	if len(errs) != 1 {
+		t.Fatalf("CheckGuards = %v, want one error", errs)
+	}
+	want := `x.toml:15: mcp.fs.restrict.resize./opts/name: /opts/name names no argument of tool "resize": no property "name" in /opts (it has nmae); did you mean "nmae"?`
+	if !strings.HasPrefix(errs[0].Error(), want) {
+		t.Fatalf("got  %s\nwant %s", errs[0], want)
+	}
+	// An array's items are reached by index.
+	if why := resolveInSchema([]byte(`{"properties":{"a":{"type":"array","items":{"properties":{"b":{}}}}}}`), PointerTokens("/a/3/b")); why != "" {
+		t.Fatal(why)
+	}
+	if why := resolveInSchema([]byte(`{"type":"object"}`), PointerTokens("/x")); !strings.Contains(why, "declares no properties") {
+		t.Fatal(why)
+	}
+	if got := PointerTokens("/a~1b/c~0d/~01"); strings.Join(got, "|") != "a/b|c~d|~1" {
+		t.Fatalf("tokens %q", got)
+	}
+}
+
+func TestUnmatchedPolicy(t *testing.T) {
+	cfg, err := Load("x.toml", []byte(policyTOML))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := cfg.Servers[0].UnmatchedTools(func(n string) bool { return n == "write_file" })
+	want := `destructive "delete_file"|restrict "resize"`
+	if strings.Join(got, "|") != want {
+		t.Fatalf("UnmatchedTools = %q, want %q", got, want)
+	}
+}

@@ -1,0 +1,155 @@
+package bridge
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+
+	"github.com/capbridge/capbridge/bridge/config"
+	"github.com/capbridge/capbridge/internal/lock"
+	"github.com/capbridge/capbridge/mcpwire"
+)
+
+// lockPolicy is what a server's listings are held to: its entry of the
+// lock (nil when the lock has none: every tool is then absent) and the
+// mode. A nil *lockPolicy holds them to nothing.
+type lockPolicy struct {
+	entry *lock.Server
+	mode  string // config.LockEnforce or config.LockWarn
+}
+
+// lockedTool turns a listed tool into its lock form: every member a
+// model or program relies on, annotations as the specification spells
+// them.
+func lockedTool(t mcpwire.Tool) (*lock.Tool, error) {
+	l := lock.Listed{Name: t.Name, Title: t.Title, Description: t.Description,
+		InputSchema: t.InputSchema, OutputSchema: t.OutputSchema, Meta: t.Meta}
+	if a := t.Annotations; a != nil {
+		b, err := json.Marshal(listedAnnotations{a.Title, a.ReadOnlyHint, a.DestructiveHint, a.IdempotentHint, a.OpenWorldHint})
+		if err != nil {
+			return nil, err
+		}
+		l.Annotations = b
+	}
+	return lock.NewTool(l)
+}
+
+// lockedServer locks a listing: the tools a server exposes after
+// tools.allow and tools.deny, with the serverInfo it gave.
+func lockedServer(info lock.Info, tools []mcpwire.Tool) (*lock.Server, error) {
+	locked := make([]*lock.Tool, 0, len(tools))
+	for _, t := range tools {
+		lt, err := lockedTool(t)
+		if err != nil {
+			return nil, err
+		}
+		locked = append(locked, lt)
+	}
+	return lock.NewServer(info, locked)
+}
+
+// held applies the lock to tools (already filtered): it returns the
+// tools to serve, the drift of each tool that differs from the lock,
+// and the names the lock does not have. Under enforce a drifted tool is
+// left out (withheld); under warn it is served. A tool the lock lacks is
+// left out in both modes: absence is the lock's default.
+func (p *lockPolicy) held(server string, tools []mcpwire.Tool) (serve []mcpwire.Tool, drift map[string][]lock.Drift, absent []string, err error) {
+	if p == nil {
+		return tools, nil, nil, nil
+	}
+	drift = map[string][]lock.Drift{}
+	for _, t := range tools {
+		var locked *lock.Tool
+		if p.entry != nil {
+			locked = p.entry.Tools[t.Name]
+		}
+		if locked == nil {
+			absent = append(absent, t.Name)
+			continue
+		}
+		live, err := lockedTool(t)
+		if err != nil {
+			return nil, nil, nil, fmt.Errorf("locking tool %q: %w", t.Name, err)
+		}
+		if d := lock.CompareTool(server, locked, live); d != nil {
+			drift[t.Name] = d
+			if p.mode == config.LockEnforce {
+				continue
+			}
+		}
+		serve = append(serve, t)
+	}
+	return serve, drift, absent, nil
+}
+
+// driftClasses renders a tool's drift for a denial, status and logs:
+// its classes, comma-separated, in CompareTool's order.
+func driftClasses(d []lock.Drift) string {
+	cs := make([]string, len(d))
+	for i, x := range d {
+		cs[i] = string(x.Class)
+	}
+	return strings.Join(cs, ",")
+}
+
+// reportDrift logs and audits what the lock did to one listing: each
+// drifted tool (withheld or, under warn, served), and the tools the lock
+// does not name. It is called on every listing, so a restart or a
+// re-listing that brings drift is recorded each time.
+func (s *server) reportDrift(p *lockPolicy, drift map[string][]lock.Drift, absent []string) {
+	if p == nil {
+		return
+	}
+	if p.entry == nil {
+		s.log.Warn().Msg("the lock has no entry for this server: none of its tools is served; run capbridge lock to approve them")
+	}
+	action := "withheld"
+	if p.mode == config.LockWarn {
+		action = "served (lock_mode warn)"
+	}
+	for _, name := range slices.Sorted(maps.Keys(drift)) {
+		d := drift[name]
+		details := make([]string, len(d))
+		for i, x := range d {
+			details[i] = string(x.Class) + ": " + x.Detail
+		}
+		s.log.Warn().Str("tool", name).Str("drift", driftClasses(d)).Strs("detail", details).Str("action", action).
+			Msg("tool differs from the lock; run capbridge skew to review it, capbridge lock to approve it")
+		s.audit.Warn().Str("event", "lock_drift").Str("server", s.cfg.Name).Str("tool", name).
+			Str("drift", driftClasses(d)).Str("action", action).Msg("tool differs from the lock")
+	}
+	if len(absent) > 0 && p.entry != nil {
+		s.log.Warn().Strs("tools", absent).Msg("tools the lock does not name are not served; run capbridge lock to approve them")
+		s.audit.Warn().Str("event", "lock_absent").Str("server", s.cfg.Name).Strs("tools", absent).Msg("tools not in the lock")
+	}
+}
+
+// Surface locks what each ready server serves now (after tools.allow and
+// tools.deny, and after the lock when the bridge holds one), with the
+// serverInfo it gave at initialize: what capbridge lock writes and skew
+// compares. A server that is not ready is left out, with the reason it
+// is not.
+func (b *Bridge) Surface() (map[string]*lock.Server, map[string]error) {
+	out := map[string]*lock.Server{}
+	var down map[string]error
+	for _, name := range b.order {
+		s := b.servers[name]
+		t, err := s.ready()
+		if err == nil {
+			si := t.client.Initialize().ServerInfo
+			var ls *lock.Server
+			if ls, err = lockedServer(lock.Info{Name: si.Name, Version: si.Version, Title: si.Title}, t.listed); err == nil {
+				out[name] = ls
+				continue
+			}
+		}
+		if down == nil {
+			down = map[string]error{}
+		}
+		down[name] = errors.New(s.unavailableMessage(err))
+	}
+	return out, down
+}

@@ -1,0 +1,219 @@
+package main
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"os"
+	"os/signal"
+	"slices"
+	"strings"
+	"syscall"
+
+	"github.com/rs/zerolog"
+
+	"github.com/capbridge/capbridge/bridge"
+	"github.com/capbridge/capbridge/bridge/config"
+	"github.com/capbridge/capbridge/internal/lock"
+)
+
+// defaultLockFile is where lock writes and skew and serve read when
+// neither the command line nor the config names a lock.
+const defaultLockFile = "capbridge.lock"
+
+// surfaceFlags are the flags lock and skew share: which servers to boot.
+type surfaceFlags struct {
+	config, mcpConfig, workspace string
+	strict                       bool
+}
+
+func addSurfaceFlags(fs *cmdFlags) *surfaceFlags {
+	sf := &surfaceFlags{}
+	fs.StringVar(&sf.config, "c", "", "capbridge.toml whose servers to boot (default: none, which boots the built-in demo server)")
+	fs.StringVar(&sf.mcpConfig, "mcp-config", "", "an editor's MCP config whose stdio servers to boot")
+	fs.StringVar(&sf.workspace, "workspace", "", "what ${workspaceFolder} expands to in --mcp-config (default: that file's directory)")
+	fs.BoolVar(&sf.strict, "strict", false, "make warnings errors, as serve --strict does: a tools.allow, tools.deny, destructive or restrict entry that names no tool fails that server")
+	return sf
+}
+
+// load reads the config the flags name.
+func (sf *surfaceFlags) load() (*config.Config, error) {
+	cfg, _, _, err := loadServeConfig(sf.config, sf.mcpConfig, config.EditorOptions{Workspace: sf.workspace, Strict: sf.strict})
+	if err != nil {
+		return nil, err
+	}
+	for i := range cfg.Servers {
+		cfg.Servers[i].Strict = sf.strict
+	}
+	return cfg, nil
+}
+
+// lockPath is the lock file to use: the flag, else the config's lock,
+// else capbridge.lock in the working directory.
+func lockPath(flagValue string, cfg *config.Config) string {
+	return cmp.Or(flagValue, cfg.Bridge.Lock, defaultLockFile)
+}
+
+// bootSurface boots every configured server, as serve would but without
+// sockets or a lock, lists their tools and shuts them down: the live
+// surface, and the servers that did not boot with why. Warnings (an
+// allow or deny entry that names no tool) go to log.
+func bootSurface(cfg *config.Config, log zerolog.Logger) (*lock.File, map[string]error, error) {
+	b := bridge.New(bridge.Options{Config: cfg, Log: log, Audit: zerolog.Nop(), ClientVersion: version()})
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
+	defer signal.Stop(sigs)
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() {
+		select {
+		case <-sigs:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	b.Boot(ctx)
+	interrupted := ctx.Err() != nil
+	cancel()
+	servers, down := b.Surface()
+	shutErr := b.Shutdown(0)
+	if interrupted {
+		return nil, nil, errors.New("interrupted while the servers booted")
+	}
+	if shutErr != nil {
+		log.Warn().Err(shutErr).Msg("could not confirm every server's exit")
+	}
+	return lock.New(servers), down, nil
+}
+
+// surfaceLog is the log lock and skew give the servers' boot: warnings
+// and errors only, on stderr, in serve's format.
+func surfaceLog(stderr io.Writer, cfg *config.Config) zerolog.Logger {
+	log, _ := newLogger(stderr, cfg.Bridge.LogFormat, "warn")
+	return log
+}
+
+func runLock(args []string, stdout, stderr io.Writer) int {
+	fs := newCmdFlags("lock", "capbridge lock [-c capbridge.toml | --mcp-config EDITOR-CONFIG] [--out capbridge.lock] [--strict]", `
+Approve the tool surface: boot the configured servers (as serve does, with no
+sockets), list their tools, apply tools.allow and tools.deny, and write the
+lock: per server its serverInfo and revision, per tool the full descriptor
+(name, title, description, input and output schemas, annotations, _meta) with
+a SHA-256 digest of each part and of the whole. The file is canonical JSON:
+locking unchanged servers again writes the same bytes. serve --lock (or
+[bridge] lock) then serves only the locked tools, and withholds any that
+change; capbridge skew shows what moved. The format is in docs/lock.md.
+Nothing is written unless every server boots: a server left out of the lock
+would serve no tools.
+Exit status: 0 written, 1 a server did not boot or the file could not be
+written, 2 bad command line, 4 configuration error.`)
+	sf := addSurfaceFlags(fs)
+	out := fs.String("out", "", "where to write the lock (default: the config's [bridge] lock, else "+defaultLockFile+")")
+	pos, code, ok := fs.parse(args, stdout, stderr)
+	if !ok {
+		return code
+	}
+	if len(pos) != 0 {
+		return fs.usageError(stderr, "unexpected argument %q; lock takes only flags", pos[0])
+	}
+	cfg, err := sf.load()
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return exitSurfaceConfig
+	}
+	live, down, err := bootSurface(cfg, surfaceLog(stderr, cfg))
+	if err != nil {
+		fmt.Fprintln(stderr, "capbridge lock:", err)
+		return exitError
+	}
+	if len(down) > 0 {
+		for _, name := range slices.Sorted(maps.Keys(down)) {
+			fmt.Fprintf(stderr, "capbridge lock: server %s did not boot: %v\n", name, down[name])
+		}
+		fmt.Fprintln(stderr, "capbridge lock: nothing written; fix the servers (capbridge doctor) and lock again")
+		return exitError
+	}
+	path := lockPath(*out, cfg)
+	if err := bridge.WriteFileAtomic(path, live.Encode(), 0o644); err != nil {
+		fmt.Fprintf(stderr, "capbridge lock: writing %s: %v\n", path, err)
+		return exitError
+	}
+	tools := 0
+	for _, name := range slices.Sorted(maps.Keys(live.Servers)) {
+		s := live.Servers[name]
+		tools += len(s.Tools)
+		fmt.Fprintf(stdout, "%s: %d tools, revision %s (%s)\n", name, len(s.Tools), lock.Short(s.Revision), strings.Join(slices.Sorted(maps.Keys(s.Tools)), ", "))
+	}
+	fmt.Fprintf(stdout, "locked %d servers, %d tools in %s (digest %s)\n", len(live.Servers), tools, path, lock.Short(live.Digest))
+	return exitOK
+}
+
+// readLock reads and decodes a lock file.
+func readLock(path string) (*lock.File, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return nil, fmt.Errorf("%s: no lock file; write one with capbridge lock", path)
+		}
+		return nil, err
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, lock.MaxFileSize+1))
+	if err != nil {
+		return nil, fmt.Errorf("%s: %v", path, err)
+	}
+	lf, err := lock.Decode(data)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return lf, nil
+}
+
+// checkLockedGuards checks every restrict guard against the input schema
+// the lock approved for its tool: a guard that names no argument is a
+// configuration error before anything starts.
+func checkLockedGuards(cfg *config.Config, lf *lock.File) config.ErrorList {
+	var errs config.ErrorList
+	for i := range cfg.Servers {
+		s := &cfg.Servers[i]
+		entry := lf.Servers[s.Name]
+		if entry == nil {
+			continue
+		}
+		errs = append(errs, s.CheckGuards(func(tool string) ([]byte, bool) {
+			if t := entry.Tools[tool]; t != nil {
+				return t.InputSchema, true
+			}
+			return nil, false
+		})...)
+	}
+	return errs
+}
+
+// serveLock reads the lock serve holds the servers to (--lock, else
+// [bridge] lock; none when neither names one) and checks the config's
+// guards against it.
+func serveLock(cfg *config.Config, flagValue string, log zerolog.Logger) (*lock.File, error) {
+	if flagValue != "" {
+		cfg.Bridge.Lock = flagValue
+	}
+	if cfg.Bridge.Lock == "" {
+		return nil, nil
+	}
+	lf, err := readLock(cfg.Bridge.Lock)
+	if err != nil {
+		return nil, err
+	}
+	if errs := checkLockedGuards(cfg, lf); len(errs) > 0 {
+		return nil, errs
+	}
+	for _, s := range cfg.Servers {
+		if lf.Servers[s.Name] == nil {
+			log.Warn().Str("server", s.Name).Str("lock", cfg.Bridge.Lock).Msg("the lock has no entry for this server: it will serve no tools; run capbridge lock")
+		}
+	}
+	log.Info().Str("lock", cfg.Bridge.Lock).Str("lock_mode", cfg.Bridge.LockMode).Str("digest", lock.Short(lf.Digest)).Msg("holding the servers to the lock")
+	return lf, nil
+}
