@@ -146,7 +146,7 @@ written, 2 bad command line, 4 configuration error.`)
 		tools += len(s.Tools)
 		fmt.Fprintf(stdout, "%s: %d tools, revision %s (%s)\n", name, len(s.Tools), lock.Short(s.Revision), strings.Join(slices.Sorted(maps.Keys(s.Tools)), ", "))
 	}
-	fmt.Fprintf(stdout, "locked %d servers, %d tools in %s (digest %s)\n", len(live.Servers), tools, path, lock.Short(live.Digest))
+	fmt.Fprintf(stdout, "locked %s, %s in %s (digest %s)\n", plural(len(live.Servers), "server"), plural(tools, "tool"), path, lock.Short(live.Digest))
 	return exitOK
 }
 
@@ -216,4 +216,12 @@ func serveLock(cfg *config.Config, flagValue string, log zerolog.Logger) (*lock.
 	}
 	log.Info().Str("lock", cfg.Bridge.Lock).Str("lock_mode", cfg.Bridge.LockMode).Str("digest", lock.Short(lf.Digest)).Msg("holding the servers to the lock")
 	return lf, nil
+}
+
+// plural is n and noun, with an s unless n is 1.
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
 }

@@ -90,7 +90,7 @@ func TestLockAndSkew(t *testing.T) {
 	lockFile := filepath.Join(dir, "capbridge.lock")
 
 	out, errOut, code := runIn("lock", "-c", cfg)
-	if code != exitOK || !strings.Contains(out, "s: 3 tools") || !strings.Contains(out, "locked 1 servers, 3 tools in "+lockFile) {
+	if code != exitOK || !strings.Contains(out, "s: 3 tools") || !strings.Contains(out, "locked 1 server, 3 tools in "+lockFile) {
 		t.Fatalf("lock: exit %d\n%s%s", code, out, errOut)
 	}
 	first, err := os.ReadFile(lockFile)
@@ -109,7 +109,7 @@ func TestLockAndSkew(t *testing.T) {
 		t.Fatalf("the lock: %v\n%s", err, first)
 	}
 
-	if out, errOut, code := runIn("skew", "-c", cfg); code != exitOK || !strings.Contains(out, "no drift: 1 servers, 3 tools match "+lockFile) {
+	if out, errOut, code := runIn("skew", "-c", cfg); code != exitOK || !strings.Contains(out, "no drift: 1 server, 3 tools match "+lockFile) {
 		t.Fatalf("clean skew: exit %d\n%s%s", code, out, errOut)
 	}
 

@@ -124,6 +124,6 @@ func printSkew(w io.Writer, r skewReport) {
 	case len(r.Drift) > 0:
 		fmt.Fprintf(w, "%d differences from %s; review them, then run capbridge lock to approve the new surface\n", len(r.Drift), r.Lock)
 	case r.Clean:
-		fmt.Fprintf(w, "no drift: %d servers, %d tools match %s\n", r.Servers, r.Tools, r.Lock)
+		fmt.Fprintf(w, "no drift: %s, %s match %s\n", plural(r.Servers, "server"), plural(r.Tools, "tool"), r.Lock)
 	}
 }
