@@ -358,6 +358,11 @@ type serverStatus struct {
 	LastExit      string `msgpack:"last_exit,omitempty"`
 	BackoffMS     int64  `msgpack:"backoff_ms,omitempty"`
 	NextAttemptMS int64  `msgpack:"next_attempt_ms,omitempty"`
+	// The era and revision the server speaks, and who it says it is.
+	Era           string `msgpack:"era,omitempty"`
+	Protocol      string `msgpack:"protocol,omitempty"`
+	ServerName    string `msgpack:"server_name,omitempty"`
+	ServerVersion string `msgpack:"server_version,omitempty"`
 }
 
 func (s *server) status() serverStatus {
@@ -381,6 +386,9 @@ func (s *server) statusLocked() serverStatus {
 	case StateReady:
 		st.PID = s.cur.client.Pid()
 		st.StderrTail = validTail(s.cur.client.StderrTail())
+		info := s.cur.client.ServerInfo()
+		st.Era, st.Protocol = s.cur.client.Era().String(), s.cur.client.ProtocolVersion()
+		st.ServerName, st.ServerVersion = strings.ToValidUTF8(info.Name, "\uFFFD"), strings.ToValidUTF8(info.Version, "\uFFFD")
 	case StateBackoff:
 		st.BackoffMS, st.NextAttemptMS = s.wait.Milliseconds(), s.nextAttempt.UnixMilli()
 	}

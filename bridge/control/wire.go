@@ -107,6 +107,12 @@ type ServerStatus struct {
 	LastExit      string `msgpack:"last_exit,omitempty" json:"last_exit,omitempty"`
 	BackoffMS     int64  `msgpack:"backoff_ms,omitempty" json:"backoff_ms,omitempty"`
 	NextAttemptMS int64  `msgpack:"next_attempt_ms,omitempty" json:"next_attempt_ms,omitempty"`
+	// The MCP era ("legacy" or "modern") and protocol revision the
+	// server speaks, and its serverInfo, while it is ready.
+	Era           string `msgpack:"era,omitempty" json:"era,omitempty"`
+	Protocol      string `msgpack:"protocol,omitempty" json:"protocol,omitempty"`
+	ServerName    string `msgpack:"server_name,omitempty" json:"server_name,omitempty"`
+	ServerVersion string `msgpack:"server_version,omitempty" json:"server_version,omitempty"`
 }
 
 // FacadeRequest asks for a server's façade ("facade").
