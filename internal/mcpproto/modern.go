@@ -97,8 +97,9 @@ func DecodeResultType(what string, raw []byte) (ResultType, error) {
 		}
 		if why != "" {
 			fault = pfault(what, "/resultType", -1, why)
+			return fault
 		}
-		return errStop
+		return nil
 	})
 	if fault != nil {
 		return 0, fault
