@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"errors"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -293,4 +294,78 @@ func probeAnswerInit(t *testing.T, initAnswer string) (*Client, error) {
 	s.recv()
 	s.send(initAnswer)
 	return nil, <-errc
+}
+
+// A modern listing's ttlMs is a re-list cadence: ToolsChanged fires when
+// it passes (floored at 1 s), and Close stops it.
+func TestModernRelistCadence(t *testing.T) {
+	defer leakcheck.Check(t)()
+	inBubble(t, func(t *testing.T) {
+		c, s := connectModern(t, discoverOK)
+		list := func(ttl string) {
+			done := make(chan error, 1)
+			go func() { _, err := c.ListTools(context.Background()); done <- err }()
+			line := s.recv()
+			id := line[strings.Index(line, `"id":`)+5 : strings.Index(line, `,"method"`)]
+			s.send(`{"jsonrpc":"2.0","id":` + id + `,"result":{"tools":[],"ttlMs":` + ttl + `,"cacheScope":"private"}}`)
+			if err := <-done; err != nil {
+				t.Fatal(err)
+			}
+		}
+		list("5000")
+		start := time.Now()
+		<-c.ToolsChanged()
+		if d := time.Since(start); d != 5*time.Second {
+			t.Errorf("re-list after %v, want 5s", d)
+		}
+		list("1")
+		start = time.Now()
+		<-c.ToolsChanged()
+		if d := time.Since(start); d != minRelist {
+			t.Errorf("re-list after %v, want the floor %v", d, minRelist)
+		}
+		list("0") // no cadence
+		list("60000")
+		closed := make(chan struct{})
+		go func() { c.Close(); close(closed) }()
+		s.recv() // the listen stream's cancellation
+		s.m.End("")
+		<-closed
+		time.Sleep(2 * time.Minute) // on the fake clock: the stopped timer never fires
+		select {
+		case <-c.ToolsChanged():
+			t.Error("re-list cadence ran after Close")
+		default:
+		}
+	})
+}
+
+// Server requests in the modern era are bounded: past MaxServerRequests
+// the server is dead with ErrProtocol.
+func TestModernServerRequestBound(t *testing.T) {
+	defer leakcheck.Check(t)()
+	inBubble(t, func(t *testing.T) {
+		conn, m := newMemory(time.Second, 0)
+		s := &script{t: t, m: m, in: bufio.NewReader(m.Stdin)}
+		done := make(chan *Client, 1)
+		go func() {
+			c, err := Connect(context.Background(), conn, Config{MaxServerRequests: 2})
+			if err != nil {
+				t.Errorf("connect: %v", err)
+			}
+			done <- c
+		}()
+		s.recv()
+		s.send(strings.Replace(discoverOK, `"listChanged":true`, `"listChanged":false`, 1))
+		c := <-done
+		for i := range 3 {
+			s.send(`{"jsonrpc":"2.0","id":"r` + strconv.Itoa(i) + `","method":"roots/list"}`)
+		}
+		<-c.Done()
+		if err := c.Err(); !errors.Is(err, ErrProtocol) || c.ServerRequests() != 3 {
+			t.Errorf("err %v after %d requests", err, c.ServerRequests())
+		}
+		s.m.End("")
+		c.Close()
+	})
 }
