@@ -44,8 +44,10 @@ func TestChildModernEras(t *testing.T) {
 			if r, err = callT(t, c, "content", `{}`, CallOptions{}); err != nil || len(r.Content) < 4 {
 				t.Fatalf("content: %+v %v", r, err)
 			}
-			// Progress keeps a call alive past its idle timeout.
-			if _, err = callT(t, c, "progress", `{"steps":4,"interval_ms":300}`, CallOptions{IdleTimeout: 1 * time.Second, MaxTimeout: waitFor}); err != nil {
+			// Progress keeps a call alive past its idle timeout: 8 steps
+			// 500 ms apart outlive 2.5 s only through progress (a stall
+			// of 2 s between two would fail it).
+			if _, err = callT(t, c, "progress", `{"steps":8,"interval_ms":500}`, CallOptions{IdleTimeout: 2500 * time.Millisecond, MaxTimeout: waitFor}); err != nil {
 				t.Fatalf("progress: %v", err)
 			}
 			// Cancellation reaches the server as notifications/cancelled.
