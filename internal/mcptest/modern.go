@@ -133,7 +133,7 @@ func (s *server) checkEnvelope(f inbound) bool {
 func (s *server) discover(f inbound) {
 	switch {
 	case s.sc.DiscoverError != nil:
-		s.writeRaw(f.ID, "error", s.sc.DiscoverError)
+		s.writeRawError(f.ID, s.sc.DiscoverError)
 	case s.sc.DiscoverLate:
 		s.mu.Lock()
 		s.m.late = f.ID
@@ -169,17 +169,24 @@ func (s *server) answerLate() {
 }
 
 func (s *server) writeUnsupported(id json.RawMessage, why string) {
-	data, _ := json.Marshal(map[string]any{
-		"code":    codeUnsupportedVersion,
-		"message": "Unsupported protocol version: " + why,
-		"data":    map[string]any{"supported": []string{ModernVersion}},
-	})
-	s.writeRaw(id, "error", data)
+	type data struct {
+		Supported []string `json:"supported"`
+	}
+	e, _ := json.Marshal(struct {
+		Code    int    `json:"code"`
+		Message string `json:"message"`
+		Data    data   `json:"data"`
+	}{codeUnsupportedVersion, "Unsupported protocol version: " + why, data{[]string{ModernVersion}}})
+	s.writeRawError(id, e)
 }
 
-// writeRaw writes a response whose result or error member is raw JSON.
-func (s *server) writeRaw(id json.RawMessage, member string, raw json.RawMessage) {
-	b, err := json.Marshal(map[string]json.RawMessage{"jsonrpc": json.RawMessage(`"2.0"`), "id": id, member: raw})
+// writeRawError writes an error response whose error object is raw JSON.
+func (s *server) writeRawError(id json.RawMessage, raw json.RawMessage) {
+	b, err := json.Marshal(struct {
+		JSONRPC string          `json:"jsonrpc"`
+		ID      json.RawMessage `json:"id"`
+		Error   json.RawMessage `json:"error"`
+	}{"2.0", id, raw})
 	if err != nil {
 		s.writeError(id, -32603, "Internal error: scenario JSON is not JSON")
 		return
