@@ -6,7 +6,10 @@
 // absent or null: a notification that is absorbed), a malformed line is
 // answered with -32700 and id null and the loop survives, initialize,
 // tools/list (sorted, paginated), tools/call and ping are served, and any
-// other request gets -32601. A tool's failure is an isError result, never a
+// other request gets -32601. Scenario.Era adds the stateless revision
+// 2026-07-28 (server/discover, per-request _meta, resultType, the
+// subscriptions/listen stream), beside the legacy handshake or instead of
+// it (modern.go). A tool's failure is an isError result, never a
 // protocol error.
 //
 // A [Scenario] declares the tool listing and the process-level faults;
