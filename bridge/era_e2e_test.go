@@ -3,6 +3,7 @@ package bridge
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -157,5 +158,33 @@ func TestEndToEndEras(t *testing.T) {
 	if stdout.String() != eraWant {
 		t.Errorf("program output:\n%s\nwant:\n%s", stdout.String(), eraWant)
 	}
+	tb.shutdown()
+}
+
+// A modern server's list_changed arrives on its listen stream and
+// re-lists the server as the legacy notification does.
+func TestRelistModern(t *testing.T) {
+	defer leakcheck.Check(t)()
+	sc := mcptest.Scenario{
+		Era:      mcptest.EraModernOnly,
+		Tools:    []json.RawMessage{tool("relist", `{"type":"object"}`)},
+		Relisted: []json.RawMessage{tool("relist", `{"type":"object"}`), tool("add", `{"type":"object"}`)},
+	}
+	tb := startBridge(t, nil, mcptestServer("s", sc))
+	srv := tb.servers["s"]
+	before := srv.current()
+	c := tb.dial(tb.grant(map[string][]string{"s": nil}))
+	ctx, cancel := context.WithTimeout(context.Background(), backstop)
+	defer cancel()
+	if r, err := c.Call(ctx, "s", "relist", map[string]any{}); err != nil || r.Text() != "ok" {
+		t.Fatalf("relist: %+v, %v", r, err)
+	}
+	eventually(t, "the new table published", func() bool { return srv.current() != before })
+	fresh := tb.dial(tb.grant(map[string][]string{"s": nil}))
+	if r, err := fresh.Call(ctx, "s", "add", map[string]any{"a": 1, "b": 2}); err != nil || r.Text() != "3" {
+		t.Errorf("added tool: %+v, %v", r, err)
+	}
+	c.Close()
+	fresh.Close()
 	tb.shutdown()
 }
