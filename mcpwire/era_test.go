@@ -369,3 +369,10 @@ func TestModernServerRequestBound(t *testing.T) {
 		c.Close()
 	})
 }
+
+func TestVersionErrorNamesAnEmptyList(t *testing.T) {
+	err := &VersionError{Requested: modernVersion, Supported: []string{}}
+	if !strings.Contains(err.Error(), "supports protocol versions []") {
+		t.Errorf("%v", err)
+	}
+}

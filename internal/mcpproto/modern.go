@@ -184,7 +184,7 @@ func versionList(v []byte, at string) ([]string, string, string) {
 	if v[0] != '[' {
 		return nil, "expected array, found " + kindName(v), at
 	}
-	var out []string
+	out := []string{} // non-nil: an empty list is still a list the server sent
 	why, where := "", at
 	_ = jsonlex.EachElement(v, func(i int, ev []byte) error {
 		if i == maxSupportedVersions {
