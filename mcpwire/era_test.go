@@ -231,6 +231,10 @@ func TestProbeOutcomes(t *testing.T) {
 			}},
 		{name: "discover naming only unknown revisions", answer: `{"jsonrpc":"2.0","id":0,"result":{"supportedVersions":["2099-01-01"],"capabilities":{}}}`,
 			check: func(err error) bool { return errors.Is(err, ErrVersion) }},
+		{name: "discover naming no revision", answer: `{"jsonrpc":"2.0","id":0,"result":{"supportedVersions":[],"capabilities":{}}}`,
+			check: func(err error) bool {
+				return errors.Is(err, ErrVersion) && strings.Contains(err.Error(), "supports protocol versions []")
+			}},
 		{name: "-32021", answer: `{"jsonrpc":"2.0","id":0,"error":{"code":-32021,"message":"no","data":{"requiredCapabilities":{"roots":{}}}}}`,
 			check: func(err error) bool {
 				var re *RequirementError
@@ -368,11 +372,4 @@ func TestModernServerRequestBound(t *testing.T) {
 		s.m.End("")
 		c.Close()
 	})
-}
-
-func TestVersionErrorNamesAnEmptyList(t *testing.T) {
-	err := &VersionError{Requested: modernVersion, Supported: []string{}}
-	if !strings.Contains(err.Error(), "supports protocol versions []") {
-		t.Errorf("%v", err)
-	}
 }
