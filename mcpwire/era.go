@@ -394,14 +394,15 @@ func (c *Client) modernNotification(m *mcpproto.Message) bool {
 
 // onStream reports whether a notification belongs to the open listen
 // stream, by its _meta subscriptionId; one that does not is dropped
-// (2026-07-28 delivers list_changed only on the stream).
+// (2026-07-28 delivers list_changed only on the stream), at debug level
+// as other dropped notifications are: a server may send any number.
 func (c *Client) onStream(m *mcpproto.Message) bool {
 	id, ok := mcpproto.SubscriptionID(m.Params)
 	sub := c.m.subID.Load()
 	if ok && sub != 0 && id.IsInt && id.Int == sub {
 		return true
 	}
-	c.log.Warn().Str("method", preview(m.Method)).Str("subscription", preview(id.Raw)).Msg("mcpwire: notification for no open subscription dropped")
+	c.log.Debug().Str("method", preview(m.Method)).Str("subscription", preview(id.Raw)).Msg("mcpwire: notification for no open subscription dropped")
 	return false
 }
 
