@@ -208,9 +208,19 @@ func isMsgPackMap(b byte) bool { return b&0xf0 == 0x80 || b == 0xde || b == 0xdf
 func (b *Bridge) failed(ctx context.Context, s *server, req callRequest, err error) outcome {
 	var rpc *mcpwire.RPCError
 	var dead *mcpwire.DeadError
+	var reqErr *mcpwire.RequirementError
 	switch {
 	case ctx.Err() != nil:
 		return b.ended(context.Cause(ctx), req)
+	case errors.Is(err, mcpwire.ErrInputRequired):
+		return deny(capwire.CodeInputRequired, "server "+quote(req.server)+" asked for client input capbridge cannot give: "+s.redact.text(clip(err.Error(), 1024)))
+	case errors.As(err, &reqErr):
+		// A 2026-07-28 refusal naming what the server requires (client
+		// capabilities, a protocol version): its own words say more
+		// than the bare code.
+		o := deny(capwire.CodeServerError, "server "+quote(req.server)+" refused "+quote(req.tool)+": "+s.redact.text(clip(reqErr.Error(), 1024)))
+		o.denial.RPCCode = int(reqErr.RPC.Code)
+		return o
 	case errors.As(err, &rpc):
 		o := deny(capwire.CodeServerError, "server "+quote(req.server)+" answered error "+strconv.FormatInt(rpc.Code, 10)+": "+s.redact.text(clip(rpc.Message, 1024)))
 		o.denial.RPCCode = int(rpc.Code)

@@ -390,6 +390,11 @@ type serverStatus struct {
 	NextAttemptMS int64  `msgpack:"next_attempt_ms,omitempty"`
 	// Withheld is each tool the lock withholds, as "name: drift".
 	Withheld []string `msgpack:"withheld,omitempty"`
+	// The era and revision the server speaks, and who it says it is.
+	Era           string `msgpack:"era,omitempty"`
+	Protocol      string `msgpack:"protocol,omitempty"`
+	ServerName    string `msgpack:"server_name,omitempty"`
+	ServerVersion string `msgpack:"server_version,omitempty"`
 }
 
 func (s *server) status() serverStatus {
@@ -413,6 +418,9 @@ func (s *server) statusLocked() serverStatus {
 	switch s.state {
 	case StateReady:
 		st.StderrTail = validTail(s.cur.client.StderrTail())
+		info := s.cur.client.ServerInfo()
+		st.Era, st.Protocol = s.cur.client.Era().String(), s.cur.client.ProtocolVersion()
+		st.ServerName, st.ServerVersion = strings.ToValidUTF8(info.Name, "\uFFFD"), strings.ToValidUTF8(info.Version, "\uFFFD")
 		select {
 		case <-s.cur.client.Done():
 			// Dead, and the supervisor has yet to act on it: ready

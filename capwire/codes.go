@@ -19,6 +19,7 @@ const (
 	CodeRevoked           = "revoked"
 	CodeShuttingDown      = "shutting_down"
 	CodeSurfaceChanged    = "surface_changed"
+	CodeInputRequired     = "input_required"
 )
 
 // Fatal codes: the closed set a `fatal` frame may carry. Each ends the
@@ -55,6 +56,7 @@ var codes = map[string]codeInfo{
 	CodeRevoked:           {},
 	CodeShuttingDown:      {},
 	CodeSurfaceChanged:    {},
+	CodeInputRequired:     {},
 
 	CodeBadFrame:           {fatal: true},
 	CodeFrameTooLarge:      {fatal: true},
@@ -109,6 +111,7 @@ var (
 	ErrRevoked           error = sentinel(CodeRevoked)
 	ErrShuttingDown      error = sentinel(CodeShuttingDown)
 	ErrSurfaceChanged    error = sentinel(CodeSurfaceChanged)
+	ErrInputRequired     error = sentinel(CodeInputRequired)
 
 	ErrBadFrame           error = sentinel(CodeBadFrame)
 	ErrFrameTooLarge      error = sentinel(CodeFrameTooLarge)

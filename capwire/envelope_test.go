@@ -303,7 +303,7 @@ func TestAppendFrameLimit(t *testing.T) {
 func TestCodes(t *testing.T) {
 	denials := []string{CodeBadRequest, CodeUnknownCapability, CodeNotGranted, CodeUnknownTool, CodeBadArguments,
 		CodeServerUnavailable, CodeTimeout, CodeCancelled, CodeServerError, CodeResultMalformed, CodeResultTooLarge,
-		CodeOverloaded, CodeRevoked, CodeShuttingDown, CodeSurfaceChanged}
+		CodeOverloaded, CodeRevoked, CodeShuttingDown, CodeSurfaceChanged, CodeInputRequired}
 	fatals := []string{CodeBadFrame, CodeFrameTooLarge, CodeBadHello, CodeBadToken, CodeUnsupportedVersion}
 	if len(codes) != len(denials)+len(fatals) {
 		t.Fatalf("code table has %d entries, want %d", len(codes), len(denials)+len(fatals))

@@ -62,6 +62,13 @@ type Config struct {
 	MaxTools         int           // tools in one listing (256)
 	MaxStrayLines    int           // non-JSON-RPC stdout lines tolerated (1000)
 	MaxStrayBytes    int           // ...and their bytes (1 MiB)
+
+	// Era chooses how the client meets its server: EraAuto (the zero
+	// value) probes with server/discover and falls back to initialize;
+	// EraLegacy only initializes; EraModern refuses a legacy server.
+	Era               Era
+	DiscoverTimeout   time.Duration // the probe's wait for an answer (HandshakeTimeout)
+	MaxServerRequests int           // server requests tolerated where the era forbids them (64)
 }
 
 func (c *Config) defaults() {
@@ -91,6 +98,10 @@ func (c *Config) defaults() {
 	defI(&c.MaxTools, defaultMaxTools)
 	defI(&c.MaxStrayLines, defaultMaxStrayLines)
 	defI(&c.MaxStrayBytes, defaultMaxStrayBytes)
+	// The probe may be a cold npx start's first message: a short
+	// fixed wait would misread a slow modern server as legacy.
+	defD(&c.DiscoverTimeout, c.HandshakeTimeout)
+	defI(&c.MaxServerRequests, defaultMaxServerRequests)
 }
 
 // CallOptions tune one call; zero fields take the Config's values.
@@ -127,6 +138,7 @@ type Client struct {
 	cfg  Config
 	log  zerolog.Logger
 	init *InitializeResult
+	m    modern // the era and the modern era's state (era.go)
 
 	// rconn is conn's read-deadline side when it has one: callers then
 	// read their own replies (see lead). nil: one goroutine reads for
@@ -271,7 +283,24 @@ func Connect(ctx context.Context, conn Conn, cfg Config) (*Client, error) {
 	return c, nil
 }
 
+// handshake meets the server in its era: the server/discover probe
+// first (unless Config.Era is EraLegacy), then initialize when the
+// server is not modern.
 func (c *Client) handshake(ctx context.Context) error {
+	if c.cfg.Era != EraLegacy {
+		isModern, err := c.probe(ctx)
+		if err != nil {
+			return err
+		}
+		if isModern {
+			return c.startModern(ctx)
+		}
+	}
+	c.m.era.Store(uint32(EraLegacy))
+	return c.initialize(ctx)
+}
+
+func (c *Client) initialize(ctx context.Context) error {
 	// The declared client capabilities are exactly {}: no sampling (a
 	// server must not spend our model), no roots (it learns nothing of
 	// our filesystem), no elicitation (it must not question a human).
@@ -300,7 +329,8 @@ func (c *Client) handshake(ctx context.Context) error {
 	return c.notify(ctx, "notifications/initialized", nil)
 }
 
-// Initialize returns the server's initialize result.
+// Initialize returns the server's initialize result; nil in the modern
+// era, which has none (see Discover).
 func (c *Client) Initialize() *InitializeResult { return c.init }
 
 // ToolsChanged delivers a signal (coalesced: at most one pending) each
@@ -342,6 +372,7 @@ func (c *Client) Pid() int {
 // shuts the server down, returning the shutdown's evidence. Idempotent;
 // bounded by the transport's shutdown waits.
 func (c *Client) Close() (Exit, error) {
+	c.endModern()
 	c.die(ErrClosed)
 	<-c.shutdownDone
 	<-c.readerDone
@@ -354,12 +385,18 @@ func (c *Client) ListTools(ctx context.Context) ([]Tool, error) {
 	var all []Tool
 	seen := map[string]bool{}
 	var params []byte
+	if c.Era() == EraModern {
+		params = c.metaParams(nil)
+	}
 	for page := 0; ; page++ {
 		if page == c.cfg.MaxPages {
 			return nil, fmt.Errorf("%w: more than %d pages", ErrTooManyPages, c.cfg.MaxPages)
 		}
 		raw, err := c.request(ctx, "tools/list", params, nil, "", CallOptions{}, true)
 		if err != nil {
+			return nil, err
+		}
+		if err := c.checkResult("tools/list", raw); err != nil {
 			return nil, err
 		}
 		p, err := mcpproto.DecodeToolsPage(raw)
@@ -371,19 +408,28 @@ func (c *Client) ListTools(ctx context.Context) ([]Tool, error) {
 			return nil, fmt.Errorf("%w: more than %d", ErrTooManyTools, c.cfg.MaxTools)
 		}
 		if !p.HasNext {
+			c.armRelist(p.TTLMs)
 			return all, nil
 		}
 		if seen[p.NextCursor] {
 			return nil, fmt.Errorf("%w: cursor %q repeated on page %d", ErrTooManyPages, p.NextCursor, page+1)
 		}
 		seen[p.NextCursor] = true
+		if c.Era() == EraModern {
+			params = c.metaParams(jsonlex.AppendQuoted([]byte(`"cursor":`), p.NextCursor))
+			continue
+		}
 		params = jsonlex.AppendQuoted([]byte(`{"cursor":`), p.NextCursor)
 		params = append(params, '}')
 	}
 }
 
-// Ping sends ping and waits for its (empty object) result.
+// Ping sends ping and waits for its (empty object) result. The modern
+// era removed ping: there it is ErrNotInEra, and nothing is sent.
 func (c *Client) Ping(ctx context.Context) error {
+	if c.Era() == EraModern {
+		return fmt.Errorf("%w: ping (%s)", ErrNotInEra, mcpproto.ModernVersion)
+	}
 	raw, err := c.request(ctx, "ping", nil, nil, "", CallOptions{}, true)
 	if err != nil {
 		return err
@@ -401,6 +447,12 @@ func (c *Client) Ping(ctx context.Context) error {
 func (c *Client) CallTool(ctx context.Context, name string, args []byte, opt CallOptions) (*CallToolResult, error) {
 	raw, err := c.request(ctx, "tools/call", nil, args, name, opt, true)
 	if err != nil {
+		if c.Era() == EraModern {
+			err = requirement("tools/call", err)
+		}
+		return nil, err
+	}
+	if err := c.checkResult("tools/call", raw); err != nil {
 		return nil, err
 	}
 	return mcpproto.DecodeCallToolResult(raw)
@@ -434,8 +486,11 @@ func (c *Client) request(ctx context.Context, method string, params, args []byte
 		callPool.Put(cl)
 		return nil, fmt.Errorf("%w (%d)", ErrBusy, c.cfg.MaxInFlight)
 	}
-	c.nextID++
-	id := c.nextID
+	id := int64(discoverID)
+	if method != "server/discover" {
+		c.nextID++
+		id = c.nextID
+	}
 	cl.id, cl.idle, cl.hard, cl.retired, cl.armed = id, idle, now.Add(maxT), false, false
 	cl.expiry = now.Add(idle)
 	c.calls[id] = cl
@@ -445,7 +500,7 @@ func (c *Client) request(ctx context.Context, method string, params, args []byte
 	var line []byte
 	var err error
 	if method == "tools/call" {
-		line, err = appendCallTool((*bp)[:0], id, name, args)
+		line, err = appendCallTool((*bp)[:0], id, name, args, c.reqMeta())
 	} else {
 		line = appendRequest((*bp)[:0], id, method, params)
 	}
@@ -753,6 +808,9 @@ func (c *Client) handleResponse(m *mcpproto.Message) {
 	} else {
 		res = bytes.Clone(m.Result)
 	}
+	if c.modernResponse(m) {
+		return
+	}
 	if m.ID.IsInt && c.settle(m.ID.Int, res, err) {
 		return
 	}
@@ -770,6 +828,9 @@ func (c *Client) handleResponse(m *mcpproto.Message) {
 // -32601: the client declared no capabilities, so sampling, roots,
 // elicitation and the rest are refused, each one logged.
 func (c *Client) handleServerRequest(m *mcpproto.Message) {
+	if c.modernRequest(m) {
+		return
+	}
 	method := string(m.Method)
 	var line []byte
 	if method == "ping" {
@@ -783,6 +844,9 @@ func (c *Client) handleServerRequest(m *mcpproto.Message) {
 }
 
 func (c *Client) handleNotification(m *mcpproto.Message) {
+	if c.modernNotification(m) {
+		return
+	}
 	switch string(m.Method) {
 	case "notifications/progress":
 		c.progress(m.Params)

@@ -4,9 +4,12 @@
 // Start spawns a server (argv only, explicit environment, own process
 // group, Pdeathsig, stderr always drained into a bounded ring) and runs
 // the protocol with it; Connect runs it over any other Conn. A Client
-// does the handshake, tools/list, tools/call and ping with many calls in
-// flight, per-call deadlines, cancellation, progress, and a death that
-// settles every caller with the reason and the stderr tail.
+// meets its server in the server's era, probing with server/discover for
+// the stateless revision 2026-07-28 and falling back to the initialize
+// handshake of the four legacy revisions, and does tools/list,
+// tools/call and ping with many calls in flight, per-call deadlines,
+// cancellation, progress, and a death that settles every caller with the
+// reason and the stderr tail.
 //
 // The message layer underneath, which frames stdout into bounded UTF-8
 // lines and decodes JSON-RPC envelopes and MCP results without I/O, is

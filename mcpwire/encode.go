@@ -47,8 +47,10 @@ func appendNotification(dst []byte, method string, params []byte) []byte {
 // progress token, which the spec requires to be unique across active
 // requests; ids are never reused, so it is. args is the caller's raw
 // JSON: empty or "null" omits "arguments", anything else must be one
-// JSON object and is validated and compacted here.
-func appendCallTool(dst []byte, id int64, name string, args []byte) ([]byte, error) {
+// JSON object and is validated and compacted here. meta, when not nil,
+// is more _meta members (the modern era's reserved keys) rendered
+// without braces.
+func appendCallTool(dst []byte, id int64, name string, args, meta []byte) ([]byte, error) {
 	if name == "" || !utf8.ValidString(name) {
 		return dst, errInvalid("tool name must be non-empty UTF-8")
 	}
@@ -75,6 +77,10 @@ func appendCallTool(dst []byte, id int64, name string, args []byte) ([]byte, err
 	dst = strconv.AppendInt(dst, id, 10)
 	dst = append(dst, `,"method":"tools/call","params":{"_meta":{"progressToken":`...)
 	dst = strconv.AppendInt(dst, id, 10)
+	if meta != nil {
+		dst = append(dst, ',')
+		dst = append(dst, meta...)
+	}
 	dst = append(dst, `},"name":`...)
 	dst = jsonlex.AppendQuoted(dst, name)
 	if span != nil {

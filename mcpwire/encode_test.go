@@ -24,7 +24,7 @@ func TestEncodeLines(t *testing.T) {
 		{name: "invalid utf8 args", args: "{\"a\":\"\xff\"}", bad: true},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := appendCallTool(nil, 9, "echo", []byte(tt.args))
+			got, err := appendCallTool(nil, 9, "echo", []byte(tt.args), nil)
 			if tt.bad {
 				if !errors.Is(err, ErrInvalidArgument) {
 					t.Fatalf("err = %v, want ErrInvalidArgument", err)
@@ -36,7 +36,7 @@ func TestEncodeLines(t *testing.T) {
 			}
 		})
 	}
-	if _, err := appendCallTool(nil, 1, "", nil); !errors.Is(err, ErrInvalidArgument) {
+	if _, err := appendCallTool(nil, 1, "", nil, nil); !errors.Is(err, ErrInvalidArgument) {
 		t.Errorf("empty name: %v", err)
 	}
 }
@@ -47,7 +47,7 @@ func FuzzCompact(f *testing.F) {
 	f.Add([]byte("{\n \"text\" : \"a b\",\r\n\t\"n\": [1, 2]\n}"))
 	f.Add([]byte(`{"a":{"b":[true,false,null,"\n"]}}`))
 	f.Fuzz(func(t *testing.T, args []byte) {
-		line, err := appendCallTool(nil, 1, "t", args)
+		line, err := appendCallTool(nil, 1, "t", args, nil)
 		if err != nil {
 			return
 		}

@@ -96,11 +96,18 @@ func malformed(id int64, fault error) *MalformedResultError {
 
 // VersionError refuses a negotiated protocol revision outside the ones
 // this client speaks, naming what we asked for and what we were offered.
+// A modern server that speaks none of our revisions has no one offer:
+// Supported then lists what it named (in its discover answer or its
+// -32022 data) and Offered is empty.
 type VersionError struct {
 	Requested, Offered string
+	Supported          []string
 }
 
 func (e *VersionError) Error() string {
+	if e.Offered == "" && e.Supported != nil {
+		return fmt.Sprintf("mcpwire: server supports protocol versions %q; requested %q, this client speaks %v and %s", e.Supported, e.Requested, supportedVersions, modernVersion)
+	}
 	return fmt.Sprintf("mcpwire: server chose protocol version %q; requested %q, supported %v", e.Offered, e.Requested, supportedVersions)
 }
 

@@ -36,6 +36,7 @@ func connectKick(t *testing.T, cfg Config) (*Client, *script) {
 		c, err = Connect(context.Background(), kickConn{conn.(*memConn)}, cfg)
 		done <- err
 	}()
+	s.refuseProbe()
 	s.recv()
 	s.send(`{"jsonrpc":"2.0","id":1,"result":{"protocolVersion":"` + requestedVersion + `","capabilities":{"tools":{}},"serverInfo":{"name":"s","version":"1"}}}`)
 	s.recv() // notifications/initialized

@@ -32,6 +32,16 @@ func (s *script) recv() string {
 	return line
 }
 
+// refuseProbe reads the server/discover probe and answers it as a
+// legacy server does (-32601), so the client falls back to initialize.
+func (s *script) refuseProbe() {
+	s.t.Helper()
+	if got := s.recv(); !strings.HasPrefix(got, `{"jsonrpc":"2.0","id":0,"method":"server/discover",`) {
+		s.t.Fatalf("first line is not the discover probe: %q", got)
+	}
+	s.send(`{"jsonrpc":"2.0","id":0,"error":{"code":-32601,"message":"Method not found"}}`)
+}
+
 func (s *script) send(line string) {
 	s.t.Helper()
 	_ = s.m.Stdout.SetWriteDeadline(time.Now().Add(time.Minute))
@@ -54,6 +64,7 @@ func connectScripted(t *testing.T, version string, cfg Config) (*Client, *script
 		c, err := Connect(context.Background(), conn, cfg)
 		done <- res{c, err}
 	}()
+	s.refuseProbe()
 	initLine := s.recv()
 	s.send(`{"jsonrpc":"2.0","id":1,"result":{"protocolVersion":"` + version + `","capabilities":{"tools":{}},"serverInfo":{"name":"s","version":"1"}}}`)
 	if version == requestedVersion || versionSupported(version) {
@@ -91,6 +102,7 @@ func TestMemoryVersionRefused(t *testing.T) {
 		s := &script{t: t, m: m, in: bufio.NewReader(m.Stdin)}
 		errc := make(chan error, 1)
 		go func() { _, err := Connect(context.Background(), conn, Config{}); errc <- err }()
+		s.refuseProbe()
 		s.recv()
 		s.send(`{"jsonrpc":"2.0","id":1,"result":{"protocolVersion":"2026-07-28","capabilities":{},"serverInfo":{"name":"s","version":"1"}}}`)
 		err := <-errc

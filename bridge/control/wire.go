@@ -114,6 +114,12 @@ type ServerStatus struct {
 	// Withheld is each tool the lock withholds because it differs from
 	// the lock, as "name: drift classes".
 	Withheld []string `msgpack:"withheld,omitempty" json:"withheld,omitempty"`
+	// The MCP era ("legacy" or "modern") and protocol revision the
+	// server speaks, and its serverInfo, while it is ready.
+	Era           string `msgpack:"era,omitempty" json:"era,omitempty"`
+	Protocol      string `msgpack:"protocol,omitempty" json:"protocol,omitempty"`
+	ServerName    string `msgpack:"server_name,omitempty" json:"server_name,omitempty"`
+	ServerVersion string `msgpack:"server_version,omitempty" json:"server_version,omitempty"`
 }
 
 // FacadeRequest asks for a server's façade ("facade").

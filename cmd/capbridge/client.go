@@ -226,6 +226,9 @@ of its stderr), the live grants and the open connections.`)
 		if s.Reason != "" {
 			fmt.Fprintf(stdout, "  reason: %s\n", s.Reason)
 		}
+		if s.Era != "" {
+			fmt.Fprintf(stdout, "  mcp: %s %s, server %q %q\n", s.Era, s.Protocol, s.ServerName, s.ServerVersion)
+		}
 		if s.StderrTail != "" {
 			fmt.Fprintf(stdout, "  stderr: %s\n", strings.ReplaceAll(strings.TrimSpace(s.StderrTail), "\n", "\n          "))
 		}

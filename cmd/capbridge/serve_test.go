@@ -176,7 +176,7 @@ func testQuickStart(t *testing.T, bin string) {
 	}
 
 	out, errOut, code = runCLI(t, bin, env, "status")
-	if code != 0 || !regexp.MustCompile(`(?m)^demo +ready +pid=[1-9]`).MatchString(out) {
+	if code != 0 || !regexp.MustCompile(`(?m)^demo +ready +pid=[1-9]`).MatchString(out) || !regexp.MustCompile(`(?m)^  mcp: legacy 20\d\d-\d\d-\d\d, server "`).MatchString(out) {
 		t.Errorf("status: exit %d, stdout %q, stderr %q", code, out, errOut)
 	}
 	out, errOut, code = runCLI(t, bin, env, "status", "--json")

@@ -9,6 +9,7 @@ package interop
 
 import (
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime"
 	"testing"
@@ -54,4 +55,36 @@ func Command(t testing.TB, name, root string) []string {
 		argv = append(argv, root)
 	}
 	return argv
+}
+
+// The server scripts of this package (servers/*.mjs), written on the
+// pinned TypeScript SDKs with the same tools (servers/tools.mjs): text,
+// an image, structured content, a tool error, progress, cancellation
+// and a change of the tool list.
+const (
+	// ModernServer is the SDK v2 (@modelcontextprotocol/server)
+	// serveStdio entry: argument "serve" serves both eras (the first
+	// request pins one), "reject" only 2026-07-28.
+	ModernServer = "modern-server.mjs"
+	// LegacyServer is SDK 1.x (@modelcontextprotocol/sdk): the
+	// initialize handshake only.
+	LegacyServer = "legacy-server.mjs"
+)
+
+// Script returns the argv that runs the named server script with node,
+// or fails t when node or the script's SDK is not installed.
+func Script(t testing.TB, name string, args ...string) []string {
+	t.Helper()
+	node, err := exec.LookPath("node")
+	if err != nil {
+		t.Fatalf("interop: node is not on PATH: %v", err)
+	}
+	pkg := "@modelcontextprotocol/server"
+	if name == LegacyServer {
+		pkg = "@modelcontextprotocol/sdk"
+	}
+	if _, err := os.Stat(filepath.Join(Dir(), "node_modules", pkg)); err != nil {
+		t.Fatalf("interop: %s is not installed (%v); run `make deps` (npm ci in %s)", pkg, err, Dir())
+	}
+	return append([]string{node, filepath.Join(Dir(), name)}, args...)
 }

@@ -70,3 +70,59 @@ func TestPinnedServersAnswerInitialize(t *testing.T) {
 		})
 	}
 }
+
+// The server scripts run on their pinned SDKs and answer the
+// server/discover probe in their era: SDK v2 (either mode) with a
+// DiscoverResult naming 2026-07-28, SDK 1.x with -32601.
+func TestScriptsAnswerDiscover(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		argv []string
+		want string
+	}{
+		{"v2 serve", Script(t, ModernServer, "serve"), `"supportedVersions":["2026-07-28"]`},
+		{"v2 reject", Script(t, ModernServer, "reject"), `"supportedVersions":["2026-07-28"]`},
+		{"v1", Script(t, LegacyServer), `"code":-32601`},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			cmd := exec.Command(tt.argv[0], tt.argv[1:]...)
+			stdin, _ := cmd.StdinPipe()
+			stdout, _ := cmd.StdoutPipe()
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
+			_, _ = stdin.Write([]byte(`{"jsonrpc":"2.0","id":0,"method":"server/discover","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}` + "\n"))
+			lines := make(chan string)
+			go func() {
+				defer close(lines)
+				sc := bufio.NewScanner(stdout)
+				sc.Buffer(nil, 1<<20)
+				for sc.Scan() {
+					lines <- sc.Text()
+				}
+			}()
+			deadline := time.After(time.Minute) // a backstop for node's cold start
+			for {
+				select {
+				case line, ok := <-lines:
+					if !ok {
+						t.Fatal("server closed stdout before answering server/discover")
+					}
+					if !strings.Contains(line, `"id":0`) {
+						continue
+					}
+					if !strings.Contains(line, tt.want) {
+						t.Fatalf("answer %s lacks %s", line, tt.want)
+					}
+					_ = stdin.Close()
+					for range lines {
+					}
+					return
+				case <-deadline:
+					t.Fatal("no answer to server/discover within a minute")
+				}
+			}
+		})
+	}
+}

@@ -41,7 +41,7 @@ type Tool struct {
 	Title        string
 	Description  string
 	InputSchema  []byte
-	OutputSchema []byte // nil when absent
+	OutputSchema []byte // nil when absent; an object or a boolean (any JSON Schema 2020-12 value)
 	Annotations  *ToolAnnotations
 	Icons        []byte // raw array, nil when absent
 	Meta         []byte // raw _meta object, nil when absent
@@ -54,6 +54,10 @@ type ToolsPage struct {
 	Tools      []Tool
 	NextCursor string
 	HasNext    bool // nextCursor present (an empty string is a cursor too)
+	// TTLMs and CacheScope (2026-07-28) say how long the listing may be
+	// reused; 0 and "" when absent, as legacy servers send them.
+	TTLMs      int64
+	CacheScope string
 }
 
 // ContentBlock is one block of a tool result. Type is the block's "type"
@@ -138,6 +142,15 @@ func boolean(v []byte) (bool, string) {
 		return false, ""
 	}
 	return false, "expected boolean, found " + kindName(v)
+}
+
+// schemaValue accepts a JSON Schema 2020-12 value: an object or a
+// boolean.
+func schemaValue(v []byte) ([]byte, string) {
+	if v[0] != '{' && v[0] != 't' && v[0] != 'f' {
+		return nil, "expected a schema (object or boolean), found " + kindName(v)
+	}
+	return v, ""
 }
 
 func object(v []byte) ([]byte, string) {
@@ -289,6 +302,18 @@ func DecodeToolsPage(raw []byte) (*ToolsPage, error) {
 				return fault
 			}
 			p.HasNext = true
+		case jsonlex.KeyIs(key, "ttlMs"):
+			var why string
+			if p.TTLMs, why = nonNegative(v); why != "" {
+				fault = pfault("tools/list", "/ttlMs", -1, why)
+				return fault
+			}
+		case jsonlex.KeyIs(key, "cacheScope"):
+			var why string
+			if p.CacheScope, why = cacheScope(v); why != "" {
+				fault = pfault("tools/list", "/cacheScope", -1, why)
+				return fault
+			}
 		}
 		return nil
 	})
@@ -365,7 +390,9 @@ func decodeTool(v []byte) (t Tool, why, at string) {
 			t.InputSchema, why = object(mv)
 			haveInput, at = true, "/inputSchema"
 		case jsonlex.KeyIs(key, "outputSchema"):
-			t.OutputSchema, why = object(mv)
+			// 2026-07-28 allows any JSON Schema 2020-12 value, and a
+			// schema is an object or a boolean (true accepts anything).
+			t.OutputSchema, why = schemaValue(mv)
 			at = "/outputSchema"
 		case jsonlex.KeyIs(key, "annotations"):
 			t.Annotations, why, at = decodeAnnotations(mv)

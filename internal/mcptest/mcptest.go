@@ -6,7 +6,10 @@
 // absent or null: a notification that is absorbed), a malformed line is
 // answered with -32700 and id null and the loop survives, initialize,
 // tools/list (sorted, paginated), tools/call and ping are served, and any
-// other request gets -32601. A tool's failure is an isError result, never a
+// other request gets -32601. Scenario.Era adds the stateless revision
+// 2026-07-28 (server/discover, per-request _meta, resultType, the
+// subscriptions/listen stream), beside the legacy handshake or instead of
+// it (modern.go). A tool's failure is an isError result, never a
 // protocol error.
 //
 // A [Scenario] declares the tool listing and the process-level faults;
@@ -103,6 +106,33 @@ type Scenario struct {
 	// notifications/tools/list_changed, so a test can change a server's
 	// tools mid-run.
 	Relisted []json.RawMessage `json:"relisted,omitempty"`
+
+	// Era is "" for a legacy-only server (server/discover is -32601, as
+	// every legacy server answers it), EraModern for a dual-era server
+	// whose first request pins the era, EraModernOnly for one that
+	// answers initialize with -32022.
+	Era string `json:"era,omitempty"`
+	// DiscoverError is a JSON-RPC error object answered to
+	// server/discover instead of its result, in any era.
+	DiscoverError json.RawMessage `json:"discover_error,omitempty"`
+	// DiscoverLate holds the server/discover answer until initialize
+	// arrives and sends it after the initialize result, as a server too
+	// slow for the client's probe would.
+	DiscoverLate bool `json:"discover_late,omitempty"`
+	// ResultType is the resultType of every tools/call result in the
+	// modern era ("input_required", or an unknown value); default
+	// "complete".
+	ResultType string `json:"result_type,omitempty"`
+	// TTLMs is the ttlMs of every tools/list result in the modern era.
+	TTLMs int64 `json:"ttl_ms,omitempty"`
+	// NotifyOnListen lists notification methods sent on each
+	// subscriptions/listen stream right after its acknowledgement,
+	// carrying the stream's subscriptionId.
+	NotifyOnListen []string `json:"notify_on_listen,omitempty"`
+	// RequestsOnListen is the number of ping requests the server sends
+	// after acknowledging a listen stream, before NotifyOnListen: the
+	// modern era forbids them, and forbids the client to answer.
+	RequestsOnListen int `json:"requests_on_listen,omitempty"`
 }
 
 // Bounds of the server. They are constants, not knobs: tests that need a
@@ -221,6 +251,7 @@ type server struct {
 	nextID      int64                  // server→client request and unknown_id counter
 	initialized bool                   // notifications/initialized seen
 	listing     []json.RawMessage      // what tools/list pages through; relist replaces it
+	m           modernState            // the era and the listen streams (modern.go)
 	// cancelled records the notifications/cancelled received, newest
 	// last, at most MaxCancellations (older ones are dropped); the
 	// cancellations tool reports them, so a test can check that its
@@ -476,6 +507,10 @@ func (s *server) route(id json.RawMessage, line []byte) {
 	delete(s.pending, string(id))
 	s.mu.Unlock()
 	if !ok {
+		if s.isModern() {
+			s.logf("mcptest: the client answered server request %s in the %s era, which forbids it", id, ModernVersion)
+			return
+		}
 		s.logf("mcptest: response for unknown server request id %s", id)
 		return
 	}
@@ -502,6 +537,10 @@ func (s *server) notification(f inbound) {
 		if json.Unmarshal(f.Params, &p) != nil || len(p.RequestID) == 0 {
 			return
 		}
+		if s.endStream(p.RequestID) {
+			s.logf("mcptest: subscriptions/listen %s cancelled: %q", p.RequestID, p.Reason)
+			return
+		}
 		rec := Cancellation{RequestID: string(p.RequestID), Reason: p.Reason}
 		s.mu.Lock()
 		if c, ok := s.calls[string(p.RequestID)]; ok {
@@ -521,6 +560,9 @@ func (s *server) notification(f inbound) {
 }
 
 func (s *server) request(f inbound) {
+	if s.modernRequest(f) {
+		return
+	}
 	switch f.Method {
 	case "initialize":
 		s.initialize(f)
@@ -549,10 +591,7 @@ func (s *server) initialize(f inbound) {
 	if s.sc.ProtocolVersion != "" {
 		version = s.sc.ProtocolVersion
 	}
-	name := s.sc.ServerName
-	if name == "" {
-		name = "mcptest"
-	}
+	name := s.serverName()
 	type info struct {
 		Name    string `json:"name"`
 		Version string `json:"version"`
@@ -570,6 +609,14 @@ func (s *server) initialize(f inbound) {
 		ServerInfo:   info{Name: name, Version: "0.1.0"},
 		Instructions: s.sc.Instructions,
 	})
+	s.answerLate()
+}
+
+func (s *server) serverName() string {
+	if s.sc.ServerName == "" {
+		return "mcptest"
+	}
+	return s.sc.ServerName
 }
 
 // repeatCursor is the cursor of RepeatCursor.
@@ -604,7 +651,12 @@ func (s *server) toolsList(f inbound) {
 	page := struct {
 		Tools      []json.RawMessage `json:"tools"`
 		NextCursor string            `json:"nextCursor,omitempty"`
+		TTLMs      int64             `json:"ttlMs,omitempty"`
+		CacheScope string            `json:"cacheScope,omitempty"`
 	}{Tools: listing[start:end]}
+	if s.isModern() {
+		page.TTLMs, page.CacheScope = s.sc.TTLMs, "private"
+	}
 	if page.Tools == nil {
 		page.Tools = []json.RawMessage{}
 	}
@@ -708,7 +760,11 @@ func (s *server) writeResult(id json.RawMessage, result any) {
 }
 
 func (s *server) writeResultChecked(id json.RawMessage, result any) error {
-	b, err := json.Marshal(response{JSONRPC: "2.0", ID: id, Result: result})
+	r, err := json.Marshal(result)
+	if err != nil {
+		return err
+	}
+	b, err := json.Marshal(response{JSONRPC: "2.0", ID: id, Result: json.RawMessage(s.modernResult(id, r))})
 	if err != nil {
 		return err
 	}

@@ -458,7 +458,7 @@ func (s *server) relist(c *call) {
 	s.mu.Lock()
 	s.listing = s.sc.Relisted
 	s.mu.Unlock()
-	s.notify("notifications/tools/list_changed", nil)
+	s.listChanged()
 	s.answer(c, textResult("ok"))
 }
 

@@ -19,6 +19,7 @@ export const Denial = {
   Revoked: "revoked",
   ShuttingDown: "shutting_down",
   SurfaceChanged: "surface_changed",
+  InputRequired: "input_required",
 } as const;
 
 /** Fatal codes: a `fatal` frame ends the connection. */

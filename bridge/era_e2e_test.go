@@ -1,0 +1,190 @@
+package bridge
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"testing"
+	"time"
+
+	"github.com/capbridge/capbridge/bridge/config"
+	"github.com/capbridge/capbridge/bridge/control"
+	"github.com/capbridge/capbridge/internal/interop"
+	"github.com/capbridge/capbridge/internal/leakcheck"
+	"github.com/capbridge/capbridge/internal/mcptest"
+)
+
+// eraProgram calls, through the façades the bridge generated, a server
+// that speaks only MCP 2026-07-28 (the TypeScript SDK v2 with legacy
+// 'reject'), a legacy one (SDK 1.x), and a modern server that answers
+// every call input_required.
+const eraProgram = `package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/capbridge/capbridge/capwire"
+
+	"e2e.test/ir"
+	"e2e.test/legacy"
+	"e2e.test/modern"
+)
+
+func main() {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	must := func(r *capwire.Result, err error) *capwire.Result {
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "call failed:", err)
+			os.Exit(1)
+		}
+		return r
+	}
+	r := must(modern.Echo(ctx, modern.EchoArgs{Text: "héllo"}))
+	fmt.Printf("modern echo: %s\n", r.Text())
+	r = must(modern.Image(ctx))
+	fmt.Printf("modern image: %s:%s\n", r.Content[0].Type, r.Content[0].Kind)
+	r = must(modern.Add(ctx, modern.AddArgs{A: 40, B: 2}))
+	var sum struct{ Sum float64 ` + "`msgpack:\"sum\"`" + ` }
+	if err := r.Decode(&sum); err != nil {
+		fmt.Fprintln(os.Stderr, "decode:", err)
+		os.Exit(1)
+	}
+	fmt.Printf("modern add: %s sum=%v\n", r.Text(), sum.Sum)
+	r = must(modern.Fail(ctx))
+	fmt.Printf("modern fail: %s is_error=%v\n", r.Text(), r.IsError)
+	r = must(legacy.Echo(ctx, legacy.EchoArgs{Text: "old"}))
+	fmt.Printf("legacy echo: %s\n", r.Text())
+	_, err := ir.Echo(ctx, ir.EchoArgs{Text: "x"})
+	var d *capwire.Denied
+	if !errors.As(err, &d) {
+		fmt.Fprintln(os.Stderr, "want a denial, got", err)
+		os.Exit(1)
+	}
+	fmt.Printf("ir echo: denied %s retryable=%v\n", d.Code, capwire.Retryable(d.Code))
+}
+`
+
+const eraWant = `modern echo: héllo
+modern image: other:image
+modern add: 42 sum=42
+modern fail: it failed is_error=true
+legacy echo: old
+ir echo: denied input_required retryable=false
+`
+
+// TestEndToEndEras boots a modern-only server beside a legacy one and
+// serves both to a Go program through generated façades; status names
+// each one's era, revision and serverInfo.
+func TestEndToEndEras(t *testing.T) {
+	defer leakcheck.Check(t)()
+	script := func(name string, argv []string) config.Server {
+		s := config.NewServer(name, argv[0])
+		s.Args = argv[1:]
+		s.StartupTimeout = time.Minute
+		s.InheritEnv = []string{"PATH", "HOME"}
+		return s
+	}
+	tb := startBridge(t, nil,
+		script("modern", interop.Script(t, interop.ModernServer, "reject")),
+		script("legacy", interop.Script(t, interop.LegacyServer)),
+		mcptestServer("ir", mcptest.Scenario{Era: mcptest.EraModernOnly, ResultType: "input_required"}))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	ctl := tb.control()
+	st, err := ctl.Status(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]control.ServerStatus{
+		"modern": {Era: "modern", Protocol: "2026-07-28", ServerName: "capbridge-interop-modern", ServerVersion: "2.4.0"},
+		"legacy": {Era: "legacy", Protocol: "2025-11-25", ServerName: "capbridge-interop-legacy", ServerVersion: "1.32.2"},
+		"ir":     {Era: "modern", Protocol: "2026-07-28", ServerName: "mcptest", ServerVersion: "0.1.0"},
+	}
+	for _, s := range st.Servers {
+		w := want[s.Name]
+		if s.State != string(StateReady) || s.Era != w.Era || s.Protocol != w.Protocol || s.ServerName != w.ServerName || s.ServerVersion != w.ServerVersion {
+			t.Errorf("status of %s: %+v", s.Name, s)
+		}
+	}
+	granted, err := ctl.Grant(ctx, &control.GrantRequest{Servers: map[string][]string{"modern": nil, "legacy": nil, "ir": nil}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, here, _, _ := runtime.Caller(0)
+	root := filepath.Dir(filepath.Dir(here))
+	sum, err := os.ReadFile(filepath.Join(root, "go.sum"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	writeFile(t, filepath.Join(dir, "go.mod"), "module e2e.test\n\ngo 1.26\n\nrequire github.com/capbridge/capbridge v0.0.0\n\n"+
+		"replace github.com/capbridge/capbridge => "+root+"\n")
+	writeFile(t, filepath.Join(dir, "go.sum"), string(sum))
+	for _, server := range []string{"modern", "legacy", "ir"} {
+		f, err := ctl.Facade(ctx, &control.FacadeRequest{Server: server, Lang: "go"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		writeFile(t, filepath.Join(dir, f.Module, f.Module+".go"), f.Source)
+	}
+	writeFile(t, filepath.Join(dir, "main.go"), eraProgram)
+	ctl.Close()
+
+	bin := filepath.Join(dir, "prog")
+	build := exec.Command("go", "build", "-o", bin, ".")
+	build.Dir = dir
+	build.Env = append(os.Environ(), "GOFLAGS=-mod=mod", "GOPROXY=off", "GOWORK=off")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	runCtx, cancelRun := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancelRun()
+	run := exec.CommandContext(runCtx, bin)
+	run.Env = []string{"CAPBRIDGE_SOCKET=" + tb.CallSocket(), "CAPBRIDGE_TOKEN=" + granted.Token}
+	var stdout, stderr bytes.Buffer
+	run.Stdout, run.Stderr = &stdout, &stderr
+	if err := run.Run(); err != nil {
+		t.Fatalf("program: %v\nstdout:\n%s\nstderr:\n%s", err, stdout.String(), stderr.String())
+	}
+	if stdout.String() != eraWant {
+		t.Errorf("program output:\n%s\nwant:\n%s", stdout.String(), eraWant)
+	}
+	tb.shutdown()
+}
+
+// A modern server's list_changed arrives on its listen stream and
+// re-lists the server as the legacy notification does.
+func TestRelistModern(t *testing.T) {
+	defer leakcheck.Check(t)()
+	sc := mcptest.Scenario{
+		Era:      mcptest.EraModernOnly,
+		Tools:    []json.RawMessage{tool("relist", `{"type":"object"}`)},
+		Relisted: []json.RawMessage{tool("relist", `{"type":"object"}`), tool("add", `{"type":"object"}`)},
+	}
+	tb := startBridge(t, nil, mcptestServer("s", sc))
+	srv := tb.servers["s"]
+	before := srv.current()
+	c := tb.dial(tb.grant(map[string][]string{"s": nil}))
+	ctx, cancel := context.WithTimeout(context.Background(), backstop)
+	defer cancel()
+	if r, err := c.Call(ctx, "s", "relist", map[string]any{}); err != nil || r.Text() != "ok" {
+		t.Fatalf("relist: %+v, %v", r, err)
+	}
+	eventually(t, "the new table published", func() bool { return srv.current() != before })
+	fresh := tb.dial(tb.grant(map[string][]string{"s": nil}))
+	if r, err := fresh.Call(ctx, "s", "add", map[string]any{"a": 1, "b": 2}); err != nil || r.Text() != "3" {
+		t.Errorf("added tool: %+v, %v", r, err)
+	}
+	c.Close()
+	fresh.Close()
+	tb.shutdown()
+}
