@@ -180,21 +180,11 @@ func doctor(cfgPath, mcpConfig string, opts config.EditorOptions) *doctorReport 
 
 	// Ctrl-C during boot stops it, as it does serve's; the shutdown that
 	// follows is bounded.
-	sigs := make(chan os.Signal, 1)
-	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
-	defer signal.Stop(sigs)
-	ctx, cancel := context.WithCancel(context.Background())
-	go func() {
-		select {
-		case <-sigs:
-			cancel()
-		case <-ctx.Done():
-		}
-	}()
+	ctx, cancel := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer cancel()
 	start := time.Now()
 	outcomes := b.Boot(ctx)
 	interrupted := ctx.Err() != nil
-	cancel()
 	shutErr := b.Shutdown(0)
 
 	byName := make(map[string]config.Server, len(cfg.Servers))

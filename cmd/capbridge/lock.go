@@ -63,20 +63,10 @@ func lockPath(flagValue string, cfg *config.Config) string {
 // allow or deny entry that names no tool) go to log.
 func bootSurface(cfg *config.Config, log zerolog.Logger) (*lock.File, map[string]error, error) {
 	b := bridge.New(bridge.Options{Config: cfg, Log: log, Audit: zerolog.Nop(), ClientVersion: version()})
-	sigs := make(chan os.Signal, 1)
-	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
-	defer signal.Stop(sigs)
-	ctx, cancel := context.WithCancel(context.Background())
-	go func() {
-		select {
-		case <-sigs:
-			cancel()
-		case <-ctx.Done():
-		}
-	}()
+	ctx, cancel := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer cancel()
 	b.Boot(ctx)
 	interrupted := ctx.Err() != nil
-	cancel()
 	servers, down := b.Surface()
 	shutErr := b.Shutdown(0)
 	if interrupted {
