@@ -335,11 +335,13 @@ func TestModernRelistCadence(t *testing.T) {
 		s.recv() // the listen stream's cancellation
 		s.m.End("")
 		<-closed
-		time.Sleep(2 * time.Minute) // on the fake clock: the stopped timer never fires
+		// On the fake clock the two minutes pass as soon as every
+		// goroutine is blocked: a cadence timer left running would fire
+		// within them (its last ttl was one minute).
 		select {
 		case <-c.ToolsChanged():
 			t.Error("re-list cadence ran after Close")
-		default:
+		case <-time.After(2 * time.Minute):
 		}
 	})
 }
