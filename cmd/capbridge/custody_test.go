@@ -22,21 +22,7 @@ import (
 // grandchild has exited by then.
 func TestServeSweepsEscapee(t *testing.T) {
 	defer leakcheck.Check(t)()
-	dir := shortTempDir(t)
-	bin := filepath.Join(dir, "capbridge")
-	server := filepath.Join(dir, "mcptestserver")
-	for _, b := range [][]string{{bin, "."}, {server, "../../internal/mcptest/cmd/mcptestserver"}} {
-		if out, err := exec.Command("go", "build", "-o", b[0], b[1]).CombinedOutput(); err != nil {
-			t.Fatalf("go build %s: %v\n%s", b[1], err, out)
-		}
-	}
-	cfg := filepath.Join(dir, "capbridge.toml")
-	toml := "[bridge]\ncall_socket = \"" + dir + "/call.sock\"\ncontrol_socket = \"" + dir + "/control.sock\"\n\n" +
-		"[mcp.escapee]\ncommand = \"" + server + "\"\n" +
-		`args = ["-scenario-json", "{\"grandchild\":true,\"grandchild_setsid\":true}"]` + "\n"
-	if err := os.WriteFile(cfg, []byte(toml), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	bin, cfg := escapeeConfig(t)
 	srv, _ := startServe(t, bin, nil, "serve", "-c", cfg)
 
 	// The server spawns its grandchild before it reads stdin, so once
@@ -100,4 +86,28 @@ func childOf(t *testing.T, pid int) int {
 		t.Fatalf("children of %d: %v; want exactly one", pid, kids)
 	}
 	return kids[0]
+}
+
+// escapeeConfig builds capbridge and mcptestserver into a short temporary
+// directory and writes a config there serving one server, escapee, whose
+// grandchild leaves its process group and session and ignores SIGTERM
+// and stdin. It returns the binary and the config's path.
+func escapeeConfig(t *testing.T) (bin, cfg string) {
+	t.Helper()
+	dir := shortTempDir(t)
+	bin = filepath.Join(dir, "capbridge")
+	server := filepath.Join(dir, "mcptestserver")
+	for _, b := range [][]string{{bin, "."}, {server, "../../internal/mcptest/cmd/mcptestserver"}} {
+		if out, err := exec.Command("go", "build", "-o", b[0], b[1]).CombinedOutput(); err != nil {
+			t.Fatalf("go build %s: %v\n%s", b[1], err, out)
+		}
+	}
+	cfg = filepath.Join(dir, "capbridge.toml")
+	toml := "[bridge]\ncall_socket = \"" + dir + "/call.sock\"\ncontrol_socket = \"" + dir + "/control.sock\"\n\n" +
+		"[mcp.escapee]\ncommand = \"" + server + "\"\n" +
+		`args = ["-scenario-json", "{\"grandchild\":true,\"grandchild_setsid\":true}"]` + "\n"
+	if err := os.WriteFile(cfg, []byte(toml), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return bin, cfg
 }

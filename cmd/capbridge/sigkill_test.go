@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strconv"
 	"syscall"
 	"testing"
@@ -26,21 +25,7 @@ import (
 // it; elsewhere the test kills it itself, so nothing outlives it.
 func TestSIGKILLCustody(t *testing.T) {
 	defer leakcheck.Check(t)()
-	dir := shortTempDir(t)
-	bin := filepath.Join(dir, "capbridge")
-	server := filepath.Join(dir, "mcptestserver")
-	for _, b := range [][]string{{bin, "."}, {server, "../../internal/mcptest/cmd/mcptestserver"}} {
-		if out, err := exec.Command("go", "build", "-o", b[0], b[1]).CombinedOutput(); err != nil {
-			t.Fatalf("go build %s: %v\n%s", b[1], err, out)
-		}
-	}
-	cfg := filepath.Join(dir, "capbridge.toml")
-	toml := "[bridge]\ncall_socket = \"" + dir + "/call.sock\"\ncontrol_socket = \"" + dir + "/control.sock\"\n\n" +
-		"[mcp.escapee]\ncommand = \"" + server + "\"\n" +
-		`args = ["-scenario-json", "{\"grandchild\":true,\"grandchild_setsid\":true}"]` + "\n"
-	if err := os.WriteFile(cfg, []byte(toml), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	bin, cfg := escapeeConfig(t)
 	srv, _ := startServe(t, bin, nil, "serve", "-c", cfg)
 
 	// The server spawns its grandchild before it reads stdin, so once
