@@ -137,16 +137,7 @@ func TestEndToEnd(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	_, here, _, _ := runtime.Caller(0)
-	root := filepath.Dir(filepath.Dir(here))
-	sum, err := os.ReadFile(filepath.Join(root, "go.sum"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := t.TempDir()
-	writeFile(t, filepath.Join(dir, "go.mod"), "module e2e.test\n\ngo 1.26\n\nrequire github.com/capbridge/capbridge v0.0.0\n\n"+
-		"replace github.com/capbridge/capbridge => "+root+"\n")
-	writeFile(t, filepath.Join(dir, "go.sum"), string(sum))
+	dir := goProgramDir(t, "e2e.test")
 	program := e2eProgram
 	for _, server := range []string{"everything", "t"} {
 		f, err := ctl.Facade(ctx, &control.FacadeRequest{Server: server, Lang: "go"})
@@ -170,27 +161,10 @@ func TestEndToEnd(t *testing.T) {
 	writeFile(t, filepath.Join(dir, "main.go"), program)
 	ctl.Close()
 
-	bin := filepath.Join(dir, "prog")
-	build := exec.Command("go", "build", "-o", bin, ".")
-	build.Dir = dir
-	build.Env = append(os.Environ(), "GOFLAGS=-mod=mod", "GOPROXY=off", "GOWORK=off")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	bin := buildGoProgram(t, dir)
 
-	runCtx, cancelRun := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancelRun()
-	run := exec.CommandContext(runCtx, bin)
-	// Only what a jail hands in, plus nothing that could point the
-	// program elsewhere.
-	run.Env = []string{"CAPBRIDGE_SOCKET=" + tb.CallSocket(), "CAPBRIDGE_TOKEN=" + granted.Token}
-	var stdout, stderr bytes.Buffer
-	run.Stdout, run.Stderr = &stdout, &stderr
-	if err := run.Run(); err != nil {
-		t.Fatalf("program: %v\nstdout:\n%s\nstderr:\n%s", err, stdout.String(), stderr.String())
-	}
-	if stdout.String() != e2eWant {
-		t.Errorf("program output:\n%s\nwant:\n%s", stdout.String(), e2eWant)
+	if out := runGoProgram(t, bin, tb.CallSocket(), granted.Token); out != e2eWant {
+		t.Errorf("program output:\n%s\nwant:\n%s", out, e2eWant)
 	}
 	tb.shutdown()
 }
@@ -203,4 +177,53 @@ func writeFile(t *testing.T, path, data string) {
 	if err := os.WriteFile(path, []byte(data), 0o644); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// goProgramDir returns a fresh directory for module, a Go program that
+// imports capbridge from this checkout (a replace directive, the
+// checkout's go.sum), as a jailed program's build would.
+func goProgramDir(t *testing.T, module string) string {
+	t.Helper()
+	_, here, _, _ := runtime.Caller(0)
+	root := filepath.Dir(filepath.Dir(here))
+	sum, err := os.ReadFile(filepath.Join(root, "go.sum"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	writeFile(t, filepath.Join(dir, "go.mod"), "module "+module+"\n\ngo 1.26\n\nrequire github.com/capbridge/capbridge v0.0.0\n\n"+
+		"replace github.com/capbridge/capbridge => "+root+"\n")
+	writeFile(t, filepath.Join(dir, "go.sum"), string(sum))
+	return dir
+}
+
+// buildGoProgram builds the program in dir, offline, and returns the
+// binary's path.
+func buildGoProgram(t *testing.T, dir string) string {
+	t.Helper()
+	bin := filepath.Join(dir, "prog")
+	build := exec.Command("go", "build", "-o", bin, ".")
+	build.Dir = dir
+	build.Env = append(os.Environ(), "GOFLAGS=-mod=mod", "GOPROXY=off", "GOWORK=off")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// runGoProgram runs bin with only what a jail hands in (the call socket
+// and a token: nothing that could point it elsewhere), within two
+// minutes, and returns its standard output; a failed run fails t.
+func runGoProgram(t *testing.T, bin, socket, token string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	run := exec.CommandContext(ctx, bin)
+	run.Env = []string{"CAPBRIDGE_SOCKET=" + socket, "CAPBRIDGE_TOKEN=" + token}
+	var stdout, stderr bytes.Buffer
+	run.Stdout, run.Stderr = &stdout, &stderr
+	if err := run.Run(); err != nil {
+		t.Fatalf("program: %v\nstdout:\n%s\nstderr:\n%s", err, stdout.String(), stderr.String())
+	}
+	return stdout.String()
 }

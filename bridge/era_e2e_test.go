@@ -1,13 +1,9 @@
 package bridge
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
-	"os"
-	"os/exec"
 	"path/filepath"
-	"runtime"
 	"testing"
 	"time"
 
@@ -119,16 +115,7 @@ func TestEndToEndEras(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, here, _, _ := runtime.Caller(0)
-	root := filepath.Dir(filepath.Dir(here))
-	sum, err := os.ReadFile(filepath.Join(root, "go.sum"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := t.TempDir()
-	writeFile(t, filepath.Join(dir, "go.mod"), "module e2e.test\n\ngo 1.26\n\nrequire github.com/capbridge/capbridge v0.0.0\n\n"+
-		"replace github.com/capbridge/capbridge => "+root+"\n")
-	writeFile(t, filepath.Join(dir, "go.sum"), string(sum))
+	dir := goProgramDir(t, "e2e.test")
 	for _, server := range []string{"modern", "legacy", "ir"} {
 		f, err := ctl.Facade(ctx, &control.FacadeRequest{Server: server, Lang: "go"})
 		if err != nil {
@@ -139,24 +126,9 @@ func TestEndToEndEras(t *testing.T) {
 	writeFile(t, filepath.Join(dir, "main.go"), eraProgram)
 	ctl.Close()
 
-	bin := filepath.Join(dir, "prog")
-	build := exec.Command("go", "build", "-o", bin, ".")
-	build.Dir = dir
-	build.Env = append(os.Environ(), "GOFLAGS=-mod=mod", "GOPROXY=off", "GOWORK=off")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	runCtx, cancelRun := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancelRun()
-	run := exec.CommandContext(runCtx, bin)
-	run.Env = []string{"CAPBRIDGE_SOCKET=" + tb.CallSocket(), "CAPBRIDGE_TOKEN=" + granted.Token}
-	var stdout, stderr bytes.Buffer
-	run.Stdout, run.Stderr = &stdout, &stderr
-	if err := run.Run(); err != nil {
-		t.Fatalf("program: %v\nstdout:\n%s\nstderr:\n%s", err, stdout.String(), stderr.String())
-	}
-	if stdout.String() != eraWant {
-		t.Errorf("program output:\n%s\nwant:\n%s", stdout.String(), eraWant)
+	bin := buildGoProgram(t, dir)
+	if out := runGoProgram(t, bin, tb.CallSocket(), granted.Token); out != eraWant {
+		t.Errorf("program output:\n%s\nwant:\n%s", out, eraWant)
 	}
 	tb.shutdown()
 }

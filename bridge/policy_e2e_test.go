@@ -1,14 +1,9 @@
 package bridge
 
 import (
-	"bytes"
 	"context"
-	"os"
-	"os/exec"
 	"path/filepath"
-	"runtime"
 	"testing"
-	"time"
 
 	"github.com/capbridge/capbridge/bridge/config"
 	"github.com/capbridge/capbridge/bridge/control"
@@ -93,25 +88,10 @@ restrict.echo."/text" = { prefix = "/srv/data/" }
 	}
 	ctl.Close()
 
-	_, here, _, _ := runtime.Caller(0)
-	root := filepath.Dir(filepath.Dir(here))
-	sum, err := os.ReadFile(filepath.Join(root, "go.sum"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := t.TempDir()
-	writeFile(t, filepath.Join(dir, "go.mod"), "module policy.test\n\ngo 1.26\n\nrequire github.com/capbridge/capbridge v0.0.0\n\n"+
-		"replace github.com/capbridge/capbridge => "+root+"\n")
-	writeFile(t, filepath.Join(dir, "go.sum"), string(sum))
+	dir := goProgramDir(t, "policy.test")
 	writeFile(t, filepath.Join(dir, f.Module, f.Module+".go"), f.Source)
 	writeFile(t, filepath.Join(dir, "main.go"), policyProgram)
-	bin := filepath.Join(dir, "prog")
-	build := exec.Command("go", "build", "-o", bin, ".")
-	build.Dir = dir
-	build.Env = append(os.Environ(), "GOFLAGS=-mod=mod", "GOPROXY=off", "GOWORK=off")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	bin := buildGoProgram(t, dir)
 
 	for _, c := range []struct {
 		token, want string
@@ -119,18 +99,8 @@ restrict.echo."/text" = { prefix = "/srv/data/" }
 		{every.Token, "within: /srv/data/a.txt\noutside: not_granted at /text\nescape: not_granted at /text\ndestructive: not_granted at \n"},
 		{optIn.Token, "within: /srv/data/a.txt\noutside: not_granted at /text\nescape: not_granted at /text\ndestructive: 42\n"},
 	} {
-		runCtx, cancelRun := context.WithTimeout(context.Background(), 2*time.Minute)
-		run := exec.CommandContext(runCtx, bin)
-		run.Env = []string{"CAPBRIDGE_SOCKET=" + tb.CallSocket(), "CAPBRIDGE_TOKEN=" + c.token}
-		var stdout, stderr bytes.Buffer
-		run.Stdout, run.Stderr = &stdout, &stderr
-		err := run.Run()
-		cancelRun()
-		if err != nil {
-			t.Fatalf("program: %v\nstdout:\n%s\nstderr:\n%s", err, stdout.String(), stderr.String())
-		}
-		if stdout.String() != c.want {
-			t.Errorf("program output:\n%s\nwant:\n%s", stdout.String(), c.want)
+		if out := runGoProgram(t, bin, tb.CallSocket(), c.token); out != c.want {
+			t.Errorf("program output:\n%s\nwant:\n%s", out, c.want)
 		}
 	}
 	tb.shutdown()
