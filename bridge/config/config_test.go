@@ -22,6 +22,7 @@ allowed_uids = [1000, 1001]
 max_frame = "8MiB"
 max_connections = 200
 max_conn_inflight = 32
+procs = 2
 max_conns_per_grant = 4
 max_conns_per_uid = 100
 max_unauth_connections = 32
@@ -78,6 +79,7 @@ func TestLoadFull(t *testing.T) {
 		MaxFrame:         8 << 20,
 		MaxConnections:   200,
 		MaxConnInflight:  32,
+		Procs:            2,
 		MaxConnsPerGrant: 4, MaxConnsPerUID: 100,
 		MaxUnauthConnections: 32, MaxUnauthPerUID: 8,
 		HelloTimeout: time.Second, IdleTimeout: time.Minute, FrameTimeout: 5 * time.Second,
@@ -118,7 +120,7 @@ func TestLoadFull(t *testing.T) {
 		Restart: RestartAlways, RestartBackoff: 2 * time.Second, RestartMax: 30 * time.Second,
 		MaxInflight: 4, MaxQueue: 0, MaxInflightPerGrant: 3, MaxQueuePerGrant: 0,
 		ToolsAllow: []string{"create_issue", "list_issues"},
-		File:       "capbridge.toml", Line: 28,
+		File:       "capbridge.toml", Line: 29,
 	}
 	if !reflect.DeepEqual(gh, wantGH) {
 		t.Errorf("github:\n got %+v\nwant %+v", gh, wantGH)

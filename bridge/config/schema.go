@@ -56,6 +56,7 @@ var bridgeSpec = []keySpec{
 	{name: "frame_timeout", kind: kindDuration, doc: `a frame whose first byte has arrived must be complete within it; default "10s"`},
 	{name: "max_partial_bytes", kind: kindSize, lo: minPartialBytes, hi: maxPartialLimit, doc: `bytes held for partial frames, all connections together; beyond it the largest is refused; default "64MiB"`},
 	{name: "max_conn_inflight", kind: kindCount, doc: "calls in flight per connection; default 64"},
+	{name: "procs", kind: kindCount, doc: "threads running the bridge's Go code at once (GOMAXPROCS); the GOMAXPROCS environment variable wins when set; default 1, measured fastest on 2 CPUs"},
 	{name: "max_result_text", kind: kindSize, lo: 1, hi: maxFrameLimit, doc: `text kept per result before truncation; default "1MiB"`},
 	{name: "write_timeout", kind: kindDuration, doc: `a reader that stalls longer is dropped; default "5s"`},
 	{name: "shutdown_grace", kind: kindDuration, doc: `how long shutdown waits for calls in flight; default "3s"`},

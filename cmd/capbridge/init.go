@@ -320,6 +320,7 @@ const initBridge = `
 # max_conns_per_grant = 16    # of which one grant's
 # max_conns_per_uid = 512     # of which one peer uid's
 # max_conn_inflight = 64      # calls in flight per connection
+# procs             = 1       # threads running Go code at once (GOMAXPROCS wins)
 
 # Connections that have not said hello yet have their own budget: when it
 # is full the oldest is dropped, so a flood of strangers cannot keep a

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime"
 	"sync"
 	"syscall"
 	"time"
@@ -89,6 +90,9 @@ cannot be opened, 5 shutdown that could not confirm every server exited.`)
 	}
 	if cfg.Bridge.ControlSocket == "" {
 		cfg.Bridge.ControlSocket = control
+	}
+	if os.Getenv("GOMAXPROCS") == "" {
+		runtime.GOMAXPROCS(cfg.Bridge.Procs)
 	}
 	log, console := newLogger(stderr, cfg.Bridge.LogFormat, cfg.Bridge.LogLevel)
 	for _, w := range warnings {
