@@ -105,7 +105,7 @@ func TestLoadFull(t *testing.T) {
 		!reflect.DeepEqual(fs.ToolsDeny, []string{"write_file"}) || fs.ToolsAllow != nil ||
 		!reflect.DeepEqual(fs.InheritEnv, bound.InheritEnv()) || fs.CallTimeout != DefaultCallTimeout ||
 		fs.MaxInflight != DefaultMaxInflight || fs.MaxQueue != DefaultMaxQueue ||
-		fs.MaxInflightPerGrant != DefaultMaxInflight/2 || fs.MaxQueuePerGrant != DefaultMaxQueue/2 || fs.Line != 45 ||
+		fs.MaxInflightPerGrant != DefaultMaxInflight/2 || fs.MaxQueuePerGrant != DefaultMaxQueue/2 || fs.Line != 46 ||
 		fs.Restart != RestartOnFailure || fs.RestartBackoff != DefaultRestartBackoff || fs.RestartMax != DefaultRestartMax || fs.File != "capbridge.toml" {
 		t.Errorf("fs = %+v", fs)
 	}

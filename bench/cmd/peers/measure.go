@@ -7,6 +7,7 @@ import (
 	"os"
 	"runtime"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -243,8 +244,14 @@ func runAll(ctx context.Context, e *env, runs int, p plan, progress func(sample)
 	var out []sample
 	for run := range runs {
 		for ci, c := range cells {
+			if x := os.Getenv("PEERS_CELLS"); x != "" && !strings.Contains(x, fmt.Sprint(ci)) {
+				continue
+			}
 			for pos := range clients {
 				cl := clients[(pos+run+ci)%len(clients)]
+				if x := os.Getenv("PEERS_ONLY"); x != "" && !strings.Contains(x, cl.name) {
+					continue
+				}
 				s := measure(ctx, e, cl, c, p)
 				s.Run, s.Order = run, pos
 				progress(s)
