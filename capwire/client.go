@@ -89,6 +89,8 @@ type Client struct {
 	readerGone bool
 	in         *frameIn
 	idle       *time.Timer
+	idleArmed  bool      // idle is set to fire
+	quietSince time.Time // when the reading side last went quiet
 
 	readDone  chan struct{} // closed once nothing will read the socket again
 	closeOnce sync.Once
@@ -478,6 +480,7 @@ func (c *Client) fail(err error) {
 	}
 	c.calls = nil
 	c.idle.Stop()
+	c.idleArmed = false
 	c.electLocked()
 	c.mu.Unlock()
 	c.conn.Close()
