@@ -44,9 +44,11 @@ type callConn struct {
 	idle     int  // workers waiting on turn
 	ended    bool // reading has ended: no worker will get the role again
 	// idleTimer ends the connection once it has had no call in flight
-	// for idle_timeout: stopped while a call is in flight, started again
-	// when the last one retires.
-	idleTimer *time.Timer
+	// for idle_timeout. It is never stopped or moved per call: the last
+	// call to retire records quietSince, and the timer, when it fires,
+	// checks that and arms itself again for whatever is left.
+	idleTimer  *time.Timer
+	quietSince time.Time
 
 	turn    chan struct{} // unbuffered: a send hands the reader's role to an idle worker
 	endedC  chan struct{} // closed when ended is set
@@ -128,6 +130,7 @@ func (c *callConn) serve() {
 	// connection. Closing it outright here dropped those replies.
 	stop := context.AfterFunc(c.ctx, c.stopReading)
 	defer stop()
+	c.quietSince = time.Now()
 	c.idleTimer = time.AfterFunc(c.b.cfg.Bridge.IdleTimeout, c.idleOut)
 	defer c.idleTimer.Stop()
 	c.work()
@@ -144,15 +147,27 @@ func (c *callConn) stopReading() {
 	_ = c.nc.Close()
 }
 
-// idleOut ends the connection if it still has no call in flight: a call
-// admitted as the timer fired keeps it.
+// idleOut ends the connection if it has had no call in flight for
+// idle_timeout; otherwise it arms the timer again for the rest of it (the
+// whole of it while calls are in flight: the last to retire starts the
+// count again).
 func (c *callConn) idleOut() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if len(c.inflight) == 0 && !c.ended {
-		c.b.refusals.idle.Add(1)
-		c.cancel(errIdle)
+	if c.ended {
+		return
 	}
+	timeout := c.b.cfg.Bridge.IdleTimeout
+	if len(c.inflight) > 0 {
+		c.idleTimer.Reset(timeout)
+		return
+	}
+	if rest := timeout - time.Since(c.quietSince); rest > 0 {
+		c.idleTimer.Reset(rest)
+		return
+	}
+	c.b.refusals.idle.Add(1)
+	c.cancel(errIdle)
 }
 
 // work is a worker's life: hold the reader's role until a call is
@@ -208,7 +223,6 @@ func (c *callConn) lead() (*capserver.Call, context.Context) {
 				var callCancel context.CancelCauseFunc
 				callCtx, callCancel = context.WithCancelCause(c.ctx)
 				c.inflight[m.ID] = callCancel
-				c.idleTimer.Stop()
 			}
 			c.mu.Unlock()
 			switch {
@@ -287,7 +301,7 @@ func (c *callConn) run(ctx context.Context, m *capserver.Call) {
 	cancel := c.inflight[m.ID]
 	delete(c.inflight, m.ID)
 	if len(c.inflight) == 0 {
-		c.idleTimer.Reset(c.b.cfg.Bridge.IdleTimeout)
+		c.quietSince = time.Now()
 	}
 	c.mu.Unlock()
 	cancel(nil)
