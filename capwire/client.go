@@ -60,7 +60,7 @@ type Dialer struct {
 // waiting call at once with an error wrapping ErrClosed, and every later
 // Call too; Close releases the socket and waits until nothing reads it.
 type Client struct {
-	conn    net.Conn
+	conn    stream
 	servers []string
 	max     int           // frame limit
 	slots   chan struct{} // one token per call in flight
@@ -94,6 +94,17 @@ type Client struct {
 
 	readDone  chan struct{} // closed once nothing will read the socket again
 	closeOnce sync.Once
+}
+
+// stream is what a Client needs of its connection once the handshake is
+// done: a net.Conn has it, and on Linux a Unix socket is read and
+// written outside the runtime's poller (fdStream).
+type stream interface {
+	Read(p []byte) (int, error)
+	Write(p []byte) (int, error)
+	SetReadDeadline(t time.Time) error
+	SetWriteDeadline(t time.Time) error
+	Close() error
 }
 
 // waiter is one call in flight. Exactly one outcome is delivered per call:
@@ -208,7 +219,7 @@ func (d *Dialer) handshake(ctx context.Context, conn net.Conn, token string) (*C
 		wt = 30 * time.Second
 	}
 	c := &Client{
-		conn:     conn,
+		conn:     newStream(conn),
 		servers:  m.Servers,
 		max:      maxFrame,
 		slots:    make(chan struct{}, inFlight),
