@@ -11,36 +11,45 @@ import (
 )
 
 // fdStream is a connected Unix socket that the Client reads and writes
-// with its callers' own system calls, outside the runtime's network
-// poller.
+// outside the runtime's network poller, waiting instead on an epoll
+// instance of its own that the poller watches.
 //
 // Why: the poller watches every socket for readability and writability
 // at once, edge-triggered, and the kernel reports a Unix socket writable
 // each time its peer consumes data. So every request capbridge read woke
 // a thread of the calling program just to find nothing to do, and with
-// one call in flight that is one wake-up per call on top of the reply's.
-// A leader blocked in ppoll(2) asking for readability alone is woken by
-// its reply, a kick, or Close, and by nothing else. Reads and writes on
-// the non-blocking descriptor cannot block, so they skip the runtime's
-// syscall entry as framewrite's raw path does; only ppoll, which does
-// block, goes through it.
+// one call in flight that was one wake-up per call on top of the reply's.
+// The private instance watches the socket for input alone; the poller
+// watches the instance, so a goroutine still parks and is woken, and
+// deadlines and Close work, exactly as with any pollable file, but only
+// by input. Room to write is watched the same way, by a second instance
+// that holds the socket only while a Write waits for room.
+//
+// The socket is wrapped in an *os.File, for reference-counted access to
+// its descriptor, while in blocking mode, so that the file stays out of
+// the poller; it is non-blocking from then on, so no read or write can
+// block, and they skip the runtime's syscall entry as framewrite's raw
+// path does. A write to a peer that has gone away fails with EPIPE: the
+// runtime ignores the SIGPIPE of a descriptor other than stdout and
+// stderr.
 //
 // Concurrency: one Read and one Write at a time (the Client's reading
 // side and writer token see to that); SetReadDeadline, SetWriteDeadline
-// and Close from any goroutine. A deadline set earlier than the one in
-// force, or Close, wakes a blocked Read through an eventfd; Close wakes a
-// blocked Write too. The descriptors are closed when Close has been
-// called and the last Read or Write in progress has returned, so a
-// descriptor number is never reused under a blocked call.
+// and Close from any goroutine. Close wakes a Read or Write in progress,
+// which returns net.ErrClosed; each descriptor is closed once nothing
+// uses it.
 type fdStream struct {
-	fd   int // the socket, non-blocking, not in the poller
-	kick int // eventfd: the read deadline moved earlier; drained by Read
-	stop int // eventfd: written once by Close, never drained
+	sock *os.File
+	sc   syscall.RawConn
+	in   *os.File // epoll: sock, for input
+	inc  syscall.RawConn
+	r, w sockOp // owned by the Read, and the Write, in progress
 
-	mu       sync.Mutex
-	rdl, wdl time.Time
-	users    int // Reads and Writes in progress
-	closed   bool
+	mu     sync.Mutex
+	out    *os.File // epoll: sock, for room, while a Write waits; made on first need
+	outc   syscall.RawConn
+	wdl    time.Time
+	closed bool
 }
 
 // newStream returns conn's socket as an fdStream, closing conn, when conn
@@ -55,71 +64,139 @@ func newStream(conn net.Conn) stream {
 	if err != nil {
 		return conn
 	}
-	// A duplicate shares the open file description, O_NONBLOCK included;
-	// closing conn then takes the original out of the poller.
+	// A duplicate shares the open file description; closing conn then
+	// takes the original out of the poller.
 	fd := -1
-	cerr := rc.Control(func(s uintptr) {
+	if cerr := rc.Control(func(s uintptr) {
 		r, _, e := syscall.Syscall(syscall.SYS_FCNTL, s, syscall.F_DUPFD_CLOEXEC, 0)
 		if e == 0 {
 			fd = int(r)
 		}
-	})
-	if cerr != nil || fd < 0 {
+	}); cerr != nil || fd < 0 {
 		return conn
 	}
-	kick, err1 := eventfd()
-	stop, err2 := eventfd()
-	if err1 != nil || err2 != nil {
-		for _, d := range []int{fd, kick, stop} {
-			if d >= 0 {
-				syscall.Close(d)
-			}
-		}
+	ep, err := watcher(fd, syscall.EPOLLIN|syscall.EPOLLRDHUP)
+	if err != nil {
+		syscall.Close(fd)
 		return conn
 	}
 	conn.Close()
-	return &fdStream{fd: fd, kick: kick, stop: stop}
+	// Non-blocking mode is a property of the description, shared with
+	// the descriptor conn just closed: it is off while os.NewFile looks,
+	// so the file stays out of the poller, and on again for good, so that
+	// no read or write can block.
+	if err := syscall.SetNonblock(fd, false); err != nil {
+		ep.Close()
+		syscall.Close(fd)
+		return conn // closed: the Client fails at its first use
+	}
+	f := os.NewFile(uintptr(fd), "capwire")
+	if err := syscall.SetNonblock(fd, true); err != nil {
+		ep.Close()
+		f.Close()
+		return conn
+	}
+	s := &fdStream{sock: f, in: ep}
+	s.sc, _ = s.sock.SyscallConn()
+	s.inc, _ = s.in.SyscallConn()
+	s.r.init(s, syscall.SYS_READ)
+	s.w.init(s, syscall.SYS_WRITE)
+	return s
 }
 
-func eventfd() (int, error) {
-	const efdCloexec, efdNonblock = syscall.O_CLOEXEC, syscall.O_NONBLOCK
-	r, _, e := syscall.RawSyscall(syscall.SYS_EVENTFD2, 0, efdCloexec|efdNonblock, 0)
+// watcher returns a non-blocking epoll instance, as a pollable file,
+// watching fd for events (level-triggered).
+func watcher(fd int, events uint32) (*os.File, error) {
+	ep, err := syscall.EpollCreate1(syscall.EPOLL_CLOEXEC)
+	if err != nil {
+		return nil, err
+	}
+	ev := syscall.EpollEvent{Events: events, Fd: int32(fd)}
+	if err := syscall.EpollCtl(ep, syscall.EPOLL_CTL_ADD, fd, &ev); err != nil {
+		syscall.Close(ep)
+		return nil, err
+	}
+	if err := syscall.SetNonblock(ep, true); err != nil {
+		syscall.Close(ep)
+		return nil, err
+	}
+	return os.NewFile(uintptr(ep), "capwire-epoll"), nil
+}
+
+// sockOp is one direction's system calls on the socket. Its arguments and
+// results live here, and the functions handed to RawConn.Control and
+// RawConn.Read are made once, so that no Read or Write allocates.
+type sockOp struct {
+	s      *fdStream
+	nr     uintptr // SYS_READ or SYS_WRITE
+	buf    []byte  // what is left to read into or write from
+	n      int     // bytes moved: by the last call (reads), in all (writes)
+	errno  syscall.Errno
+	closed bool
+	ctl    func(fd uintptr)
+	more   func(uintptr) bool
+}
+
+func (o *sockOp) init(s *fdStream, nr uintptr) {
+	o.s, o.nr = s, nr
+	o.ctl, o.more = o.call, o.step
+}
+
+func (o *sockOp) start(p []byte) {
+	o.buf, o.n, o.errno, o.closed = p, 0, 0, false
+}
+
+// call is one read or write on fd, which cannot block.
+func (o *sockOp) call(fd uintptr) {
+	r, _, e := syscall.RawSyscall(o.nr, fd, uintptr(unsafe.Pointer(unsafe.SliceData(o.buf))), uintptr(len(o.buf)))
+	o.errno = e
 	if e != 0 {
-		return -1, e
+		return
 	}
-	return int(r), nil
-}
-
-// signal adds one to eventfd d, waking whoever polls it.
-func signal(d int) {
-	one := uint64(1)
-	syscall.RawSyscall(syscall.SYS_WRITE, uintptr(d), uintptr(unsafe.Pointer(&one)), 8)
-}
-
-func (s *fdStream) acquire() error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.closed {
-		return net.ErrClosed
+	if o.nr == syscall.SYS_READ {
+		o.n = int(r)
+		return
 	}
-	s.users++
-	return nil
+	o.n += int(r)
+	o.buf = o.buf[r:]
 }
 
-func (s *fdStream) release() {
-	s.mu.Lock()
-	s.users--
-	last := s.closed && s.users == 0
-	s.mu.Unlock()
-	if last {
-		s.closeFDs()
+// step makes progress: one read, or writes until all is written. It
+// reports false when the socket must be waited for (EAGAIN), and true
+// when the operation is over: done, failed, or the socket closed.
+func (o *sockOp) step(uintptr) bool {
+	for {
+		if err := o.s.sc.Control(o.ctl); err != nil {
+			o.closed = true
+			return true
+		}
+		switch o.errno {
+		case 0:
+			if o.nr == syscall.SYS_READ || len(o.buf) == 0 {
+				return true
+			}
+		case syscall.EINTR:
+		case syscall.EAGAIN:
+			return false
+		default:
+			return true
+		}
 	}
 }
 
-func (s *fdStream) closeFDs() {
-	syscall.Close(s.fd)
-	syscall.Close(s.kick)
-	syscall.Close(s.stop)
+// result is the operation's outcome once step reported it over.
+func (o *sockOp) result(name string) (int, error) {
+	n := o.n
+	o.buf = nil
+	switch {
+	case o.closed:
+		return n, net.ErrClosed
+	case o.errno != 0:
+		return n, os.NewSyscallError(name, o.errno)
+	case n == 0 && o.nr == syscall.SYS_READ:
+		return 0, io.EOF
+	}
+	return n, nil
 }
 
 // Read reads what the socket holds, waiting for something if it holds
@@ -130,132 +207,105 @@ func (s *fdStream) Read(p []byte) (int, error) {
 	if len(p) == 0 {
 		return 0, nil
 	}
-	if err := s.acquire(); err != nil {
-		return 0, err
+	s.r.start(p)
+	if err := s.inc.Read(s.r.more); err != nil {
+		s.r.buf = nil
+		return 0, s.pollErr(err)
 	}
-	defer s.release()
-	for {
-		r, _, e := syscall.RawSyscall(syscall.SYS_READ, uintptr(s.fd), uintptr(unsafe.Pointer(&p[0])), uintptr(len(p)))
-		switch {
-		case e == 0 && r == 0:
-			return 0, io.EOF
-		case e == 0:
-			return int(r), nil
-		case e == syscall.EINTR:
-			continue
-		case e != syscall.EAGAIN:
-			return 0, os.NewSyscallError("read", e)
-		}
-		if err := s.wait(pollIn, true); err != nil {
-			return 0, err
-		}
+	return s.r.result("read")
+}
+
+// pollErr maps a wait's error to the net.Conn sentinel the Client
+// expects once the stream is closed (a closed file's own error is
+// internal/poll's).
+func (s *fdStream) pollErr(err error) error {
+	if err == nil {
+		return nil
 	}
+	s.mu.Lock()
+	closed := s.closed
+	s.mu.Unlock()
+	if closed {
+		return net.ErrClosed
+	}
+	return err
 }
 
 // Write writes all of p, waiting for room as long as the write deadline
 // allows.
 func (s *fdStream) Write(p []byte) (int, error) {
-	if err := s.acquire(); err != nil {
-		return 0, err
-	}
-	defer s.release()
-	n := 0
-	for n < len(p) {
-		// MSG_NOSIGNAL: a peer that has gone away is EPIPE, not SIGPIPE.
-		r, _, e := syscall.RawSyscall6(syscall.SYS_SENDTO, uintptr(s.fd), uintptr(unsafe.Pointer(&p[n])), uintptr(len(p)-n), syscall.MSG_NOSIGNAL, 0, 0)
-		switch {
-		case e == 0:
-			n += int(r)
-			continue
-		case e == syscall.EINTR:
-			continue
-		case e != syscall.EAGAIN:
-			return n, os.NewSyscallError("write", e)
-		}
-		if err := s.wait(pollOut, false); err != nil {
+	s.w.start(p)
+	if !s.w.step(0) {
+		if err := s.writeWaiting(); err != nil {
+			n := s.w.n
+			s.w.buf = nil
 			return n, err
 		}
 	}
-	return n, nil
+	return s.w.result("write")
 }
 
-const (
-	pollIn  = 0x1
-	pollOut = 0x4
-)
-
-// pollFd is struct pollfd.
-type pollFd struct {
-	fd      int32
-	events  int16
-	revents int16
-}
-
-// wait blocks until the socket may be read (pollIn) or written (pollOut),
-// or the stream's state says to stop: Close (net.ErrClosed) or the
-// deadline for that direction (os.ErrDeadlineExceeded). The state is
-// read before each poll and again after any wake-up that was not the
-// socket's own, so a change made while the poll was being set up is not
-// missed: its eventfd is already readable.
-func (s *fdStream) wait(events int16, read bool) error {
-	for {
-		s.mu.Lock()
-		closed, dl := s.closed, s.wdl
-		if read {
-			dl = s.rdl
-		}
-		s.mu.Unlock()
-		if closed {
-			return net.ErrClosed
-		}
-		var ts *syscall.Timespec
-		if !dl.IsZero() {
-			d := time.Until(dl)
-			if d <= 0 {
-				return os.ErrDeadlineExceeded
-			}
-			t := syscall.NsecToTimespec(d.Nanoseconds())
-			ts = &t
-		}
-		fds := [3]pollFd{{fd: int32(s.fd), events: events}, {fd: int32(s.stop), events: pollIn}, {fd: int32(s.kick), events: pollIn}}
-		n := 2
-		if read {
-			n = 3
-		}
-		_, _, e := syscall.Syscall6(syscall.SYS_PPOLL, uintptr(unsafe.Pointer(&fds[0])), uintptr(n), uintptr(unsafe.Pointer(ts)), 0, 0, 0)
-		if e != 0 && e != syscall.EINTR {
-			return os.NewSyscallError("ppoll", e)
-		}
-		if read && fds[2].revents != 0 {
-			var b [8]byte
-			syscall.RawSyscall(syscall.SYS_READ, uintptr(s.kick), uintptr(unsafe.Pointer(&b[0])), 8)
-		}
-		if fds[0].revents != 0 {
-			// Ready, hung up or in error: the read or write says which.
-			return nil
-		}
-	}
-}
-
-// SetReadDeadline sets the deadline for Reads; a deadline earlier than
-// the one in force (or the first) wakes a Read blocked now, which then
-// waits by the new one or returns os.ErrDeadlineExceeded.
-func (s *fdStream) SetReadDeadline(t time.Time) error {
+// writeWaiting finishes the Write in progress with the socket in the
+// room watcher's set, taken out again before it returns, so that room
+// made while no Write waits wakes nothing.
+func (s *fdStream) writeWaiting() error {
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	if s.closed {
+		s.mu.Unlock()
 		return net.ErrClosed
 	}
-	earlier := !t.IsZero() && (s.rdl.IsZero() || t.Before(s.rdl))
-	s.rdl = t
-	if earlier {
-		signal(s.kick)
+	if s.out == nil {
+		out, err := syscall.EpollCreate1(syscall.EPOLL_CLOEXEC)
+		if err == nil {
+			if err = syscall.SetNonblock(out, true); err != nil {
+				syscall.Close(out)
+			}
+		}
+		if err != nil {
+			s.mu.Unlock()
+			return os.NewSyscallError("epoll", err)
+		}
+		s.out = os.NewFile(uintptr(out), "capwire-epoll")
+		s.outc, _ = s.out.SyscallConn()
 	}
-	return nil
+	out, outc, dl := s.out, s.outc, s.wdl
+	s.mu.Unlock()
+	if err := s.watchRoom(outc, syscall.EPOLL_CTL_ADD); err != nil {
+		return err
+	}
+	defer s.watchRoom(outc, syscall.EPOLL_CTL_DEL)
+	if err := out.SetReadDeadline(dl); err != nil {
+		return s.pollErr(err)
+	}
+	return s.pollErr(outc.Read(s.w.more))
 }
 
-// SetWriteDeadline sets the deadline for Writes, which read it each time
-// they wait for room.
+// watchRoom adds the socket to the room watcher's set or takes it out,
+// holding both descriptors while it does.
+func (s *fdStream) watchRoom(outc syscall.RawConn, op int) error {
+	var err error
+	cerr := s.sc.Control(func(fd uintptr) {
+		cerr := outc.Control(func(ep uintptr) {
+			ev := syscall.EpollEvent{Events: syscall.EPOLLOUT, Fd: int32(fd)}
+			err = os.NewSyscallError("epoll_ctl", syscall.EpollCtl(int(ep), op, int(fd), &ev))
+		})
+		if cerr != nil {
+			err = net.ErrClosed
+		}
+	})
+	if cerr != nil {
+		return net.ErrClosed
+	}
+	return err
+}
+
+// SetReadDeadline sets the deadline for Reads, waking a Read that waits
+// now if it has passed.
+func (s *fdStream) SetReadDeadline(t time.Time) error {
+	return s.pollErr(s.in.SetReadDeadline(t))
+}
+
+// SetWriteDeadline sets the deadline for Writes that wait for room.
 func (s *fdStream) SetWriteDeadline(t time.Time) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -263,11 +313,14 @@ func (s *fdStream) SetWriteDeadline(t time.Time) error {
 		return net.ErrClosed
 	}
 	s.wdl = t
+	if s.out != nil {
+		return s.out.SetReadDeadline(t)
+	}
 	return nil
 }
 
-// Close ends the stream: Reads and Writes in progress return
-// net.ErrClosed, and the descriptors are closed once the last has.
+// Close ends the stream: a Read or Write in progress returns
+// net.ErrClosed, and capbridge sees the end of the stream at once.
 func (s *fdStream) Close() error {
 	s.mu.Lock()
 	if s.closed {
@@ -275,14 +328,12 @@ func (s *fdStream) Close() error {
 		return nil
 	}
 	s.closed = true
-	// Shut the socket down now, whoever is still blocked on it: capbridge
-	// sees the end at once, whatever the descriptors' fate.
-	syscall.Shutdown(s.fd, syscall.SHUT_RDWR)
-	signal(s.stop)
-	last := s.users == 0
+	out := s.out
 	s.mu.Unlock()
-	if last {
-		s.closeFDs()
+	_ = s.sc.Control(func(fd uintptr) { syscall.Shutdown(int(fd), syscall.SHUT_RDWR) })
+	s.in.Close()
+	if out != nil {
+		out.Close()
 	}
-	return nil
+	return s.sock.Close()
 }

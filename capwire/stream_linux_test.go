@@ -3,10 +3,13 @@ package capwire
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -100,8 +103,7 @@ func TestFDStreamReadWrite(t *testing.T) {
 }
 
 // A read deadline moved into the past wakes a blocked Read, as the
-// Client's leader kick needs; a later deadline does not end a Read that
-// is within it.
+// Client's leader kick needs, and a cleared one lets it read on.
 func TestFDStreamReadDeadlineKick(t *testing.T) {
 	s, peer := streamPair(t)
 	defer s.Close()
@@ -155,8 +157,9 @@ func TestFDStreamWriteDeadline(t *testing.T) {
 	}
 }
 
-// Close wakes a blocked Read and a blocked Write, and the descriptors
-// are closed only once both have returned.
+// Close wakes a blocked Read and a blocked Write, and every descriptor
+// the stream made (the socket's duplicate, two epoll instances) is closed
+// once both have returned.
 func TestFDStreamCloseWakesAndReleases(t *testing.T) {
 	before := openFDs(t)
 	s, peer := streamPair(t)
@@ -211,5 +214,37 @@ func TestFDStreamWriteAfterPeerGone(t *testing.T) {
 	}
 	if !errors.Is(err, syscall.EPIPE) && !errors.Is(err, syscall.ECONNRESET) {
 		t.Fatalf("Write to a closed peer = %v, want EPIPE", err)
+	}
+}
+
+// The stream's input watcher holds the socket for input alone: room made
+// by capbridge consuming a request is no event for this process. Its set
+// is read back from the kernel (/proc/self/fdinfo).
+func TestFDStreamWatchesInputOnly(t *testing.T) {
+	s, _ := streamPair(t)
+	defer s.Close()
+	var ep uintptr
+	if err := s.inc.Control(func(fd uintptr) { ep = fd }); err != nil {
+		t.Fatal(err)
+	}
+	info, err := os.ReadFile(fmt.Sprintf("/proc/self/fdinfo/%d", ep))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var watched []string
+	for line := range strings.Lines(string(info)) {
+		if f := strings.Fields(line); len(f) >= 4 && f[0] == "tfd:" && f[2] == "events:" {
+			watched = append(watched, f[3])
+		}
+	}
+	if len(watched) != 1 {
+		t.Fatalf("input watcher's set: %v, want one descriptor", watched)
+	}
+	ev, err := strconv.ParseUint(watched[0], 16, 32)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ev&syscall.EPOLLIN == 0 || ev&syscall.EPOLLOUT != 0 {
+		t.Fatalf("input watcher's events %#x: want EPOLLIN without EPOLLOUT", ev)
 	}
 }
