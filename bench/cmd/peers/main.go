@@ -39,6 +39,8 @@ import (
 func main() {
 	// The raw server is this same binary, re-executed with rawecho.Env set.
 	rawecho.MaybeServe()
+	// So is the raw-relay's relay, with relayEnv set.
+	maybeRelay()
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
 

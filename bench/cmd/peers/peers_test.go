@@ -17,11 +17,12 @@ import (
 func TestMain(m *testing.M) {
 	// The peers' raw servers are this test binary, re-executed.
 	rawecho.MaybeServe()
+	maybeRelay()
 	os.Exit(m.Run())
 }
 
-// TestQuickRun runs the whole harness once in -quick mode — every client
-// in every cell, capbridge built from this repository — and checks that
+// TestQuickRun runs the whole harness once in -quick mode — all five
+// clients in every cell, capbridge built from this repository — and checks that
 // each output parses and every client produced numbers. It asserts
 // nothing about the numbers' size: the machine decides those.
 func TestQuickRun(t *testing.T) {
@@ -42,6 +43,9 @@ func TestQuickRun(t *testing.T) {
 	if err := json.Unmarshal(b, &rep); err != nil {
 		t.Fatalf("results.json: %v", err)
 	}
+	if len(clients) != 5 {
+		t.Errorf("%d clients, want raw, raw-relay, mcp-go, go-sdk and capbridge", len(clients))
+	}
 	if got, want := len(rep.Samples), len(cells)*len(clients); got != want {
 		t.Errorf("%d samples, want %d", got, want)
 	}
@@ -54,7 +58,7 @@ func TestQuickRun(t *testing.T) {
 			t.Errorf("%s: no numbers: %+v", where, r)
 		}
 		want := []string{"client", "server"}
-		if r.Client == "capbridge" {
+		if r.Client == "capbridge" || r.Client == "raw-relay" {
 			want = append(want, "bridge")
 		}
 		for _, role := range want {
