@@ -131,6 +131,7 @@ func measureAll(ctx context.Context, runs int, p plan, sel selection, quick bool
 		Samples: samples,
 		Rows:    summarise(samples, sel),
 		Goals:   goals(samples, runs),
+		Floor:   floorRatios(samples, runs),
 	}
 	if err := writeOutputs(outDir, rep); err != nil {
 		return err

@@ -188,6 +188,39 @@ func goals(samples []sample, runs int) []goal {
 	return gs
 }
 
+// A floorRatio is an informational ratio against raw-relay, the two-hop
+// floor: how far a bridge is from the cost of its hops alone. It is no
+// goal and is not judged.
+type floorRatio struct {
+	What     string    `json:"what"`
+	Measured bool      `json:"measured"`
+	Value    float64   `json:"value"` // median over runs; 0 when not measured
+	PerRun   []float64 `json:"per_run"`
+}
+
+func newFloorRatio(what string, per []float64) floorRatio {
+	r := floorRatio{What: what, PerRun: per}
+	if len(per) > 0 {
+		r.Measured, r.Value = true, statOf(per).Median
+	}
+	return r
+}
+
+// floorRatios are capbridge against raw-relay, and raw-relay against
+// mcp-go at 64 B and 1 in flight: what goal (a)'s limit against mcp-go
+// would ask of a bridge whose middle does nothing.
+func floorRatios(samples []sample, runs int) []floorRatio {
+	small1, small32 := cells[0], cells[1]
+	return []floorRatio{
+		newFloorRatio("64 B, 1 in flight: capbridge p50 / raw-relay p50",
+			perRunRatios(samples, runs, small1, p50, "capbridge", "raw-relay")),
+		newFloorRatio("64 B, 32 in flight: capbridge calls/s / raw-relay calls/s",
+			perRunRatios(samples, runs, small32, callsPerS, "capbridge", "raw-relay")),
+		newFloorRatio("64 B, 1 in flight: raw-relay p50 / mcp-go p50, what (a)'s ≤ 0.75 × mcp-go limit would need of a bridge that does nothing",
+			perRunRatios(samples, runs, small1, p50, "raw-relay", "mcp-go")),
+	}
+}
+
 // verdict is a goal's word in results.md: "not met" when any measured
 // check fails, else "not measured" when a check has no samples, else
 // "met".
@@ -222,6 +255,8 @@ type report struct {
 	Samples []sample `json:"samples"`
 	Rows    []row    `json:"summary"`
 	Goals   []goal   `json:"goals"`
+	// Floor is informational: ratios against raw-relay, not judged.
+	Floor []floorRatio `json:"floor"`
 }
 
 type meta struct {
@@ -318,6 +353,16 @@ func writeMarkdown(w io.Writer, r *report) {
 	fmt.Fprintf(w, "\n")
 	for _, g := range r.Goals {
 		fmt.Fprintf(w, "- goal (%s): %s\n", g.ID, g.verdict())
+	}
+	fmt.Fprintf(w, "\n## Against the two-hop floor (informational, not a goal)\n\n")
+	fmt.Fprintf(w, "raw-relay sends raw's lines over a Unix socket to a relay process that copies bytes, unparsed, to and from the server's pipes: two hops with a middle that does nothing. Ratios are taken within each run; the median is over runs.\n\n")
+	fmt.Fprintf(w, "| ratio | per run | median |\n|---|---|---|\n")
+	for _, fr := range r.Floor {
+		med := median(fr.Measured, fr.Value)
+		if !fr.Measured {
+			med = "not measured"
+		}
+		fmt.Fprintf(w, "| %s | %s | %s |\n", fr.What, perRun(fr.PerRun), med)
 	}
 	var failed []string
 	for _, s := range r.Samples {

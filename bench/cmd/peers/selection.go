@@ -15,9 +15,6 @@ type selection struct {
 	cells   []cell
 }
 
-// all selects every client in every cell.
-func all() selection { return selection{clients: clients, cells: cells} }
-
 func (s selection) has(name string) bool {
 	return slices.ContainsFunc(s.clients, func(cl client) bool { return cl.name == name })
 }

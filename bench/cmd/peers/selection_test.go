@@ -151,7 +151,7 @@ func TestMarkdownNotMeasured(t *testing.T) {
 	ss := []sample{{Cell: cells[0], Client: "raw", N: 10, P50us: 40, P99us: 50, CallsPerS: 25000, CPUus: map[string]float64{"client": 5, "server": 3}}}
 	rep := &report{
 		Meta:    meta{Runs: 1, Clients: clientNames(sel.clients), Cells: cellNames(sel.cells)},
-		Samples: ss, Rows: summarise(ss, sel), Goals: goals(ss, 1),
+		Samples: ss, Rows: summarise(ss, sel), Goals: goals(ss, 1), Floor: floorRatios(ss, 1),
 	}
 	var b bytes.Buffer
 	writeMarkdown(&b, rep)
@@ -161,6 +161,7 @@ func TestMarkdownNotMeasured(t *testing.T) {
 		"| 64 B | 1 | raw | 1 | 10 | 40.0 (40.0–40.0) |",
 		"| (a) | 64 B, 1 in flight: capbridge p50 / raw p50 | – | – | <= 2.50 | not measured |",
 		"- goal (a): not measured", "- goal (d): not measured",
+		"| 64 B, 1 in flight: capbridge p50 / raw-relay p50 | – | not measured |",
 	} {
 		if !strings.Contains(md, want) {
 			t.Errorf("results.md lacks %q:\n%s", want, md)
