@@ -1,8 +1,9 @@
 // Command peers measures capbridge's whole jail boundary against the Go MCP
-// SDKs in one run: four clients — hand-built JSON lines (the floor),
-// mark3labs/mcp-go, modelcontextprotocol/go-sdk and capbridge (the capwire
-// client through a real `capbridge serve`) — each against its own copy of
-// the same physical-limit server, internal/rawecho.
+// SDKs in one run: five clients — hand-built JSON lines over pipes (the
+// one-hop floor), the same lines through a relay that copies bytes (the
+// two-hop floor), mark3labs/mcp-go, modelcontextprotocol/go-sdk and
+// capbridge (the capwire client through a real `capbridge serve`) — each
+// against its own copy of the same physical-limit server, internal/rawecho.
 //
 // Usage, from the bench module:
 //

@@ -54,7 +54,7 @@ const lifetimeSlack = 3 * time.Minute
 
 // A sample is one client measured in one cell of one run. Per-call costs
 // are by process role: "client" (this process), "bridge" (capbridge
-// serve), "server" (the raw server).
+// serve, or raw-relay's relay), "server" (the raw server).
 type sample struct {
 	Run       int                `json:"run"`
 	Cell      cell               `json:"cell"`
