@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -37,6 +38,13 @@ func maybeRelay() {
 	sock := os.Getenv(relayEnv)
 	if sock == "" {
 		return
+	}
+	// One thread runs Go code, as in capbridge serve by default (and with
+	// the same rule: GOMAXPROCS in the environment wins), so capbridge /
+	// raw-relay compares bridges that schedule alike; a second P only adds
+	// wake-ups of an idle thread per hop.
+	if os.Getenv("GOMAXPROCS") == "" {
+		runtime.GOMAXPROCS(1)
 	}
 	if err := relay(sock, os.Stdout); err != nil {
 		fmt.Fprintln(os.Stderr, "raw-relay:", err)
