@@ -1,12 +1,16 @@
 // Command peers measures capbridge's whole jail boundary against the Go MCP
-// SDKs in one run: four clients — hand-built JSON lines (the floor),
-// mark3labs/mcp-go, modelcontextprotocol/go-sdk and capbridge (the capwire
-// client through a real `capbridge serve`) — each against its own copy of
-// the same physical-limit server, internal/rawecho.
+// SDKs in one run: five clients — hand-built JSON lines over pipes (the
+// one-hop floor), the same lines through a relay that copies bytes (the
+// two-hop floor), mark3labs/mcp-go, modelcontextprotocol/go-sdk and
+// capbridge (the capwire client through a real `capbridge serve`) — each
+// against its own copy of the same physical-limit server, internal/rawecho.
 //
 // Usage, from the bench module:
 //
-//	go run ./cmd/peers [-runs 3] [-out DIR] [-quick] [-capbridge BIN]
+//	go run ./cmd/peers [-runs 3] [-out DIR] [-quick] [-capbridge BIN] [-clients LIST] [-cells LIST]
+//
+// -clients (raw,mcp-go,...) and -cells (64B/1,16KiB/32,...) measure a subset;
+// the goals a subset has no samples for are reported as not measured.
 //
 // It writes DIR/results.json (every sample and every derived number),
 // DIR/results.md (the table and the goals) and DIR/chart.svg. The exit
@@ -36,6 +40,8 @@ import (
 func main() {
 	// The raw server is this same binary, re-executed with rawecho.Env set.
 	rawecho.MaybeServe()
+	// So is the raw-relay's relay, with relayEnv set.
+	maybeRelay()
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
 
@@ -46,18 +52,31 @@ func run(args []string, stdout, stderr io.Writer) int {
 	out := fs.String("out", "peers-out", "directory for results.json, results.md and chart.svg")
 	quick := fs.Bool("quick", false, "a few calls per cell: a smoke test of the harness, not a measurement")
 	bin := fs.String("capbridge", "", "a capbridge binary to measure (default: build one from this repository)")
+	clientList := fs.String("clients", strings.Join(clientNames(clients), ","), "the clients to measure, comma-separated")
+	cellList := fs.String("cells", strings.Join(cellNames(cells), ","), "the cells to measure, comma-separated (payload/in flight)")
+	const usage = "usage: peers [-runs N] [-out DIR] [-quick] [-capbridge BIN] [-clients LIST] [-cells LIST]"
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
 	if fs.NArg() != 0 || *runs < 1 {
-		fmt.Fprintln(stderr, "usage: peers [-runs N] [-out DIR] [-quick] [-capbridge BIN]")
+		fmt.Fprintln(stderr, usage)
+		return 2
+	}
+	var sel selection
+	var err error
+	if sel.clients, err = parseClients(*clientList); err != nil {
+		fmt.Fprintf(stderr, "peers: -clients: %v\n%s\n", err, usage)
+		return 2
+	}
+	if sel.cells, err = parseCells(*cellList); err != nil {
+		fmt.Fprintf(stderr, "peers: -cells: %v\n%s\n", err, usage)
 		return 2
 	}
 	p := fullPlan
 	if *quick {
 		p = quickPlan
 	}
-	if err := measureAll(context.Background(), *runs, p, *quick, *bin, *out, stderr); err != nil {
+	if err := measureAll(context.Background(), *runs, p, sel, *quick, *bin, *out, stderr); err != nil {
 		fmt.Fprintln(stderr, "peers:", err)
 		return 1
 	}
@@ -68,7 +87,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 // measureAll runs the whole comparison and writes its outputs to outDir.
 // It returns an error if a client failed anywhere or a child process was
 // left behind; the outputs are written either way, when they can be.
-func measureAll(ctx context.Context, runs int, p plan, quick bool, bin, outDir string, log io.Writer) error {
+func measureAll(ctx context.Context, runs int, p plan, sel selection, quick bool, bin, outDir string, log io.Writer) error {
 	tmp, err := os.MkdirTemp("", "peers")
 	if err != nil {
 		return err
@@ -78,20 +97,25 @@ func measureAll(ctx context.Context, runs int, p plan, quick bool, bin, outDir s
 	if err != nil {
 		return err
 	}
-	if bin == "" {
-		if bin, err = buildCapbridge(ctx, root, tmp); err != nil {
-			return err
+	// capbridge is built (and asked its version) only when it is measured.
+	var ver string
+	if sel.has("capbridge") {
+		if bin == "" {
+			if bin, err = buildCapbridge(ctx, root, tmp); err != nil {
+				return err
+			}
 		}
-	}
-	ver, err := exec.CommandContext(ctx, bin, "version").Output()
-	if err != nil {
-		return fmt.Errorf("%s version: %w", bin, err)
+		out, err := exec.CommandContext(ctx, bin, "version").Output()
+		if err != nil {
+			return fmt.Errorf("%s version: %w", bin, err)
+		}
+		ver = strings.TrimPrefix(strings.TrimSpace(string(out)), "capbridge ")
 	}
 	argv, senv := rawecho.Command()
 	e := &env{serverArgv: argv, serverEnv: senv, capbridge: bin, tmp: tmp}
 
 	started := time.Now().UTC()
-	samples := runAll(ctx, e, runs, p, func(s sample) {
+	samples := runAll(ctx, e, runs, p, sel, func(s sample) {
 		if s.Err != "" {
 			fmt.Fprintf(log, "run %d  %-22s %-10s FAILED: %s\n", s.Run, s.Cell, s.Client, s.Err)
 			return
@@ -101,12 +125,14 @@ func measureAll(ctx context.Context, runs int, p plan, quick bool, bin, outDir s
 	rep := &report{
 		Meta: meta{
 			Started: started.Format(time.RFC3339), Go: runtime.Version(), GOMAXPROCS: runtime.GOMAXPROCS(0), CPUs: runtime.NumCPU(),
-			Kernel: kernel(), Capbridge: strings.TrimPrefix(strings.TrimSpace(string(ver)), "capbridge "), Commit: commit(ctx, root), Modules: modules(), Runs: runs, Quick: quick,
+			Kernel: kernel(), Capbridge: ver, Commit: commit(ctx, root), Modules: modules(), Runs: runs, Quick: quick,
+			Clients: clientNames(sel.clients), Cells: cellNames(sel.cells),
 			Plan: planJSON{Calls64B: p.small, Calls16K: p.large, Warm: p.warm, CapPerSec: p.cap.Seconds()},
 		},
 		Samples: samples,
-		Rows:    summarise(samples),
+		Rows:    summarise(samples, sel),
 		Goals:   goals(samples, runs),
+		Floor:   floorRatios(samples, runs),
 	}
 	if err := writeOutputs(outDir, rep); err != nil {
 		return err

@@ -7,7 +7,6 @@ import (
 	"os"
 	"runtime"
 	"slices"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -55,7 +54,7 @@ const lifetimeSlack = 3 * time.Minute
 
 // A sample is one client measured in one cell of one run. Per-call costs
 // are by process role: "client" (this process), "bridge" (capbridge
-// serve), "server" (the raw server).
+// serve, or raw-relay's relay), "server" (the raw server).
 type sample struct {
 	Run       int                `json:"run"`
 	Cell      cell               `json:"cell"`
@@ -237,21 +236,16 @@ func fanOut(ctx context.Context, inflight, n int, deadline time.Time, call func(
 	return out, capped.Load(), nil
 }
 
-// runAll measures every client in every cell, runs times. Within a cell
-// the clients' order rotates from cell to cell and run to run, so no
-// client always goes first or last. progress gets one line per sample.
-func runAll(ctx context.Context, e *env, runs int, p plan, progress func(sample)) []sample {
+// runAll measures each selected client in each selected cell, runs
+// times. Within a cell the clients' order rotates from cell to cell and
+// run to run, so no client always goes first or last. progress gets one
+// line per sample.
+func runAll(ctx context.Context, e *env, runs int, p plan, sel selection, progress func(sample)) []sample {
 	var out []sample
 	for run := range runs {
-		for ci, c := range cells {
-			if x := os.Getenv("PEERS_CELLS"); x != "" && !strings.Contains(x, fmt.Sprint(ci)) {
-				continue
-			}
-			for pos := range clients {
-				cl := clients[(pos+run+ci)%len(clients)]
-				if x := os.Getenv("PEERS_ONLY"); x != "" && !strings.Contains(x, cl.name) {
-					continue
-				}
+		for ci, c := range sel.cells {
+			for pos := range sel.clients {
+				cl := sel.clients[(pos+run+ci)%len(sel.clients)]
 				s := measure(ctx, e, cl, c, p)
 				s.Run, s.Order = run, pos
 				progress(s)

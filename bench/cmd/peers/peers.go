@@ -59,6 +59,7 @@ type client struct {
 // rotates it from cell to cell).
 var clients = []client{
 	{"raw", startRaw},
+	{"raw-relay", startRawRelay},
 	{"mcp-go", startMCPGo},
 	{"go-sdk", startGoSDK},
 	{"capbridge", startCapbridge},
@@ -83,12 +84,12 @@ func waitProc(cmd *exec.Cmd) error {
 }
 
 // rawPeer is the floor: hand-built request lines, and replies checked by
-// a byte scan, over the child's pipes. With one call in flight it writes
-// and then reads on the calling goroutine; with more, one reader goroutine
-// hands each reply to its caller by id.
+// a byte scan, over a rawLink (the server's own pipes for raw, a relay's
+// socket for raw-relay). With one call in flight it writes and then reads
+// on the calling goroutine; with more, one reader goroutine hands each
+// reply to its caller by id.
 type rawPeer struct {
-	cmd    *exec.Cmd
-	stdin  io.WriteCloser
+	link   rawLink
 	br     *bufio.Reader
 	text   string // the only text call accepts
 	quoted []byte // text as a JSON string
@@ -106,6 +107,17 @@ type rawPeer struct {
 	rdone   chan struct{}            // closed when the reader returns (concurrent mode)
 }
 
+// A rawLink is the byte stream a rawPeer talks over and the processes
+// behind it. The rawPeer owns it from newRawPeer on.
+type rawLink struct {
+	r          io.Reader
+	w          io.Writer
+	closeWrite func() error // ends the requests; the far side exits on EOF, which ends the replies
+	wait       func() error // once the replies ended: waits for the processes and releases the link
+	kill       func()       // the backstop: ends the processes now
+	procs      []proc
+}
+
 type rawReply struct {
 	line []byte
 	err  error
@@ -116,10 +128,6 @@ type rawReply struct {
 const maxRawLine = 1 << 20
 
 func startRaw(ctx context.Context, e *env, text string, inflight int) (peer, error) {
-	q, err := json.Marshal(text)
-	if err != nil {
-		return nil, err
-	}
 	cmd := exec.Command(e.serverArgv[0], e.serverArgv[1:]...)
 	cmd.Env = append(os.Environ(), e.serverEnv...)
 	cmd.Stderr = os.Stderr
@@ -134,17 +142,36 @@ func startRaw(ctx context.Context, e *env, text string, inflight int) (peer, err
 	if err := cmd.Start(); err != nil {
 		return nil, err
 	}
+	p, err := newRawPeer(ctx, "raw", rawLink{
+		r: stdout, w: stdin, closeWrite: stdin.Close,
+		wait:  func() error { return waitProc(cmd) },
+		kill:  func() { _ = cmd.Process.Kill() },
+		procs: []proc{{"server", cmd.Process.Pid}},
+	}, text, inflight)
+	if err != nil {
+		return nil, err // not a nil *rawPeer in a non-nil peer
+	}
+	return p, nil
+}
+
+// newRawPeer initializes the server at the far end of link and returns
+// the peer; on failure it closes link first.
+func newRawPeer(ctx context.Context, name string, link rawLink, text string, inflight int) (*rawPeer, error) {
 	p := &rawPeer{
-		cmd: cmd, stdin: stdin, br: bufio.NewReaderSize(stdout, maxRawLine),
-		bw: bufio.NewWriterSize(stdin, 64<<10), text: text, quoted: q,
+		link: link, br: bufio.NewReaderSize(link.r, maxRawLine),
+		bw: bufio.NewWriterSize(link.w, 64<<10), text: text,
 		seq: inflight <= 1, next: 1, pending: map[uint64]chan rawReply{},
 	}
 	// A server that stops answering would block a sequential call for
 	// ever; killing it when ctx (the peer's lifetime) ends unblocks it.
-	p.stopKill = context.AfterFunc(ctx, func() { _ = cmd.Process.Kill() })
-	if err := p.handshake(); err != nil {
-		p.close()
-		return nil, fmt.Errorf("raw: %w", err)
+	p.stopKill = context.AfterFunc(ctx, link.kill)
+	q, err := json.Marshal(text)
+	if err == nil {
+		p.quoted = q
+		err = p.handshake()
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", name, errors.Join(err, p.close()))
 	}
 	if !p.seq {
 		p.rdone = make(chan struct{})
@@ -269,15 +296,15 @@ func (p *rawPeer) readLoop() {
 	}
 }
 
-func (p *rawPeer) procs() []proc { return []proc{{"server", p.cmd.Process.Pid}} }
+func (p *rawPeer) procs() []proc { return p.link.procs }
 
 func (p *rawPeer) close() error {
 	defer p.stopKill()
-	p.stdin.Close()
+	err := p.link.closeWrite()
 	if p.rdone != nil {
 		<-p.rdone // the server exits on EOF, which ends the reader
 	}
-	return waitProc(p.cmd)
+	return errors.Join(err, p.link.wait())
 }
 
 // replyID returns the numeric id of a reply line.

@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -17,11 +18,12 @@ import (
 func TestMain(m *testing.M) {
 	// The peers' raw servers are this test binary, re-executed.
 	rawecho.MaybeServe()
+	maybeRelay()
 	os.Exit(m.Run())
 }
 
-// TestQuickRun runs the whole harness once in -quick mode — every client
-// in every cell, capbridge built from this repository — and checks that
+// TestQuickRun runs the whole harness once in -quick mode — all five
+// clients in every cell, capbridge built from this repository — and checks that
 // each output parses and every client produced numbers. It asserts
 // nothing about the numbers' size: the machine decides those.
 func TestQuickRun(t *testing.T) {
@@ -42,6 +44,9 @@ func TestQuickRun(t *testing.T) {
 	if err := json.Unmarshal(b, &rep); err != nil {
 		t.Fatalf("results.json: %v", err)
 	}
+	if len(clients) != 5 {
+		t.Errorf("%d clients, want raw, raw-relay, mcp-go, go-sdk and capbridge", len(clients))
+	}
 	if got, want := len(rep.Samples), len(cells)*len(clients); got != want {
 		t.Errorf("%d samples, want %d", got, want)
 	}
@@ -54,7 +59,7 @@ func TestQuickRun(t *testing.T) {
 			t.Errorf("%s: no numbers: %+v", where, r)
 		}
 		want := []string{"client", "server"}
-		if r.Client == "capbridge" {
+		if r.Client == "capbridge" || r.Client == "raw-relay" {
 			want = append(want, "bridge")
 		}
 		for _, role := range want {
@@ -82,6 +87,14 @@ func TestQuickRun(t *testing.T) {
 	if len(rep.Goals) != 4 {
 		t.Errorf("%d goals, want 4", len(rep.Goals))
 	}
+	if len(rep.Floor) != 3 {
+		t.Errorf("%d ratios against the floor, want 3", len(rep.Floor))
+	}
+	for _, fr := range rep.Floor {
+		if !fr.Measured || len(fr.PerRun) != 1 || fr.Value <= 0 {
+			t.Errorf("%s: %+v", fr.What, fr)
+		}
+	}
 
 	md, err := os.ReadFile(filepath.Join(out, "results.md"))
 	if err != nil {
@@ -95,6 +108,11 @@ func TestQuickRun(t *testing.T) {
 	for _, id := range []string{"a", "b", "c", "d"} {
 		if !strings.Contains(string(md), "- goal ("+id+"): ") {
 			t.Errorf("results.md does not judge goal (%s)", id)
+		}
+	}
+	for _, fr := range rep.Floor {
+		if !strings.Contains(string(md), "| "+fr.What+" | "+num(fr.PerRun[0])+" | "+num(fr.Value)+" |") {
+			t.Errorf("results.md does not give %q", fr.What)
 		}
 	}
 
@@ -157,6 +175,8 @@ func TestGoals(t *testing.T) {
 		add(run, cells[1], "capbridge", 0, 1500/scale, 25)
 		add(run, cells[2], "go-sdk", 1000*scale, 0, 0)
 		add(run, cells[2], "capbridge", 200*scale, 0, 0)
+		add(run, cells[0], "raw-relay", 50*scale, 0, 0)
+		add(run, cells[1], "raw-relay", 0, []float64{3000, 1500, 500}[run]/scale, 0)
 	}
 	// A failed sample must not count.
 	ss = append(ss, sample{Run: 0, Cell: cells[0], Client: "capbridge", P50us: 1, Err: "broken"})
@@ -175,5 +195,20 @@ func TestGoals(t *testing.T) {
 	}
 	if gs[1].Checks[0].Met || gs[3].Checks[0].Met != true || gs[3].Checks[1].Met {
 		t.Errorf("checks judged wrongly: %+v / %+v", gs[1].Checks, gs[3].Checks)
+	}
+	fl := floorRatios(ss, 3)
+	// Run 0's capbridge sample at 64 B, 1 in flight includes a failed one,
+	// which must not count; the valid one gives 100/50 in every run.
+	for i, want := range []struct {
+		per    []float64
+		median float64
+	}{
+		{[]float64{2, 2, 2}, 2},
+		{[]float64{0.5, 1, 3}, 1},
+		{[]float64{0.25, 0.25, 0.25}, 0.25},
+	} {
+		if !fl[i].Measured || !slices.Equal(fl[i].PerRun, want.per) || fl[i].Value != want.median {
+			t.Errorf("%s = %+v, want per run %v, median %v", fl[i].What, fl[i], want.per, want.median)
+		}
 	}
 }

@@ -45,10 +45,11 @@ type row struct {
 
 var roles = []string{"client", "bridge", "server"}
 
-func summarise(samples []sample) []row {
+// summarise makes one row per selected client and cell, in sel's order.
+func summarise(samples []sample, sel selection) []row {
 	var rows []row
-	for _, c := range cells {
-		for _, cl := range clients {
+	for _, c := range sel.cells {
+		for _, cl := range sel.clients {
 			r := row{Cell: c, Client: cl.name, CPUus: map[string]stat{}, CtxSw: map[string]stat{}, Syscalls: map[string]stat{}}
 			var p50, p99, cps []float64
 			cpu, sw, sc := map[string][]float64{}, map[string][]float64{}, map[string][]float64{}
@@ -83,17 +84,20 @@ func summarise(samples []sample) []row {
 type goal struct {
 	ID     string  `json:"id"`
 	Checks []check `json:"checks"`
-	Met    bool    `json:"met"`
+	Met    bool    `json:"met"` // every check measured and met
 }
 
-// A check is one inequality of a goal.
+// A check is one inequality of a goal. A check no run has the samples
+// for (a client or cell left out by -clients or -cells, or failed in
+// every run) is not measured: it has no value and is not met.
 type check struct {
-	What   string    `json:"what"`
-	Value  float64   `json:"value"` // median over runs
-	PerRun []float64 `json:"per_run"`
-	Op     string    `json:"op"` // "<=" or ">="
-	Limit  float64   `json:"limit"`
-	Met    bool      `json:"met"`
+	What     string    `json:"what"`
+	Measured bool      `json:"measured"`
+	Value    float64   `json:"value"` // median over runs; 0 when not measured
+	PerRun   []float64 `json:"per_run"`
+	Op       string    `json:"op"` // "<=" or ">="
+	Limit    float64   `json:"limit"`
+	Met      bool      `json:"met"`
 }
 
 // metricFn picks one number from a sample.
@@ -103,17 +107,23 @@ func p50(s sample) float64       { return s.P50us }
 func callsPerS(s sample) float64 { return s.CallsPerS }
 func bridgeCPU(s sample) float64 { return s.CPUus["bridge"] }
 
-// ratioCheck is capbridge's metric over other's, per run.
-func ratioCheck(samples []sample, runs int, c cell, m metricFn, other, what, op string, limit float64) check {
+// perRunRatios is num's metric over den's in cell c, for each run in
+// which both produced numbers.
+func perRunRatios(samples []sample, runs int, c cell, m metricFn, num, den string) []float64 {
 	var per []float64
 	for run := range runs {
-		a, okA := find(samples, run, c, "capbridge")
-		b, okB := find(samples, run, c, other)
+		a, okA := find(samples, run, c, num)
+		b, okB := find(samples, run, c, den)
 		if okA && okB && m(b) > 0 {
 			per = append(per, m(a)/m(b))
 		}
 	}
-	return judge(what, per, op, limit)
+	return per
+}
+
+// ratioCheck is capbridge's metric over other's, per run.
+func ratioCheck(samples []sample, runs int, c cell, m metricFn, other, what, op string, limit float64) check {
+	return judge(what, perRunRatios(samples, runs, c, m, "capbridge", other), op, limit)
 }
 
 // valueCheck is capbridge's own metric, per run.
@@ -128,13 +138,15 @@ func valueCheck(samples []sample, runs int, c cell, m metricFn, what, op string,
 }
 
 func judge(what string, per []float64, op string, limit float64) check {
-	ck := check{What: what, PerRun: per, Op: op, Limit: limit, Value: statOf(per).Median}
-	if len(per) > 0 {
-		if op == "<=" {
-			ck.Met = ck.Value <= limit
-		} else {
-			ck.Met = ck.Value >= limit
-		}
+	ck := check{What: what, PerRun: per, Op: op, Limit: limit}
+	if len(per) == 0 {
+		return ck
+	}
+	ck.Measured, ck.Value = true, statOf(per).Median
+	if op == "<=" {
+		ck.Met = ck.Value <= limit
+	} else {
+		ck.Met = ck.Value >= limit
 	}
 	return ck
 }
@@ -170,10 +182,71 @@ func goals(samples []sample, runs int) []goal {
 	for i := range gs {
 		gs[i].Met = true
 		for _, ck := range gs[i].Checks {
-			gs[i].Met = gs[i].Met && ck.Met
+			gs[i].Met = gs[i].Met && ck.Measured && ck.Met
 		}
 	}
 	return gs
+}
+
+// A floorRatio is an informational ratio against raw-relay, the two-hop
+// floor: how far a bridge is from the cost of its hops alone. It is no
+// goal and is not judged.
+type floorRatio struct {
+	What     string    `json:"what"`
+	Measured bool      `json:"measured"`
+	Value    float64   `json:"value"` // median over runs; 0 when not measured
+	PerRun   []float64 `json:"per_run"`
+}
+
+func newFloorRatio(what string, per []float64) floorRatio {
+	r := floorRatio{What: what, PerRun: per}
+	if len(per) > 0 {
+		r.Measured, r.Value = true, statOf(per).Median
+	}
+	return r
+}
+
+// floorRatios are capbridge against raw-relay, and raw-relay against
+// mcp-go at 64 B and 1 in flight: what goal (a)'s limit against mcp-go
+// would ask of a bridge whose middle does nothing.
+func floorRatios(samples []sample, runs int) []floorRatio {
+	small1, small32 := cells[0], cells[1]
+	return []floorRatio{
+		newFloorRatio("64 B, 1 in flight: capbridge p50 / raw-relay p50",
+			perRunRatios(samples, runs, small1, p50, "capbridge", "raw-relay")),
+		newFloorRatio("64 B, 32 in flight: capbridge calls/s / raw-relay calls/s",
+			perRunRatios(samples, runs, small32, callsPerS, "capbridge", "raw-relay")),
+		newFloorRatio("64 B, 1 in flight: raw-relay p50 / mcp-go p50, what (a)'s ≤ 0.75 × mcp-go limit would need of a bridge that does nothing",
+			perRunRatios(samples, runs, small1, p50, "raw-relay", "mcp-go")),
+	}
+}
+
+// verdict is a goal's word in results.md: "not met" when any measured
+// check fails, else "not measured" when a check has no samples, else
+// "met".
+func (g goal) verdict() string {
+	unmeasured := false
+	for _, ck := range g.Checks {
+		if !ck.Measured {
+			unmeasured = true
+		} else if !ck.Met {
+			return "not met"
+		}
+	}
+	if unmeasured {
+		return "not measured"
+	}
+	return "met"
+}
+
+func (ck check) verdict() string {
+	switch {
+	case !ck.Measured:
+		return "not measured"
+	case ck.Met:
+		return "met"
+	}
+	return "not met"
 }
 
 // report is everything a run wrote, as results.json holds it.
@@ -182,6 +255,8 @@ type report struct {
 	Samples []sample `json:"samples"`
 	Rows    []row    `json:"summary"`
 	Goals   []goal   `json:"goals"`
+	// Floor is informational: ratios against raw-relay, not judged.
+	Floor []floorRatio `json:"floor"`
 }
 
 type meta struct {
@@ -195,6 +270,8 @@ type meta struct {
 	Modules    map[string]string `json:"modules"`   // the SDK versions this binary was built with
 	Runs       int               `json:"runs"`
 	Quick      bool              `json:"quick"`
+	Clients    []string          `json:"clients"` // the clients measured (-clients)
+	Cells      []string          `json:"cells"`   // the cells measured (-cells)
 	Plan       planJSON          `json:"plan"`
 }
 
@@ -240,7 +317,11 @@ func perRole(m map[string]stat) string {
 func writeMarkdown(w io.Writer, r *report) {
 	m := r.Meta
 	fmt.Fprintf(w, "# capbridge vs the Go MCP SDKs, every client against the same raw server\n\n")
-	fmt.Fprintf(w, "%s; %s, GOMAXPROCS %d on %d CPUs, kernel %s; capbridge %s (commit %s)", m.Started, m.Go, m.GOMAXPROCS, m.CPUs, m.Kernel, m.Capbridge, m.Commit)
+	capbridge := m.Capbridge
+	if capbridge == "" {
+		capbridge = "not built"
+	}
+	fmt.Fprintf(w, "%s; %s, GOMAXPROCS %d on %d CPUs, kernel %s; capbridge %s (commit %s)", m.Started, m.Go, m.GOMAXPROCS, m.CPUs, m.Kernel, capbridge, m.Commit)
 	for _, k := range []string{"github.com/mark3labs/mcp-go", "github.com/modelcontextprotocol/go-sdk"} {
 		fmt.Fprintf(w, ", %s %s", k, m.Modules[k])
 	}
@@ -248,7 +329,8 @@ func writeMarkdown(w io.Writer, r *report) {
 	if m.Quick {
 		fmt.Fprintf(w, " in -quick mode (smoke test: too few calls for the numbers to mean anything)")
 	}
-	fmt.Fprintf(w, "; timed calls per cell %d at 64 B and %d at 16 KiB, capped at %.0f s; %d checked warm-up calls.\n\n", m.Plan.Calls64B, m.Plan.Calls16K, m.Plan.CapPerSec, m.Plan.Warm)
+	fmt.Fprintf(w, "; timed calls per cell %d at 64 B and %d at 16 KiB, capped at %.0f s; %d checked warm-up calls.\n", m.Plan.Calls64B, m.Plan.Calls16K, m.Plan.CapPerSec, m.Plan.Warm)
+	fmt.Fprintf(w, "Measured: clients %s; cells %s.\n\n", strings.Join(m.Clients, ", "), strings.Join(m.Cells, ", "))
 	fmt.Fprintf(w, "Median over runs, (min–max). CPU, context switches and read/write syscalls are per call, for client / bridge / server (– where a client has no such process).\n\n")
 	fmt.Fprintf(w, "| payload | in flight | client | runs | N | p50 µs | p99 µs | calls/s | CPU µs/call | ctx switches/call | r/w syscalls/call |\n")
 	fmt.Fprintf(w, "|---|---|---|---|---|---|---|---|---|---|---|\n")
@@ -265,16 +347,22 @@ func writeMarkdown(w io.Writer, r *report) {
 	fmt.Fprintf(w, "| goal | check | per run | median | limit | met |\n|---|---|---|---|---|---|\n")
 	for _, g := range r.Goals {
 		for _, ck := range g.Checks {
-			per := make([]string, len(ck.PerRun))
-			for i, v := range ck.PerRun {
-				per[i] = num(v)
-			}
-			fmt.Fprintf(w, "| (%s) | %s | %s | %s | %s %s | %s |\n", g.ID, ck.What, strings.Join(per, ", "), num(ck.Value), ck.Op, num(ck.Limit), metWord(ck.Met))
+			fmt.Fprintf(w, "| (%s) | %s | %s | %s | %s %s | %s |\n", g.ID, ck.What, perRun(ck.PerRun), median(ck.Measured, ck.Value), ck.Op, num(ck.Limit), ck.verdict())
 		}
 	}
 	fmt.Fprintf(w, "\n")
 	for _, g := range r.Goals {
-		fmt.Fprintf(w, "- goal (%s): %s\n", g.ID, metWord(g.Met))
+		fmt.Fprintf(w, "- goal (%s): %s\n", g.ID, g.verdict())
+	}
+	fmt.Fprintf(w, "\n## Against the two-hop floor (informational, not a goal)\n\n")
+	fmt.Fprintf(w, "raw-relay sends raw's lines over a Unix socket to a relay process that copies bytes, unparsed, to and from the server's pipes: two hops with a middle that does nothing. Ratios are taken within each run; the median is over runs.\n\n")
+	fmt.Fprintf(w, "| ratio | per run | median |\n|---|---|---|\n")
+	for _, fr := range r.Floor {
+		med := median(fr.Measured, fr.Value)
+		if !fr.Measured {
+			med = "not measured"
+		}
+		fmt.Fprintf(w, "| %s | %s | %s |\n", fr.What, perRun(fr.PerRun), med)
 	}
 	var failed []string
 	for _, s := range r.Samples {
@@ -287,9 +375,21 @@ func writeMarkdown(w io.Writer, r *report) {
 	}
 }
 
-func metWord(ok bool) string {
-	if ok {
-		return "met"
+// perRun lists per-run values, "–" when there are none.
+func perRun(v []float64) string {
+	if len(v) == 0 {
+		return "–"
 	}
-	return "not met"
+	parts := make([]string, len(v))
+	for i, x := range v {
+		parts[i] = num(x)
+	}
+	return strings.Join(parts, ", ")
+}
+
+func median(measured bool, v float64) string {
+	if !measured {
+		return "–"
+	}
+	return num(v)
 }

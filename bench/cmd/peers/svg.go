@@ -5,11 +5,36 @@ import (
 	"html"
 	"io"
 	"math"
+	"slices"
 	"strings"
 )
 
-// clientColors are the bar colours, in the order of clients.
-var clientColors = []string{"#7f7f7f", "#1f77b4", "#ff7f0e", "#2ca02c"}
+// clientColors are the bar colours, in the order of clients, so a client
+// keeps its colour in a run that measures only some of them.
+var clientColors = []string{"#7f7f7f", "#bcbd22", "#1f77b4", "#ff7f0e", "#2ca02c"}
+
+func colorOf(name string) string {
+	if i := slices.IndexFunc(clients, func(cl client) bool { return cl.name == name }); i >= 0 && i < len(clientColors) {
+		return clientColors[i]
+	}
+	return "#000000"
+}
+
+// groups returns the cells and the client names rows cover, in the order
+// of their first appearance (summarise's order).
+func groups(rows []row) ([]cell, []string) {
+	var cs []cell
+	var names []string
+	for _, r := range rows {
+		if !slices.Contains(cs, r.Cell) {
+			cs = append(cs, r.Cell)
+		}
+		if !slices.Contains(names, r.Client) {
+			names = append(names, r.Client)
+		}
+	}
+	return cs, names
+}
 
 // writeSVG draws two panels of grouped bars, one group per cell and one bar
 // per client: the median p50 latency and the median calls/s, each on a
@@ -33,9 +58,10 @@ func writeSVG(w io.Writer, rows []row, note string) error {
 	fmt.Fprintf(&b, `<text x="%d" y="22" font-size="16" font-weight="bold">capbridge vs Go MCP SDKs against the same raw server (median over runs)</text>`+"\n", left)
 	fmt.Fprintf(&b, `<text x="%d" y="40" fill="#555">%s</text>`+"\n", left, esc(note))
 	// Legend.
-	for i, cl := range clients {
+	_, names := groups(rows)
+	for i, name := range names {
 		x := left + i*130
-		fmt.Fprintf(&b, `<rect x="%d" y="50" width="14" height="14" fill="%s"/><text x="%d" y="62">%s</text>`+"\n", x, clientColors[i], x+20, esc(cl.name))
+		fmt.Fprintf(&b, `<rect x="%d" y="50" width="14" height="14" fill="%s"/><text x="%d" y="62">%s</text>`+"\n", x, colorOf(name), x+20, esc(name))
 	}
 	panel(&b, rows, "p50 latency, µs (log scale; lower is better)", func(r row) float64 { return r.P50us.Median }, left, top, width-left-right, panelH)
 	panel(&b, rows, "calls/s (log scale; higher is better)", func(r row) float64 { return r.CallsPerS.Median }, left, top+panelH+gap, width-left-right, panelH)
@@ -73,16 +99,17 @@ func panel(b *strings.Builder, rows []row, title string, metric func(row) float6
 		fmt.Fprintf(b, `<text x="%d" y="%.1f" text-anchor="end">%s</text>`+"\n", x-6, gy+4, esc(decade(d)))
 	}
 	fmt.Fprintf(b, `<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="black"/>`+"\n", x, y+plotH, x+w, y+plotH)
-	groupW := float64(w) / float64(len(cells))
-	barW := groupW * 0.8 / float64(len(clients))
-	for ci, c := range cells {
+	cs, names := groups(rows)
+	groupW := float64(w) / float64(len(cs))
+	barW := groupW * 0.8 / float64(len(names))
+	for ci, c := range cs {
 		gx := float64(x) + float64(ci)*groupW + groupW*0.1
 		fmt.Fprintf(b, `<text x="%.1f" y="%d" text-anchor="middle">%s</text>`+"\n", gx+groupW*0.4, y+plotH+16, esc(c.String()))
-		for k, cl := range clients {
+		for k, name := range names {
 			bx := gx + float64(k)*barW
 			var r row
 			for _, rr := range rows {
-				if rr.Cell == c && rr.Client == cl.name {
+				if rr.Cell == c && rr.Client == name {
 					r = rr
 				}
 			}
@@ -93,7 +120,7 @@ func panel(b *strings.Builder, rows []row, title string, metric func(row) float6
 			}
 			by := yOf(v)
 			fmt.Fprintf(b, `<rect x="%.1f" y="%.1f" width="%.1f" height="%.1f" fill="%s"><title>%s, %s: %s</title></rect>`+"\n",
-				bx+1, by, barW-2, float64(y+plotH)-by, clientColors[k], esc(cl.name), esc(c.String()), num(v))
+				bx+1, by, barW-2, float64(y+plotH)-by, colorOf(name), esc(name), esc(c.String()), num(v))
 			fmt.Fprintf(b, `<text x="%.1f" y="%.1f" text-anchor="middle" font-size="10">%s</text>`+"\n", bx+barW/2, by-3, esc(num(v)))
 		}
 	}

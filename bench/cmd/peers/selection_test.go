@@ -1,0 +1,177 @@
+package main
+
+import (
+	"bytes"
+	"slices"
+	"strings"
+	"testing"
+)
+
+func TestParseClients(t *testing.T) {
+	for _, tc := range []struct {
+		list string
+		want []string // nil: an error naming the valid clients
+	}{
+		{strings.Join(clientNames(clients), ","), clientNames(clients)},
+		{"raw", []string{"raw"}},
+		{"capbridge,raw", []string{"raw", "capbridge"}}, // nominal order
+		{" raw , capbridge ,raw", []string{"raw", "capbridge"}},
+		{"raw,", []string{"raw"}},
+		{"raw,nope", nil},
+		{"Raw", nil},
+		{"", nil},
+		{",", nil},
+	} {
+		got, err := parseClients(tc.list)
+		if tc.want == nil {
+			if err == nil || !strings.Contains(err.Error(), strings.Join(clientNames(clients), ",")) {
+				t.Errorf("parseClients(%q) = %v, %v; want an error listing the valid clients", tc.list, clientNames(got), err)
+			}
+			continue
+		}
+		if err != nil || !slices.Equal(clientNames(got), tc.want) {
+			t.Errorf("parseClients(%q) = %v, %v; want %v", tc.list, clientNames(got), err, tc.want)
+		}
+	}
+}
+
+func TestParseCells(t *testing.T) {
+	for _, tc := range []struct {
+		list string
+		want []cell // nil: an error naming the valid cells
+	}{
+		{"64B/1,64B/32,16KiB/1,16KiB/32", cells},
+		{"64B/1,16KiB/32", []cell{{64, 1}, {16 << 10, 32}}},
+		{"16KiB/32,64B/1", []cell{{64, 1}, {16 << 10, 32}}},
+		{"16KiB/1", []cell{{16 << 10, 1}}},
+		{"64B/2", nil},
+		{"64 B/1", nil},
+		{"16384B/1", nil},
+		{"", nil},
+	} {
+		got, err := parseCells(tc.list)
+		if tc.want == nil {
+			if err == nil || !strings.Contains(err.Error(), "64B/1,64B/32,16KiB/1,16KiB/32") {
+				t.Errorf("parseCells(%q) = %v, %v; want an error listing the valid cells", tc.list, got, err)
+			}
+			continue
+		}
+		if err != nil || !slices.Equal(got, tc.want) {
+			t.Errorf("parseCells(%q) = %v, %v; want %v", tc.list, got, err, tc.want)
+		}
+	}
+}
+
+// TestRunUsage checks that a bad selection is a usage error (exit 2)
+// caught before anything is built or started.
+func TestRunUsage(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"-clients", "raw,grpc"}, `unknown client "grpc"; valid: ` + strings.Join(clientNames(clients), ",")},
+		{[]string{"-cells", "64B/1,1KiB/1"}, `unknown cell "1KiB/1"; valid: 64B/1,64B/32,16KiB/1,16KiB/32`},
+		{[]string{"-clients", ""}, "no client named"},
+		{[]string{"-runs", "0"}, "usage: peers"},
+		{[]string{"extra"}, "usage: peers"},
+	} {
+		var stdout, stderr bytes.Buffer
+		if code := run(tc.args, &stdout, &stderr); code != 2 || !strings.Contains(stderr.String(), tc.want) {
+			t.Errorf("run(%q) = %d, stderr %q; want 2 and %q", tc.args, code, stderr.String(), tc.want)
+		}
+	}
+}
+
+// TestGoalsNotMeasured checks that a goal whose samples a selection left
+// out (or that failed in every run) is "not measured": no value, no
+// ratio against a missing client, never "met".
+func TestGoalsNotMeasured(t *testing.T) {
+	small1, small32, large1 := cells[0], cells[1], cells[2]
+	ok := func(c cell, client string, p50, cps, bridge float64) sample {
+		return sample{Cell: c, Client: client, N: 1, P50us: p50, CallsPerS: cps, CPUus: map[string]float64{"bridge": bridge}}
+	}
+	everything := []sample{
+		ok(small1, "raw", 40, 0, 0), ok(small1, "mcp-go", 200, 0, 0), ok(small1, "capbridge", 80, 0, 30),
+		ok(small32, "mcp-go", 0, 1000, 0), ok(small32, "go-sdk", 0, 100, 0), ok(small32, "capbridge", 0, 1500, 10),
+		ok(large1, "go-sdk", 1000, 0, 0), ok(large1, "capbridge", 200, 0, 0),
+	}
+	without := func(drop func(sample) bool) []sample {
+		return slices.DeleteFunc(slices.Clone(everything), drop)
+	}
+	for _, tc := range []struct {
+		name    string
+		samples []sample
+		want    map[string]string // goal -> verdict
+		unmeas  []string          // checks, by What prefix, not measured
+	}{
+		{"everything", everything, map[string]string{"a": "met", "b": "met", "c": "met", "d": "met"}, nil},
+		{"raw and capbridge only", without(func(s sample) bool { return s.Client != "raw" && s.Client != "capbridge" }),
+			map[string]string{"a": "not measured", "b": "not measured", "c": "not measured", "d": "met"},
+			[]string{"64 B, 1 in flight: capbridge p50 / mcp-go", "64 B, 32 in flight: capbridge calls/s / mcp-go", "64 B, 32 in flight: capbridge calls/s / go-sdk", "16 KiB"}},
+		{"no capbridge", without(func(s sample) bool { return s.Client == "capbridge" }),
+			map[string]string{"a": "not measured", "b": "not measured", "c": "not measured", "d": "not measured"},
+			[]string{"64 B", "16 KiB"}},
+		{"64 B in flight 1 only", without(func(s sample) bool { return s.Cell != small1 }),
+			map[string]string{"a": "met", "b": "not measured", "c": "not measured", "d": "not measured"},
+			[]string{"64 B, 32", "16 KiB"}},
+		{"capbridge failed at 16 KiB", append(without(func(s sample) bool { return s.Cell == large1 && s.Client == "capbridge" }),
+			sample{Cell: large1, Client: "capbridge", Err: "broken"}),
+			map[string]string{"a": "met", "b": "met", "c": "not measured", "d": "met"}, []string{"16 KiB"}},
+		{"a measured failure outweighs a missing check", append(without(func(s sample) bool { return s.Client == "mcp-go" || (s.Cell == small1 && s.Client == "capbridge") }),
+			ok(small1, "capbridge", 200, 0, 30)),
+			map[string]string{"a": "not met", "b": "not measured", "c": "met", "d": "met"},
+			[]string{"64 B, 1 in flight: capbridge p50 / mcp-go", "64 B, 32 in flight: capbridge calls/s / mcp-go"}},
+		{"nothing", nil, map[string]string{"a": "not measured", "b": "not measured", "c": "not measured", "d": "not measured"}, []string{"64 B", "16 KiB"}},
+	} {
+		for _, g := range goals(tc.samples, 1) {
+			if got := g.verdict(); got != tc.want[g.ID] {
+				t.Errorf("%s: goal (%s) is %q, want %q: %+v", tc.name, g.ID, got, tc.want[g.ID], g.Checks)
+			}
+			if g.Met != (tc.want[g.ID] == "met") {
+				t.Errorf("%s: goal (%s) Met = %v with verdict %q", tc.name, g.ID, g.Met, g.verdict())
+			}
+			for _, ck := range g.Checks {
+				wantUnmeasured := slices.ContainsFunc(tc.unmeas, func(p string) bool { return strings.HasPrefix(ck.What, p) })
+				if ck.Measured == wantUnmeasured {
+					t.Errorf("%s: %q measured = %v", tc.name, ck.What, ck.Measured)
+				}
+				if !ck.Measured && (ck.Met || ck.Value != 0 || len(ck.PerRun) != 0 || ck.verdict() != "not measured") {
+					t.Errorf("%s: unmeasured %q has %+v", tc.name, ck.What, ck)
+				}
+			}
+		}
+	}
+}
+
+// TestMarkdownNotMeasured checks what results.md says of a selection:
+// which clients and cells it measured, and "not measured" (never a number)
+// for the checks it has no samples for.
+func TestMarkdownNotMeasured(t *testing.T) {
+	sel := selection{clients: []client{clients[0]}, cells: []cell{cells[0]}}
+	ss := []sample{{Cell: cells[0], Client: "raw", N: 10, P50us: 40, P99us: 50, CallsPerS: 25000, CPUus: map[string]float64{"client": 5, "server": 3}}}
+	rep := &report{
+		Meta:    meta{Runs: 1, Clients: clientNames(sel.clients), Cells: cellNames(sel.cells)},
+		Samples: ss, Rows: summarise(ss, sel), Goals: goals(ss, 1), Floor: floorRatios(ss, 1),
+	}
+	var b bytes.Buffer
+	writeMarkdown(&b, rep)
+	md := b.String()
+	for _, want := range []string{
+		"Measured: clients raw; cells 64B/1.",
+		"| 64 B | 1 | raw | 1 | 10 | 40.0 (40.0–40.0) |",
+		"| (a) | 64 B, 1 in flight: capbridge p50 / raw p50 | – | – | <= 2.50 | not measured |",
+		"- goal (a): not measured", "- goal (d): not measured",
+		"| 64 B, 1 in flight: capbridge p50 / raw-relay p50 | – | not measured |",
+	} {
+		if !strings.Contains(md, want) {
+			t.Errorf("results.md lacks %q:\n%s", want, md)
+		}
+	}
+	if strings.Count(md, "| 64 B |")+strings.Count(md, "| 16 KiB |") != 1 {
+		t.Errorf("results.md has rows beyond the one measured:\n%s", md)
+	}
+	var svg bytes.Buffer
+	if err := writeSVG(&svg, rep.Rows, ""); err != nil || strings.Count(svg.String(), "<title>") != 2 {
+		t.Errorf("chart.svg: %v, %d bars, want 2", err, strings.Count(svg.String(), "<title>"))
+	}
+}
