@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/capbridge/capbridge/internal/framewrite"
+	"github.com/capbridge/capbridge/internal/unixconn"
 	"github.com/vmihailenco/msgpack/v5"
 )
 
@@ -60,7 +61,7 @@ type Dialer struct {
 // waiting call at once with an error wrapping ErrClosed, and every later
 // Call too; Close releases the socket and waits until nothing reads it.
 type Client struct {
-	conn    stream
+	conn    unixconn.Stream // on Linux, outside the poller: room to write wakes nothing
 	servers []string
 	max     int           // frame limit
 	slots   chan struct{} // one token per call in flight
@@ -94,17 +95,6 @@ type Client struct {
 
 	readDone  chan struct{} // closed once nothing will read the socket again
 	closeOnce sync.Once
-}
-
-// stream is what a Client needs of its connection once the handshake is
-// done: a net.Conn has it, and on Linux a Unix socket is read and
-// written outside the runtime's poller (fdStream).
-type stream interface {
-	Read(p []byte) (int, error)
-	Write(p []byte) (int, error)
-	SetReadDeadline(t time.Time) error
-	SetWriteDeadline(t time.Time) error
-	Close() error
 }
 
 // waiter is one call in flight. Exactly one outcome is delivered per call:
@@ -219,7 +209,7 @@ func (d *Dialer) handshake(ctx context.Context, conn net.Conn, token string) (*C
 		wt = 30 * time.Second
 	}
 	c := &Client{
-		conn:     newStream(conn),
+		conn:     unixconn.Take(conn),
 		servers:  m.Servers,
 		max:      maxFrame,
 		slots:    make(chan struct{}, inFlight),

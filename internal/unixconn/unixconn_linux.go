@@ -1,4 +1,4 @@
-package capwire
+package unixconn
 
 import (
 	"io"
@@ -10,16 +10,16 @@ import (
 	"unsafe"
 )
 
-// fdStream is a connected Unix socket that the Client reads and writes
-// outside the runtime's network poller, waiting instead on an epoll
-// instance of its own that the poller watches.
+// conn is a connected Unix socket read and written outside the runtime's
+// network poller, waiting instead on an epoll instance of its own that
+// the poller watches.
 //
 // Why: the poller watches every socket for readability and writability
 // at once, edge-triggered, and the kernel reports a Unix socket writable
-// each time its peer consumes data. So every request capbridge read woke
-// a thread of the calling program just to find nothing to do, and with
-// one call in flight that was one wake-up per call on top of the reply's.
-// The private instance watches the socket for input alone; the poller
+// each time its peer consumes data. So every message the peer read woke
+// a thread of this process just to find nothing to do: with one request
+// in flight, one wake-up per round trip on top of the reply's. The
+// private instance watches the socket for input alone; the poller
 // watches the instance, so a goroutine still parks and is woken, and
 // deadlines and Close work, exactly as with any pollable file, but only
 // by input. Room to write is watched the same way, by a second instance
@@ -28,17 +28,16 @@ import (
 // The socket is wrapped in an *os.File, for reference-counted access to
 // its descriptor, while in blocking mode, so that the file stays out of
 // the poller; it is non-blocking from then on, so no read or write can
-// block, and they skip the runtime's syscall entry as framewrite's raw
-// path does. A write to a peer that has gone away fails with EPIPE: the
-// runtime ignores the SIGPIPE of a descriptor other than stdout and
-// stderr.
+// block, and they skip the runtime's syscall entry (RawSyscall): the
+// goroutine keeps its P for the microsecond each takes. A write to a
+// peer that has gone away fails with EPIPE: the runtime ignores the
+// SIGPIPE of a descriptor other than stdout and stderr.
 //
-// Concurrency: one Read and one Write at a time (the Client's reading
-// side and writer token see to that); SetReadDeadline, SetWriteDeadline
-// and Close from any goroutine. Close wakes a Read or Write in progress,
-// which returns net.ErrClosed; each descriptor is closed once nothing
-// uses it.
-type fdStream struct {
+// Concurrency: one Read and one Write at a time; SetReadDeadline,
+// SetWriteDeadline, CloseRead and Close from any goroutine. Close wakes
+// a Read or Write in progress, which returns net.ErrClosed; each
+// descriptor is closed once nothing uses it.
+type conn struct {
 	sock *os.File
 	sc   syscall.RawConn
 	in   *os.File // epoll: sock, for input
@@ -52,19 +51,20 @@ type fdStream struct {
 	closed bool
 }
 
-// newStream returns conn's socket as an fdStream, closing conn, when conn
-// is a Unix socket and the descriptors it needs can be had; otherwise it
-// returns conn itself, which works the same, at the poller's cost.
-func newStream(conn net.Conn) stream {
-	uc, ok := conn.(*net.UnixConn)
+// Take returns c's socket, read and written outside the poller, and
+// closes c, when c is a Unix socket and the descriptors needed can be
+// had; otherwise it returns c itself, which works the same at the
+// poller's cost.
+func Take(c net.Conn) Stream {
+	uc, ok := c.(*net.UnixConn)
 	if !ok {
-		return conn
+		return c
 	}
 	rc, err := uc.SyscallConn()
 	if err != nil {
-		return conn
+		return c
 	}
-	// A duplicate shares the open file description; closing conn then
+	// A duplicate shares the open file description; closing c then
 	// takes the original out of the poller.
 	fd := -1
 	if cerr := rc.Control(func(s uintptr) {
@@ -73,30 +73,30 @@ func newStream(conn net.Conn) stream {
 			fd = int(r)
 		}
 	}); cerr != nil || fd < 0 {
-		return conn
+		return c
 	}
 	ep, err := watcher(fd, syscall.EPOLLIN|syscall.EPOLLRDHUP)
 	if err != nil {
 		syscall.Close(fd)
-		return conn
+		return c
 	}
-	conn.Close()
+	c.Close()
 	// Non-blocking mode is a property of the description, shared with
-	// the descriptor conn just closed: it is off while os.NewFile looks,
+	// the descriptor c just closed: it is off while os.NewFile looks,
 	// so the file stays out of the poller, and on again for good, so that
 	// no read or write can block.
 	if err := syscall.SetNonblock(fd, false); err != nil {
 		ep.Close()
 		syscall.Close(fd)
-		return conn // closed: the Client fails at its first use
+		return c // closed: its first use fails
 	}
-	f := os.NewFile(uintptr(fd), "capwire")
+	f := os.NewFile(uintptr(fd), "unixconn")
 	if err := syscall.SetNonblock(fd, true); err != nil {
 		ep.Close()
 		f.Close()
-		return conn
+		return c
 	}
-	s := &fdStream{sock: f, in: ep}
+	s := &conn{sock: f, in: ep}
 	s.sc, _ = s.sock.SyscallConn()
 	s.inc, _ = s.in.SyscallConn()
 	s.r.init(s, syscall.SYS_READ)
@@ -120,14 +120,14 @@ func watcher(fd int, events uint32) (*os.File, error) {
 		syscall.Close(ep)
 		return nil, err
 	}
-	return os.NewFile(uintptr(ep), "capwire-epoll"), nil
+	return os.NewFile(uintptr(ep), "unixconn-epoll"), nil
 }
 
 // sockOp is one direction's system calls on the socket. Its arguments and
 // results live here, and the functions handed to RawConn.Control and
 // RawConn.Read are made once, so that no Read or Write allocates.
 type sockOp struct {
-	s      *fdStream
+	s      *conn
 	nr     uintptr // SYS_READ or SYS_WRITE
 	buf    []byte  // what is left to read into or write from
 	n      int     // bytes moved: by the last call (reads), in all (writes)
@@ -137,7 +137,7 @@ type sockOp struct {
 	more   func(uintptr) bool
 }
 
-func (o *sockOp) init(s *fdStream, nr uintptr) {
+func (o *sockOp) init(s *conn, nr uintptr) {
 	o.s, o.nr = s, nr
 	o.ctl, o.more = o.call, o.step
 }
@@ -203,7 +203,7 @@ func (o *sockOp) result(name string) (int, error) {
 // nothing. It returns io.EOF at the end of the stream,
 // os.ErrDeadlineExceeded once the read deadline has passed and
 // net.ErrClosed after Close.
-func (s *fdStream) Read(p []byte) (int, error) {
+func (s *conn) Read(p []byte) (int, error) {
 	if len(p) == 0 {
 		return 0, nil
 	}
@@ -218,7 +218,7 @@ func (s *fdStream) Read(p []byte) (int, error) {
 // pollErr maps a wait's error to the net.Conn sentinel the Client
 // expects once the stream is closed (a closed file's own error is
 // internal/poll's).
-func (s *fdStream) pollErr(err error) error {
+func (s *conn) pollErr(err error) error {
 	if err == nil {
 		return nil
 	}
@@ -233,7 +233,7 @@ func (s *fdStream) pollErr(err error) error {
 
 // Write writes all of p, waiting for room as long as the write deadline
 // allows.
-func (s *fdStream) Write(p []byte) (int, error) {
+func (s *conn) Write(p []byte) (int, error) {
 	s.w.start(p)
 	if !s.w.step(0) {
 		if err := s.writeWaiting(); err != nil {
@@ -248,7 +248,7 @@ func (s *fdStream) Write(p []byte) (int, error) {
 // writeWaiting finishes the Write in progress with the socket in the
 // room watcher's set, taken out again before it returns, so that room
 // made while no Write waits wakes nothing.
-func (s *fdStream) writeWaiting() error {
+func (s *conn) writeWaiting() error {
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
@@ -265,7 +265,7 @@ func (s *fdStream) writeWaiting() error {
 			s.mu.Unlock()
 			return os.NewSyscallError("epoll", err)
 		}
-		s.out = os.NewFile(uintptr(out), "capwire-epoll")
+		s.out = os.NewFile(uintptr(out), "unixconn-epoll")
 		s.outc, _ = s.out.SyscallConn()
 	}
 	out, outc, dl := s.out, s.outc, s.wdl
@@ -282,7 +282,7 @@ func (s *fdStream) writeWaiting() error {
 
 // watchRoom adds the socket to the room watcher's set or takes it out,
 // holding both descriptors while it does.
-func (s *fdStream) watchRoom(outc syscall.RawConn, op int) error {
+func (s *conn) watchRoom(outc syscall.RawConn, op int) error {
 	var err error
 	cerr := s.sc.Control(func(fd uintptr) {
 		cerr := outc.Control(func(ep uintptr) {
@@ -301,12 +301,12 @@ func (s *fdStream) watchRoom(outc syscall.RawConn, op int) error {
 
 // SetReadDeadline sets the deadline for Reads, waking a Read that waits
 // now if it has passed.
-func (s *fdStream) SetReadDeadline(t time.Time) error {
+func (s *conn) SetReadDeadline(t time.Time) error {
 	return s.pollErr(s.in.SetReadDeadline(t))
 }
 
 // SetWriteDeadline sets the deadline for Writes that wait for room.
-func (s *fdStream) SetWriteDeadline(t time.Time) error {
+func (s *conn) SetWriteDeadline(t time.Time) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
@@ -319,9 +319,19 @@ func (s *fdStream) SetWriteDeadline(t time.Time) error {
 	return nil
 }
 
+// CloseRead shuts the reading side down: a Read in progress, and every
+// later one, returns io.EOF; writing goes on.
+func (s *conn) CloseRead() error {
+	var err error
+	if cerr := s.sc.Control(func(fd uintptr) { err = syscall.Shutdown(int(fd), syscall.SHUT_RD) }); cerr != nil {
+		return net.ErrClosed
+	}
+	return os.NewSyscallError("shutdown", err)
+}
+
 // Close ends the stream: a Read or Write in progress returns
-// net.ErrClosed, and capbridge sees the end of the stream at once.
-func (s *fdStream) Close() error {
+// net.ErrClosed, and the peer sees the end of the stream at once.
+func (s *conn) Close() error {
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()

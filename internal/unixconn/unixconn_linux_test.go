@@ -1,4 +1,4 @@
-package capwire
+package unixconn
 
 import (
 	"bytes"
@@ -17,7 +17,7 @@ import (
 
 // streamPair returns an fdStream over one end of a connected Unix socket
 // and the other end as a plain net.Conn.
-func streamPair(t *testing.T) (*fdStream, net.Conn) {
+func streamPair(t *testing.T) (*conn, net.Conn) {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "s.sock")
 	ln, err := net.Listen("unix", path)
@@ -39,7 +39,7 @@ func streamPair(t *testing.T) (*fdStream, net.Conn) {
 		t.Fatal("accept failed")
 	}
 	t.Cleanup(func() { peer.Close() })
-	s, ok := newStream(c).(*fdStream)
+	s, ok := Take(c).(*conn)
 	if !ok {
 		t.Fatal("newStream did not take the Unix socket out of the poller")
 	}
@@ -71,7 +71,7 @@ func waitErr(t *testing.T, what string, done <-chan error) error {
 	}
 }
 
-func TestFDStreamReadWrite(t *testing.T) {
+func TestReadWrite(t *testing.T) {
 	s, peer := streamPair(t)
 	defer s.Close()
 	if _, err := s.Write([]byte("hello")); err != nil {
@@ -104,7 +104,7 @@ func TestFDStreamReadWrite(t *testing.T) {
 
 // A read deadline moved into the past wakes a blocked Read, as the
 // Client's leader kick needs, and a cleared one lets it read on.
-func TestFDStreamReadDeadlineKick(t *testing.T) {
+func TestReadDeadlineKick(t *testing.T) {
 	s, peer := streamPair(t)
 	defer s.Close()
 	if err := s.SetReadDeadline(time.Now().Add(time.Hour)); err != nil {
@@ -141,7 +141,7 @@ func TestFDStreamReadDeadlineKick(t *testing.T) {
 
 // A Write that cannot finish (the peer never reads) ends at its
 // deadline.
-func TestFDStreamWriteDeadline(t *testing.T) {
+func TestWriteDeadline(t *testing.T) {
 	s, _ := streamPair(t)
 	defer s.Close()
 	if err := s.SetWriteDeadline(time.Now().Add(50 * time.Millisecond)); err != nil {
@@ -160,7 +160,7 @@ func TestFDStreamWriteDeadline(t *testing.T) {
 // Close wakes a blocked Read and a blocked Write, and every descriptor
 // the stream made (the socket's duplicate, two epoll instances) is closed
 // once both have returned.
-func TestFDStreamCloseWakesAndReleases(t *testing.T) {
+func TestCloseWakesAndReleases(t *testing.T) {
 	before := openFDs(t)
 	s, peer := streamPair(t)
 	reads, writes := make(chan error, 1), make(chan error, 1)
@@ -204,7 +204,7 @@ func TestFDStreamCloseWakesAndReleases(t *testing.T) {
 
 // A peer gone away makes Write fail with EPIPE, not kill the process with
 // SIGPIPE.
-func TestFDStreamWriteAfterPeerGone(t *testing.T) {
+func TestWriteAfterPeerGone(t *testing.T) {
 	s, peer := streamPair(t)
 	defer s.Close()
 	peer.Close()
@@ -220,7 +220,7 @@ func TestFDStreamWriteAfterPeerGone(t *testing.T) {
 // The stream's input watcher holds the socket for input alone: room made
 // by capbridge consuming a request is no event for this process. Its set
 // is read back from the kernel (/proc/self/fdinfo).
-func TestFDStreamWatchesInputOnly(t *testing.T) {
+func TestWatchesInputOnly(t *testing.T) {
 	s, _ := streamPair(t)
 	defer s.Close()
 	var ep uintptr
@@ -246,5 +246,31 @@ func TestFDStreamWatchesInputOnly(t *testing.T) {
 	}
 	if ev&syscall.EPOLLIN == 0 || ev&syscall.EPOLLOUT != 0 {
 		t.Fatalf("input watcher's events %#x: want EPOLLIN without EPOLLOUT", ev)
+	}
+}
+
+// CloseRead ends a blocked Read with io.EOF and leaves writing open, as
+// the bridge needs to stop reading a connection and still send its last
+// replies.
+func TestCloseRead(t *testing.T) {
+	s, peer := streamPair(t)
+	defer s.Close()
+	done := make(chan error, 1)
+	go func() {
+		_, err := s.Read(make([]byte, 8))
+		done <- err
+	}()
+	if err := s.CloseRead(); err != nil {
+		t.Fatal(err)
+	}
+	if err := waitErr(t, "Read across CloseRead", done); err != io.EOF {
+		t.Fatalf("Read across CloseRead = %v, want io.EOF", err)
+	}
+	if _, err := s.Write([]byte("last")); err != nil {
+		t.Fatalf("Write after CloseRead = %v", err)
+	}
+	buf := make([]byte, 4)
+	if _, err := io.ReadFull(peer, buf); err != nil || string(buf) != "last" {
+		t.Fatalf("peer read %q, %v", buf, err)
 	}
 }
