@@ -34,7 +34,7 @@ import (
 // SIGPIPE of a descriptor other than stdout and stderr.
 //
 // Concurrency: one Read and one Write at a time; SetReadDeadline,
-// SetWriteDeadline, CloseRead and Close from any goroutine. Close wakes
+// SetWriteDeadline, CloseRead, CloseWrite and Close from any goroutine. Close wakes
 // a Read or Write in progress, which returns net.ErrClosed; each
 // descriptor is closed once nothing uses it.
 type conn struct {
@@ -321,9 +321,15 @@ func (s *conn) SetWriteDeadline(t time.Time) error {
 
 // CloseRead shuts the reading side down: a Read in progress, and every
 // later one, returns io.EOF; writing goes on.
-func (s *conn) CloseRead() error {
+func (s *conn) CloseRead() error { return s.shutdown(syscall.SHUT_RD) }
+
+// CloseWrite shuts the writing side down: the peer reads the end of the
+// stream; reading goes on.
+func (s *conn) CloseWrite() error { return s.shutdown(syscall.SHUT_WR) }
+
+func (s *conn) shutdown(how int) error {
 	var err error
-	if cerr := s.sc.Control(func(fd uintptr) { err = syscall.Shutdown(int(fd), syscall.SHUT_RD) }); cerr != nil {
+	if cerr := s.sc.Control(func(fd uintptr) { err = syscall.Shutdown(int(fd), how) }); cerr != nil {
 		return net.ErrClosed
 	}
 	return os.NewSyscallError("shutdown", err)

@@ -251,8 +251,8 @@ func TestWatchesInputOnly(t *testing.T) {
 
 // CloseRead ends a blocked Read with io.EOF and leaves writing open, as
 // the bridge needs to stop reading a connection and still send its last
-// replies.
-func TestCloseRead(t *testing.T) {
+// replies; CloseWrite then ends what the peer reads.
+func TestCloseReadCloseWrite(t *testing.T) {
 	s, peer := streamPair(t)
 	defer s.Close()
 	done := make(chan error, 1)
@@ -272,5 +272,12 @@ func TestCloseRead(t *testing.T) {
 	buf := make([]byte, 4)
 	if _, err := io.ReadFull(peer, buf); err != nil || string(buf) != "last" {
 		t.Fatalf("peer read %q, %v", buf, err)
+	}
+	// CloseWrite: the peer reads the end of the stream.
+	if err := s.CloseWrite(); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := peer.Read(buf); n != 0 || err != io.EOF {
+		t.Fatalf("peer read after CloseWrite = %d, %v, want io.EOF", n, err)
 	}
 }

@@ -16,6 +16,7 @@ import (
 	"strings"
 
 	"github.com/capbridge/capbridge/internal/rawecho"
+	"github.com/capbridge/capbridge/internal/unixconn"
 )
 
 // The raw-relay client is the two-hop floor: raw's request lines over a
@@ -79,9 +80,9 @@ func relay(sock string, ready io.Writer) error {
 	if err := cmd.Start(); err != nil {
 		return err
 	}
-	var conn net.Conn
+	var nc net.Conn
 	if _, err = fmt.Fprintf(ready, "ready %d\n", cmd.Process.Pid); err == nil {
-		conn, err = ln.Accept()
+		nc, err = ln.Accept()
 	}
 	ln.Close()
 	if err != nil {
@@ -90,6 +91,9 @@ func relay(sock string, ready io.Writer) error {
 		return errors.Join(err, cmd.Wait())
 	}
 
+	// The socket as capwire's client reads and writes it, so that the
+	// floor pays no more for its hops than capbridge does.
+	conn := unixconn.Take(nc)
 	up := make(chan error, 1)
 	go func() {
 		err := pump(stdin, conn)
@@ -197,9 +201,14 @@ func startRawRelay(ctx context.Context, e *env, text string, inflight int) (peer
 	if err != nil {
 		return fail(err)
 	}
-	conn := c.(*net.UnixConn)
+	// Read and written as capwire's client does its socket.
+	conn := unixconn.Take(c)
+	closeWrite := c.(*net.UnixConn).CloseWrite
+	if cw, ok := conn.(interface{ CloseWrite() error }); ok {
+		closeWrite = cw.CloseWrite
+	}
 	p, err := newRawPeer(ctx, "raw-relay", rawLink{
-		r: conn, w: conn, closeWrite: conn.CloseWrite,
+		r: conn, w: conn, closeWrite: closeWrite,
 		wait: func() error {
 			err := waitProc(cmd)
 			conn.Close()
