@@ -300,28 +300,36 @@ func (c *callConn) run(ctx context.Context, m *capserver.Call) {
 	c.mu.Lock()
 	cancel := c.inflight[m.ID]
 	delete(c.inflight, m.ID)
-	if len(c.inflight) == 0 {
+	others := len(c.inflight) > 0
+	if !others {
 		c.quietSince = time.Now()
 	}
 	c.mu.Unlock()
 	cancel(nil)
-	o = c.send(m.ID, o)
+	o = c.send(m.ID, o, others)
 	c.b.auditCall(c.grant, c.peer, server, m.Op, o, time.Since(start))
 }
 
 // send writes the reply for id, turning a result too large for a frame
 // into a result_too_large denial. It returns the outcome the client was
-// sent, which is what the audit line must record.
+// sent, which is what the audit line must record. With other calls in
+// flight on the connection, replies answered together are gathered into
+// one write (capserver.Conn.SendGathering).
 //
 // Sending needs no timer of its own: a reply waits only for room in the
 // connection's bounded queue or for a write, and every write carries the
 // connection's deadline, whose expiry ends the connection and every wait.
-func (c *callConn) send(id uint64, o outcome) outcome {
+func (c *callConn) send(id uint64, o outcome, others bool) outcome {
+	sendFn := c.sc.Send
+	if others {
+		sendFn = c.sc.SendGathering
+	}
 	if o.denial != nil {
-		c.reply(&capwire.DeniedMsg{ID: id, Denial: *o.denial})
+		c.b.metrics.replied(&capwire.DeniedMsg{ID: id, Denial: *o.denial})
+		_ = sendFn(context.Background(), &capwire.DeniedMsg{ID: id, Denial: *o.denial})
 		return o
 	}
-	err := c.sc.Send(context.Background(), &capwire.ResultMsg{ID: id, Result: *o.result})
+	err := sendFn(context.Background(), &capwire.ResultMsg{ID: id, Result: *o.result})
 	if errors.Is(err, capwire.ErrFrameTooLarge) {
 		o.denial = &capwire.Denied{Code: capwire.CodeResultTooLarge, Message: "the result is larger than a frame may be (" + strconv.Itoa(c.b.cfg.Bridge.MaxFrame) + " bytes)"}
 		c.reply(&capwire.DeniedMsg{ID: id, Denial: *o.denial})

@@ -243,6 +243,16 @@ func (s *Conn) Read() (capwire.Message, error) {
 // Err), and the client then sees every unanswered call fail. Once the
 // connection has ended Send returns an error wrapping capwire.ErrClosed.
 func (s *Conn) Send(ctx context.Context, m capwire.Message) error {
+	return s.send(ctx, m, false)
+}
+
+// SendGathering is Send for a sender that knows other replies are about
+// to be sent: see framewrite.Inline.SendGathering.
+func (s *Conn) SendGathering(ctx context.Context, m capwire.Message) error {
+	return s.send(ctx, m, true)
+}
+
+func (s *Conn) send(ctx context.Context, m capwire.Message, gather bool) error {
 	buf := framewrite.GetBuf()
 	out, err := capwire.AppendFrame((*buf)[:0], m, s.cfg.MaxFrame)
 	*buf = out
@@ -251,7 +261,11 @@ func (s *Conn) Send(ctx context.Context, m capwire.Message) error {
 		return err
 	}
 	n := len(out)
-	if err := s.w.Send(ctx, buf); err != nil {
+	send := s.w.Send
+	if gather {
+		send = s.w.SendGathering
+	}
+	if err := send(ctx, buf); err != nil {
 		return s.closedErr(err)
 	}
 	s.count(0, n)
