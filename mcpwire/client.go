@@ -494,6 +494,8 @@ func (c *Client) request(ctx context.Context, method string, params, args []byte
 	cl.id, cl.idle, cl.hard, cl.retired, cl.armed = id, idle, now.Add(maxT), false, false
 	cl.expiry = now.Add(idle)
 	c.calls[id] = cl
+	// Other calls in flight: their lines may be about to be written too.
+	gather := len(c.calls) > 1
 	c.mu.Unlock()
 
 	bp := linePool.Get().(*[]byte)
@@ -505,7 +507,7 @@ func (c *Client) request(ctx context.Context, method string, params, args []byte
 		line = appendRequest((*bp)[:0], id, method, params)
 	}
 	if err == nil {
-		err = c.write(ctx, line)
+		err = c.write(ctx, line, gather)
 	}
 	if cap(line) <= maxPooledLine {
 		*bp = line[:0]
@@ -713,7 +715,7 @@ func (c *Client) sendCancelled(id int64, why error) {
 }
 
 func (c *Client) notify(ctx context.Context, method string, params []byte) error {
-	return c.write(ctx, appendNotification(nil, method, params))
+	return c.write(ctx, appendNotification(nil, method, params), false)
 }
 
 // die makes the client dead with reason: latched once, every in-flight
@@ -840,7 +842,7 @@ func (c *Client) handleServerRequest(m *mcpproto.Message) {
 		line = appendErrorResponse(nil, m.ID.Raw, -32601, "Method not found")
 		c.log.Warn().Str("method", preview(m.Method)).Msg("mcpwire: server request refused (-32601)")
 	}
-	_ = c.write(context.Background(), line)
+	_ = c.write(context.Background(), line, false)
 }
 
 func (c *Client) handleNotification(m *mcpproto.Message) {

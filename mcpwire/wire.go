@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"runtime"
 	"time"
 
 	"github.com/capbridge/capbridge/internal/mcpproto"
@@ -272,7 +273,14 @@ func (c *Client) setReadDeadlineLocked(t time.Time) {
 // writer's holder; a failed or timed-out write is death (a half-written
 // line has desynchronised the stream), and every call in flight, queued
 // lines' callers included, then settles with the *DeadError.
-func (c *Client) write(ctx context.Context, line []byte) error {
+//
+// gather says other calls are in flight, so other lines may be about to
+// be written: the sender that takes the writer's token then yields its
+// processor once before writing, so that senders already runnable queue
+// behind it and go out in the same write. With one processor, as the
+// bridge runs by default, each would otherwise find the writer idle and
+// make a write of its own, waking the server once per line.
+func (c *Client) write(ctx context.Context, line []byte, gather bool) error {
 	c.wmu.Lock()
 	for c.wbusy && len(c.wq) > 0 && len(c.wq)+len(line) > maxQueued {
 		if c.wroom == nil {
@@ -303,6 +311,23 @@ func (c *Client) write(ctx context.Context, line []byte) error {
 	c.wbusy = true
 	c.wmu.Unlock()
 	var taken []byte
+	if gather {
+		runtime.Gosched()
+		c.wmu.Lock()
+		if len(c.wq) > 0 {
+			// This line first, then those queued while it yielded, in one
+			// buffer: the queue's spare is free, as only the token's
+			// holder uses it.
+			joined := append(append(c.wspare[:0], line...), c.wq...)
+			taken, c.wq, c.wspare = joined, c.wq[:0], nil
+			line = taken
+			if c.wroom != nil {
+				close(c.wroom)
+				c.wroom = nil
+			}
+		}
+		c.wmu.Unlock()
+	}
 	for {
 		if err := c.writeOut(line); err != nil {
 			// The token is never given back: nothing may follow a
