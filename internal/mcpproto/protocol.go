@@ -485,6 +485,26 @@ func DecodeCallToolResult(raw []byte) (*CallToolResult, error) {
 	if err != nil {
 		return nil, err
 	}
+	return decodeCallToolResult(obj)
+}
+
+// DecodeCallToolResultValue is DecodeCallToolResult for a result that
+// arrived validated (Message.Result): it is walked, not checked again.
+// The returned value aliases v's bytes as DecodeCallToolResult's aliases
+// raw.
+func DecodeCallToolResultValue(v jsonlex.Value) (*CallToolResult, error) {
+	obj := v.Bytes()
+	switch {
+	case v.IsZero():
+		return nil, pfault("tools/call", "", -1, "missing result")
+	case obj[0] != '{':
+		return nil, pfault("tools/call", "", -1, "result is not an object")
+	}
+	return decodeCallToolResult(obj)
+}
+
+// decodeCallToolResult decodes the validated object obj.
+func decodeCallToolResult(obj []byte) (*CallToolResult, error) {
 	r := &CallToolResult{}
 	var haveContent bool
 	var fault error
@@ -497,9 +517,8 @@ func DecodeCallToolResult(raw []byte) (*CallToolResult, error) {
 				why = "expected array, found " + kindName(v)
 				break
 			}
-			n := 0
-			_ = jsonlex.EachElement(v, func(int, []byte) error { n++; return nil })
-			r.Content = make([]ContentBlock, 0, n)
+			// Most results hold one block; more grow the slice.
+			r.Content = make([]ContentBlock, 0, 1)
 			return jsonlex.EachElement(v, func(i int, bv []byte) error {
 				b, why, at := decodeBlock(bv)
 				if why != "" {

@@ -1,8 +1,10 @@
 package mcpproto
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
+	"reflect"
 	"strings"
 	"testing"
 )
@@ -174,6 +176,16 @@ func FuzzProtocol(f *testing.F) {
 			}
 		}
 		r, err := DecodeCallToolResult(raw)
+		// The path from a validated envelope reads the same result the
+		// same way, without checking it again.
+		var m Message
+		line := append(append([]byte(`{"jsonrpc":"2.0","id":1,"result":`), raw...), '}')
+		if DecodeMessage(line, &m) == nil && !m.Result.IsZero() && bytes.Equal(m.Result.Bytes(), bytes.TrimSpace(raw)) {
+			rv, errv := DecodeCallToolResultValue(m.Result)
+			if (err == nil) != (errv == nil) || err != nil && err.Error() != errv.Error() || !reflect.DeepEqual(r, rv) {
+				t.Fatalf("from the envelope: %+v, %v; alone: %+v, %v", rv, errv, r, err)
+			}
+		}
 		if err != nil {
 			var pf *ProtocolFault
 			if !errors.As(err, &pf) {
