@@ -254,7 +254,7 @@ func (c *Client) metaParams(rest []byte) []byte {
 func (c *Client) probe(ctx context.Context) (bool, error) {
 	c.buildMeta()
 	dt := c.cfg.DiscoverTimeout
-	raw, err := c.request(ctx, "server/discover", c.metaParams(nil), nil, "", CallOptions{IdleTimeout: dt, MaxTimeout: dt}, false)
+	raw, err := c.request(ctx, "server/discover", c.metaParams(nil), Args{}, "", CallOptions{IdleTimeout: dt, MaxTimeout: dt}, false)
 	var rpc *RPCError
 	switch {
 	case err == nil:
@@ -269,7 +269,7 @@ func (c *Client) probe(ctx context.Context) (bool, error) {
 	default:
 		return false, err // dead, or ctx ended
 	}
-	d, err := mcpproto.DecodeDiscoverResult(raw)
+	d, err := mcpproto.DecodeDiscoverResult(raw.Bytes())
 	if err != nil {
 		return false, err
 	}
