@@ -3,7 +3,6 @@ package bridge
 import (
 	"bytes"
 	"context"
-	"fmt"
 	"io"
 	"os"
 	"strconv"
@@ -158,7 +157,7 @@ func BenchmarkCallPath(b *testing.B) {
 				}
 				o := br.reduce(res)
 				if o.result == nil || len(o.result.Content) != 1 || len(o.result.Content[0].Text) != n {
-					b.Fatal(fmt.Sprintf("outcome %+v", o))
+					b.Fatalf("outcome %+v", o)
 				}
 			}
 		})
