@@ -19,6 +19,7 @@ import (
 	"strconv"
 	"unicode/utf16"
 	"unicode/utf8"
+	"unsafe"
 
 	"github.com/capbridge/capbridge/internal/bound"
 )
@@ -750,13 +751,19 @@ func skipValue(b []byte, i int) int {
 // RFC 8259 syntax, nesting within bound.MaxDepth, every string UTF-8. A
 // decoder handed a Value walks it without validating it again. Holding
 // one is the proof: Values come only from ScanObject, which validates
-// every byte it yields, and from Clone; nothing converts bytes from
-// elsewhere into a Value. Its bytes alias what was scanned and must not
-// be modified. The zero Value is "absent".
-type Value struct{ b []byte }
+// every byte it yields, and from Clone and Own; nothing converts bytes
+// from elsewhere into a Value. Its bytes alias what was scanned and must
+// not be modified. The zero Value is "absent".
+type Value struct {
+	b []byte
+	// s, when set, is the memory b views: an owned Value lives in a
+	// string, so text cut from it (Str) is shared, not copied.
+	s string
+}
 
 // Bytes returns the value's JSON text (nil for the zero Value). The
-// caller must not modify it.
+// caller must not modify it: for an owned Value it is a view of a
+// string.
 func (v Value) Bytes() []byte { return v.b }
 
 // IsZero reports whether v is the zero Value (no value).
@@ -769,6 +776,35 @@ func (v Value) Clone() Value {
 		return Value{}
 	}
 	return Value{b: bytes.Clone(v.b)}
+}
+
+// Own is Clone into a string: one copy that nothing ever writes, so a
+// decoder can hand out text cut from it (Str) without copying that text
+// again. Bytes of the result must only be read, and only by code that
+// does not keep them: whatever a decoder returns as []byte it copies.
+func (v Value) Own() Value {
+	if v.b == nil {
+		return Value{}
+	}
+	s := string(v.b)
+	return Value{b: unsafe.Slice(unsafe.StringData(s), len(s)), s: s}
+}
+
+// Owned reports whether v lives in memory of its own (Own), so Str
+// shares it.
+func (v Value) Owned() bool { return v.s != "" }
+
+// Str returns the bytes sub as a string: for an owned Value, when sub
+// lies within its bytes, a substring of its memory (no copy); otherwise
+// a copy.
+func (v Value) Str(sub []byte) string {
+	if v.s != "" && len(sub) > 0 {
+		off := cap(v.b) - cap(sub)
+		if off >= 0 && off+len(sub) <= len(v.b) && &v.b[off] == &sub[0] {
+			return v.s[off : off+len(sub)]
+		}
+	}
+	return string(sub)
 }
 
 // ScanObject validates the JSON object whose '{' is at b[i] (inside

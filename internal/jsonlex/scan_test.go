@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"strings"
 	"testing"
+	"unsafe"
 )
 
 // plainRunRef is PlainRun's specification, one byte at a time.
@@ -125,5 +126,39 @@ func TestSkipValue(t *testing.T) {
 		if !json.Valid([]byte(in)) {
 			t.Fatalf("%s is not JSON", in)
 		}
+	}
+}
+
+// TestValueStr: an owned Value hands out text cut from its one copy, and
+// anything that is not part of it is copied.
+func TestValueStr(t *testing.T) {
+	line := []byte(`{"a":"hello","b":[1]}`)
+	var v Value
+	if _, f := ScanObject(line, 0, 0, 0, func(k []byte, mv Value, off int) bool {
+		if Unquote(k) == "a" {
+			v = mv
+		}
+		return true
+	}); f != nil {
+		t.Fatal(f)
+	}
+	own := v.Own()
+	if !own.Owned() || v.Owned() || string(own.Bytes()) != `"hello"` {
+		t.Fatalf("Own = %q (owned %v)", own.Bytes(), own.Owned())
+	}
+	line[6] = 'X' // the owned copy does not see the line change
+	body := own.Bytes()[1:6]
+	if s := own.Str(body); s != "hello" || unsafe.StringData(s) != &own.Bytes()[1] {
+		t.Errorf("Str of a part = %q, not shared", s)
+	}
+	foreign := []byte("hello")
+	if s := own.Str(foreign); s != "hello" || unsafe.StringData(s) == &foreign[0] {
+		t.Errorf("Str of foreign bytes = %q", s)
+	}
+	if s := v.Str(v.Bytes()); s != `"Xello"` {
+		t.Errorf("Str of an unowned Value = %q", s)
+	}
+	if s := own.Str(nil); s != "" {
+		t.Errorf("Str(nil) = %q", s)
 	}
 }
