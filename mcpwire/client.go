@@ -219,8 +219,12 @@ type call struct {
 	idle    time.Duration
 	hard    time.Time
 	retired bool
-	result  jsonlex.Value // the result, owned (copied out of the read buffer)
-	err     error
+	// tool: a tools/call, whose result is copied out of the read
+	// buffer as an owned Value (one string its texts share). Set
+	// before the call is in Client.calls.
+	tool   bool
+	result jsonlex.Value // the result, owned (copied out of the read buffer)
+	err    error
 }
 
 var callPool = sync.Pool{New: func() any {
@@ -396,7 +400,7 @@ func (c *Client) ListTools(ctx context.Context) ([]Tool, error) {
 		if err != nil {
 			return nil, err
 		}
-		if err := c.checkResult("tools/list", raw.Bytes()); err != nil {
+		if err := c.checkResult("tools/list", raw); err != nil {
 			return nil, err
 		}
 		p, err := mcpproto.DecodeToolsPage(raw.Bytes())
@@ -451,7 +455,7 @@ func (c *Client) CallTool(ctx context.Context, name string, args Args, opt CallO
 		}
 		return nil, err
 	}
-	if err := c.checkResult("tools/call", raw.Bytes()); err != nil {
+	if err := c.checkResult("tools/call", raw); err != nil {
 		return nil, err
 	}
 	// Validated once, with the envelope, when the line was read.
@@ -492,6 +496,7 @@ func (c *Client) request(ctx context.Context, method string, params []byte, args
 		id = c.nextID
 	}
 	cl.id, cl.idle, cl.hard, cl.retired, cl.armed = id, idle, now.Add(maxT), false, false
+	cl.tool = method == "tools/call"
 	cl.expiry = now.Add(idle)
 	c.calls[id] = cl
 	c.mu.Unlock()
@@ -690,6 +695,15 @@ func (c *Client) settle(id int64, result jsonlex.Value, err error) bool {
 	return true
 }
 
+// isToolCall reports whether id is a tools/call in flight. Ids are never
+// reused, so the answer holds until the call is settled.
+func (c *Client) isToolCall(id int64) bool {
+	c.mu.Lock()
+	cl := c.calls[id]
+	c.mu.Unlock()
+	return cl != nil && cl.tool
+}
+
 // wake signals cl's waiter without blocking: the 1-buffered channel
 // holds at most one pending wake-up, and the waiter re-reads the state
 // under Client.mu after every one.
@@ -806,7 +820,13 @@ func (c *Client) handleResponse(m *mcpproto.Message) {
 		e.Data = bytes.Clone(e.Data)
 		err = &e
 	} else {
-		res = m.Result.Clone()
+		if m.ID.IsInt && c.isToolCall(m.ID.Int) {
+			// Its texts will be cut from this one copy rather than
+			// copied again (mcpproto.DecodeCallToolResultValue).
+			res = m.Result.Own()
+		} else {
+			res = m.Result.Clone()
+		}
 	}
 	if c.modernResponse(m) {
 		return
