@@ -49,7 +49,7 @@ func BenchmarkBridgeCall(b *testing.B) {
 					b.Fatal(err)
 				}
 				defer c.Close()
-				args := []byte(`{"text":"` + benchText + `"}`)
+				args := mcpwire.JSONArgs([]byte(`{"text":"` + benchText + `"}`))
 				benchLoop(b, par, func(ctx context.Context) bool {
 					r, err := c.CallTool(ctx, "echo", args, mcpwire.CallOptions{})
 					return err == nil && len(r.Content) == 1 && r.Content[0].Text == benchText

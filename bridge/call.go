@@ -120,13 +120,14 @@ func (b *Bridge) call(ctx context.Context, req callRequest) outcome {
 			jsonBufs.Put(bufp)
 		}
 	}()
-	args, err := interchange.AppendJSON((*bufp)[:0], req.args)
-	if args != nil {
-		*bufp = args[:0]
-	}
+	// Converted by mcpwire itself, so the JSON is sent without a second
+	// check: the converter's output is valid by construction.
+	callArgs, err := mcpwire.ConvertArgs((*bufp)[:0], req.args)
 	if err != nil {
 		return conversionDenial(capwire.CodeBadArguments, "the arguments cannot be converted to JSON", "", err)
 	}
+	args := callArgs.JSON()
+	*bufp = args[:0]
 	guards := s.cfg.Guards(req.tool)
 	if v := checkGuards(guards, args); v != nil {
 		o := deny(capwire.CodeNotGranted, "the arguments break the operator's policy at "+quote(v.pointer)+": "+v.rule)
@@ -169,7 +170,7 @@ func (b *Bridge) call(ctx context.Context, req callRequest) outcome {
 	// A call given up on after it reached the server keeps its slot
 	// (holdSlot) while the caller is answered at once.
 	var answered <-chan struct{}
-	res, err := t.client.CallTool(ctx, req.tool, args, mcpwire.CallOptions{IdleTimeout: idle, MaxTimeout: hard,
+	res, err := t.client.CallTool(ctx, req.tool, callArgs, mcpwire.CallOptions{IdleTimeout: idle, MaxTimeout: hard,
 		Abandoned: func(a <-chan struct{}) { answered = a }})
 	if answered != nil {
 		s.holdSlot(answered, release)

@@ -1,12 +1,11 @@
 package interchange
 
 import (
-	"encoding/binary"
 	"math"
-	"math/bits"
 	"strconv"
 	"unicode/utf8"
 
+	"github.com/capbridge/capbridge/internal/jsonlex"
 	"github.com/capbridge/capbridge/internal/msgpk"
 )
 
@@ -216,7 +215,7 @@ func appendJSONString(dst, s []byte) ([]byte, int) {
 	dst = append(dst, '"')
 	i, start := 0, 0
 	for {
-		i = plainRun(s, i)
+		i = jsonlex.PlainRun(s, i)
 		if i >= len(s) {
 			break
 		}
@@ -254,39 +253,3 @@ func appendJSONString(dst, s []byte) ([]byte, int) {
 }
 
 const hexDigits = "0123456789abcdef"
-
-// plainRun returns the index of the first byte of s at or after i that is
-// a quote, a backslash, a C0 control or not ASCII, or len(s). It tests
-// eight bytes at a time (the "has less than" and "has zero byte" tricks
-// of Hacker's Delight / Bit Twiddling Hacks), since plain runs are most of
-// every string in practice.
-func plainRun(s []byte, i int) int {
-	const lo = 0x0101010101010101
-	const hi = 0x8080808080808080
-	for ; len(s)-i >= 8; i += 8 {
-		x := binary.LittleEndian.Uint64(s[i:])
-		q := x ^ (lo * '"')
-		b := x ^ (lo * '\\')
-		m := (x | (x-lo*0x20)&^x | (q-lo)&^q | (b-lo)&^b) & hi
-		if m != 0 {
-			// Borrows only travel upwards, so the lowest flagged byte
-			// is a true hit.
-			return i + trailingZeroBytes(m)
-		}
-	}
-	for ; i < len(s); i++ {
-		if !plainByte[s[i]] {
-			return i
-		}
-	}
-	return i
-}
-
-var plainByte = func() (t [256]bool) {
-	for c := 0x20; c < 0x80; c++ {
-		t[c] = c != '"' && c != '\\'
-	}
-	return t
-}()
-
-func trailingZeroBytes(m uint64) int { return bits.TrailingZeros64(m) >> 3 }

@@ -16,7 +16,7 @@ func abandonCall(t *testing.T, c *Client, s *script) <-chan struct{} {
 	got := make(chan (<-chan struct{}), 1)
 	errc := make(chan error, 1)
 	opt := CallOptions{Abandoned: func(a <-chan struct{}) { got <- a }}
-	go func() { _, err := c.CallTool(ctx, "t", nil, opt); errc <- err }()
+	go func() { _, err := c.CallTool(ctx, "t", JSONArgs(nil), opt); errc <- err }()
 	_ = s.recv() // the request
 	cancel()
 	_ = s.recv() // notifications/cancelled

@@ -44,7 +44,7 @@ func TestChildBadLineCostsOneCall(t *testing.T) {
 			c, hangSent := startWatched(t, mcptest.Scenario{}, Config{MaxLineBytes: 65536, MaxStrayBytes: 1024}, "hang")
 			ctx, cancel := context.WithCancel(context.Background())
 			hung := make(chan error, 1)
-			go func() { _, err := c.CallTool(ctx, "hang", nil, CallOptions{}); hung <- err }()
+			go func() { _, err := c.CallTool(ctx, "hang", JSONArgs(nil), CallOptions{}); hung <- err }()
 			select {
 			case <-hangSent:
 			case <-time.After(waitFor):
@@ -105,7 +105,7 @@ func TestMemoryBadLines(t *testing.T) {
 				start := time.Now()
 				errc := make(chan error, 1)
 				go func() {
-					_, err := c.CallTool(context.Background(), "t", nil, CallOptions{IdleTimeout: time.Second})
+					_, err := c.CallTool(context.Background(), "t", JSONArgs(nil), CallOptions{IdleTimeout: time.Second})
 					errc <- err
 				}()
 				s.recv()

@@ -125,7 +125,7 @@ func BenchmarkCallTool(b *testing.B) {
 				b.ReportAllocs()
 				var fails atomic.Int64
 				run := func() {
-					r, err := c.CallTool(ctx, "echo", []byte(benchArgs), CallOptions{})
+					r, err := c.CallTool(ctx, "echo", JSONArgs([]byte(benchArgs)), CallOptions{})
 					if err != nil || len(r.Content) != 1 || len(r.Content[0].Text) != 64 {
 						fails.Add(1)
 					}

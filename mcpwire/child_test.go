@@ -101,7 +101,7 @@ func callT(t *testing.T, c *Client, name, args string, opt CallOptions) (*CallTo
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), waitFor)
 	defer cancel()
-	return c.CallTool(ctx, name, []byte(args), opt)
+	return c.CallTool(ctx, name, JSONArgs([]byte(args)), opt)
 }
 
 func texts(r *CallToolResult) string {
@@ -218,7 +218,7 @@ func TestChildTimeouts(t *testing.T) {
 		t.Errorf("hang: %v, want ErrTimeout", err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
-	_, err := c.CallTool(ctx, "hang", nil, CallOptions{})
+	_, err := c.CallTool(ctx, "hang", JSONArgs(nil), CallOptions{})
 	cancel()
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Errorf("hang with ctx: %v", err)

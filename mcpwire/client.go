@@ -219,8 +219,12 @@ type call struct {
 	idle    time.Duration
 	hard    time.Time
 	retired bool
-	result  []byte // raw result, owned (copied out of the read buffer)
-	err     error
+	// tool: a tools/call, whose result is copied out of the read
+	// buffer as an owned Value (one string its texts share). Set
+	// before the call is in Client.calls.
+	tool   bool
+	result jsonlex.Value // the result, owned (copied out of the read buffer)
+	err    error
 }
 
 var callPool = sync.Pool{New: func() any {
@@ -312,11 +316,11 @@ func (c *Client) initialize(ctx context.Context) error {
 	hs := c.cfg.HandshakeTimeout
 	// initialize MUST NOT be cancelled (lifecycle spec), so no
 	// notifications/cancelled on timeout: the client just dies.
-	raw, err := c.request(ctx, "initialize", params, nil, "", CallOptions{IdleTimeout: hs, MaxTimeout: hs}, false)
+	raw, err := c.request(ctx, "initialize", params, Args{}, "", CallOptions{IdleTimeout: hs, MaxTimeout: hs}, false)
 	if err != nil {
 		return err
 	}
-	ir, err := mcpproto.DecodeInitializeResult(raw)
+	ir, err := mcpproto.DecodeInitializeResult(raw.Bytes())
 	if err != nil {
 		return err
 	}
@@ -392,14 +396,14 @@ func (c *Client) ListTools(ctx context.Context) ([]Tool, error) {
 		if page == c.cfg.MaxPages {
 			return nil, fmt.Errorf("%w: more than %d pages", ErrTooManyPages, c.cfg.MaxPages)
 		}
-		raw, err := c.request(ctx, "tools/list", params, nil, "", CallOptions{}, true)
+		raw, err := c.request(ctx, "tools/list", params, Args{}, "", CallOptions{}, true)
 		if err != nil {
 			return nil, err
 		}
 		if err := c.checkResult("tools/list", raw); err != nil {
 			return nil, err
 		}
-		p, err := mcpproto.DecodeToolsPage(raw)
+		p, err := mcpproto.DecodeToolsPage(raw.Bytes())
 		if err != nil {
 			return nil, err
 		}
@@ -430,21 +434,20 @@ func (c *Client) Ping(ctx context.Context) error {
 	if c.Era() == EraModern {
 		return fmt.Errorf("%w: ping (%s)", ErrNotInEra, mcpproto.ModernVersion)
 	}
-	raw, err := c.request(ctx, "ping", nil, nil, "", CallOptions{}, true)
+	raw, err := c.request(ctx, "ping", nil, Args{}, "", CallOptions{}, true)
 	if err != nil {
 		return err
 	}
-	return mcpproto.DecodePingResult(raw)
+	return mcpproto.DecodePingResult(raw.Bytes())
 }
 
-// CallTool calls a tool. args is the arguments object as raw JSON (nil,
-// empty or null sends none); it is validated and compacted, never
-// re-encoded. A tool failure is a result with IsError set; an error
+// CallTool calls a tool with args (JSONArgs or ConvertArgs, which say
+// whether the bytes still need checking). A tool failure is a result with IsError set; an error
 // return means the call itself failed: an *RPCError from the server,
 // ErrTimeout, the context's error, a protocol fault, or a *DeadError.
 // On timeout or cancellation the server gets notifications/cancelled
 // and a late reply is ignored.
-func (c *Client) CallTool(ctx context.Context, name string, args []byte, opt CallOptions) (*CallToolResult, error) {
+func (c *Client) CallTool(ctx context.Context, name string, args Args, opt CallOptions) (*CallToolResult, error) {
 	raw, err := c.request(ctx, "tools/call", nil, args, name, opt, true)
 	if err != nil {
 		if c.Era() == EraModern {
@@ -455,13 +458,14 @@ func (c *Client) CallTool(ctx context.Context, name string, args []byte, opt Cal
 	if err := c.checkResult("tools/call", raw); err != nil {
 		return nil, err
 	}
-	return mcpproto.DecodeCallToolResult(raw)
+	// Validated once, with the envelope, when the line was read.
+	return mcpproto.DecodeCallToolResultValue(raw)
 }
 
 // request performs one round trip. For tools/call the line is built from
-// name and args; for other methods from params. It returns the raw
-// result, owned by the caller.
-func (c *Client) request(ctx context.Context, method string, params, args []byte, name string, opt CallOptions, cancellable bool) ([]byte, error) {
+// name and args; for other methods from params. It returns the
+// result, validated and owned by the caller.
+func (c *Client) request(ctx context.Context, method string, params []byte, args Args, name string, opt CallOptions, cancellable bool) (jsonlex.Value, error) {
 	idle, maxT := opt.IdleTimeout, opt.MaxTimeout
 	if idle <= 0 {
 		idle = c.cfg.CallIdleTimeout
@@ -480,11 +484,11 @@ func (c *Client) request(ctx context.Context, method string, params, args []byte
 		err := c.dead
 		c.mu.Unlock()
 		callPool.Put(cl)
-		return nil, err
+		return jsonlex.Value{}, err
 	case len(c.calls) >= c.cfg.MaxInFlight:
 		c.mu.Unlock()
 		callPool.Put(cl)
-		return nil, fmt.Errorf("%w (%d)", ErrBusy, c.cfg.MaxInFlight)
+		return jsonlex.Value{}, fmt.Errorf("%w (%d)", ErrBusy, c.cfg.MaxInFlight)
 	}
 	id := int64(discoverID)
 	if method != "server/discover" {
@@ -492,6 +496,7 @@ func (c *Client) request(ctx context.Context, method string, params, args []byte
 		id = c.nextID
 	}
 	cl.id, cl.idle, cl.hard, cl.retired, cl.armed = id, idle, now.Add(maxT), false, false
+	cl.tool = method == "tools/call"
 	cl.expiry = now.Add(idle)
 	c.calls[id] = cl
 	// Other calls in flight: their lines may be about to be written too.
@@ -579,7 +584,7 @@ func (c *Client) await(ctx context.Context, cl *call) error {
 
 // finish consumes a retired call's settlement, returns it to the pool and
 // yields (result, error); an override error wins.
-func (c *Client) finish(cl *call, override error) ([]byte, error) {
+func (c *Client) finish(cl *call, override error) (jsonlex.Value, error) {
 	if cl.armed { // retired, so nothing else touches it
 		cl.timer.Stop()
 	}
@@ -588,10 +593,10 @@ func (c *Client) finish(cl *call, override error) ([]byte, error) {
 	default:
 	}
 	res, err := cl.result, cl.err
-	cl.result, cl.err = nil, nil
+	cl.result, cl.err = jsonlex.Value{}, nil
 	callPool.Put(cl)
 	if override != nil {
-		return nil, override
+		return jsonlex.Value{}, override
 	}
 	return res, err
 }
@@ -674,7 +679,7 @@ func (c *Client) answerAbandoned(id int64) bool {
 
 // settle retires call id with its outcome and wakes its waiter; a reply
 // for no call in flight reports false.
-func (c *Client) settle(id int64, result []byte, err error) bool {
+func (c *Client) settle(id int64, result jsonlex.Value, err error) bool {
 	c.mu.Lock()
 	cl := c.calls[id]
 	if cl == nil {
@@ -690,6 +695,15 @@ func (c *Client) settle(id int64, result []byte, err error) bool {
 	wake(cl)
 	c.mu.Unlock()
 	return true
+}
+
+// isToolCall reports whether id is a tools/call in flight. Ids are never
+// reused, so the answer holds until the call is settled.
+func (c *Client) isToolCall(id int64) bool {
+	c.mu.Lock()
+	cl := c.calls[id]
+	c.mu.Unlock()
+	return cl != nil && cl.tool
 }
 
 // wake signals cl's waiter without blocking: the 1-buffered channel
@@ -801,14 +815,20 @@ func (c *Client) handleMessage(line []byte, m *mcpproto.Message) {
 }
 
 func (c *Client) handleResponse(m *mcpproto.Message) {
-	var res []byte
+	var res jsonlex.Value
 	var err error
 	if m.Error != nil {
 		e := *m.Error
 		e.Data = bytes.Clone(e.Data)
 		err = &e
 	} else {
-		res = bytes.Clone(m.Result)
+		if m.ID.IsInt && c.isToolCall(m.ID.Int) {
+			// Its texts will be cut from this one copy rather than
+			// copied again (mcpproto.DecodeCallToolResultValue).
+			res = m.Result.Own()
+		} else {
+			res = m.Result.Clone()
+		}
 	}
 	if c.modernResponse(m) {
 		return
@@ -922,7 +942,7 @@ func (c *Client) badLine(line []byte, ff *mcpproto.FramingFault) {
 // stray output.
 func (c *Client) failCall(id int64, line []byte, fault error) bool {
 	err := malformed(id, fault)
-	if !c.settle(id, nil, err) {
+	if !c.settle(id, jsonlex.Value{}, err) {
 		return false
 	}
 	c.log.Warn().Err(err).Str("line", preview(line)).Msg("mcpwire: malformed response failed its call")

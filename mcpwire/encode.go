@@ -45,24 +45,28 @@ func appendNotification(dst []byte, method string, params []byte) []byte {
 
 // appendCallTool appends a tools/call request. The id doubles as the
 // progress token, which the spec requires to be unique across active
-// requests; ids are never reused, so it is. args is the caller's raw
-// JSON: empty or "null" omits "arguments", anything else must be one
-// JSON object and is validated and compacted here. meta, when not nil,
-// is more _meta members (the modern era's reserved keys) rendered
-// without braces.
-func appendCallTool(dst []byte, id int64, name string, args, meta []byte) ([]byte, error) {
+// requests; ids are never reused, so it is. Raw JSON args (JSONArgs):
+// empty or "null" omits "arguments", anything else must be one JSON
+// object and is validated and compacted here; converted args
+// (ConvertArgs) are one compact object already and are copied as they
+// are. meta, when not nil, is more _meta members (the modern era's
+// reserved keys) rendered without braces.
+func appendCallTool(dst []byte, id int64, name string, a Args, meta []byte) ([]byte, error) {
 	if name == "" || !utf8.ValidString(name) {
 		return dst, errInvalid("tool name must be non-empty UTF-8")
 	}
 	var span []byte
 	var ws bool
-	if len(args) > 0 {
-		start, end, w, serr := jsonlex.Valid(args, 0)
+	switch args := a.json; {
+	case a.converted:
+		span = args
+	case len(args) > 0:
+		start, end, w, serr := jsonlex.Valid(args, jsonlex.CheckUTF8)
 		if serr != nil {
+			if serr.Kind == jsonlex.FaultInvalidUTF8 {
+				return dst, errInvalid("arguments are not valid UTF-8")
+			}
 			return dst, errInvalid("arguments are not valid JSON at byte " + strconv.Itoa(serr.Offset) + ": " + serr.Reason)
-		}
-		if !utf8.Valid(args[start:end]) {
-			return dst, errInvalid("arguments are not valid UTF-8")
 		}
 		switch args[start] {
 		case '{':

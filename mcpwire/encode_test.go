@@ -24,7 +24,7 @@ func TestEncodeLines(t *testing.T) {
 		{name: "invalid utf8 args", args: "{\"a\":\"\xff\"}", bad: true},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := appendCallTool(nil, 9, "echo", []byte(tt.args), nil)
+			got, err := appendCallTool(nil, 9, "echo", JSONArgs([]byte(tt.args)), nil)
 			if tt.bad {
 				if !errors.Is(err, ErrInvalidArgument) {
 					t.Fatalf("err = %v, want ErrInvalidArgument", err)
@@ -36,7 +36,7 @@ func TestEncodeLines(t *testing.T) {
 			}
 		})
 	}
-	if _, err := appendCallTool(nil, 1, "", nil, nil); !errors.Is(err, ErrInvalidArgument) {
+	if _, err := appendCallTool(nil, 1, "", JSONArgs(nil), nil); !errors.Is(err, ErrInvalidArgument) {
 		t.Errorf("empty name: %v", err)
 	}
 }
@@ -47,7 +47,7 @@ func FuzzCompact(f *testing.F) {
 	f.Add([]byte("{\n \"text\" : \"a b\",\r\n\t\"n\": [1, 2]\n}"))
 	f.Add([]byte(`{"a":{"b":[true,false,null,"\n"]}}`))
 	f.Fuzz(func(t *testing.T, args []byte) {
-		line, err := appendCallTool(nil, 1, "t", args, nil)
+		line, err := appendCallTool(nil, 1, "t", JSONArgs(args), nil)
 		if err != nil {
 			return
 		}
@@ -77,3 +77,32 @@ func FuzzCompact(f *testing.F) {
 }
 
 func mustMarshal(v any) []byte { b, _ := json.Marshal(v); return b }
+
+// FuzzConvertArgs: the contract that lets converted arguments go out
+// unchecked. Whatever MessagePack ConvertArgs accepts, the raw-JSON path
+// (which checks everything) accepts too and builds the same line, so
+// skipping the check skips nothing.
+func FuzzConvertArgs(f *testing.F) {
+	f.Add([]byte{0x80})
+	f.Add([]byte{0x81, 0xa1, 'a', 0x92, 0xc3, 0xa2, '\n', 0xe2})
+	f.Add([]byte{0x81, 0xa1, 'k', 0xcb, 0x3f, 0xf0, 0, 0, 0, 0, 0, 0})
+	f.Add([]byte{0x81, 0xa2, 0xc3, 0xa9, 0xa3, 0xe2, 0x82, 0xac})
+	f.Add([]byte{0x91, 0x01})
+	f.Fuzz(func(t *testing.T, mp []byte) {
+		a, err := ConvertArgs([]byte("prefix"), mp)
+		if err != nil {
+			return
+		}
+		if !a.converted || len(a.JSON()) == 0 || a.JSON()[0] != '{' {
+			t.Fatalf("converted args %q", a.JSON())
+		}
+		got, err := appendCallTool(nil, 1, "t", a, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, err := appendCallTool(nil, 1, "t", JSONArgs(a.JSON()), nil)
+		if err != nil || string(got) != string(want) {
+			t.Fatalf("unchecked line %q; checked %q, %v", got, want, err)
+		}
+	})
+}

@@ -254,7 +254,7 @@ func (c *Client) metaParams(rest []byte) []byte {
 func (c *Client) probe(ctx context.Context) (bool, error) {
 	c.buildMeta()
 	dt := c.cfg.DiscoverTimeout
-	raw, err := c.request(ctx, "server/discover", c.metaParams(nil), nil, "", CallOptions{IdleTimeout: dt, MaxTimeout: dt}, false)
+	raw, err := c.request(ctx, "server/discover", c.metaParams(nil), Args{}, "", CallOptions{IdleTimeout: dt, MaxTimeout: dt}, false)
 	var rpc *RPCError
 	switch {
 	case err == nil:
@@ -269,7 +269,7 @@ func (c *Client) probe(ctx context.Context) (bool, error) {
 	default:
 		return false, err // dead, or ctx ended
 	}
-	d, err := mcpproto.DecodeDiscoverResult(raw)
+	d, err := mcpproto.DecodeDiscoverResult(raw.Bytes())
 	if err != nil {
 		return false, err
 	}
@@ -434,18 +434,18 @@ func (c *Client) modernRequest(m *mcpproto.Message) bool {
 // absent or "complete" is a result, "input_required" an
 // *InputRequiredError (only tools/call may ask; elsewhere it is a
 // fault), anything else a *ProtocolFault at /resultType.
-func (c *Client) checkResult(method string, raw []byte) error {
+func (c *Client) checkResult(method string, raw jsonlex.Value) error {
 	if c.Era() != EraModern {
 		return nil
 	}
-	rt, err := mcpproto.DecodeResultType(method, raw)
+	rt, err := mcpproto.DecodeResultTypeValue(method, raw)
 	if err != nil || rt == mcpproto.ResultComplete {
 		return err
 	}
 	if method != "tools/call" {
 		return &mcpproto.ProtocolFault{What: method, Path: "/resultType", Index: -1, Reason: "input_required is not allowed for " + method}
 	}
-	return &InputRequiredError{Method: method, Requests: mcpproto.InputRequestMethods(raw, 4)}
+	return &InputRequiredError{Method: method, Requests: mcpproto.InputRequestMethods(raw.Bytes(), 4)}
 }
 
 // armRelist makes a modern listing's ttlMs a re-list cadence: when it

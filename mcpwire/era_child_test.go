@@ -53,7 +53,7 @@ func TestChildModernEras(t *testing.T) {
 			// Cancellation reaches the server as notifications/cancelled.
 			cctx, cancel := context.WithCancel(ctx)
 			done := make(chan error, 1)
-			go func() { _, err := c.CallTool(cctx, "hang", nil, CallOptions{}); done <- err }()
+			go func() { _, err := c.CallTool(cctx, "hang", JSONArgs(nil), CallOptions{}); done <- err }()
 			for {
 				r, err := callT(t, c, "running", `{}`, CallOptions{})
 				if err != nil {

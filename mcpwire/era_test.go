@@ -98,7 +98,7 @@ func TestModernWire(t *testing.T) {
 				err error
 			}
 			oc := make(chan out, 1)
-			go func() { r, err := c.CallTool(ctx, "t", []byte(`{"a":1}`), CallOptions{}); oc <- out{r, err} }()
+			go func() { r, err := c.CallTool(ctx, "t", JSONArgs([]byte(`{"a":1}`)), CallOptions{}); oc <- out{r, err} }()
 			line := s.recv()
 			id := line[strings.Index(line, `"id":`)+5 : strings.Index(line, `,"method"`)]
 			if want := `{"jsonrpc":"2.0","id":` + id + `,"method":"tools/call","params":{"_meta":{"progressToken":` + id + `,` + testMeta + `},"name":"t","arguments":{"a":1}}}` + "\n"; line != want {

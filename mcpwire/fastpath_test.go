@@ -103,7 +103,7 @@ func TestLeaderGivesUpFollowerStillServed(t *testing.T) {
 				opt.IdleTimeout = 100 * time.Millisecond
 			}
 			errA := make(chan error, 1)
-			go func() { _, err := c.CallTool(ctx, "a", nil, opt); errA <- err }()
+			go func() { _, err := c.CallTool(ctx, "a", JSONArgs(nil), opt); errA <- err }()
 			if req := s.recv(); !strings.Contains(req, `"id":2,`) {
 				t.Fatalf("first request %q", req)
 			}
@@ -112,7 +112,7 @@ func TestLeaderGivesUpFollowerStillServed(t *testing.T) {
 			resB := make(chan *CallToolResult, 1)
 			errB := make(chan error, 1)
 			go func() {
-				r, err := c.CallTool(context.Background(), "b", nil, CallOptions{})
+				r, err := c.CallTool(context.Background(), "b", JSONArgs(nil), CallOptions{})
 				resB <- r
 				errB <- err
 			}()
@@ -151,7 +151,7 @@ func TestReaderDeathMidCall(t *testing.T) {
 	const n = 5
 	errs := make(chan error, n)
 	for range n {
-		go func() { _, err := c.CallTool(context.Background(), "t", nil, CallOptions{}); errs <- err }()
+		go func() { _, err := c.CallTool(context.Background(), "t", JSONArgs(nil), CallOptions{}); errs <- err }()
 		s.recv()
 	}
 	s.m.End("boom")
@@ -216,7 +216,7 @@ func TestManyConcurrentCallersWithCancels(t *testing.T) {
 				if rng.IntN(8) == 0 {
 					go cancel()
 				}
-				r, err := c.CallTool(ctx, "echo", []byte(`{"text":"`+text+`"}`), CallOptions{})
+				r, err := c.CallTool(ctx, "echo", JSONArgs([]byte(`{"text":"`+text+`"}`)), CallOptions{})
 				cancel()
 				switch {
 				case errors.Is(err, context.Canceled):

@@ -67,7 +67,7 @@ func TestInteropSDKEras(t *testing.T) {
 				{tool: "add", args: `{"a":2,"b":40}`, kind: "text", text: "42", structured: true},
 				{tool: "fail", args: `{}`, kind: "text", text: "it failed", isError: true},
 			} {
-				r, err := c.CallTool(ctx, call.tool, []byte(call.args), CallOptions{})
+				r, err := c.CallTool(ctx, call.tool, JSONArgs([]byte(call.args)), CallOptions{})
 				if err != nil {
 					t.Fatalf("%s: %v", call.tool, err)
 				}
@@ -78,14 +78,14 @@ func TestInteropSDKEras(t *testing.T) {
 			}
 			// 10 steps 300 ms apart outlive a 2 s idle timeout only
 			// through progress; a stall of 1.7 s would fail it.
-			if r, err := c.CallTool(ctx, "progress", []byte(`{"steps":10,"interval_ms":300}`), CallOptions{IdleTimeout: 2 * time.Second}); err != nil || textOf(r) != "done" {
+			if r, err := c.CallTool(ctx, "progress", JSONArgs([]byte(`{"steps":10,"interval_ms":300}`)), CallOptions{IdleTimeout: 2 * time.Second}); err != nil || textOf(r) != "done" {
 				t.Errorf("progress: %v %v", r, err)
 			}
 			// Cancellation: hang answers only once cancelled, and
 			// records it; the late answer is ignored.
 			hctx, hcancel := context.WithCancel(ctx)
 			hdone := make(chan error, 1)
-			go func() { _, err := c.CallTool(hctx, "hang", []byte(`{}`), CallOptions{}); hdone <- err }()
+			go func() { _, err := c.CallTool(hctx, "hang", JSONArgs([]byte(`{}`)), CallOptions{}); hdone <- err }()
 			waitText(t, c, "cancelled", "started 1; cancelled ")
 			hcancel()
 			if err := <-hdone; !errors.Is(err, context.Canceled) {
@@ -94,7 +94,7 @@ func TestInteropSDKEras(t *testing.T) {
 			waitText(t, c, "cancelled", "started 1; cancelled hang")
 			// A change of the tool list reaches the owner.
 			drain(c.ToolsChanged())
-			if _, err := c.CallTool(ctx, "relist", []byte(`{}`), CallOptions{}); err != nil {
+			if _, err := c.CallTool(ctx, "relist", JSONArgs([]byte(`{}`)), CallOptions{}); err != nil {
 				t.Fatal(err)
 			}
 			select {
@@ -131,7 +131,7 @@ func waitText(t *testing.T, c *Client, tool, want string) {
 	ctx, cancel := context.WithTimeout(context.Background(), waitFor)
 	defer cancel()
 	for {
-		r, err := c.CallTool(ctx, tool, []byte(`{}`), CallOptions{})
+		r, err := c.CallTool(ctx, tool, JSONArgs([]byte(`{}`)), CallOptions{})
 		if err != nil {
 			t.Fatalf("%s: %v (waiting for %q)", tool, err, want)
 		}

@@ -88,7 +88,7 @@ func TestInteropEverything(t *testing.T) {
 		t.Run(tt.tool, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(ctx, waitFor)
 			defer cancel()
-			r, err := c.CallTool(ctx, tt.tool, []byte(tt.args), CallOptions{})
+			r, err := c.CallTool(ctx, tt.tool, JSONArgs([]byte(tt.args)), CallOptions{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -115,7 +115,7 @@ func TestInteropEverything(t *testing.T) {
 	// between two notifications could fail it.
 	ctx2, cancel := context.WithTimeout(ctx, waitFor)
 	defer cancel()
-	r, err := c.CallTool(ctx2, "trigger-long-running-operation", []byte(`{"duration":5,"steps":25}`), CallOptions{IdleTimeout: 2500 * time.Millisecond})
+	r, err := c.CallTool(ctx2, "trigger-long-running-operation", JSONArgs([]byte(`{"duration":5,"steps":25}`)), CallOptions{IdleTimeout: 2500 * time.Millisecond})
 	if err != nil || !strings.Contains(texts(r), "completed") {
 		t.Errorf("long running: %v %v", r, err)
 	}
@@ -147,11 +147,11 @@ func TestInteropOthers(t *testing.T) {
 				t.Fatalf("list: %d %v", len(tools), err)
 			}
 			if tt.server == interop.Memory {
-				if _, err := c.CallTool(ctx, "create_entities", []byte(`{"entities":[{"name":"capbridge","entityType":"project","observations":["bridges MCP"]}]}`), CallOptions{}); err != nil {
+				if _, err := c.CallTool(ctx, "create_entities", JSONArgs([]byte(`{"entities":[{"name":"capbridge","entityType":"project","observations":["bridges MCP"]}]}`)), CallOptions{}); err != nil {
 					t.Fatal(err)
 				}
 			}
-			r, err := c.CallTool(ctx, tt.tool, []byte(tt.args), CallOptions{})
+			r, err := c.CallTool(ctx, tt.tool, JSONArgs([]byte(tt.args)), CallOptions{})
 			if err != nil || r.IsError || !strings.Contains(texts(r), tt.want) {
 				t.Fatalf("%s: %v %v", tt.tool, r, err)
 			}

@@ -126,7 +126,7 @@ func TestMemoryBatch(t *testing.T) {
 				defer func() { s.m.End(""); c.Close() }()
 				errc := make(chan error, 1)
 				start := time.Now()
-				go func() { _, err := c.CallTool(context.Background(), "t", nil, CallOptions{}); errc <- err }()
+				go func() { _, err := c.CallTool(context.Background(), "t", JSONArgs(nil), CallOptions{}); errc <- err }()
 				s.recv()
 				s.send(`[{"jsonrpc":"2.0","method":"notifications/tools/list_changed"},{"jsonrpc":"2.0","id":2,"result":{"content":[]}}]`)
 				var err error
@@ -164,7 +164,7 @@ func TestMemoryWriteTimeout(t *testing.T) {
 		c, s, _ := connectScripted(t, requestedVersion, Config{WriteTimeout: 200 * time.Millisecond})
 		defer func() { s.m.End(""); c.Close() }()
 		start := time.Now()
-		_, err := c.CallTool(context.Background(), "t", nil, CallOptions{})
+		_, err := c.CallTool(context.Background(), "t", JSONArgs(nil), CallOptions{})
 		if !errors.Is(err, ErrDead) || !strings.Contains(err.Error(), "write to server stdin") {
 			t.Fatalf("err = %v", err)
 		}
@@ -174,7 +174,7 @@ func TestMemoryWriteTimeout(t *testing.T) {
 		if took := time.Since(start); took < 200*time.Millisecond || took > 300*time.Millisecond {
 			t.Errorf("the write gave up after %v, want between its 200ms timeout and 300ms", took)
 		}
-		if _, err := c.CallTool(context.Background(), "t", nil, CallOptions{}); !errors.Is(err, ErrDead) {
+		if _, err := c.CallTool(context.Background(), "t", JSONArgs(nil), CallOptions{}); !errors.Is(err, ErrDead) {
 			t.Errorf("after death: %v", err)
 		}
 	})
@@ -189,7 +189,7 @@ func TestMemoryCancelNotification(t *testing.T) {
 		defer func() { s.m.End(""); c.Close() }()
 		ctx, cancel := context.WithCancel(context.Background())
 		errc := make(chan error, 1)
-		go func() { _, err := c.CallTool(ctx, "t", []byte(`{"a":1}`), CallOptions{}); errc <- err }()
+		go func() { _, err := c.CallTool(ctx, "t", JSONArgs([]byte(`{"a":1}`)), CallOptions{}); errc <- err }()
 		req := s.recv()
 		if !strings.Contains(req, `"id":2,"method":"tools/call","params":{"_meta":{"progressToken":2},"name":"t","arguments":{"a":1}}`) {
 			t.Errorf("request = %q", req)
@@ -228,7 +228,7 @@ func TestMemoryIdleTimeout(t *testing.T) {
 		start := time.Now()
 		errc := make(chan error, 1)
 		go func() {
-			_, err := c.CallTool(context.Background(), "hang", nil, CallOptions{IdleTimeout: 200 * time.Millisecond})
+			_, err := c.CallTool(context.Background(), "hang", JSONArgs(nil), CallOptions{IdleTimeout: 200 * time.Millisecond})
 			errc <- err
 		}()
 		s.recv()
@@ -259,7 +259,7 @@ func TestMemoryProgressExtendsIdle(t *testing.T) {
 		}
 		done := make(chan res, 1)
 		go func() {
-			r, err := c.CallTool(context.Background(), "p", nil, CallOptions{IdleTimeout: 400 * time.Millisecond})
+			r, err := c.CallTool(context.Background(), "p", JSONArgs(nil), CallOptions{IdleTimeout: 400 * time.Millisecond})
 			done <- res{r, err}
 		}()
 		s.recv()
@@ -290,7 +290,7 @@ func TestMemoryProgressNeverPastMax(t *testing.T) {
 		start := time.Now()
 		errc := make(chan error, 1)
 		go func() {
-			_, err := c.CallTool(context.Background(), "p", nil, CallOptions{IdleTimeout: 400 * time.Millisecond, MaxTimeout: 500 * time.Millisecond})
+			_, err := c.CallTool(context.Background(), "p", JSONArgs(nil), CallOptions{IdleTimeout: 400 * time.Millisecond, MaxTimeout: 500 * time.Millisecond})
 			errc <- err
 		}()
 		s.recv()

@@ -19,6 +19,7 @@ import (
 	"strconv"
 	"unicode/utf16"
 	"unicode/utf8"
+	"unsafe"
 
 	"github.com/capbridge/capbridge/internal/bound"
 )
@@ -630,7 +631,7 @@ func AppendCompact(dst, v []byte) []byte {
 			dst = append(dst, c)
 			continue
 		}
-		end, _, _ := ScanString(v, i, 0)
+		end := skipString(v, i)
 		dst = append(dst, v[i:end]...)
 		i = end - 1
 	}
@@ -647,11 +648,11 @@ func EachMember(obj []byte, f func(key, val []byte) error) error {
 	}
 	for i < len(obj) {
 		ks := i
-		ke, _, _ := ScanString(obj, i, 0)
+		ke := skipString(obj, i)
 		i = SkipSpace(obj, ke)
 		i = SkipSpace(obj, i+1) // ':'
-		vs := i
-		ve, _ := ScanValue(obj, i, 0, 0, nil)
+		vs := min(i, len(obj))
+		ve := skipValue(obj, vs)
 		if err := f(obj[ks:ke], obj[vs:ve]); err != nil {
 			return err
 		}
@@ -673,7 +674,7 @@ func EachElement(arr []byte, f func(i int, val []byte) error) error {
 		return nil
 	}
 	for n := 0; i < len(arr); n++ {
-		ve, _ := ScanValue(arr, i, 0, 0, nil)
+		ve := skipValue(arr, i)
 		if err := f(n, arr[i:ve]); err != nil {
 			return err
 		}
@@ -684,4 +685,185 @@ func EachElement(arr []byte, f func(i int, val []byte) error) error {
 		i = SkipSpace(arr, i+1)
 	}
 	return nil
+}
+
+// skipString returns the offset just past the validated string whose
+// opening quote is at b[i] (or len(b) if it has no closing quote). It
+// only looks for quotes, with bytes.IndexByte, which runs at memory
+// speed: a walker over validated JSON need not check a string again to
+// step over it. A quote is the closing one when an even number of
+// backslashes precedes it.
+func skipString(b []byte, i int) int {
+	body := i + 1
+	for i = body; i < len(b); i++ {
+		j := bytes.IndexByte(b[i:], '"')
+		if j < 0 {
+			break
+		}
+		i += j
+		k := i
+		for k > body && b[k-1] == '\\' {
+			k--
+		}
+		if (i-k)%2 == 0 {
+			return i + 1
+		}
+	}
+	return len(b)
+}
+
+// skipValue returns the offset just past the validated value at b[i]
+// (at most len(b)) without checking it again: strings by skipString,
+// containers by counting brackets outside strings, numbers and literals
+// up to the next delimiter.
+func skipValue(b []byte, i int) int {
+	if i >= len(b) {
+		return len(b)
+	}
+	switch b[i] {
+	case '"':
+		return skipString(b, i)
+	case '{', '[':
+		depth := 0
+		for i < len(b) {
+			switch b[i] {
+			case '"':
+				i = skipString(b, i)
+				continue
+			case '{', '[':
+				depth++
+			case '}', ']':
+				if depth--; depth == 0 {
+					return i + 1
+				}
+			}
+			i++
+		}
+		return len(b)
+	}
+	for i < len(b) && numberByte[b[i]] || i < len(b) && b[i] >= 'a' && b[i] <= 'z' {
+		i++
+	}
+	return i
+}
+
+// Value is one JSON value that this package validated with CheckUTF8:
+// RFC 8259 syntax, nesting within bound.MaxDepth, every string UTF-8. A
+// decoder handed a Value walks it without validating it again. Holding
+// one is the proof: Values come only from ScanObject, which validates
+// every byte it yields, and from Clone and Own; nothing converts bytes
+// from elsewhere into a Value. Its bytes alias what was scanned and must
+// not be modified. The zero Value is "absent".
+type Value struct {
+	b []byte
+	// s, when set, is the memory b views: an owned Value lives in a
+	// string, so text cut from it (Str) is shared, not copied.
+	s string
+}
+
+// Bytes returns the value's JSON text (nil for the zero Value). The
+// caller must not modify it: for an owned Value it is a view of a
+// string.
+func (v Value) Bytes() []byte { return v.b }
+
+// IsZero reports whether v is the zero Value (no value).
+func (v Value) IsZero() bool { return v.b == nil }
+
+// Clone returns a Value with its own copy of the bytes, for a value that
+// must outlive the buffer it was scanned in.
+func (v Value) Clone() Value {
+	if v.b == nil {
+		return Value{}
+	}
+	return Value{b: bytes.Clone(v.b)}
+}
+
+// Own is Clone into a string: one copy that nothing ever writes, so a
+// decoder can hand out text cut from it (Str) without copying that text
+// again. Bytes of the result must only be read, and only by code that
+// does not keep them: whatever a decoder returns as []byte it copies.
+func (v Value) Own() Value {
+	if v.b == nil {
+		return Value{}
+	}
+	s := string(v.b)
+	return Value{b: unsafe.Slice(unsafe.StringData(s), len(s)), s: s}
+}
+
+// Owned reports whether v lives in memory of its own (Own), so Str
+// shares it.
+func (v Value) Owned() bool { return v.s != "" }
+
+// Str returns the bytes sub as a string: for an owned Value, when sub
+// lies within its bytes, a substring of its memory (no copy); otherwise
+// a copy.
+func (v Value) Str(sub []byte) string {
+	if v.s != "" && len(sub) > 0 {
+		off := cap(v.b) - cap(sub)
+		if off >= 0 && off+len(sub) <= len(v.b) && &v.b[off] == &sub[0] {
+			return v.s[off : off+len(sub)]
+		}
+	}
+	return string(sub)
+}
+
+// ScanObject validates the JSON object whose '{' is at b[i] (inside
+// depth containers), as ScanValue does with fl|CheckUTF8, and in the same
+// pass calls f with each member's raw (quoted, validated) key, its value
+// as a Value and the value's offset in b, in order, until f returns
+// false; validation goes on to the end of the object either way, so the
+// verdict and any fault are exactly ScanValue's. It returns the offset
+// just past the object. One pass both checks a message and hands its
+// members out, where Valid followed by EachMember would scan every byte
+// twice.
+func ScanObject(b []byte, i, depth int, fl Flags, f func(key []byte, val Value, off int) bool) (int, *Fault) {
+	fl |= CheckUTF8
+	if i >= len(b) {
+		return i, fault(FaultTruncated, len(b), "unexpected end of input")
+	}
+	if b[i] != '{' {
+		return ScanValue(b, i, depth, fl, nil)
+	}
+	if f := CheckDepth(i, depth); f != nil {
+		return i, f
+	}
+	i = SkipSpace(b, i+1)
+	if i < len(b) && b[i] == '}' {
+		return i + 1, nil
+	}
+	more := true
+	for {
+		if i >= len(b) || b[i] != '"' {
+			return i, unexpected(b, i, "expected object key")
+		}
+		ks := i
+		var fa *Fault
+		if i, _, fa = ScanString(b, i, fl); fa != nil {
+			return i, fa
+		}
+		ke := i
+		i = SkipSpace(b, i)
+		if i >= len(b) || b[i] != ':' {
+			return i, unexpected(b, i, "expected ':' after object key")
+		}
+		i = SkipSpace(b, i+1)
+		vs := i
+		if i, fa = ScanValue(b, i, depth+1, fl, nil); fa != nil {
+			return i, fa
+		}
+		if more {
+			more = f(b[ks:ke], Value{b: b[vs:i]}, vs)
+		}
+		i = SkipSpace(b, i)
+		if i >= len(b) {
+			return i, fault(FaultTruncated, len(b), "unterminated object")
+		}
+		if b[i] == '}' {
+			return i + 1, nil
+		}
+		if b[i] != ',' {
+			return i, fault(FaultSyntax, i, "expected ',' or '}' in object")
+		}
+		i = SkipSpace(b, i+1)
+	}
 }

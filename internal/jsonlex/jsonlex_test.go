@@ -228,10 +228,39 @@ func FuzzValid(f *testing.F) {
 		if lax != nil && lax.Offset > len(in) || st != nil && st.Offset > len(in) {
 			t.Fatalf("fault offset past the input")
 		}
+		// ScanObject's verdict is ScanValue's under CheckUTF8, and what it
+		// hands out is what EachMember walks once that verdict is in.
+		if i := SkipSpace(in, 0); i < len(in) {
+			var keys, vals [][]byte
+			oend, of := ScanObject(in, i, 0, 0, func(k []byte, v Value, off int) bool {
+				keys, vals = append(keys, k), append(vals, v.Bytes())
+				return true
+			})
+			vend, vf := ScanValue(in, i, 0, CheckUTF8, nil)
+			if oend != vend || (of == nil) != (vf == nil) || of != nil && *of != *vf {
+				t.Fatalf("ScanObject = %d, %+v; ScanValue %d, %+v", oend, of, vend, vf)
+			}
+			if of == nil && in[i] == '{' {
+				n := 0
+				_ = EachMember(in[i:oend], func(k, v []byte) error {
+					if n >= len(keys) || !bytes.Equal(k, keys[n]) || !bytes.Equal(v, vals[n]) {
+						t.Fatalf("EachMember member %d = %s:%s; ScanObject %q %q", n, k, v, keys, vals)
+					}
+					n++
+					return nil
+				})
+				if n != len(keys) {
+					t.Fatalf("EachMember found %d members, ScanObject %d", n, len(keys))
+				}
+			}
+		}
 		if st != nil {
 			return
 		}
 		v := in[start:end]
+		if got := skipValue(v, 0); got != len(v) {
+			t.Fatalf("skipValue = %d, want %d", got, len(v))
+		}
 		var want bytes.Buffer
 		if err := json.Compact(&want, v); err != nil {
 			t.Fatal(err)

@@ -100,3 +100,33 @@ func BenchmarkClassify(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkResultLine measures the client's decoding of one tools/call
+// result line with one text block of 64 B, 1 KiB and 16 KiB, as mcpwire
+// runs it: the envelope, the copy of the result out of the read buffer,
+// and the result itself.
+func BenchmarkResultLine(b *testing.B) {
+	for _, n := range []int{64, 1 << 10, 16 << 10} {
+		line := []byte(`{"jsonrpc":"2.0","id":12345,"result":{"content":[{"type":"text","text":"` + strings.Repeat("y", n) + `"}]}}`)
+		b.Run(fmt.Sprintf("%dB", n), func(b *testing.B) {
+			b.ReportAllocs()
+			b.SetBytes(int64(len(line)))
+			var m Message
+			for b.Loop() {
+				if err := DecodeMessage(line, &m); err != nil {
+					b.Fatal(err)
+				}
+				r, err := decodeResultLine(&m)
+				if err != nil || len(r.Content) != 1 || len(r.Content[0].Text) != n {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// decodeResultLine is the client's path from a decoded envelope to the
+// tools/call result.
+func decodeResultLine(m *Message) (*CallToolResult, error) {
+	return DecodeCallToolResultValue(m.Result.Own())
+}

@@ -32,15 +32,19 @@ type ID struct {
 	IsInt bool
 }
 
-// Message is one decoded inbound JSON-RPC message. Every []byte field
-// aliases the decoded line: copy what must outlive it.
+// Message is one decoded inbound JSON-RPC message. Every []byte field,
+// and Result, aliases the decoded line: copy (Result.Clone) what must
+// outlive it.
 type Message struct {
 	Kind   Kind
 	ID     ID     // requests and responses; also set on a fault if readable
 	HasID  bool   // whether ID was read (possibly on a faulty envelope)
 	Method []byte // requests and notifications
 	Params []byte // raw; nil when absent
-	Result []byte // raw; responses without an error
+	// Result is the response's result, validated (UTF-8 included) by
+	// the same pass that read the envelope, so a result decoder given it
+	// does not check it again; zero when absent.
+	Result jsonlex.Value
 	Error  *RPCError
 }
 
@@ -54,20 +58,39 @@ func (m *Message) reset() {
 // error data stay raw. Rules, from JSON-RPC 2.0 and the MCP base
 // protocol: "jsonrpc" must be exactly "2.0"; an id must be a string or
 // an integer (never null, never fractional); a response has exactly one
-// of "result" and "error"; duplicate envelope members are refused.
+// of "result" and "error"; duplicate envelope members are refused. A
+// line that is not JSON, or whose strings are not UTF-8, is a fault
+// with JSON unset.
 //
-// On a fault the id is still reported in m (HasID) when it was read, so
-// a client can fail the one call a broken response was meant for.
+// The line is read in one pass that validates it and hands out the
+// envelope members as it goes; a fault of the envelope itself counts
+// only once the whole line has proved to be JSON, so the verdict is the
+// same as validating first.
+//
+// On a fault the id is still reported in m (HasID) when it was read
+// from a line that is JSON, so a client can fail the one call a broken
+// response was meant for.
 func DecodeMessage(line []byte, m *Message) error {
 	m.reset()
-	start, _, _, serr := jsonlex.Valid(line, 0)
-	if serr != nil {
-		return &MessageFault{Offset: serr.Offset, Reason: serr.Reason}
-	}
-	if line[start] != '{' {
+	start := jsonlex.SkipSpace(line, 0)
+	if start < len(line) && line[start] != '{' {
+		if _, _, _, serr := jsonlex.Valid(line, jsonlex.CheckUTF8); serr != nil {
+			return &MessageFault{Offset: serr.Offset, Reason: serr.Reason}
+		}
 		return &MessageFault{Offset: start, Reason: "message is not a JSON object", JSON: true}
 	}
-	return decodeObject(line, start, m)
+	d := envelope{m: m, start: start}
+	end, serr := jsonlex.ScanObject(line, start, 0, 0, d.member)
+	if serr == nil {
+		if rest := jsonlex.SkipSpace(line, end); rest != len(line) {
+			serr = &jsonlex.Fault{Kind: jsonlex.FaultTrailing, Offset: rest, Reason: "trailing data after JSON value"}
+		}
+	}
+	if serr != nil {
+		m.reset()
+		return &MessageFault{Offset: serr.Offset, Reason: serr.Reason}
+	}
+	return d.finish()
 }
 
 // envelope member bits, for duplicate detection.
@@ -80,59 +103,69 @@ const (
 	seenError
 )
 
-func decodeObject(line []byte, start int, m *Message) error {
-	var seen int
-	var fault *MessageFault
-	var versionOK bool
-	obj := line[start:]
-	_ = jsonlex.EachMember(obj, func(key, val []byte) error {
-		off := start + int(cap(obj)-cap(val)) // offset of val in line
-		bit, name := memberBit(key)
-		if bit == 0 {
-			return nil
-		}
-		if seen&bit != 0 {
-			fault = &MessageFault{Offset: off, Reason: "duplicate member " + strconv.Quote(name), JSON: true}
-			return fault
-		}
-		seen |= bit
-		switch bit {
-		case seenJSONRPC:
-			versionOK = string(val) == `"2.0"`
-		case seenID:
-			id, reason := decodeID(val)
-			if reason != "" {
-				fault = &MessageFault{Offset: off, Reason: reason, JSON: true}
-				return fault
-			}
-			m.ID, m.HasID = id, true
-		case seenMethod:
-			if val[0] != '"' {
-				fault = &MessageFault{Offset: off, Reason: `"method" is not a string`, JSON: true}
-				return fault
-			}
-			m.Method = val[1 : len(val)-1]
-			if bytes.IndexByte(m.Method, '\\') >= 0 {
-				m.Method = jsonlex.AppendUnescaped(nil, m.Method)
-			}
-		case seenParams:
-			m.Params = val
-		case seenResult:
-			m.Result = val
-		case seenError:
-			e, reason := decodeRPCError(val)
-			if reason != "" {
-				fault = &MessageFault{Offset: off, Reason: reason, JSON: true}
-				return fault
-			}
-			m.Error = e
-		}
-		return nil
-	})
-	if fault != nil {
-		return fault
+// envelope is DecodeMessage's state while the line's members come in.
+type envelope struct {
+	m         *Message
+	start     int
+	seen      int
+	versionOK bool
+	fault     *MessageFault
+}
+
+// member takes one top-level member; it asks for no more once the
+// envelope is at fault (the scan still validates the rest of the line).
+func (d *envelope) member(key []byte, v jsonlex.Value, off int) bool {
+	m, val := d.m, v.Bytes()
+	bit, name := memberBit(key)
+	if bit == 0 {
+		return true
 	}
-	if !versionOK {
+	if d.seen&bit != 0 {
+		d.fault = &MessageFault{Offset: off, Reason: "duplicate member " + strconv.Quote(name), JSON: true}
+		return false
+	}
+	d.seen |= bit
+	switch bit {
+	case seenJSONRPC:
+		d.versionOK = string(val) == `"2.0"`
+	case seenID:
+		id, reason := decodeID(val)
+		if reason != "" {
+			d.fault = &MessageFault{Offset: off, Reason: reason, JSON: true}
+			return false
+		}
+		m.ID, m.HasID = id, true
+	case seenMethod:
+		if val[0] != '"' {
+			d.fault = &MessageFault{Offset: off, Reason: `"method" is not a string`, JSON: true}
+			return false
+		}
+		m.Method = val[1 : len(val)-1]
+		if bytes.IndexByte(m.Method, '\\') >= 0 {
+			m.Method = jsonlex.AppendUnescaped(nil, m.Method)
+		}
+	case seenParams:
+		m.Params = val
+	case seenResult:
+		m.Result = v
+	case seenError:
+		e, reason := decodeRPCError(val)
+		if reason != "" {
+			d.fault = &MessageFault{Offset: off, Reason: reason, JSON: true}
+			return false
+		}
+		m.Error = e
+	}
+	return true
+}
+
+// finish classifies a message whose line is JSON.
+func (d *envelope) finish() error {
+	m, start, seen := d.m, d.start, d.seen
+	if d.fault != nil {
+		return d.fault
+	}
+	if !d.versionOK {
 		return &MessageFault{Offset: start, Reason: `"jsonrpc" is not "2.0"`, JSON: true}
 	}
 	switch {

@@ -88,8 +88,8 @@ func TestDecodeMessage(t *testing.T) {
 			if string(m.Method) != tt.method {
 				t.Errorf("method = %q, want %q", m.Method, tt.method)
 			}
-			if tt.result != "" && string(m.Result) != tt.result {
-				t.Errorf("result = %q, want %q", m.Result, tt.result)
+			if tt.result != "" && string(m.Result.Bytes()) != tt.result {
+				t.Errorf("result = %q, want %q", m.Result.Bytes(), tt.result)
 			}
 			if tt.code != 0 && (m.Error == nil || m.Error.Code != tt.code) {
 				t.Errorf("error = %+v, want code %d", m.Error, tt.code)
@@ -160,7 +160,7 @@ func FuzzDecodeMessage(f *testing.F) {
 		}
 		switch m.Kind {
 		case KindResponse:
-			if (m.Result == nil) == (m.Error == nil) || !m.HasID {
+			if m.Result.IsZero() == (m.Error == nil) || !m.HasID {
 				t.Fatalf("bad response %+v", m)
 			}
 		case KindRequest:
@@ -174,7 +174,7 @@ func FuzzDecodeMessage(f *testing.F) {
 		default:
 			t.Fatalf("kind %v", m.Kind)
 		}
-		if m.Params != nil && !json.Valid(m.Params) || m.Result != nil && !json.Valid(m.Result) {
+		if m.Params != nil && !json.Valid(m.Params) || !m.Result.IsZero() && !json.Valid(m.Result.Bytes()) {
 			t.Fatalf("raw member is not JSON")
 		}
 	})

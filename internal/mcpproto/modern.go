@@ -79,6 +79,23 @@ func DecodeResultType(what string, raw []byte) (ResultType, error) {
 	if err != nil {
 		return 0, err
 	}
+	return decodeResultType(what, obj)
+}
+
+// DecodeResultTypeValue is DecodeResultType for a result that arrived
+// validated (Message.Result): it is walked, not checked again.
+func DecodeResultTypeValue(what string, v jsonlex.Value) (ResultType, error) {
+	switch obj := v.Bytes(); {
+	case v.IsZero():
+		return 0, pfault(what, "", -1, "missing result")
+	case obj[0] != '{':
+		return 0, pfault(what, "", -1, "result is not an object")
+	}
+	return decodeResultType(what, v.Bytes())
+}
+
+// decodeResultType reads the validated object obj's resultType.
+func decodeResultType(what string, obj []byte) (ResultType, error) {
 	rt := ResultComplete
 	var fault error
 	_ = jsonlex.EachMember(obj, func(key, v []byte) error {

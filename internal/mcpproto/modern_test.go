@@ -1,6 +1,7 @@
 package mcpproto
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"slices"
@@ -173,6 +174,15 @@ func FuzzDecodeResultType(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, raw []byte) {
 		rt, err := DecodeResultType("tools/call", raw)
+		// From a validated envelope the answer is the same.
+		var m Message
+		line := append(append([]byte(`{"jsonrpc":"2.0","id":1,"result":`), raw...), '}')
+		if DecodeMessage(line, &m) == nil && bytes.Equal(m.Result.Bytes(), bytes.TrimSpace(raw)) {
+			rv, errv := DecodeResultTypeValue("tools/call", m.Result)
+			if rv != rt || (err == nil) != (errv == nil) || err != nil && err.Error() != errv.Error() {
+				t.Fatalf("from the envelope: %v, %v; alone: %v, %v", rv, errv, rt, err)
+			}
+		}
 		if err != nil {
 			var pf *ProtocolFault
 			if !errors.As(err, &pf) {

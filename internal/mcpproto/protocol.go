@@ -1,6 +1,7 @@
 package mcpproto
 
 import (
+	"bytes"
 	"strconv"
 	"unicode/utf8"
 
@@ -63,11 +64,12 @@ type ToolsPage struct {
 // ContentBlock is one block of a tool result. Type is the block's "type"
 // verbatim (text, image, audio, resource_link, resource, or anything a
 // newer server invents); Text is set for text blocks only; Raw is the
-// whole block as JSON for every block.
+// whole block as JSON for every block. Raw is a string, immutable, so a
+// result decoded from an owned Value shares one copy among Raw and Text.
 type ContentBlock struct {
 	Type string
 	Text string
-	Raw  []byte
+	Raw  string
 }
 
 // CallToolResult is a decoded tools/call result. StructuredContent and
@@ -485,6 +487,29 @@ func DecodeCallToolResult(raw []byte) (*CallToolResult, error) {
 	if err != nil {
 		return nil, err
 	}
+	return decodeCallToolResult(jsonlex.Value{}, obj)
+}
+
+// DecodeCallToolResultValue is DecodeCallToolResult for a result that
+// arrived validated (Message.Result): it is walked, not checked again.
+// From an owned Value (jsonlex.Value.Own) the texts and Raw share its
+// one copy and StructuredContent and Meta are copies of their own, so
+// the result aliases nothing that can be written; otherwise the result
+// aliases v's bytes as DecodeCallToolResult's aliases raw.
+func DecodeCallToolResultValue(v jsonlex.Value) (*CallToolResult, error) {
+	obj := v.Bytes()
+	switch {
+	case v.IsZero():
+		return nil, pfault("tools/call", "", -1, "missing result")
+	case obj[0] != '{':
+		return nil, pfault("tools/call", "", -1, "result is not an object")
+	}
+	return decodeCallToolResult(v, obj)
+}
+
+// decodeCallToolResult decodes the validated object obj, which is own's
+// bytes when own is not zero: its strings are then cut from own.
+func decodeCallToolResult(own jsonlex.Value, obj []byte) (*CallToolResult, error) {
 	r := &CallToolResult{}
 	var haveContent bool
 	var fault error
@@ -497,11 +522,10 @@ func DecodeCallToolResult(raw []byte) (*CallToolResult, error) {
 				why = "expected array, found " + kindName(v)
 				break
 			}
-			n := 0
-			_ = jsonlex.EachElement(v, func(int, []byte) error { n++; return nil })
-			r.Content = make([]ContentBlock, 0, n)
+			// Most results hold one block; more grow the slice.
+			r.Content = make([]ContentBlock, 0, 1)
 			return jsonlex.EachElement(v, func(i int, bv []byte) error {
-				b, why, at := decodeBlock(bv)
+				b, why, at := decodeBlock(own, bv)
 				if why != "" {
 					fault = pfault("tools/call", "/content/"+strconv.Itoa(i)+at, i, why)
 					return fault
@@ -512,13 +536,13 @@ func DecodeCallToolResult(raw []byte) (*CallToolResult, error) {
 		case jsonlex.KeyIs(key, "structuredContent"):
 			// Kept raw whatever its kind: 2026-07-28 allows any JSON
 			// value, and the bridge converts it totally either way.
-			r.StructuredContent = v
+			r.StructuredContent = raw(own, v)
 		case jsonlex.KeyIs(key, "isError"):
 			r.IsError, why = boolean(v)
 			at = "/isError"
 		case jsonlex.KeyIs(key, "_meta"):
-			r.Meta, why = object(v)
-			at = "/_meta"
+			_, why = object(v)
+			r.Meta, at = raw(own, v), "/_meta"
 		}
 		if why != "" {
 			fault = pfault("tools/call", at, -1, why)
@@ -535,11 +559,20 @@ func DecodeCallToolResult(raw []byte) (*CallToolResult, error) {
 	return r, nil
 }
 
-func decodeBlock(v []byte) (b ContentBlock, why, at string) {
+// raw returns v, a part of own's bytes, for a result to keep: a copy when
+// own is owned (its memory must never be written), v itself otherwise.
+func raw(own jsonlex.Value, v []byte) []byte {
+	if own.Owned() {
+		return bytes.Clone(v)
+	}
+	return v
+}
+
+func decodeBlock(own jsonlex.Value, v []byte) (b ContentBlock, why, at string) {
 	if v[0] != '{' {
 		return b, "content block is not an object (found " + kindName(v) + ")", ""
 	}
-	b.Raw = v
+	b.Raw = own.Str(v)
 	var haveType, haveText bool
 	var text []byte
 	_ = jsonlex.EachMember(v, func(key, mv []byte) error {
@@ -564,8 +597,13 @@ func decodeBlock(v []byte) (b ContentBlock, why, at string) {
 		if !haveText {
 			return b, "missing", "/text"
 		}
-		if b.Text, why = str(text); why != "" {
-			return b, why, "/text"
+		if text[0] != '"' {
+			return b, "expected string, found " + kindName(text), "/text"
+		}
+		if body := text[1 : len(text)-1]; bytes.IndexByte(body, '\\') < 0 {
+			b.Text = own.Str(body)
+		} else {
+			b.Text = string(jsonlex.AppendUnescaped(make([]byte, 0, len(body)), body))
 		}
 	}
 	return b, "", ""

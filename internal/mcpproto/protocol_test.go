@@ -1,10 +1,14 @@
 package mcpproto
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
+	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/capbridge/capbridge/internal/jsonlex"
 )
 
 const okTool = `{"name":"echo","inputSchema":{"type":"object"}}`
@@ -139,7 +143,7 @@ func TestDecodeCallToolResult(t *testing.T) {
 				t.Fatalf("content = %+v", r.Content)
 			}
 			for i, k := range tt.kinds {
-				if r.Content[i].Type != k || !json.Valid(r.Content[i].Raw) {
+				if r.Content[i].Type != k || !json.Valid([]byte(r.Content[i].Raw)) {
 					t.Errorf("block %d = %+v, want %s", i, r.Content[i], k)
 				}
 			}
@@ -174,6 +178,18 @@ func FuzzProtocol(f *testing.F) {
 			}
 		}
 		r, err := DecodeCallToolResult(raw)
+		// The path from a validated envelope reads the same result the
+		// same way, without checking it again.
+		var m Message
+		line := append(append([]byte(`{"jsonrpc":"2.0","id":1,"result":`), raw...), '}')
+		if DecodeMessage(line, &m) == nil && !m.Result.IsZero() && bytes.Equal(m.Result.Bytes(), bytes.TrimSpace(raw)) {
+			for _, v := range []jsonlex.Value{m.Result, m.Result.Own()} {
+				rv, errv := DecodeCallToolResultValue(v)
+				if (err == nil) != (errv == nil) || err != nil && err.Error() != errv.Error() || !reflect.DeepEqual(r, rv) {
+					t.Fatalf("from the envelope (owned %v): %+v, %v; alone: %+v, %v", v.Owned(), rv, errv, r, err)
+				}
+			}
+		}
 		if err != nil {
 			var pf *ProtocolFault
 			if !errors.As(err, &pf) {
@@ -188,9 +204,41 @@ func FuzzProtocol(f *testing.F) {
 			// A map, not a struct: encoding/json matches struct fields
 			// case-insensitively, and "TEXT" is not "text".
 			var ref map[string]any
-			if json.Unmarshal(b.Raw, &ref) == nil && ref["text"] != b.Text {
+			if json.Unmarshal([]byte(b.Raw), &ref) == nil && ref["text"] != b.Text {
 				t.Fatalf("text %q, encoding/json %q", b.Text, ref["text"])
 			}
 		}
 	})
+}
+
+// TestOwnedResultSharesNothingWritable: a result decoded from an owned
+// Value outlives the line it was read from, and its []byte members are
+// its own, so writing them changes no text.
+func TestOwnedResultSharesNothingWritable(t *testing.T) {
+	line := []byte(`{"jsonrpc":"2.0","id":1,"result":{"content":[{"type":"text","text":"hello"},{"type":"text","text":"a\nb"},{"type":"image","data":"x"}],"structuredContent":{"k":"hello"},"_meta":{"m":1}}}`)
+	var m Message
+	if err := DecodeMessage(line, &m); err != nil {
+		t.Fatal(err)
+	}
+	r, err := DecodeCallToolResultValue(m.Result.Own())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range line {
+		line[i] = 'X'
+	}
+	for i := range r.StructuredContent {
+		r.StructuredContent[i] = 'Y'
+	}
+	for i := range r.Meta {
+		r.Meta[i] = 'Y'
+	}
+	want := []ContentBlock{
+		{Type: "text", Text: "hello", Raw: `{"type":"text","text":"hello"}`},
+		{Type: "text", Text: "a\nb", Raw: `{"type":"text","text":"a\nb"}`},
+		{Type: "image", Raw: `{"type":"image","data":"x"}`},
+	}
+	if !reflect.DeepEqual(r.Content, want) {
+		t.Errorf("content = %+v, want %+v", r.Content, want)
+	}
 }

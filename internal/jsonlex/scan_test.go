@@ -1,0 +1,164 @@
+package jsonlex
+
+import (
+	"bytes"
+	"encoding/json"
+	"math/rand/v2"
+	"strings"
+	"testing"
+	"unsafe"
+)
+
+// plainRunRef is PlainRun's specification, one byte at a time.
+func plainRunRef(b []byte, i int) int {
+	for ; i < len(b); i++ {
+		if !plainByte[b[i]] {
+			return i
+		}
+	}
+	return i
+}
+
+// tricky are the bytes next to every boundary the word-at-a-time test
+// draws: the class edges, and the neighbours of the bytes it looks for,
+// where a borrow or a carry between lanes would show.
+var tricky = []byte{0x00, 0x01, 0x1f, 0x20, 0x21, '"' - 1, '"', '"' + 1, '\\' - 1, '\\', '\\' + 1, 0x7e, 0x7f, 0x80, 0x81, 0xa0, 0xc3, 0xfe, 0xff, 'a'}
+
+// TestPlainRunAgrees: the eight-bytes-at-a-time scan stops exactly where
+// the byte loop does, for every byte value at every lane and alignment,
+// for pairs of tricky bytes, and for random buffers drawn mostly from
+// the tricky bytes.
+func TestPlainRunAgrees(t *testing.T) {
+	check := func(b []byte, i int) {
+		t.Helper()
+		if got, want := PlainRun(b, i), plainRunRef(b, i); got != want {
+			t.Fatalf("PlainRun(%q, %d) = %d, byte loop %d", b, i, got, want)
+		}
+	}
+	for c := 0; c < 256; c++ {
+		for p := 0; p < 24; p++ {
+			b := bytes.Repeat([]byte("a"), 24)
+			b[p] = byte(c)
+			for i := 0; i <= 8; i++ {
+				check(b, i)
+				check(b[:p+1], i)
+			}
+		}
+	}
+	for _, x := range tricky {
+		for _, y := range tricky {
+			for p := 0; p < 16; p++ {
+				for q := p + 1; q < 17; q++ {
+					b := bytes.Repeat([]byte("b"), 17)
+					b[p], b[q] = x, y
+					check(b, 0)
+					check(b, p+1)
+				}
+			}
+		}
+	}
+	r := rand.New(rand.NewPCG(1, 2))
+	for range 20000 {
+		b := make([]byte, r.IntN(40))
+		for k := range b {
+			if r.IntN(4) == 0 {
+				b[k] = tricky[r.IntN(len(tricky))]
+			} else {
+				b[k] = byte(0x20 + r.IntN(0x60))
+			}
+		}
+		check(b, r.IntN(len(b)+1))
+	}
+}
+
+// FuzzPlainRun: the word-at-a-time scan agrees with the byte loop on
+// any input and start.
+func FuzzPlainRun(f *testing.F) {
+	f.Add([]byte(`abcdefgh"ijklmnop`), 0)
+	f.Add([]byte("abcdefg\x1fhijklmno\\"), 3)
+	f.Add([]byte("\x7f\x80\x21\x20\x5b\x5d\x23\x22"), 0)
+	f.Fuzz(func(t *testing.T, b []byte, i int) {
+		if i < 0 || i > len(b) {
+			return
+		}
+		if got, want := PlainRun(b, i), plainRunRef(b, i); got != want {
+			t.Fatalf("PlainRun(%q, %d) = %d, byte loop %d", b, i, got, want)
+		}
+	})
+}
+
+func TestScanObject(t *testing.T) {
+	in := []byte(`{ "a" : [1, {"x":"}"}] , "b\"" : "q\\" ,"c":null}`)
+	var got []string
+	end, f := ScanObject(in, 0, 0, 0, func(k []byte, v Value, off int) bool {
+		if !bytes.Equal(in[off:off+len(v.Bytes())], v.Bytes()) {
+			t.Errorf("offset %d does not locate %s", off, v.Bytes())
+		}
+		got = append(got, Unquote(k)+"="+string(v.Bytes()))
+		return len(got) < 2
+	})
+	if want := `a=[1, {"x":"}"}]|b"="q\\"`; f != nil || end != len(in) || strings.Join(got, "|") != want {
+		t.Errorf("ScanObject = %d, %v, %q; want %d, nil, %q", end, f, got, len(in), want)
+	}
+	// Stopping early does not stop validation: a fault after the last
+	// member handed out is still found, with its offset.
+	bad := []byte("{\"a\":1,\"b\":\"\xff\"}")
+	_, f = ScanObject(bad, 0, 0, 0, func([]byte, Value, int) bool { return false })
+	if f == nil || f.Kind != FaultInvalidUTF8 || f.Offset != 12 {
+		t.Errorf("ScanObject on invalid UTF-8 = %+v", f)
+	}
+	if v := (Value{}); !v.IsZero() || v.Clone().Bytes() != nil {
+		t.Error("zero Value is not zero")
+	}
+}
+
+// TestSkipValue: the walkers' skip over validated values ends where the
+// validating scan does.
+func TestSkipValue(t *testing.T) {
+	for _, in := range []string{`"a\\"`, `"\\\""`, `"\"\\\\\""`, `[1,"]",{"a":"\\\\"}]`, `-1.5e+3`, `true`, `null`, `{"a":{"b":["}"]}}`} {
+		want, f := ScanValue([]byte(in), 0, 0, 0, nil)
+		if f != nil {
+			t.Fatalf("%s: %v", in, f)
+		}
+		if got := skipValue([]byte(in+",x"), 0); got != want {
+			t.Errorf("skipValue(%s) = %d, want %d", in, got, want)
+		}
+		if !json.Valid([]byte(in)) {
+			t.Fatalf("%s is not JSON", in)
+		}
+	}
+}
+
+// TestValueStr: an owned Value hands out text cut from its one copy, and
+// anything that is not part of it is copied.
+func TestValueStr(t *testing.T) {
+	line := []byte(`{"a":"hello","b":[1]}`)
+	var v Value
+	if _, f := ScanObject(line, 0, 0, 0, func(k []byte, mv Value, off int) bool {
+		if Unquote(k) == "a" {
+			v = mv
+		}
+		return true
+	}); f != nil {
+		t.Fatal(f)
+	}
+	own := v.Own()
+	if !own.Owned() || v.Owned() || string(own.Bytes()) != `"hello"` {
+		t.Fatalf("Own = %q (owned %v)", own.Bytes(), own.Owned())
+	}
+	line[6] = 'X' // the owned copy does not see the line change
+	body := own.Bytes()[1:6]
+	if s := own.Str(body); s != "hello" || unsafe.StringData(s) != &own.Bytes()[1] {
+		t.Errorf("Str of a part = %q, not shared", s)
+	}
+	foreign := []byte("hello")
+	if s := own.Str(foreign); s != "hello" || unsafe.StringData(s) == &foreign[0] {
+		t.Errorf("Str of foreign bytes = %q", s)
+	}
+	if s := v.Str(v.Bytes()); s != `"Xello"` {
+		t.Errorf("Str of an unowned Value = %q", s)
+	}
+	if s := own.Str(nil); s != "" {
+		t.Errorf("Str(nil) = %q", s)
+	}
+}
