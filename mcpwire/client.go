@@ -701,8 +701,10 @@ func (c *Client) settle(id int64, result jsonlex.Value, err error) bool {
 // reused, so the answer holds until the call is settled.
 func (c *Client) isToolCall(id int64) bool {
 	c.mu.Lock()
+	defer c.mu.Unlock()
+	// Under mu: once the call is settled its struct goes back to the
+	// pool, and the next call to take it sets tool under mu.
 	cl := c.calls[id]
-	c.mu.Unlock()
 	return cl != nil && cl.tool
 }
 
