@@ -288,7 +288,7 @@ func (c *Client) Call(ctx context.Context, server, tool string, args any) (*Resu
 	}
 	defer func() { <-c.slots }()
 
-	id, w, err := c.register()
+	id, w, others, err := c.register()
 	if err != nil {
 		return nil, err
 	}
@@ -296,7 +296,7 @@ func (c *Client) Call(ctx context.Context, server, tool string, args any) (*Resu
 	out, err := c.appendCall(ctx, (*buf)[:0], id, server, tool, args)
 	*buf = out
 	if err == nil {
-		err = c.write(ctx, out, true)
+		err = c.write(ctx, out, true, others)
 	}
 	framewrite.PutBuf(buf)
 	if err != nil {
@@ -398,19 +398,20 @@ func appendArgs(dst []byte, args any) ([]byte, error) {
 	return dst, nil
 }
 
-// register allocates an id and a waiter for a new call.
-func (c *Client) register() (uint64, *waiter, error) {
+// register allocates an id and a waiter for a new call, reporting whether
+// other calls are in flight (whose frames may be about to be written).
+func (c *Client) register() (uint64, *waiter, bool, error) {
 	w := waiterPool.Get().(*waiter)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.err != nil {
 		waiterPool.Put(w)
-		return 0, nil, c.err
+		return 0, nil, false, c.err
 	}
 	id := c.nextID
 	c.nextID++
 	c.calls[id] = w
-	return id, w, nil
+	return id, w, len(c.calls) > 1, nil
 }
 
 // retire removes a call without settling it, reporting whether it was
@@ -458,7 +459,7 @@ func (c *Client) sendCancel(id uint64) {
 	buf := framewrite.GetBuf()
 	out, err := AppendFrame((*buf)[:0], &CancelMsg{ID: id}, c.max)
 	if err == nil { // cannot fail for a cancel
-		_ = c.write(context.Background(), out, false)
+		_ = c.write(context.Background(), out, false, false)
 	}
 	*buf = out
 	framewrite.PutBuf(buf)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"runtime"
 	"time"
 )
 
@@ -232,7 +233,12 @@ func (c *Client) setReadDeadlineLocked(t time.Time) {
 // ctx) if wait is set, else gives up with errNoRoom. A failed write fails
 // the client (a half-written frame has desynchronised the stream), and
 // every call in flight, queued frames' callers included, settles then.
-func (c *Client) write(ctx context.Context, frame []byte, wait bool) error {
+//
+// gather says other calls are in flight, so other frames may be about to
+// be written: the caller that takes the writer then yields its processor
+// once before writing, so that callers already runnable queue behind it
+// and go out in the same write, waking capbridge once for all of them.
+func (c *Client) write(ctx context.Context, frame []byte, wait, gather bool) error {
 	c.wmu.Lock()
 	for c.wbusy && len(c.wq) > 0 && len(c.wq)+len(frame) > maxQueued {
 		if !wait {
@@ -267,6 +273,22 @@ func (c *Client) write(ctx context.Context, frame []byte, wait bool) error {
 	c.wbusy = true
 	c.wmu.Unlock()
 	var taken []byte
+	if gather {
+		runtime.Gosched()
+		c.wmu.Lock()
+		if len(c.wq) > 0 {
+			// This frame first, then those queued while it yielded, in
+			// one buffer: the spare is the token holder's alone.
+			joined := append(append(c.wspare[:0], frame...), c.wq...)
+			taken, c.wq, c.wspare = joined, c.wq[:0], nil
+			frame = taken
+			if c.wroom != nil {
+				close(c.wroom)
+				c.wroom = nil
+			}
+		}
+		c.wmu.Unlock()
+	}
 	for {
 		if err := c.writeOut(frame); err != nil {
 			// The token is never given back: nothing may follow a
