@@ -8,32 +8,12 @@ import (
 	"os"
 	"runtime"
 	"slices"
-	"strconv"
-	"strings"
 	"sync"
 	"testing"
 	"time"
-)
 
-// writeSyscalls reads this process's count of write-family system calls.
-func writeSyscalls(t *testing.T) int {
-	t.Helper()
-	b, err := os.ReadFile("/proc/self/io")
-	if err != nil {
-		t.Skipf("no /proc/self/io: %v", err)
-	}
-	for line := range strings.Lines(string(b)) {
-		if v, ok := strings.CutPrefix(line, "syscw: "); ok {
-			n, err := strconv.Atoi(strings.TrimSpace(v))
-			if err != nil {
-				t.Fatal(err)
-			}
-			return n
-		}
-	}
-	t.Fatal("/proc/self/io has no syscw line")
-	return 0
-}
+	"github.com/capbridge/capbridge/internal/syscount"
+)
 
 // sendAll has n goroutines, released together, each send one frame
 // through send, and returns how many write system calls the process made
@@ -54,7 +34,7 @@ func sendAll(t *testing.T, n int, gather bool) int {
 	}
 	start := make(chan struct{})
 	var wg sync.WaitGroup
-	before := writeSyscalls(t)
+	before := syscount.Writes(t)
 	for i := range n {
 		wg.Go(func() {
 			buf := GetBuf()
@@ -67,7 +47,7 @@ func sendAll(t *testing.T, n int, gather bool) int {
 	}
 	close(start)
 	wg.Wait()
-	writes := writeSyscalls(t) - before
+	writes := syscount.Writes(t) - before
 	got := make([]byte, n)
 	if _, err := io.ReadFull(fds[1], got); err != nil {
 		t.Fatal(err)
