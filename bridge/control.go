@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"runtime"
 	"slices"
 	"strings"
 	"time"
@@ -98,7 +99,7 @@ func (h *controlHandler) Revoke(_ context.Context, r *control.RevokeRequest) (*c
 
 func (h *controlHandler) Status(context.Context) (*control.Status, error) {
 	b := h.b
-	st := &control.Status{Grants: b.grants.live(), Servers: make([]control.ServerStatus, 0, len(b.order))}
+	st := &control.Status{Grants: b.grants.live(), Procs: runtime.GOMAXPROCS(0), Servers: make([]control.ServerStatus, 0, len(b.order))}
 	for _, name := range b.order {
 		st.Servers = append(st.Servers, control.ServerStatus(b.servers[name].status()))
 	}

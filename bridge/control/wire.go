@@ -87,6 +87,10 @@ type Status struct {
 	Servers     []ServerStatus `msgpack:"servers" json:"servers"`
 	Grants      int            `msgpack:"grants" json:"grants"`           // live grants
 	Connections int            `msgpack:"connections" json:"connections"` // open connections, both sockets
+	// Procs is how many threads the bridge runs Go code on at once
+	// (GOMAXPROCS: the procs setting, or the environment's). Absent from
+	// a bridge that predates it.
+	Procs int `msgpack:"procs,omitempty" json:"procs,omitempty"`
 }
 
 // ServerStatus is one server's line in Status. State is one of the

@@ -220,7 +220,7 @@ of its stderr), the live grants and the open connections.`)
 		fmt.Fprintf(stdout, "%s\n", b)
 		return exitOK
 	}
-	fmt.Fprintf(stdout, "%d live grant(s), %d connection(s)\n", r.Grants, r.Connections)
+	fmt.Fprintf(stdout, "%d live grant(s), %d connection(s), procs %d\n", r.Grants, r.Connections, r.Procs)
 	for _, s := range r.Servers {
 		fmt.Fprintf(stdout, "%-20s %-8s pid=%d tools=%d inflight=%d abandoned=%d queued=%d calls=%d errors=%d\n", s.Name, s.State, s.PID, s.Tools, s.Inflight, s.Abandoned, s.Queued, s.Calls, s.Errors)
 		if s.Reason != "" {

@@ -80,6 +80,15 @@ func TestServe(t *testing.T) {
 				t.Fatalf("status: exit %d, %s", code, errOut)
 			}
 			if strings.Contains(out, `"restarts":2`) {
+				// procs = 1 by default; GOMAXPROCS in the environment
+				// wins.
+				want := "1"
+				if v := os.Getenv("GOMAXPROCS"); v != "" {
+					want = v
+				}
+				if !strings.Contains(out, `"procs":`+want+`}`) && !strings.Contains(out, `"procs":`+want+`,`) {
+					t.Errorf("status --json does not say procs %s: %s", want, out)
+				}
 				break
 			}
 			if time.Now().After(limit) {
