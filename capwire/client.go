@@ -65,16 +65,8 @@ type Client struct {
 	servers []string
 	max     int           // frame limit
 	slots   chan struct{} // one token per call in flight
-	wt      time.Duration // write timeout
 
-	// The writer token (wire.go): wmu guards the fields below it; wdl
-	// is touched only by the token's holder.
-	wmu    sync.Mutex
-	wbusy  bool
-	wq     []byte        // frames queued behind the holder
-	wspare []byte        // the previous round's buffer, reused
-	wroom  chan struct{} // closed when the holder takes wq; nil unless someone waits
-	wdl    time.Time     // write deadline in force
+	w *framewrite.Group // the writer (wire.go)
 
 	mu     sync.Mutex
 	calls  map[uint64]*waiter // guarded by mu; nil once broken
@@ -213,13 +205,16 @@ func (d *Dialer) handshake(ctx context.Context, conn net.Conn, token string) (*C
 		servers:  m.Servers,
 		max:      maxFrame,
 		slots:    make(chan struct{}, inFlight),
-		wt:       wt,
 		calls:    make(map[uint64]*waiter),
 		nextID:   1,
 		done:     make(chan struct{}),
 		readDone: make(chan struct{}),
 		in:       newFrameIn(maxFrame),
 	}
+	c.w = framewrite.NewGroup(c.conn, framewrite.GroupConfig{
+		Timeout: wt, MaxQueued: maxQueued, Done: c.done, Stopped: c.stopped,
+		Fail: func(err error) { c.fail(fmt.Errorf("%w: writing: %v", ErrClosed, err)) },
+	})
 	// Bytes the handshake's reader took past the welcome are the
 	// stream's next bytes.
 	if b, _ := fr.r.Peek(fr.r.Buffered()); len(b) > 0 {
@@ -296,7 +291,7 @@ func (c *Client) Call(ctx context.Context, server, tool string, args any) (*Resu
 	out, err := c.appendCall(ctx, (*buf)[:0], id, server, tool, args)
 	*buf = out
 	if err == nil {
-		err = c.write(ctx, out, true, others)
+		err = c.w.Write(ctx, out, true, others)
 	}
 	framewrite.PutBuf(buf)
 	if err != nil {
@@ -459,7 +454,7 @@ func (c *Client) sendCancel(id uint64) {
 	buf := framewrite.GetBuf()
 	out, err := AppendFrame((*buf)[:0], &CancelMsg{ID: id}, c.max)
 	if err == nil { // cannot fail for a cancel
-		_ = c.write(context.Background(), out, false, false)
+		_ = c.w.Write(context.Background(), out, false, false)
 	}
 	*buf = out
 	framewrite.PutBuf(buf)

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"runtime"
 	"time"
 )
 
@@ -14,10 +13,11 @@ import (
 // flight involves no hand-over at all: the caller writes its frame and
 // then reads its reply itself.
 //
-// Writing: a caller that finds the writer free writes its own frame; one
-// that finds it held queues its frame and returns, and the holder writes
-// everything queued, in order, before letting go, so N concurrent
-// callers cost far fewer than N write system calls.
+// Writing is a framewrite.Group: a caller that finds the writer free
+// writes its own frame; one that finds it held queues its frame and
+// returns, and the holder writes everything queued, in order, before
+// letting go, so N concurrent callers cost far fewer than N write system
+// calls.
 //
 // Reading: whoever holds the reading side reads the socket and settles
 // every call whose reply it finds, waking its waiter. A waiting caller
@@ -42,17 +42,13 @@ const (
 	// (a hang-up seen this much later is still seen before a program
 	// that paused would call again).
 	idleGrace = 20 * time.Millisecond
-	// maxQueued bounds the bytes queued behind the writer: past it a
-	// frame waits for room (one frame is always accepted into an empty
-	// queue, whatever its size).
+	// maxQueued bounds the bytes queued behind the writer
+	// (framewrite.GroupConfig.MaxQueued).
 	maxQueued = 1 << 20
 )
 
 // kickTime is a read deadline in the past: a blocked read returns at once.
 var kickTime = time.Unix(1, 0)
-
-// errNoRoom is write's answer when it may not wait for room.
-var errNoRoom = errors.New("capwire: write queue full")
 
 // await waits until w is settled (nil) or ctx ends (its error), taking the
 // reading side whenever nobody holds it.
@@ -225,109 +221,4 @@ func (c *Client) setReadDeadlineLocked(t time.Time) {
 		c.rdl = t
 		_ = c.conn.SetReadDeadline(t)
 	}
-}
-
-// write is the single writer path: every frame goes through here, whole,
-// in order. It returns once the frame is written or queued behind the
-// writer's holder. When the queue is full it waits for room (bounded by
-// ctx) if wait is set, else gives up with errNoRoom. A failed write fails
-// the client (a half-written frame has desynchronised the stream), and
-// every call in flight, queued frames' callers included, settles then.
-//
-// gather says other calls are in flight, so other frames may be about to
-// be written: the caller that takes the writer then yields its processor
-// once before writing, so that callers already runnable queue behind it
-// and go out in the same write, waking capbridge once for all of them.
-func (c *Client) write(ctx context.Context, frame []byte, wait, gather bool) error {
-	c.wmu.Lock()
-	for c.wbusy && len(c.wq) > 0 && len(c.wq)+len(frame) > maxQueued {
-		if !wait {
-			c.wmu.Unlock()
-			return errNoRoom
-		}
-		if c.wroom == nil {
-			c.wroom = make(chan struct{})
-		}
-		room := c.wroom
-		c.wmu.Unlock()
-		select {
-		case <-room:
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-c.done:
-			return c.stopped()
-		}
-		c.wmu.Lock()
-	}
-	select {
-	case <-c.done:
-		c.wmu.Unlock()
-		return c.stopped()
-	default:
-	}
-	if c.wbusy {
-		c.wq = append(c.wq, frame...)
-		c.wmu.Unlock()
-		return nil
-	}
-	c.wbusy = true
-	c.wmu.Unlock()
-	var taken []byte
-	if gather {
-		runtime.Gosched()
-		c.wmu.Lock()
-		if len(c.wq) > 0 {
-			// This frame first, then those queued while it yielded, in
-			// one buffer: the spare is the token holder's alone.
-			joined := append(append(c.wspare[:0], frame...), c.wq...)
-			taken, c.wq, c.wspare = joined, c.wq[:0], nil
-			frame = taken
-			if c.wroom != nil {
-				close(c.wroom)
-				c.wroom = nil
-			}
-		}
-		c.wmu.Unlock()
-	}
-	for {
-		if err := c.writeOut(frame); err != nil {
-			// The token is never given back: nothing may follow a
-			// half-written frame.
-			c.fail(fmt.Errorf("%w: writing: %v", ErrClosed, err))
-			return c.stopped()
-		}
-		c.wmu.Lock()
-		if taken != nil && cap(taken) <= maxQueued {
-			c.wspare = taken[:0]
-		}
-		if len(c.wq) == 0 {
-			c.wbusy = false
-			c.wmu.Unlock()
-			return nil
-		}
-		taken, c.wq, c.wspare = c.wq, c.wspare, nil
-		if c.wroom != nil {
-			close(c.wroom)
-			c.wroom = nil
-		}
-		c.wmu.Unlock()
-		frame = taken
-	}
-}
-
-// writeOut writes b under a write deadline, moved only when less than the
-// write timeout of it is left, to the timeout and a half from now: a
-// write always has at least WriteTimeout and at most half as much again,
-// and back-to-back writes do not each pay for a deadline. Only the writer
-// token's holder calls it.
-func (c *Client) writeOut(b []byte) error {
-	now := time.Now()
-	if c.wdl.Sub(now) < c.wt {
-		c.wdl = now.Add(c.wt + c.wt/2)
-		if err := c.conn.SetWriteDeadline(c.wdl); err != nil {
-			return err
-		}
-	}
-	_, err := c.conn.Write(b)
-	return err
 }

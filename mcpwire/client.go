@@ -13,6 +13,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/capbridge/capbridge/internal/bound"
+	"github.com/capbridge/capbridge/internal/framewrite"
 	"github.com/capbridge/capbridge/internal/jsonlex"
 	"github.com/capbridge/capbridge/internal/mcpproto"
 	"github.com/rs/zerolog"
@@ -146,17 +147,11 @@ type Client struct {
 	// Read cannot be interrupted.
 	rconn readDeadliner
 
-	// The writer is a token (wbusy) rather than a goroutine: a caller
-	// that finds it free writes its own line; one that finds it held
-	// appends its line to wq and returns, and the holder writes
-	// everything queued before letting go (group commit). wmu guards
-	// the fields below it; wdl is touched only by the token's holder.
-	wmu    sync.Mutex
-	wbusy  bool
-	wq     []byte        // lines queued behind the holder, at most maxQueued bytes but one line
-	wspare []byte        // the previous round's buffer, reused
-	wroom  chan struct{} // closed when the holder takes wq; nil unless someone waits for room
-	wdl    time.Time     // write deadline in force
+	// The writer is a token rather than a goroutine (framewrite.Group):
+	// a caller that finds it free writes its own line; one that finds it
+	// held queues its line and returns, and the holder writes everything
+	// queued before letting go (group commit).
+	w *framewrite.Group
 
 	// mu guards the in-flight and reader state below. Every call is
 	// retired exactly once: whoever removes it from calls (the reader
@@ -266,6 +261,10 @@ func Connect(ctx context.Context, conn Conn, cfg Config) (*Client, error) {
 	if cfg.Logger != nil {
 		c.log = *cfg.Logger
 	}
+	c.w = framewrite.NewGroup(conn, framewrite.GroupConfig{
+		Timeout: cfg.WriteTimeout, MaxQueued: maxQueued, Done: c.deadc, Stopped: c.Err,
+		Fail: func(err error) { c.die(fmt.Errorf("mcpwire: write to server stdin: %w", err)) },
+	})
 	c.rs.init(cfg.MaxLineBytes)
 	c.idle = time.AfterFunc(time.Hour, c.idleRead)
 	c.idle.Stop()
@@ -512,7 +511,7 @@ func (c *Client) request(ctx context.Context, method string, params []byte, args
 		line = appendRequest((*bp)[:0], id, method, params)
 	}
 	if err == nil {
-		err = c.write(ctx, line, gather)
+		err = c.w.Write(ctx, line, true, gather)
 	}
 	if cap(line) <= maxPooledLine {
 		*bp = line[:0]
@@ -731,7 +730,7 @@ func (c *Client) sendCancelled(id int64, why error) {
 }
 
 func (c *Client) notify(ctx context.Context, method string, params []byte) error {
-	return c.write(ctx, appendNotification(nil, method, params), false)
+	return c.w.Write(ctx, appendNotification(nil, method, params), true, false)
 }
 
 // die makes the client dead with reason: latched once, every in-flight
@@ -864,7 +863,7 @@ func (c *Client) handleServerRequest(m *mcpproto.Message) {
 		line = appendErrorResponse(nil, m.ID.Raw, -32601, "Method not found")
 		c.log.Warn().Str("method", preview(m.Method)).Msg("mcpwire: server request refused (-32601)")
 	}
-	_ = c.write(context.Background(), line, false)
+	_ = c.w.Write(context.Background(), line, true, false)
 }
 
 func (c *Client) handleNotification(m *mcpproto.Message) {

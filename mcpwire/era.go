@@ -349,7 +349,7 @@ func (c *Client) listen(ctx context.Context) error {
 	c.mu.Unlock()
 	c.m.subID.Store(id)
 	params := c.metaParams([]byte(`"notifications":{"toolsListChanged":true}`))
-	return c.write(ctx, appendRequest(nil, id, "subscriptions/listen", params), false)
+	return c.w.Write(ctx, appendRequest(nil, id, "subscriptions/listen", params), true, false)
 }
 
 // modernResponse handles the answer to the listen request: the stream's

@@ -3,9 +3,7 @@ package mcpwire
 import (
 	"context"
 	"errors"
-	"fmt"
 	"os"
-	"runtime"
 	"time"
 
 	"github.com/capbridge/capbridge/internal/mcpproto"
@@ -55,9 +53,8 @@ const (
 	// and each firing wakes a thread, so it is not shorter than it must
 	// be.
 	idleGrace = 10 * time.Millisecond
-	// maxQueued bounds the bytes queued behind the writer: past it a
-	// line waits for room (one line is always accepted into an empty
-	// queue, whatever its size).
+	// maxQueued bounds the bytes queued behind the writer
+	// (framewrite.GroupConfig.MaxQueued).
 	maxQueued = 1 << 20
 )
 
@@ -266,105 +263,4 @@ func (c *Client) setReadDeadlineLocked(t time.Time) {
 		c.rdl = t
 		_ = c.rconn.SetReadDeadline(t)
 	}
-}
-
-// write is the single writer path: every line goes through here, whole,
-// in order. It returns once the line is written or queued behind the
-// writer's holder; a failed or timed-out write is death (a half-written
-// line has desynchronised the stream), and every call in flight, queued
-// lines' callers included, then settles with the *DeadError.
-//
-// gather says other calls are in flight, so other lines may be about to
-// be written: the sender that takes the writer's token then yields its
-// processor once before writing, so that senders already runnable queue
-// behind it and go out in the same write. With one processor, as the
-// bridge runs by default, each would otherwise find the writer idle and
-// make a write of its own, waking the server once per line.
-func (c *Client) write(ctx context.Context, line []byte, gather bool) error {
-	c.wmu.Lock()
-	for c.wbusy && len(c.wq) > 0 && len(c.wq)+len(line) > maxQueued {
-		if c.wroom == nil {
-			c.wroom = make(chan struct{})
-		}
-		room := c.wroom
-		c.wmu.Unlock()
-		select {
-		case <-room:
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-c.deadc:
-			return c.Err()
-		}
-		c.wmu.Lock()
-	}
-	select {
-	case <-c.deadc:
-		c.wmu.Unlock()
-		return c.Err()
-	default:
-	}
-	if c.wbusy {
-		c.wq = append(c.wq, line...)
-		c.wmu.Unlock()
-		return nil
-	}
-	c.wbusy = true
-	c.wmu.Unlock()
-	var taken []byte
-	if gather {
-		runtime.Gosched()
-		c.wmu.Lock()
-		if len(c.wq) > 0 {
-			// This line first, then those queued while it yielded, in one
-			// buffer: the queue's spare is free, as only the token's
-			// holder uses it.
-			joined := append(append(c.wspare[:0], line...), c.wq...)
-			taken, c.wq, c.wspare = joined, c.wq[:0], nil
-			line = taken
-			if c.wroom != nil {
-				close(c.wroom)
-				c.wroom = nil
-			}
-		}
-		c.wmu.Unlock()
-	}
-	for {
-		if err := c.writeOut(line); err != nil {
-			// The token is never given back: nothing may follow a
-			// half-written line.
-			c.die(fmt.Errorf("mcpwire: write to server stdin: %w", err))
-			return c.Err()
-		}
-		c.wmu.Lock()
-		if taken != nil && cap(taken) <= maxQueued {
-			c.wspare = taken[:0]
-		}
-		if len(c.wq) == 0 {
-			c.wbusy = false
-			c.wmu.Unlock()
-			return nil
-		}
-		taken, c.wq, c.wspare = c.wq, c.wspare, nil
-		if c.wroom != nil {
-			close(c.wroom)
-			c.wroom = nil
-		}
-		c.wmu.Unlock()
-		line = taken
-	}
-}
-
-// writeOut writes b under a write deadline. The deadline is moved only
-// when less than WriteTimeout of it is left, to WriteTimeout and a half
-// from now, so a write always has at least WriteTimeout and at most half
-// as much again, and back-to-back writes do not each pay for a deadline.
-// Only the writer token's holder calls it.
-func (c *Client) writeOut(b []byte) error {
-	now := time.Now()
-	if c.wdl.Sub(now) < c.cfg.WriteTimeout {
-		c.wdl = now.Add(c.cfg.WriteTimeout + c.cfg.WriteTimeout/2)
-		_ = c.conn.SetWriteDeadline(c.wdl)
-	}
-	_, err := c.conn.Write(b)
-	return err
 }
