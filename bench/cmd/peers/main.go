@@ -42,6 +42,8 @@ func main() {
 	rawecho.MaybeServe()
 	// So is the raw-relay's relay, with relayEnv set.
 	maybeRelay()
+	// And each sample, with sampleEnv set.
+	maybeSample()
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
 

@@ -128,8 +128,8 @@ func timeCalls(ctx context.Context, pe peer, text string, c cell, p plan, s *sam
 		}
 	}
 
-	// Start every client's timed phase from a collected heap, so none pays
-	// for the garbage of the client before it in this process.
+	// Start the timed phase from a collected heap, so it does not pay
+	// for the garbage of the warm-up.
 	runtime.GC()
 	procs := pe.procs()
 	before, err := snapshot(procs)
@@ -246,7 +246,7 @@ func runAll(ctx context.Context, e *env, runs int, p plan, sel selection, progre
 		for ci, c := range sel.cells {
 			for pos := range sel.clients {
 				cl := sel.clients[(pos+run+ci)%len(sel.clients)]
-				s := measure(ctx, e, cl, c, p)
+				s := measureApart(ctx, e, cl, c, p)
 				s.Run, s.Order = run, pos
 				progress(s)
 				out = append(out, s)

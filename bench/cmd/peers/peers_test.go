@@ -19,6 +19,7 @@ func TestMain(m *testing.M) {
 	// The peers' raw servers are this test binary, re-executed.
 	rawecho.MaybeServe()
 	maybeRelay()
+	maybeSample()
 	os.Exit(m.Run())
 }
 

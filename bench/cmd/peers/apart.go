@@ -1,0 +1,119 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"time"
+
+	"github.com/capbridge/capbridge/internal/rawecho"
+)
+
+// sampleEnv makes the harness binary measure one client in one cell and
+// print the sample as JSON (see maybeSample). Each sample runs in a
+// process of its own because the client side of every client is "this
+// process": measured in one long-lived harness, a client inherited the
+// heap, goroutines and timers the clients before it left behind (after
+// go-sdk's cell, the next client's CPU per call rose by a third), so the
+// order of the clients, not only the clients, decided the numbers.
+const sampleEnv = "CAPBRIDGE_PEERS_SAMPLE"
+
+// sampleJob is what a sample process is told.
+type sampleJob struct {
+	Client    string `json:"client"`
+	Cell      cell   `json:"cell"`
+	Small     int    `json:"small"`
+	Large     int    `json:"large"`
+	Warm      int    `json:"warm"`
+	CapNS     int64  `json:"cap_ns"`
+	Capbridge string `json:"capbridge"`
+	Tmp       string `json:"tmp"`
+}
+
+// maybeSample runs this process as one sample and exits when sampleEnv is
+// set; otherwise it returns at once. The sample goes to stdout as JSON,
+// its failure (if any) in its Err; a child left running is a failure, and
+// is killed.
+func maybeSample() {
+	spec := os.Getenv(sampleEnv)
+	if spec == "" {
+		return
+	}
+	var job sampleJob
+	if err := json.Unmarshal([]byte(spec), &job); err != nil {
+		fmt.Fprintln(os.Stderr, "peers sample:", err)
+		os.Exit(2)
+	}
+	s := sample{Cell: job.Cell, Client: job.Client}
+	cl, ok := clientNamed(job.Client)
+	if !ok {
+		s.Err = "no client named " + job.Client
+	} else {
+		argv, senv := rawecho.Command()
+		e := &env{serverArgv: argv, serverEnv: senv, capbridge: job.Capbridge, tmp: job.Tmp}
+		p := plan{small: job.Small, large: job.Large, warm: job.Warm, cap: time.Duration(job.CapNS)}
+		s = measure(context.Background(), e, cl, job.Cell, p)
+	}
+	if left := stray(); len(left) > 0 {
+		for _, pid := range left {
+			if proc, err := os.FindProcess(pid); err == nil {
+				_ = proc.Kill()
+			}
+		}
+		s.Err += fmt.Sprintf("; child processes left behind: %v", left)
+	}
+	if err := json.NewEncoder(os.Stdout).Encode(&s); err != nil {
+		os.Exit(1)
+	}
+	os.Exit(0)
+}
+
+func clientNamed(name string) (client, bool) {
+	for _, c := range clients {
+		if c.name == name {
+			return c, true
+		}
+	}
+	return client{}, false
+}
+
+// measureApart measures cl in c in a fresh process (this binary with
+// sampleEnv set), bounded like an in-process measure, and returns its
+// sample.
+func measureApart(ctx context.Context, e *env, cl client, c cell, p plan) sample {
+	fail := func(err error) sample { return sample{Cell: c, Client: cl.name, Err: err.Error()} }
+	job, err := json.Marshal(sampleJob{Client: cl.name, Cell: c, Small: p.small, Large: p.large, Warm: p.warm, CapNS: int64(p.cap), Capbridge: e.capbridge, Tmp: e.tmp})
+	if err != nil {
+		return fail(err)
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		return fail(err)
+	}
+	ctx, cancel := context.WithTimeout(ctx, p.cap+2*lifetimeSlack)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, exe, "-test.run=^$", "-test.bench=^$")
+	cmd.Env = append(withoutVars(os.Environ(), sampleEnv, relayEnv, rawecho.Env), sampleEnv+"="+string(job))
+	var out, errOut bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, io.MultiWriter(&errOut, os.Stderr)
+	if err := cmd.Run(); err != nil {
+		return fail(fmt.Errorf("sample process: %w: %s", err, clipTail(errOut.Bytes())))
+	}
+	var s sample
+	if err := json.Unmarshal(out.Bytes(), &s); err != nil {
+		return fail(fmt.Errorf("sample process printed %q: %w", clipTail(out.Bytes()), err))
+	}
+	return s
+}
+
+// clipTail returns the end of b, for an error message.
+func clipTail(b []byte) string {
+	if len(b) > 2000 {
+		b = b[len(b)-2000:]
+	}
+	return string(b)
+}
