@@ -80,7 +80,10 @@ func TestQuickRun(t *testing.T) {
 	}
 	for _, g := range rep.Goals {
 		for _, ck := range g.Checks {
-			if len(ck.PerRun) != 1 || ck.Value <= 0 {
+			// (d) is the bridge's CPU, read from /proc in 10 ms ticks,
+			// which a -quick cell's few hundred calls need not reach: 0
+			// is a measurement there; every ratio is above 0.
+			if len(ck.PerRun) != 1 || !ck.Measured || ck.Value < 0 || (ck.Value == 0 && g.ID != "d") {
 				t.Errorf("goal (%s) %s: per run %v, value %v", g.ID, ck.What, ck.PerRun, ck.Value)
 			}
 		}
