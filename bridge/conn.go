@@ -196,7 +196,7 @@ func (c *callConn) lead() (*capserver.Call, context.Context) {
 			var we *capwire.WireError
 			switch {
 			case errors.As(err, &we) && !we.Fatal:
-				c.reply(we.Denial())
+				c.reply(we.Denial(), false)
 				continue
 			case errors.As(err, &we):
 				_ = c.sc.Fatal(we.Code, we.Msg)
@@ -229,10 +229,10 @@ func (c *callConn) lead() (*capserver.Call, context.Context) {
 			case dup:
 				// The spec makes ids unique among a connection's calls in
 				// flight; a second one cannot be told apart from the first.
-				c.reply(&capwire.DeniedMsg{ID: m.ID, Denial: capwire.Denied{Code: capwire.CodeBadRequest, Message: "call id is already in flight on this connection"}})
+				c.reply(&capwire.DeniedMsg{ID: m.ID, Denial: capwire.Denied{Code: capwire.CodeBadRequest, Message: "call id is already in flight on this connection"}}, false)
 				m.Release()
 			case full:
-				c.reply(&capwire.DeniedMsg{ID: m.ID, Denial: capwire.Denied{Code: capwire.CodeOverloaded, Message: "this connection already has the most calls in flight that capbridge allows"}})
+				c.reply(&capwire.DeniedMsg{ID: m.ID, Denial: capwire.Denied{Code: capwire.CodeOverloaded, Message: "this connection already has the most calls in flight that capbridge allows"}}, false)
 				m.Release()
 			default:
 				c.handOff()
@@ -320,27 +320,32 @@ func (c *callConn) run(ctx context.Context, m *capserver.Call) {
 // connection's bounded queue or for a write, and every write carries the
 // connection's deadline, whose expiry ends the connection and every wait.
 func (c *callConn) send(id uint64, o outcome, others bool) outcome {
-	sendFn := c.sc.Send
-	if others {
-		sendFn = c.sc.SendGathering
-	}
 	if o.denial != nil {
-		c.b.metrics.replied(&capwire.DeniedMsg{ID: id, Denial: *o.denial})
-		_ = sendFn(context.Background(), &capwire.DeniedMsg{ID: id, Denial: *o.denial})
+		c.reply(&capwire.DeniedMsg{ID: id, Denial: *o.denial}, others)
 		return o
 	}
-	err := sendFn(context.Background(), &capwire.ResultMsg{ID: id, Result: *o.result})
+	send := c.sc.Send
+	if others {
+		send = c.sc.SendGathering
+	}
+	err := send(context.Background(), &capwire.ResultMsg{ID: id, Result: *o.result})
 	if errors.Is(err, capwire.ErrFrameTooLarge) {
 		o.denial = &capwire.Denied{Code: capwire.CodeResultTooLarge, Message: "the result is larger than a frame may be (" + strconv.Itoa(c.b.cfg.Bridge.MaxFrame) + " bytes)"}
-		c.reply(&capwire.DeniedMsg{ID: id, Denial: *o.denial})
+		c.reply(&capwire.DeniedMsg{ID: id, Denial: *o.denial}, others)
 	}
 	return o
 }
 
-func (c *callConn) reply(m capwire.Message) {
+// reply sends a denial (or any frame the metrics count), gathered with
+// other replies when others are in flight (capserver.Conn.SendGathering).
+func (c *callConn) reply(m capwire.Message, gather bool) {
 	// A failed send means the connection is gone; the client then sees
 	// every unanswered call fail, which is the spec's rule for a broken
 	// connection, so there is nothing more to do here.
 	c.b.metrics.replied(m)
+	if gather {
+		_ = c.sc.SendGathering(context.Background(), m)
+		return
+	}
 	_ = c.sc.Send(context.Background(), m)
 }
