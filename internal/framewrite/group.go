@@ -121,7 +121,11 @@ func (g *Group) Write(ctx context.Context, msg []byte, wait, gather bool) error 
 			// This message first, then those queued while it yielded,
 			// in one buffer: the spare is the holder's alone.
 			taken = append(append(g.spare[:0], msg...), g.q...)
-			msg, g.q, g.spare = taken, g.q[:0], nil
+			msg, g.spare = taken, nil
+			g.q = g.q[:0]
+			if cap(g.q) > g.cfg.MaxQueued {
+				g.q = nil // one huge message does not stay pinned
+			}
 			g.roomLocked()
 		}
 		g.mu.Unlock()
