@@ -98,22 +98,35 @@ func measureApart(ctx context.Context, e *env, cl client, c cell, p plan) sample
 	defer cancel()
 	cmd := exec.CommandContext(ctx, exe, "-test.run=^$", "-test.bench=^$")
 	cmd.Env = append(withoutVars(os.Environ(), sampleEnv, relayEnv, rawecho.Env), sampleEnv+"="+string(job))
-	var out, errOut bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, io.MultiWriter(&errOut, os.Stderr)
+	var out bytes.Buffer
+	var errTail tail
+	cmd.Stdout, cmd.Stderr = &out, io.MultiWriter(&errTail, os.Stderr)
 	if err := cmd.Run(); err != nil {
-		return fail(fmt.Errorf("sample process: %w: %s", err, clipTail(errOut.Bytes())))
+		return fail(fmt.Errorf("sample process: %w: %s", err, errTail.b))
 	}
 	var s sample
 	if err := json.Unmarshal(out.Bytes(), &s); err != nil {
-		return fail(fmt.Errorf("sample process printed %q: %w", clipTail(out.Bytes()), err))
+		return fail(fmt.Errorf("sample process printed %q: %w", clip(out.Bytes()), err))
 	}
 	return s
 }
 
-// clipTail returns the end of b, for an error message.
-func clipTail(b []byte) string {
-	if len(b) > 2000 {
-		b = b[len(b)-2000:]
+// tailMax bounds what is kept of a sample process's stderr for an error
+// message; all of it goes on to the harness's own stderr.
+const tailMax = 2000
+
+// tail keeps the last tailMax bytes written to it.
+type tail struct{ b []byte }
+
+func (t *tail) Write(p []byte) (int, error) {
+	t.b = clip(append(t.b, clip(p)...))
+	return len(p), nil
+}
+
+// clip returns the end of b, at most tailMax bytes of it.
+func clip(b []byte) []byte {
+	if len(b) > tailMax {
+		return b[len(b)-tailMax:]
 	}
-	return string(b)
+	return b
 }

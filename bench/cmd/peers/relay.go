@@ -201,14 +201,12 @@ func startRawRelay(ctx context.Context, e *env, text string, inflight int) (peer
 	if err != nil {
 		return fail(err)
 	}
-	// Read and written as capwire's client does its socket.
+	// Read and written as capwire's client does its socket. Both what
+	// Take returns (its own socket, or the *net.UnixConn itself) close
+	// their write side.
 	conn := unixconn.Take(c)
-	closeWrite := c.(*net.UnixConn).CloseWrite
-	if cw, ok := conn.(interface{ CloseWrite() error }); ok {
-		closeWrite = cw.CloseWrite
-	}
 	p, err := newRawPeer(ctx, "raw-relay", rawLink{
-		r: conn, w: conn, closeWrite: closeWrite,
+		r: conn, w: conn, closeWrite: conn.(interface{ CloseWrite() error }).CloseWrite,
 		wait: func() error {
 			err := waitProc(cmd)
 			conn.Close()
