@@ -69,17 +69,7 @@ func TestCancelKeepsSlot(t *testing.T) {
 func waitNewHang(t *testing.T, c *capwire.Client, seen map[string]bool) {
 	t.Helper()
 	eventually(t, "a new hang call running at the server", func() bool {
-		r, err := c.Call(denialCtx(t), "t", "running", nil)
-		if err != nil {
-			t.Fatalf("running: %v", err)
-		}
-		var out struct {
-			Running []mcptest.Running `msgpack:"running"`
-		}
-		if err := r.Decode(&out); err != nil {
-			t.Fatalf("running: %v", err)
-		}
-		for _, x := range out.Running {
+		for _, x := range runningAt(t, c, "t") {
 			if x.Tool == "hang" && !seen[x.RequestID] {
 				seen[x.RequestID] = true
 				return true

@@ -162,26 +162,32 @@ func cancellations(c *capwire.Client, server string) ([]mcptest.Cancellation, er
 func waitRunning(t *testing.T, c *capwire.Client, server, tool string, n int) {
 	t.Helper()
 	eventually(t, fmt.Sprintf("%d calls of %s running at server %s", n, tool, server), func() bool {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		r, err := c.Call(ctx, server, "running", nil)
-		if err != nil {
-			t.Fatalf("running: %v", err)
-		}
-		var out struct {
-			Running []mcptest.Running `msgpack:"running"`
-		}
-		if err := r.Decode(&out); err != nil {
-			t.Fatalf("running: %v", err)
-		}
 		k := 0
-		for _, x := range out.Running {
+		for _, x := range runningAt(t, c, server) {
 			if x.Tool == tool {
 				k++
 			}
 		}
 		return k >= n
 	})
+}
+
+// runningAt asks server (an mcptest server) which calls it is running.
+func runningAt(t *testing.T, c *capwire.Client, server string) []mcptest.Running {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	r, err := c.Call(ctx, server, "running", nil)
+	if err != nil {
+		t.Fatalf("running: %v", err)
+	}
+	var out struct {
+		Running []mcptest.Running `msgpack:"running"`
+	}
+	if err := r.Decode(&out); err != nil {
+		t.Fatalf("running: %v", err)
+	}
+	return out.Running
 }
 
 // waitCancelled asks server until it has seen at least n cancellations
