@@ -19,6 +19,7 @@ import (
 	"github.com/capbridge/capbridge/capwire"
 	"github.com/capbridge/capbridge/internal/capserver"
 	"github.com/capbridge/capbridge/internal/lock"
+	"github.com/capbridge/capbridge/internal/truncate"
 	"github.com/capbridge/capbridge/mcpwire"
 )
 
@@ -488,7 +489,7 @@ func (b *Bridge) auditCall(g *Grant, peer PeerCred, server, tool string, o outco
 			var text strings.Builder
 			for _, c := range o.result.Content {
 				if c.Type == "text" && text.Len() < maxAuditValue {
-					text.WriteString(cutUTF8(c.Text, min(len(c.Text), maxAuditValue-text.Len())))
+					text.WriteString(truncate.String(c.Text, min(len(c.Text), maxAuditValue-text.Len())))
 				}
 			}
 			ev = ev.Str("result_text", text.String())

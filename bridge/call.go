@@ -4,13 +4,12 @@ import (
 	"context"
 	"errors"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
-	"unicode/utf8"
 
 	"github.com/capbridge/capbridge/capwire"
 	"github.com/capbridge/capbridge/interchange"
+	"github.com/capbridge/capbridge/internal/truncate"
 	"github.com/capbridge/capbridge/mcpwire"
 )
 
@@ -214,16 +213,16 @@ func (b *Bridge) failed(ctx context.Context, s *server, req callRequest, err err
 	case ctx.Err() != nil:
 		return b.ended(context.Cause(ctx), req)
 	case errors.Is(err, mcpwire.ErrInputRequired):
-		return deny(capwire.CodeInputRequired, "server "+quote(req.server)+" asked for client input capbridge cannot give: "+s.redact.text(clip(err.Error(), 1024)))
+		return deny(capwire.CodeInputRequired, "server "+quote(req.server)+" asked for client input capbridge cannot give: "+s.redact.text(truncate.Ellipsis(err.Error(), 1024)))
 	case errors.As(err, &reqErr):
 		// A 2026-07-28 refusal naming what the server requires (client
 		// capabilities, a protocol version): its own words say more
 		// than the bare code.
-		o := deny(capwire.CodeServerError, "server "+quote(req.server)+" refused "+quote(req.tool)+": "+s.redact.text(clip(reqErr.Error(), 1024)))
+		o := deny(capwire.CodeServerError, "server "+quote(req.server)+" refused "+quote(req.tool)+": "+s.redact.text(truncate.Ellipsis(reqErr.Error(), 1024)))
 		o.denial.RPCCode = int(reqErr.RPC.Code)
 		return o
 	case errors.As(err, &rpc):
-		o := deny(capwire.CodeServerError, "server "+quote(req.server)+" answered error "+strconv.FormatInt(rpc.Code, 10)+": "+s.redact.text(clip(rpc.Message, 1024)))
+		o := deny(capwire.CodeServerError, "server "+quote(req.server)+" answered error "+strconv.FormatInt(rpc.Code, 10)+": "+s.redact.text(truncate.Ellipsis(rpc.Message, 1024)))
 		o.denial.RPCCode = int(rpc.Code)
 		return o
 	case errors.As(err, &dead):
@@ -282,7 +281,7 @@ func (b *Bridge) reduce(res *mcpwire.CallToolResult) outcome {
 		}
 		text := c.Text
 		if len(text) > budget {
-			text, r.Truncated = cutUTF8(text, budget), true
+			text, r.Truncated = truncate.String(text, budget), true
 		}
 		budget -= len(text)
 		size += len(text)
@@ -328,26 +327,6 @@ func kindOf(t string) string {
 	return t
 }
 
-// cutUTF8 returns the longest prefix of s of at most n bytes that does not
-// split a character.
-func cutUTF8(s string, n int) string {
-	if n <= 0 {
-		return ""
-	}
-	if n >= len(s) {
-		return s
-	}
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n]
-}
-
-func clip(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return cutUTF8(s, n) + "…"
-}
-
-func quote(s string) string { return `"` + clip(strings.ToValidUTF8(s, "\uFFFD"), 128) + `"` }
+// quote renders a name a client or server chose for a message: valid
+// UTF-8, at most 128 bytes, in double quotes.
+func quote(s string) string { return `"` + truncate.Ellipsis(s, 128) + `"` }

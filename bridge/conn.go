@@ -12,6 +12,7 @@ import (
 
 	"github.com/capbridge/capbridge/capwire"
 	"github.com/capbridge/capbridge/internal/capserver"
+	"github.com/capbridge/capbridge/internal/truncate"
 )
 
 // callConn is one connection on the call socket: a jailed program's.
@@ -311,7 +312,8 @@ func (c *callConn) run(ctx context.Context, m *capserver.Call) {
 }
 
 // send writes the reply for id, turning a result too large for a frame
-// into a result_too_large denial. It returns the outcome the client was
+// into a result_too_large denial and a result that cannot be encoded at
+// all into a result_malformed one. It returns the outcome the client was
 // sent, which is what the audit line must record. With other calls in
 // flight on the connection, replies answered together are gathered into
 // one write (capserver.Conn.SendGathering).
@@ -321,7 +323,7 @@ func (c *callConn) run(ctx context.Context, m *capserver.Call) {
 // connection's deadline, whose expiry ends the connection and every wait.
 func (c *callConn) send(id uint64, o outcome, others bool) outcome {
 	if o.denial != nil {
-		c.reply(&capwire.DeniedMsg{ID: id, Denial: *o.denial}, others)
+		o.denial = c.reply(&capwire.DeniedMsg{ID: id, Denial: *o.denial}, others)
 		return o
 	}
 	send := c.sc.Send
@@ -329,23 +331,48 @@ func (c *callConn) send(id uint64, o outcome, others bool) outcome {
 		send = c.sc.SendGathering
 	}
 	err := send(context.Background(), &capwire.ResultMsg{ID: id, Result: *o.result})
-	if errors.Is(err, capwire.ErrFrameTooLarge) {
+	switch {
+	case err == nil, errors.Is(err, capwire.ErrClosed):
+		return o
+	case errors.Is(err, capwire.ErrFrameTooLarge):
 		o.denial = &capwire.Denied{Code: capwire.CodeResultTooLarge, Message: "the result is larger than a frame may be (" + strconv.Itoa(c.b.cfg.Bridge.MaxFrame) + " bytes)"}
-		c.reply(&capwire.DeniedMsg{ID: id, Denial: *o.denial}, others)
+	default:
+		o.denial = &capwire.Denied{Code: capwire.CodeResultMalformed, Message: "capbridge could not encode the result: " + truncate.Ellipsis(err.Error(), 256)}
 	}
+	o.denial = c.reply(&capwire.DeniedMsg{ID: id, Denial: *o.denial}, others)
 	return o
 }
 
-// reply sends a denial (or any frame the metrics count), gathered with
-// other replies when others are in flight (capserver.Conn.SendGathering).
-func (c *callConn) reply(m capwire.Message, gather bool) {
-	// A failed send means the connection is gone; the client then sees
-	// every unanswered call fail, which is the spec's rule for a broken
-	// connection, so there is nothing more to do here.
-	c.b.metrics.replied(m)
+// reply sends a denial, gathered with other replies when others are in
+// flight (capserver.Conn.SendGathering), and returns the denial the
+// client was sent.
+//
+// Every call gets exactly one reply whatever its denial says: a denial
+// that does not encode (text that is not UTF-8) is sent again sanitized,
+// so no text from a client or a server can leave a call unanswered.
+func (c *callConn) reply(d *capwire.DeniedMsg, gather bool) *capwire.Denied {
+	c.b.metrics.denied(d.Denial.Code)
+	send := c.sc.Send
 	if gather {
-		_ = c.sc.SendGathering(context.Background(), m)
-		return
+		send = c.sc.SendGathering
 	}
-	_ = c.sc.Send(context.Background(), m)
+	err := send(context.Background(), d)
+	// A failed send otherwise means the connection is gone; the client
+	// then sees every unanswered call fail, which is the spec's rule for
+	// a broken connection, so there is nothing more to do here.
+	if err == nil || errors.Is(err, capwire.ErrClosed) {
+		return &d.Denial
+	}
+	// The denial quoted text that is not UTF-8: send it again with that
+	// text made valid. Should that fail too, only a code outside the
+	// closed set, a defect in capbridge, is left to blame; the fixed
+	// denial after it always encodes.
+	c.b.log.Error().Err(err).Msg("a denial did not encode; sending it sanitized")
+	safe := d.Denial
+	safe.Message, safe.Path = strings.ToValidUTF8(safe.Message, "\uFFFD"), strings.ToValidUTF8(safe.Path, "\uFFFD")
+	if err := send(context.Background(), &capwire.DeniedMsg{ID: d.ID, NoID: d.NoID, Denial: safe}); err != nil && !errors.Is(err, capwire.ErrClosed) {
+		safe = capwire.Denied{Code: capwire.CodeBadRequest, Message: "capbridge could not encode its denial: " + truncate.Ellipsis(err.Error(), 256)}
+		_ = send(context.Background(), &capwire.DeniedMsg{ID: d.ID, NoID: d.NoID, Denial: safe})
+	}
+	return &safe
 }

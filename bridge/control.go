@@ -15,6 +15,7 @@ import (
 	"github.com/capbridge/capbridge/bridge/control"
 	"github.com/capbridge/capbridge/capwire"
 	"github.com/capbridge/capbridge/codegen"
+	"github.com/capbridge/capbridge/internal/truncate"
 )
 
 // serveControlConn runs one control-socket connection. The control plane
@@ -93,7 +94,7 @@ func (h *controlHandler) Revoke(_ context.Context, r *control.RevokeRequest) (*c
 	if id == "" && !strings.HasPrefix(r.Grant, tokenPrefix) {
 		id = r.Grant // given as an id, which is public; a malformed token is never logged
 	}
-	h.b.audit.Info().Str("event", "revoke").Str("grant", clip(id, 64)).Bool("found", found).Msg("grant revoked")
+	h.b.audit.Info().Str("event", "revoke").Str("grant", truncate.Ellipsis(id, 64)).Bool("found", found).Msg("grant revoked")
 	return &control.Revoked{Found: found}, nil
 }
 

@@ -329,20 +329,6 @@ func TestControlSocketHasItsOwnBudget(t *testing.T) {
 	tb.shutdown()
 }
 
-func TestValidTail(t *testing.T) {
-	for _, tc := range []struct{ in, want string }{
-		{"plain\n", "plain\n"},
-		{"\xa9 split rune first", " split rune first"},
-		{"\x80\x80\x80\x80\x80x", "\uFFFDx"},
-		{"latin-1 caf\xe9", "latin-1 caf\uFFFD"},
-		{"", ""},
-	} {
-		if got := validTail([]byte(tc.in)); got != tc.want {
-			t.Errorf("validTail(%q) = %q, want %q", tc.in, got, tc.want)
-		}
-	}
-}
-
 // controlRaw speaks the control plane without the typed client, to send
 // what it never would.
 type controlRaw struct {

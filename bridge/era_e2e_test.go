@@ -3,12 +3,16 @@ package bridge
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/capbridge/capbridge/bridge/config"
 	"github.com/capbridge/capbridge/bridge/control"
+	"github.com/capbridge/capbridge/capwire"
 	"github.com/capbridge/capbridge/internal/interop"
 	"github.com/capbridge/capbridge/internal/leakcheck"
 	"github.com/capbridge/capbridge/internal/mcptest"
@@ -158,5 +162,30 @@ func TestRelistModern(t *testing.T) {
 	}
 	c.Close()
 	fresh.Close()
+	tb.shutdown()
+}
+
+// A denial's message quotes what a server sent, cut to a bound: the cut
+// must not split a character, and whatever the text, the call gets its
+// one reply. A 2026-07-28 server asking for input under a key whose
+// 64th byte is inside "é" once cost the call its reply: the clipped key
+// was invalid UTF-8, the denial did not encode, and the call waited out
+// its caller's deadline.
+func TestInputRequiredKeyCutMidRune(t *testing.T) {
+	defer leakcheck.Check(t)()
+	key := strings.Repeat("a", 63) + "é"
+	tb := startBridge(t, nil, mcptestServer("ir", mcptest.Scenario{Era: mcptest.EraModernOnly, ResultType: "input_required", InputRequestKey: key}))
+	c := tb.dial(tb.grant(map[string][]string{"ir": nil}))
+	ctx, cancel := context.WithTimeout(context.Background(), backstop)
+	defer cancel()
+	_, err := c.Call(ctx, "ir", "echo", map[string]any{"text": "x"})
+	var d *capwire.Denied
+	if !errors.As(err, &d) || d.Code != capwire.CodeInputRequired {
+		t.Fatalf("call: %v, want an input_required denial", err)
+	}
+	if !utf8.ValidString(d.Message) || !strings.Contains(d.Message, strings.Repeat("a", 63)+"… (elicitation/create)") {
+		t.Errorf("denial message %q: want the key clipped before the split character, then its method", d.Message)
+	}
+	c.Close()
 	tb.shutdown()
 }

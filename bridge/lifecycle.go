@@ -12,6 +12,7 @@ import (
 
 	"github.com/capbridge/capbridge/bridge/config"
 	"github.com/capbridge/capbridge/codegen"
+	"github.com/capbridge/capbridge/internal/truncate"
 	"github.com/capbridge/capbridge/mcpwire"
 )
 
@@ -438,7 +439,7 @@ func (s *server) settleFirst() chan struct{} {
 		return nil
 	}
 	s.firstSet = true
-	s.first = Status{State: s.state, Reason: s.reason, StderrTail: validTail(s.tail)}
+	s.first = Status{State: s.state, Reason: s.reason, StderrTail: truncate.Tail(s.tail, -1)}
 	return s.firstDone
 }
 

@@ -16,6 +16,7 @@ import (
 	vm "github.com/VictoriaMetrics/metrics"
 
 	"github.com/capbridge/capbridge/capwire"
+	"github.com/capbridge/capbridge/internal/truncate"
 )
 
 // The bridge's metrics are kept with github.com/VictoriaMetrics/metrics
@@ -294,14 +295,6 @@ func (m *metrics) denied(code string) {
 	m.denials[codeOutcome(code)].Inc()
 }
 
-// replied counts m if it is a denial. It is called for every reply the
-// call socket sends other than a result.
-func (m *metrics) replied(msg capwire.Message) {
-	if d, ok := msg.(*capwire.DeniedMsg); ok {
-		m.denied(d.Denial.Code)
-	}
-}
-
 // accepted counts a connection admitted on a socket.
 func (m *metrics) connAccepted(control bool) {
 	if m == nil {
@@ -424,7 +417,7 @@ func (ss *serverSeries) listed(t *table) {
 // and cutting it to maxLabelValue bytes: a tool's name is the server's
 // choice.
 func labelValue(s string) string {
-	return labelEscaper.Replace(cutUTF8(strings.ToValidUTF8(s, "\uFFFD"), maxLabelValue))
+	return labelEscaper.Replace(truncate.String(strings.ToValidUTF8(s, "\uFFFD"), maxLabelValue))
 }
 
 var labelEscaper = strings.NewReplacer(`\`, `\\`, `"`, `\"`, "\n", `\n`)

@@ -5,6 +5,8 @@ import (
 	"maps"
 	"slices"
 	"strings"
+
+	"github.com/capbridge/capbridge/internal/truncate"
 )
 
 // What a caller may learn of a failing server's stderr, when its
@@ -69,13 +71,13 @@ func (r *redactor) text(s string) string {
 // bytes of either, are replaced too. The cut comes after the redaction,
 // so it can split a marker but never expose part of a secret.
 func (r *redactor) tail(b []byte) string {
-	s := strings.TrimSpace(validTail(b))
+	s := strings.TrimSpace(truncate.Tail(b, -1))
 	if r.whole != nil {
 		s = r.edges(r.whole.Replace(s))
 	}
 	if len(s) > maxCallerStderr {
 		const mark = "…"
-		s = mark + cutStart(s, len(s)-maxCallerStderr+len(mark))
+		s = mark + truncate.Suffix(s, maxCallerStderr-len(mark))
 	}
 	return s
 }
@@ -120,14 +122,3 @@ func overlap(a, b string) int {
 	}
 	return 0
 }
-
-// cutStart returns s from byte n on, moved forward to a character
-// boundary.
-func cutStart(s string, n int) string {
-	for n < len(s) && !isRuneStart(s[n]) {
-		n++
-	}
-	return s[n:]
-}
-
-func isRuneStart(b byte) bool { return b&0xc0 != 0x80 }

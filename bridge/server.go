@@ -9,12 +9,12 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-	"unicode/utf8"
 
 	"github.com/rs/zerolog"
 
 	"github.com/capbridge/capbridge/bridge/config"
 	"github.com/capbridge/capbridge/codegen"
+	"github.com/capbridge/capbridge/internal/truncate"
 	"github.com/capbridge/capbridge/mcpwire"
 )
 
@@ -408,7 +408,7 @@ func (s *server) statusLocked() serverStatus {
 	st := serverStatus{
 		Name: s.cfg.Name, State: string(s.state), Reason: s.reason,
 		Inflight: s.adm.inflight.Load(), Abandoned: s.abandoned.Load(), Queued: s.adm.waiting.Load(), Calls: s.calls.Load(), Errors: s.errs.Load(),
-		StderrTail: validTail(s.tail),
+		StderrTail: truncate.Tail(s.tail, -1),
 		Restart:    string(s.cfg.Restart), Restarts: s.restarts.Load(), LastExit: s.lastExit,
 	}
 	if s.cur != nil {
@@ -417,7 +417,7 @@ func (s *server) statusLocked() serverStatus {
 	}
 	switch s.state {
 	case StateReady:
-		st.StderrTail = validTail(s.cur.client.StderrTail())
+		st.StderrTail = truncate.Tail(s.cur.client.StderrTail(), -1)
 		info := s.cur.client.ServerInfo()
 		st.Era, st.Protocol = s.cur.client.Era().String(), s.cur.client.ProtocolVersion()
 		st.ServerName, st.ServerVersion = strings.ToValidUTF8(info.Name, "\uFFFD"), strings.ToValidUTF8(info.Version, "\uFFFD")
@@ -439,16 +439,6 @@ func (s *server) statusLocked() serverStatus {
 func (s *server) snapshot() Status {
 	st := s.status()
 	return Status{State: State(st.State), Reason: st.Reason, StderrTail: st.StderrTail}
-}
-
-// validTail renders a stderr tail as valid UTF-8: the ring cuts at any
-// byte, so its first character may be split, and a server may print
-// anything; status replies must decode everywhere.
-func validTail(b []byte) string {
-	for n := 0; n < utf8.UTFMax && len(b) > 0 && !utf8.RuneStart(b[0]); n++ {
-		b = b[1:]
-	}
-	return strings.ToValidUTF8(string(b), "\uFFFD")
 }
 
 func nonNil(s []string) []string {

@@ -4,8 +4,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/capbridge/capbridge/internal/framewrite"
 	"github.com/vmihailenco/msgpack/v5"
+
+	"github.com/capbridge/capbridge/internal/framewrite"
 )
 
 // Baseline: the same envelopes through msgpack's reflection-based

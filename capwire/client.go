@@ -9,9 +9,10 @@ import (
 	"sync"
 	"time"
 
+	"github.com/vmihailenco/msgpack/v5"
+
 	"github.com/capbridge/capbridge/internal/framewrite"
 	"github.com/capbridge/capbridge/internal/unixconn"
-	"github.com/vmihailenco/msgpack/v5"
 )
 
 // Environment variables a jailed program finds capbridge by. FromEnv reads

@@ -14,8 +14,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/capbridge/capbridge/internal/leakcheck"
 	"github.com/vmihailenco/msgpack/v5"
+
+	"github.com/capbridge/capbridge/internal/leakcheck"
 )
 
 func testCtx(t *testing.T) context.Context {

@@ -6,10 +6,11 @@ import (
 	"strconv"
 	"unicode/utf8"
 
+	"github.com/vmihailenco/msgpack/v5"
+
 	"github.com/capbridge/capbridge/internal/bound"
 	"github.com/capbridge/capbridge/internal/msgpk"
-	"github.com/capbridge/capbridge/internal/text"
-	"github.com/vmihailenco/msgpack/v5"
+	"github.com/capbridge/capbridge/internal/pointer"
 )
 
 // Version is the wire version this package speaks, sent in hello and
@@ -362,7 +363,7 @@ func escape(key []byte) string {
 	if !utf8.ValidString(s) {
 		s = strconv.Quote(s)
 	}
-	return text.PointerToken(s)
+	return pointer.Token(s)
 }
 
 // classify reads "t" and "id", which decide how every later fault is

@@ -7,8 +7,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/capbridge/capbridge/internal/bound"
 	"github.com/vmihailenco/msgpack/v5"
+
+	"github.com/capbridge/capbridge/internal/bound"
 )
 
 // raw marks bytes that m appends verbatim instead of encoding.

@@ -13,7 +13,7 @@ import (
 	"github.com/vmihailenco/msgpack/v5"
 
 	"github.com/capbridge/capbridge/internal/bound"
-	"github.com/capbridge/capbridge/internal/text"
+	"github.com/capbridge/capbridge/internal/pointer"
 )
 
 // Block types in a result's content.
@@ -274,7 +274,7 @@ func assign(dst reflect.Value, x any, path *[]byte, depth int) error {
 // assignAt is assign one level down, at reference token tok.
 func assignAt(dst reflect.Value, x any, path *[]byte, depth int, tok string) error {
 	n := len(*path)
-	*path = text.AppendPointerToken(*path, tok)
+	*path = pointer.AppendToken(*path, tok)
 	err := assign(dst, x, path, depth+1)
 	*path = (*path)[:n]
 	return err

@@ -24,6 +24,8 @@ import (
 	"slices"
 	"sync"
 	"unicode/utf8"
+
+	"github.com/capbridge/capbridge/internal/truncate"
 )
 
 // Limits.
@@ -80,7 +82,7 @@ type CollisionError struct {
 }
 
 func (e *CollisionError) Error() string {
-	return fmt.Sprintf("codegen: %q and %q both map to identifier %s", clip(e.A, 80), clip(e.B, 80), e.Ident)
+	return fmt.Sprintf("codegen: %q and %q both map to identifier %s", truncate.Ellipsis(e.A, 80), truncate.Ellipsis(e.B, 80), e.Ident)
 }
 
 // Is makes every CollisionError match ErrNameCollision.
@@ -104,7 +106,7 @@ func checkLang(l Lang) (Lang, error) {
 	case Go, TypeScript, Python:
 		return l, nil
 	}
-	return "", fmt.Errorf("%w: %q", ErrUnsupportedLang, clip(string(l), 40))
+	return "", fmt.Errorf("%w: %q", ErrUnsupportedLang, truncate.Ellipsis(string(l), 40))
 }
 
 // Options tune Generate. The zero value is ready to use.

@@ -4,6 +4,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/capbridge/capbridge/internal/truncate"
 )
 
 // The binding shared by the emitters of languages other than Go. They take
@@ -209,7 +211,7 @@ func toolNoteF(fn *fFunc, st style, lv detail) string {
 	var parts []string
 	w, lost := spell(t.Name, st)
 	if lost || w != fn.name || lv == detailDescribe {
-		parts = append(parts, "tool "+quoted(clip(t.Name, maxNameNote), maxNameNote))
+		parts = append(parts, "tool "+quoted(truncate.Ellipsis(t.Name, maxNameNote), maxNameNote))
 	}
 	if h := t.Hints; lv <= detailFull && h.Destructive != nil && *h.Destructive {
 		parts = append(parts, "destructive")

@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/capbridge/capbridge/internal/truncate"
 )
 
 // The Go emitter. It turns the plans into one source file that imports only
@@ -97,7 +99,7 @@ func emitGo(server, digest string, plans []toolPlan) (*goOutput, error) {
 	raw := f.write()
 	src, err := format.Source(raw)
 	if err != nil {
-		return nil, &VerifyError{Reason: "gofmt fails: " + clip(err.Error(), 200)}
+		return nil, &VerifyError{Reason: "gofmt fails: " + truncate.Ellipsis(err.Error(), 200)}
 	}
 	if err := verifyGo(src, f.intent()); err != nil {
 		return nil, err

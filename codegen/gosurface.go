@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+
+	"github.com/capbridge/capbridge/internal/truncate"
 )
 
 // The Go surface: the declarations a model writes against, in Go syntax.
@@ -178,7 +180,7 @@ func (f *goFile) toolNote(fn *goFunc, lv detail) string {
 	t := fn.tp.tool
 	var parts []string
 	if !spellsWire(fn) || lv == detailDescribe {
-		parts = append(parts, "tool "+strconv.QuoteToASCII(clip(t.Name, maxNameNote)))
+		parts = append(parts, "tool "+strconv.QuoteToASCII(truncate.Ellipsis(t.Name, maxNameNote)))
 	}
 	if h := t.Hints; lv <= detailFull {
 		switch {

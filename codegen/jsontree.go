@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+
+	"github.com/capbridge/capbridge/internal/truncate"
 )
 
 // node is one JSON value of a schema, with object members kept in document
@@ -87,7 +89,7 @@ func parseTree(raw []byte, maxDepth, maxNodes int) (*node, error) {
 		}
 		for _, k := range top.n.keys {
 			if k == top.pending {
-				return &errTree{fmt.Sprintf("duplicate object key %q", clip(top.pending, 40))}
+				return &errTree{fmt.Sprintf("duplicate object key %q", truncate.Ellipsis(top.pending, 40))}
 			}
 		}
 		top.n.keys = append(top.n.keys, top.pending)
@@ -101,7 +103,7 @@ func parseTree(raw []byte, maxDepth, maxNodes int) (*node, error) {
 			break
 		}
 		if err != nil {
-			return nil, &errTree{"not valid JSON: " + clip(err.Error(), 80)}
+			return nil, &errTree{"not valid JSON: " + truncate.Ellipsis(err.Error(), 80)}
 		}
 		// Inside an object the decoder alternates key and value tokens.
 		var top *frame
@@ -152,16 +154,3 @@ func parseTree(raw []byte, maxDepth, maxNodes int) (*node, error) {
 	}
 	return nil, &errTree{"empty input"}
 }
-
-// clip shortens s to at most n bytes on a rune boundary, for error messages.
-func clip(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && !isRuneStart(s[n]) {
-		n--
-	}
-	return s[:n] + "…"
-}
-
-func isRuneStart(b byte) bool { return b&0xC0 != 0x80 }

@@ -11,6 +11,7 @@ import (
 	"strconv"
 
 	"github.com/capbridge/capbridge/internal/mcpproto"
+	"github.com/capbridge/capbridge/internal/truncate"
 )
 
 // Tool is one entry of a server's tools/list result, as the generator needs
@@ -75,7 +76,7 @@ func ParseListing(data []byte) ([]Tool, error) {
 		if pf.Path != "" {
 			reason += " at " + strconv.Quote(pf.Path)
 		}
-		return nil, &ListingError{pf.Index, clip(reason, 200)}
+		return nil, &ListingError{pf.Index, truncate.Ellipsis(reason, 200)}
 	}
 	if len(listed) > MaxTools {
 		return nil, &ListingError{-1, fmt.Sprintf("%d tools is over the limit of %d", len(listed), MaxTools)}

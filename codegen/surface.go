@@ -8,6 +8,8 @@ import (
 	"strings"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/capbridge/capbridge/internal/truncate"
 )
 
 // Description lengths, in runes, on the rungs of the ladder.
@@ -91,7 +93,7 @@ func (g *Generated) Describe(names ...string) (string, error) {
 	for i, n := range names {
 		k := slices.IndexFunc(g.docs, func(d toolDoc) bool { return d.name == n || d.wire == n })
 		if k < 0 {
-			return "", fmt.Errorf("%w: %s", ErrNoSuchTool, strconv.QuoteToASCII(clip(n, 80)))
+			return "", fmt.Errorf("%w: %s", ErrNoSuchTool, strconv.QuoteToASCII(truncate.Ellipsis(n, 80)))
 		}
 		if i > 0 {
 			b.WriteByte('\n')

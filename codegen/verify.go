@@ -10,6 +10,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/capbridge/capbridge/internal/truncate"
 )
 
 // VerifyError says which check the emitted source failed, and where. It is
@@ -52,12 +54,12 @@ func verifyGo(src []byte, want intent) error {
 	fset := token.NewFileSet()
 	f, err := parser.ParseFile(fset, "facade.go", src, parser.ParseComments|parser.SkipObjectResolution)
 	if err != nil {
-		return &VerifyError{Reason: "does not parse: " + clip(err.Error(), 200)}
+		return &VerifyError{Reason: "does not parse: " + truncate.Ellipsis(err.Error(), 200)}
 	}
 	line := func(p token.Pos) int { return fset.Position(p).Line }
 	formatted, err := format.Source(src)
 	if err != nil {
-		return &VerifyError{Reason: "gofmt fails: " + clip(err.Error(), 200)}
+		return &VerifyError{Reason: "gofmt fails: " + truncate.Ellipsis(err.Error(), 200)}
 	}
 	if !bytes.Equal(formatted, src) {
 		return &VerifyError{Line: firstDiffLine(src, formatted), Reason: "not gofmt-stable"}
@@ -68,14 +70,14 @@ func verifyGo(src []byte, want intent) error {
 	for _, imp := range f.Imports {
 		path, err := strconv.Unquote(imp.Path.Value)
 		if err != nil || imp.Name != nil || !slices.Contains(goImports, path) {
-			return &VerifyError{Line: line(imp.Pos()), Reason: "import outside the allowlist: " + clip(imp.Path.Value, 80)}
+			return &VerifyError{Line: line(imp.Pos()), Reason: "import outside the allowlist: " + truncate.Ellipsis(imp.Path.Value, 80)}
 		}
 	}
 	for _, g := range f.Comments {
 		for _, c := range g.List {
 			t := c.Text
 			if t != "//" && (!strings.HasPrefix(t, "// ") || strings.HasPrefix(t, "// +build")) {
-				return &VerifyError{Line: line(c.Pos()), Reason: "comment is not a plain line comment: " + strconv.QuoteToASCII(clip(t, 40))}
+				return &VerifyError{Line: line(c.Pos()), Reason: "comment is not a plain line comment: " + strconv.QuoteToASCII(truncate.Ellipsis(t, 40))}
 			}
 		}
 	}

@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/capbridge/capbridge/internal/truncate"
 )
 
 // Verification of TypeScript and Python source, in Go and without either
@@ -89,7 +91,7 @@ func verifyForeign(lang Lang, src []byte, want fIntent) error {
 			}
 			text := s[i : i+end]
 			if text != commentMark && !strings.HasPrefix(text, commentMark+" ") {
-				return fail("comment is not a plain line comment: %s", strconv.QuoteToASCII(clip(text, 40)))
+				return fail("comment is not a plain line comment: %s", strconv.QuoteToASCII(truncate.Ellipsis(text, 40)))
 			}
 			i += end
 		case !pyLine && strings.HasPrefix(s[i:], "/*"):
@@ -100,7 +102,7 @@ func verifyForeign(lang Lang, src []byte, want fIntent) error {
 			body := s[i+3 : i+end]
 			for k, l := range strings.Split(body, "\n") {
 				if l = strings.TrimLeft(l, " "); k > 0 && l != "" && l != "*" && !strings.HasPrefix(l, "* ") {
-					return fail("JSDoc line %s", strconv.QuoteToASCII(clip(l, 40)))
+					return fail("JSDoc line %s", strconv.QuoteToASCII(truncate.Ellipsis(l, 40)))
 				}
 			}
 			line += strings.Count(body, "\n")
@@ -135,7 +137,7 @@ func verifyForeign(lang Lang, src []byte, want fIntent) error {
 			}
 			w := s[i:j]
 			if !want.vocab[w] && !want.decls[w] && !want.keys[w] {
-				return fail("unintended identifier %s", clip(w, 40))
+				return fail("unintended identifier %s", truncate.Ellipsis(w, 40))
 			}
 			i = j
 		case c >= '0' && c <= '9':
@@ -147,7 +149,7 @@ func verifyForeign(lang Lang, src []byte, want fIntent) error {
 		case strings.IndexByte(" :;,.?|=<>!&*-+", c) >= 0 && !(pyLine && c == ';'):
 			i++
 		default:
-			return fail("unexpected %s", strconv.QuoteToASCII(clip(s[i:], 8)))
+			return fail("unexpected %s", strconv.QuoteToASCII(truncate.Ellipsis(s[i:], 8)))
 		}
 	}
 	if len(stack) > 0 {
@@ -185,7 +187,7 @@ func topLevel(lang Lang, l string, want fIntent, seen, headers map[string]bool, 
 		name = m[1] + m[2]
 	}
 	if name == "" || !want.decls[name] || seen[name] {
-		return fail("unintended top-level line %s", strconv.QuoteToASCII(clip(l, 60)))
+		return fail("unintended top-level line %s", strconv.QuoteToASCII(truncate.Ellipsis(l, 60)))
 	}
 	seen[name] = true
 	return nil
@@ -202,7 +204,7 @@ func docstring(s string) (int, string) {
 		switch {
 		case s[i] == '\\':
 			if i+1 == len(s) || s[i+1] != '\\' && s[i+1] != '"' {
-				return 0, "docstring escape " + strconv.QuoteToASCII(clip(s[i:], 8))
+				return 0, "docstring escape " + strconv.QuoteToASCII(truncate.Ellipsis(s[i:], 8))
 			}
 			i++
 		case strings.HasPrefix(s[i:], `"""`):
@@ -232,10 +234,10 @@ func stringLiteral(lang Lang, s string) (int, string) {
 			case e == 'U' && lang == Python && hexRun(s[i+2:], 8):
 				i += 9
 			default:
-				return 0, "string literal escape " + strconv.QuoteToASCII(clip(s[i:], 8))
+				return 0, "string literal escape " + strconv.QuoteToASCII(truncate.Ellipsis(s[i:], 8))
 			}
 		case c < 0x20 || c >= 0x7f:
-			return 0, "string literal holds " + strconv.QuoteToASCII(clip(s[i:], 4))
+			return 0, "string literal holds " + strconv.QuoteToASCII(truncate.Ellipsis(s[i:], 4))
 		}
 	}
 	return 0, "string literal does not end"

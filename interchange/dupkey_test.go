@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/capbridge/capbridge/internal/text"
+	"github.com/capbridge/capbridge/internal/pointer"
 )
 
 // objectJSON writes an object with the given keys (and a small value for
@@ -82,7 +82,7 @@ func checkDuplicate(t *testing.T, doc string, keys []string, offs []int, want in
 		return
 	}
 	f := checkFault(t, err, []byte(doc))
-	wantPath := "/" + text.PointerToken(keys[want])
+	wantPath := "/" + pointer.Token(keys[want])
 	if f.Kind != FaultDuplicateKey || f.Path != wantPath || f.Offset != offs[want] {
 		t.Fatalf("%d keys: %s %q @%d, want duplicate_key %q @%d", len(keys), f.Kind, f.Path, f.Offset, wantPath, offs[want])
 	}

@@ -4,7 +4,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/capbridge/capbridge/internal/text"
+	"github.com/capbridge/capbridge/internal/pointer"
 )
 
 // FaultKind says why a conversion refused its input. The set is closed:
@@ -139,7 +139,7 @@ func (f *Fault) index(i int) *Fault {
 
 // key prepends an object member name (valid UTF-8) to the path.
 func (f *Fault) key(k []byte) *Fault {
-	f.rev = append(f.rev, text.PointerToken(string(k)))
+	f.rev = append(f.rev, pointer.Token(string(k)))
 	return f
 }
 

@@ -13,9 +13,10 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/capbridge/capbridge/internal/framewrite"
 	"github.com/rs/zerolog"
 	"golang.org/x/sys/unix"
+
+	"github.com/capbridge/capbridge/internal/framewrite"
 )
 
 // spawner runs every fork on one goroutine locked to its OS thread for

@@ -6,17 +6,18 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
+	"github.com/rs/zerolog"
+
 	"github.com/capbridge/capbridge/internal/bound"
 	"github.com/capbridge/capbridge/internal/framewrite"
 	"github.com/capbridge/capbridge/internal/jsonlex"
 	"github.com/capbridge/capbridge/internal/mcpproto"
-	"github.com/rs/zerolog"
+	"github.com/capbridge/capbridge/internal/truncate"
 )
 
 // Defaults for Config's bounds (docs/mcpwire.md lists them all).
@@ -961,10 +962,8 @@ func (c *Client) stray(line []byte, why error) {
 	}
 }
 
-// preview renders at most strayPreview bytes of b as valid UTF-8.
+// preview renders at most strayPreview bytes of b as valid UTF-8, "…"
+// marking a cut. Only the bytes it may keep are copied.
 func preview(b []byte) string {
-	if len(b) > strayPreview {
-		b = b[:strayPreview]
-	}
-	return strings.ToValidUTF8(string(b), string(utf8.RuneError))
+	return truncate.Ellipsis(string(b[:min(len(b), strayPreview+utf8.UTFMax)]), strayPreview)
 }

@@ -8,8 +8,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/capbridge/capbridge/internal/bound"
 	"github.com/rs/zerolog"
+
+	"github.com/capbridge/capbridge/internal/bound"
 )
 
 // Defaults for Command's bounds (see docs/mcpwire.md for the table).

@@ -10,6 +10,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/capbridge/capbridge/internal/pointer"
 )
 
 // Lock modes: what serve does with a tool whose listing differs from the
@@ -188,13 +190,7 @@ func checkPointer(p string) string {
 
 // PointerTokens splits a JSON Pointer into its unescaped reference
 // tokens (RFC 6901, section 4: ~1 is /, then ~0 is ~).
-func PointerTokens(p string) []string {
-	parts := strings.Split(strings.TrimPrefix(p, "/"), "/")
-	for i, s := range parts {
-		parts[i] = strings.ReplaceAll(strings.ReplaceAll(s, "~1", "/"), "~0", "~")
-	}
-	return parts
-}
+func PointerTokens(p string) []string { return pointer.Tokens(p) }
 
 // lockPath reads bridge.lock: a path, absolute or relative to the
 // config file's directory.

@@ -11,7 +11,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/capbridge/capbridge/capwire"
-	"github.com/capbridge/capbridge/internal/text"
+	"github.com/capbridge/capbridge/internal/truncate"
 )
 
 // Handler carries out the control plane's requests; the bridge implements
@@ -133,7 +133,7 @@ func (s *Server) answer(ctx context.Context, conn net.Conn, frame, dst []byte) [
 	case opMetrics:
 		return handle(dst, h, replyMetrics, frame, func(r *MetricsRequest) (*Metrics, error) { return s.Handler.Metrics(ctx, r) })
 	}
-	return appendError(dst, h.ID, errorf(CodeUnknownRequest, "unknown control request %q (known: grant, revoke, status, facade, describe, search, listing, call, metrics)", text.Ellipsis(h.T, 64)))
+	return appendError(dst, h.ID, errorf(CodeUnknownRequest, "unknown control request %q (known: grant, revoke, status, facade, describe, search, listing, call, metrics)", truncate.Ellipsis(h.T, 64)))
 }
 
 // handle decodes a request of type Req from frame, runs it and appends

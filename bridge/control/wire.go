@@ -7,14 +7,13 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"strings"
 
 	"github.com/vmihailenco/msgpack/v5"
 
 	"github.com/capbridge/capbridge/capwire"
 	"github.com/capbridge/capbridge/interchange"
 	"github.com/capbridge/capbridge/internal/bound"
-	"github.com/capbridge/capbridge/internal/text"
+	"github.com/capbridge/capbridge/internal/truncate"
 )
 
 // Request kinds, the "t" of a request, and the reply kinds that answer
@@ -314,7 +313,7 @@ func appendError(dst []byte, id uint64, e *Error) []byte {
 	if !codes[code] {
 		code = CodeInternal
 	}
-	out, err := appendFrame(dst, replyError, id, &Error{Code: code, Message: text.Ellipsis(strings.ToValidUTF8(e.Message, "\uFFFD"), maxMessage)})
+	out, err := appendFrame(dst, replyError, id, &Error{Code: code, Message: truncate.Ellipsis(e.Message, maxMessage)})
 	if err != nil {
 		// Unreachable: a map of two short strings.
 		panic("control: encoding an error reply: " + err.Error())

@@ -16,6 +16,7 @@ import (
 	"github.com/capbridge/capbridge/capwire"
 	"github.com/capbridge/capbridge/internal/bound"
 	"github.com/capbridge/capbridge/internal/framewrite"
+	"github.com/capbridge/capbridge/internal/truncate"
 )
 
 // Config bounds one server-side connection. Zero fields take the defaults
@@ -275,6 +276,9 @@ func (s *Conn) send(ctx context.Context, m capwire.Message, gather bool) error {
 // frameHeader is the length prefix of a capwire frame.
 const frameHeader = 4
 
+// maxFatalMessage caps a fatal frame's message.
+const maxFatalMessage = 1 << 10
+
 // count tells cfg.Traffic the size of a whole frame read or written.
 func (s *Conn) count(read, written int) {
 	if s.cfg.Traffic != nil {
@@ -296,10 +300,12 @@ func (s *Conn) closedErr(err error) error {
 
 // Fatal sends a fatal frame with code (one of the fatal codes) and closes
 // the connection once queued frames are written (within WriteTimeout).
+// The message, which may quote what the client sent, is made valid UTF-8
+// and cut to maxFatalMessage bytes, so that it always encodes.
 func (s *Conn) Fatal(code, message string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.WriteTimeout)
 	defer cancel()
-	err := s.Send(ctx, &capwire.FatalMsg{Code: code, Message: message})
+	err := s.Send(ctx, &capwire.FatalMsg{Code: code, Message: truncate.Ellipsis(message, maxFatalMessage)})
 	if cerr := s.Close(); err == nil {
 		err = cerr
 	}

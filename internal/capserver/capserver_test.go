@@ -288,3 +288,26 @@ func TestWithClient(t *testing.T) {
 		t.Errorf("bad token: %v", err)
 	}
 }
+
+// A fatal frame is sent whatever its message quotes: text that is not
+// UTF-8 is made valid and a long message is cut, so the client learns why
+// its connection ended instead of seeing it merely close.
+func TestFatalAlwaysEncodes(t *testing.T) {
+	defer leakcheck.Check(t)()
+	conn, client := net.Pipe()
+	defer client.Close()
+	s := New(conn, Config{})
+	got := make(chan capwire.Message, 1)
+	go func() {
+		rc := &rawClient{t: t, conn: client, fr: capwire.NewFrameReader(client, 0)}
+		m, _ := rc.recv()
+		got <- m
+	}()
+	if err := s.Fatal(capwire.CodeBadFrame, "bad key \"k\xc3\" "+strings.Repeat("x", 4096)); err != nil {
+		t.Fatal(err)
+	}
+	f, ok := (<-got).(*capwire.FatalMsg)
+	if !ok || f.Code != capwire.CodeBadFrame || !strings.HasPrefix(f.Message, "bad key \"k\uFFFD\" xxx") || len(f.Message) > maxFatalMessage+len("…") {
+		t.Fatalf("fatal frame = %+v", f)
+	}
+}

@@ -10,8 +10,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/capbridge/capbridge/capwire"
 	"github.com/vmihailenco/msgpack/v5"
+
+	"github.com/capbridge/capbridge/capwire"
 )
 
 // testServers is what testAuth's grant reaches.

@@ -7,8 +7,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/capbridge/capbridge/internal/bound"
 	"github.com/tidwall/gjson"
+
+	"github.com/capbridge/capbridge/internal/bound"
 )
 
 // linesReader serves the same input again and again in reads of at most

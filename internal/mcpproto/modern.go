@@ -4,6 +4,7 @@ import (
 	"strconv"
 
 	"github.com/capbridge/capbridge/internal/jsonlex"
+	"github.com/capbridge/capbridge/internal/truncate"
 )
 
 // The stateless revision (2026-07-28) has no handshake: a client learns
@@ -110,7 +111,7 @@ func decodeResultType(what string, obj []byte) (ResultType, error) {
 		case s == "input_required":
 			rt = ResultInputRequired
 		default:
-			why = "unknown result type " + strconv.Quote(clipString(s, 64))
+			why = "unknown result type " + strconv.Quote(truncate.Ellipsis(s, 64))
 		}
 		if why != "" {
 			fault = pfault(what, "/resultType", -1, why)
@@ -122,13 +123,6 @@ func decodeResultType(what string, obj []byte) (ResultType, error) {
 		return 0, fault
 	}
 	return rt, nil
-}
-
-func clipString(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n] + "…"
 }
 
 // DecodeDiscoverResult decodes the result of server/discover. It does
@@ -234,7 +228,7 @@ func nonNegative(v []byte) (int64, string) {
 func cacheScope(v []byte) (string, string) {
 	s, why := str(v)
 	if why == "" && s != "public" && s != "private" {
-		why = "cache scope " + strconv.Quote(clipString(s, 64)) + " is neither public nor private"
+		why = "cache scope " + strconv.Quote(truncate.Ellipsis(s, 64)) + " is neither public nor private"
 	}
 	return s, why
 }
@@ -364,12 +358,12 @@ func InputRequestMethods(raw []byte, n int) []string {
 				if rv[0] == '{' {
 					_ = jsonlex.EachMember(rv, func(mk, mv []byte) error {
 						if jsonlex.KeyIs(mk, "method") && mv[0] == '"' {
-							method = clipString(jsonlex.Unquote(mv), 64)
+							method = truncate.Ellipsis(jsonlex.Unquote(mv), 64)
 						}
 						return nil
 					})
 				}
-				out = append(out, clipString(jsonlex.Unquote(k), 64)+" ("+method+")")
+				out = append(out, truncate.Ellipsis(jsonlex.Unquote(k), 64)+" ("+method+")")
 				return nil
 			})
 		}

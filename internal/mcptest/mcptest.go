@@ -123,6 +123,9 @@ type Scenario struct {
 	// modern era ("input_required", or an unknown value); default
 	// "complete".
 	ResultType string `json:"result_type,omitempty"`
+	// InputRequestKey is the key of the one inputRequests member an
+	// input_required result carries; default "confirm".
+	InputRequestKey string `json:"input_request_key,omitempty"`
 	// TTLMs is the ttlMs of every tools/list result in the modern era.
 	TTLMs int64 `json:"ttl_ms,omitempty"`
 	// NotifyOnListen lists notification methods sent on each

@@ -272,7 +272,11 @@ func (s *server) modernResult(id json.RawMessage, b []byte) []byte {
 	}
 	head := `{"resultType":` + strconv.Quote(rt)
 	if rt == "input_required" {
-		head += `,"inputRequests":{"confirm":{"method":"elicitation/create","params":{"message":"Proceed?","requestedSchema":{"type":"object","properties":{}}}}}`
+		key := s.sc.InputRequestKey
+		if key == "" {
+			key = "confirm"
+		}
+		head += `,"inputRequests":{` + strconv.Quote(key) + `:{"method":"elicitation/create","params":{"message":"Proceed?","requestedSchema":{"type":"object","properties":{}}}}}`
 	}
 	if len(b) > 2 {
 		head += ","

@@ -8,8 +8,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/capbridge/capbridge/internal/bound"
 	"github.com/vmihailenco/msgpack/v5"
+
+	"github.com/capbridge/capbridge/internal/bound"
 )
 
 func hx(t testing.TB, s string) []byte {

@@ -1,0 +1,59 @@
+package bridge
+
+import (
+	"net"
+	"testing"
+	"unicode/utf8"
+
+	"github.com/rs/zerolog"
+
+	"github.com/capbridge/capbridge/bridge/config"
+	"github.com/capbridge/capbridge/capwire"
+	"github.com/capbridge/capbridge/internal/capserver"
+)
+
+// Every call gets its one reply whatever its denial quotes: a denial whose
+// text is not UTF-8, which capwire refuses to encode, is sent sanitized,
+// with its id and code, instead of being dropped.
+func TestReplyAnswersWhatDoesNotEncode(t *testing.T) {
+	b := New(Options{Config: config.Defaults(), Log: zerolog.Nop(), Audit: zerolog.Nop()})
+	srv, client := net.Pipe()
+	defer client.Close()
+	c := &callConn{b: b, sc: capserver.New(srv, capserver.Config{})}
+	defer c.sc.Close()
+	for _, tc := range []struct {
+		name string
+		in   capwire.Denied
+		want capwire.Denied
+	}{
+		{"valid", capwire.Denied{Code: capwire.CodeInputRequired, Message: "wants é"},
+			capwire.Denied{Code: capwire.CodeInputRequired, Message: "wants é"}},
+		{"message cut mid-rune", capwire.Denied{Code: capwire.CodeInputRequired, Message: "key aaa\xc3… (elicitation/create)"},
+			capwire.Denied{Code: capwire.CodeInputRequired, Message: "key aaa\uFFFD… (elicitation/create)"}},
+		{"path", capwire.Denied{Code: capwire.CodeBadArguments, Message: "m", Path: "/k\xff"},
+			capwire.Denied{Code: capwire.CodeBadArguments, Message: "m", Path: "/k\uFFFD"}},
+		{"unknown code", capwire.Denied{Code: "made_up", Message: "m"},
+			capwire.Denied{Code: capwire.CodeBadRequest, Message: `capbridge could not encode its denial: capwire: encoding denied: code: "made_up" is not a denial code`}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := make(chan capwire.Message, 1)
+			go func() {
+				f, err := capwire.NewFrameReader(client, 0).ReadFrame(nil)
+				if err != nil {
+					got <- nil
+					return
+				}
+				m, _ := capwire.Decode(f)
+				got <- m
+			}()
+			sent := c.reply(&capwire.DeniedMsg{ID: 42, Denial: tc.in}, false)
+			d, ok := (<-got).(*capwire.DeniedMsg)
+			if !ok || d.ID != 42 || d.Denial != tc.want {
+				t.Fatalf("reply = %+v, want id 42 and %+v", d, tc.want)
+			}
+			if *sent != tc.want || !utf8.ValidString(sent.Message) {
+				t.Errorf("reply reported %+v as sent, want %+v", *sent, tc.want)
+			}
+		})
+	}
+}
