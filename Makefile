@@ -5,7 +5,7 @@ STATICCHECK_VERSION := v0.8.2
 # Tools live in the checkout, one folder per pinned version, so a stale
 # global install can never stand in for the pinned one.
 TOOLS := $(CURDIR)/.tools/staticcheck-$(STATICCHECK_VERSION)
-SERVERS := internal/interop/servers
+SERVERS := internal/testkit/interop/servers
 CLIENT_TS := capwire/ts
 
 .PHONY: test deps mypy fmt-check vet staticcheck gotest benchtest stress bench bench-peers

@@ -11,8 +11,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/capbridge/capbridge/bridge/internal/capserver"
 	"github.com/capbridge/capbridge/capwire"
-	"github.com/capbridge/capbridge/internal/capserver"
 )
 
 // Connection admission on the call socket. Any local process that can

@@ -19,8 +19,8 @@ import (
 	"github.com/capbridge/capbridge/bridge/config"
 	"github.com/capbridge/capbridge/bridge/control"
 	"github.com/capbridge/capbridge/capwire"
-	"github.com/capbridge/capbridge/internal/leakcheck"
-	"github.com/capbridge/capbridge/internal/mcptest"
+	"github.com/capbridge/capbridge/internal/testkit/leakcheck"
+	"github.com/capbridge/capbridge/internal/testkit/mcptest"
 )
 
 // A flood of connections that never say hello fills the strangers'

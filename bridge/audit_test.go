@@ -13,8 +13,8 @@ import (
 
 	"github.com/capbridge/capbridge/bridge/config"
 	"github.com/capbridge/capbridge/capwire"
-	"github.com/capbridge/capbridge/internal/leakcheck"
-	"github.com/capbridge/capbridge/internal/mcptest"
+	"github.com/capbridge/capbridge/internal/testkit/leakcheck"
+	"github.com/capbridge/capbridge/internal/testkit/mcptest"
 )
 
 // lockedBuffer is a log sink written by the bridge's goroutines and read

@@ -12,8 +12,8 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/capbridge/capbridge/bridge/config"
-	"github.com/capbridge/capbridge/internal/leakcheck"
-	"github.com/capbridge/capbridge/internal/mcptest"
+	"github.com/capbridge/capbridge/internal/testkit/leakcheck"
+	"github.com/capbridge/capbridge/internal/testkit/mcptest"
 )
 
 // A batch is written when its delay has passed since its first line, at

@@ -12,7 +12,7 @@ import (
 	"github.com/vmihailenco/msgpack/v5"
 
 	"github.com/capbridge/capbridge/capwire"
-	"github.com/capbridge/capbridge/internal/rawecho"
+	"github.com/capbridge/capbridge/internal/testkit/rawecho"
 )
 
 // BenchmarkBridgeAudited is BenchmarkBridgeCall's bridge against rawecho

@@ -16,8 +16,8 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/capbridge/capbridge/bridge/config"
+	"github.com/capbridge/capbridge/bridge/internal/capserver"
 	"github.com/capbridge/capbridge/capwire"
-	"github.com/capbridge/capbridge/internal/capserver"
 	"github.com/capbridge/capbridge/internal/lock"
 	"github.com/capbridge/capbridge/internal/truncate"
 	"github.com/capbridge/capbridge/mcpwire"

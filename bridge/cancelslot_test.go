@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/capbridge/capbridge/capwire"
-	"github.com/capbridge/capbridge/internal/mcptest"
+	"github.com/capbridge/capbridge/internal/testkit/mcptest"
 )
 
 // TestCancelKeepsSlot: MCP cancellation is advisory and mcptest does not

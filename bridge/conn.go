@@ -10,8 +10,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/capbridge/capbridge/bridge/internal/capserver"
 	"github.com/capbridge/capbridge/capwire"
-	"github.com/capbridge/capbridge/internal/capserver"
 	"github.com/capbridge/capbridge/internal/truncate"
 )
 

@@ -8,8 +8,8 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/capbridge/capbridge/bridge/config"
+	"github.com/capbridge/capbridge/bridge/internal/capserver"
 	"github.com/capbridge/capbridge/capwire"
-	"github.com/capbridge/capbridge/internal/capserver"
 )
 
 // Every call gets its one reply whatever its denial quotes: a denial whose

@@ -7,8 +7,8 @@ import (
 	"time"
 
 	"github.com/capbridge/capbridge/capwire"
-	"github.com/capbridge/capbridge/internal/leakcheck"
-	"github.com/capbridge/capbridge/internal/mcptest"
+	"github.com/capbridge/capbridge/internal/testkit/leakcheck"
+	"github.com/capbridge/capbridge/internal/testkit/mcptest"
 )
 
 // A server that crashes every few calls under concurrent load: every

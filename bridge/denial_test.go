@@ -21,8 +21,8 @@ import (
 	"github.com/capbridge/capbridge/bridge/config"
 	"github.com/capbridge/capbridge/capwire"
 	"github.com/capbridge/capbridge/internal/bound"
-	"github.com/capbridge/capbridge/internal/leakcheck"
-	"github.com/capbridge/capbridge/internal/mcptest"
+	"github.com/capbridge/capbridge/internal/testkit/leakcheck"
+	"github.com/capbridge/capbridge/internal/testkit/mcptest"
 )
 
 // Every denial and fatal code of docs/capwire.md §5–§6 is produced here by

@@ -4,7 +4,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/capbridge/capbridge/internal/mcptest"
+	"github.com/capbridge/capbridge/internal/testkit/mcptest"
 )
 
 // A tools.allow or tools.deny entry that names no tool boots with a

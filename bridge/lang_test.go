@@ -7,8 +7,8 @@ import (
 
 	"github.com/capbridge/capbridge/bridge/control"
 	"github.com/capbridge/capbridge/codegen"
-	"github.com/capbridge/capbridge/internal/leakcheck"
-	"github.com/capbridge/capbridge/internal/mcptest"
+	"github.com/capbridge/capbridge/internal/testkit/leakcheck"
+	"github.com/capbridge/capbridge/internal/testkit/mcptest"
 )
 
 // facade, describe and search answer in TypeScript and Python from the

@@ -13,7 +13,7 @@ import (
 
 	"github.com/capbridge/capbridge/bridge/config"
 	"github.com/capbridge/capbridge/capwire"
-	"github.com/capbridge/capbridge/internal/leakcheck"
+	"github.com/capbridge/capbridge/internal/testkit/leakcheck"
 )
 
 // bareBridge is a bridge with no servers and no sockets: enough for the

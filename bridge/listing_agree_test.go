@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/capbridge/capbridge/codegen"
-	"github.com/capbridge/capbridge/internal/mcptest"
+	"github.com/capbridge/capbridge/internal/testkit/mcptest"
 )
 
 // TestListingAgreesWithCodegen: for the same tools/list bytes, the tools

@@ -15,9 +15,9 @@ import (
 	"github.com/capbridge/capbridge/bridge/config"
 	"github.com/capbridge/capbridge/bridge/control"
 	"github.com/capbridge/capbridge/capwire"
-	"github.com/capbridge/capbridge/internal/leakcheck"
 	"github.com/capbridge/capbridge/internal/lock"
-	"github.com/capbridge/capbridge/internal/mcptest"
+	"github.com/capbridge/capbridge/internal/testkit/leakcheck"
+	"github.com/capbridge/capbridge/internal/testkit/mcptest"
 )
 
 // startLocked is startBridgeLog with a lock: a booted, listening bridge

@@ -11,8 +11,8 @@ import (
 
 	"github.com/capbridge/capbridge/bridge/config"
 	"github.com/capbridge/capbridge/capwire"
-	"github.com/capbridge/capbridge/internal/mcptest"
-	"github.com/capbridge/capbridge/internal/rawecho"
+	"github.com/capbridge/capbridge/internal/testkit/mcptest"
+	"github.com/capbridge/capbridge/internal/testkit/rawecho"
 	"github.com/capbridge/capbridge/mcpwire"
 )
 

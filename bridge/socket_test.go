@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/capbridge/capbridge/internal/leakcheck"
+	"github.com/capbridge/capbridge/internal/testkit/leakcheck"
 )
 
 func TestListenUnixModeAndCleanup(t *testing.T) {

@@ -16,7 +16,7 @@ import (
 
 	"github.com/vmihailenco/msgpack/v5"
 
-	"github.com/capbridge/capbridge/internal/leakcheck"
+	"github.com/capbridge/capbridge/internal/testkit/leakcheck"
 )
 
 func testCtx(t *testing.T) context.Context {

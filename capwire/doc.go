@@ -25,5 +25,5 @@
 //     MessagePack sub-slices.
 //
 // capbridge's side of a connection (handshake, read loop, batched writer)
-// is internal/capserver, which only the bridge imports.
+// is bridge/internal/capserver, which only the bridge imports.
 package capwire

@@ -36,7 +36,7 @@ const (
 // Message is one envelope. The set is closed: *HelloMsg, *WelcomeMsg,
 // *CallMsg, *CancelMsg, *ResultMsg, *DeniedMsg and *FatalMsg (and types
 // that embed one). Programs never see them; the message types are the
-// codec that the bridge's server (internal/capserver), the bridge and the
+// codec that the bridge's server (bridge/internal/capserver), the bridge and the
 // fuzz tests share with the Client.
 type Message interface {
 	// Type is the envelope's "t".

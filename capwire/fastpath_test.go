@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/capbridge/capbridge/internal/leakcheck"
+	"github.com/capbridge/capbridge/internal/testkit/leakcheck"
 )
 
 // waitLeader waits until some call holds the client's reading side.

@@ -54,7 +54,7 @@ func listen(t *testing.T) (string, net.Listener) {
 
 // scriptConn is the scripted capbridge's side of one connection: frames
 // decoded and encoded with this package's codec, writes serialized by a
-// lock. It stands in for the bridge's server (internal/capserver), which
+// lock. It stands in for the bridge's server (bridge/internal/capserver), which
 // imports this package and so cannot serve its tests.
 type scriptConn struct {
 	conn net.Conn

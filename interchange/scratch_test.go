@@ -8,7 +8,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/capbridge/capbridge/internal/leakcheck"
+	"github.com/capbridge/capbridge/internal/testkit/leakcheck"
 )
 
 // TestScratchGenerationWrap: when the generation counter wraps, entries

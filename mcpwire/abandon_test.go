@@ -5,7 +5,7 @@ import (
 	"errors"
 	"testing"
 
-	"github.com/capbridge/capbridge/internal/leakcheck"
+	"github.com/capbridge/capbridge/internal/testkit/leakcheck"
 )
 
 // abandonCall starts a tools/call, cancels it once the server has read

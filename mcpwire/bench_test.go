@@ -12,8 +12,8 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"github.com/capbridge/capbridge/internal/mcptest"
-	"github.com/capbridge/capbridge/internal/rawecho"
+	"github.com/capbridge/capbridge/internal/testkit/mcptest"
+	"github.com/capbridge/capbridge/internal/testkit/rawecho"
 )
 
 // rawClient is the physical limit: raw pipes, hand-built lines, one

@@ -12,9 +12,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/capbridge/capbridge/internal/leakcheck"
-	"github.com/capbridge/capbridge/internal/mcptest"
-	"github.com/capbridge/capbridge/internal/rawecho"
+	"github.com/capbridge/capbridge/internal/testkit/leakcheck"
+	"github.com/capbridge/capbridge/internal/testkit/mcptest"
+	"github.com/capbridge/capbridge/internal/testkit/rawecho"
 )
 
 func TestMain(m *testing.M) {

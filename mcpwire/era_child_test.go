@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/capbridge/capbridge/internal/leakcheck"
-	"github.com/capbridge/capbridge/internal/mcptest"
+	"github.com/capbridge/capbridge/internal/testkit/leakcheck"
+	"github.com/capbridge/capbridge/internal/testkit/mcptest"
 )
 
 // Both modern eras of the test server, as a child process: the probe

@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/capbridge/capbridge/internal/leakcheck"
 	"github.com/capbridge/capbridge/internal/mcpproto"
+	"github.com/capbridge/capbridge/internal/testkit/leakcheck"
 )
 
 // The exact _meta every modern request carries for Config{ClientName:

@@ -6,8 +6,8 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/capbridge/capbridge/internal/mcptest"
-	"github.com/capbridge/capbridge/internal/syscount"
+	"github.com/capbridge/capbridge/internal/testkit/mcptest"
+	"github.com/capbridge/capbridge/internal/testkit/syscount"
 )
 
 // With one processor, as the bridge runs, calls made together reach the

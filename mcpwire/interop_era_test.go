@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/capbridge/capbridge/internal/interop"
-	"github.com/capbridge/capbridge/internal/leakcheck"
+	"github.com/capbridge/capbridge/internal/testkit/interop"
+	"github.com/capbridge/capbridge/internal/testkit/leakcheck"
 )
 
 // The TypeScript SDKs' own servers (servers/*.mjs) through both eras:

@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/capbridge/capbridge/internal/interop"
-	"github.com/capbridge/capbridge/internal/leakcheck"
+	"github.com/capbridge/capbridge/internal/testkit/interop"
+	"github.com/capbridge/capbridge/internal/testkit/leakcheck"
 )
 
 // startInterop starts one pinned npm server; node needs PATH and HOME.

@@ -11,8 +11,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/capbridge/capbridge/internal/leakcheck"
-	"github.com/capbridge/capbridge/internal/mcptest"
+	"github.com/capbridge/capbridge/internal/testkit/leakcheck"
+	"github.com/capbridge/capbridge/internal/testkit/mcptest"
 )
 
 // subreapEnv re-runs TestSubreapSweep's body in a subprocess of the test

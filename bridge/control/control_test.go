@@ -17,7 +17,7 @@ import (
 	"github.com/vmihailenco/msgpack/v5"
 
 	"github.com/capbridge/capbridge/capwire"
-	"github.com/capbridge/capbridge/internal/leakcheck"
+	"github.com/capbridge/capbridge/internal/testkit/leakcheck"
 )
 
 // fakeHandler answers from fixed data; its Call's behaviour is chosen by

@@ -12,7 +12,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/capbridge/capbridge/internal/leakcheck"
+	"github.com/capbridge/capbridge/internal/testkit/leakcheck"
 )
 
 // TestServeSweepsEscapee: the real binary serves a test server whose
@@ -97,7 +97,7 @@ func escapeeConfig(t *testing.T) (bin, cfg string) {
 	dir := shortTempDir(t)
 	bin = filepath.Join(dir, "capbridge")
 	server := filepath.Join(dir, "mcptestserver")
-	for _, b := range [][]string{{bin, "."}, {server, "../../internal/mcptest/cmd/mcptestserver"}} {
+	for _, b := range [][]string{{bin, "."}, {server, "../../internal/testkit/mcptest/cmd/mcptestserver"}} {
 		if out, err := exec.Command("go", "build", "-o", b[0], b[1]).CombinedOutput(); err != nil {
 			t.Fatalf("go build %s: %v\n%s", b[1], err, out)
 		}

@@ -10,7 +10,7 @@ import (
 
 	"github.com/capbridge/capbridge/bridge/control"
 	"github.com/capbridge/capbridge/codegen"
-	"github.com/capbridge/capbridge/internal/leakcheck"
+	"github.com/capbridge/capbridge/internal/testkit/leakcheck"
 )
 
 // TestDescribeSearch runs tools, describe, search and gen (live) with the

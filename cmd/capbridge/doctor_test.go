@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/capbridge/capbridge/internal/leakcheck"
+	"github.com/capbridge/capbridge/internal/testkit/leakcheck"
 )
 
 // TestDoctor runs doctor with the real binary, built once, against the

@@ -20,7 +20,7 @@ import (
 
 	"github.com/capbridge/capbridge/bridge"
 	"github.com/capbridge/capbridge/bridge/config"
-	"github.com/capbridge/capbridge/internal/demoserver"
+	"github.com/capbridge/capbridge/cmd/capbridge/internal/demoserver"
 	"github.com/capbridge/capbridge/mcpwire"
 )
 

@@ -4,7 +4,7 @@
 // goroutine of its own that senders hand frames to; Inline has none: the
 // sender that finds the connection idle writes, for itself and for those
 // queued behind it. The Go client (capwire) and the bridge's side
-// (internal/capserver) use them.
+// (bridge/internal/capserver) use them.
 package framewrite
 
 import (

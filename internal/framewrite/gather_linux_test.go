@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/capbridge/capbridge/internal/syscount"
+	"github.com/capbridge/capbridge/internal/testkit/syscount"
 )
 
 // sendAll has n goroutines, released together, each send one frame

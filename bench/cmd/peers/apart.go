@@ -10,7 +10,7 @@ import (
 	"os/exec"
 	"time"
 
-	"github.com/capbridge/capbridge/internal/rawecho"
+	"github.com/capbridge/capbridge/internal/testkit/rawecho"
 )
 
 // sampleEnv makes the harness binary measure one client in one cell and

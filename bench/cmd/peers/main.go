@@ -3,7 +3,7 @@
 // one-hop floor), the same lines through a relay that copies bytes (the
 // two-hop floor), mark3labs/mcp-go, modelcontextprotocol/go-sdk and
 // capbridge (the capwire client through a real `capbridge serve`) — each
-// against its own copy of the same physical-limit server, internal/rawecho.
+// against its own copy of the same physical-limit server, internal/testkit/rawecho.
 //
 // Usage, from the bench module:
 //
@@ -34,7 +34,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/capbridge/capbridge/internal/rawecho"
+	"github.com/capbridge/capbridge/internal/testkit/rawecho"
 )
 
 func main() {

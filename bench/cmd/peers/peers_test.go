@@ -12,7 +12,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/capbridge/capbridge/internal/rawecho"
+	"github.com/capbridge/capbridge/internal/testkit/rawecho"
 )
 
 func TestMain(m *testing.M) {

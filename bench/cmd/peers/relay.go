@@ -15,7 +15,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/capbridge/capbridge/internal/rawecho"
+	"github.com/capbridge/capbridge/internal/testkit/rawecho"
 	"github.com/capbridge/capbridge/internal/unixconn"
 )
 

@@ -1,4 +1,4 @@
-"""The end-to-end program the Go test internal/clienttest runs against a
+"""The end-to-end program the Go test internal/testkit/clienttest runs against a
 real bridge: it dials with nothing but CAPBRIDGE_SOCKET and
 CAPBRIDGE_TOKEN and prints one "what: value" line per check. Before the
 cancellation it prints "cancel: waiting" and reads a line from stdin,

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/capbridge/capbridge/internal/leakcheck"
+	"github.com/capbridge/capbridge/internal/testkit/leakcheck"
 )
 
 // The cancellations tool reports every notifications/cancelled in arrival

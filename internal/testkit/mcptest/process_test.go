@@ -11,7 +11,7 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/capbridge/capbridge/internal/leakcheck"
+	"github.com/capbridge/capbridge/internal/testkit/leakcheck"
 )
 
 // Each misbehaviour, exercised once against a real child process by the

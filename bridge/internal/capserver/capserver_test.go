@@ -15,7 +15,7 @@ import (
 
 	"github.com/capbridge/capbridge/capwire"
 	"github.com/capbridge/capbridge/internal/bound"
-	"github.com/capbridge/capbridge/internal/leakcheck"
+	"github.com/capbridge/capbridge/internal/testkit/leakcheck"
 )
 
 func TestHandshakeRefusals(t *testing.T) {

@@ -8,7 +8,7 @@ import (
 	"fmt"
 	"os"
 
-	"github.com/capbridge/capbridge/internal/mcptest"
+	"github.com/capbridge/capbridge/internal/testkit/mcptest"
 )
 
 func main() {

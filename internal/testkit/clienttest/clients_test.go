@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/capbridge/capbridge/internal/leakcheck"
-	"github.com/capbridge/capbridge/internal/mcptest"
+	"github.com/capbridge/capbridge/internal/testkit/leakcheck"
+	"github.com/capbridge/capbridge/internal/testkit/mcptest"
 )
 
 // The test binary doubles as the mcptest server the end-to-end test's
@@ -25,7 +25,7 @@ func TestMain(m *testing.M) {
 // root is the repository root.
 func root() string {
 	_, file, _, _ := runtime.Caller(0)
-	return filepath.Dir(filepath.Dir(filepath.Dir(file)))
+	return filepath.Dir(filepath.Dir(filepath.Dir(filepath.Dir(file))))
 }
 
 func specPath() string { return filepath.Join(root(), "docs", "capwire.md") }

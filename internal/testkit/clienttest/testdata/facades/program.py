@@ -1,4 +1,4 @@
-"""The façade end-to-end program the Go test internal/clienttest runs
+"""The façade end-to-end program the Go test internal/testkit/clienttest runs
 against a real bridge: it calls the tools of server-everything and of
 mcptest ("t") through the Python façades fetched from the control plane,
 dialing with nothing but CAPBRIDGE_SOCKET and CAPBRIDGE_TOKEN, and prints

@@ -28,7 +28,7 @@
 // [MaybeServe] first. [Serve] runs the same loop in-process over any reader
 // and writer; faults that need a real process (exit, SIGKILL, signals, a
 // grandchild) end it with [ErrExited] or [ErrProcessOnly] instead. The
-// binary internal/mcptest/cmd/mcptestserver serves a scenario file for
+// binary internal/testkit/mcptest/cmd/mcptestserver serves a scenario file for
 // manual use.
 //
 // Everything is bounded: an inbound line is at most [MaxLineBytes], at most
