@@ -125,7 +125,7 @@ func (b *Bridge) evictLocked(uid uint32) {
 }
 
 // silent reports whether nothing the peer sent is waiting to be read
-// (SIOCINQ). A connection whose hello is queued is about to be served;
+// (the FIONREAD ioctl). A connection whose hello is queued is about to be served;
 // one that has said nothing is the flood's.
 func silent(c net.Conn) bool {
 	sc, ok := c.(syscall.Conn)
@@ -137,7 +137,7 @@ func silent(c net.Conn) bool {
 		return true
 	}
 	n := 0
-	if err := raw.Control(func(fd uintptr) { n, err = unix.IoctlGetInt(int(fd), unix.SIOCINQ) }); err != nil {
+	if err := raw.Control(func(fd uintptr) { n, err = unix.IoctlGetInt(int(fd), ioctlFIONREAD) }); err != nil {
 		return true
 	}
 	return err != nil || n == 0

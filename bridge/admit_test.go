@@ -341,11 +341,11 @@ func TestGrantsShareAServer(t *testing.T) {
 	a1 := hang(ca)
 	waitInflight(t, tb, "t", 1)
 	a2 := hang(ca)
-	eventually(t, "grant A's second call to queue", func() bool { return s.adm.waiting.Load() == 1 })
+	eventually(t, "grant A's second call to queue", func() bool { return s.adm.Queued() == 1 })
 	b1 := hang(cb)
 	waitInflight(t, tb, "t", 2)
-	if s.adm.waiting.Load() != 1 {
-		t.Fatalf("queued %d, want A's second call still waiting", s.adm.waiting.Load())
+	if s.adm.Queued() != 1 {
+		t.Fatalf("queued %d, want A's second call still waiting", s.adm.Queued())
 	}
 	// The operator is a grant of its own: its call takes the third slot
 	// and asks the server what runs there.

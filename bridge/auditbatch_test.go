@@ -3,60 +3,17 @@ package bridge
 import (
 	"context"
 	"strconv"
-	"strings"
 	"sync"
 	"testing"
-	"testing/synctest"
 	"time"
 
 	"github.com/rs/zerolog"
 
 	"github.com/capbridge/capbridge/bridge/config"
+	"github.com/capbridge/capbridge/bridge/internal/auditlog"
 	"github.com/capbridge/capbridge/internal/testkit/leakcheck"
 	"github.com/capbridge/capbridge/internal/testkit/mcptest"
 )
-
-// A batch is written when its delay has passed since its first line, at
-// once when it reaches its size, in order, and in full at Close, after
-// which lines go straight through.
-func TestLineBatch(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		var out lockedBuffer
-		l := newLineBatch(&out, 64, 5*time.Millisecond)
-		text := func() string { out.mu.Lock(); defer out.mu.Unlock(); return out.b.String() }
-
-		l.Write([]byte("a\n"))
-		time.Sleep(4 * time.Millisecond)
-		l.Write([]byte("b\n"))
-		synctest.Wait()
-		if got := text(); got != "" {
-			t.Fatalf("written before the delay: %q", got)
-		}
-		time.Sleep(time.Millisecond)
-		synctest.Wait()
-		if got := text(); got != "a\nb\n" {
-			t.Fatalf("after the delay: %q, want both lines, in order", got)
-		}
-
-		big := strings.Repeat("x", 70) + "\n"
-		l.Write([]byte("c\n"))
-		l.Write([]byte(big))
-		if got := text(); got != "a\nb\nc\n"+big {
-			t.Fatalf("a full batch was not written at once: %q", got)
-		}
-
-		l.Write([]byte("d\n"))
-		if err := l.Close(); err != nil {
-			t.Fatal(err)
-		}
-		l.Write([]byte("e\n"))
-		if got := text(); !strings.HasSuffix(got, big+"d\ne\n") {
-			t.Fatalf("Close did not flush, or a later line was held: %q", got)
-		}
-		time.Sleep(time.Second) // no timer is left to fire
-		synctest.Wait()
-	})
-}
 
 // With the audit trail batched, every call still gets exactly one audit
 // line, and Shutdown writes every line still waiting: here the batch's
@@ -66,7 +23,7 @@ func TestAuditBatchShutdownFlushes(t *testing.T) {
 	var sink lockedBuffer
 	// Room for every call at once: none may be refused overloaded.
 	tb := startBridge(t, func(c *config.Config) { c.Servers[0].MaxQueue = 1024; soleGrant(&c.Servers[0]) }, mcptestServer("t", mcptest.Scenario{}))
-	tb.auditOut = newLineBatch(&sink, 1<<20, time.Hour)
+	tb.auditOut = auditlog.NewBatch(&sink, 1<<20, time.Hour)
 	tb.audit = zerolog.New(tb.auditOut)
 	token := tb.grant(map[string][]string{"t": nil})
 	const conns, perConn = 3, 40

@@ -11,6 +11,8 @@ import (
 	"github.com/rs/zerolog"
 	"github.com/vmihailenco/msgpack/v5"
 
+	"github.com/capbridge/capbridge/bridge/internal/auditlog"
+	"github.com/capbridge/capbridge/bridge/internal/fairshare"
 	"github.com/capbridge/capbridge/capwire"
 	"github.com/capbridge/capbridge/internal/testkit/rawecho"
 )
@@ -54,7 +56,7 @@ func BenchmarkBridgeAudited(b *testing.B) {
 // auditTo sends br's audit trail to w as New does given AuditWriter. It
 // is called before any connection exists.
 func auditTo(br *Bridge, w *os.File) {
-	br.auditOut = newLineBatch(w, auditBatchBytes, auditBatchDelay)
+	br.auditOut = auditlog.NewBatch(w, auditlog.BatchBytes, auditlog.BatchDelay)
 	br.audit = zerolog.New(br.auditOut).With().Timestamp().Str("log", "audit").Logger()
 }
 
@@ -76,7 +78,7 @@ func BenchmarkBridgeMaxInflight(b *testing.B) {
 			// Before any call: admission reads cfg and adm only then.
 			s := br.servers["t"]
 			// One grant drives it: its share is the whole server.
-			s.cfg.MaxInflight, s.adm = n, newShares(n, n, s.cfg.MaxQueue, s.cfg.MaxQueue)
+			s.cfg.MaxInflight, s.adm = n, fairshare.New[*Grant](fairshare.Limits{Max: n, PerKey: n, MaxQueue: s.cfg.MaxQueue, QueuePerKey: s.cfg.MaxQueue})
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			c, err := capwire.Dial(ctx, br.CallSocket(), token)
 			cancel()

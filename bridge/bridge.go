@@ -16,7 +16,10 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/capbridge/capbridge/bridge/config"
+	"github.com/capbridge/capbridge/bridge/internal/auditlog"
 	"github.com/capbridge/capbridge/bridge/internal/capserver"
+	"github.com/capbridge/capbridge/bridge/internal/fairshare"
+	"github.com/capbridge/capbridge/bridge/internal/unixsock"
 	"github.com/capbridge/capbridge/capwire"
 	"github.com/capbridge/capbridge/internal/lock"
 	"github.com/capbridge/capbridge/internal/truncate"
@@ -68,11 +71,11 @@ type Bridge struct {
 	audit zerolog.Logger
 	// auditOut batches audit's lines when Options.AuditWriter is set;
 	// Shutdown flushes it. Nil otherwise.
-	auditOut *lineBatch
+	auditOut *auditlog.Batch
 	ver      string
 	// logs rate-limits log per message (refused connections, chiefly);
 	// Shutdown flushes its counts.
-	logs *logLimiter
+	logs *auditlog.Limiter
 
 	// ctx is the service's lifetime: grants (and so connections and
 	// calls) derive from it. stop cancels it with errShuttingDown.
@@ -82,10 +85,10 @@ type Bridge struct {
 	servers map[string]*server
 	order   []string
 	grants  *grantTable
-	flight  *flight // every call admitted and not yet retired
+	flight  *fairshare.Flight // every call admitted and not yet retired
 	metrics *metrics
 
-	callL, ctlL *unixListener
+	callL, ctlL *unixsock.Listener
 	// acceptors counts the accept loops. Serve adds to it, under mu and
 	// only while the bridge is not closing, so Shutdown, which sets
 	// closing under mu first, waits for exactly the loops that started.
@@ -124,16 +127,16 @@ func New(o Options) *Bridge {
 		ctx: ctx, stop: stop,
 		servers:    map[string]*server{},
 		grants:     newGrantTable(),
-		flight:     newFlight(),
+		flight:     fairshare.NewFlight(),
 		open:       map[net.Conn]struct{}{},
 		calls:      newCallConns(),
 		connsIdle:  make(chan struct{}),
 		partial:    capserver.NewBudget(o.Config.Bridge.MaxPartialBytes),
 		reportStop: make(chan struct{}),
 	}
-	b.log, b.logs = limitLogs(o.Log)
+	b.log, b.logs = auditlog.Limit(o.Log)
 	if o.AuditWriter != nil {
-		b.auditOut = newLineBatch(o.AuditWriter, auditBatchBytes, auditBatchDelay)
+		b.auditOut = auditlog.NewBatch(o.AuditWriter, auditlog.BatchBytes, auditlog.BatchDelay)
 		b.audit = o.Audit.Output(b.auditOut)
 	}
 	bo := bootOptions{clientName: "capbridge", clientVersion: o.ClientVersion, surfaceBudget: o.Config.Bridge.SurfaceBudget, maxLine: o.Config.Bridge.MaxFrame, cgroups: o.Cgroups}
@@ -197,11 +200,11 @@ func (b *Bridge) Listen() error {
 		}
 		gid = n
 	}
-	call, err := listenUnix(b.cfg.Bridge.CallSocket, b.cfg.Bridge.CallSocketMode, gid)
+	call, err := unixsock.Listen(b.cfg.Bridge.CallSocket, b.cfg.Bridge.CallSocketMode, gid)
 	if err != nil {
 		return err
 	}
-	ctl, err := listenUnix(b.cfg.Bridge.ControlSocket, 0o600, -1)
+	ctl, err := unixsock.Listen(b.cfg.Bridge.ControlSocket, 0o600, -1)
 	if err != nil {
 		call.Close()
 		return err
@@ -245,7 +248,7 @@ func (b *Bridge) Serve() {
 const maxControlConns = 64
 
 // accept hands every connection l accepts to admit until l is closed.
-func (b *Bridge) accept(l *unixListener, admit func(*net.UnixConn)) {
+func (b *Bridge) accept(l *unixsock.Listener, admit func(*net.UnixConn)) {
 	defer b.acceptors.Done()
 	for {
 		c, err := l.AcceptUnix()
@@ -271,7 +274,7 @@ func (b *Bridge) accept(l *unixListener, admit func(*net.UnixConn)) {
 // read now, a uid outside allowed_uids is refused before it costs
 // anything, and the connection joins the strangers' budget (admit.go).
 func (b *Bridge) admitCall(c *net.UnixConn) {
-	peer, err := peerCred(c)
+	peer, err := unixsock.ReadPeerCred(c)
 	if err != nil {
 		b.refusals.cred.Add(1)
 		b.metrics.connRefused(false, "peer")
@@ -377,7 +380,7 @@ func (b *Bridge) Shutdown(grace time.Duration) error {
 // after it the connections may take to close before they are closed
 // outright.
 func (b *Bridge) shutdown(graceOver <-chan time.Time, connBound time.Duration) error {
-	callsIdle := b.flight.drain()
+	callsIdle := b.flight.Drain()
 	b.mu.Lock()
 	b.closing = true
 	b.signalConnsIdle()
@@ -431,7 +434,7 @@ func (b *Bridge) shutdown(graceOver <-chan time.Time, connBound time.Duration) e
 			b.log.Error().Err(err).Msg("writing the audit trail")
 		}
 	}
-	b.logs.flush()
+	b.logs.Flush()
 	return errors.Join(errs...)
 }
 

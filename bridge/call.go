@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/capbridge/capbridge/bridge/config"
 	"github.com/capbridge/capbridge/capwire"
 	"github.com/capbridge/capbridge/interchange"
 	"github.com/capbridge/capbridge/internal/truncate"
@@ -65,10 +66,10 @@ const maxPooledBuf = 1 << 20
 func (b *Bridge) call(ctx context.Context, req callRequest) outcome {
 	// Admitted here, once, whichever socket the call came from: from now
 	// until it returns, the call is in the account Shutdown waits on.
-	if !b.flight.admit() {
+	if !b.flight.Admit() {
 		return deny(capwire.CodeShuttingDown, "capbridge is shutting down")
 	}
-	defer b.flight.retire()
+	defer b.flight.Retire()
 	s, ok := b.servers[req.server]
 	switch {
 	case !ok:
@@ -128,9 +129,9 @@ func (b *Bridge) call(ctx context.Context, req callRequest) outcome {
 	args := callArgs.JSON()
 	*bufp = args[:0]
 	guards := s.cfg.Guards(req.tool)
-	if v := checkGuards(guards, args); v != nil {
-		o := deny(capwire.CodeNotGranted, "the arguments break the operator's policy at "+quote(v.pointer)+": "+v.rule)
-		o.denial.Path = v.pointer
+	if v := config.CheckArgs(guards, args); v != nil {
+		o := deny(capwire.CodeNotGranted, "the arguments break the operator's policy at "+quote(v.Pointer)+": "+v.Rule)
+		o.denial.Path = v.Pointer
 		o.policy = policyGuardRefused
 		return o
 	}
@@ -213,20 +214,20 @@ func (b *Bridge) failed(ctx context.Context, s *server, req callRequest, err err
 	case ctx.Err() != nil:
 		return b.ended(context.Cause(ctx), req)
 	case errors.Is(err, mcpwire.ErrInputRequired):
-		return deny(capwire.CodeInputRequired, "server "+quote(req.server)+" asked for client input capbridge cannot give: "+s.redact.text(truncate.Ellipsis(err.Error(), 1024)))
+		return deny(capwire.CodeInputRequired, "server "+quote(req.server)+" asked for client input capbridge cannot give: "+s.redact.Text(truncate.Ellipsis(err.Error(), 1024)))
 	case errors.As(err, &reqErr):
 		// A 2026-07-28 refusal naming what the server requires (client
 		// capabilities, a protocol version): its own words say more
 		// than the bare code.
-		o := deny(capwire.CodeServerError, "server "+quote(req.server)+" refused "+quote(req.tool)+": "+s.redact.text(truncate.Ellipsis(reqErr.Error(), 1024)))
+		o := deny(capwire.CodeServerError, "server "+quote(req.server)+" refused "+quote(req.tool)+": "+s.redact.Text(truncate.Ellipsis(reqErr.Error(), 1024)))
 		o.denial.RPCCode = int(reqErr.RPC.Code)
 		return o
 	case errors.As(err, &rpc):
-		o := deny(capwire.CodeServerError, "server "+quote(req.server)+" answered error "+strconv.FormatInt(rpc.Code, 10)+": "+s.redact.text(truncate.Ellipsis(rpc.Message, 1024)))
+		o := deny(capwire.CodeServerError, "server "+quote(req.server)+" answered error "+strconv.FormatInt(rpc.Code, 10)+": "+s.redact.Text(truncate.Ellipsis(rpc.Message, 1024)))
 		o.denial.RPCCode = int(rpc.Code)
 		return o
 	case errors.As(err, &dead):
-		return deny(capwire.CodeServerUnavailable, "server "+quote(req.server)+" died: "+s.redact.text(dead.Reason.Error())+s.callerStderr(dead.Stderr))
+		return deny(capwire.CodeServerUnavailable, "server "+quote(req.server)+" died: "+s.redact.Text(dead.Reason.Error())+s.callerStderr(dead.Stderr))
 	case errors.Is(err, mcpwire.ErrTimeout):
 		return deny(capwire.CodeTimeout, "server "+quote(req.server)+" did not answer "+quote(req.tool)+" in time")
 	case errors.Is(err, mcpwire.ErrInvalidArgument):
@@ -234,14 +235,14 @@ func (b *Bridge) failed(ctx context.Context, s *server, req callRequest, err err
 	case errors.Is(err, mcpwire.ErrBusy):
 		return deny(capwire.CodeOverloaded, "server "+quote(req.server)+" has too many calls in flight")
 	case errors.Is(err, mcpwire.ErrProtocol):
-		o := deny(capwire.CodeResultMalformed, "server "+quote(req.server)+" sent a malformed result: "+s.redact.text(err.Error()))
+		o := deny(capwire.CodeResultMalformed, "server "+quote(req.server)+" sent a malformed result: "+s.redact.Text(err.Error()))
 		var pf *mcpwire.ProtocolFault
 		if errors.As(err, &pf) {
 			o.denial.Path = pf.Path
 		}
 		return o
 	default:
-		return deny(capwire.CodeServerUnavailable, "server "+quote(req.server)+": "+s.redact.text(withoutTail(err)))
+		return deny(capwire.CodeServerUnavailable, "server "+quote(req.server)+": "+s.redact.Text(withoutTail(err)))
 	}
 }
 

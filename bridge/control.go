@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/capbridge/capbridge/bridge/control"
+	"github.com/capbridge/capbridge/bridge/internal/unixsock"
 	"github.com/capbridge/capbridge/capwire"
 	"github.com/capbridge/capbridge/codegen"
 	"github.com/capbridge/capbridge/internal/truncate"
@@ -23,7 +24,7 @@ import (
 // capbridge's own user (or root); a peer that is neither is disconnected
 // without a word. The protocol itself is package control's.
 func (b *Bridge) serveControlConn(nc *net.UnixConn) {
-	peer, err := peerCred(nc)
+	peer, err := unixsock.ReadPeerCred(nc)
 	if err != nil || (int(peer.UID) != os.Getuid() && peer.UID != 0) {
 		nc.Close()
 		b.metrics.connRefused(true, "peer")

@@ -141,7 +141,7 @@ func cannedServer(name string) config.Server {
 func (tb *testBridge) waitRunning(server string, n int64) {
 	tb.t.Helper()
 	s := tb.servers[server]
-	eventually(tb.t, fmt.Sprintf("%d calls running at server %q", n, server), func() bool { return s.adm.inflight.Load() == n })
+	eventually(tb.t, fmt.Sprintf("%d calls running at server %q", n, server), func() bool { return s.adm.Running() == n })
 }
 
 // wantDenial asserts err is a *capwire.Denied with code and path, and returns it.

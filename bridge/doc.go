@@ -2,19 +2,39 @@
 // servers, issues grants to code-mode executions, and answers their
 // capability calls.
 //
-// What the package holds:
+// The package is the service core; each part names where it lives:
 //
+//   - Lifecycle (bridge.go): New, Start/Boot, Listen, Serve and Shutdown,
+//     the accept loops of the call and control sockets, the audit line.
+//   - Admission (admit.go): connections per peer uid before and after the
+//     hello, eviction of silent strangers, bytes held for partial frames.
+//   - Calls (conn.go, call.go): one call-socket connection's workers and
+//     its calls' exactly-one replies; the path of one call from grant
+//     check to reduced result, and every failure mapped to one denial.
 //   - Grants (grants.go): an unguessable 128-bit token per execution,
-//     naming the servers (and optionally the tools) it may reach, with a
-//     time to live. A token is "cbt1.<id>.<secret>": the id is public and
-//     names the grant in the audit trail and in revoke; the secret is
-//     compared in constant time. Revocation and expiry cancel the grant's
-//     context, which every connection and call under it derives from.
-//   - Sockets (socket.go): Unix sockets created with their final mode and
-//     group before anyone can connect, a live socket never stolen, a stale
-//     one cleared, removal on close, and SO_PEERCRED for every connection.
-//   - Readiness (ready.go): sd_notify and atomic ready files for the
-//     harness that launches the service.
+//     "cbt1.<id>.<secret>", naming the servers (and optionally tools) it
+//     may reach, with a time to live; revocation and expiry cancel the
+//     grant's context, which every connection and call under it derives
+//     from.
+//   - Servers (server.go, lifecycle.go): each server's supervisor
+//     (restart with backoff, idle and maximum lifetimes), its published
+//     tool table and façades, re-listing on list_changed.
+//   - Policy and lock (policy.go, lockcheck.go): destructive tools, the
+//     decisions the audit records, and what a listing that drifted from
+//     the lock serves.
+//   - Control (control.go): the owner-only control socket's handler.
+//   - Metrics (metrics.go): Prometheus exposition and the optional
+//     listener.
+//   - Preflight (preflight.go): the socket checks doctor runs without
+//     binding.
 //
-// Configuration is read by the subpackage [github.com/capbridge/capbridge/bridge/config].
+// Mechanisms that need nothing of the core are leaf packages under
+// bridge/internal: capserver (the bridge's side of a capwire connection),
+// fairshare (per-server fair admission among grants, and the account of
+// calls in flight that shutdown drains), unixsock (sockets with their
+// final mode, stale-socket clearing, peer credentials), auditlog (line
+// batching and per-message log rate limits) and redact (a server's
+// secrets replaced in what callers are told). Configuration, including
+// the evaluation of restrict guards, is [github.com/capbridge/capbridge/bridge/config];
+// the control plane's wire is [github.com/capbridge/capbridge/bridge/control].
 package bridge

@@ -503,7 +503,7 @@ func TestClientAbandonCancelsServerCall(t *testing.T) {
 func waitInflight(t *testing.T, tb *testBridge, server string, n int64) {
 	t.Helper()
 	s := tb.servers[server]
-	eventually(t, fmt.Sprintf("%d calls running at server %q", n, server), func() bool { return s.adm.inflight.Load() == n })
+	eventually(t, fmt.Sprintf("%d calls running at server %q", n, server), func() bool { return s.adm.Running() == n })
 }
 
 // A client that stops reading stalls only its own connection: while the
@@ -554,7 +554,7 @@ func TestStalledReaderCannotStallOthers(t *testing.T) {
 	}
 	s := tb.servers["t"]
 	eventually(t, "the server to answer every large call", func() bool {
-		return s.calls.Load() == hangs+big && s.adm.inflight.Load() == hangs
+		return s.calls.Load() == hangs+big && s.adm.Running() == hangs
 	})
 
 	ctx := faultCtx(t)

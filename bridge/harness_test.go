@@ -165,9 +165,7 @@ func eventually(t testing.TB, what string, cond func() bool) {
 
 // draining reports whether Shutdown has closed admission.
 func (tb *testBridge) draining() bool {
-	tb.flight.mu.Lock()
-	defer tb.flight.mu.Unlock()
-	return tb.flight.draining
+	return tb.flight.Draining()
 }
 
 // grant issues a grant through the public API and returns its token.

@@ -377,7 +377,7 @@ func (s *server) failed(err error) {
 	st := s.statusLocked()
 	s.mu.Unlock()
 	s.log.Error().Str("error", st.Reason).Bytes("stderr_tail", tail).Msg("server failed to boot")
-	s.logs.flush()
+	s.logs.Flush()
 	s.progress(st)
 	if first != nil {
 		close(first)
@@ -399,7 +399,7 @@ func (s *server) died(client *mcpwire.Client, err error) (clean bool) {
 	st := s.statusLocked()
 	s.mu.Unlock()
 	s.log.Error().Str("error", st.Reason).Bytes("stderr_tail", tail).Msg("server died")
-	s.logs.flush()
+	s.logs.Flush()
 	s.progress(st)
 	exit, cerr := client.Close()
 	if cerr != nil {

@@ -29,7 +29,7 @@ func TestShutdownWaitsOutGrace(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		const grace = 10 * time.Second
 		b := bareBridge()
-		if !b.flight.admit() {
+		if !b.flight.Admit() {
 			t.Fatal("a call was refused before the shutdown")
 		}
 		done := make(chan error, 1)
@@ -41,7 +41,7 @@ func TestShutdownWaitsOutGrace(t *testing.T) {
 			t.Fatalf("Shutdown returned (%v) before the grace period ended, with a call in flight", err)
 		default:
 		}
-		if b.flight.admit() {
+		if b.flight.Admit() {
 			t.Fatal("a call was admitted during the grace period")
 		}
 		time.Sleep(time.Nanosecond)
@@ -57,7 +57,7 @@ func TestShutdownWaitsOutGrace(t *testing.T) {
 		if cause := context.Cause(b.ctx); !errors.Is(cause, errShuttingDown) {
 			t.Errorf("the bridge's context ended with %v, want errShuttingDown", cause)
 		}
-		b.flight.retire()
+		b.flight.Retire()
 	})
 }
 
@@ -67,7 +67,7 @@ func TestShutdownEndsWithLastCall(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		b := bareBridge()
 		for range 3 {
-			if !b.flight.admit() {
+			if !b.flight.Admit() {
 				t.Fatal("a call was refused before the shutdown")
 			}
 		}
@@ -81,7 +81,7 @@ func TestShutdownEndsWithLastCall(t *testing.T) {
 				t.Fatalf("Shutdown returned with %d calls in flight", 3-i)
 			default:
 			}
-			b.flight.retire()
+			b.flight.Retire()
 			synctest.Wait()
 		}
 		select {
@@ -142,12 +142,12 @@ func TestShutdownWithoutServe(t *testing.T) {
 // shutting_down, whichever socket it came from, and never counted.
 func TestCallAfterDrainIsRefused(t *testing.T) {
 	b := bareBridge()
-	b.flight.drain()
+	b.flight.Drain()
 	o := b.call(b.ctx, callRequest{server: "t", tool: "echo"})
 	if o.denial == nil || o.denial.Code != capwire.CodeShuttingDown {
 		t.Fatalf("outcome %+v, want shutting_down", o)
 	}
-	if b.flight.n != 0 {
-		t.Errorf("%d calls counted after a refusal, want 0", b.flight.n)
+	if b.flight.InFlight() != 0 {
+		t.Errorf("%d calls counted after a refusal, want 0", b.flight.InFlight())
 	}
 }

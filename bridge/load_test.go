@@ -341,7 +341,7 @@ func TestShutdownDuringLoad(t *testing.T) {
 func waitBusy(t *testing.T, tb *testBridge, server string, n int64) {
 	t.Helper()
 	s := tb.servers[server]
-	eventually(t, fmt.Sprintf("%d calls running or queued at server %q", n, server), func() bool { return s.adm.inflight.Load()+s.adm.waiting.Load() == n })
+	eventually(t, fmt.Sprintf("%d calls running or queued at server %q", n, server), func() bool { return s.adm.Running()+s.adm.Queued() == n })
 }
 
 // A reply must not keep anything alive once it is queued: a call rate of

@@ -13,6 +13,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/capbridge/capbridge/bridge/internal/auditlog"
 	"github.com/capbridge/capbridge/internal/testkit/leakcheck"
 	"github.com/capbridge/capbridge/internal/testkit/mcptest"
 )
@@ -73,61 +74,6 @@ func count(lines []logLine, msg string) (logged, suppressed int64) {
 	return logged, suppressed
 }
 
-// The bucket, on an injected clock: burst lines pass, the rest are
-// counted; refilled tokens let lines through, each first reporting the
-// count held; flush reports the rest; messages do not share buckets.
-func TestLogLimiter(t *testing.T) {
-	var sink logLines
-	log, lim := limitLogs(zerolog.New(&sink))
-	now := time.Unix(1_000_000, 0)
-	lim.now = func() time.Time { return now }
-	const stderr = "mcpwire: server stderr"
-	stderrRate := logRates[stderr]
-
-	for range 1000 {
-		log.Info().Msg(stderr)
-	}
-	for range 50 {
-		log.Warn().Msg("refused")
-	}
-	if logged, held := count(sink.lines(t), stderr); logged != int64(stderrRate.burst) || held != 0 {
-		t.Fatalf("after a burst of 1000: %d stderr lines logged, %d reported; want %d and none yet", logged, held, stderrRate.burst)
-	}
-	now = now.Add(time.Second) // 10 stderr tokens, 1 "refused" token
-	for range 20 {
-		log.Info().Msg(stderr)
-	}
-	log.Warn().Msg("refused")
-	log.Warn().Msg("refused")
-	lines := sink.lines(t)
-	if logged, held := count(lines, stderr); logged != int64(stderrRate.burst)+10 || held != 1000-int64(stderrRate.burst) {
-		t.Errorf("a second later: %d stderr lines logged, %d reported suppressed; want %d and %d", logged, held, stderrRate.burst+10, 1000-stderrRate.burst)
-	}
-	if logged, held := count(lines, "refused"); logged != int64(defaultLogRate.burst)+1 || held != 50-int64(defaultLogRate.burst) {
-		t.Errorf("refused: %d logged, %d reported; want %d and %d", logged, held, defaultLogRate.burst+1, 50-defaultLogRate.burst)
-	}
-	// The summary comes before the line that carries it through.
-	for i, l := range lines {
-		if l.Of == "refused" && (i+1 == len(lines) || lines[i+1].Message != "refused") {
-			t.Errorf("summary %+v is not followed by its message's line", l)
-		}
-	}
-	lim.flush()
-	lines = sink.lines(t)
-	for _, msg := range []string{stderr, "refused"} {
-		logged, held := count(lines, msg)
-		total := map[string]int64{stderr: 1020, "refused": 52}[msg]
-		if logged+held != total {
-			t.Errorf("%s after flush: %d logged + %d suppressed, want %d in all", msg, logged, held, total)
-		}
-	}
-	n := len(lines)
-	lim.flush()
-	if len(sink.lines(t)) != n {
-		t.Error("a second flush reported again")
-	}
-}
-
 // Across the bridge, with a real server: a 2 MiB stderr flood at boot,
 // server→client requests refused and notifications, each logged within
 // its rate, every line accounted for (logged or counted), and the audit
@@ -154,20 +100,20 @@ func TestLogsCannotBeInflated(t *testing.T) {
 	elapsed := time.Since(start)
 
 	lines := sink.lines(t)
-	within := func(rate logRate) int64 {
-		return int64(rate.burst) + int64(elapsed/rate.every) + 1
+	within := func(rate auditlog.Rate) int64 {
+		return int64(rate.Burst) + int64(elapsed/rate.Every) + 1
 	}
 	floodLines := int64(flood / len("mcptest stderr flood: the client must drain stderr while it waits on stdout\n"))
 	for _, tc := range []struct {
 		msg       string
-		rate      logRate
+		rate      auditlog.Rate
 		atLeast   int64 // lines the server caused
 		exactly   bool
 		whatCause string
 	}{
-		{"mcpwire: server stderr", logRates["mcpwire: server stderr"], floodLines, false, "stderr lines"},
-		{"mcpwire: server request refused (-32601)", defaultLogRate, calls, true, "refused requests"},
-		{"mcpwire: server log message", defaultLogRate, calls, true, "notifications"},
+		{"mcpwire: server stderr", auditlog.RateOf("mcpwire: server stderr"), floodLines, false, "stderr lines"},
+		{"mcpwire: server request refused (-32601)", auditlog.DefaultRate, calls, true, "refused requests"},
+		{"mcpwire: server log message", auditlog.DefaultRate, calls, true, "notifications"},
 	} {
 		logged, held := count(lines, tc.msg)
 		if logged > within(tc.rate) {
@@ -239,7 +185,7 @@ func TestRefusedConnectionsRateLimited(t *testing.T) {
 			suppressed += l.Suppressed
 		}
 	}
-	if limit := int64(defaultLogRate.burst) + int64(elapsed/defaultLogRate.every) + 1; logged > limit || logged+suppressed != tries {
+	if limit := int64(auditlog.DefaultRate.Burst) + int64(elapsed/auditlog.DefaultRate.Every) + 1; logged > limit || logged+suppressed != tries {
 		t.Errorf("%d refusals: %d logged (at most %d in %v), %d counted as suppressed", tries, logged, limit, elapsed, suppressed)
 	}
 }

@@ -190,9 +190,9 @@ func newMetrics(b *Bridge) *metrics {
 			bootDur:  set.NewGauge("capbridge_server_boot_seconds"+l, nil),
 			untooled: &toolSeries{},
 		}
-		set.NewGauge("capbridge_calls_inflight"+l, func() float64 { return float64(s.adm.inflight.Load()) })
+		set.NewGauge("capbridge_calls_inflight"+l, func() float64 { return float64(s.adm.Running()) })
 		set.NewGauge("capbridge_calls_abandoned"+l, func() float64 { return float64(s.abandoned.Load()) })
-		set.NewGauge("capbridge_calls_queued"+l, func() float64 { return float64(s.adm.waiting.Load()) })
+		set.NewGauge("capbridge_calls_queued"+l, func() float64 { return float64(s.adm.Queued()) })
 		for _, st := range []State{StateStarting, StateReady, StateFailed, StateDead, StateRetired} {
 			set.NewGauge(`capbridge_server_state{server="`+labelValue(name)+`",state="`+string(st)+`"}`, func() float64 {
 				s.mu.Lock()

@@ -8,7 +8,17 @@ import (
 	"path/filepath"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/capbridge/capbridge/bridge/internal/unixsock"
 )
+
+// ErrSocketInUse means a live process answers on a socket path we were
+// asked to serve: another capbridge, most likely. We never steal it.
+var ErrSocketInUse = unixsock.ErrInUse
+
+// PeerCred is the identity the kernel recorded for the process at the
+// other end of a Unix connection when it connected.
+type PeerCred = unixsock.PeerCred
 
 // SocketCheck is what Preflight found at one socket path.
 type SocketCheck struct {
@@ -40,7 +50,7 @@ func (b *Bridge) Preflight() []SocketCheck {
 
 func preflightSocket(key, path string) SocketCheck {
 	c := SocketCheck{Key: key, Path: path}
-	if c.Err = checkPathLen(path); c.Err != nil {
+	if c.Err = unixsock.CheckPathLen(path); c.Err != nil {
 		return c
 	}
 	dir := filepath.Dir(path)
@@ -49,16 +59,16 @@ func preflightSocket(key, path string) SocketCheck {
 		c.Err = checkCreatable(dir)
 		return c
 	}
-	if c.Err = checkSocketDir(dir); c.Err != nil {
+	if c.Err = unixsock.CheckDir(dir); c.Err != nil {
 		return c
 	}
-	// checkSocketDir accepts a root-owned directory, which we may not be
+	// CheckDir accepts a root-owned directory, which we may not be
 	// able to write: then binding would fail.
 	if err := unix.Access(dir, unix.W_OK|unix.X_OK); err != nil {
 		c.Err = fmt.Errorf("bridge: socket directory %s: cannot create a socket in it: %w", dir, err)
 		return c
 	}
-	c.Stale, c.Err = staleSocket(path)
+	c.Stale, c.Err = unixsock.Stale(path)
 	return c
 }
 

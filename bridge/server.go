@@ -13,6 +13,9 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/capbridge/capbridge/bridge/config"
+	"github.com/capbridge/capbridge/bridge/internal/auditlog"
+	"github.com/capbridge/capbridge/bridge/internal/fairshare"
+	"github.com/capbridge/capbridge/bridge/internal/redact"
 	"github.com/capbridge/capbridge/codegen"
 	"github.com/capbridge/capbridge/internal/truncate"
 	"github.com/capbridge/capbridge/mcpwire"
@@ -67,8 +70,8 @@ type server struct {
 	// log is rate-limited per message (loglimit.go): mcpwire logs the
 	// server's stderr lines, requests and notifications through it.
 	log    zerolog.Logger
-	logs   *logLimiter // log's limiter; flushed when the server ends
-	redact *redactor   // the values of cfg.Env, for what callers are told
+	logs   *auditlog.Limiter // log's limiter; flushed when the server ends
+	redact *redact.Redactor  // the values of cfg.Env, for what callers are told
 	audit  zerolog.Logger
 	opts   bootOptions
 
@@ -109,7 +112,7 @@ type server struct {
 	// each grant holding at most its share of both (shares). Its gauges
 	// are for status; the bridge's account of the calls Shutdown waits
 	// for is its flight.
-	adm *shares
+	adm *fairshare.Shares[*Grant] // nil key: operator authority
 
 	calls, errs atomic.Int64
 	// abandoned counts the slots held for calls given up on that the
@@ -124,12 +127,12 @@ type server struct {
 }
 
 func newServer(cfg config.Server, log, audit zerolog.Logger, o bootOptions, progress func(Progress)) *server {
-	log, logs := limitLogs(log.With().Str("server", cfg.Name).Logger())
+	log, logs := auditlog.Limit(log.With().Str("server", cfg.Name).Logger())
 	s := &server{
 		cfg:        cfg,
 		log:        log,
 		logs:       logs,
-		redact:     newRedactor(cfg.Env),
+		redact:     redact.New(cfg.Env),
 		audit:      audit,
 		opts:       o,
 		jitter:     equalJitter,
@@ -137,7 +140,7 @@ func newServer(cfg config.Server, log, audit zerolog.Logger, o bootOptions, prog
 		state:      StateStarting,
 		firstDone:  make(chan struct{}),
 		runDone:    make(chan struct{}),
-		adm:        newShares(cfg.MaxInflight, cfg.InflightPerGrant(), cfg.MaxQueue, cfg.QueuePerGrant()),
+		adm:        fairshare.New[*Grant](fairshare.Limits{Max: cfg.MaxInflight, PerKey: cfg.InflightPerGrant(), MaxQueue: cfg.MaxQueue, QueuePerKey: cfg.QueuePerGrant()}),
 	}
 	s.launch = s.start
 	return s
@@ -281,7 +284,7 @@ func (e *unavailableError) Error() string {
 // of the server's env redacted, and the end of its stderr only when
 // stderr_to_caller is set.
 func (s *server) unavailableMessage(err error) string {
-	msg := s.redact.text(err.Error())
+	msg := s.redact.Text(err.Error())
 	var u *unavailableError
 	if errors.As(err, &u) {
 		msg += s.callerStderr(u.tail)
@@ -291,7 +294,7 @@ func (s *server) unavailableMessage(err error) string {
 
 // callerStderr renders the end of the server's stderr for a denial, or
 // says where it is: callers see it only when stderr_to_caller is set,
-// and then redacted and capped (redactor.tail).
+// and then redacted and capped (redact.Redactor.Tail).
 func (s *server) callerStderr(tail []byte) string {
 	if len(tail) == 0 {
 		return ""
@@ -299,13 +302,41 @@ func (s *server) callerStderr(tail []byte) string {
 	if !s.cfg.StderrToCaller {
 		return " (its stderr is in capbridge's status and logs)"
 	}
-	return "; stderr tail: " + s.redact.tail(tail)
+	return "; stderr tail: " + s.redact.Tail(tail)
 }
 
 // admit waits for a call slot for grant g (nil: operator authority) in
-// the server's fair queue (shares.admit).
+// the server's fair queue, for at most d. A wait that runs out is
+// errCallTimeout; a full queue, an *overloadError naming the server.
 func (s *server) admit(ctx context.Context, g *Grant, d time.Duration) (func(), time.Duration, error) {
-	return s.adm.admit(ctx, s.cfg.Name, g, d)
+	release, waited, err := s.adm.Admit(ctx, g, d)
+	var ov *fairshare.Overload
+	switch {
+	case errors.Is(err, fairshare.ErrTimeout):
+		err = errCallTimeout
+	case errors.As(err, &ov):
+		err = &overloadError{server: s.cfg.Name, Overload: ov}
+	}
+	return release, waited, err
+}
+
+// overloadError is a call refused because the server's queue, or the
+// grant's share of it, was full.
+type overloadError struct {
+	server string
+	*fairshare.Overload
+}
+
+func (e *overloadError) Error() string { return "bridge: " + e.message() }
+
+// message is the denial's text: whose budget was exceeded, and by what.
+func (e *overloadError) message() string {
+	if e.OfKey {
+		return fmt.Sprintf("this grant has %d calls running and %d waiting at server %q, its share (max_inflight_per_grant %d, max_queue_per_grant %d); other grants are unaffected; try again later",
+			e.Running, e.Queued, e.server, e.LimRun, e.LimQ)
+	}
+	return fmt.Sprintf("server %q has %d calls running and %d waiting (max_inflight %d, max_queue %d); try again later",
+		e.server, e.Running, e.Queued, e.LimRun, e.LimQ)
 }
 
 // holdSlot keeps an abandoned call's admission slot until the server
@@ -333,7 +364,7 @@ func (s *server) holdSlot(answered <-chan struct{}, release func()) {
 // backoff wait ends) and shuts the live client down with mcpwire's
 // bounded sequence, returning its evidence. It is idempotent.
 func (s *server) retire() (mcpwire.Exit, error) {
-	defer s.logs.flush()
+	defer s.logs.Flush()
 	s.mu.Lock()
 	was, stop := s.state, s.stop
 	s.state = StateRetired
@@ -407,7 +438,7 @@ func (s *server) status() serverStatus {
 func (s *server) statusLocked() serverStatus {
 	st := serverStatus{
 		Name: s.cfg.Name, State: string(s.state), Reason: s.reason,
-		Inflight: s.adm.inflight.Load(), Abandoned: s.abandoned.Load(), Queued: s.adm.waiting.Load(), Calls: s.calls.Load(), Errors: s.errs.Load(),
+		Inflight: s.adm.Running(), Abandoned: s.abandoned.Load(), Queued: s.adm.Queued(), Calls: s.calls.Load(), Errors: s.errs.Load(),
 		StderrTail: truncate.Tail(s.tail, -1),
 		Restart:    string(s.cfg.Restart), Restarts: s.restarts.Load(), LastExit: s.lastExit,
 	}

@@ -24,3 +24,6 @@ func (g *Cgroups) Dir() string { return "" }
 
 // Close does nothing off Linux.
 func (g *Cgroups) Close(time.Duration) error { return nil }
+
+// Subreap always fails off Linux: PR_SET_CHILD_SUBREAPER is Linux's.
+func Subreap() error { return errors.New("mcpwire: a child subreaper is only supported on Linux") }

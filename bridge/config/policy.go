@@ -1,6 +1,7 @@
 package config
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"maps"
@@ -180,7 +181,7 @@ func checkPointer(p string) string {
 			return fmt.Sprintf("%q has a ~ that is not ~0 or ~1", p)
 		}
 	}
-	for _, tok := range PointerTokens(p) {
+	for _, tok := range pointer.Tokens(p) {
 		if tok == "" {
 			return fmt.Sprintf("%q has an empty segment", p)
 		}
@@ -188,9 +189,136 @@ func checkPointer(p string) string {
 	return ""
 }
 
-// PointerTokens splits a JSON Pointer into its unescaped reference
-// tokens (RFC 6901, section 4: ~1 is /, then ~0 is ~).
-func PointerTokens(p string) []string { return pointer.Tokens(p) }
+// Violation is a restrict guard a call's arguments broke: the pointer and
+// the rule, for the denial's message and path.
+type Violation struct {
+	Pointer, Rule string
+}
+
+// CheckArgs evaluates guards (a tool's, from Server.Guards) on a call's
+// arguments (JSON, as they will be sent), and returns the first violation
+// in pointer order, or nil. Arguments that are not a JSON object cannot
+// hold a guarded value, so every guard that is not optional is broken.
+func CheckArgs(guards []Guard, args []byte) *Violation {
+	if len(guards) == 0 {
+		return nil
+	}
+	dec := json.NewDecoder(bytes.NewReader(args))
+	dec.UseNumber()
+	var root any
+	if err := dec.Decode(&root); err != nil {
+		return &Violation{Rule: "the arguments are not a JSON object"}
+	}
+	for i := range guards {
+		g := &guards[i]
+		v, found := lookupPointer(root, pointer.Tokens(g.Pointer))
+		if !found {
+			if g.Optional {
+				continue
+			}
+			return &Violation{g.Pointer, "the argument is required by policy"}
+		}
+		if rule := breaks(g, v); rule != "" {
+			return &Violation{g.Pointer, rule}
+		}
+	}
+	return nil
+}
+
+// lookupPointer follows JSON Pointer tokens through a decoded value.
+func lookupPointer(v any, tokens []string) (any, bool) {
+	for _, tok := range tokens {
+		switch x := v.(type) {
+		case map[string]any:
+			next, ok := x[tok]
+			if !ok {
+				return nil, false
+			}
+			v = next
+		case []any:
+			i, err := strconv.ParseUint(tok, 10, 31)
+			if err != nil || int(i) >= len(x) || (len(tok) > 1 && tok[0] == '0') {
+				return nil, false
+			}
+			v = x[i]
+		default:
+			return nil, false
+		}
+	}
+	return v, true
+}
+
+// breaks returns the first rule of g that v breaks, described, or "".
+func breaks(g *Guard, v any) string {
+	s, isString := v.(string)
+	n, isNumber := v.(json.Number)
+	if g.Values != nil && !oneOf(v, g.Values) {
+		return "values: not one of the allowed values"
+	}
+	if g.Prefix != nil {
+		if !isString || !strings.HasPrefix(s, *g.Prefix) {
+			return "prefix: must be a string starting with " + strconv.Quote(*g.Prefix)
+		}
+		// A path under the prefix must stay under it.
+		if hasDotDot(s) {
+			return "prefix: must not contain a \"..\" segment"
+		}
+	}
+	if g.Pattern != nil && (!isString || !g.Pattern.MatchString(s)) {
+		return "pattern: must be a string matching " + strconv.Quote(g.Pattern.Text)
+	}
+	if g.Min != nil || g.Max != nil {
+		f, err := n.Float64()
+		if !isNumber || err != nil || math.IsInf(f, 0) {
+			return "range: must be a number"
+		}
+		if g.Min != nil && f < *g.Min {
+			return "range: must be at least " + strconv.FormatFloat(*g.Min, 'g', -1, 64)
+		}
+		if g.Max != nil && f > *g.Max {
+			return "range: must be at most " + strconv.FormatFloat(*g.Max, 'g', -1, 64)
+		}
+	}
+	return ""
+}
+
+// oneOf compares a decoded argument with the allowed values: strings and
+// booleans exactly, numbers by value (3 and 3.0 are one number).
+func oneOf(v any, allowed []any) bool {
+	for _, a := range allowed {
+		switch x := v.(type) {
+		case string, bool:
+			if x == a {
+				return true
+			}
+		case json.Number:
+			f, err := x.Float64()
+			if err != nil {
+				return false
+			}
+			switch y := a.(type) {
+			case int64:
+				if f == float64(y) {
+					return true
+				}
+			case float64:
+				if f == y {
+					return true
+				}
+			}
+		}
+	}
+	return false
+}
+
+func hasDotDot(s string) bool {
+	for _, seg := range strings.FieldsFunc(s, func(r rune) bool { return r == '/' || r == '\\' }) {
+		if seg == ".." {
+			return true
+		}
+	}
+	return false
+}
 
 // lockPath reads bridge.lock: a path, absolute or relative to the
 // config file's directory.
@@ -221,7 +349,7 @@ func (s *Server) CheckGuards(schemaOf func(tool string) ([]byte, bool)) ErrorLis
 		if !ok {
 			continue
 		}
-		if why := resolveInSchema(schema, PointerTokens(g.Pointer)); why != "" {
+		if why := resolveInSchema(schema, pointer.Tokens(g.Pointer)); why != "" {
 			errs = append(errs, &Error{File: g.File, Line: g.Line, Key: g.Key,
 				Msg: fmt.Sprintf("%s names no argument of tool %q: %s", g.Pointer, g.Tool, why),
 				Fix: "check the spelling against `capbridge describe " + s.Name + "`; pointers follow the argument names, such as \"/path\""})

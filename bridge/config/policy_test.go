@@ -4,6 +4,8 @@ import (
 	"errors"
 	"strings"
 	"testing"
+
+	"github.com/capbridge/capbridge/internal/pointer"
 )
 
 const policyTOML = `[bridge]
@@ -100,14 +102,11 @@ func TestCheckGuards(t *testing.T) {
 		t.Fatalf("got  %s\nwant %s", errs[0], want)
 	}
 	// An array's items are reached by index.
-	if why := resolveInSchema([]byte(`{"properties":{"a":{"type":"array","items":{"properties":{"b":{}}}}}}`), PointerTokens("/a/3/b")); why != "" {
+	if why := resolveInSchema([]byte(`{"properties":{"a":{"type":"array","items":{"properties":{"b":{}}}}}}`), pointer.Tokens("/a/3/b")); why != "" {
 		t.Fatal(why)
 	}
-	if why := resolveInSchema([]byte(`{"type":"object"}`), PointerTokens("/x")); !strings.Contains(why, "declares no properties") {
+	if why := resolveInSchema([]byte(`{"type":"object"}`), pointer.Tokens("/x")); !strings.Contains(why, "declares no properties") {
 		t.Fatal(why)
-	}
-	if got := PointerTokens("/a~1b/c~0d/~01"); strings.Join(got, "|") != "a/b|c~d|~1" {
-		t.Fatalf("tokens %q", got)
 	}
 }
 
@@ -120,5 +119,60 @@ func TestUnmatchedPolicy(t *testing.T) {
 	want := `destructive "delete_file"|restrict "resize"`
 	if strings.Join(got, "|") != want {
 		t.Fatalf("UnmatchedTools = %q, want %q", got, want)
+	}
+}
+
+func TestCheckArgs(t *testing.T) {
+	cfg, err := Load("x.toml", []byte(`[mcp.s]
+command = "/x"
+restrict.t."/branch" = { values = ["main", "dev", 3, true] }
+restrict.t."/name" = { pattern = "[a-z]+", optional = true }
+restrict.t."/opts/n" = { min = -1.5, max = 3, optional = true }
+restrict.t."/list/1" = { values = ["b"], optional = true }
+restrict.t."/a~1b" = { prefix = "x", optional = true }
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	guards := cfg.Servers[0].Guards("t")
+	for _, c := range []struct{ args, broken string }{
+		{`{"branch":"main"}`, ""},
+		{`{"branch":3.0}`, ""},
+		{`{"branch":true}`, ""},
+		{`{"branch":"prod"}`, "/branch values"},
+		{`{"branch":"3"}`, "/branch values"},
+		{`{"branch":null}`, "/branch values"},
+		{`{}`, "/branch the argument is required"},
+		{`[]`, "/branch the argument is required"},
+		{`"x"`, "/branch the argument is required"},
+		{`{"branch":"dev","name":"abc"}`, ""},
+		{`{"branch":"dev","name":"abc\n"}`, "/name pattern"},
+		{`{"branch":"dev","name":"ab1"}`, "/name pattern"},
+		{`{"branch":"dev","name":5}`, "/name pattern"},
+		{`{"branch":"dev","opts":{"n":-1.5}}`, ""},
+		{`{"branch":"dev","opts":{"n":3}}`, ""},
+		{`{"branch":"dev","opts":{"n":3.0001}}`, "/opts/n range: must be at most 3"},
+		{`{"branch":"dev","opts":{"n":-2}}`, "/opts/n range: must be at least -1.5"},
+		{`{"branch":"dev","opts":{"n":"1"}}`, "/opts/n range: must be a number"},
+		{`{"branch":"dev","opts":{"n":1e400}}`, "/opts/n range: must be a number"},
+		{`{"branch":"dev","list":["a","b"]}`, ""},
+		{`{"branch":"dev","list":["a","c"]}`, "/list/1 values"},
+		{`{"branch":"dev","list":["a"]}`, ""},
+		{`{"branch":"dev","a/b":"xy"}`, ""},
+		{`{"branch":"dev","a/b":"yx"}`, "/a~1b prefix"},
+		{`{"branch":"dev","a/b":"x/..\\y"}`, "/a~1b prefix: must not contain"},
+		{`not json`, " the arguments are not a JSON object"},
+	} {
+		v := CheckArgs(guards, []byte(c.args))
+		got := ""
+		if v != nil {
+			got = v.Pointer + " " + v.Rule
+		}
+		if (c.broken == "") != (v == nil) || !strings.HasPrefix(got, c.broken) {
+			t.Errorf("%s: %q, want %q", c.args, got, c.broken)
+		}
+	}
+	if CheckArgs(nil, []byte("not json")) != nil {
+		t.Error("a tool without guards has its arguments parsed")
 	}
 }

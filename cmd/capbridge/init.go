@@ -12,7 +12,6 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/capbridge/capbridge/bridge"
 	"github.com/capbridge/capbridge/bridge/config"
 )
 
@@ -62,7 +61,7 @@ an existing file without --force.`)
 // set: then it is replaced atomically.
 func writeNew(path string, data []byte, mode os.FileMode, force bool) error {
 	if force {
-		return bridge.WriteFileAtomic(path, data, mode)
+		return writeFileAtomic(path, data, mode)
 	}
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, mode)
 	if errors.Is(err, fs.ErrExist) {

@@ -126,7 +126,7 @@ written, 2 bad command line, 4 configuration error.`)
 		return exitError
 	}
 	path := lockPath(*out, cfg)
-	if err := bridge.WriteFileAtomic(path, live.Encode(), 0o644); err != nil {
+	if err := writeFileAtomic(path, live.Encode(), 0o644); err != nil {
 		fmt.Fprintf(stderr, "capbridge lock: writing %s: %v\n", path, err)
 		return exitError
 	}

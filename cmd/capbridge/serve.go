@@ -243,12 +243,12 @@ cannot be opened, 5 shutdown that could not confirm every server exited.`)
 	// The file first: a harness that saw the line on stdout may look for
 	// the file next, and must find it.
 	if *readyFile != "" {
-		if err := bridge.WriteFileAtomic(*readyFile, append(ready, '\n'), 0o644); err != nil {
+		if err := writeFileAtomic(*readyFile, append(ready, '\n'), 0o644); err != nil {
 			log.Error().Err(err).Str("path", *readyFile).Msg("cannot write the ready file")
 		}
 	}
 	fmt.Fprintf(stdout, "%s\n", ready)
-	if err := bridge.Notify(os.Getenv("NOTIFY_SOCKET"), "READY=1"); err != nil {
+	if err := notify(os.Getenv("NOTIFY_SOCKET"), "READY=1"); err != nil {
 		log.Warn().Err(err).Msg("cannot notify the service manager")
 	}
 	if demo {
@@ -258,7 +258,7 @@ cannot be opened, 5 shutdown that could not confirm every server exited.`)
 
 	sig := <-sigs
 	log.Info().Str("signal", sig.String()).Dur("grace", cfg.Bridge.ShutdownGrace).Msg("shutting down")
-	_ = bridge.Notify(os.Getenv("NOTIFY_SOCKET"), "STOPPING=1")
+	_ = notify(os.Getenv("NOTIFY_SOCKET"), "STOPPING=1")
 	err = b.Shutdown(cfg.Bridge.ShutdownGrace)
 	<-served
 	<-metricsDone
@@ -422,7 +422,7 @@ func isTerminal(w io.Writer) bool {
 	if !ok {
 		return false
 	}
-	_, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS)
+	_, err := unix.IoctlGetTermios(int(f.Fd()), ioctlReadTermios)
 	return err == nil
 }
 

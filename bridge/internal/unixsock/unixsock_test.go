@@ -1,4 +1,4 @@
-package bridge
+package unixsock
 
 import (
 	"errors"
@@ -15,7 +15,7 @@ import (
 func TestListenUnixModeAndCleanup(t *testing.T) {
 	defer leakcheck.Check(t)()
 	path := filepath.Join(t.TempDir(), "sub", "dir", "call.sock")
-	l, err := listenUnix(path, 0o660, -1)
+	l, err := Listen(path, 0o660, -1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -41,7 +41,7 @@ func TestListenUnixModeAndCleanup(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cred, err := peerCred(s)
+	cred, err := ReadPeerCred(s)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -61,13 +61,13 @@ func TestListenUnixModeAndCleanup(t *testing.T) {
 func TestListenUnixRefusesLiveSocket(t *testing.T) {
 	defer leakcheck.Check(t)()
 	path := filepath.Join(t.TempDir(), "call.sock")
-	l, err := listenUnix(path, 0o600, -1)
+	l, err := Listen(path, 0o600, -1)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer l.Close()
-	if _, err := listenUnix(path, 0o600, -1); !errors.Is(err, ErrSocketInUse) {
-		t.Fatalf("second listen = %v, want ErrSocketInUse", err)
+	if _, err := Listen(path, 0o600, -1); !errors.Is(err, ErrInUse) {
+		t.Fatalf("second listen = %v, want ErrInUse", err)
 	}
 	// The first listener still serves.
 	c, err := net.Dial("unix", path)
@@ -88,7 +88,7 @@ func TestListenUnixReplacesStaleSocket(t *testing.T) {
 	}
 	old.SetUnlinkOnClose(false)
 	old.Close()
-	l, err := listenUnix(path, 0o600, -1)
+	l, err := Listen(path, 0o600, -1)
 	if err != nil {
 		t.Fatalf("stale socket not replaced: %v", err)
 	}
@@ -100,7 +100,7 @@ func TestListenUnixRefusesOtherFiles(t *testing.T) {
 	if err := os.WriteFile(path, []byte("precious"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := listenUnix(path, 0o600, -1); err == nil || !strings.Contains(err.Error(), "not a socket") {
+	if _, err := Listen(path, 0o600, -1); err == nil || !strings.Contains(err.Error(), "not a socket") {
 		t.Fatalf("listen over a regular file = %v, want a refusal", err)
 	}
 	if b, _ := os.ReadFile(path); string(b) != "precious" {
@@ -109,7 +109,7 @@ func TestListenUnixRefusesOtherFiles(t *testing.T) {
 }
 
 func TestListenUnixPathTooLong(t *testing.T) {
-	if _, err := listenUnix("/tmp/"+strings.Repeat("x", 120), 0o600, -1); err == nil || !strings.Contains(err.Error(), "longer than") {
+	if _, err := Listen("/tmp/"+strings.Repeat("x", 120), 0o600, -1); err == nil || !strings.Contains(err.Error(), "longer than") {
 		t.Fatalf("got %v, want a path-length error", err)
 	}
 }
@@ -134,7 +134,7 @@ func TestListenUnixRefusesUnsafeDirectory(t *testing.T) {
 			if err := tc.setup(dir); err != nil {
 				t.Fatal(err)
 			}
-			if _, err := listenUnix(filepath.Join(dir, "call.sock"), 0o600, -1); err == nil || !strings.Contains(err.Error(), tc.want) {
+			if _, err := Listen(filepath.Join(dir, "call.sock"), 0o600, -1); err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("listen = %v, want a refusal saying %q", err, tc.want)
 			}
 		})
@@ -210,7 +210,7 @@ func TestListenUnixChecksAncestors(t *testing.T) {
 			}
 			t.Cleanup(func() { os.RemoveAll(base) })
 			sock, names := tc.setup(t, base)
-			l, err := listenUnix(sock, 0o600, -1)
+			l, err := Listen(sock, 0o600, -1)
 			if names == "" {
 				if err != nil {
 					t.Fatalf("listen = %v, want it accepted", err)

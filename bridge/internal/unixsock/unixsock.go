@@ -1,4 +1,9 @@
-package bridge
+// Package unixsock creates the Unix sockets capbridge listens on, with
+// their final mode and group before anyone can connect, on a path whose
+// every directory only we (or root) could change; it never steals a live
+// socket, clears a stale one, removes its own on close, and reads the
+// kernel's record of who connected.
+package unixsock
 
 import (
 	"errors"
@@ -13,33 +18,33 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// ErrSocketInUse means a live process answers on a socket path we were
-// asked to serve: another capbridge, most likely. We never steal it.
-var ErrSocketInUse = errors.New("bridge: socket path is in use by a live process")
+// ErrInUse means a live process answers on a socket path we were asked
+// to serve: another capbridge, most likely. We never steal it.
+var ErrInUse = errors.New("unixsock: socket path is in use by a live process")
 
-// listenUnix creates a Unix socket at path with exactly mode (and group
+// Listen creates a Unix socket at path with exactly mode (and group
 // gid, unless gid < 0) before anyone can connect to it.
 //
 // The socket is bound under a temporary name in the same directory,
 // given its mode and group, and only then renamed into place, so there is
 // no moment at which it exists at path with the umask's permissions. An
 // existing file at path is removed only if it is a socket nobody answers
-// on (a stale one from a crashed run); a live socket is ErrSocketInUse and
+// on (a stale one from a crashed run); a live socket is ErrInUse and
 // any other kind of file is refused. The parent directory is created
 // (0700) if missing. The probe-then-replace has a window in which a second
 // capbridge starting at the same instant could race us; a single owner
 // per path is the operator's contract.
 //
 // The returned listener removes path when closed.
-func listenUnix(path string, mode os.FileMode, gid int) (*unixListener, error) {
-	if err := checkPathLen(path); err != nil {
+func Listen(path string, mode os.FileMode, gid int) (*Listener, error) {
+	if err := CheckPathLen(path); err != nil {
 		return nil, err
 	}
 	dir := filepath.Dir(path)
 	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return nil, fmt.Errorf("bridge: creating socket directory: %w", err)
+		return nil, fmt.Errorf("unixsock: creating socket directory: %w", err)
 	}
-	if err := checkSocketDir(dir); err != nil {
+	if err := CheckDir(dir); err != nil {
 		return nil, err
 	}
 	if err := clearStale(path); err != nil {
@@ -49,39 +54,39 @@ func listenUnix(path string, mode os.FileMode, gid int) (*unixListener, error) {
 	_ = os.Remove(tmp)
 	l, err := net.ListenUnix("unix", &net.UnixAddr{Name: tmp, Net: "unix"})
 	if err != nil {
-		return nil, fmt.Errorf("bridge: listening on %s: %w", path, err)
+		return nil, fmt.Errorf("unixsock: listening on %s: %w", path, err)
 	}
 	// We remove the file ourselves: after the rename, the name the
 	// listener would unlink is not the one the socket has.
 	l.SetUnlinkOnClose(false)
-	fail := func(err error) (*unixListener, error) {
+	fail := func(err error) (*Listener, error) {
 		l.Close()
 		os.Remove(tmp)
 		return nil, err
 	}
 	if err := os.Chmod(tmp, mode); err != nil {
-		return fail(fmt.Errorf("bridge: setting socket mode: %w", err))
+		return fail(fmt.Errorf("unixsock: setting socket mode: %w", err))
 	}
 	if gid >= 0 {
 		if err := os.Lchown(tmp, -1, gid); err != nil {
-			return fail(fmt.Errorf("bridge: setting socket group: %w", err))
+			return fail(fmt.Errorf("unixsock: setting socket group: %w", err))
 		}
 	}
 	if err := os.Rename(tmp, path); err != nil {
-		return fail(fmt.Errorf("bridge: moving socket into place: %w", err))
+		return fail(fmt.Errorf("unixsock: moving socket into place: %w", err))
 	}
-	return &unixListener{UnixListener: l, path: path}, nil
+	return &Listener{UnixListener: l, path: path}, nil
 }
 
-// checkPathLen refuses a path too long for a Unix socket address.
-func checkPathLen(path string) error {
+// CheckPathLen refuses a path too long for a Unix socket address.
+func CheckPathLen(path string) error {
 	if len(path) >= len(unix.RawSockaddrUnix{}.Path) {
-		return fmt.Errorf("bridge: socket path %q is longer than the %d bytes a Unix socket address holds", path, len(unix.RawSockaddrUnix{}.Path)-1)
+		return fmt.Errorf("unixsock: socket path %q is longer than the %d bytes a Unix socket address holds", path, len(unix.RawSockaddrUnix{}.Path)-1)
 	}
 	return nil
 }
 
-// checkSocketDir refuses a socket directory that anyone but us (or root,
+// CheckDir refuses a socket directory that anyone but us (or root,
 // whom we trust anyway) could replace. Whoever can write to the socket's
 // directory can move our socket aside and put a listener of their own in
 // its place, and then read every grant request and every jailed
@@ -98,13 +103,13 @@ func checkPathLen(path string) error {
 // ours, and the entry below it on our path is itself held to these rules,
 // so it cannot be swapped either. A symlink on the path must be ours or
 // root's: its owner could point it elsewhere.
-func checkSocketDir(dir string) error {
+func CheckDir(dir string) error {
 	fi, err := os.Lstat(dir)
 	if err != nil {
-		return fmt.Errorf("bridge: socket directory: %w", err)
+		return fmt.Errorf("unixsock: socket directory: %w", err)
 	}
 	if !fi.IsDir() {
-		return fmt.Errorf("bridge: socket directory %s is not a directory (%s)", dir, fi.Mode().Type())
+		return fmt.Errorf("unixsock: socket directory %s is not a directory (%s)", dir, fi.Mode().Type())
 	}
 	uid, err := ownerOf(dir, fi)
 	if err != nil {
@@ -112,17 +117,17 @@ func checkSocketDir(dir string) error {
 	}
 	switch {
 	case !trustedOwner(uid):
-		return fmt.Errorf("bridge: socket directory %s belongs to uid %d, not to us (uid %d); another user could replace the sockets: remove it or choose another path", dir, uid, os.Geteuid())
+		return fmt.Errorf("unixsock: socket directory %s belongs to uid %d, not to us (uid %d); another user could replace the sockets: remove it or choose another path", dir, uid, os.Geteuid())
 	case fi.Mode().Perm()&0o022 != 0:
-		return fmt.Errorf("bridge: socket directory %s has mode %04o: others could replace the sockets; chmod go-w %s", dir, fi.Mode().Perm(), dir)
+		return fmt.Errorf("unixsock: socket directory %s has mode %04o: others could replace the sockets; chmod go-w %s", dir, fi.Mode().Perm(), dir)
 	}
 	abs, err := filepath.Abs(dir)
 	if err != nil {
-		return fmt.Errorf("bridge: socket directory %s: %w", dir, err)
+		return fmt.Errorf("unixsock: socket directory %s: %w", dir, err)
 	}
 	real, err := filepath.EvalSymlinks(abs)
 	if err != nil {
-		return fmt.Errorf("bridge: socket directory %s: %w", dir, err)
+		return fmt.Errorf("unixsock: socket directory %s: %w", dir, err)
 	}
 	seen := map[string]bool{}
 	for _, path := range []string{abs, real} {
@@ -137,11 +142,11 @@ func checkSocketDir(dir string) error {
 }
 
 // checkAncestor checks one directory (or symlink) above the socket
-// directory dir, as checkSocketDir describes.
+// directory dir, as CheckDir describes.
 func checkAncestor(dir, p string) error {
 	fi, err := os.Lstat(p)
 	if err != nil {
-		return fmt.Errorf("bridge: socket directory %s: checking %s: %w", dir, p, err)
+		return fmt.Errorf("unixsock: socket directory %s: checking %s: %w", dir, p, err)
 	}
 	uid, err := ownerOf(p, fi)
 	if err != nil {
@@ -150,13 +155,13 @@ func checkAncestor(dir, p string) error {
 	mode := fi.Mode()
 	switch {
 	case !trustedOwner(uid):
-		return fmt.Errorf("bridge: socket directory %s is under %s, which belongs to uid %d: that user could move the socket directory aside and put their own in its place; choose a socket path whose every directory belongs to root or to uid %d", dir, p, uid, os.Geteuid())
+		return fmt.Errorf("unixsock: socket directory %s is under %s, which belongs to uid %d: that user could move the socket directory aside and put their own in its place; choose a socket path whose every directory belongs to root or to uid %d", dir, p, uid, os.Geteuid())
 	case mode.Type() == fs.ModeSymlink:
 		return nil // its target is checked on the resolved path
 	case !mode.IsDir():
-		return fmt.Errorf("bridge: socket directory %s: %s is not a directory (%s)", dir, p, mode.Type())
+		return fmt.Errorf("unixsock: socket directory %s: %s is not a directory (%s)", dir, p, mode.Type())
 	case mode.Perm()&0o022 != 0 && mode&fs.ModeSticky == 0:
-		return fmt.Errorf("bridge: socket directory %s is under %s (mode %04o), which others may write to: they could move the socket directory aside and put their own in its place; chmod go-w %s (or chmod +t, as /tmp is), or choose another path", dir, p, mode.Perm(), p)
+		return fmt.Errorf("unixsock: socket directory %s is under %s (mode %04o), which others may write to: they could move the socket directory aside and put their own in its place; chmod go-w %s (or chmod +t, as /tmp is), or choose another path", dir, p, mode.Perm(), p)
 	}
 	return nil
 }
@@ -165,7 +170,7 @@ func checkAncestor(dir, p string) error {
 func ownerOf(p string, fi fs.FileInfo) (uint32, error) {
 	st, ok := fi.Sys().(*syscall.Stat_t)
 	if !ok {
-		return 0, fmt.Errorf("bridge: %s: cannot read its owner", p)
+		return 0, fmt.Errorf("unixsock: %s: cannot read its owner", p)
 	}
 	return st.Uid, nil
 }
@@ -176,83 +181,59 @@ func trustedOwner(uid uint32) bool { return uid == 0 || int(uid) == os.Geteuid()
 
 // clearStale removes a socket file at path that nobody answers on.
 func clearStale(path string) error {
-	stale, err := staleSocket(path)
+	stale, err := Stale(path)
 	if err != nil || !stale {
 		return err
 	}
 	if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return fmt.Errorf("bridge: removing stale socket: %w", err)
+		return fmt.Errorf("unixsock: removing stale socket: %w", err)
 	}
 	return nil
 }
 
-// staleSocket reports whether path holds a socket nobody answers on. It
+// Stale reports whether path holds a socket nobody answers on. It
 // is false, with no error, when nothing is there; an error when a live
-// process answers (ErrSocketInUse), when something other than a socket
+// process answers (ErrInUse), when something other than a socket
 // is there, or when it cannot tell.
-func staleSocket(path string) (bool, error) {
+func Stale(path string) (bool, error) {
 	fi, err := os.Lstat(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return false, nil
 	}
 	if err != nil {
-		return false, fmt.Errorf("bridge: checking socket path: %w", err)
+		return false, fmt.Errorf("unixsock: checking socket path: %w", err)
 	}
 	if fi.Mode().Type() != fs.ModeSocket {
-		return false, fmt.Errorf("bridge: %s exists and is not a socket (%s); refusing to replace it", path, fi.Mode().Type())
+		return false, fmt.Errorf("unixsock: %s exists and is not a socket (%s); refusing to replace it", path, fi.Mode().Type())
 	}
 	c, err := net.DialTimeout("unix", path, time.Second)
 	if err == nil {
 		c.Close()
-		return false, fmt.Errorf("%w: %s", ErrSocketInUse, path)
+		return false, fmt.Errorf("%w: %s", ErrInUse, path)
 	}
 	if !errors.Is(err, syscall.ECONNREFUSED) && !errors.Is(err, fs.ErrNotExist) {
 		// Anything else (a timeout: someone is there but slow; EACCES:
 		// someone else's socket) is not evidence that it is stale.
-		return false, fmt.Errorf("bridge: %s: cannot tell whether the socket is stale: %w", path, err)
+		return false, fmt.Errorf("unixsock: %s: cannot tell whether the socket is stale: %w", path, err)
 	}
 	// ENOENT: it went away between Lstat and the dial; nothing to remove.
 	return !errors.Is(err, fs.ErrNotExist), nil
 }
 
-// unixListener removes its socket file on Close.
-type unixListener struct {
+// Listener is a Unix socket listener that removes its socket file on
+// Close.
+type Listener struct {
 	*net.UnixListener
 	path string
 }
 
-func (l *unixListener) Close() error {
+// Close stops listening and removes the socket file, unless something
+// else has since been put at its path.
+func (l *Listener) Close() error {
 	err := l.UnixListener.Close()
 	// Once we have closed, nobody answers at path and clearStale removes
 	// the file; if an operator has since put a live socket (or anything
 	// else) there, it is left alone.
 	_ = clearStale(l.path)
 	return err
-}
-
-// PeerCred is the identity the kernel recorded for the process at the
-// other end of a Unix connection when it connected (SO_PEERCRED).
-type PeerCred struct {
-	PID int32
-	UID uint32
-	GID uint32
-}
-
-// peerCred reads SO_PEERCRED from a Unix connection.
-func peerCred(c *net.UnixConn) (PeerCred, error) {
-	raw, err := c.SyscallConn()
-	if err != nil {
-		return PeerCred{}, err
-	}
-	var cred *unix.Ucred
-	var credErr error
-	if err := raw.Control(func(fd uintptr) {
-		cred, credErr = unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED)
-	}); err != nil {
-		return PeerCred{}, err
-	}
-	if credErr != nil {
-		return PeerCred{}, fmt.Errorf("bridge: reading SO_PEERCRED: %w", credErr)
-	}
-	return PeerCred{PID: cred.Pid, UID: cred.Uid, GID: cred.Gid}, nil
 }

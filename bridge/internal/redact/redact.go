@@ -1,4 +1,6 @@
-package bridge
+// Package redact replaces the secrets a server was given in what the
+// server says, before capbridge repeats it to a caller.
+package redact
 
 import (
 	"cmp"
@@ -10,18 +12,18 @@ import (
 )
 
 // What a caller may learn of a failing server's stderr, when its
-// stderr_to_caller is set: the last maxCallerStderr bytes, after every
-// value of its env at least minRedacted bytes long is replaced by
+// stderr_to_caller is set: the last MaxTail bytes, after every value of
+// its env at least minRedacted bytes long is replaced by
 // "[redacted:NAME]". Shorter values are left alone: replacing "1" or
 // "yes" everywhere would garble the text and hide nothing worth hiding.
 const (
-	maxCallerStderr = 2 << 10
-	minRedacted     = 4
+	MaxTail     = 2 << 10
+	minRedacted = 4
 )
 
-// redactor replaces the values of a server's env in text the server
+// Redactor replaces the values of a server's env in text the server
 // produced. It is built once per server and safe for concurrent use.
-type redactor struct {
+type Redactor struct {
 	whole *strings.Replacer // nil when there is nothing to redact
 	// secrets are the values redacted, longest first, for the edges of a
 	// tail (see tail).
@@ -30,8 +32,9 @@ type redactor struct {
 
 type secret struct{ name, value string }
 
-func newRedactor(env map[string]string) *redactor {
-	r := &redactor{}
+// New returns a Redactor of the values in env, named by their keys.
+func New(env map[string]string) *Redactor {
+	r := &Redactor{}
 	for _, name := range slices.Sorted(maps.Keys(env)) {
 		if v := env[name]; len(v) >= minRedacted {
 			r.secrets = append(r.secrets, secret{name, v})
@@ -53,38 +56,38 @@ func newRedactor(env map[string]string) *redactor {
 
 func (s secret) marker() string { return "[redacted:" + s.name + "]" }
 
-// text returns s with every whole occurrence of a secret replaced. It is
+// Text returns s with every whole occurrence of a secret replaced. It is
 // for text the bridge composed around what the server sent (a reason, an
 // error message), where a secret can only appear whole.
-func (r *redactor) text(s string) string {
+func (r *Redactor) Text(s string) string {
 	if r.whole == nil {
 		return s
 	}
 	return r.whole.Replace(s)
 }
 
-// tail renders a stderr tail for a caller: valid UTF-8, secrets
-// replaced, then cut to its last maxCallerStderr bytes. A tail is the
+// Tail renders a stderr tail for a caller: valid UTF-8, secrets
+// replaced, then cut to its last MaxTail bytes. A tail is the
 // end of a ring that may start in the middle of a secret, and a server
 // that died mid-write may leave one cut off at its end, so a secret's
 // suffix at the start and its prefix at the end, at least minRedacted
 // bytes of either, are replaced too. The cut comes after the redaction,
 // so it can split a marker but never expose part of a secret.
-func (r *redactor) tail(b []byte) string {
+func (r *Redactor) Tail(b []byte) string {
 	s := strings.TrimSpace(truncate.Tail(b, -1))
 	if r.whole != nil {
 		s = r.edges(r.whole.Replace(s))
 	}
-	if len(s) > maxCallerStderr {
+	if len(s) > MaxTail {
 		const mark = "…"
-		s = mark + truncate.Suffix(s, maxCallerStderr-len(mark))
+		s = mark + truncate.Suffix(s, MaxTail-len(mark))
 	}
 	return s
 }
 
 // edges replaces a secret's suffix that starts s and a secret's prefix
 // that ends it, each the longest of any secret.
-func (r *redactor) edges(s string) string {
+func (r *Redactor) edges(s string) string {
 	for _, sec := range r.secrets {
 		if k := overlap(sec.value, s); k > 0 {
 			s = sec.marker() + s[k:]

@@ -1,4 +1,4 @@
-package bridge
+package main
 
 import (
 	"net"
@@ -23,10 +23,10 @@ func TestSdNotify(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := Notify(name, "READY=1"); err != nil {
+		if err := notify(name, "READY=1"); err != nil {
 			t.Fatal(err)
 		}
-		_ = l.SetReadDeadline(time.Now().Add(backstop))
+		_ = l.SetReadDeadline(time.Now().Add(time.Minute)) // a backstop: the datagram is queued before Read
 		buf := make([]byte, 64)
 		n, err := l.Read(buf)
 		if err != nil || string(buf[:n]) != "READY=1" {
@@ -34,10 +34,10 @@ func TestSdNotify(t *testing.T) {
 		}
 		l.Close()
 	}
-	if err := Notify("", "READY=1"); err != nil {
+	if err := notify("", "READY=1"); err != nil {
 		t.Errorf("unset NOTIFY_SOCKET: %v", err)
 	}
-	if err := Notify(filepath.Join(t.TempDir(), "absent"), "READY=1"); err == nil {
+	if err := notify(filepath.Join(t.TempDir(), "absent"), "READY=1"); err == nil {
 		t.Error("a missing notify socket gave no error")
 	}
 }
@@ -48,7 +48,7 @@ func TestWriteFileAtomic(t *testing.T) {
 	if err := os.WriteFile(path, []byte("old"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if err := WriteFileAtomic(path, []byte(`{"ready":true}`), 0o640); err != nil {
+	if err := writeFileAtomic(path, []byte(`{"ready":true}`), 0o640); err != nil {
 		t.Fatal(err)
 	}
 	b, err := os.ReadFile(path)
@@ -59,7 +59,7 @@ func TestWriteFileAtomic(t *testing.T) {
 	if ents, _ := os.ReadDir(dir); len(ents) != 1 {
 		t.Errorf("%d entries left in the directory, want 1", len(ents))
 	}
-	if err := WriteFileAtomic(filepath.Join(dir, "missing", "f"), nil, 0o600); err == nil {
+	if err := writeFileAtomic(filepath.Join(dir, "missing", "f"), nil, 0o600); err == nil {
 		t.Error("writing into a missing directory succeeded")
 	}
 }

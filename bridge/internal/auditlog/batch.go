@@ -1,4 +1,7 @@
-package bridge
+// Package auditlog holds the plumbing beneath capbridge's audit trail and
+// operational log: a writer that batches whole lines into few writes, and
+// a rate limit per message so that nobody outside can inflate the log.
+package auditlog
 
 import (
 	"io"
@@ -6,17 +9,17 @@ import (
 	"time"
 )
 
-// Audit batching bounds: a batch is written once it holds auditBatchBytes,
-// or auditBatchDelay after its first line, whichever comes first. At one
-// call at a time a line costs a copy instead of a write system call; at
-// the delay's end at most that long of lines is waiting, which is what a
-// crash (not a Shutdown, which flushes) may lose.
+// Audit batching bounds: a batch is written once it holds BatchBytes, or
+// BatchDelay after its first line, whichever comes first. At one call at
+// a time a line costs a copy instead of a write system call; at the
+// delay's end at most that long of lines is waiting, which is what a
+// crash (not a Close, which flushes) may lose.
 const (
-	auditBatchBytes = 64 << 10
-	auditBatchDelay = 5 * time.Millisecond
+	BatchBytes = 64 << 10
+	BatchDelay = 5 * time.Millisecond
 )
 
-// lineBatch is an io.Writer that gathers the lines written to it (each
+// Batch is an io.Writer that gathers the lines written to it (each
 // Write one whole line or more, as zerolog writes them) and passes them to
 // out in batches: when a batch reaches size bytes, when delay has passed
 // since its first line, and at Close. After Close it writes through.
@@ -26,7 +29,7 @@ const (
 //
 // Bounds: at most size bytes plus one line are buffered; one timer exists
 // per batch, not per line.
-type lineBatch struct {
+type Batch struct {
 	out   io.Writer
 	size  int
 	delay time.Duration
@@ -38,8 +41,10 @@ type lineBatch struct {
 	closed bool
 }
 
-func newLineBatch(out io.Writer, size int, delay time.Duration) *lineBatch {
-	l := &lineBatch{out: out, size: size, delay: delay, buf: make([]byte, 0, size)}
+// NewBatch returns a Batch writing to out, in batches of about size bytes
+// and at most delay after a batch's first line.
+func NewBatch(out io.Writer, size int, delay time.Duration) *Batch {
+	l := &Batch{out: out, size: size, delay: delay, buf: make([]byte, 0, size)}
 	l.timer = time.AfterFunc(time.Hour, func() { _ = l.Flush() })
 	l.timer.Stop()
 	return l
@@ -47,7 +52,7 @@ func newLineBatch(out io.Writer, size int, delay time.Duration) *lineBatch {
 
 // Write copies p into the batch (zerolog reuses p), writing the batch out
 // once it is full. Its error is the write's when it wrote.
-func (l *lineBatch) Write(p []byte) (int, error) {
+func (l *Batch) Write(p []byte) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.closed {
@@ -65,21 +70,21 @@ func (l *lineBatch) Write(p []byte) (int, error) {
 }
 
 // Flush writes out what is buffered.
-func (l *lineBatch) Flush() error {
+func (l *Batch) Flush() error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.flushLocked()
 }
 
 // Close flushes and makes later writes go straight to out.
-func (l *lineBatch) Close() error {
+func (l *Batch) Close() error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.closed = true
 	return l.flushLocked()
 }
 
-func (l *lineBatch) flushLocked() error {
+func (l *Batch) flushLocked() error {
 	if l.armed {
 		l.armed = false
 		l.timer.Stop()

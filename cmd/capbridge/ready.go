@@ -1,4 +1,4 @@
-package bridge
+package main
 
 import (
 	"fmt"
@@ -8,12 +8,12 @@ import (
 	"time"
 )
 
-// Notify sends state (such as "READY=1") to the service manager's
+// notify sends state (such as "READY=1") to the service manager's
 // notification socket, as sd_notify(3) does, when notifySocket (the
 // NOTIFY_SOCKET variable) is set. A name starting with '@' is in the
 // abstract namespace. An empty notifySocket is not an error: most
 // launchers are not systemd.
-func Notify(notifySocket, state string) error {
+func notify(notifySocket, state string) error {
 	if notifySocket == "" {
 		return nil
 	}
@@ -23,22 +23,22 @@ func Notify(notifySocket, state string) error {
 	}
 	c, err := net.DialUnix("unixgram", nil, &net.UnixAddr{Name: name, Net: "unixgram"})
 	if err != nil {
-		return fmt.Errorf("bridge: NOTIFY_SOCKET: %w", err)
+		return fmt.Errorf("NOTIFY_SOCKET: %w", err)
 	}
 	defer c.Close()
 	// A datagram write either goes whole or fails; the deadline only
 	// guards against a receiver whose queue is full.
 	_ = c.SetWriteDeadline(time.Now().Add(5 * time.Second))
 	if _, err := c.Write([]byte(state)); err != nil {
-		return fmt.Errorf("bridge: NOTIFY_SOCKET: %w", err)
+		return fmt.Errorf("NOTIFY_SOCKET: %w", err)
 	}
 	return nil
 }
 
-// WriteFileAtomic writes data to path so that a reader sees either no
+// writeFileAtomic writes data to path so that a reader sees either no
 // file or the whole of it: a temporary file in the same directory,
 // synced, then renamed over path.
-func WriteFileAtomic(path string, data []byte, mode os.FileMode) error {
+func writeFileAtomic(path string, data []byte, mode os.FileMode) error {
 	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*.tmp")
 	if err != nil {
 		return err

@@ -1,4 +1,4 @@
-package bridge
+package auditlog
 
 import (
 	"sync"
@@ -21,9 +21,10 @@ import (
 // The audit trail is not behind a limiter: it is one line per call,
 // always, on its own logger.
 var (
-	defaultLogRate = logRate{burst: 20, every: time.Second}
-	logRates       = map[string]logRate{
-		"mcpwire: server stderr": {burst: 200, every: 100 * time.Millisecond},
+	// DefaultRate is the rate of a message that has none of its own.
+	DefaultRate = Rate{Burst: 20, Every: time.Second}
+	rates       = map[string]Rate{
+		"mcpwire: server stderr": {Burst: 200, Every: 100 * time.Millisecond},
 	}
 )
 
@@ -32,14 +33,23 @@ var (
 // one bucket rather than grow the map.
 const maxLogSources = 128
 
-type logRate struct {
-	burst int
-	every time.Duration
+// Rate is one message's bucket: Burst lines at once, then one per Every.
+type Rate struct {
+	Burst int
+	Every time.Duration
 }
 
-// logLimiter is a zerolog.Hook that rate-limits its logger's lines per
-// message (see logRates). It is safe for concurrent use.
-type logLimiter struct {
+// RateOf is the rate at which lines of msg pass.
+func RateOf(msg string) Rate {
+	if r, ok := rates[msg]; ok {
+		return r
+	}
+	return DefaultRate
+}
+
+// Limiter is a zerolog.Hook that rate-limits its logger's lines per
+// message (see RateOf). It is safe for concurrent use.
+type Limiter struct {
 	out zerolog.Logger   // where the summaries go: the logger without the hook
 	now func() time.Time // injected by tests
 
@@ -48,21 +58,21 @@ type logLimiter struct {
 }
 
 type logBucket struct {
-	rate       logRate
+	rate       Rate
 	tokens     float64
 	last       time.Time
 	suppressed int64
 }
 
-// limitLogs returns log behind a new limiter, and the limiter, whose
-// flush reports what it is still holding back.
-func limitLogs(log zerolog.Logger) (zerolog.Logger, *logLimiter) {
-	l := &logLimiter{out: log, now: time.Now, buckets: map[string]*logBucket{}}
+// Limit returns log behind a new limiter, and the limiter, whose Flush
+// reports what it is still holding back.
+func Limit(log zerolog.Logger) (zerolog.Logger, *Limiter) {
+	l := &Limiter{out: log, now: time.Now, buckets: map[string]*logBucket{}}
 	return log.Hook(l), l
 }
 
 // Run lets a line through, or discards and counts it.
-func (l *logLimiter) Run(e *zerolog.Event, _ zerolog.Level, msg string) {
+func (l *Limiter) Run(e *zerolog.Event, _ zerolog.Level, msg string) {
 	pass, held := l.take(msg)
 	if !pass {
 		e.Discard()
@@ -75,7 +85,7 @@ func (l *logLimiter) Run(e *zerolog.Event, _ zerolog.Level, msg string) {
 
 // take spends a token of msg's bucket, and returns whether the line
 // passes and, when it does, how many lines were suppressed before it.
-func (l *logLimiter) take(msg string) (bool, int64) {
+func (l *Limiter) take(msg string) (bool, int64) {
 	now := l.now()
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -85,15 +95,12 @@ func (l *logLimiter) take(msg string) (bool, int64) {
 	}
 	b := l.buckets[key]
 	if b == nil {
-		rate, ok := logRates[key]
-		if !ok {
-			rate = defaultLogRate
-		}
-		b = &logBucket{rate: rate, tokens: float64(rate.burst), last: now}
+		rate := RateOf(key)
+		b = &logBucket{rate: rate, tokens: float64(rate.Burst), last: now}
 		l.buckets[key] = b
 	}
 	if d := now.Sub(b.last); d > 0 {
-		b.tokens = min(float64(b.rate.burst), b.tokens+float64(d)/float64(b.rate.every))
+		b.tokens = min(float64(b.rate.Burst), b.tokens+float64(d)/float64(b.rate.Every))
 		b.last = now
 	}
 	if b.tokens < 1 {
@@ -106,13 +113,13 @@ func (l *logLimiter) take(msg string) (bool, int64) {
 	return true, held
 }
 
-func (l *logLimiter) summary(msg string, n int64) {
+func (l *Limiter) summary(msg string, n int64) {
 	l.out.Warn().Str("of", msg).Int64("suppressed", n).Msgf("%d lines suppressed", n)
 }
 
-// flush logs the count of every message's lines suppressed since its
+// Flush logs the count of every message's lines suppressed since its
 // last line passed.
-func (l *logLimiter) flush() {
+func (l *Limiter) Flush() {
 	l.mu.Lock()
 	held := map[string]int64{}
 	for msg, b := range l.buckets {

@@ -1,0 +1,158 @@
+package auditlog
+
+import (
+	"bytes"
+	"encoding/json"
+	"strings"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/rs/zerolog"
+)
+
+// lockedBuffer is a sink safe for concurrent writers.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+// A batch is written when its delay has passed since its first line, at
+// once when it reaches its size, in order, and in full at Close, after
+// which lines go straight through.
+func TestLineBatch(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var out lockedBuffer
+		l := NewBatch(&out, 64, 5*time.Millisecond)
+		text := func() string { out.mu.Lock(); defer out.mu.Unlock(); return out.b.String() }
+
+		l.Write([]byte("a\n"))
+		time.Sleep(4 * time.Millisecond)
+		l.Write([]byte("b\n"))
+		synctest.Wait()
+		if got := text(); got != "" {
+			t.Fatalf("written before the delay: %q", got)
+		}
+		time.Sleep(time.Millisecond)
+		synctest.Wait()
+		if got := text(); got != "a\nb\n" {
+			t.Fatalf("after the delay: %q, want both lines, in order", got)
+		}
+
+		big := strings.Repeat("x", 70) + "\n"
+		l.Write([]byte("c\n"))
+		l.Write([]byte(big))
+		if got := text(); got != "a\nb\nc\n"+big {
+			t.Fatalf("a full batch was not written at once: %q", got)
+		}
+
+		l.Write([]byte("d\n"))
+		if err := l.Close(); err != nil {
+			t.Fatal(err)
+		}
+		l.Write([]byte("e\n"))
+		if got := text(); !strings.HasSuffix(got, big+"d\ne\n") {
+			t.Fatalf("Close did not flush, or a later line was held: %q", got)
+		}
+		time.Sleep(time.Second) // no timer is left to fire
+		synctest.Wait()
+	})
+}
+
+// logLine is the part of a log line the limiter's test reads.
+type logLine struct {
+	Message    string `json:"message"`
+	Of         string `json:"of"`
+	Suppressed int64  `json:"suppressed"`
+}
+
+func (l *lockedBuffer) lines(t *testing.T) []logLine {
+	t.Helper()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []logLine
+	for line := range strings.Lines(l.b.String()) {
+		var ll logLine
+		if err := json.Unmarshal([]byte(line), &ll); err != nil {
+			t.Fatalf("log line %q: %v", line, err)
+		}
+		out = append(out, ll)
+	}
+	return out
+}
+
+// count returns how many lines of msg were logged, and how many the
+// summaries say were suppressed.
+func count(lines []logLine, msg string) (logged, suppressed int64) {
+	for _, l := range lines {
+		switch {
+		case l.Message == msg:
+			logged++
+		case l.Of == msg && l.Suppressed > 0:
+			suppressed += l.Suppressed
+		}
+	}
+	return logged, suppressed
+}
+
+// The bucket, on an injected clock: burst lines pass, the rest are
+// counted; refilled tokens let lines through, each first reporting the
+// count held; flush reports the rest; messages do not share buckets.
+func TestLogLimiter(t *testing.T) {
+	var sink lockedBuffer
+	log, lim := Limit(zerolog.New(&sink))
+	now := time.Unix(1_000_000, 0)
+	lim.now = func() time.Time { return now }
+	const stderr = "mcpwire: server stderr"
+	stderrRate := RateOf(stderr)
+
+	for range 1000 {
+		log.Info().Msg(stderr)
+	}
+	for range 50 {
+		log.Warn().Msg("refused")
+	}
+	if logged, held := count(sink.lines(t), stderr); logged != int64(stderrRate.Burst) || held != 0 {
+		t.Fatalf("after a burst of 1000: %d stderr lines logged, %d reported; want %d and none yet", logged, held, stderrRate.Burst)
+	}
+	now = now.Add(time.Second) // 10 stderr tokens, 1 "refused" token
+	for range 20 {
+		log.Info().Msg(stderr)
+	}
+	log.Warn().Msg("refused")
+	log.Warn().Msg("refused")
+	lines := sink.lines(t)
+	if logged, held := count(lines, stderr); logged != int64(stderrRate.Burst)+10 || held != 1000-int64(stderrRate.Burst) {
+		t.Errorf("a second later: %d stderr lines logged, %d reported suppressed; want %d and %d", logged, held, stderrRate.Burst+10, 1000-stderrRate.Burst)
+	}
+	if logged, held := count(lines, "refused"); logged != int64(DefaultRate.Burst)+1 || held != 50-int64(DefaultRate.Burst) {
+		t.Errorf("refused: %d logged, %d reported; want %d and %d", logged, held, DefaultRate.Burst+1, 50-DefaultRate.Burst)
+	}
+	// The summary comes before the line that carries it through.
+	for i, l := range lines {
+		if l.Of == "refused" && (i+1 == len(lines) || lines[i+1].Message != "refused") {
+			t.Errorf("summary %+v is not followed by its message's line", l)
+		}
+	}
+	lim.Flush()
+	lines = sink.lines(t)
+	for _, msg := range []string{stderr, "refused"} {
+		logged, held := count(lines, msg)
+		total := map[string]int64{stderr: 1020, "refused": 52}[msg]
+		if logged+held != total {
+			t.Errorf("%s after flush: %d logged + %d suppressed, want %d in all", msg, logged, held, total)
+		}
+	}
+	n := len(lines)
+	lim.Flush()
+	if len(sink.lines(t)) != n {
+		t.Error("a second flush reported again")
+	}
+}

@@ -1,0 +1,6 @@
+package main
+
+import "golang.org/x/sys/unix"
+
+// ioctlReadTermios reads a terminal's attributes (tcgetattr(3)).
+const ioctlReadTermios = unix.TIOCGETA
