@@ -67,7 +67,7 @@ type Outcome struct {
 // uses it without a lock for the rest of the call.
 type server struct {
 	cfg config.Server
-	// log is rate-limited per message (loglimit.go): mcpwire logs the
+	// log is rate-limited per message (auditlog.Limit): mcpwire logs the
 	// server's stderr lines, requests and notifications through it.
 	log    zerolog.Logger
 	logs   *auditlog.Limiter // log's limiter; flushed when the server ends

@@ -8,17 +8,14 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"os"
-	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/rs/zerolog"
 	"github.com/vmihailenco/msgpack/v5"
 
 	"github.com/capbridge/capbridge/bridge"
+	"github.com/capbridge/capbridge/bridge/bridgetest"
 	"github.com/capbridge/capbridge/bridge/config"
 	"github.com/capbridge/capbridge/bridge/control"
 	"github.com/capbridge/capbridge/capwire"
@@ -57,94 +54,28 @@ type live struct {
 // checked, when the fuzz target ends.
 func startLive(f *testing.F) *live {
 	f.Helper()
-	removeStaleDirs()
-	dir, err := os.MkdirTemp("", "cbfuzz-"+strconv.Itoa(os.Getpid())+"-")
-	if err != nil {
-		f.Fatal(err)
-	}
-	f.Cleanup(func() { os.RemoveAll(dir) })
 	argv, env := mcptest.Command(mcptest.Scenario{})
-	s := config.NewServer("t", argv[0])
-	s.Args = argv[1:]
-	s.Env = map[string]string{}
-	for _, kv := range env {
-		k, v, _ := strings.Cut(kv, "=")
-		s.Env[k] = v
-	}
-	cfg := config.Defaults()
-	cfg.Bridge.CallSocket = filepath.Join(dir, "call.sock")
-	cfg.Bridge.ControlSocket = filepath.Join(dir, "control.sock")
+	s := bridgetest.Stdio("t", argv, env)
 	// A hostile input may leave calls running (slow, hang) until its
 	// connection ends, and may ask for timeouts; keep every bound short
 	// so one input cannot hold the process for long.
-	cfg.Bridge.WriteTimeout = 2 * time.Second
 	s.MaxCallTimeout = 5 * time.Second
 	s.MaxInflight = 64
 	s.MaxQueue = 256
-	cfg.Servers = []config.Server{s}
-	br := bridge.New(bridge.Options{Config: cfg, Log: zerolog.Nop(), Audit: zerolog.Nop()})
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	if got := br.Boot(ctx); got[0].State != bridge.StateReady {
-		_ = br.Shutdown(0)
-		f.Fatalf("boot: %v", got)
-	}
-	if err := br.Listen(); err != nil {
-		_ = br.Shutdown(0)
-		f.Fatal(err)
-	}
-	served := make(chan struct{})
-	go func() { br.Serve(); close(served) }()
-	l := &live{br: br}
-	f.Cleanup(func() {
-		if l.good != nil {
-			l.good.Close()
-		}
-		if l.ctl != nil {
-			l.ctl.Close()
-		}
-		if err := br.Shutdown(5 * time.Second); err != nil {
-			f.Errorf("shutdown: %v", err)
-		}
-		<-served
-	})
-	_, l.hostile, err = br.Grant(bridge.GrantSpec{Servers: map[string][]string{"t": hostileTools}})
-	if err != nil {
-		f.Fatal(err)
-	}
-	_, goodToken, err := br.Grant(bridge.GrantSpec{Servers: map[string][]string{"t": {"echo"}}})
-	if err != nil {
-		f.Fatal(err)
-	}
-	if l.good, err = capwire.Dial(ctx, br.CallSocket(), goodToken); err != nil {
-		f.Fatal(err)
-	}
-	if l.ctl, err = control.Dial(ctx, br.ControlSocket()); err != nil {
-		f.Fatal(err)
-	}
+	srv := bridgetest.NewServer(f, bridgetest.WithServers(s), bridgetest.WithConfig(func(c *config.Config) {
+		c.Bridge.WriteTimeout = 2 * time.Second
+		c.Bridge.ShutdownGrace = 5 * time.Second
+	}))
+	l := &live{br: srv.Bridge}
+	l.hostile = srv.Grant(map[string][]string{"t": hostileTools})
+	l.good = srv.Dial(srv.Grant(map[string][]string{"t": {"echo"}}))
+	l.ctl = srv.Control()
 	st, err := l.status()
 	if err != nil {
 		f.Fatal(err)
 	}
 	l.baseline = st.Connections
 	return l
-}
-
-// removeStaleDirs removes the socket directories of fuzz processes that
-// are gone. The fuzzing engine stops its workers without running their
-// cleanups, so each -fuzz run would otherwise leave one behind; the pid in
-// the name says whose a directory is.
-func removeStaleDirs() {
-	dirs, _ := filepath.Glob(filepath.Join(os.TempDir(), "cbfuzz-*-*"))
-	for _, d := range dirs {
-		pid, _, ok := strings.Cut(strings.TrimPrefix(filepath.Base(d), "cbfuzz-"), "-")
-		if _, err := strconv.Atoi(pid); !ok || err != nil {
-			continue
-		}
-		if _, err := os.Stat("/proc/" + pid); errors.Is(err, os.ErrNotExist) {
-			os.RemoveAll(d)
-		}
-	}
 }
 
 func (l *live) status() (*control.Status, error) {

@@ -74,12 +74,6 @@ func writeLockConfig(t *testing.T, dir string, sc mcptest.Scenario, extra string
 	return path
 }
 
-func runIn(args ...string) (stdout, stderr string, code int) {
-	var out, errOut bytes.Buffer
-	code = run(args, &out, &errOut)
-	return out.String(), errOut.String(), code
-}
-
 // The lock workflow: lock, lock again (the same bytes), a clean skew;
 // the server changes; skew exits 3 naming each drift by class, in text
 // and JSON; a damaged or missing lock is exit 4.
@@ -89,7 +83,7 @@ func TestLockAndSkew(t *testing.T) {
 	cfg := writeLockConfig(t, dir, approved, "")
 	lockFile := filepath.Join(dir, "capbridge.lock")
 
-	out, errOut, code := runIn("lock", "-c", cfg)
+	out, errOut, code := runInProcess("lock", "-c", cfg)
 	if code != exitOK || !strings.Contains(out, "s: 3 tools") || !strings.Contains(out, "locked 1 server, 3 tools in "+lockFile) {
 		t.Fatalf("lock: exit %d\n%s%s", code, out, errOut)
 	}
@@ -97,7 +91,7 @@ func TestLockAndSkew(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, _, code := runIn("lock", "-c", cfg, "--out", lockFile+".again"); code != exitOK {
+	if _, _, code := runInProcess("lock", "-c", cfg, "--out", lockFile+".again"); code != exitOK {
 		t.Fatalf("second lock: exit %d", code)
 	}
 	again, err := os.ReadFile(lockFile + ".again")
@@ -109,18 +103,18 @@ func TestLockAndSkew(t *testing.T) {
 		t.Fatalf("the lock: %v\n%s", err, first)
 	}
 
-	if out, errOut, code := runIn("skew", "-c", cfg); code != exitOK || !strings.Contains(out, "no drift: 1 server, 3 tools match "+lockFile) {
+	if out, errOut, code := runInProcess("skew", "-c", cfg); code != exitOK || !strings.Contains(out, "no drift: 1 server, 3 tools match "+lockFile) {
 		t.Fatalf("clean skew: exit %d\n%s%s", code, out, errOut)
 	}
 
 	writeLockConfig(t, dir, moved, "")
-	out, errOut, code = runIn("skew", "-c", cfg)
+	out, errOut, code = runInProcess("skew", "-c", cfg)
 	want := "s.add: meta_changed: "
 	if code != exitDrift || !strings.Contains(out, want) || !strings.Contains(out, "s.echo: description_changed") ||
 		!strings.Contains(out, "s.fail: tool_added\n") || !strings.Contains(out, "s.relist: tool_removed\n") {
 		t.Fatalf("skew after the change: exit %d\n%s%s", code, out, errOut)
 	}
-	out, _, code = runIn("skew", "-c", cfg, "--json")
+	out, _, code = runInProcess("skew", "-c", cfg, "--json")
 	var r skewReport
 	if err := json.Unmarshal([]byte(out), &r); err != nil || code != exitDrift || r.Clean {
 		t.Fatalf("skew --json: exit %d, %v\n%s", code, err, out)
@@ -136,10 +130,10 @@ func TestLockAndSkew(t *testing.T) {
 	if err := os.WriteFile(lockFile, bytes.Replace(first, []byte(`"v": 1`), []byte(`"v": 2`), 1), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if _, errOut, code := runIn("skew", "-c", cfg); code != exitSurfaceConfig || !strings.Contains(errOut, "digests do not match") {
+	if _, errOut, code := runInProcess("skew", "-c", cfg); code != exitSurfaceConfig || !strings.Contains(errOut, "digests do not match") {
 		t.Fatalf("skew against an edited lock: exit %d\n%s", code, errOut)
 	}
-	if _, errOut, code := runIn("skew", "-c", cfg, "--lock", filepath.Join(dir, "none.lock")); code != exitSurfaceConfig || !strings.Contains(errOut, "no lock file") {
+	if _, errOut, code := runInProcess("skew", "-c", cfg, "--lock", filepath.Join(dir, "none.lock")); code != exitSurfaceConfig || !strings.Contains(errOut, "no lock file") {
 		t.Fatalf("skew without a lock: exit %d\n%s", code, errOut)
 	}
 }
@@ -151,11 +145,11 @@ func TestServeRefusesMisspelledGuard(t *testing.T) {
 	defer leakcheck.Check(t)()
 	dir := shortTempDir(t)
 	cfg := writeLockConfig(t, dir, approved, "")
-	if _, errOut, code := runIn("lock", "-c", cfg); code != exitOK {
+	if _, errOut, code := runInProcess("lock", "-c", cfg); code != exitOK {
 		t.Fatalf("lock: %s", errOut)
 	}
 	writeLockConfig(t, dir, approved, "restrict.echo.\"/txet\" = { prefix = \"ok\" }\n")
-	_, errOut, code := runIn("serve", "-c", cfg)
+	_, errOut, code := runInProcess("serve", "-c", cfg)
 	want := cfg + `:11: mcp.s.restrict.echo./txet: /txet names no argument of tool "echo": no property "txet" in the arguments (it has text); did you mean "text"?`
 	if code != exitConfig || !strings.Contains(errOut, want) {
 		t.Fatalf("exit %d, stderr:\n%s\nwant exit %d and %s", code, errOut, exitConfig, want)
@@ -170,7 +164,7 @@ func TestServeRefusesMisspelledGuard(t *testing.T) {
 func testServeLock(t *testing.T, bin string) {
 	dir := shortTempDir(t)
 	cfg := writeLockConfig(t, dir, approved, "")
-	if _, errOut, code := runIn("lock", "-c", cfg, "--out", dir+"/approved.lock"); code != exitOK {
+	if _, errOut, code := runInProcess("lock", "-c", cfg, "--out", dir+"/approved.lock"); code != exitOK {
 		t.Fatalf("lock: %s", errOut)
 	}
 	writeLockConfig(t, dir, mcptest.Scenario{

@@ -2,15 +2,13 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/rs/zerolog"
-
 	"github.com/capbridge/capbridge/bridge"
+	"github.com/capbridge/capbridge/bridge/bridgetest"
 	"github.com/capbridge/capbridge/bridge/config"
 )
 
@@ -39,22 +37,14 @@ func (s *syncBuffer) String() string {
 // state's line is checked as the hook formats it.
 func TestProgressLines(t *testing.T) {
 	var out syncBuffer
-	cfg := config.Defaults()
-	dir := shortTempDir(t)
-	cfg.Bridge.CallSocket, cfg.Bridge.ControlSocket = dir+"/call.sock", dir+"/control.sock"
 	bad := config.NewServer("broken", "/bin/true")
 	bad.Restart = config.RestartNever
-	cfg.Servers = []config.Server{bad}
-	b := bridge.New(bridge.Options{Config: cfg, Log: zerolog.Nop(), Audit: zerolog.Nop(), Progress: progressLines(&out)})
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	outcomes := b.Boot(ctx)
-	if len(outcomes) != 1 || outcomes[0].State != bridge.StateFailed {
-		t.Fatalf("outcomes %+v, want broken failed", outcomes)
+	srv := bridgetest.NewServer(t, bridgetest.WithServers(bad), bridgetest.AllowFailedBoot(),
+		bridgetest.WithOptions(func(o *bridge.Options) { o.Progress = progressLines(&out) }))
+	if o := srv.Outcomes; len(o) != 1 || o[0].State != bridge.StateFailed {
+		t.Fatalf("outcomes %+v, want broken failed", o)
 	}
-	if err := b.Shutdown(0); err != nil {
-		t.Fatal(err)
-	}
+	srv.Close()
 	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
 	if len(lines) < 2 || lines[0] != "capbridge: broken: starting" || !strings.HasPrefix(lines[1], "capbridge: broken: failed: ") {
 		t.Fatalf("progress lines:\n%s\nwant starting, then failed with the reason", out.String())

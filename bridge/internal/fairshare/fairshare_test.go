@@ -161,8 +161,13 @@ var errCancelled = errors.New("cancelled")
 // and ends with the last to retire.
 func TestFlight(t *testing.T) {
 	f := NewFlight()
-	if !f.Admit() || !f.Admit() || f.InFlight() != 2 {
-		t.Fatal("admission refused before a drain")
+	for range 2 {
+		if !f.Admit() {
+			t.Fatal("admission refused before a drain")
+		}
+	}
+	if f.InFlight() != 2 {
+		t.Fatalf("%d in flight, want 2", f.InFlight())
 	}
 	idle := f.Drain()
 	if f.Admit() || !f.Draining() {

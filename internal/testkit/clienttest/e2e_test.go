@@ -12,9 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rs/zerolog"
-
-	"github.com/capbridge/capbridge/bridge"
+	"github.com/capbridge/capbridge/bridge/bridgetest"
 	"github.com/capbridge/capbridge/bridge/config"
 	"github.com/capbridge/capbridge/bridge/control"
 	"github.com/capbridge/capbridge/internal/testkit/leakcheck"
@@ -48,13 +46,14 @@ func e2e(t *testing.T, dir string, env []string, argv ...string) {
 	defer leakcheck.Check(t)()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	b, ctl, stop := liveBridge(t, ctx, mcptestServer("t", mcptest.Scenario{}))
-	defer stop()
+	srv := bridgetest.NewServer(t, bridgetest.WithServers(mcptestServer("t", mcptest.Scenario{})))
+	defer srv.Close()
+	ctl := srv.Control()
 	granted, err := ctl.Grant(ctx, &control.GrantRequest{Servers: map[string][]string{"t": grantedTools}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	env = append([]string{"CAPBRIDGE_SOCKET=" + b.CallSocket(), "CAPBRIDGE_TOKEN=" + granted.Token, "PATH=" + os.Getenv("PATH")}, env...)
+	env = append([]string{"CAPBRIDGE_SOCKET=" + srv.CallSocket(), "CAPBRIDGE_TOKEN=" + granted.Token, "PATH=" + os.Getenv("PATH")}, env...)
 	if out := runProgram(t, ctx, ctl, dir, env, argv...); out != e2eWant {
 		t.Errorf("program output:\n%s\nwant:\n%s", out, e2eWant)
 	}
@@ -63,60 +62,7 @@ func e2e(t *testing.T, dir string, env []string, argv ...string) {
 // mcptestServer configures the mcptest server as server name, playing sc.
 func mcptestServer(name string, sc mcptest.Scenario) config.Server {
 	argv, env := mcptest.Command(sc)
-	srv := config.NewServer(name, argv[0])
-	srv.Args = argv[1:]
-	srv.Env = map[string]string{}
-	for _, kv := range env {
-		k, v, _ := strings.Cut(kv, "=")
-		srv.Env[k] = v
-	}
-	srv.StartupTimeout = time.Minute
-	return srv
-}
-
-// liveBridge boots a real bridge serving servers, every one ready, on
-// sockets in a short temporary directory, and returns it with a control
-// client; stop closes the client and shuts the bridge down.
-func liveBridge(t *testing.T, ctx context.Context, servers ...config.Server) (*bridge.Bridge, *control.Client, func()) {
-	t.Helper()
-	sockDir, err := os.MkdirTemp("", "cb") // socket paths must fit 108 bytes
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg := config.Defaults()
-	cfg.Bridge.CallSocket = filepath.Join(sockDir, "call.sock")
-	cfg.Bridge.ControlSocket = filepath.Join(sockDir, "control.sock")
-	cfg.Bridge.ShutdownGrace = 2 * time.Second
-	cfg.Servers = servers
-	b := bridge.New(bridge.Options{Config: cfg, Log: zerolog.Nop(), Audit: zerolog.Nop()})
-	st := b.Boot(ctx)
-	for _, s := range st {
-		if s.State != bridge.StateReady {
-			_ = b.Shutdown(0)
-			os.RemoveAll(sockDir)
-			t.Fatalf("boot: %v", st)
-		}
-	}
-	if err := b.Listen(); err != nil {
-		_ = b.Shutdown(0)
-		os.RemoveAll(sockDir)
-		t.Fatal(err)
-	}
-	served := make(chan struct{})
-	go func() { b.Serve(); close(served) }()
-	stopBridge := func() {
-		if err := b.Shutdown(cfg.Bridge.ShutdownGrace); err != nil {
-			t.Errorf("shutdown: %v", err)
-		}
-		<-served
-		os.RemoveAll(sockDir)
-	}
-	ctl, err := control.Dial(ctx, b.ControlSocket())
-	if err != nil {
-		stopBridge()
-		t.Fatal(err)
-	}
-	return b, ctl, func() { ctl.Close(); stopBridge() }
+	return bridgetest.Stdio(name, argv, env)
 }
 
 // runProgram runs argv in dir with exactly env as its environment and

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/capbridge/capbridge/bridge/config"
+	"github.com/capbridge/capbridge/bridge/bridgetest"
 	"github.com/capbridge/capbridge/bridge/control"
 	"github.com/capbridge/capbridge/internal/testkit/interop"
 	"github.com/capbridge/capbridge/internal/testkit/leakcheck"
@@ -60,21 +60,20 @@ func TestFacades(t *testing.T) {
 		t.Fatal(err)
 	}
 	argv := interop.Command(t, interop.Everything, t.TempDir())
-	ev := config.NewServer("everything", argv[0])
-	ev.Args = argv[1:]
-	ev.StartupTimeout = time.Minute
+	ev := bridgetest.Stdio("everything", argv, nil)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	start := time.Now()
-	b, ctl, stop := liveBridge(t, ctx, ev, mcptestServer("t", mcptest.Scenario{Tools: listing}))
-	defer stop()
+	srv := bridgetest.NewServer(t, bridgetest.WithServers(ev, mcptestServer("t", mcptest.Scenario{Tools: listing})))
+	defer srv.Close()
+	ctl := srv.Control()
 	t.Logf("bridge ready in %v", time.Since(start).Round(time.Millisecond))
 	granted, err := ctl.Grant(ctx, &control.GrantRequest{Servers: facadeGrant})
 	if err != nil {
 		t.Fatal(err)
 	}
-	env := []string{"CAPBRIDGE_SOCKET=" + b.CallSocket(), "CAPBRIDGE_TOKEN=" + granted.Token}
+	env := []string{"CAPBRIDGE_SOCKET=" + srv.CallSocket(), "CAPBRIDGE_TOKEN=" + granted.Token}
 	facades := func(t *testing.T, lang, ext, dir string) []string {
 		var files []string
 		for _, server := range []string{"everything", "t"} {
