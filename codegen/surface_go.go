@@ -27,8 +27,8 @@ const goPreambleText = `// MCP tools as Go packages: each "// package p" below i
 `
 
 // Preamble is the fixed text that precedes the surfaces of every server
-// for lang ("" means Go; TypeScript's and Python's are in tssurface.go and
-// pysurface.go): how to import and call a façade and what the
+// for lang ("" means Go; TypeScript's and Python's are in surface_ts.go and
+// surface_py.go): how to import and call a façade and what the
 // surface's notation means. It is printed once, however many servers
 // follow.
 func Preamble(lang Lang) (string, error) {
