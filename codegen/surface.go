@@ -221,3 +221,101 @@ func quotedCut(s string, max int) string {
 	}
 	return strconv.Quote(c)
 }
+
+// Preamble is the fixed text that precedes the surfaces of every server
+// for lang ("" means Go; each language's is in its surface_*.go): how to
+// import and call a façade and what the surface's notation means. It is
+// printed once, however many servers follow.
+func Preamble(lang Lang) (string, error) {
+	lang, err := checkLang(lang)
+	if err != nil {
+		return "", err
+	}
+	switch lang {
+	case TypeScript:
+		return tsPreambleText, nil
+	case Python:
+		return pyPreambleText, nil
+	}
+	return goPreambleText, nil
+}
+
+// proseAt quotes server prose for detail lv, whose caps are max: whole
+// up to the source's cap in a description, cut at a sentence on a rung.
+func proseAt(s string, lv detail, max [3]int) string {
+	if lv == detailDescribe {
+		return quoted(s, max[lv])
+	}
+	return quotedCut(s, max[lv])
+}
+
+// maxOneLine is the most fields a record without comments is written on
+// one line with.
+const maxOneLine = 4
+
+// oneLine reports fields short enough, and bare enough, for one line.
+func oneLine(lines []string) bool {
+	if len(lines) > maxOneLine {
+		return false
+	}
+	for _, l := range lines {
+		if strings.Contains(l, "//") {
+			return false
+		}
+	}
+	return true
+}
+
+// noteLabels are the labels describeSchema gives notes, longest first so
+// that no label is read as a prefix of another.
+var noteLabels = []string{"exclusive minimum", "exclusive maximum", "min length", "max length", "min items", "max items", "minimum", "maximum", "default", "format", "pattern"}
+
+// compactNotes writes a field's notes in the surface's notation: =v for a
+// default, lo..hi, >=lo or <=hi (> and < when exclusive) for a range,
+// "len" and "items" before the range of a length or an item count, and
+// format and pattern as they are. The values are JSON literals, cleaned,
+// and cut at max runes.
+func compactNotes(notes []string, max int) []string {
+	val := map[string]string{}
+	for _, n := range notes {
+		for _, l := range noteLabels {
+			if v, ok := strings.CutPrefix(n, l+" "); ok {
+				val[l] = cleanText(v, max)
+				break
+			}
+		}
+	}
+	var out []string
+	if v, ok := val["default"]; ok {
+		out = append(out, "="+v)
+	}
+	span := func(prefix, lo, hi, xlo, xhi string) {
+		l, hasL := val[lo]
+		h, hasH := val[hi]
+		xl, hasXL := val[xlo]
+		xh, hasXH := val[xhi]
+		switch {
+		case hasL && hasH:
+			out = append(out, prefix+l+".."+h)
+		case hasL:
+			out = append(out, prefix+">="+l)
+		case hasH:
+			out = append(out, prefix+"<="+h)
+		}
+		if hasXL {
+			out = append(out, prefix+">"+xl)
+		}
+		if hasXH {
+			out = append(out, prefix+"<"+xh)
+		}
+	}
+	span("", "minimum", "maximum", "exclusive minimum", "exclusive maximum")
+	span("len ", "min length", "max length", "", "")
+	span("items ", "min items", "max items", "", "")
+	for _, l := range []string{"format", "pattern"} {
+		if v, ok := val[l]; ok {
+			out = append(out, l+" "+v)
+		}
+	}
+	return out
+}

@@ -26,25 +26,6 @@ const goPreambleText = `// MCP tools as Go packages: each "// package p" below i
 // "Quoted": the server's own text, often cut; describe gives a tool whole, search finds tools by words.
 `
 
-// Preamble is the fixed text that precedes the surfaces of every server
-// for lang ("" means Go; TypeScript's and Python's are in surface_ts.go and
-// surface_py.go): how to import and call a façade and what the
-// surface's notation means. It is printed once, however many servers
-// follow.
-func Preamble(lang Lang) (string, error) {
-	lang, err := checkLang(lang)
-	if err != nil {
-		return "", err
-	}
-	switch lang {
-	case TypeScript:
-		return tsPreambleText, nil
-	case Python:
-		return pyPreambleText, nil
-	}
-	return goPreambleText, nil
-}
-
 // goHead is a server's first line on the surface for a rung and index
 // page.
 func (f *goFile) goHead(level SurfaceLevel, page, pages int) string {
@@ -194,19 +175,6 @@ func (f *goFile) toolNote(fn *goFunc, lv detail) string {
 	return strings.Join(parts, ", ")
 }
 
-// proseAt quotes server prose for detail lv, whose caps are max: whole
-// up to the source's cap in a description, cut at a sentence on a rung.
-func proseAt(s string, lv detail, max [3]int) string {
-	if lv == detailDescribe {
-		return quoted(s, max[lv])
-	}
-	return quotedCut(s, max[lv])
-}
-
-// maxOneLine is the most fields a record without comments is written on
-// one line with.
-const maxOneLine = 4
-
 // surfaceFunc writes fn's declaration: its arguments' fields spelled out
 // in the record literal, its note after it.
 func (f *goFile) surfaceFunc(b *strings.Builder, fn *goFunc, lv detail) {
@@ -242,19 +210,6 @@ func (f *goFile) surfaceFunc(b *strings.Builder, fn *goFunc, lv detail) {
 		b.WriteString(" // " + note)
 	}
 	b.WriteByte('\n')
-}
-
-// oneLine reports fields short enough, and bare enough, for one line.
-func oneLine(lines []string) bool {
-	if len(lines) > maxOneLine {
-		return false
-	}
-	for _, l := range lines {
-		if strings.Contains(l, "//") {
-			return false
-		}
-	}
-	return true
 }
 
 // surfaceFields renders the fields of record d, one a line; consecutive
@@ -315,60 +270,6 @@ func (f *goFile) surfaceFacts(d *typeDef, fl field, lv detail) []string {
 		parts = append(parts, compactNotes(fl.notes, surfaceNoteLong)...)
 	}
 	return parts
-}
-
-// noteLabels are the labels describeSchema gives notes, longest first so
-// that no label is read as a prefix of another.
-var noteLabels = []string{"exclusive minimum", "exclusive maximum", "min length", "max length", "min items", "max items", "minimum", "maximum", "default", "format", "pattern"}
-
-// compactNotes writes a field's notes in the surface's notation: =v for a
-// default, lo..hi, >=lo or <=hi (> and < when exclusive) for a range,
-// "len" and "items" before the range of a length or an item count, and
-// format and pattern as they are. The values are JSON literals, cleaned,
-// and cut at max runes.
-func compactNotes(notes []string, max int) []string {
-	val := map[string]string{}
-	for _, n := range notes {
-		for _, l := range noteLabels {
-			if v, ok := strings.CutPrefix(n, l+" "); ok {
-				val[l] = cleanText(v, max)
-				break
-			}
-		}
-	}
-	var out []string
-	if v, ok := val["default"]; ok {
-		out = append(out, "="+v)
-	}
-	span := func(prefix, lo, hi, xlo, xhi string) {
-		l, hasL := val[lo]
-		h, hasH := val[hi]
-		xl, hasXL := val[xlo]
-		xh, hasXH := val[xhi]
-		switch {
-		case hasL && hasH:
-			out = append(out, prefix+l+".."+h)
-		case hasL:
-			out = append(out, prefix+">="+l)
-		case hasH:
-			out = append(out, prefix+"<="+h)
-		}
-		if hasXL {
-			out = append(out, prefix+">"+xl)
-		}
-		if hasXH {
-			out = append(out, prefix+"<"+xh)
-		}
-	}
-	span("", "minimum", "maximum", "exclusive minimum", "exclusive maximum")
-	span("len ", "min length", "max length", "", "")
-	span("items ", "min items", "max items", "", "")
-	for _, l := range []string{"format", "pattern"} {
-		if v, ok := val[l]; ok {
-			out = append(out, l+" "+v)
-		}
-	}
-	return out
 }
 
 // enumValues lists the values of the enum t is (or holds), for the field
