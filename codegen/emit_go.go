@@ -47,13 +47,6 @@ func isPkgReserved(s string) bool { return goPkgReserved[s] }
 
 func notReserved(string) bool { return false }
 
-// Widths of generated comment text, in runes.
-const (
-	docWidth    = 76
-	maxNameNote = 80  // a wire name quoted in a comment
-	maxFieldDoc = 200 // a field's description in the source
-)
-
 // goFunc is one tool bound to Go names.
 type goFunc struct {
 	tp     *toolPlan
@@ -497,10 +490,6 @@ func (f *goFile) fieldType(d *typeDef, fl field) (string, bool) {
 // bytes (invalid UTF-8 survives as \x escapes, verbatim on the wire).
 func goLit(s string) string { return strconv.QuoteToASCII(s) }
 
-// commentQuote is a name as it may appear in a comment: cleaned, capped and
-// quoted to ASCII.
-func commentQuote(s string) string { return strconv.QuoteToASCII(cleanText(s, maxNameNote)) }
-
 // write writes the source. Every line of it is the generator's own; server
 // text enters only through goLit and commentLines.
 func (f *goFile) write() []byte {
@@ -715,53 +704,4 @@ func (f *goFile) facts(d *typeDef, fl field) []string {
 		parts = append(parts, cleanText(n, maxParamNote))
 	}
 	return parts
-}
-
-// untypedReason is why t, or the element type of a list or map t, is any.
-func untypedReason(t typ) string {
-	for t.kind == kList || t.kind == kMap {
-		t = *t.elem
-	}
-	if t.kind == kAny {
-		return t.reason
-	}
-	return ""
-}
-
-// toolDescription is a tool's description for its doc comment, or its title when
-// it has none.
-func toolDescription(t *Tool) string {
-	if t.Description != "" {
-		return cleanText(t.Description, maxToolDesc)
-	}
-	return cleanText(t.Title, maxTitle)
-}
-
-func hintText(h Hints) string {
-	var parts []string
-	add := func(p *bool, yes, no string) {
-		switch {
-		case p == nil:
-		case *p:
-			parts = append(parts, yes)
-		default:
-			parts = append(parts, no)
-		}
-	}
-	add(h.ReadOnly, "read-only", "not read-only")
-	add(h.Destructive, "destructive", "not destructive")
-	add(h.Idempotent, "idempotent", "not idempotent")
-	add(h.OpenWorld, "open world", "closed world")
-	return strings.Join(parts, ", ")
-}
-
-// commentLines writes clean text as comment lines of at most docWidth
-// runes, each beginning "// " and indent. The emitter alone breaks lines.
-func commentLines(b *strings.Builder, indent, text string) {
-	for _, l := range wrap(text, docWidth) {
-		b.WriteString(indent)
-		b.WriteString("// ")
-		b.WriteString(l)
-		b.WriteByte('\n')
-	}
 }

@@ -41,14 +41,6 @@ var tsReservedTypes = wordSet(`
 	RangeError ReadonlyArray ReadonlyMap ReadonlySet Record ReferenceError RegExp Required Set
 	String Symbol SyntaxError TypeError URIError Uint8Array WeakMap WeakSet AbortSignal`)
 
-func wordSet(s string) map[string]bool {
-	m := map[string]bool{}
-	for _, w := range strings.Fields(s) {
-		m[w] = true
-	}
-	return m
-}
-
 var tsLang = fLang{
 	funcStyle:    lowerCamel,
 	funcFallback: "tool",
