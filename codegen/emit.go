@@ -1,6 +1,7 @@
 package codegen
 
 import (
+	"fmt"
 	"strconv"
 	"strings"
 )
@@ -78,4 +79,23 @@ func wordSet(s string) map[string]bool {
 		m[w] = true
 	}
 	return m
+}
+
+// joinEnum joins the values of enum d with sep: strings as lit writes
+// them, integers as their JSON literals. limit > 0 lists at most that many
+// and says how many more there are.
+func joinEnum(d *typeDef, lit func(string) string, sep string, limit int) string {
+	var parts []string
+	for i, v := range d.values {
+		if limit > 0 && i == limit {
+			parts = append(parts, fmt.Sprintf("… (%d more)", len(d.values)-i))
+			break
+		}
+		if d.base == kString {
+			parts = append(parts, lit(v.str))
+		} else {
+			parts = append(parts, v.lit)
+		}
+	}
+	return strings.Join(parts, sep)
 }

@@ -391,14 +391,7 @@ func (f *fFile) shapeOfDef(d *typeDef, lit func(string) string) string {
 		}
 		return "[" + lit("record") + ", [" + strings.Join(req, ", ") + "], [" + strings.Join(opt, ", ") + "]]"
 	case dEnum:
-		for _, v := range d.values {
-			if d.base == kString {
-				parts = append(parts, lit(v.str))
-			} else {
-				parts = append(parts, v.lit)
-			}
-		}
-		return "[" + lit("enum") + ", [" + strings.Join(parts, ", ") + "]]"
+		return "[" + lit("enum") + ", [" + joinEnum(d, lit, ", ", 0) + "]]"
 	default:
 		for _, v := range d.variants {
 			parts = append(parts, f.shapeOfType(v.typ, lit))

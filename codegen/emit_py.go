@@ -344,7 +344,7 @@ func (f *fFile) writePyType(b *strings.Builder, d *typeDef) {
 	case dEnum:
 		b.WriteString("\n\n")
 		pyComment(b, "", head+" "+doc)
-		fmt.Fprintf(b, "%s: typing.TypeAlias = typing.Literal[%s]\n", name, pyEnumValues(d, ", ", 0))
+		fmt.Fprintf(b, "%s: typing.TypeAlias = typing.Literal[%s]\n", name, joinEnum(d, pyLit, ", ", 0))
 	case dUnion:
 		b.WriteString("\n\n")
 		pyComment(b, "", head+" "+doc+" One of its variants, "+unionHow(d)+".")
@@ -429,24 +429,6 @@ func (f *fFile) writePyRecord(b *strings.Builder, d *typeDef, name, head, doc st
 		fields(true, false)
 		fmt.Fprintf(b, "}%s)\n", total)
 	}
-}
-
-// pyEnumValues joins an enum's values as Python literals; limit > 0 lists
-// at most that many.
-func pyEnumValues(d *typeDef, sep string, limit int) string {
-	var parts []string
-	for i, v := range d.values {
-		if limit > 0 && i == limit {
-			parts = append(parts, fmt.Sprintf("… (%d more)", len(d.values)-i))
-			break
-		}
-		if d.base == kString {
-			parts = append(parts, pyLit(v.str))
-		} else {
-			parts = append(parts, v.lit)
-		}
-	}
-	return strings.Join(parts, sep)
 }
 
 func (f *fFile) pyUnion(d *typeDef, prefix string) string {

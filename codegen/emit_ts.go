@@ -268,29 +268,11 @@ func (f *fFile) writeTSType(b *strings.Builder, d *typeDef) {
 		b.WriteString("}\n")
 	case dEnum:
 		tsDoc(b, "", head, cleanText(d.doc, maxToolDesc))
-		fmt.Fprintf(b, "export type %s = %s;\n", name, tsEnumValues(d, " | ", 0))
+		fmt.Fprintf(b, "export type %s = %s;\n", name, joinEnum(d, jsLit, " | ", 0))
 	case dUnion:
 		tsDoc(b, "", head, cleanText(d.doc, maxToolDesc), "One of its variants, "+unionHow(d)+".")
 		fmt.Fprintf(b, "export type %s = %s;\n", name, f.tsUnion(d, out))
 	}
-}
-
-// tsEnumValues joins an enum's values as TypeScript literal types; limit
-// > 0 lists at most that many.
-func tsEnumValues(d *typeDef, sep string, limit int) string {
-	var parts []string
-	for i, v := range d.values {
-		if limit > 0 && i == limit {
-			parts = append(parts, fmt.Sprintf("… (%d more)", len(d.values)-i))
-			break
-		}
-		if d.base == kString {
-			parts = append(parts, jsLit(v.str))
-		} else {
-			parts = append(parts, v.lit)
-		}
-	}
-	return strings.Join(parts, sep)
 }
 
 func (f *fFile) tsUnion(d *typeDef, out bool) string {

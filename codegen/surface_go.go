@@ -281,23 +281,7 @@ func (f *goFile) enumValues(t typ) string {
 	if t.kind != kNamed || t.def.kind != dEnum {
 		return ""
 	}
-	return enumLiterals(t.def)
-}
-
-func enumLiterals(d *typeDef) string {
-	var parts []string
-	for i, v := range d.values {
-		if i == maxEnumShown {
-			parts = append(parts, fmt.Sprintf("… (%d more)", len(d.values)-i))
-			break
-		}
-		if d.base == kString {
-			parts = append(parts, strconv.Quote(v.str))
-		} else {
-			parts = append(parts, v.lit)
-		}
-	}
-	return strings.Join(parts, "|")
+	return joinEnum(t.def, strconv.Quote, "|", maxEnumShown)
 }
 
 func (f *goFile) surfaceType(b *strings.Builder, d *typeDef, lv detail, variant map[*typeDef]bool) {
@@ -342,7 +326,7 @@ func (f *goFile) surfaceType(b *strings.Builder, d *typeDef, lv detail, variant 
 				base = "uint64"
 			}
 		}
-		fmt.Fprintf(b, "type %s %s // %s\n", name, base, enumLiterals(d))
+		fmt.Fprintf(b, "type %s %s // %s\n", name, base, joinEnum(d, strconv.Quote, "|", maxEnumShown))
 	case dUnion:
 		f.surfaceUnion(b, d)
 	}

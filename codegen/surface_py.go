@@ -76,7 +76,7 @@ func (f *fFile) pySurfaceExpr(t typ) string {
 	var e string
 	switch {
 	case t.kind == kNamed && t.def.kind == dEnum:
-		e = "Literal[" + pyEnumValues(t.def, ", ", maxEnumShown) + "]"
+		e = "Literal[" + joinEnum(t.def, pyLit, ", ", maxEnumShown) + "]"
 	case t.kind == kList:
 		e = "list[" + f.pySurfaceExpr(*t.elem) + "]"
 	case t.kind == kMap:
@@ -182,7 +182,7 @@ func (f *fFile) pySurfaceType(b *strings.Builder, d *typeDef, lv detail) {
 		if !f.variant[d] {
 			return // spelled out at the fields that use it
 		}
-		b.WriteString(name + " = Literal[" + pyEnumValues(d, ", ", maxEnumShown) + "]\n")
+		b.WriteString(name + " = Literal[" + joinEnum(d, pyLit, ", ", maxEnumShown) + "]\n")
 	case dUnion:
 		note := ""
 		switch {

@@ -77,7 +77,7 @@ func (f *fFile) tsSurface(b *strings.Builder, fn *fFunc, lv detail) {
 func (f *fFile) tsSurfaceExpr(t typ, out bool) string {
 	switch {
 	case t.kind == kNamed && t.def.kind == dEnum:
-		e := tsEnumValues(t.def, "|", maxEnumShown)
+		e := joinEnum(t.def, jsLit, "|", maxEnumShown)
 		if t.nullable {
 			e += " | null"
 		}
@@ -148,7 +148,7 @@ func (f *fFile) tsSurfaceType(b *strings.Builder, d *typeDef, lv detail) {
 		if !f.variant[d] {
 			return // spelled out at the fields that use it
 		}
-		b.WriteString("type " + name + " = " + tsEnumValues(d, "|", maxEnumShown) + "\n")
+		b.WriteString("type " + name + " = " + joinEnum(d, jsLit, "|", maxEnumShown) + "\n")
 	case dUnion:
 		note := ""
 		switch {
