@@ -222,41 +222,6 @@ func toolNoteF(fn *fFunc, st style, lv detail) string {
 	return strings.Join(parts, ", ")
 }
 
-// referenced lists the declared types fn's arguments and output use,
-// directly or through other types, in first-use order.
-func (f *fFile) referenced(fn *fFunc) []*typeDef {
-	var out []*typeDef
-	seen := map[*typeDef]bool{}
-	var walk func(t typ)
-	walk = func(t typ) {
-		for t.kind == kList || t.kind == kMap {
-			t = *t.elem
-		}
-		if t.kind != kNamed {
-			return
-		}
-		d := f.g.canon(t.def)
-		if seen[d] || len(seen) > maxDefs*4 {
-			return
-		}
-		seen[d] = true
-		out = append(out, d)
-		for _, fl := range d.fields {
-			walk(fl.typ)
-		}
-		for _, v := range d.variants {
-			walk(v.typ)
-		}
-	}
-	if fn.tp.args != nil {
-		walk(typ{kind: kNamed, def: fn.tp.args})
-	}
-	if fn.tp.output != nil {
-		walk(*fn.tp.output)
-	}
-	return out
-}
-
 // foreignDocs renders every tool for the surface, Describe and Search
 // with the language's renderers: decl writes a tool's declarations at a
 // detail, index its index line, sig its one-line call.

@@ -79,6 +79,43 @@ func renderSurface(head func(SurfaceLevel, int, int) string, docs []toolDoc, bud
 	return pages[0], SurfaceIndex, pages
 }
 
+// referenced lists the declared types the arguments and output of tool
+// plan tp use, directly or through other types, in first-use order: what a
+// tool's description spells out beside it. Every language's surface asks
+// the Go binding, whose canonical types its own type names follow.
+func (f *goFile) referenced(tp *toolPlan) []*typeDef {
+	var out []*typeDef
+	seen := map[*typeDef]bool{}
+	var walk func(t typ)
+	walk = func(t typ) {
+		for t.kind == kList || t.kind == kMap {
+			t = *t.elem
+		}
+		if t.kind != kNamed {
+			return
+		}
+		d := f.canon(t.def)
+		if seen[d] || len(seen) > maxDefs*4 {
+			return
+		}
+		seen[d] = true
+		out = append(out, d)
+		for _, fl := range d.fields {
+			walk(fl.typ)
+		}
+		for _, v := range d.variants {
+			walk(v.typ)
+		}
+	}
+	if tp.args != nil {
+		walk(typ{kind: kNamed, def: tp.args})
+	}
+	if tp.output != nil {
+		walk(*tp.output)
+	}
+	return out
+}
+
 // Describe returns the full declarations of the named tools, by function
 // name or wire name, in the order asked (none named: every tool, in
 // listing order): what a lean rung of the surface leaves out. It is the

@@ -74,7 +74,7 @@ func (f *goFile) docs() []toolDoc {
 			if lv == detailDescribe {
 				// Types declared by an earlier tool of the same shape are
 				// spelled out too, so one description stands alone.
-				for _, d := range f.referenced(fn) {
+				for _, d := range f.referenced(fn.tp) {
 					if f.owner[d] != nil && f.owner[d] != fn {
 						f.surfaceType(&b, d, lv, variant)
 					}
@@ -89,41 +89,6 @@ func (f *goFile) docs() []toolDoc {
 		doc.sig = f.signature(fn)
 		addSearchWords(&doc, t, fn.tp.args)
 		out = append(out, doc)
-	}
-	return out
-}
-
-// referenced lists the declared types fn's arguments and output use,
-// directly or through other types, in first-use order.
-func (f *goFile) referenced(fn *goFunc) []*typeDef {
-	var out []*typeDef
-	seen := map[*typeDef]bool{}
-	var walk func(t typ)
-	walk = func(t typ) {
-		for t.kind == kList || t.kind == kMap {
-			t = *t.elem
-		}
-		if t.kind != kNamed {
-			return
-		}
-		d := f.canon(t.def)
-		if seen[d] || len(seen) > maxDefs*4 {
-			return
-		}
-		seen[d] = true
-		out = append(out, d)
-		for _, fl := range d.fields {
-			walk(fl.typ)
-		}
-		for _, v := range d.variants {
-			walk(v.typ)
-		}
-	}
-	if fn.tp.args != nil {
-		walk(typ{kind: kNamed, def: fn.tp.args})
-	}
-	if fn.tp.output != nil {
-		walk(*fn.tp.output)
 	}
 	return out
 }

@@ -63,7 +63,7 @@ func (f *fFile) pySurface(b *strings.Builder, fn *fFunc, lv detail) {
 		}
 	}
 	if lv == detailDescribe {
-		for _, d := range f.referenced(fn) {
+		for _, d := range f.g.referenced(fn.tp) {
 			if f.owner[d] != fn && f.pyDeclares(d) {
 				f.pySurfaceType(b, d, lv)
 			}

@@ -64,7 +64,7 @@ func (f *fFile) tsSurface(b *strings.Builder, fn *fFunc, lv detail) {
 		f.tsSurfaceType(b, d, lv)
 	}
 	if lv == detailDescribe {
-		for _, d := range f.referenced(fn) {
+		for _, d := range f.g.referenced(fn.tp) {
 			if f.owner[d] != fn {
 				f.tsSurfaceType(b, d, lv)
 			}
