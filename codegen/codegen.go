@@ -213,29 +213,30 @@ func Generate(server string, tools []Tool, opts Options) (*Generated, error) {
 	}
 	digest := listingDigest(tools)
 	g := &Generated{Lang: lang, ListingSHA256: digest, server: server, tools: slices.Clone(tools), budget: budget}
-	var head func(SurfaceLevel, int, int) string
+	var lead string // the surface's head line, up to the module's name
 	switch lang {
 	case Go:
 		out, err := emitGo(server, digest, plans)
 		if err != nil {
 			return nil, err
 		}
-		g.ModuleName, g.Source, g.docs, head = out.pkg, out.source, out.file.docs(), out.file.goHead
+		g.ModuleName, g.Source, g.docs, lead = out.pkg, out.source, out.file.docs(), "// package"
 	case TypeScript:
 		f, src, err := emitTS(server, digest, plans)
 		if err != nil {
 			return nil, err
 		}
-		g.ModuleName, g.Source, head = f.module, src, f.headF("//")
+		g.ModuleName, g.Source, lead = f.module, src, "// module"
 		g.docs = f.foreignDocs(f.tsSurface, f.tsIndex, f.tsSignature)
 	case Python:
 		f, src, err := emitPython(server, digest, plans)
 		if err != nil {
 			return nil, err
 		}
-		g.ModuleName, g.Source, head = f.module, src, f.headF("#")
+		g.ModuleName, g.Source, lead = f.module, src, "# module"
 		g.docs = f.foreignDocs(f.pySurface, f.pyIndex, f.pySignature)
 	}
+	head := surfaceHead(lead, g.ModuleName, server, len(plans))
 	g.Surface, g.Level, g.Pages = renderSurface(head, g.docs, budget)
 	return g, nil
 }

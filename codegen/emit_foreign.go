@@ -2,7 +2,6 @@ package codegen
 
 import (
 	"slices"
-	"strconv"
 	"strings"
 
 	"github.com/capbridge/capbridge/internal/truncate"
@@ -238,29 +237,6 @@ func (f *fFile) foreignDocs(decl func(*strings.Builder, *fFunc, detail), index f
 		out = append(out, doc)
 	}
 	return out
-}
-
-// headF is a server's first line on a surface for a rung and index page,
-// after the language's comment mark.
-func (f *fFile) headF(mark string) func(SurfaceLevel, int, int) string {
-	return func(level SurfaceLevel, page, pages int) string {
-		s := mark + " module " + f.module
-		if f.module != f.server {
-			s += ": MCP server " + strconv.QuoteToASCII(f.server)
-		}
-		if len(f.funcs) == 1 {
-			s += ", 1 tool"
-		} else {
-			s += ", " + strconv.Itoa(len(f.funcs)) + " tools"
-		}
-		switch level {
-		case SurfaceSignatures:
-			s += "; declarations only"
-		case SurfaceIndex:
-			s += "; index page " + strconv.Itoa(page) + " of " + strconv.Itoa(pages)
-		}
-		return s + "\n"
-	}
 }
 
 // Checked outputs. A decode helper hands the structured content to

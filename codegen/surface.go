@@ -43,6 +43,30 @@ type toolDoc struct {
 	weight []int
 }
 
+// surfaceHead is a server's first line on the surface, for a rung and an
+// index page: lead and the module's name, the server's name where the
+// module's does not spell it, and how many tools it has.
+func surfaceHead(lead, module, server string, tools int) func(SurfaceLevel, int, int) string {
+	return func(level SurfaceLevel, page, pages int) string {
+		s := lead + " " + module
+		if module != server {
+			s += ": MCP server " + strconv.QuoteToASCII(server)
+		}
+		if tools == 1 {
+			s += ", 1 tool"
+		} else {
+			s += ", " + strconv.Itoa(tools) + " tools"
+		}
+		switch level {
+		case SurfaceSignatures:
+			s += "; declarations only"
+		case SurfaceIndex:
+			s += "; index page " + strconv.Itoa(page) + " of " + strconv.Itoa(pages)
+		}
+		return s + "\n"
+	}
+}
+
 // renderSurface renders the surface on the richest rung that fits budget
 // bytes: full, short descriptions, declarations only, then the index of
 // names, split into pages if one page cannot hold it. It never refuses:

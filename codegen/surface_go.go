@@ -26,27 +26,6 @@ const goPreambleText = `// MCP tools as Go packages: each "// package p" below i
 // "Quoted": the server's own text, often cut; describe gives a tool whole, search finds tools by words.
 `
 
-// goHead is a server's first line on the surface for a rung and index
-// page.
-func (f *goFile) goHead(level SurfaceLevel, page, pages int) string {
-	s := fmt.Sprintf("// package %s", f.pkg)
-	if f.pkg != f.server {
-		s += ": MCP server " + strconv.QuoteToASCII(f.server)
-	}
-	if len(f.funcs) == 1 {
-		s += ", 1 tool"
-	} else {
-		s += fmt.Sprintf(", %d tools", len(f.funcs))
-	}
-	switch level {
-	case SurfaceSignatures:
-		s += "; declarations only"
-	case SurfaceIndex:
-		s += fmt.Sprintf("; index page %d of %d", page, pages)
-	}
-	return s + "\n"
-}
-
 // docs renders every tool for the surface, Describe and Search.
 func (f *goFile) docs() []toolDoc {
 	byOwner := map[*goFunc][]*typeDef{}
