@@ -78,18 +78,6 @@ func bindForeign(lang Lang, fl fLang, server, digest string, plans []toolPlan) (
 			f.argsRoot[fn.tp.args] = fn
 		}
 	}
-	claim := func(want, key string) (string, error) {
-		if !taken[want] {
-			taken[want] = true
-			return want, nil
-		}
-		alt := want + "_" + digest8(key)
-		if taken[alt] {
-			return "", &CollisionError{Ident: alt, A: want, B: key}
-		}
-		taken[alt] = true
-		return alt, nil
-	}
 	owner := map[*goFunc]*fFunc{}
 	for i, fn := range f.funcs {
 		owner[g.funcs[i]] = fn
@@ -97,7 +85,7 @@ func bindForeign(lang Lang, fl fLang, server, digest string, plans []toolPlan) (
 			continue
 		}
 		var err error
-		if fn.decode, err = claim(decodeName(fl, fn.name), fn.tp.tool.Name+"\x00decode"); err != nil {
+		if fn.decode, err = claim(taken, decodeName(fl, fn.name), fn.tp.tool.Name+"\x00decode"); err != nil {
 			return nil, err
 		}
 	}
@@ -105,7 +93,7 @@ func bindForeign(lang Lang, fl fLang, server, digest string, plans []toolPlan) (
 		name := g.types[d]
 		if fl.types(name) {
 			var err error
-			if name, err = claim(name+"_"+digest8(g.owner[d].tp.tool.Name+"\x00"+strings.Join(d.hint, "\x00")), name); err != nil {
+			if name, err = claim(taken, name+"_"+digest8(g.owner[d].tp.tool.Name+"\x00"+strings.Join(d.hint, "\x00")), name); err != nil {
 				return nil, err
 			}
 		}

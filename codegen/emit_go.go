@@ -201,7 +201,7 @@ func (f *goFile) bind(plans []toolPlan) error {
 		}
 		if tp.output != nil {
 			fn.out = f.expr(*tp.output, true)
-			id, err := f.claim("Decode"+stem+suffix, tp.tool.Name+"\x00decode")
+			id, err := claim(f.taken, "Decode"+stem+suffix, tp.tool.Name+"\x00decode")
 			if err != nil {
 				return err
 			}
@@ -294,21 +294,6 @@ func splitSuffix(id string) (string, string) {
 	return id, ""
 }
 
-// claim takes a top-level identifier: want if it is free, else want with
-// the digest of key, else the server is refused (a 32-bit near-miss).
-func (f *goFile) claim(want, key string) (string, error) {
-	if !f.taken[want] {
-		f.taken[want] = true
-		return want, nil
-	}
-	alt := want + "_" + digest8(key)
-	if f.taken[alt] {
-		return "", &CollisionError{Ident: alt, A: want, B: key}
-	}
-	f.taken[alt] = true
-	return alt, nil
-}
-
 // nameType names d, its fields, constants and union wrappers.
 func (f *goFile) nameType(fn *goFunc, d *typeDef, stem, suffix string) error {
 	words := stem
@@ -329,7 +314,7 @@ func (f *goFile) nameType(fn *goFunc, d *typeDef, stem, suffix string) error {
 	if lost {
 		want = words + suffix + "_" + digest8(key)
 	}
-	id, err := f.claim(want, key)
+	id, err := claim(f.taken, want, key)
 	if err != nil {
 		return err
 	}
@@ -364,7 +349,7 @@ func (f *goFile) nameType(fn *goFunc, d *typeDef, stem, suffix string) error {
 		}
 		ids, _, _ := mangleAll(vals, exported, notReserved, "V")
 		for i, c := range ids {
-			id, err := f.claim(tstem+c+tsuffix, key+"\x00"+d.values[i].lit)
+			id, err := claim(f.taken, tstem+c+tsuffix, key+"\x00"+d.values[i].lit)
 			if err != nil {
 				return err
 			}
@@ -380,7 +365,7 @@ func (f *goFile) nameType(fn *goFunc, d *typeDef, stem, suffix string) error {
 			if v.typ.kind == kInteger {
 				shape = "Integer"
 			}
-			id, err := f.claim(tstem+shape+tsuffix, key+"\x00"+shape)
+			id, err := claim(f.taken, tstem+shape+tsuffix, key+"\x00"+shape)
 			if err != nil {
 				return err
 			}
