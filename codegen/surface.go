@@ -140,6 +140,19 @@ func (f *goFile) referenced(tp *toolPlan) []*typeDef {
 	return out
 }
 
+// unionTell is the note after a union's declaration, behind mark: the
+// property that tells its variants apart, or that nothing in the value
+// does; none where their JSON kinds do.
+func unionTell(d *typeDef, mark string) string {
+	switch {
+	case d.discriminator != "":
+		return mark + "by " + quoted(d.discriminator, maxNameNote)
+	case !d.decidable:
+		return mark + "not decidable from the value"
+	}
+	return ""
+}
+
 // Describe returns the full declarations of the named tools, by function
 // name or wire name, in the order asked (none named: every tool, in
 // listing order): what a lean rung of the surface leaves out. It is the

@@ -296,16 +296,9 @@ func (f *goFile) surfaceUnion(b *strings.Builder, d *typeDef) {
 			parts = append(parts, w+"("+t+")")
 		}
 	}
-	var note string
-	switch {
-	case d.discriminator != "":
-		note = " // by " + quoted(d.discriminator, maxNameNote)
-	case !d.decidable:
-		note = " // not decidable from the value"
-	}
 	if out {
-		fmt.Fprintf(b, "type %s any // %s%s\n", f.types[d], strings.Join(parts, " | "), strings.Replace(note, " // ", "; ", 1))
+		fmt.Fprintf(b, "type %s any // %s%s\n", f.types[d], strings.Join(parts, " | "), unionTell(d, "; "))
 		return
 	}
-	fmt.Fprintf(b, "type %s interface{ %s }%s\n", f.types[d], strings.Join(parts, " | "), note)
+	fmt.Fprintf(b, "type %s interface{ %s }%s\n", f.types[d], strings.Join(parts, " | "), unionTell(d, " // "))
 }

@@ -184,14 +184,7 @@ func (f *fFile) pySurfaceType(b *strings.Builder, d *typeDef, lv detail) {
 		}
 		b.WriteString(name + " = Literal[" + joinEnum(d, pyLit, ", ", maxEnumShown) + "]\n")
 	case dUnion:
-		note := ""
-		switch {
-		case d.discriminator != "":
-			note = " # by " + quoted(d.discriminator, maxNameNote)
-		case !d.decidable:
-			note = " # not decidable from the value"
-		}
-		b.WriteString(name + " = " + f.pyUnion(d, "") + note + "\n")
+		b.WriteString(name + " = " + f.pyUnion(d, "") + unionTell(d, " # ") + "\n")
 	}
 }
 

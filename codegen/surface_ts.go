@@ -150,14 +150,7 @@ func (f *fFile) tsSurfaceType(b *strings.Builder, d *typeDef, lv detail) {
 		}
 		b.WriteString("type " + name + " = " + joinEnum(d, jsLit, "|", maxEnumShown) + "\n")
 	case dUnion:
-		note := ""
-		switch {
-		case d.discriminator != "":
-			note = " // by " + quoted(d.discriminator, maxNameNote)
-		case !d.decidable:
-			note = " // not decidable from the value"
-		}
-		b.WriteString("type " + name + " = " + f.tsUnion(d, f.tsOutput(d)) + note + "\n")
+		b.WriteString("type " + name + " = " + f.tsUnion(d, f.tsOutput(d)) + unionTell(d, " // ") + "\n")
 	}
 }
 
