@@ -140,6 +140,15 @@ func (f *goFile) referenced(tp *toolPlan) []*typeDef {
 	return out
 }
 
+// typeDoc is the description of a declared type behind mark, on the full
+// rung and in a description; none on a leaner rung.
+func typeDoc(d *typeDef, lv detail, mark string) string {
+	if lv > detailFull || cleanText(d.doc, 1) == "" {
+		return ""
+	}
+	return mark + proseAt(d.doc, lv, [3]int{detailDescribe: maxFieldDoc, detailFull: surfaceFieldLong})
+}
+
 // unionTell is the note after a union's declaration, behind mark: the
 // property that tells its variants apart, or that nothing in the value
 // does; none where their JSON kinds do.

@@ -240,12 +240,7 @@ func (f *goFile) surfaceType(b *strings.Builder, d *typeDef, lv detail, variant 
 			return
 		}
 		lines := f.surfaceFields(d, lv)
-		doc := ""
-		if lv <= detailFull {
-			if cleanText(d.doc, 1) != "" {
-				doc = " // " + proseAt(d.doc, lv, [3]int{detailDescribe: maxFieldDoc, detailFull: surfaceFieldLong})
-			}
-		}
+		doc := typeDoc(d, lv, " // ")
 		switch {
 		case len(lines) == 0:
 			fmt.Fprintf(b, "type %s struct{}%s\n", name, doc)

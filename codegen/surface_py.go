@@ -154,10 +154,7 @@ func (f *fFile) pySurfaceKeys(d *typeDef, class bool, lv detail) []pyLine {
 
 func (f *fFile) pySurfaceType(b *strings.Builder, d *typeDef, lv detail) {
 	name := f.types[d]
-	doc := ""
-	if lv <= detailFull && cleanText(d.doc, 1) != "" {
-		doc = " # " + proseAt(d.doc, lv, [3]int{detailDescribe: maxFieldDoc, detailFull: surfaceFieldLong})
-	}
+	doc := typeDoc(d, lv, " # ")
 	switch d.kind {
 	case dRecord:
 		class := f.pyClassForm(d)

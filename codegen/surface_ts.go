@@ -121,10 +121,7 @@ func (f *fFile) tsSurfaceFields(d *typeDef, lv detail) []string {
 
 func (f *fFile) tsSurfaceType(b *strings.Builder, d *typeDef, lv detail) {
 	name := f.types[d]
-	doc := ""
-	if lv <= detailFull && cleanText(d.doc, 1) != "" {
-		doc = " // " + proseAt(d.doc, lv, [3]int{detailDescribe: maxFieldDoc, detailFull: surfaceFieldLong})
-	}
+	doc := typeDoc(d, lv, " // ")
 	switch d.kind {
 	case dRecord:
 		if f.argsRoot[d] != nil {
