@@ -99,3 +99,21 @@ func joinEnum(d *typeDef, lit func(string) string, sep string, limit int) string
 	}
 	return strings.Join(parts, sep)
 }
+
+// fieldDoc is the documentation of a field in the source: its
+// description, then facts (what the language's type leaves unsaid), why it
+// is untyped and its notes, cleaned.
+func fieldDoc(fl field, facts ...string) string {
+	var parts []string
+	if doc := cleanText(fl.doc, maxFieldDoc); doc != "" {
+		parts = append(parts, doc)
+	}
+	parts = append(parts, facts...)
+	if why := untypedReason(fl.typ); why != "" {
+		parts = append(parts, "untyped: "+cleanText(why, maxParamNote))
+	}
+	for _, n := range fl.notes {
+		parts = append(parts, cleanText(n, maxParamNote))
+	}
+	return strings.Join(parts, "; ")
+}

@@ -154,42 +154,6 @@ func unionHow(d *typeDef) string {
 	return "told apart by JSON kind"
 }
 
-// fieldDoc is the documentation of a field in the source: description,
-// the untyped reason and the notes, cleaned.
-func fieldDoc(fl field) string {
-	var parts []string
-	if doc := cleanText(fl.doc, maxFieldDoc); doc != "" {
-		parts = append(parts, doc)
-	}
-	if why := untypedReason(fl.typ); why != "" {
-		parts = append(parts, "untyped: "+cleanText(why, maxParamNote))
-	}
-	for _, n := range fl.notes {
-		parts = append(parts, cleanText(n, maxParamNote))
-	}
-	return strings.Join(parts, "; ")
-}
-
-// fieldFacts are a field's notes on a surface rung: why it is untyped,
-// and on the full rung and in descriptions its default, range, sizes,
-// format and pattern; prose first.
-func fieldFacts(fl field, lv detail) []string {
-	var parts []string
-	if lv != detailSigs && fl.doc != "" && cleanText(fl.doc, 1) != "" {
-		parts = append(parts, proseAt(fl.doc, lv, [...]int{detailDescribe: maxFieldDoc, detailFull: surfaceFieldLong, detailShort: surfaceFieldShort}))
-	}
-	if why := untypedReason(fl.typ); why != "" {
-		parts = append(parts, "untyped: "+quoted(why, maxParamNote))
-	}
-	switch lv {
-	case detailDescribe:
-		parts = append(parts, compactNotes(fl.notes, maxNoteRunes)...)
-	case detailFull:
-		parts = append(parts, compactNotes(fl.notes, surfaceNoteLong)...)
-	}
-	return parts
-}
-
 // toolNoteF is what a surface says of a tool after its declaration: its
 // wire name when the function's name does not spell it, destructive, and
 // its description.

@@ -470,6 +470,19 @@ func (f *goFile) fieldType(d *typeDef, fl field) (string, bool) {
 	return e, !fl.required
 }
 
+// requiredFacts are what a field's Go type leaves unsaid: that it is
+// required although nil can be written, and what nil then sends.
+func (f *goFile) requiredFacts(d *typeDef, fl field) []string {
+	e, _ := f.fieldType(d, fl)
+	switch {
+	case fl.required && fl.typ.nullable:
+		return []string{"required, nil sends null"}
+	case fl.required && nilable(e):
+		return []string{"required"}
+	}
+	return nil
+}
+
 // goLit is the Go string literal of s: total escaping to printable ASCII,
 // so server text inside it is inert and the file stays ASCII whatever the
 // bytes (invalid UTF-8 survives as \x escapes, verbatim on the wire).
@@ -564,7 +577,7 @@ func (f *goFile) writeType(b *strings.Builder, d *typeDef) {
 			if i > 0 {
 				b.WriteByte('\n')
 			}
-			if note := f.fieldNote(d, fl, maxFieldDoc); note != "" {
+			if note := fieldDoc(fl, f.requiredFacts(d, fl)...); note != "" {
 				commentLines(b, "\t", note)
 			}
 			e, omit := f.fieldType(d, fl)
@@ -659,34 +672,4 @@ func (f *goFile) unionNote(d *typeDef) string {
 		s += " Decoded as any."
 	}
 	return cleanText(s, 4*maxParamNote)
-}
-
-// fieldNote is the documentation of a field: description, required-ness
-// when the type does not say it, the untyped reason and the notes.
-func (f *goFile) fieldNote(d *typeDef, fl field, max int) string {
-	var parts []string
-	if doc := cleanText(fl.doc, max); doc != "" {
-		parts = append(parts, doc)
-	}
-	parts = append(parts, f.facts(d, fl)...)
-	return strings.Join(parts, "; ")
-}
-
-// facts are the generator's own notes on a field.
-func (f *goFile) facts(d *typeDef, fl field) []string {
-	var parts []string
-	e, _ := f.fieldType(d, fl)
-	switch {
-	case fl.required && fl.typ.nullable:
-		parts = append(parts, "required, nil sends null")
-	case fl.required && nilable(e):
-		parts = append(parts, "required")
-	}
-	if why := untypedReason(fl.typ); why != "" {
-		parts = append(parts, "untyped: "+cleanText(why, maxParamNote))
-	}
-	for _, n := range fl.notes {
-		parts = append(parts, cleanText(n, maxParamNote))
-	}
-	return parts
 }

@@ -140,6 +140,28 @@ func (f *goFile) referenced(tp *toolPlan) []*typeDef {
 	return out
 }
 
+// fieldFacts are a field's notes on a surface rung: its description, then
+// facts (what the language's type leaves unsaid), why it is untyped, and on
+// the full rung and in descriptions its default, range, sizes, format and
+// pattern.
+func fieldFacts(fl field, lv detail, facts ...string) []string {
+	var parts []string
+	if lv != detailSigs && fl.doc != "" && cleanText(fl.doc, 1) != "" {
+		parts = append(parts, proseAt(fl.doc, lv, [...]int{detailDescribe: maxFieldDoc, detailFull: surfaceFieldLong, detailShort: surfaceFieldShort}))
+	}
+	parts = append(parts, facts...)
+	if why := untypedReason(fl.typ); why != "" {
+		parts = append(parts, "untyped: "+quoted(why, maxParamNote))
+	}
+	switch lv {
+	case detailDescribe:
+		parts = append(parts, compactNotes(fl.notes, maxNoteRunes)...)
+	case detailFull:
+		parts = append(parts, compactNotes(fl.notes, surfaceNoteLong)...)
+	}
+	return parts
+}
+
 // typeDoc is the description of a declared type behind mark, on the full
 // rung and in a description; none on a leaner rung.
 func typeDoc(d *typeDef, lv detail, mark string) string {

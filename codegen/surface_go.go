@@ -168,12 +168,7 @@ func (f *goFile) surfaceFields(d *typeDef, lv detail) []string {
 		if vals := f.enumValues(fl.typ); vals != "" {
 			parts = append(parts, vals)
 		}
-		if lv != detailSigs {
-			if fl.doc != "" && cleanText(fl.doc, 1) != "" {
-				parts = append(parts, proseAt(fl.doc, lv, [...]int{detailDescribe: maxFieldDoc, detailFull: surfaceFieldLong, detailShort: surfaceFieldShort}))
-			}
-		}
-		parts = append(parts, f.surfaceFacts(d, fl, lv)...)
+		parts = append(parts, fieldFacts(fl, lv, f.requiredFacts(d, fl)...)...)
 		if len(parts) == 0 && lastType == e {
 			last := lines[len(lines)-1]
 			lines[len(lines)-1] = strings.TrimSuffix(last, " "+e) + ", " + name + " " + e
@@ -189,31 +184,6 @@ func (f *goFile) surfaceFields(d *typeDef, lv detail) []string {
 		lines = append(lines, line)
 	}
 	return lines
-}
-
-// surfaceFacts are the generator's notes on a field as the surface shows
-// them: required-ness the type does not say, why it is untyped, and
-// (on the full rung and in descriptions) its default, range, sizes,
-// format and pattern.
-func (f *goFile) surfaceFacts(d *typeDef, fl field, lv detail) []string {
-	var parts []string
-	e, _ := f.fieldType(d, fl)
-	switch {
-	case fl.required && fl.typ.nullable:
-		parts = append(parts, "required, nil sends null")
-	case fl.required && nilable(e):
-		parts = append(parts, "required")
-	}
-	if why := untypedReason(fl.typ); why != "" {
-		parts = append(parts, "untyped: "+quoted(why, maxParamNote))
-	}
-	switch lv {
-	case detailDescribe:
-		parts = append(parts, compactNotes(fl.notes, maxNoteRunes)...)
-	case detailFull:
-		parts = append(parts, compactNotes(fl.notes, surfaceNoteLong)...)
-	}
-	return parts
 }
 
 // enumValues lists the values of the enum t is (or holds), for the field
