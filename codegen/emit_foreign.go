@@ -1,6 +1,7 @@
 package codegen
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 
@@ -129,6 +130,25 @@ func argsOf(fn *fFunc) *typeDef {
 		return nil
 	}
 	return fn.tp.args
+}
+
+// funcDoc is the doc of a tool's function, in paragraphs: the tool it
+// calls and its description, then, where they apply, that its arguments
+// are passed whole as one object (the language's word for it), the
+// server's hints and the decode helper.
+func (f *fFile) funcDoc(fn *fFunc, object string) []string {
+	t := fn.tp.tool
+	paras := []string{fmt.Sprintf("Calls tool %s of server %s.", commentQuote(t.Name), commentQuote(f.server)), toolDescription(t)}
+	if fn.tp.whole != "" {
+		paras = append(paras, "Its arguments are passed whole, as "+object+" from wire name to value: "+cleanText(fn.tp.whole, maxParamNote)+".")
+	}
+	if h := hintText(t.Hints); h != "" {
+		paras = append(paras, "Server hints (unverified): "+h+".")
+	}
+	if fn.decode != "" {
+		paras = append(paras, "Its structured result decodes with "+fn.decode+".")
+	}
+	return paras
 }
 
 // role says what a named type is, for its doc comment.

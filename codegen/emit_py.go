@@ -251,16 +251,6 @@ func pyDocstring(b *strings.Builder, indent string, paras ...string) {
 
 func (f *fFile) writePyFunc(b *strings.Builder, fn *fFunc) {
 	t := fn.tp.tool
-	paras := []string{fmt.Sprintf("Calls tool %s of server %s.", commentQuote(t.Name), commentQuote(f.server)), toolDescription(t)}
-	if fn.tp.whole != "" {
-		paras = append(paras, "Its arguments are passed whole, as a dict from wire name to value: "+cleanText(fn.tp.whole, maxParamNote)+".")
-	}
-	if h := hintText(t.Hints); h != "" {
-		paras = append(paras, "Server hints (unverified): "+h+".")
-	}
-	if fn.decode != "" {
-		paras = append(paras, "Its structured result decodes with "+fn.decode+".")
-	}
 	a := argsOf(fn)
 	fmt.Fprintf(b, "\n\nasync def %s(\n", fn.name)
 	switch {
@@ -283,7 +273,7 @@ func (f *fFile) writePyFunc(b *strings.Builder, fn *fFunc) {
 		b.WriteString("    *,\n")
 	}
 	b.WriteString("    _timeout: float | None = None,\n) -> capwire.Result:\n")
-	pyDocstring(b, "    ", paras...)
+	pyDocstring(b, "    ", f.funcDoc(fn, "a dict")...)
 	arg := "{}"
 	switch {
 	case fn.tp.whole != "":

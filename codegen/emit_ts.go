@@ -191,18 +191,8 @@ func tsDoc(b *strings.Builder, indent string, paras ...string) {
 
 func (f *fFile) writeTSFunc(b *strings.Builder, fn *fFunc) {
 	t := fn.tp.tool
-	paras := []string{fmt.Sprintf("Calls tool %s of server %s.", commentQuote(t.Name), commentQuote(f.server)), toolDescription(t)}
-	if fn.tp.whole != "" {
-		paras = append(paras, "Its arguments are passed whole, as an object from wire name to value: "+cleanText(fn.tp.whole, maxParamNote)+".")
-	}
-	if h := hintText(t.Hints); h != "" {
-		paras = append(paras, "Server hints (unverified): "+h+".")
-	}
-	if fn.decode != "" {
-		paras = append(paras, "Its structured result decodes with "+fn.decode+".")
-	}
 	b.WriteByte('\n')
-	tsDoc(b, "", paras...)
+	tsDoc(b, "", f.funcDoc(fn, "an object")...)
 	args, arg := "", "{}"
 	switch a := argsOf(fn); {
 	case fn.tp.whole != "":
