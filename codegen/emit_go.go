@@ -470,6 +470,17 @@ func (f *goFile) fieldType(d *typeDef, fl field) (string, bool) {
 	return e, !fl.required
 }
 
+// enumBase is the Go type of enum d's constants.
+func enumBase(d *typeDef) string {
+	switch {
+	case d.base != kInteger:
+		return "string"
+	case d.unsigned:
+		return "uint64"
+	}
+	return "int64"
+}
+
 // requiredFacts are what a field's Go type leaves unsaid: that it is
 // required although nil can be written, and what nil then sends.
 func (f *goFile) requiredFacts(d *typeDef, fl field) []string {
@@ -589,14 +600,7 @@ func (f *goFile) writeType(b *strings.Builder, d *typeDef) {
 		}
 		b.WriteString("}\n")
 	case dEnum:
-		base := "string"
-		if d.base == kInteger {
-			base = "int64"
-			if d.unsigned {
-				base = "uint64"
-			}
-		}
-		fmt.Fprintf(b, "type %s %s\n\n// The values of %s.\nconst (\n", name, base, name)
+		fmt.Fprintf(b, "type %s %s\n\n// The values of %s.\nconst (\n", name, enumBase(d), name)
 		for i, v := range d.values {
 			lit := v.lit
 			if d.base == kString {

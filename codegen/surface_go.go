@@ -228,14 +228,7 @@ func (f *goFile) surfaceType(b *strings.Builder, d *typeDef, lv detail, variant 
 		if !variant[d] {
 			return // listed at the fields that use it
 		}
-		base := "string"
-		if d.base == kInteger {
-			base = "int64"
-			if d.unsigned {
-				base = "uint64"
-			}
-		}
-		fmt.Fprintf(b, "type %s %s // %s\n", name, base, joinEnum(d, strconv.Quote, "|", maxEnumShown))
+		fmt.Fprintf(b, "type %s %s // %s\n", name, enumBase(d), joinEnum(d, strconv.Quote, "|", maxEnumShown))
 	case dUnion:
 		f.surfaceUnion(b, d)
 	}
