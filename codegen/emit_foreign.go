@@ -4,16 +4,16 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-
-	"github.com/capbridge/capbridge/internal/truncate"
 )
 
-// The binding shared by the emitters of languages other than Go. They take
-// the Go binding's type names, sharing and declaration order, so a type is
-// called the same in every language and the Go rules for collision
-// suffixes apply unchanged; they name functions, decode helpers and (in
-// Python) parameters in their own style, against their own reserved
-// words, and rename a type only where the language reserves its Go name.
+// What the emitters of languages other than Go share: the binding, the
+// doc comments and the output shapes (what their surfaces share is in
+// surface.go). They take the Go binding's type names, sharing and
+// declaration order, so a type is called the same in every language and
+// the Go rules for collision suffixes apply unchanged; they name
+// functions, decode helpers and (in Python) parameters in their own style,
+// against their own reserved words, and rename a type only where the
+// language reserves its Go name.
 
 // fFunc is one tool bound to a language's names.
 type fFunc struct {
@@ -172,43 +172,6 @@ func unionHow(d *typeDef) string {
 		return "not decidable from the value alone"
 	}
 	return "told apart by JSON kind"
-}
-
-// toolNoteF is what a surface says of a tool after its declaration: its
-// wire name when the function's name does not spell it, destructive, and
-// its description.
-func toolNoteF(fn *fFunc, st style, lv detail) string {
-	t := fn.tp.tool
-	var parts []string
-	w, lost := spell(t.Name, st)
-	if lost || w != fn.name || lv == detailDescribe {
-		parts = append(parts, "tool "+quoted(truncate.Ellipsis(t.Name, maxNameNote), maxNameNote))
-	}
-	if h := t.Hints; lv <= detailFull && h.Destructive != nil && *h.Destructive {
-		parts = append(parts, "destructive")
-	}
-	if desc := toolDescription(t); desc != "" && lv != detailSigs {
-		parts = append(parts, proseAt(desc, lv, [...]int{detailDescribe: maxToolDesc, detailFull: surfaceLongDesc, detailShort: surfaceShortDesc}))
-	}
-	return strings.Join(parts, ", ")
-}
-
-// foreignDocs renders every tool for the surface, Describe and Search
-// with the language's renderers: decl writes a tool's declarations at a
-// detail, index its index line, sig its one-line call.
-func (f *fFile) foreignDocs(decl func(*strings.Builder, *fFunc, detail), index func(*fFunc) string, sig func(*fFunc) string) []toolDoc {
-	out := make([]toolDoc, 0, len(f.funcs))
-	for _, fn := range f.funcs {
-		doc := toolDoc{name: fn.name, wire: fn.tp.tool.Name, index: index(fn), sig: sig(fn)}
-		for lv := detailDescribe; lv <= detailSigs; lv++ {
-			var b strings.Builder
-			decl(&b, fn, lv)
-			doc.decl[lv] = b.String()
-		}
-		addSearchWords(&doc, fn.tp.tool, argsOf(fn))
-		out = append(out, doc)
-	}
-	return out
 }
 
 // Checked outputs. A decode helper hands the structured content to

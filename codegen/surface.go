@@ -140,6 +140,44 @@ func (f *goFile) referenced(tp *toolPlan) []*typeDef {
 	return out
 }
 
+// foreignDocs renders every tool for a TypeScript or Python surface,
+// Describe and Search with the language's renderers: decl writes a tool's declarations at a
+// detail, index its index line, sig its one-line call.
+func (f *fFile) foreignDocs(decl func(*strings.Builder, *fFunc, detail), index func(*fFunc) string, sig func(*fFunc) string) []toolDoc {
+	out := make([]toolDoc, 0, len(f.funcs))
+	for _, fn := range f.funcs {
+		doc := toolDoc{name: fn.name, wire: fn.tp.tool.Name, index: index(fn), sig: sig(fn)}
+		for lv := detailDescribe; lv <= detailSigs; lv++ {
+			var b strings.Builder
+			decl(&b, fn, lv)
+			doc.decl[lv] = b.String()
+		}
+		addSearchWords(&doc, fn.tp.tool, argsOf(fn))
+		out = append(out, doc)
+	}
+	return out
+}
+
+// toolNoteF is what a TypeScript or Python surface says of a tool after
+// its declaration (the Go surface's is goFile.toolNote): its wire name
+// when the function's name does not spell it in style st, destructive,
+// and its description.
+func toolNoteF(fn *fFunc, st style, lv detail) string {
+	t := fn.tp.tool
+	var parts []string
+	w, lost := spell(t.Name, st)
+	if lost || w != fn.name || lv == detailDescribe {
+		parts = append(parts, "tool "+quoted(truncate.Ellipsis(t.Name, maxNameNote), maxNameNote))
+	}
+	if h := t.Hints; lv <= detailFull && h.Destructive != nil && *h.Destructive {
+		parts = append(parts, "destructive")
+	}
+	if desc := toolDescription(t); desc != "" && lv != detailSigs {
+		parts = append(parts, proseAt(desc, lv, [...]int{detailDescribe: maxToolDesc, detailFull: surfaceLongDesc, detailShort: surfaceShortDesc}))
+	}
+	return strings.Join(parts, ", ")
+}
+
 // fieldFacts are a field's notes on a surface rung: its description, then
 // facts (what the language's type leaves unsaid), why it is untyped, and on
 // the full rung and in descriptions its default, range, sizes, format and
