@@ -10,8 +10,11 @@
 // control and bidi codepoints, capped and wrapped by the generator alone
 // (sanitize.go); wire names reach the source only as fully escaped string
 // literals; and the emitted file is parsed and checked before it is handed
-// out (verify.go). Planning, naming, sanitising and the surface ladder are
-// language neutral; golang.go and gosurface.go are the first emitter.
+// out (verify.go, verify_foreign.go). Planning, naming, sanitising and the
+// surface ladder are language neutral (surface.go); each language adds an
+// emitter (emit_go.go, emit_ts.go and emit_py.go, the last two sharing
+// emit_foreign.go) and its surface (surface_go.go, surface_ts.go,
+// surface_py.go).
 //
 // The package is pure: it returns source text and never compiles, spawns or
 // writes files. Generate is safe for concurrent use. The format of the output
@@ -93,9 +96,9 @@ type Lang string
 
 // The emitters.
 const (
-	Go         Lang = "go"     // one Go file per server (golang.go)
-	TypeScript Lang = "ts"     // one ES module per server (typescript.go)
-	Python     Lang = "python" // one module per server (python.go)
+	Go         Lang = "go"     // one Go file per server (emit_go.go)
+	TypeScript Lang = "ts"     // one ES module per server (emit_ts.go)
+	Python     Lang = "python" // one module per server (emit_py.go)
 )
 
 // checkLang resolves "" to Go and refuses a language without an emitter.
@@ -210,29 +213,30 @@ func Generate(server string, tools []Tool, opts Options) (*Generated, error) {
 	}
 	digest := listingDigest(tools)
 	g := &Generated{Lang: lang, ListingSHA256: digest, server: server, tools: slices.Clone(tools), budget: budget}
-	var head func(SurfaceLevel, int, int) string
+	var lead string // the surface's head line, up to the module's name
 	switch lang {
 	case Go:
 		out, err := emitGo(server, digest, plans)
 		if err != nil {
 			return nil, err
 		}
-		g.ModuleName, g.Source, g.docs, head = out.pkg, out.source, out.file.docs(), out.file.goHead
+		g.ModuleName, g.Source, g.docs, lead = out.pkg, out.source, out.file.docs(), "// package"
 	case TypeScript:
 		f, src, err := emitTS(server, digest, plans)
 		if err != nil {
 			return nil, err
 		}
-		g.ModuleName, g.Source, head = f.module, src, f.headF("//")
+		g.ModuleName, g.Source, lead = f.module, src, "// module"
 		g.docs = f.foreignDocs(f.tsSurface, f.tsIndex, f.tsSignature)
 	case Python:
 		f, src, err := emitPython(server, digest, plans)
 		if err != nil {
 			return nil, err
 		}
-		g.ModuleName, g.Source, head = f.module, src, f.headF("#")
+		g.ModuleName, g.Source, lead = f.module, src, "# module"
 		g.docs = f.foreignDocs(f.pySurface, f.pyIndex, f.pySignature)
 	}
+	head := surfaceHead(lead, g.ModuleName, server, len(plans))
 	g.Surface, g.Level, g.Pages = renderSurface(head, g.docs, budget)
 	return g, nil
 }

@@ -195,3 +195,19 @@ func digest8(original string) string {
 	sum := sha256.Sum256([]byte(original))
 	return hex.EncodeToString(sum[:4])
 }
+
+// claim takes a top-level identifier in a file whose identifiers taken
+// holds: want if it is free, else want with the digest of key, else the
+// server is refused (a 32-bit near-miss).
+func claim(taken map[string]bool, want, key string) (string, error) {
+	if !taken[want] {
+		taken[want] = true
+		return want, nil
+	}
+	alt := want + "_" + digest8(key)
+	if taken[alt] {
+		return "", &CollisionError{Ident: alt, A: want, B: key}
+	}
+	taken[alt] = true
+	return alt, nil
+}

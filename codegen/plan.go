@@ -10,7 +10,7 @@ import (
 
 // The type plan: a language-neutral reading of JSON Schema (draft-07 and
 // 2020-12, as MCP servers write them) into records, enums, unions, lists,
-// maps and scalars. Emitters (golang.go today) turn it into declarations;
+// maps and scalars. The emitters (emit_*.go) turn it into declarations;
 // nothing here knows a target language. Planning is total and bounded: an
 // unreadable or oversized part of a schema becomes an untyped value with a
 // reason, and only that part.

@@ -43,6 +43,30 @@ type toolDoc struct {
 	weight []int
 }
 
+// surfaceHead is a server's first line on the surface, for a rung and an
+// index page: lead and the module's name, the server's name where the
+// module's does not spell it, and how many tools it has.
+func surfaceHead(lead, module, server string, tools int) func(SurfaceLevel, int, int) string {
+	return func(level SurfaceLevel, page, pages int) string {
+		s := lead + " " + module
+		if module != server {
+			s += ": MCP server " + strconv.QuoteToASCII(server)
+		}
+		if tools == 1 {
+			s += ", 1 tool"
+		} else {
+			s += ", " + strconv.Itoa(tools) + " tools"
+		}
+		switch level {
+		case SurfaceSignatures:
+			s += "; declarations only"
+		case SurfaceIndex:
+			s += "; index page " + strconv.Itoa(page) + " of " + strconv.Itoa(pages)
+		}
+		return s + "\n"
+	}
+}
+
 // renderSurface renders the surface on the richest rung that fits budget
 // bytes: full, short descriptions, declarations only, then the index of
 // names, split into pages if one page cannot hold it. It never refuses:
@@ -77,6 +101,125 @@ func renderSurface(head func(SurfaceLevel, int, int) string, docs []toolDoc, bud
 		pages[i] = head(SurfaceIndex, i+1, len(pages)) + pages[i]
 	}
 	return pages[0], SurfaceIndex, pages
+}
+
+// referenced lists the declared types the arguments and output of tool
+// plan tp use, directly or through other types, in first-use order: what a
+// tool's description spells out beside it. Every language's surface asks
+// the Go binding, whose canonical types its own type names follow.
+func (f *goFile) referenced(tp *toolPlan) []*typeDef {
+	var out []*typeDef
+	seen := map[*typeDef]bool{}
+	var walk func(t typ)
+	walk = func(t typ) {
+		for t.kind == kList || t.kind == kMap {
+			t = *t.elem
+		}
+		if t.kind != kNamed {
+			return
+		}
+		d := f.canon(t.def)
+		if seen[d] || len(seen) > maxDefs*4 {
+			return
+		}
+		seen[d] = true
+		out = append(out, d)
+		for _, fl := range d.fields {
+			walk(fl.typ)
+		}
+		for _, v := range d.variants {
+			walk(v.typ)
+		}
+	}
+	if tp.args != nil {
+		walk(typ{kind: kNamed, def: tp.args})
+	}
+	if tp.output != nil {
+		walk(*tp.output)
+	}
+	return out
+}
+
+// foreignDocs renders every tool for a TypeScript or Python surface,
+// Describe and Search with the language's renderers: decl writes a tool's declarations at a
+// detail, index its index line, sig its one-line call.
+func (f *fFile) foreignDocs(decl func(*strings.Builder, *fFunc, detail), index func(*fFunc) string, sig func(*fFunc) string) []toolDoc {
+	out := make([]toolDoc, 0, len(f.funcs))
+	for _, fn := range f.funcs {
+		doc := toolDoc{name: fn.name, wire: fn.tp.tool.Name, index: index(fn), sig: sig(fn)}
+		for lv := detailDescribe; lv <= detailSigs; lv++ {
+			var b strings.Builder
+			decl(&b, fn, lv)
+			doc.decl[lv] = b.String()
+		}
+		addSearchWords(&doc, fn.tp.tool, argsOf(fn))
+		out = append(out, doc)
+	}
+	return out
+}
+
+// toolNoteF is what a TypeScript or Python surface says of a tool after
+// its declaration (the Go surface's is goFile.toolNote): its wire name
+// when the function's name does not spell it in style st, destructive,
+// and its description.
+func toolNoteF(fn *fFunc, st style, lv detail) string {
+	t := fn.tp.tool
+	var parts []string
+	w, lost := spell(t.Name, st)
+	if lost || w != fn.name || lv == detailDescribe {
+		parts = append(parts, "tool "+quoted(truncate.Ellipsis(t.Name, maxNameNote), maxNameNote))
+	}
+	if h := t.Hints; lv <= detailFull && h.Destructive != nil && *h.Destructive {
+		parts = append(parts, "destructive")
+	}
+	if desc := toolDescription(t); desc != "" && lv != detailSigs {
+		parts = append(parts, proseAt(desc, lv, [...]int{detailDescribe: maxToolDesc, detailFull: surfaceLongDesc, detailShort: surfaceShortDesc}))
+	}
+	return strings.Join(parts, ", ")
+}
+
+// fieldFacts are a field's notes on a surface rung: its description, then
+// facts (what the language's type leaves unsaid), why it is untyped, and on
+// the full rung and in descriptions its default, range, sizes, format and
+// pattern.
+func fieldFacts(fl field, lv detail, facts ...string) []string {
+	var parts []string
+	if lv != detailSigs && fl.doc != "" && cleanText(fl.doc, 1) != "" {
+		parts = append(parts, proseAt(fl.doc, lv, [...]int{detailDescribe: maxFieldDoc, detailFull: surfaceFieldLong, detailShort: surfaceFieldShort}))
+	}
+	parts = append(parts, facts...)
+	if why := untypedReason(fl.typ); why != "" {
+		parts = append(parts, "untyped: "+quoted(why, maxParamNote))
+	}
+	switch lv {
+	case detailDescribe:
+		parts = append(parts, compactNotes(fl.notes, maxNoteRunes)...)
+	case detailFull:
+		parts = append(parts, compactNotes(fl.notes, surfaceNoteLong)...)
+	}
+	return parts
+}
+
+// typeDoc is the description of a declared type behind mark, on the full
+// rung and in a description; none on a leaner rung.
+func typeDoc(d *typeDef, lv detail, mark string) string {
+	if lv > detailFull || cleanText(d.doc, 1) == "" {
+		return ""
+	}
+	return mark + proseAt(d.doc, lv, [3]int{detailDescribe: maxFieldDoc, detailFull: surfaceFieldLong})
+}
+
+// unionTell is the note after a union's declaration, behind mark: the
+// property that tells its variants apart, or that nothing in the value
+// does; none where their JSON kinds do.
+func unionTell(d *typeDef, mark string) string {
+	switch {
+	case d.discriminator != "":
+		return mark + "by " + quoted(d.discriminator, maxNameNote)
+	case !d.decidable:
+		return mark + "not decidable from the value"
+	}
+	return ""
 }
 
 // Describe returns the full declarations of the named tools, by function
@@ -220,4 +363,102 @@ func quotedCut(s string, max int) string {
 		}
 	}
 	return strconv.Quote(c)
+}
+
+// Preamble is the fixed text that precedes the surfaces of every server
+// for lang ("" means Go; each language's is in its surface_*.go): how to
+// import and call a façade and what the surface's notation means. It is
+// printed once, however many servers follow.
+func Preamble(lang Lang) (string, error) {
+	lang, err := checkLang(lang)
+	if err != nil {
+		return "", err
+	}
+	switch lang {
+	case TypeScript:
+		return tsPreambleText, nil
+	case Python:
+		return pyPreambleText, nil
+	}
+	return goPreambleText, nil
+}
+
+// proseAt quotes server prose for detail lv, whose caps are max: whole
+// up to the source's cap in a description, cut at a sentence on a rung.
+func proseAt(s string, lv detail, max [3]int) string {
+	if lv == detailDescribe {
+		return quoted(s, max[lv])
+	}
+	return quotedCut(s, max[lv])
+}
+
+// maxOneLine is the most fields a record without comments is written on
+// one line with.
+const maxOneLine = 4
+
+// oneLine reports fields short enough, and bare enough, for one line.
+func oneLine(lines []string) bool {
+	if len(lines) > maxOneLine {
+		return false
+	}
+	for _, l := range lines {
+		if strings.Contains(l, "//") {
+			return false
+		}
+	}
+	return true
+}
+
+// noteLabels are the labels describeSchema gives notes, longest first so
+// that no label is read as a prefix of another.
+var noteLabels = []string{"exclusive minimum", "exclusive maximum", "min length", "max length", "min items", "max items", "minimum", "maximum", "default", "format", "pattern"}
+
+// compactNotes writes a field's notes in the surface's notation: =v for a
+// default, lo..hi, >=lo or <=hi (> and < when exclusive) for a range,
+// "len" and "items" before the range of a length or an item count, and
+// format and pattern as they are. The values are JSON literals, cleaned,
+// and cut at max runes.
+func compactNotes(notes []string, max int) []string {
+	val := map[string]string{}
+	for _, n := range notes {
+		for _, l := range noteLabels {
+			if v, ok := strings.CutPrefix(n, l+" "); ok {
+				val[l] = cleanText(v, max)
+				break
+			}
+		}
+	}
+	var out []string
+	if v, ok := val["default"]; ok {
+		out = append(out, "="+v)
+	}
+	span := func(prefix, lo, hi, xlo, xhi string) {
+		l, hasL := val[lo]
+		h, hasH := val[hi]
+		xl, hasXL := val[xlo]
+		xh, hasXH := val[xhi]
+		switch {
+		case hasL && hasH:
+			out = append(out, prefix+l+".."+h)
+		case hasL:
+			out = append(out, prefix+">="+l)
+		case hasH:
+			out = append(out, prefix+"<="+h)
+		}
+		if hasXL {
+			out = append(out, prefix+">"+xl)
+		}
+		if hasXH {
+			out = append(out, prefix+"<"+xh)
+		}
+	}
+	span("", "minimum", "maximum", "exclusive minimum", "exclusive maximum")
+	span("len ", "min length", "max length", "", "")
+	span("items ", "min items", "max items", "", "")
+	for _, l := range []string{"format", "pattern"} {
+		if v, ok := val[l]; ok {
+			out = append(out, l+" "+v)
+		}
+	}
+	return out
 }

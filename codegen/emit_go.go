@@ -47,13 +47,6 @@ func isPkgReserved(s string) bool { return goPkgReserved[s] }
 
 func notReserved(string) bool { return false }
 
-// Widths of generated comment text, in runes.
-const (
-	docWidth    = 76
-	maxNameNote = 80  // a wire name quoted in a comment
-	maxFieldDoc = 200 // a field's description in the source
-)
-
 // goFunc is one tool bound to Go names.
 type goFunc struct {
 	tp     *toolPlan
@@ -208,7 +201,7 @@ func (f *goFile) bind(plans []toolPlan) error {
 		}
 		if tp.output != nil {
 			fn.out = f.expr(*tp.output, true)
-			id, err := f.claim("Decode"+stem+suffix, tp.tool.Name+"\x00decode")
+			id, err := claim(f.taken, "Decode"+stem+suffix, tp.tool.Name+"\x00decode")
 			if err != nil {
 				return err
 			}
@@ -301,21 +294,6 @@ func splitSuffix(id string) (string, string) {
 	return id, ""
 }
 
-// claim takes a top-level identifier: want if it is free, else want with
-// the digest of key, else the server is refused (a 32-bit near-miss).
-func (f *goFile) claim(want, key string) (string, error) {
-	if !f.taken[want] {
-		f.taken[want] = true
-		return want, nil
-	}
-	alt := want + "_" + digest8(key)
-	if f.taken[alt] {
-		return "", &CollisionError{Ident: alt, A: want, B: key}
-	}
-	f.taken[alt] = true
-	return alt, nil
-}
-
 // nameType names d, its fields, constants and union wrappers.
 func (f *goFile) nameType(fn *goFunc, d *typeDef, stem, suffix string) error {
 	words := stem
@@ -336,7 +314,7 @@ func (f *goFile) nameType(fn *goFunc, d *typeDef, stem, suffix string) error {
 	if lost {
 		want = words + suffix + "_" + digest8(key)
 	}
-	id, err := f.claim(want, key)
+	id, err := claim(f.taken, want, key)
 	if err != nil {
 		return err
 	}
@@ -371,7 +349,7 @@ func (f *goFile) nameType(fn *goFunc, d *typeDef, stem, suffix string) error {
 		}
 		ids, _, _ := mangleAll(vals, exported, notReserved, "V")
 		for i, c := range ids {
-			id, err := f.claim(tstem+c+tsuffix, key+"\x00"+d.values[i].lit)
+			id, err := claim(f.taken, tstem+c+tsuffix, key+"\x00"+d.values[i].lit)
 			if err != nil {
 				return err
 			}
@@ -387,7 +365,7 @@ func (f *goFile) nameType(fn *goFunc, d *typeDef, stem, suffix string) error {
 			if v.typ.kind == kInteger {
 				shape = "Integer"
 			}
-			id, err := f.claim(tstem+shape+tsuffix, key+"\x00"+shape)
+			id, err := claim(f.taken, tstem+shape+tsuffix, key+"\x00"+shape)
 			if err != nil {
 				return err
 			}
@@ -492,14 +470,34 @@ func (f *goFile) fieldType(d *typeDef, fl field) (string, bool) {
 	return e, !fl.required
 }
 
+// enumBase is the Go type of enum d's constants.
+func enumBase(d *typeDef) string {
+	switch {
+	case d.base != kInteger:
+		return "string"
+	case d.unsigned:
+		return "uint64"
+	}
+	return "int64"
+}
+
+// requiredFacts are what a field's Go type leaves unsaid: that it is
+// required although nil can be written, and what nil then sends.
+func (f *goFile) requiredFacts(d *typeDef, fl field) []string {
+	e, _ := f.fieldType(d, fl)
+	switch {
+	case fl.required && fl.typ.nullable:
+		return []string{"required, nil sends null"}
+	case fl.required && nilable(e):
+		return []string{"required"}
+	}
+	return nil
+}
+
 // goLit is the Go string literal of s: total escaping to printable ASCII,
 // so server text inside it is inert and the file stays ASCII whatever the
 // bytes (invalid UTF-8 survives as \x escapes, verbatim on the wire).
 func goLit(s string) string { return strconv.QuoteToASCII(s) }
-
-// commentQuote is a name as it may appear in a comment: cleaned, capped and
-// quoted to ASCII.
-func commentQuote(s string) string { return strconv.QuoteToASCII(cleanText(s, maxNameNote)) }
 
 // write writes the source. Every line of it is the generator's own; server
 // text enters only through goLit and commentLines.
@@ -590,7 +588,7 @@ func (f *goFile) writeType(b *strings.Builder, d *typeDef) {
 			if i > 0 {
 				b.WriteByte('\n')
 			}
-			if note := f.fieldNote(d, fl, maxFieldDoc); note != "" {
+			if note := fieldDoc(fl, f.requiredFacts(d, fl)...); note != "" {
 				commentLines(b, "\t", note)
 			}
 			e, omit := f.fieldType(d, fl)
@@ -602,14 +600,7 @@ func (f *goFile) writeType(b *strings.Builder, d *typeDef) {
 		}
 		b.WriteString("}\n")
 	case dEnum:
-		base := "string"
-		if d.base == kInteger {
-			base = "int64"
-			if d.unsigned {
-				base = "uint64"
-			}
-		}
-		fmt.Fprintf(b, "type %s %s\n\n// The values of %s.\nconst (\n", name, base, name)
+		fmt.Fprintf(b, "type %s %s\n\n// The values of %s.\nconst (\n", name, enumBase(d), name)
 		for i, v := range d.values {
 			lit := v.lit
 			if d.base == kString {
@@ -685,83 +676,4 @@ func (f *goFile) unionNote(d *typeDef) string {
 		s += " Decoded as any."
 	}
 	return cleanText(s, 4*maxParamNote)
-}
-
-// fieldNote is the documentation of a field: description, required-ness
-// when the type does not say it, the untyped reason and the notes.
-func (f *goFile) fieldNote(d *typeDef, fl field, max int) string {
-	var parts []string
-	if doc := cleanText(fl.doc, max); doc != "" {
-		parts = append(parts, doc)
-	}
-	parts = append(parts, f.facts(d, fl)...)
-	return strings.Join(parts, "; ")
-}
-
-// facts are the generator's own notes on a field.
-func (f *goFile) facts(d *typeDef, fl field) []string {
-	var parts []string
-	e, _ := f.fieldType(d, fl)
-	switch {
-	case fl.required && fl.typ.nullable:
-		parts = append(parts, "required, nil sends null")
-	case fl.required && nilable(e):
-		parts = append(parts, "required")
-	}
-	if why := untypedReason(fl.typ); why != "" {
-		parts = append(parts, "untyped: "+cleanText(why, maxParamNote))
-	}
-	for _, n := range fl.notes {
-		parts = append(parts, cleanText(n, maxParamNote))
-	}
-	return parts
-}
-
-// untypedReason is why t, or the element type of a list or map t, is any.
-func untypedReason(t typ) string {
-	for t.kind == kList || t.kind == kMap {
-		t = *t.elem
-	}
-	if t.kind == kAny {
-		return t.reason
-	}
-	return ""
-}
-
-// toolDescription is a tool's description for its doc comment, or its title when
-// it has none.
-func toolDescription(t *Tool) string {
-	if t.Description != "" {
-		return cleanText(t.Description, maxToolDesc)
-	}
-	return cleanText(t.Title, maxTitle)
-}
-
-func hintText(h Hints) string {
-	var parts []string
-	add := func(p *bool, yes, no string) {
-		switch {
-		case p == nil:
-		case *p:
-			parts = append(parts, yes)
-		default:
-			parts = append(parts, no)
-		}
-	}
-	add(h.ReadOnly, "read-only", "not read-only")
-	add(h.Destructive, "destructive", "not destructive")
-	add(h.Idempotent, "idempotent", "not idempotent")
-	add(h.OpenWorld, "open world", "closed world")
-	return strings.Join(parts, ", ")
-}
-
-// commentLines writes clean text as comment lines of at most docWidth
-// runes, each beginning "// " and indent. The emitter alone breaks lines.
-func commentLines(b *strings.Builder, indent, text string) {
-	for _, l := range wrap(text, docWidth) {
-		b.WriteString(indent)
-		b.WriteString("// ")
-		b.WriteString(l)
-		b.WriteByte('\n')
-	}
 }

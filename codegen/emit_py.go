@@ -251,16 +251,6 @@ func pyDocstring(b *strings.Builder, indent string, paras ...string) {
 
 func (f *fFile) writePyFunc(b *strings.Builder, fn *fFunc) {
 	t := fn.tp.tool
-	paras := []string{fmt.Sprintf("Calls tool %s of server %s.", commentQuote(t.Name), commentQuote(f.server)), toolDescription(t)}
-	if fn.tp.whole != "" {
-		paras = append(paras, "Its arguments are passed whole, as a dict from wire name to value: "+cleanText(fn.tp.whole, maxParamNote)+".")
-	}
-	if h := hintText(t.Hints); h != "" {
-		paras = append(paras, "Server hints (unverified): "+h+".")
-	}
-	if fn.decode != "" {
-		paras = append(paras, "Its structured result decodes with "+fn.decode+".")
-	}
 	a := argsOf(fn)
 	fmt.Fprintf(b, "\n\nasync def %s(\n", fn.name)
 	switch {
@@ -283,7 +273,7 @@ func (f *fFile) writePyFunc(b *strings.Builder, fn *fFunc) {
 		b.WriteString("    *,\n")
 	}
 	b.WriteString("    _timeout: float | None = None,\n) -> capwire.Result:\n")
-	pyDocstring(b, "    ", paras...)
+	pyDocstring(b, "    ", f.funcDoc(fn, "a dict")...)
 	arg := "{}"
 	switch {
 	case fn.tp.whole != "":
@@ -344,7 +334,7 @@ func (f *fFile) writePyType(b *strings.Builder, d *typeDef) {
 	case dEnum:
 		b.WriteString("\n\n")
 		pyComment(b, "", head+" "+doc)
-		fmt.Fprintf(b, "%s: typing.TypeAlias = typing.Literal[%s]\n", name, pyEnumValues(d, ", ", 0))
+		fmt.Fprintf(b, "%s: typing.TypeAlias = typing.Literal[%s]\n", name, joinEnum(d, pyLit, ", ", 0))
 	case dUnion:
 		b.WriteString("\n\n")
 		pyComment(b, "", head+" "+doc+" One of its variants, "+unionHow(d)+".")
@@ -429,24 +419,6 @@ func (f *fFile) writePyRecord(b *strings.Builder, d *typeDef, name, head, doc st
 		fields(true, false)
 		fmt.Fprintf(b, "}%s)\n", total)
 	}
-}
-
-// pyEnumValues joins an enum's values as Python literals; limit > 0 lists
-// at most that many.
-func pyEnumValues(d *typeDef, sep string, limit int) string {
-	var parts []string
-	for i, v := range d.values {
-		if limit > 0 && i == limit {
-			parts = append(parts, fmt.Sprintf("… (%d more)", len(d.values)-i))
-			break
-		}
-		if d.base == kString {
-			parts = append(parts, pyLit(v.str))
-		} else {
-			parts = append(parts, v.lit)
-		}
-	}
-	return strings.Join(parts, sep)
 }
 
 func (f *fFile) pyUnion(d *typeDef, prefix string) string {

@@ -63,7 +63,7 @@ func (f *fFile) pySurface(b *strings.Builder, fn *fFunc, lv detail) {
 		}
 	}
 	if lv == detailDescribe {
-		for _, d := range f.referenced(fn) {
+		for _, d := range f.g.referenced(fn.tp) {
 			if f.owner[d] != fn && f.pyDeclares(d) {
 				f.pySurfaceType(b, d, lv)
 			}
@@ -76,7 +76,7 @@ func (f *fFile) pySurfaceExpr(t typ) string {
 	var e string
 	switch {
 	case t.kind == kNamed && t.def.kind == dEnum:
-		e = "Literal[" + pyEnumValues(t.def, ", ", maxEnumShown) + "]"
+		e = "Literal[" + joinEnum(t.def, pyLit, ", ", maxEnumShown) + "]"
 	case t.kind == kList:
 		e = "list[" + f.pySurfaceExpr(*t.elem) + "]"
 	case t.kind == kMap:
@@ -154,10 +154,7 @@ func (f *fFile) pySurfaceKeys(d *typeDef, class bool, lv detail) []pyLine {
 
 func (f *fFile) pySurfaceType(b *strings.Builder, d *typeDef, lv detail) {
 	name := f.types[d]
-	doc := ""
-	if lv <= detailFull && cleanText(d.doc, 1) != "" {
-		doc = " # " + proseAt(d.doc, lv, [3]int{detailDescribe: maxFieldDoc, detailFull: surfaceFieldLong})
-	}
+	doc := typeDoc(d, lv, " # ")
 	switch d.kind {
 	case dRecord:
 		class := f.pyClassForm(d)
@@ -182,16 +179,9 @@ func (f *fFile) pySurfaceType(b *strings.Builder, d *typeDef, lv detail) {
 		if !f.variant[d] {
 			return // spelled out at the fields that use it
 		}
-		b.WriteString(name + " = Literal[" + pyEnumValues(d, ", ", maxEnumShown) + "]\n")
+		b.WriteString(name + " = Literal[" + joinEnum(d, pyLit, ", ", maxEnumShown) + "]\n")
 	case dUnion:
-		note := ""
-		switch {
-		case d.discriminator != "":
-			note = " # by " + quoted(d.discriminator, maxNameNote)
-		case !d.decidable:
-			note = " # not decidable from the value"
-		}
-		b.WriteString(name + " = " + f.pyUnion(d, "") + note + "\n")
+		b.WriteString(name + " = " + f.pyUnion(d, "") + unionTell(d, " # ") + "\n")
 	}
 }
 

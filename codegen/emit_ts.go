@@ -41,14 +41,6 @@ var tsReservedTypes = wordSet(`
 	RangeError ReadonlyArray ReadonlyMap ReadonlySet Record ReferenceError RegExp Required Set
 	String Symbol SyntaxError TypeError URIError Uint8Array WeakMap WeakSet AbortSignal`)
 
-func wordSet(s string) map[string]bool {
-	m := map[string]bool{}
-	for _, w := range strings.Fields(s) {
-		m[w] = true
-	}
-	return m
-}
-
 var tsLang = fLang{
 	funcStyle:    lowerCamel,
 	funcFallback: "tool",
@@ -199,18 +191,8 @@ func tsDoc(b *strings.Builder, indent string, paras ...string) {
 
 func (f *fFile) writeTSFunc(b *strings.Builder, fn *fFunc) {
 	t := fn.tp.tool
-	paras := []string{fmt.Sprintf("Calls tool %s of server %s.", commentQuote(t.Name), commentQuote(f.server)), toolDescription(t)}
-	if fn.tp.whole != "" {
-		paras = append(paras, "Its arguments are passed whole, as an object from wire name to value: "+cleanText(fn.tp.whole, maxParamNote)+".")
-	}
-	if h := hintText(t.Hints); h != "" {
-		paras = append(paras, "Server hints (unverified): "+h+".")
-	}
-	if fn.decode != "" {
-		paras = append(paras, "Its structured result decodes with "+fn.decode+".")
-	}
 	b.WriteByte('\n')
-	tsDoc(b, "", paras...)
+	tsDoc(b, "", f.funcDoc(fn, "an object")...)
 	args, arg := "", "{}"
 	switch a := argsOf(fn); {
 	case fn.tp.whole != "":
@@ -276,29 +258,11 @@ func (f *fFile) writeTSType(b *strings.Builder, d *typeDef) {
 		b.WriteString("}\n")
 	case dEnum:
 		tsDoc(b, "", head, cleanText(d.doc, maxToolDesc))
-		fmt.Fprintf(b, "export type %s = %s;\n", name, tsEnumValues(d, " | ", 0))
+		fmt.Fprintf(b, "export type %s = %s;\n", name, joinEnum(d, jsLit, " | ", 0))
 	case dUnion:
 		tsDoc(b, "", head, cleanText(d.doc, maxToolDesc), "One of its variants, "+unionHow(d)+".")
 		fmt.Fprintf(b, "export type %s = %s;\n", name, f.tsUnion(d, out))
 	}
-}
-
-// tsEnumValues joins an enum's values as TypeScript literal types; limit
-// > 0 lists at most that many.
-func tsEnumValues(d *typeDef, sep string, limit int) string {
-	var parts []string
-	for i, v := range d.values {
-		if limit > 0 && i == limit {
-			parts = append(parts, fmt.Sprintf("… (%d more)", len(d.values)-i))
-			break
-		}
-		if d.base == kString {
-			parts = append(parts, jsLit(v.str))
-		} else {
-			parts = append(parts, v.lit)
-		}
-	}
-	return strings.Join(parts, sep)
 }
 
 func (f *fFile) tsUnion(d *typeDef, out bool) string {

@@ -26,46 +26,6 @@ const goPreambleText = `// MCP tools as Go packages: each "// package p" below i
 // "Quoted": the server's own text, often cut; describe gives a tool whole, search finds tools by words.
 `
 
-// Preamble is the fixed text that precedes the surfaces of every server
-// for lang ("" means Go; TypeScript's and Python's are in tssurface.go and
-// pysurface.go): how to import and call a façade and what the
-// surface's notation means. It is printed once, however many servers
-// follow.
-func Preamble(lang Lang) (string, error) {
-	lang, err := checkLang(lang)
-	if err != nil {
-		return "", err
-	}
-	switch lang {
-	case TypeScript:
-		return tsPreambleText, nil
-	case Python:
-		return pyPreambleText, nil
-	}
-	return goPreambleText, nil
-}
-
-// goHead is a server's first line on the surface for a rung and index
-// page.
-func (f *goFile) goHead(level SurfaceLevel, page, pages int) string {
-	s := fmt.Sprintf("// package %s", f.pkg)
-	if f.pkg != f.server {
-		s += ": MCP server " + strconv.QuoteToASCII(f.server)
-	}
-	if len(f.funcs) == 1 {
-		s += ", 1 tool"
-	} else {
-		s += fmt.Sprintf(", %d tools", len(f.funcs))
-	}
-	switch level {
-	case SurfaceSignatures:
-		s += "; declarations only"
-	case SurfaceIndex:
-		s += fmt.Sprintf("; index page %d of %d", page, pages)
-	}
-	return s + "\n"
-}
-
 // docs renders every tool for the surface, Describe and Search.
 func (f *goFile) docs() []toolDoc {
 	byOwner := map[*goFunc][]*typeDef{}
@@ -93,7 +53,7 @@ func (f *goFile) docs() []toolDoc {
 			if lv == detailDescribe {
 				// Types declared by an earlier tool of the same shape are
 				// spelled out too, so one description stands alone.
-				for _, d := range f.referenced(fn) {
+				for _, d := range f.referenced(fn.tp) {
 					if f.owner[d] != nil && f.owner[d] != fn {
 						f.surfaceType(&b, d, lv, variant)
 					}
@@ -108,41 +68,6 @@ func (f *goFile) docs() []toolDoc {
 		doc.sig = f.signature(fn)
 		addSearchWords(&doc, t, fn.tp.args)
 		out = append(out, doc)
-	}
-	return out
-}
-
-// referenced lists the declared types fn's arguments and output use,
-// directly or through other types, in first-use order.
-func (f *goFile) referenced(fn *goFunc) []*typeDef {
-	var out []*typeDef
-	seen := map[*typeDef]bool{}
-	var walk func(t typ)
-	walk = func(t typ) {
-		for t.kind == kList || t.kind == kMap {
-			t = *t.elem
-		}
-		if t.kind != kNamed {
-			return
-		}
-		d := f.canon(t.def)
-		if seen[d] || len(seen) > maxDefs*4 {
-			return
-		}
-		seen[d] = true
-		out = append(out, d)
-		for _, fl := range d.fields {
-			walk(fl.typ)
-		}
-		for _, v := range d.variants {
-			walk(v.typ)
-		}
-	}
-	if fn.tp.args != nil {
-		walk(typ{kind: kNamed, def: fn.tp.args})
-	}
-	if fn.tp.output != nil {
-		walk(*fn.tp.output)
 	}
 	return out
 }
@@ -194,19 +119,6 @@ func (f *goFile) toolNote(fn *goFunc, lv detail) string {
 	return strings.Join(parts, ", ")
 }
 
-// proseAt quotes server prose for detail lv, whose caps are max: whole
-// up to the source's cap in a description, cut at a sentence on a rung.
-func proseAt(s string, lv detail, max [3]int) string {
-	if lv == detailDescribe {
-		return quoted(s, max[lv])
-	}
-	return quotedCut(s, max[lv])
-}
-
-// maxOneLine is the most fields a record without comments is written on
-// one line with.
-const maxOneLine = 4
-
 // surfaceFunc writes fn's declaration: its arguments' fields spelled out
 // in the record literal, its note after it.
 func (f *goFile) surfaceFunc(b *strings.Builder, fn *goFunc, lv detail) {
@@ -244,19 +156,6 @@ func (f *goFile) surfaceFunc(b *strings.Builder, fn *goFunc, lv detail) {
 	b.WriteByte('\n')
 }
 
-// oneLine reports fields short enough, and bare enough, for one line.
-func oneLine(lines []string) bool {
-	if len(lines) > maxOneLine {
-		return false
-	}
-	for _, l := range lines {
-		if strings.Contains(l, "//") {
-			return false
-		}
-	}
-	return true
-}
-
 // surfaceFields renders the fields of record d, one a line; consecutive
 // fields of one type and no comment share a line ("A, B float64").
 func (f *goFile) surfaceFields(d *typeDef, lv detail) []string {
@@ -269,12 +168,7 @@ func (f *goFile) surfaceFields(d *typeDef, lv detail) []string {
 		if vals := f.enumValues(fl.typ); vals != "" {
 			parts = append(parts, vals)
 		}
-		if lv != detailSigs {
-			if fl.doc != "" && cleanText(fl.doc, 1) != "" {
-				parts = append(parts, proseAt(fl.doc, lv, [...]int{detailDescribe: maxFieldDoc, detailFull: surfaceFieldLong, detailShort: surfaceFieldShort}))
-			}
-		}
-		parts = append(parts, f.surfaceFacts(d, fl, lv)...)
+		parts = append(parts, fieldFacts(fl, lv, f.requiredFacts(d, fl)...)...)
 		if len(parts) == 0 && lastType == e {
 			last := lines[len(lines)-1]
 			lines[len(lines)-1] = strings.TrimSuffix(last, " "+e) + ", " + name + " " + e
@@ -292,85 +186,6 @@ func (f *goFile) surfaceFields(d *typeDef, lv detail) []string {
 	return lines
 }
 
-// surfaceFacts are the generator's notes on a field as the surface shows
-// them: required-ness the type does not say, why it is untyped, and
-// (on the full rung and in descriptions) its default, range, sizes,
-// format and pattern.
-func (f *goFile) surfaceFacts(d *typeDef, fl field, lv detail) []string {
-	var parts []string
-	e, _ := f.fieldType(d, fl)
-	switch {
-	case fl.required && fl.typ.nullable:
-		parts = append(parts, "required, nil sends null")
-	case fl.required && nilable(e):
-		parts = append(parts, "required")
-	}
-	if why := untypedReason(fl.typ); why != "" {
-		parts = append(parts, "untyped: "+quoted(why, maxParamNote))
-	}
-	switch lv {
-	case detailDescribe:
-		parts = append(parts, compactNotes(fl.notes, maxNoteRunes)...)
-	case detailFull:
-		parts = append(parts, compactNotes(fl.notes, surfaceNoteLong)...)
-	}
-	return parts
-}
-
-// noteLabels are the labels describeSchema gives notes, longest first so
-// that no label is read as a prefix of another.
-var noteLabels = []string{"exclusive minimum", "exclusive maximum", "min length", "max length", "min items", "max items", "minimum", "maximum", "default", "format", "pattern"}
-
-// compactNotes writes a field's notes in the surface's notation: =v for a
-// default, lo..hi, >=lo or <=hi (> and < when exclusive) for a range,
-// "len" and "items" before the range of a length or an item count, and
-// format and pattern as they are. The values are JSON literals, cleaned,
-// and cut at max runes.
-func compactNotes(notes []string, max int) []string {
-	val := map[string]string{}
-	for _, n := range notes {
-		for _, l := range noteLabels {
-			if v, ok := strings.CutPrefix(n, l+" "); ok {
-				val[l] = cleanText(v, max)
-				break
-			}
-		}
-	}
-	var out []string
-	if v, ok := val["default"]; ok {
-		out = append(out, "="+v)
-	}
-	span := func(prefix, lo, hi, xlo, xhi string) {
-		l, hasL := val[lo]
-		h, hasH := val[hi]
-		xl, hasXL := val[xlo]
-		xh, hasXH := val[xhi]
-		switch {
-		case hasL && hasH:
-			out = append(out, prefix+l+".."+h)
-		case hasL:
-			out = append(out, prefix+">="+l)
-		case hasH:
-			out = append(out, prefix+"<="+h)
-		}
-		if hasXL {
-			out = append(out, prefix+">"+xl)
-		}
-		if hasXH {
-			out = append(out, prefix+"<"+xh)
-		}
-	}
-	span("", "minimum", "maximum", "exclusive minimum", "exclusive maximum")
-	span("len ", "min length", "max length", "", "")
-	span("items ", "min items", "max items", "", "")
-	for _, l := range []string{"format", "pattern"} {
-		if v, ok := val[l]; ok {
-			out = append(out, l+" "+v)
-		}
-	}
-	return out
-}
-
 // enumValues lists the values of the enum t is (or holds), for the field
 // that uses it: enums are shown where they are used, not declared apart.
 func (f *goFile) enumValues(t typ) string {
@@ -380,23 +195,7 @@ func (f *goFile) enumValues(t typ) string {
 	if t.kind != kNamed || t.def.kind != dEnum {
 		return ""
 	}
-	return enumLiterals(t.def)
-}
-
-func enumLiterals(d *typeDef) string {
-	var parts []string
-	for i, v := range d.values {
-		if i == maxEnumShown {
-			parts = append(parts, fmt.Sprintf("… (%d more)", len(d.values)-i))
-			break
-		}
-		if d.base == kString {
-			parts = append(parts, strconv.Quote(v.str))
-		} else {
-			parts = append(parts, v.lit)
-		}
-	}
-	return strings.Join(parts, "|")
+	return joinEnum(t.def, strconv.Quote, "|", maxEnumShown)
 }
 
 func (f *goFile) surfaceType(b *strings.Builder, d *typeDef, lv detail, variant map[*typeDef]bool) {
@@ -411,12 +210,7 @@ func (f *goFile) surfaceType(b *strings.Builder, d *typeDef, lv detail, variant 
 			return
 		}
 		lines := f.surfaceFields(d, lv)
-		doc := ""
-		if lv <= detailFull {
-			if cleanText(d.doc, 1) != "" {
-				doc = " // " + proseAt(d.doc, lv, [3]int{detailDescribe: maxFieldDoc, detailFull: surfaceFieldLong})
-			}
-		}
+		doc := typeDoc(d, lv, " // ")
 		switch {
 		case len(lines) == 0:
 			fmt.Fprintf(b, "type %s struct{}%s\n", name, doc)
@@ -434,14 +228,7 @@ func (f *goFile) surfaceType(b *strings.Builder, d *typeDef, lv detail, variant 
 		if !variant[d] {
 			return // listed at the fields that use it
 		}
-		base := "string"
-		if d.base == kInteger {
-			base = "int64"
-			if d.unsigned {
-				base = "uint64"
-			}
-		}
-		fmt.Fprintf(b, "type %s %s // %s\n", name, base, enumLiterals(d))
+		fmt.Fprintf(b, "type %s %s // %s\n", name, enumBase(d), joinEnum(d, strconv.Quote, "|", maxEnumShown))
 	case dUnion:
 		f.surfaceUnion(b, d)
 	}
@@ -467,16 +254,9 @@ func (f *goFile) surfaceUnion(b *strings.Builder, d *typeDef) {
 			parts = append(parts, w+"("+t+")")
 		}
 	}
-	var note string
-	switch {
-	case d.discriminator != "":
-		note = " // by " + quoted(d.discriminator, maxNameNote)
-	case !d.decidable:
-		note = " // not decidable from the value"
-	}
 	if out {
-		fmt.Fprintf(b, "type %s any // %s%s\n", f.types[d], strings.Join(parts, " | "), strings.Replace(note, " // ", "; ", 1))
+		fmt.Fprintf(b, "type %s any // %s%s\n", f.types[d], strings.Join(parts, " | "), unionTell(d, "; "))
 		return
 	}
-	fmt.Fprintf(b, "type %s interface{ %s }%s\n", f.types[d], strings.Join(parts, " | "), note)
+	fmt.Fprintf(b, "type %s interface{ %s }%s\n", f.types[d], strings.Join(parts, " | "), unionTell(d, " // "))
 }

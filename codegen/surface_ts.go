@@ -64,7 +64,7 @@ func (f *fFile) tsSurface(b *strings.Builder, fn *fFunc, lv detail) {
 		f.tsSurfaceType(b, d, lv)
 	}
 	if lv == detailDescribe {
-		for _, d := range f.referenced(fn) {
+		for _, d := range f.g.referenced(fn.tp) {
 			if f.owner[d] != fn {
 				f.tsSurfaceType(b, d, lv)
 			}
@@ -77,7 +77,7 @@ func (f *fFile) tsSurface(b *strings.Builder, fn *fFunc, lv detail) {
 func (f *fFile) tsSurfaceExpr(t typ, out bool) string {
 	switch {
 	case t.kind == kNamed && t.def.kind == dEnum:
-		e := tsEnumValues(t.def, "|", maxEnumShown)
+		e := joinEnum(t.def, jsLit, "|", maxEnumShown)
 		if t.nullable {
 			e += " | null"
 		}
@@ -121,10 +121,7 @@ func (f *fFile) tsSurfaceFields(d *typeDef, lv detail) []string {
 
 func (f *fFile) tsSurfaceType(b *strings.Builder, d *typeDef, lv detail) {
 	name := f.types[d]
-	doc := ""
-	if lv <= detailFull && cleanText(d.doc, 1) != "" {
-		doc = " // " + proseAt(d.doc, lv, [3]int{detailDescribe: maxFieldDoc, detailFull: surfaceFieldLong})
-	}
+	doc := typeDoc(d, lv, " // ")
 	switch d.kind {
 	case dRecord:
 		if f.argsRoot[d] != nil {
@@ -148,16 +145,9 @@ func (f *fFile) tsSurfaceType(b *strings.Builder, d *typeDef, lv detail) {
 		if !f.variant[d] {
 			return // spelled out at the fields that use it
 		}
-		b.WriteString("type " + name + " = " + tsEnumValues(d, "|", maxEnumShown) + "\n")
+		b.WriteString("type " + name + " = " + joinEnum(d, jsLit, "|", maxEnumShown) + "\n")
 	case dUnion:
-		note := ""
-		switch {
-		case d.discriminator != "":
-			note = " // by " + quoted(d.discriminator, maxNameNote)
-		case !d.decidable:
-			note = " // not decidable from the value"
-		}
-		b.WriteString("type " + name + " = " + f.tsUnion(d, f.tsOutput(d)) + note + "\n")
+		b.WriteString("type " + name + " = " + f.tsUnion(d, f.tsOutput(d)) + unionTell(d, " // ") + "\n")
 	}
 }
 

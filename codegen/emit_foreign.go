@@ -1,19 +1,19 @@
 package codegen
 
 import (
+	"fmt"
 	"slices"
-	"strconv"
 	"strings"
-
-	"github.com/capbridge/capbridge/internal/truncate"
 )
 
-// The binding shared by the emitters of languages other than Go. They take
-// the Go binding's type names, sharing and declaration order, so a type is
-// called the same in every language and the Go rules for collision
-// suffixes apply unchanged; they name functions, decode helpers and (in
-// Python) parameters in their own style, against their own reserved
-// words, and rename a type only where the language reserves its Go name.
+// What the emitters of languages other than Go share: the binding, the
+// doc comments and the output shapes (what their surfaces share is in
+// surface.go). They take the Go binding's type names, sharing and
+// declaration order, so a type is called the same in every language and
+// the Go rules for collision suffixes apply unchanged; they name
+// functions, decode helpers and (in Python) parameters in their own style,
+// against their own reserved words, and rename a type only where the
+// language reserves its Go name.
 
 // fFunc is one tool bound to a language's names.
 type fFunc struct {
@@ -79,18 +79,6 @@ func bindForeign(lang Lang, fl fLang, server, digest string, plans []toolPlan) (
 			f.argsRoot[fn.tp.args] = fn
 		}
 	}
-	claim := func(want, key string) (string, error) {
-		if !taken[want] {
-			taken[want] = true
-			return want, nil
-		}
-		alt := want + "_" + digest8(key)
-		if taken[alt] {
-			return "", &CollisionError{Ident: alt, A: want, B: key}
-		}
-		taken[alt] = true
-		return alt, nil
-	}
 	owner := map[*goFunc]*fFunc{}
 	for i, fn := range f.funcs {
 		owner[g.funcs[i]] = fn
@@ -98,7 +86,7 @@ func bindForeign(lang Lang, fl fLang, server, digest string, plans []toolPlan) (
 			continue
 		}
 		var err error
-		if fn.decode, err = claim(decodeName(fl, fn.name), fn.tp.tool.Name+"\x00decode"); err != nil {
+		if fn.decode, err = claim(taken, decodeName(fl, fn.name), fn.tp.tool.Name+"\x00decode"); err != nil {
 			return nil, err
 		}
 	}
@@ -106,7 +94,7 @@ func bindForeign(lang Lang, fl fLang, server, digest string, plans []toolPlan) (
 		name := g.types[d]
 		if fl.types(name) {
 			var err error
-			if name, err = claim(name+"_"+digest8(g.owner[d].tp.tool.Name+"\x00"+strings.Join(d.hint, "\x00")), name); err != nil {
+			if name, err = claim(taken, name+"_"+digest8(g.owner[d].tp.tool.Name+"\x00"+strings.Join(d.hint, "\x00")), name); err != nil {
 				return nil, err
 			}
 		}
@@ -144,6 +132,25 @@ func argsOf(fn *fFunc) *typeDef {
 	return fn.tp.args
 }
 
+// funcDoc is the doc of a tool's function, in paragraphs: the tool it
+// calls and its description, then, where they apply, that its arguments
+// are passed whole as one object (the language's word for it), the
+// server's hints and the decode helper.
+func (f *fFile) funcDoc(fn *fFunc, object string) []string {
+	t := fn.tp.tool
+	paras := []string{fmt.Sprintf("Calls tool %s of server %s.", commentQuote(t.Name), commentQuote(f.server)), toolDescription(t)}
+	if fn.tp.whole != "" {
+		paras = append(paras, "Its arguments are passed whole, as "+object+" from wire name to value: "+cleanText(fn.tp.whole, maxParamNote)+".")
+	}
+	if h := hintText(t.Hints); h != "" {
+		paras = append(paras, "Server hints (unverified): "+h+".")
+	}
+	if fn.decode != "" {
+		paras = append(paras, "Its structured result decodes with "+fn.decode+".")
+	}
+	return paras
+}
+
 // role says what a named type is, for its doc comment.
 func (f *fFile) role(d *typeDef) string {
 	switch {
@@ -165,137 +172,6 @@ func unionHow(d *typeDef) string {
 		return "not decidable from the value alone"
 	}
 	return "told apart by JSON kind"
-}
-
-// fieldDoc is the documentation of a field in the source: description,
-// the untyped reason and the notes, cleaned.
-func fieldDoc(fl field) string {
-	var parts []string
-	if doc := cleanText(fl.doc, maxFieldDoc); doc != "" {
-		parts = append(parts, doc)
-	}
-	if why := untypedReason(fl.typ); why != "" {
-		parts = append(parts, "untyped: "+cleanText(why, maxParamNote))
-	}
-	for _, n := range fl.notes {
-		parts = append(parts, cleanText(n, maxParamNote))
-	}
-	return strings.Join(parts, "; ")
-}
-
-// fieldFacts are a field's notes on a surface rung: why it is untyped,
-// and on the full rung and in descriptions its default, range, sizes,
-// format and pattern; prose first.
-func fieldFacts(fl field, lv detail) []string {
-	var parts []string
-	if lv != detailSigs && fl.doc != "" && cleanText(fl.doc, 1) != "" {
-		parts = append(parts, proseAt(fl.doc, lv, [...]int{detailDescribe: maxFieldDoc, detailFull: surfaceFieldLong, detailShort: surfaceFieldShort}))
-	}
-	if why := untypedReason(fl.typ); why != "" {
-		parts = append(parts, "untyped: "+quoted(why, maxParamNote))
-	}
-	switch lv {
-	case detailDescribe:
-		parts = append(parts, compactNotes(fl.notes, maxNoteRunes)...)
-	case detailFull:
-		parts = append(parts, compactNotes(fl.notes, surfaceNoteLong)...)
-	}
-	return parts
-}
-
-// toolNoteF is what a surface says of a tool after its declaration: its
-// wire name when the function's name does not spell it, destructive, and
-// its description.
-func toolNoteF(fn *fFunc, st style, lv detail) string {
-	t := fn.tp.tool
-	var parts []string
-	w, lost := spell(t.Name, st)
-	if lost || w != fn.name || lv == detailDescribe {
-		parts = append(parts, "tool "+quoted(truncate.Ellipsis(t.Name, maxNameNote), maxNameNote))
-	}
-	if h := t.Hints; lv <= detailFull && h.Destructive != nil && *h.Destructive {
-		parts = append(parts, "destructive")
-	}
-	if desc := toolDescription(t); desc != "" && lv != detailSigs {
-		parts = append(parts, proseAt(desc, lv, [...]int{detailDescribe: maxToolDesc, detailFull: surfaceLongDesc, detailShort: surfaceShortDesc}))
-	}
-	return strings.Join(parts, ", ")
-}
-
-// referenced lists the declared types fn's arguments and output use,
-// directly or through other types, in first-use order.
-func (f *fFile) referenced(fn *fFunc) []*typeDef {
-	var out []*typeDef
-	seen := map[*typeDef]bool{}
-	var walk func(t typ)
-	walk = func(t typ) {
-		for t.kind == kList || t.kind == kMap {
-			t = *t.elem
-		}
-		if t.kind != kNamed {
-			return
-		}
-		d := f.g.canon(t.def)
-		if seen[d] || len(seen) > maxDefs*4 {
-			return
-		}
-		seen[d] = true
-		out = append(out, d)
-		for _, fl := range d.fields {
-			walk(fl.typ)
-		}
-		for _, v := range d.variants {
-			walk(v.typ)
-		}
-	}
-	if fn.tp.args != nil {
-		walk(typ{kind: kNamed, def: fn.tp.args})
-	}
-	if fn.tp.output != nil {
-		walk(*fn.tp.output)
-	}
-	return out
-}
-
-// foreignDocs renders every tool for the surface, Describe and Search
-// with the language's renderers: decl writes a tool's declarations at a
-// detail, index its index line, sig its one-line call.
-func (f *fFile) foreignDocs(decl func(*strings.Builder, *fFunc, detail), index func(*fFunc) string, sig func(*fFunc) string) []toolDoc {
-	out := make([]toolDoc, 0, len(f.funcs))
-	for _, fn := range f.funcs {
-		doc := toolDoc{name: fn.name, wire: fn.tp.tool.Name, index: index(fn), sig: sig(fn)}
-		for lv := detailDescribe; lv <= detailSigs; lv++ {
-			var b strings.Builder
-			decl(&b, fn, lv)
-			doc.decl[lv] = b.String()
-		}
-		addSearchWords(&doc, fn.tp.tool, argsOf(fn))
-		out = append(out, doc)
-	}
-	return out
-}
-
-// headF is a server's first line on a surface for a rung and index page,
-// after the language's comment mark.
-func (f *fFile) headF(mark string) func(SurfaceLevel, int, int) string {
-	return func(level SurfaceLevel, page, pages int) string {
-		s := mark + " module " + f.module
-		if f.module != f.server {
-			s += ": MCP server " + strconv.QuoteToASCII(f.server)
-		}
-		if len(f.funcs) == 1 {
-			s += ", 1 tool"
-		} else {
-			s += ", " + strconv.Itoa(len(f.funcs)) + " tools"
-		}
-		switch level {
-		case SurfaceSignatures:
-			s += "; declarations only"
-		case SurfaceIndex:
-			s += "; index page " + strconv.Itoa(page) + " of " + strconv.Itoa(pages)
-		}
-		return s + "\n"
-	}
 }
 
 // Checked outputs. A decode helper hands the structured content to
@@ -391,14 +267,7 @@ func (f *fFile) shapeOfDef(d *typeDef, lit func(string) string) string {
 		}
 		return "[" + lit("record") + ", [" + strings.Join(req, ", ") + "], [" + strings.Join(opt, ", ") + "]]"
 	case dEnum:
-		for _, v := range d.values {
-			if d.base == kString {
-				parts = append(parts, lit(v.str))
-			} else {
-				parts = append(parts, v.lit)
-			}
-		}
-		return "[" + lit("enum") + ", [" + strings.Join(parts, ", ") + "]]"
+		return "[" + lit("enum") + ", [" + joinEnum(d, lit, ", ", 0) + "]]"
 	default:
 		for _, v := range d.variants {
 			parts = append(parts, f.shapeOfType(v.typ, lit))
