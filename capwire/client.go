@@ -12,6 +12,7 @@ import (
 	"github.com/vmihailenco/msgpack/v5"
 
 	"github.com/capbridge/capbridge/internal/framewrite"
+	"github.com/capbridge/capbridge/internal/readside"
 	"github.com/capbridge/capbridge/internal/unixconn"
 )
 
@@ -75,18 +76,9 @@ type Client struct {
 	err    error              // guarded by mu; why the client stopped, once it has
 	done   chan struct{}      // closed (under mu) when err is set
 
-	// The reading side (wire.go), guarded by mu; in belongs to its
-	// holder.
-	reading    bool
-	leader     *waiter
-	rdl        time.Time
-	readerGone bool
-	in         *frameIn
-	idle       *time.Timer
-	idleArmed  bool      // idle is set to fire
-	quietSince time.Time // when the reading side last went quiet
+	side readside.Side // the reading side (wire.go), guarded by mu
+	in   *frameIn      // belongs to the holder of the reading side
 
-	readDone  chan struct{} // closed once nothing will read the socket again
 	closeOnce sync.Once
 }
 
@@ -95,13 +87,12 @@ type Client struct {
 // by fail, whichever removes the call from calls first. Pooled: reused
 // only after its waiter has consumed the outcome.
 type waiter struct {
-	done    chan struct{} // 1-buffered wake-up; the state under Client.mu says why
-	settled bool          // under Client.mu
-	res     *Result
-	err     error
+	readside.Waiter
+	res *Result
+	err error
 }
 
-var waiterPool = sync.Pool{New: func() any { return &waiter{done: make(chan struct{}, 1)} }}
+var waiterPool = sync.Pool{New: func() any { return new(waiter) }}
 
 // Dial connects to capbridge's call socket and performs the hello/welcome
 // exchange with token, using the default bounds.
@@ -202,15 +193,14 @@ func (d *Dialer) handshake(ctx context.Context, conn net.Conn, token string) (*C
 		wt = 30 * time.Second
 	}
 	c := &Client{
-		conn:     unixconn.Take(conn),
-		servers:  m.Servers,
-		max:      maxFrame,
-		slots:    make(chan struct{}, inFlight),
-		calls:    make(map[uint64]*waiter),
-		nextID:   1,
-		done:     make(chan struct{}),
-		readDone: make(chan struct{}),
-		in:       newFrameIn(maxFrame),
+		conn:    unixconn.Take(conn),
+		servers: m.Servers,
+		max:     maxFrame,
+		slots:   make(chan struct{}, inFlight),
+		calls:   make(map[uint64]*waiter),
+		nextID:  1,
+		done:    make(chan struct{}),
+		in:      newFrameIn(maxFrame),
 	}
 	c.w = framewrite.NewGroup(c.conn, framewrite.GroupConfig{
 		Timeout: wt, MaxQueued: maxQueued, Done: c.done, Stopped: c.stopped,
@@ -221,11 +211,7 @@ func (d *Dialer) handshake(ctx context.Context, conn net.Conn, token string) (*C
 	if b, _ := fr.r.Peek(fr.r.Buffered()); len(b) > 0 {
 		c.in.preload(b)
 	}
-	c.idle = time.AfterFunc(time.Hour, c.idleRead)
-	c.idle.Stop()
-	c.mu.Lock()
-	c.electLocked()
-	c.mu.Unlock()
+	c.startReading()
 	return c, nil
 }
 
@@ -305,7 +291,7 @@ func (c *Client) Call(ctx context.Context, server, tool string, args any) (*Resu
 		}
 		return nil, err
 	}
-	if why := c.await(ctx, w); why != nil {
+	if why := c.side.Await(ctx, &w.Waiter); why != nil {
 		if !c.retire(id) {
 			// The reply won the race; it is the call's real outcome.
 			return c.outcome(w)
@@ -325,13 +311,10 @@ func (c *Client) outcome(w *waiter) (*Result, error) {
 	return res, err
 }
 
-// putWaiter clears w, drops a wake-up nobody consumed, and pools it.
+// putWaiter clears w and pools it.
 func putWaiter(w *waiter) {
-	select {
-	case <-w.done:
-	default:
-	}
-	w.res, w.err, w.settled = nil, nil, false
+	w.Reset()
+	w.res, w.err = nil, nil
 	waiterPool.Put(w)
 }
 
@@ -420,7 +403,7 @@ func (c *Client) retire(id uint64) bool {
 	_, ok := c.calls[id]
 	delete(c.calls, id)
 	if ok {
-		c.electLocked()
+		c.side.ElectLocked()
 	}
 	return ok
 }
@@ -432,20 +415,10 @@ func (c *Client) deliver(id uint64, res *Result, err error) {
 	c.mu.Lock()
 	if w, ok := c.calls[id]; ok {
 		delete(c.calls, id)
-		w.res, w.err, w.settled = res, err, true
-		wake(w)
+		w.res, w.err = res, err
+		w.SettleLocked()
 	}
 	c.mu.Unlock()
-}
-
-// wake signals w's waiter without blocking: the 1-buffered channel holds
-// at most one pending wake-up, and the waiter re-reads the state under
-// Client.mu after each.
-func wake(w *waiter) {
-	select {
-	case w.done <- struct{}{}:
-	default:
-	}
 }
 
 // sendCancel tells capbridge to abandon call id. It is best effort: if the
@@ -473,13 +446,11 @@ func (c *Client) fail(err error) {
 	c.err = err
 	close(c.done)
 	for _, w := range c.calls {
-		w.err, w.settled = err, true
-		wake(w)
+		w.err = err
+		w.SettleLocked()
 	}
 	c.calls = nil
-	c.idle.Stop()
-	c.idleArmed = false
-	c.electLocked()
+	c.side.EndLocked()
 	c.mu.Unlock()
 	c.conn.Close()
 }
@@ -494,7 +465,7 @@ func (c *Client) stopped() error {
 // It waits until nothing reads the socket any more and is idempotent.
 func (c *Client) Close() error {
 	c.fail(ErrClosed)
-	c.closeOnce.Do(func() { <-c.readDone })
+	c.closeOnce.Do(func() { <-c.side.Done() })
 	return nil
 }
 

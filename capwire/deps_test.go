@@ -18,6 +18,7 @@ func TestFacadeImportGraph(t *testing.T) {
 		module + "internal/framewrite": true,
 		module + "internal/msgpk":      true,
 		module + "internal/pointer":    true,
+		module + "internal/readside":   true,
 		module + "internal/unixconn":   true,
 	}
 	// go test puts its own go command first on PATH.

@@ -17,17 +17,36 @@ import (
 	"github.com/capbridge/capbridge/internal/testkit/leakcheck"
 )
 
+// inStacks reports whether some goroutine's stack holds every one of
+// frames, and holds them only while blocked in a select if parked is set.
+func inStacks(parked bool, frames ...string) bool {
+	buf := make([]byte, 1<<20)
+	for _, g := range strings.Split(string(buf[:runtime.Stack(buf, true)]), "\n\n") {
+		if parked && !strings.Contains(g, "[select") {
+			continue
+		}
+		all := true
+		for _, f := range frames {
+			all = all && strings.Contains(g, f)
+		}
+		if all {
+			return true
+		}
+	}
+	return false
+}
+
+// leading reports whether a caller of Call holds the client's reading
+// side (rather than the idle reader, or nobody).
+func leading() bool {
+	return inStacks(false, "readside.(*Side).lead(", "capwire.(*Client).Call(")
+}
+
 // waitLeader waits until some call holds the client's reading side.
-func waitLeader(t *testing.T, c *Client) *waiter {
+func waitLeader(t *testing.T) {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
-	for {
-		c.mu.Lock()
-		w := c.leader
-		c.mu.Unlock()
-		if w != nil {
-			return w
-		}
+	for !leading() {
 		if time.Now().After(deadline) {
 			t.Fatal("no call ever took the reading side")
 		}
@@ -36,17 +55,11 @@ func waitLeader(t *testing.T, c *Client) *waiter {
 }
 
 // waitFollower waits until a caller is parked as a follower: blocked in
-// await's select rather than reading.
+// Await's select rather than reading.
 func waitFollower(t *testing.T) {
 	t.Helper()
-	buf := make([]byte, 1<<20)
 	deadline := time.Now().Add(30 * time.Second)
-	for {
-		for _, g := range strings.Split(string(buf[:runtime.Stack(buf, true)]), "\n\n") {
-			if strings.Contains(g, "[select") && strings.Contains(g, "capwire.(*Client).await(") {
-				return
-			}
-		}
+	for !inStacks(true, "readside.(*Side).Await(", "capwire.(*Client).Call(") {
 		if time.Now().After(deadline) {
 			t.Fatal("no caller ever waited as a follower")
 		}
@@ -98,7 +111,7 @@ func TestLeaderCancelFollowerStillServed(t *testing.T) {
 	if got := <-calls; got.Op != "a" {
 		t.Fatalf("first call %q", got.Op)
 	}
-	leader := waitLeader(t, c)
+	waitLeader(t)
 
 	type out struct {
 		res *Result
@@ -108,10 +121,9 @@ func TestLeaderCancelFollowerStillServed(t *testing.T) {
 	go func() { r, err := c.Call(testCtx(t), "fs", "b", nil); outB <- out{r, err} }()
 	b := <-calls
 	waitFollower(t)
-	c.mu.Lock()
-	same := c.leader == leader
-	c.mu.Unlock()
-	if !same {
+	// One call follows and one leads: the first still, since nothing
+	// made it let go.
+	if !leading() {
 		t.Fatal("the second call took the reading side from the first")
 	}
 	cancelA()

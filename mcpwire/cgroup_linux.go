@@ -48,20 +48,23 @@ type Cgroups struct {
 // a process that is gone (one that was SIGKILLed and so never removed
 // its own) are killed and removed first: what survived that process's
 // death ends at the next start. stale counts the directories removed so.
-// An error wraps ErrNoCgroups.
+// An error means this process cannot give servers cgroups of their own
+// (no unified hierarchy, a cgroup it may not write to, a kernel without
+// cgroup.kill, or a system other than Linux), and says which; custody
+// then rests on process groups and the custody sweep alone.
 func OpenCgroups() (g *Cgroups, stale int, err error) {
 	base, err := ownCgroup()
 	if err != nil {
-		return nil, 0, fmt.Errorf("%w: %v", ErrNoCgroups, err)
+		return nil, 0, fmt.Errorf("%w: %v", errNoCgroups, err)
 	}
 	stale = removeStale(base)
 	dir := filepath.Join(base, cgroupPrefix+strconv.Itoa(os.Getpid()))
 	if err := unix.Mkdir(dir, 0o755); err != nil {
-		return nil, stale, fmt.Errorf("%w: creating %s: %v", ErrNoCgroups, dir, err)
+		return nil, stale, fmt.Errorf("%w: creating %s: %v", errNoCgroups, dir, err)
 	}
 	if _, err := os.Stat(filepath.Join(dir, "cgroup.kill")); err != nil {
 		_ = unix.Rmdir(dir)
-		return nil, stale, fmt.Errorf("%w: %s has no cgroup.kill (Linux 5.14 or later is needed)", ErrNoCgroups, dir)
+		return nil, stale, fmt.Errorf("%w: %s has no cgroup.kill (Linux 5.14 or later is needed)", errNoCgroups, dir)
 	}
 	return &Cgroups{dir: dir}, stale, nil
 }

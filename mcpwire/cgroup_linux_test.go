@@ -26,8 +26,8 @@ func openCgroups(t *testing.T) *Cgroups {
 	t.Helper()
 	g, _, err := OpenCgroups()
 	if err != nil {
-		if !errors.Is(err, ErrNoCgroups) {
-			t.Fatalf("OpenCgroups: %v, not wrapping ErrNoCgroups", err)
+		if !errors.Is(err, errNoCgroups) {
+			t.Fatalf("OpenCgroups: %v, not wrapping errNoCgroups", err)
 		}
 		t.Logf("no cgroup custody on this machine: %v", err)
 		return nil
@@ -108,8 +108,8 @@ func TestCgroupStale(t *testing.T) {
 	stale := filepath.Join(base, cgroupPrefix+strconv.Itoa(gone.Process.Pid))
 	if err := os.Mkdir(stale, 0o755); err != nil {
 		t.Logf("cgroup %s not writable: %v", base, err)
-		if _, _, err := OpenCgroups(); !errors.Is(err, ErrNoCgroups) {
-			t.Fatalf("OpenCgroups where %s is not writable: %v, want ErrNoCgroups", base, err)
+		if _, _, err := OpenCgroups(); !errors.Is(err, errNoCgroups) {
+			t.Fatalf("OpenCgroups where %s is not writable: %v, want errNoCgroups", base, err)
 		}
 		return
 	}

@@ -17,7 +17,7 @@ func spawn(cmd Command) (Conn, error) {
 type Cgroups struct{}
 
 // OpenCgroups always fails off Linux.
-func OpenCgroups() (*Cgroups, int, error) { return nil, 0, ErrNoCgroups }
+func OpenCgroups() (*Cgroups, int, error) { return nil, 0, errNoCgroups }
 
 // Dir is empty off Linux.
 func (g *Cgroups) Dir() string { return "" }

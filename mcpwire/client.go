@@ -1,7 +1,6 @@
 package mcpwire
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -9,7 +8,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-	"unicode/utf8"
 
 	"github.com/rs/zerolog"
 
@@ -17,7 +15,7 @@ import (
 	"github.com/capbridge/capbridge/internal/framewrite"
 	"github.com/capbridge/capbridge/internal/jsonlex"
 	"github.com/capbridge/capbridge/internal/mcpproto"
-	"github.com/capbridge/capbridge/internal/truncate"
+	"github.com/capbridge/capbridge/internal/readside"
 )
 
 // Defaults for Config's bounds (docs/mcpwire.md lists them all).
@@ -142,11 +140,11 @@ type Client struct {
 	init *InitializeResult
 	m    modern // the era and the modern era's state (era.go)
 
-	// rconn is conn's read-deadline side when it has one: callers then
-	// read their own replies (see lead). nil: one goroutine reads for
-	// the client's whole life, as the only safe choice when a blocked
-	// Read cannot be interrupted.
-	rconn readDeadliner
+	// interruptible says conn has read deadlines: callers then read
+	// their own replies (wire.go). Without, one goroutine reads for the
+	// client's whole life, as the only safe choice when a blocked Read
+	// cannot be interrupted.
+	interruptible bool
 
 	// The writer is a token rather than a goroutine (framewrite.Group):
 	// a caller that finds it free writes its own line; one that finds it
@@ -170,27 +168,12 @@ type Client struct {
 	abandoned    map[int64]chan struct{}
 	abandonOrder []int64
 
-	// The reading side is a token too: reading says someone holds it
-	// (a waiting caller, leader, or the idle reader when leader is
-	// nil); rs belongs to the holder. rdl is the read deadline in
-	// force. readerGone latches once reading has ended for good.
-	reading    bool
-	leader     *call
-	rdl        time.Time
-	readerGone bool
-	rs         readState
-	// The idle reader's timer is armed when the reading side is let go
-	// with no call in flight and left armed as calls come and go: when
-	// it fires it looks at how long the side has really been idle. Arming
-	// and stopping it on every call would cost each call a timer that
-	// becomes the earliest in the runtime's heap, which wakes a thread
-	// (the netpoller or an idle one) to re-plan its sleep.
-	idle      *time.Timer
-	idleArmed bool      // idle is pending
-	idleSince time.Time // when the reading side was last let go with no call in flight
+	// The reading side is a token too (wire.go), guarded by mu; rs
+	// belongs to its holder.
+	side readside.Side
+	rs   readState
 
 	deadc        chan struct{} // closed on death
-	readerDone   chan struct{} // closed when the last reader has let go after death
 	shutdownDone chan struct{} // closed when the transport's Shutdown returned
 	toolsChanged chan struct{} // 1-buffered, coalescing
 	batch        atomic.Bool   // 2025-03-26 negotiated: accept batches
@@ -204,17 +187,12 @@ type Client struct {
 // call is one request in flight. Pooled: it is reused only after its
 // settlement has been consumed by its waiter.
 type call struct {
+	// Waiter expires at the idle/max deadline (under Client.mu) and is
+	// settled when the call is retired.
+	readside.Waiter
 	id   int64
-	done chan struct{} // 1-buffered wake-up; the state under Client.mu says why
-	// timer is the deadline of a waiter that is not reading: it is armed
-	// (at expiry) only once the caller waits as a follower, since a
-	// leader's read deadline is its timer. Under Client.mu.
-	timer   *time.Timer
-	armed   bool
-	expiry  time.Time // the idle/max deadline; under Client.mu
-	idle    time.Duration
-	hard    time.Time
-	retired bool
+	idle time.Duration
+	hard time.Time
 	// tool: a tools/call, whose result is copied out of the read
 	// buffer as an owned Value (one string its texts share). Set
 	// before the call is in Client.calls.
@@ -223,11 +201,7 @@ type call struct {
 	err    error
 }
 
-var callPool = sync.Pool{New: func() any {
-	t := time.NewTimer(time.Hour)
-	t.Stop()
-	return &call{done: make(chan struct{}, 1), timer: t}
-}}
+var callPool = sync.Pool{New: func() any { return new(call) }}
 
 var linePool = sync.Pool{New: func() any { b := make([]byte, 0, 512); return &b }}
 
@@ -256,7 +230,7 @@ func Connect(ctx context.Context, conn Conn, cfg Config) (*Client, error) {
 	c := &Client{
 		conn: conn, cfg: cfg, log: zerolog.Nop(),
 		calls: make(map[int64]*call), abandoned: make(map[int64]chan struct{}),
-		deadc: make(chan struct{}), readerDone: make(chan struct{}),
+		deadc:        make(chan struct{}),
 		shutdownDone: make(chan struct{}), toolsChanged: make(chan struct{}, 1),
 	}
 	if cfg.Logger != nil {
@@ -266,15 +240,7 @@ func Connect(ctx context.Context, conn Conn, cfg Config) (*Client, error) {
 		Timeout: cfg.WriteTimeout, MaxQueued: maxQueued, Done: c.deadc, Stopped: c.Err,
 		Fail: func(err error) { c.die(fmt.Errorf("mcpwire: write to server stdin: %w", err)) },
 	})
-	c.rs.init(cfg.MaxLineBytes)
-	c.idle = time.AfterFunc(time.Hour, c.idleRead)
-	c.idle.Stop()
-	if rc, ok := conn.(readDeadliner); ok {
-		c.rconn = rc
-	} else {
-		c.reading = true
-		go c.readIdle()
-	}
+	c.startReading(conn)
 	if err := c.handshake(ctx); err != nil {
 		var de *DeadError
 		if !errors.As(err, &de) {
@@ -379,7 +345,7 @@ func (c *Client) Close() (Exit, error) {
 	c.endModern()
 	c.die(ErrClosed)
 	<-c.shutdownDone
-	<-c.readerDone
+	<-c.side.Done()
 	return c.exit, c.exitErr
 }
 
@@ -495,9 +461,9 @@ func (c *Client) request(ctx context.Context, method string, params []byte, args
 		c.nextID++
 		id = c.nextID
 	}
-	cl.id, cl.idle, cl.hard, cl.retired, cl.armed = id, idle, now.Add(maxT), false, false
+	cl.id, cl.idle, cl.hard = id, idle, now.Add(maxT)
 	cl.tool = method == "tools/call"
-	cl.expiry = now.Add(idle)
+	cl.ExpireLocked(now.Add(idle), idle/4)
 	c.calls[id] = cl
 	// Other calls in flight: their lines may be about to be written too.
 	gather := len(c.calls) > 1
@@ -525,7 +491,7 @@ func (c *Client) request(ctx context.Context, method string, params []byte, args
 		return c.finish(cl, nil) // settled concurrently (death)
 	}
 
-	why := c.await(ctx, cl)
+	why := c.side.Await(ctx, &cl.Waiter)
 	if why == nil {
 		return c.finish(cl, nil)
 	}
@@ -547,51 +513,10 @@ func (c *Client) request(ctx context.Context, method string, params []byte, args
 	return c.finish(cl, fmt.Errorf("mcpwire: %s: %w", method, why))
 }
 
-// await waits until cl is settled (nil) or its waiter should give up
-// (the reason). While it waits it takes the reading side whenever
-// nobody holds it, so with one call in flight the caller reads its own
-// reply and no goroutine hands it over.
-func (c *Client) await(ctx context.Context, cl *call) error {
-	for {
-		c.mu.Lock()
-		if cl.retired {
-			c.electLocked() // woken to read but settled first: pass it on
-			c.mu.Unlock()
-			return nil
-		}
-		if !c.reading && c.dead == nil {
-			c.reading, c.leader = true, cl
-			c.mu.Unlock()
-			if why := c.lead(ctx, cl); why != nil {
-				return why
-			}
-			continue
-		}
-		if !cl.armed {
-			cl.armed = true
-			cl.timer.Reset(time.Until(cl.expiry))
-		}
-		c.mu.Unlock()
-		select {
-		case <-cl.done:
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-cl.timer.C:
-			return ErrTimeout
-		}
-	}
-}
-
 // finish consumes a retired call's settlement, returns it to the pool and
 // yields (result, error); an override error wins.
 func (c *Client) finish(cl *call, override error) (jsonlex.Value, error) {
-	if cl.armed { // retired, so nothing else touches it
-		cl.timer.Stop()
-	}
-	select {
-	case <-cl.done: // a wake-up nobody consumed
-	default:
-	}
+	cl.Reset() // retired, so nothing else touches it
 	res, err := cl.result, cl.err
 	cl.result, cl.err = jsonlex.Value{}, nil
 	callPool.Put(cl)
@@ -608,12 +533,9 @@ func (c *Client) take(id int64) *call {
 	c.mu.Lock()
 	cl := c.calls[id]
 	if cl != nil {
-		if cl.retired {
-			panic("mcpwire: call retired twice")
-		}
-		cl.retired = true
+		cl.SettleLocked()
 		delete(c.calls, id)
-		c.electLocked()
+		c.side.ElectLocked()
 	}
 	c.mu.Unlock()
 	return cl
@@ -631,12 +553,9 @@ func (c *Client) abandon(id int64, cl *call) (<-chan struct{}, bool) {
 	if c.calls[id] != cl {
 		return nil, false
 	}
-	if cl.retired {
-		panic("mcpwire: call retired twice")
-	}
-	cl.retired = true
+	cl.SettleLocked()
 	delete(c.calls, id)
-	c.electLocked()
+	c.side.ElectLocked()
 	ch := make(chan struct{})
 	if c.dead != nil {
 		close(ch)
@@ -686,13 +605,9 @@ func (c *Client) settle(id int64, result jsonlex.Value, err error) bool {
 		c.mu.Unlock()
 		return false
 	}
-	if cl.retired {
-		panic("mcpwire: call retired twice")
-	}
-	cl.retired = true
 	delete(c.calls, id)
 	cl.result, cl.err = result, err
-	wake(cl)
+	cl.SettleLocked()
 	c.mu.Unlock()
 	return true
 }
@@ -706,16 +621,6 @@ func (c *Client) isToolCall(id int64) bool {
 	// pool, and the next call to take it sets tool under mu.
 	cl := c.calls[id]
 	return cl != nil && cl.tool
-}
-
-// wake signals cl's waiter without blocking: the 1-buffered channel
-// holds at most one pending wake-up, and the waiter re-reads the state
-// under Client.mu after every one.
-func wake(cl *call) {
-	select {
-	case cl.done <- struct{}{}:
-	default:
-	}
 }
 
 // sendCancelled tells the server to stop a call we gave up on. Best
@@ -745,22 +650,16 @@ func (c *Client) die(reason error) {
 	}
 	c.dead = &DeadError{Reason: reason, Stderr: c.conn.StderrTail()}
 	for id, cl := range c.calls {
-		if cl.retired {
-			panic("mcpwire: call retired twice")
-		}
-		cl.retired = true
 		cl.err = c.dead
 		delete(c.calls, id)
-		wake(cl)
+		cl.SettleLocked()
 	}
 	for id, ch := range c.abandoned {
 		delete(c.abandoned, id)
 		close(ch)
 	}
 	c.abandonOrder = nil
-	c.idle.Stop()
-	c.idleArmed = false
-	c.electLocked()
+	c.side.EndLocked()
 	c.mu.Unlock()
 	close(c.deadc)
 	if !errors.Is(reason, ErrClosed) {
@@ -770,200 +669,4 @@ func (c *Client) die(reason error) {
 		c.exit, c.exitErr = c.conn.Shutdown()
 		close(c.shutdownDone)
 	}()
-}
-
-func (c *Client) handleLine(line []byte, m *mcpproto.Message) {
-	if c.batch.Load() {
-		if i := jsonlex.SkipSpace(line, 0); i < len(line) && line[i] == '[' {
-			elems, err := mcpproto.SplitBatch(line)
-			if err != nil {
-				c.stray(line, err)
-				return
-			}
-			for _, e := range elems {
-				c.handleMessage(e, m)
-			}
-			return
-		}
-	}
-	c.handleMessage(line, m)
-}
-
-func (c *Client) handleMessage(line []byte, m *mcpproto.Message) {
-	if err := mcpproto.DecodeMessage(line, m); err != nil {
-		// A broken line whose id we can read fails that one call: a
-		// faulty envelope (e.g. both "result" and "error") has its id
-		// decoded; a line that is not valid JSON at all (NaN, too deep,
-		// a late syntax error) has it peeked. The connection survives.
-		id, ok := m.ID.Int, m.HasID && m.ID.IsInt
-		var mf *mcpproto.MessageFault
-		if !ok && errors.As(err, &mf) && !mf.JSON {
-			id, ok = mcpproto.PeekResponseID(line)
-		}
-		if ok && c.failCall(id, line, err) {
-			return
-		}
-		c.stray(line, err)
-		return
-	}
-	switch m.Kind {
-	case mcpproto.KindResponse:
-		c.handleResponse(m)
-	case mcpproto.KindRequest:
-		c.handleServerRequest(m)
-	case mcpproto.KindNotification:
-		c.handleNotification(m)
-	}
-}
-
-func (c *Client) handleResponse(m *mcpproto.Message) {
-	var res jsonlex.Value
-	var err error
-	if m.Error != nil {
-		e := *m.Error
-		e.Data = bytes.Clone(e.Data)
-		err = &e
-	} else {
-		if m.ID.IsInt && c.isToolCall(m.ID.Int) {
-			// Its texts will be cut from this one copy rather than
-			// copied again (mcpproto.DecodeCallToolResultValue).
-			res = m.Result.Own()
-		} else {
-			res = m.Result.Clone()
-		}
-	}
-	if c.modernResponse(m) {
-		return
-	}
-	if m.ID.IsInt && c.settle(m.ID.Int, res, err) {
-		return
-	}
-	if m.ID.IsInt && c.answerAbandoned(m.ID.Int) {
-		c.log.Debug().Int64("id", m.ID.Int).Msg("mcpwire: late response for an abandoned call")
-		return
-	}
-	// Unknown, already settled (a duplicate, a late reply for a call
-	// no longer tracked) or not an id we mint (a string id): ignored,
-	// as the cancellation spec asks.
-	c.log.Debug().Bytes("id", m.ID.Raw).Msg("mcpwire: response for no call in flight dropped")
-}
-
-// handleServerRequest answers ping with {} and everything else with
-// -32601: the client declared no capabilities, so sampling, roots,
-// elicitation and the rest are refused, each one logged.
-func (c *Client) handleServerRequest(m *mcpproto.Message) {
-	if c.modernRequest(m) {
-		return
-	}
-	method := string(m.Method)
-	var line []byte
-	if method == "ping" {
-		line = appendResult(nil, m.ID.Raw, []byte("{}"))
-		c.log.Debug().Msg("mcpwire: server ping answered")
-	} else {
-		line = appendErrorResponse(nil, m.ID.Raw, -32601, "Method not found")
-		c.log.Warn().Str("method", preview(m.Method)).Msg("mcpwire: server request refused (-32601)")
-	}
-	_ = c.w.Write(context.Background(), line, true, false)
-}
-
-func (c *Client) handleNotification(m *mcpproto.Message) {
-	if c.modernNotification(m) {
-		return
-	}
-	switch string(m.Method) {
-	case "notifications/progress":
-		c.progress(m.Params)
-	case "notifications/tools/list_changed":
-		select {
-		case c.toolsChanged <- struct{}{}:
-		default:
-		}
-		c.log.Info().Msg("mcpwire: server tools changed")
-	case "notifications/message":
-		c.log.Info().Str("data", preview(m.Params)).Msg("mcpwire: server log message")
-	default:
-		c.log.Debug().Str("method", preview(m.Method)).Msg("mcpwire: notification dropped")
-	}
-}
-
-// errStopWalk ends a jsonlex.EachMember walk once the member sought is
-// read; it never leaves progress.
-var errStopWalk = errors.New("mcpwire: stop")
-
-// progress extends the idle deadline of the call whose token (= id) the
-// notification names, never past the call's hard maximum.
-func (c *Client) progress(params []byte) {
-	if params == nil || params[0] != '{' {
-		return
-	}
-	var token int64
-	ok := false
-	_ = jsonlex.EachMember(params, func(key, v []byte) error {
-		if jsonlex.KeyIs(key, "progressToken") {
-			if n, err := strconv.ParseInt(string(v), 10, 64); err == nil {
-				token, ok = n, true
-			}
-			return errStopWalk
-		}
-		return nil
-	})
-	if !ok {
-		return
-	}
-	c.mu.Lock()
-	if cl := c.calls[token]; cl != nil {
-		d := cl.idle
-		if rem := time.Until(cl.hard); rem < d {
-			d = rem
-		}
-		if d > 0 {
-			cl.expiry = time.Now().Add(d)
-			if cl.armed {
-				cl.timer.Reset(d)
-			}
-		}
-	}
-	c.mu.Unlock()
-}
-
-// badLine handles a line the framer refused (over the cap, or not
-// UTF-8): it fails the call it answers when its id can be peeked, and is
-// stray output otherwise. Of a line over the cap only its prefix is
-// here, and only those bytes count against MaxStrayBytes: the rest was
-// skipped unread, so one long line costs a stray line, not the server.
-func (c *Client) badLine(line []byte, ff *mcpproto.FramingFault) {
-	if id, ok := mcpproto.PeekResponseID(line); ok && c.failCall(id, line, ff) {
-		return
-	}
-	c.stray(line, ff)
-}
-
-// failCall fails call id, if it is in flight, with a
-// *MalformedResultError for fault; the line is then accounted for, not
-// stray output.
-func (c *Client) failCall(id int64, line []byte, fault error) bool {
-	err := malformed(id, fault)
-	if !c.settle(id, jsonlex.Value{}, err) {
-		return false
-	}
-	c.log.Warn().Err(err).Str("line", preview(line)).Msg("mcpwire: malformed response failed its call")
-	return true
-}
-
-// stray counts and logs a line that is not a usable JSON-RPC message;
-// past the bounds the server is declared dead.
-func (c *Client) stray(line []byte, why error) {
-	lines := c.strayLines.Add(1)
-	n := c.strayBytes.Add(int64(len(line)))
-	c.log.Warn().Err(why).Str("line", preview(line)).Msg("mcpwire: unusable line on server stdout skipped")
-	if lines > int64(c.cfg.MaxStrayLines) || n > int64(c.cfg.MaxStrayBytes) {
-		c.die(fmt.Errorf("%w: %d lines, %d bytes", ErrNoise, lines, n))
-	}
-}
-
-// preview renders at most strayPreview bytes of b as valid UTF-8, "…"
-// marking a cut. Only the bytes it may keep are copied.
-func preview(b []byte) string {
-	return truncate.Ellipsis(string(b[:min(len(b), strayPreview+utf8.UTFMax)]), strayPreview)
 }

@@ -29,12 +29,10 @@ const (
 	stderrLogLine = 1 << 10
 )
 
-// ErrNoCgroups is returned (wrapped, with the reason) by OpenCgroups when
-// this process cannot give servers cgroups of their own: no unified
-// (v2) hierarchy, a cgroup we may not write to, a kernel without
-// cgroup.kill (before Linux 5.14), or a system other than Linux. Custody
-// then rests on process groups and the custody sweep alone.
-var ErrNoCgroups = errors.New("mcpwire: no writable cgroup v2")
+// errNoCgroups starts every error of OpenCgroups. It is not exported:
+// every error OpenCgroups returns would match it, so it names no case a
+// caller could branch on.
+var errNoCgroups = errors.New("mcpwire: no writable cgroup v2")
 
 // Command describes a server to spawn. There is no shell: Argv[0] is an
 // executable (looked up in the child's PATH when it has no slash) and

@@ -46,39 +46,46 @@ func connectKick(t *testing.T, cfg Config) (*Client, *script) {
 	return c, s
 }
 
-// waitLeader waits until the call with this id holds the reading side.
-// A notification makes an idle reader (which may hold it after the
-// handshake) handle a chunk and let go.
-func waitLeader(t *testing.T, c *Client, s *script, id int64) {
+// inStacks reports whether some goroutine's stack holds every one of
+// frames, and holds them only while blocked in a select if parked is set.
+func inStacks(parked bool, frames ...string) bool {
+	buf := make([]byte, 1<<20)
+	for _, g := range strings.Split(string(buf[:runtime.Stack(buf, true)]), "\n\n") {
+		if parked && !strings.Contains(g, "[select") {
+			continue
+		}
+		all := true
+		for _, f := range frames {
+			all = all && strings.Contains(g, f)
+		}
+		if all {
+			return true
+		}
+	}
+	return false
+}
+
+// waitLeader waits until a call holds the reading side: with one call in
+// flight, that call. A notification makes an idle reader (which may hold
+// it after the handshake) handle a chunk and let go.
+func waitLeader(t *testing.T, s *script) {
 	t.Helper()
 	s.send(`{"jsonrpc":"2.0","method":"notifications/message","params":{"level":"info","data":"x"}}`)
 	deadline := time.Now().Add(30 * time.Second)
-	for {
-		c.mu.Lock()
-		ok := c.leader != nil && c.leader.id == id
-		c.mu.Unlock()
-		if ok {
-			return
-		}
+	for !inStacks(false, "readside.(*Side).lead(", "mcpwire.(*Client).request(") {
 		if time.Now().After(deadline) {
-			t.Fatalf("call %d never took the reading side", id)
+			t.Fatal("no call ever took the reading side")
 		}
 		runtime.Gosched()
 	}
 }
 
 // waitFollower waits until a caller is parked as a follower: blocked in
-// await's select rather than reading.
+// Await's select rather than reading.
 func waitFollower(t *testing.T) {
 	t.Helper()
-	buf := make([]byte, 1<<20)
 	deadline := time.Now().Add(30 * time.Second)
-	for {
-		for _, g := range strings.Split(string(buf[:runtime.Stack(buf, true)]), "\n\n") {
-			if strings.Contains(g, "[select") && strings.Contains(g, "mcpwire.(*Client).await(") {
-				return
-			}
-		}
+	for !inStacks(true, "readside.(*Side).Await(", "mcpwire.(*Client).request(") {
 		if time.Now().After(deadline) {
 			t.Fatal("no caller ever waited as a follower")
 		}
@@ -107,7 +114,7 @@ func TestLeaderGivesUpFollowerStillServed(t *testing.T) {
 			if req := s.recv(); !strings.Contains(req, `"id":2,`) {
 				t.Fatalf("first request %q", req)
 			}
-			waitLeader(t, c, s, 2)
+			waitLeader(t, s)
 
 			resB := make(chan *CallToolResult, 1)
 			errB := make(chan error, 1)
