@@ -310,14 +310,24 @@ func (s *server) callerStderr(tail []byte) string {
 // errCallTimeout; a full queue, an *overloadError naming the server.
 func (s *server) admit(ctx context.Context, g *Grant, d time.Duration) (func(), time.Duration, error) {
 	release, waited, err := s.adm.Admit(ctx, g, d)
+	if err != nil {
+		err = s.admitErr(err)
+	}
+	return release, waited, err
+}
+
+// admitErr translates fairshare's refusals into the bridge's. It is apart
+// from admit so that admitted calls do not pay for errors.As's target
+// escaping to the heap.
+func (s *server) admitErr(err error) error {
 	var ov *fairshare.Overload
 	switch {
 	case errors.Is(err, fairshare.ErrTimeout):
-		err = errCallTimeout
+		return errCallTimeout
 	case errors.As(err, &ov):
-		err = &overloadError{server: s.cfg.Name, Overload: ov}
+		return &overloadError{server: s.cfg.Name, Overload: ov}
 	}
-	return release, waited, err
+	return err
 }
 
 // overloadError is a call refused because the server's queue, or the
