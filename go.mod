@@ -15,6 +15,7 @@ require (
 )
 
 require (
+	github.com/evanw/esbuild v0.25.12 // indirect
 	github.com/mattn/go-colorable v0.1.14 // indirect
 	github.com/mattn/go-isatty v0.0.20 // indirect
 	github.com/munnerz/goautoneg v0.0.0-20191010083416-a7dc8b61c822 // indirect

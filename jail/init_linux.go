@@ -1,0 +1,478 @@
+package jail
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+
+	"golang.org/x/sys/unix"
+)
+
+// MaybeInit returns at once unless this process was started as a jail's
+// init; then it builds the jail, executes the program in it and never
+// returns. Call it first thing in main (and in TestMain of a test binary
+// that runs jails), before any goroutine that could hold a file or a
+// thread the program must not inherit. t rewrites the files a Program
+// names in Transform; nil refuses them.
+func MaybeInit(t Transformer) {
+	if os.Getenv(envInit) == "" {
+		return
+	}
+	os.Exit(initMain(t))
+}
+
+// exitSetup is init's exit status when it reports a failure on fdStatus.
+const exitSetup = 125
+
+func initMain(t Transformer) int {
+	// Capabilities, no_new_privs and the seccomp filter belong to a thread,
+	// and the program inherits them from the one that executes it: every
+	// step runs on this one.
+	runtime.LockOSThread()
+	unix.CloseOnExec(fdStatus)
+	status := os.NewFile(fdStatus, "status")
+	fail := func(step string, err error) int {
+		msg := step + ": " + err.Error()
+		if len(msg) > maxStatus {
+			msg = msg[:maxStatus]
+		}
+		_, _ = status.WriteString(msg)
+		return exitSetup
+	}
+	in := os.NewFile(fdSpec, "spec")
+	data, err := io.ReadAll(io.LimitReader(in, maxSpec+1))
+	in.Close()
+	if err != nil {
+		return fail("reading the spec", err)
+	}
+	if len(data) > maxSpec {
+		return fail("reading the spec", fmt.Errorf("over %d bytes", maxSpec))
+	}
+	var sp spec
+	if err := json.Unmarshal(data, &sp); err != nil {
+		return fail("reading the spec", err)
+	}
+	if len(sp.Argv) == 0 || !filepath.IsAbs(sp.Argv[0]) {
+		return fail("reading the spec", errors.New("argv[0] must be an absolute path"))
+	}
+	if err := build(&sp); err != nil {
+		return fail("building the jail", err)
+	}
+	if code, ok := transform(&sp, t); !ok {
+		// The program's own mistake (a syntax error): reported like a
+		// compiler's, on its stderr.
+		return code
+	}
+	if err := sealRoot(&sp); err != nil {
+		return fail("sealing the root", err)
+	}
+	if err := harden(&sp); err != nil {
+		return fail("applying limits", err)
+	}
+	err = unix.Exec(sp.Argv[0], sp.Argv, sp.Env)
+	return fail("executing "+sp.Argv[0], err)
+}
+
+// build makes the program's root: a tmpfs holding the system paths and
+// binds (read-only), the given files, /proc, a minimal /dev and a
+// writable, size-capped /tmp; then pivots into it. Init runs as root of
+// its own user namespace, whose capabilities reach only the namespaces it
+// owns.
+func build(sp *spec) error {
+	if sp.Hostname != "" {
+		if err := unix.Sethostname([]byte(sp.Hostname)); err != nil {
+			return fmt.Errorf("sethostname: %w", err)
+		}
+	}
+	// Nothing done here may reach the host's mount table.
+	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
+		return fmt.Errorf("making / private: %w", err)
+	}
+	// As bubblewrap does: a tmpfs over /tmp becomes the root, with the old
+	// root below it at /oldroot, so every host path stays reachable (even
+	// one under /tmp) while the new root is assembled at /newroot.
+	const base = "/tmp"
+	if err := unix.Mount("tmpfs", base, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, fmt.Sprintf("mode=0755,size=%d", rootSize)); err != nil {
+		return fmt.Errorf("mounting the staging tmpfs: %w", err)
+	}
+	for _, d := range []string{base + "/newroot", base + "/oldroot"} {
+		if err := os.Mkdir(d, 0o755); err != nil {
+			return err
+		}
+	}
+	if err := unix.PivotRoot(base, base+"/oldroot"); err != nil {
+		return fmt.Errorf("pivot_root to the staging tmpfs: %w", err)
+	}
+	if err := unix.Chdir("/"); err != nil {
+		return err
+	}
+	// pivot_root needs the new root to be a mount point.
+	if err := unix.Mount("/newroot", "/newroot", "", unix.MS_BIND, ""); err != nil {
+		return fmt.Errorf("binding the new root: %w", err)
+	}
+	for _, p := range sp.System {
+		if err := bindHost(p, p, false, true); err != nil {
+			return err
+		}
+	}
+	for _, b := range sp.Binds {
+		if err := bindHost(b.Source, b.Target, b.Writable, false); err != nil {
+			return err
+		}
+	}
+	if err := mountDev(); err != nil {
+		return err
+	}
+	if err := mkdirIn("/proc"); err != nil {
+		return err
+	}
+	if err := unix.Mount("proc", "/newroot/proc", "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
+		return fmt.Errorf("mounting /proc: %w", err)
+	}
+	if err := mkdirIn("/tmp"); err != nil {
+		return err
+	}
+	if err := unix.Mount("tmpfs", "/newroot/tmp", "tmpfs", unix.MS_NOSUID|unix.MS_NODEV,
+		fmt.Sprintf("mode=1777,size=%d,nr_inodes=%d", sp.TmpSize, 1<<14)); err != nil {
+		return fmt.Errorf("mounting /tmp: %w", err)
+	}
+	for _, f := range sp.Files {
+		if err := writeIn(f.Path, f.Data, f.Mode); err != nil {
+			return err
+		}
+	}
+	// Leave the staging root and the host's behind: pivot onto /newroot,
+	// then detach what was stacked under it.
+	if err := unix.Unmount("/oldroot", unix.MNT_DETACH); err != nil {
+		return fmt.Errorf("detaching the host's root: %w", err)
+	}
+	if err := unix.Chdir("/newroot"); err != nil {
+		return err
+	}
+	if err := unix.PivotRoot(".", "."); err != nil {
+		return fmt.Errorf("pivot_root to the jail's root: %w", err)
+	}
+	if err := unix.Unmount(".", unix.MNT_DETACH); err != nil {
+		return fmt.Errorf("detaching the staging root: %w", err)
+	}
+	return unix.Chdir("/")
+}
+
+// sealRoot makes the root and /dev read-only, once the transforms have
+// written their output, and enters the program's directory.
+func sealRoot(sp *spec) error {
+	for _, p := range []string{"/", "/dev"} {
+		if err := remountRO(p); err != nil {
+			return err
+		}
+	}
+	dir := sp.Dir
+	if dir == "" {
+		dir = "/tmp"
+	}
+	return unix.Chdir(dir)
+}
+
+// transform runs the spec's transforms in the new root. It reports false
+// (and the exit status) when one fails: the program's fault, on its
+// stderr.
+func transform(sp *spec, t Transformer) (int, bool) {
+	for _, tr := range sp.Transform {
+		src, err := os.ReadFile(tr.From)
+		if err == nil && t == nil {
+			err = errors.New("this binary has no transformer")
+		}
+		var out []byte
+		if err == nil {
+			out, err = t(filepath.Base(tr.From), src)
+		}
+		if err == nil {
+			err = os.WriteFile(tr.To, out, 0o644)
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1, false
+		}
+	}
+	return 0, true
+}
+
+// bindHost binds the host path src (seen below /oldroot) at dst in the new
+// root, read-only unless writable. A missing src is an error unless
+// optional; a symbolic link is recreated, not followed, when optional (a
+// system path such as /bin → usr/bin).
+func bindHost(src, dst string, writable, optional bool) error {
+	if !filepath.IsAbs(src) || !filepath.IsAbs(dst) {
+		return fmt.Errorf("bind %s → %s: paths must be absolute", src, dst)
+	}
+	host := "/oldroot" + filepath.Clean(src)
+	fi, err := os.Lstat(host)
+	if err != nil {
+		if optional && errors.Is(err, os.ErrNotExist) {
+			return nil
+		}
+		return fmt.Errorf("bind %s: %w", src, err)
+	}
+	target := "/newroot" + filepath.Clean(dst)
+	if fi.Mode()&os.ModeSymlink != 0 && optional {
+		to, err := os.Readlink(host)
+		if err != nil {
+			return err
+		}
+		if err := os.MkdirAll(filepath.Dir(target), 0o755); err != nil {
+			return err
+		}
+		return os.Symlink(to, target)
+	}
+	if fi, err = os.Stat(host); err != nil {
+		return fmt.Errorf("bind %s: %w", src, err)
+	}
+	if fi.IsDir() {
+		err = os.MkdirAll(target, 0o755)
+	} else {
+		err = touch(target)
+	}
+	if err != nil {
+		return err
+	}
+	if err := unix.Mount(host, target, "", unix.MS_BIND|unix.MS_REC, ""); err != nil {
+		return fmt.Errorf("bind %s: %w", src, err)
+	}
+	if writable {
+		return nil
+	}
+	return remountRO(target)
+}
+
+// remountRO makes the mount at path and every mount below it read-only,
+// nosuid and nodev where it was, keeping the flags the kernel locked when
+// the mount came from a more privileged namespace (a remount that dropped
+// one would be refused).
+func remountRO(path string) error {
+	mounts, err := mountsUnder(path)
+	if err != nil {
+		return err
+	}
+	for _, m := range mounts {
+		var st unix.Statfs_t
+		if err := unix.Statfs(m, &st); err != nil {
+			// A mount point that vanished or cannot be reached (an
+			// autofs trigger) is not ours to seal; the top must be.
+			if m == path {
+				return fmt.Errorf("statfs %s: %w", m, err)
+			}
+			continue
+		}
+		flags := uintptr(unix.MS_REMOUNT|unix.MS_BIND|unix.MS_RDONLY|unix.MS_NOSUID) | keptFlags(st.Flags)
+		if err := unix.Mount("", m, "", flags, ""); err != nil {
+			if m == path {
+				return fmt.Errorf("remounting %s read-only: %w", m, err)
+			}
+			continue
+		}
+	}
+	return nil
+}
+
+// keptFlags maps statfs's flags to the mount flags a bind remount must
+// repeat.
+func keptFlags(f int64) uintptr {
+	var out uintptr
+	for _, p := range [][2]int64{
+		{unix.ST_NODEV, unix.MS_NODEV}, {unix.ST_NOEXEC, unix.MS_NOEXEC},
+		{unix.ST_NOATIME, unix.MS_NOATIME}, {unix.ST_NODIRATIME, unix.MS_NODIRATIME},
+		{unix.ST_RELATIME, unix.MS_RELATIME},
+	} {
+		if f&p[0] != 0 {
+			out |= uintptr(p[1])
+		}
+	}
+	return out
+}
+
+// mountsUnder lists path and the mount points below it, from
+// /proc/self/mountinfo, outermost first.
+func mountsUnder(path string) ([]string, error) {
+	f, err := os.Open("/proc/self/mountinfo")
+	if err != nil {
+		// Before /proc exists in the new root the old one still serves.
+		return []string{path}, nil
+	}
+	defer f.Close()
+	out := []string{path}
+	prefix := strings.TrimSuffix(path, "/") + "/"
+	sc := bufio.NewScanner(io.LimitReader(f, 4<<20))
+	sc.Buffer(make([]byte, 0, 4096), 64<<10)
+	for sc.Scan() {
+		fields := strings.Fields(sc.Text())
+		if len(fields) < 5 {
+			continue
+		}
+		mp := unescapeMountinfo(fields[4])
+		if strings.HasPrefix(mp, prefix) {
+			out = append(out, mp)
+		}
+	}
+	return out, nil
+}
+
+// unescapeMountinfo undoes mountinfo's octal escapes (\040 for a space).
+func unescapeMountinfo(s string) string {
+	if !strings.Contains(s, `\`) {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\\' && i+3 < len(s) {
+			var v byte
+			ok := true
+			for _, c := range s[i+1 : i+4] {
+				if c < '0' || c > '7' {
+					ok = false
+					break
+				}
+				v = v*8 + byte(c-'0')
+			}
+			if ok {
+				b.WriteByte(v)
+				i += 3
+				continue
+			}
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
+}
+
+// mountDev gives the jail a /dev of its own: a tmpfs holding the host's
+// harmless character devices, bound one by one, and the usual links.
+func mountDev() error {
+	if err := mkdirIn("/dev"); err != nil {
+		return err
+	}
+	if err := unix.Mount("tmpfs", "/newroot/dev", "tmpfs", unix.MS_NOSUID|unix.MS_NOEXEC, "mode=0755,size=65536"); err != nil {
+		return fmt.Errorf("mounting /dev: %w", err)
+	}
+	for _, d := range []string{"null", "zero", "full", "random", "urandom"} {
+		target := "/newroot/dev/" + d
+		if err := touch(target); err != nil {
+			return err
+		}
+		if err := unix.Mount("/oldroot/dev/"+d, target, "", unix.MS_BIND, ""); err != nil {
+			return fmt.Errorf("binding /dev/%s: %w", d, err)
+		}
+	}
+	for name, to := range map[string]string{"fd": "/proc/self/fd", "stdin": "/proc/self/fd/0", "stdout": "/proc/self/fd/1", "stderr": "/proc/self/fd/2"} {
+		if err := os.Symlink(to, "/newroot/dev/"+name); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func mkdirIn(p string) error { return os.MkdirAll("/newroot"+p, 0o755) }
+
+// writeIn writes a given file into the new root.
+func writeIn(p string, data []byte, mode uint32) error {
+	if !filepath.IsAbs(p) {
+		return fmt.Errorf("file %s: the path must be absolute", p)
+	}
+	if mode == 0 {
+		mode = 0o644
+	}
+	target := "/newroot" + filepath.Clean(p)
+	if err := os.MkdirAll(filepath.Dir(target), 0o755); err != nil {
+		return err
+	}
+	return os.WriteFile(target, data, os.FileMode(mode&0o777))
+}
+
+func touch(p string) error {
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		return err
+	}
+	f, err := os.OpenFile(p, os.O_CREATE|os.O_WRONLY, 0o644)
+	if err != nil {
+		return err
+	}
+	return f.Close()
+}
+
+// Secure bits (linux/securebits.h): root gets no capabilities by exec,
+// and nothing can undo that.
+const (
+	secbitNoroot                  = 1 << 0
+	secbitNorootLocked            = 1 << 1
+	secbitNoSetuidFixup           = 1 << 2
+	secbitNoSetuidFixupLocked     = 1 << 3
+	secbitKeepCapsLocked          = 1 << 5
+	secbitNoCapAmbientRaise       = 1 << 6
+	secbitNoCapAmbientRaiseLocked = 1 << 7
+)
+
+// harden applies the limits, drops every capability for good, sets
+// no_new_privs and installs the seccomp filter, on this thread, which then
+// executes the program.
+func harden(sp *spec) error {
+	l := sp.Limits
+	for _, r := range []struct {
+		res int
+		v   uint64
+	}{
+		{unix.RLIMIT_CPU, uint64((l.CPU + 999999999) / 1e9)},
+		{unix.RLIMIT_AS, uint64(l.AddressSpace)},
+		{unix.RLIMIT_FSIZE, uint64(l.FileSize)},
+		{unix.RLIMIT_NOFILE, uint64(l.OpenFiles)},
+		{unix.RLIMIT_NPROC, uint64(l.Procs)},
+		{unix.RLIMIT_CORE, 0},
+		{unix.RLIMIT_MEMLOCK, 0},
+		{unix.RLIMIT_MSGQUEUE, 0},
+	} {
+		// A limit can only be lowered without privilege over the host:
+		// one above the current hard limit is that limit.
+		var cur unix.Rlimit
+		if err := unix.Getrlimit(r.res, &cur); err == nil && r.v > cur.Max {
+			r.v = cur.Max
+		}
+		if err := unix.Setrlimit(r.res, &unix.Rlimit{Cur: r.v, Max: r.v}); err != nil {
+			return fmt.Errorf("setrlimit %d: %w", r.res, err)
+		}
+	}
+	if err := unix.Prctl(unix.PR_SET_SECUREBITS, secbitNoroot|secbitNorootLocked|secbitNoSetuidFixup|secbitNoSetuidFixupLocked|
+		secbitKeepCapsLocked|secbitNoCapAmbientRaise|secbitNoCapAmbientRaiseLocked, 0, 0, 0); err != nil {
+		return fmt.Errorf("securebits: %w", err)
+	}
+	if err := unix.Prctl(unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0); err != nil {
+		return fmt.Errorf("clearing ambient capabilities: %w", err)
+	}
+	for c := 0; c <= 63; c++ {
+		if err := unix.Prctl(unix.PR_CAPBSET_DROP, uintptr(c), 0, 0, 0); err != nil {
+			if errors.Is(err, unix.EINVAL) {
+				break // past the kernel's last capability
+			}
+			return fmt.Errorf("dropping capability %d: %w", c, err)
+		}
+	}
+	// Inheritable, permitted and effective: empty on this thread, so
+	// nothing can carry over exec.
+	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
+	var data [2]unix.CapUserData
+	if err := unix.Capset(&hdr, &data[0]); err != nil {
+		return fmt.Errorf("capset: %w", err)
+	}
+	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
+		return fmt.Errorf("no_new_privs: %w", err)
+	}
+	if sp.Seccomp {
+		if err := installSeccomp(); err != nil {
+			return fmt.Errorf("seccomp: %w", err)
+		}
+	}
+	return nil
+}

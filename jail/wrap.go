@@ -1,0 +1,171 @@
+package jail
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// Wrapped mode: the program runs under an operator's own jail (Config.Wrap)
+// rather than the built-in one. The program's files are written below a
+// fresh host directory, its transforms applied there by Config.Transformer,
+// and each argument of Wrap may name them:
+//
+//	{files}          the host directory holding the files at their jail paths ({files}/work/main.py)
+//	{bind:TARGET}    the host source of the Program's bind at TARGET ({bind:/run/capbridge/call.sock})
+//	{tmp_size}       Config.TmpSize in bytes
+//
+// The program's argv follows Wrap's last argument, and its environment is
+// the wrapper's. The wrapper must provide what the built-in jail does
+// (namespaces, no network, read-only binds, /tmp); the wall clock, the
+// output bounds and the result channel (file descriptor 4) are still
+// capbridge's, and the wrapper's process group is killed when the run ends.
+// bubblewrap, for one:
+//
+//	wrap = ["bwrap", "--unshare-all", "--die-with-parent", "--new-session", "--ro-bind", "/usr", "/usr",
+//	        "--symlink", "usr/bin", "/bin", "--symlink", "usr/lib", "/lib", "--symlink", "usr/lib64", "/lib64",
+//	        "--ro-bind", "{files}/work", "/work", "--ro-bind", "{files}/capbridge", "/capbridge",
+//	        "--bind", "{bind:/run/capbridge/call.sock}", "/run/capbridge/call.sock",
+//	        "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--chdir", "/tmp", "--"]
+func (c *Config) runWrapped(ctx context.Context, p *Program) (*Outcome, error) {
+	dir, err := os.MkdirTemp("", "capbridge-run-")
+	if err != nil {
+		return nil, fmt.Errorf("jail: %w", err)
+	}
+	defer os.RemoveAll(dir)
+	for _, f := range p.Files {
+		host := filepath.Join(dir, filepath.Clean(f.Path))
+		mode := f.Mode
+		if mode == 0 {
+			mode = 0o644
+		}
+		if err := os.MkdirAll(filepath.Dir(host), 0o755); err != nil {
+			return nil, fmt.Errorf("jail: %w", err)
+		}
+		if err := os.WriteFile(host, f.Data, os.FileMode(mode&0o777)); err != nil {
+			return nil, fmt.Errorf("jail: %w", err)
+		}
+	}
+	for _, t := range p.Transform {
+		src, err := os.ReadFile(filepath.Join(dir, filepath.Clean(t.From)))
+		if err == nil && c.Transformer == nil {
+			err = errors.New("no transformer is configured")
+		}
+		var out []byte
+		if err == nil {
+			out, err = c.Transformer(filepath.Base(t.From), src)
+		}
+		if err != nil {
+			// The program's own mistake: reported as a compiler would.
+			return &Outcome{Ended: EndedExit, ExitCode: 1, Stderr: []byte(err.Error() + "\n"), StderrBytes: int64(len(err.Error()) + 1)}, nil
+		}
+		if err := os.WriteFile(filepath.Join(dir, filepath.Clean(t.To)), out, 0o644); err != nil {
+			return nil, fmt.Errorf("jail: %w", err)
+		}
+	}
+	argv := make([]string, 0, len(c.Wrap)+len(p.Argv))
+	for _, a := range c.Wrap {
+		a = strings.ReplaceAll(a, "{files}", dir)
+		a = strings.ReplaceAll(a, "{tmp_size}", fmt.Sprint(orDefault(c.TmpSize, DefaultTmpSize)))
+		for _, b := range p.Binds {
+			a = strings.ReplaceAll(a, "{bind:"+b.Target+"}", b.Source)
+		}
+		argv = append(argv, a)
+	}
+	argv = append(argv, p.Argv...)
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Env = p.Env
+	cmd.Dir = dir
+	cmd.SysProcAttr = wrapAttr()
+	return supervise(ctx, cmd, p, func() { _ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) })
+}
+
+// supervise starts cmd with the program's streams and result channel,
+// enforces the wall clock and the output bound with kill, and collects
+// the outcome.
+func supervise(ctx context.Context, cmd *exec.Cmd, p *Program, killFn func()) (*Outcome, error) {
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		return nil, fmt.Errorf("jail: %w", err)
+	}
+	errR, errW, err := os.Pipe()
+	if err != nil {
+		return nil, fmt.Errorf("jail: %w", err)
+	}
+	resR, resW, err := os.Pipe()
+	if err != nil {
+		return nil, fmt.Errorf("jail: %w", err)
+	}
+	defer func() {
+		for _, f := range []*os.File{outR, outW, errR, errW, resR, resW} {
+			f.Close()
+		}
+	}()
+	cmd.Stdout, cmd.Stderr = outW, errW
+	// fd 3 is left empty (/dev/null) so the result channel is fd 4, as in
+	// the built-in jail.
+	null, err := os.Open(os.DevNull)
+	if err != nil {
+		return nil, fmt.Errorf("jail: %w", err)
+	}
+	defer null.Close()
+	cmd.ExtraFiles = []*os.File{null, resW}
+	start := time.Now()
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("%w: starting %s: %v", ErrSetup, cmd.Path, err)
+	}
+	outW.Close()
+	errW.Close()
+	resW.Close()
+	if p.Started != nil {
+		p.Started()
+	}
+	var (
+		mu     sync.Mutex
+		killed bool
+		ended  Ended
+	)
+	kill := func(why Ended) {
+		mu.Lock()
+		defer mu.Unlock()
+		if !killed {
+			killed, ended = true, why
+			killFn()
+		}
+	}
+	timer := time.AfterFunc(p.WallClock, func() { kill(EndedWallClock) })
+	defer timer.Stop()
+	defer context.AfterFunc(ctx, func() { kill(EndedCancelled) })()
+	total := &outputBudget{limit: orDefault(p.MaxOutput, DefaultMaxOutput), over: func() { kill(EndedOutput) }}
+	stdout := &headBuffer{max: orDefault(p.MaxStdout, DefaultMaxStdout)}
+	stderr := &tailBuffer{max: orDefault(p.MaxStderr, DefaultMaxStderr)}
+	var wg sync.WaitGroup
+	wg.Go(func() { drain(outR, stdout, total) })
+	wg.Go(func() { drain(errR, stderr, total) })
+	res := &headBuffer{max: MaxResult}
+	wg.Go(func() { drain(resR, res, &outputBudget{limit: 1 << 62}) })
+	_ = cmd.Wait()
+	// The wrapper has exited; anything it left holding our pipes goes with
+	// its process group.
+	killFn()
+	wg.Wait()
+	out := &Outcome{Ended: EndedExit, Took: time.Since(start),
+		Stdout: stdout.buf, StdoutBytes: stdout.n, Stderr: stderr.buf, StderrBytes: stderr.n,
+		Result: res.buf, ResultTruncated: res.n > MaxResult, ExitCode: cmd.ProcessState.ExitCode()}
+	if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		out.Signal = ws.Signal().String()
+	}
+	mu.Lock()
+	if killed {
+		out.Ended = ended
+	}
+	mu.Unlock()
+	return out, nil
+}
