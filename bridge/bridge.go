@@ -468,6 +468,15 @@ func (b *Bridge) auditCall(g *Grant, peer PeerCred, server, tool string, o outco
 	ev := b.audit.Info().Str("event", "call")
 	if g != nil {
 		ev = ev.Str("grant", g.ID)
+		if g.run != nil {
+			ev = ev.Str("run", g.run.ID)
+		}
+		g.usage.calls.Add(1)
+		g.usage.argBytes.Add(int64(o.argBytes))
+		g.usage.resultBytes.Add(int64(o.resultBytes))
+		if o.denial != nil {
+			g.usage.denied.Add(1)
+		}
 	} else {
 		ev = ev.Str("grant", "operator")
 	}
@@ -528,7 +537,7 @@ func (b *Bridge) Grant(spec GrantSpec) (*Grant, string, error) {
 }
 
 // Revoke ends a grant by id or token.
-func (b *Bridge) Revoke(idOrToken string) bool { return b.grants.revoke(idOrToken) }
+func (b *Bridge) Revoke(idOrToken string) bool { return b.grants.revoke(idOrToken) != nil }
 
 // CallSocket and ControlSocket return the socket paths in use.
 func (b *Bridge) CallSocket() string    { return b.cfg.Bridge.CallSocket }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"os"
 	"runtime"
@@ -78,30 +79,57 @@ func (h *controlHandler) Grant(_ context.Context, r *control.GrantRequest) (*con
 			}
 		}
 	}
-	g, token, err := b.Grant(GrantSpec{Servers: r.Servers, TTL: ttl, PeerUID: r.PeerUID, AllowDestructive: r.AllowDestructive})
+	spec := GrantSpec{Servers: r.Servers, TTL: ttl, PeerUID: r.PeerUID, AllowDestructive: r.AllowDestructive}
+	if r.Run != nil {
+		if r.Run.ID == "" || len(r.Run.ID) > maxRunID || len(r.Run.Language) > maxRunID || len(r.Run.CodeSHA256) > maxRunID {
+			return nil, &control.Error{Code: control.CodeBadRequest, Message: fmt.Sprintf("a run needs an id, and its id, language and code_sha256 are at most %d bytes each", maxRunID)}
+		}
+		spec.Run = &RunInfo{ID: r.Run.ID, Language: r.Run.Language, CodeSHA256: r.Run.CodeSHA256, Servers: slices.Sorted(maps.Keys(r.Servers))}
+	}
+	g, token, err := b.Grant(spec)
 	if errors.Is(err, ErrTooManyGrant) {
 		return nil, &control.Error{Code: control.CodeTooManyGrants, Message: err.Error()}
 	}
 	if err != nil {
 		return nil, err
 	}
-	b.audit.Info().Str("event", "grant").Str("grant", g.ID).Strs("servers", g.Servers()).Bool("allow_destructive", g.AllowsDestructive()).Time("expires", g.Expires).Msg("grant issued")
+	ev := b.audit.Info().Str("event", "grant").Str("grant", g.ID).Strs("servers", g.Servers()).Bool("allow_destructive", g.AllowsDestructive()).Time("expires", g.Expires)
+	if spec.Run != nil {
+		ev = ev.Str("run", spec.Run.ID)
+	}
+	ev.Msg("grant issued")
 	return &control.Granted{Token: token, Grant: g.ID, ExpiresMS: g.Expires.UnixMilli()}, nil
 }
 
 func (h *controlHandler) Revoke(_ context.Context, r *control.RevokeRequest) (*control.Revoked, error) {
-	found := h.b.Revoke(r.Grant)
+	g := h.b.grants.revoke(r.Grant)
 	id := grantIDOf(r.Grant)
 	if id == "" && !strings.HasPrefix(r.Grant, tokenPrefix) {
 		id = r.Grant // given as an id, which is public; a malformed token is never logged
 	}
-	h.b.audit.Info().Str("event", "revoke").Str("grant", truncate.Ellipsis(id, 64)).Bool("found", found).Msg("grant revoked")
-	return &control.Revoked{Found: found}, nil
+	h.b.audit.Info().Str("event", "revoke").Str("grant", truncate.Ellipsis(id, 64)).Bool("found", g != nil).Msg("grant revoked")
+	if g == nil {
+		return &control.Revoked{}, nil
+	}
+	u := g.Usage()
+	if run := g.Run(); run != nil && r.Run != nil {
+		// The run's own line: what ran, for whom, how it ended and what
+		// it did; never its source or its output.
+		h.b.audit.Info().Str("event", "run").Str("run", run.ID).Str("grant", g.ID).
+			Str("language", run.Language).Str("code_sha256", run.CodeSHA256).Strs("servers", run.Servers).
+			Str("ended", truncate.Ellipsis(r.Run.Ended, 32)).Int("exit_code", r.Run.ExitCode).Int64("took_ms", r.Run.TookMS).
+			Int64("calls", u.Calls).Int64("denied", u.Denied).Int64("arg_bytes", u.ArgBytes).Int64("result_bytes", u.ResultBytes).
+			Msg("run")
+	}
+	return &control.Revoked{Found: true, Calls: u.Calls, Denied: u.Denied, ArgBytes: u.ArgBytes, ResultBytes: u.ResultBytes}, nil
 }
+
+// maxRunID bounds each string a run's grant carries into the audit trail.
+const maxRunID = 64
 
 func (h *controlHandler) Status(context.Context) (*control.Status, error) {
 	b := h.b
-	st := &control.Status{Grants: b.grants.live(), Procs: runtime.GOMAXPROCS(0), Servers: make([]control.ServerStatus, 0, len(b.order))}
+	st := &control.Status{Grants: b.grants.live(), Procs: runtime.GOMAXPROCS(0), CallSocket: b.cfg.Bridge.CallSocket, Servers: make([]control.ServerStatus, 0, len(b.order))}
 	for _, name := range b.order {
 		st.Servers = append(st.Servers, control.ServerStatus(b.servers[name].status()))
 	}

@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -60,6 +61,10 @@ type GrantSpec struct {
 	// AllowDestructive lets the grant call the tools the operator
 	// declared destructive without naming each one.
 	AllowDestructive bool
+	// Run, when set, makes this the grant of one program run: every call
+	// it makes carries the run's id in the audit trail, and revoking it
+	// with the run's end writes the run's own audit line.
+	Run *RunInfo
 
 	// seen is each server's table when the grant is issued (Bridge.Grant
 	// fills it): the surface the program was given, which a call is held
@@ -78,11 +83,43 @@ type Grant struct {
 	secret  [16]byte
 	// allowDestructive is GrantSpec.AllowDestructive.
 	allowDestructive bool
+	// run is GrantSpec.Run; nil for a grant that is not a run's.
+	run *RunInfo
+	// usage counts the calls made under the grant, for the harness's
+	// accounting (Usage).
+	usage grantUsage
 
 	ctx    context.Context // cancelled, with the reason as cause, on revoke or expiry
 	cancel context.CancelCauseFunc
 	timer  *time.Timer
 }
+
+// RunInfo names the program run a grant was issued for.
+type RunInfo struct {
+	ID         string // the run's id, chosen by whoever runs it
+	Language   string // the program's language
+	CodeSHA256 string // the SHA-256 of its source, hex
+	Servers    []string
+}
+
+// Usage is what was done under a grant: calls retired (denied ones
+// included), denials among them, and the argument and result bytes.
+type Usage struct {
+	Calls, Denied, ArgBytes, ResultBytes int64
+}
+
+type grantUsage struct {
+	calls, denied, argBytes, resultBytes atomic.Int64
+}
+
+// Usage reports what was done under the grant so far.
+func (g *Grant) Usage() Usage {
+	return Usage{Calls: g.usage.calls.Load(), Denied: g.usage.denied.Load(),
+		ArgBytes: g.usage.argBytes.Load(), ResultBytes: g.usage.resultBytes.Load()}
+}
+
+// Run is the run the grant was issued for, or nil.
+func (g *Grant) Run() *RunInfo { return g.run }
 
 // Context is done when the grant is revoked or expires; context.Cause
 // says which (ErrRevoked or ErrGrantExpired). Connections and calls made
@@ -138,7 +175,7 @@ func (t *grantTable) issue(parent context.Context, spec GrantSpec) (*Grant, stri
 	if len(spec.Servers) == 0 {
 		return nil, "", errors.New("bridge: a grant must name at least one server")
 	}
-	g := &Grant{Expires: t.now().Add(ttl), PeerUID: spec.PeerUID, servers: map[string]map[string]bool{}, seen: spec.seen, allowDestructive: spec.AllowDestructive}
+	g := &Grant{Expires: t.now().Add(ttl), PeerUID: spec.PeerUID, servers: map[string]map[string]bool{}, seen: spec.seen, allowDestructive: spec.AllowDestructive, run: spec.Run}
 	for s, tools := range spec.Servers {
 		if len(tools) == 0 {
 			g.servers[s] = nil
@@ -231,27 +268,29 @@ func grantIDOf(token string) string {
 	return id
 }
 
-// revoke ends the grant named by id or token. It reports whether a live
-// grant was found.
-func (t *grantTable) revoke(idOrToken string) bool {
+// revoke ends the grant named by id or token. It returns the grant it
+// ended, or nil when no live grant was found.
+func (t *grantTable) revoke(idOrToken string) *Grant {
 	id := idOrToken
 	if rest, ok := strings.CutPrefix(idOrToken, tokenPrefix); ok {
 		id, _, _ = strings.Cut(rest, ".")
 	}
-	return t.end(id, ErrRevoked)
+	return t.endGrant(id, ErrRevoked)
 }
 
-func (t *grantTable) end(id string, cause error) bool {
+func (t *grantTable) end(id string, cause error) bool { return t.endGrant(id, cause) != nil }
+
+func (t *grantTable) endGrant(id string, cause error) *Grant {
 	t.mu.Lock()
 	g, ok := t.byID[id]
 	delete(t.byID, id)
 	t.mu.Unlock()
 	if !ok {
-		return false
+		return nil
 	}
 	g.timer.Stop()
 	g.cancel(cause)
-	return true
+	return g
 }
 
 // closeAll ends every grant (shutdown).

@@ -21,7 +21,7 @@ type spec struct {
 
 var (
 	opHeading = regexp.MustCompile("^### `([a-z_]+)` → `([a-z_]+)`( or `([a-z_]+)`)?$")
-	fieldRow  = regexp.MustCompile("^\\| `([a-z_0-9]+)` \\| (request|reply|server|match) \\| ([^|]*) \\|")
+	fieldRow  = regexp.MustCompile("^\\| `([a-z_0-9]+)` \\| (request|reply|server|match|run|run end) \\| ([^|]*) \\|")
 	codeRow   = regexp.MustCompile("^\\| `([a-z_]+)` \\| [^|]* \\|$")
 )
 
@@ -112,6 +112,8 @@ func TestSpecMatchesCode(t *testing.T) {
 	}
 	check(t, "server status", s.fields[opStatus]["server"], tags(ServerStatus{}))
 	check(t, "search match", s.fields[opSearch]["match"], tags(Match{}))
+	check(t, "grant run", s.fields[opGrant]["run"], tags(Run{}))
+	check(t, "revoke run end", s.fields[opRevoke]["run end"], tags(RunEnd{}))
 	check(t, "error reply", s.fields["Errors"]["reply"], tags(Error{}))
 	check(t, "error codes", s.codes, slices.Collect(maps.Keys(codes)))
 }

@@ -60,6 +60,24 @@ type GrantRequest struct {
 	// AllowDestructive lets the grant call the tools the operator
 	// declared destructive without naming each one in Servers.
 	AllowDestructive bool `msgpack:"allow_destructive,omitempty"`
+	// Run, when set, makes the grant one program run's: the audit line of
+	// every call made under it carries the run's id, and a revoke that
+	// reports the run's end writes the run's own audit line.
+	Run *Run `msgpack:"run,omitempty"`
+}
+
+// Run describes the program run a grant is for.
+type Run struct {
+	ID         string `msgpack:"id"`          // the run's id, unique to the harness; at most 64 bytes
+	Language   string `msgpack:"language"`    // the program's language
+	CodeSHA256 string `msgpack:"code_sha256"` // the SHA-256 of the program's source, hex
+}
+
+// RunEnd reports how a run ended, for its audit line.
+type RunEnd struct {
+	Ended    string `msgpack:"ended"`     // how: exit, wall_clock, output_limit, cancelled, setup_failed
+	ExitCode int    `msgpack:"exit_code"` // the program's exit status, -1 for a signal
+	TookMS   int64  `msgpack:"took_ms"`   // from the run request to the program's end
 }
 
 // Granted answers a grant ("granted").
@@ -74,11 +92,21 @@ type RevokeRequest struct {
 	// Grant names the grant by its public id (preferred: it is not a
 	// secret, so it can be logged and typed) or by its token.
 	Grant string `msgpack:"grant"`
+	// Run, for a run's grant, is how the run ended: the bridge writes the
+	// run's audit line with it.
+	Run *RunEnd `msgpack:"run,omitempty"`
 }
 
 // Revoked answers a revoke ("revoked").
 type Revoked struct {
 	Found bool `msgpack:"found"` // whether a live grant was ended
+	// What was done under the grant, when one was ended: calls retired
+	// (denied ones included), denials among them, argument and result
+	// bytes.
+	Calls       int64 `msgpack:"calls,omitempty"`
+	Denied      int64 `msgpack:"denied,omitempty"`
+	ArgBytes    int64 `msgpack:"arg_bytes,omitempty"`
+	ResultBytes int64 `msgpack:"result_bytes,omitempty"`
 }
 
 // Status answers a status request ("status"), which has no fields.
@@ -90,6 +118,9 @@ type Status struct {
 	// (GOMAXPROCS: the procs setting, or the environment's). Absent from
 	// a bridge that predates it.
 	Procs int `msgpack:"procs,omitempty" json:"procs,omitempty"`
+	// CallSocket is the call socket's path, for a front that attaches to
+	// this bridge and hands the socket into its jails.
+	CallSocket string `msgpack:"call_socket,omitempty" json:"call_socket,omitempty"`
 }
 
 // ServerStatus is one server's line in Status. State is one of the
