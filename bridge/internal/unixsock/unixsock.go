@@ -30,8 +30,13 @@ var ErrInUse = errors.New("unixsock: socket path is in use by a live process")
 // no moment at which it exists at path with the umask's permissions. An
 // existing file at path is removed only if it is a socket nobody answers
 // on (a stale one from a crashed run); a live socket is ErrInUse and
-// any other kind of file is refused. The parent directory is created
-// (0700) if missing. The probe-then-replace has a window in which a second
+// any other kind of file is refused. The parent directory is created if
+// missing, 0700, or searchable by the group or by others (0710, 0711) when
+// mode lets them connect: a socket is reached through its directory, and
+// search alone lists nothing and changes nothing. An existing directory of
+// ours that mode's users could not search gets that search bit, and only
+// that (a harness that jails programs under another uid and sets
+// call_socket_mode "0666" with allowed_uids needs nothing more). The probe-then-replace has a window in which a second
 // capbridge starting at the same instant could race us; a single owner
 // per path is the operator's contract.
 //
@@ -41,11 +46,17 @@ func Listen(path string, mode os.FileMode, gid int) (*Listener, error) {
 		return nil, err
 	}
 	dir := filepath.Dir(path)
-	if err := os.MkdirAll(dir, 0o700); err != nil {
+	search := SearchBits(mode)
+	if err := os.MkdirAll(dir, 0o700|search); err != nil {
 		return nil, fmt.Errorf("unixsock: creating socket directory: %w", err)
 	}
 	if err := CheckDir(dir); err != nil {
 		return nil, err
+	}
+	if fi, err := os.Stat(dir); err == nil && fi.Mode().Perm()&search != search {
+		if err := os.Chmod(dir, fi.Mode().Perm()|search); err != nil {
+			return nil, fmt.Errorf("unixsock: letting the socket's users search %s: %w", dir, err)
+		}
 	}
 	if err := clearStale(path); err != nil {
 		return nil, err
@@ -76,6 +87,20 @@ func Listen(path string, mode os.FileMode, gid int) (*Listener, error) {
 		return fail(fmt.Errorf("unixsock: moving socket into place: %w", err))
 	}
 	return &Listener{UnixListener: l, path: path}, nil
+}
+
+// SearchBits are the search (execute) bits a socket's directory needs so
+// that whoever mode lets connect can reach the socket: group search when
+// the group may write it, others' when others may.
+func SearchBits(mode os.FileMode) os.FileMode {
+	var bits os.FileMode
+	if mode&0o020 != 0 {
+		bits |= 0o010
+	}
+	if mode&0o002 != 0 {
+		bits |= 0o001
+	}
+	return bits
 }
 
 // CheckPathLen refuses a path too long for a Unix socket address.

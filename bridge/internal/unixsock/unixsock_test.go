@@ -26,8 +26,9 @@ func TestListenUnixModeAndCleanup(t *testing.T) {
 	if fi.Mode().Type() != fs.ModeSocket || fi.Mode().Perm() != 0o660 {
 		t.Errorf("socket mode = %v, want socket 0660", fi.Mode())
 	}
-	if di, _ := os.Stat(filepath.Dir(path)); di.Mode().Perm() != 0o700 {
-		t.Errorf("created parent has mode %v, want 0700", di.Mode().Perm())
+	// The group may connect, so it may search the directory, and no more.
+	if di, _ := os.Stat(filepath.Dir(path)); di.Mode().Perm() != 0o710 {
+		t.Errorf("created parent has mode %v, want 0710", di.Mode().Perm())
 	}
 	ents, _ := os.ReadDir(filepath.Dir(path))
 	if len(ents) != 1 {
@@ -248,5 +249,37 @@ func symlink(t *testing.T, target, p string) {
 	t.Helper()
 	if err := os.Symlink(target, p); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// A socket others may connect to (call_socket_mode "0666" with
+// allowed_uids, for a harness jailing under another uid) is reachable:
+// the directories created for it are searchable by others, and an
+// existing directory of ours gains that search bit and nothing else.
+func TestListenSearchableForOthers(t *testing.T) {
+	defer leakcheck.Check(t)()
+	root := t.TempDir()
+	path := filepath.Join(root, "a", "b", "call.sock")
+	l, err := Listen(path, 0o666, -1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	for _, d := range []string{filepath.Join(root, "a"), filepath.Join(root, "a", "b")} {
+		if di, _ := os.Stat(d); di.Mode().Perm() != 0o711 {
+			t.Errorf("%s has mode %v, want 0711", d, di.Mode().Perm())
+		}
+	}
+	existing := filepath.Join(root, "own")
+	if err := os.Mkdir(existing, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	l2, err := Listen(filepath.Join(existing, "call.sock"), 0o666, -1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l2.Close()
+	if di, _ := os.Stat(existing); di.Mode().Perm() != 0o711 {
+		t.Errorf("existing directory has mode %v, want 0711 (search added, nothing else)", di.Mode().Perm())
 	}
 }
