@@ -1,0 +1,372 @@
+// Package codemode implements capbridge's code-mode front: it runs a
+// model-written program (TypeScript, Python or Go) in a jail with the
+// façades of the servers it asked for importable, under a grant issued
+// for that run alone and revoked when it ends, and returns the program's
+// output, exit, returned value and accounting. It reaches the bridge
+// only through the control socket, so the bridge may run in the same
+// process or be a `capbridge serve` it attached to. It also writes the
+// tool descriptions `capbridge mcp` serves, which carry the surface.
+package codemode
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	_ "embed"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/capbridge/capbridge/bridge/control"
+	"github.com/capbridge/capbridge/jail"
+)
+
+// Errors callers branch on.
+var (
+	// ErrBadRequest: the run request is malformed (an unknown language, a
+	// server not offered, code too long, a timeout out of range).
+	ErrBadRequest = errors.New("codemode: bad run request")
+	// ErrUnavailable: the language's runtime or client is not installed
+	// here, or the bridge cannot be reached.
+	ErrUnavailable = errors.New("codemode: unavailable")
+)
+
+// Languages a program may be written in, by the name a run request uses.
+const (
+	TypeScript = "typescript"
+	Python     = "python"
+	Go         = "go"
+)
+
+// Bounds of a run request.
+const (
+	MaxCode        = 256 << 10
+	DefaultTimeout = 30 * time.Second
+	MaxTimeout     = 10 * time.Minute
+	// grantSlack is how much longer than its wall clock a run's grant
+	// lives: the grant is revoked when the run ends, and the slack only
+	// covers the jail's start.
+	grantSlack = 10 * time.Second
+)
+
+// Paths in the jail.
+const (
+	jailSocket = "/run/capbridge/call.sock"
+	jailWork   = "/work"
+)
+
+//go:embed runner/runner.mjs
+var runnerTS []byte
+
+//go:embed runner/runner.py
+var runnerPy []byte
+
+// Config configures a Runner.
+type Config struct {
+	// Control is the bridge's control socket.
+	Control string
+	// CallSocket is the call socket's host path; empty means the one the
+	// bridge's status names.
+	CallSocket string
+	// Jail is the jail every run uses.
+	Jail *jail.Config
+	// Servers are the servers a run may reach; nil means every server the
+	// bridge has. A run names a subset, or gets them all.
+	Servers []string
+	// Languages offered, in the order tool descriptions show them; nil
+	// means every language whose runtime is present.
+	Languages []string
+	// Node and Python are the runtimes' binaries (default: node and
+	// python3 on PATH, resolved to real files).
+	Node, Python string
+	// TSClient is the TypeScript client's package directory (capwire/ts,
+	// with its node_modules installed); PyClient the Python client's
+	// (capwire/python). A language whose client is missing is not offered.
+	TSClient, PyClient string
+	// DefaultTimeout and MaxTimeout bound a run's wall clock.
+	DefaultTimeout, MaxTimeout time.Duration
+}
+
+// Runner runs programs. Its methods are safe for concurrent use.
+type Runner struct {
+	cfg     Config
+	runtime map[string]*runtimeInfo
+	langs   []string
+
+	mu         sync.Mutex
+	callSocket string
+}
+
+// New prepares a Runner: it resolves each language's runtime and client,
+// and offers the languages that have both.
+func New(cfg Config) (*Runner, error) {
+	if cfg.Jail == nil {
+		cfg.Jail = &jail.Config{}
+	}
+	if cfg.DefaultTimeout <= 0 {
+		cfg.DefaultTimeout = DefaultTimeout
+	}
+	if cfg.MaxTimeout <= 0 {
+		cfg.MaxTimeout = MaxTimeout
+	}
+	r := &Runner{cfg: cfg, runtime: map[string]*runtimeInfo{}, callSocket: cfg.CallSocket}
+	want := cfg.Languages
+	if want == nil {
+		want = []string{TypeScript, Python}
+	}
+	var missing []string
+	for _, lang := range want {
+		info, err := resolveRuntime(lang, &cfg)
+		if err != nil {
+			if cfg.Languages != nil {
+				return nil, err
+			}
+			missing = append(missing, err.Error())
+			continue
+		}
+		r.runtime[lang] = info
+		r.langs = append(r.langs, lang)
+	}
+	if len(r.langs) == 0 {
+		return nil, fmt.Errorf("%w: no language can run here: %s", ErrUnavailable, strings.Join(missing, "; "))
+	}
+	return r, nil
+}
+
+// Languages lists the languages offered.
+func (r *Runner) Languages() []string { return slices.Clone(r.langs) }
+
+// Request is one run.
+type Request struct {
+	Language string
+	Code     string
+	// Servers the program may call; nil means every server offered.
+	Servers []string
+	// Timeout is the run's wall clock; 0 means the default.
+	Timeout time.Duration
+}
+
+// Result is what a run produced.
+type Result struct {
+	Run      string   `json:"run"`      // the run's id, as the audit trail names it
+	Language string   `json:"language"` //
+	Servers  []string `json:"servers"`  // the servers it could reach
+	// Ended says how it ended: exit, wall_clock, output_limit, cancelled.
+	Ended    string `json:"ended"`
+	ExitCode int    `json:"exit_code"`        // -1 when a signal ended it
+	Signal   string `json:"signal,omitempty"` //
+	Stdout   string `json:"stdout"`           // its head
+	Stderr   string `json:"stderr"`           // its tail
+	// StdoutBytes and StderrBytes count everything written.
+	StdoutBytes int64 `json:"stdout_bytes"`
+	StderrBytes int64 `json:"stderr_bytes"`
+	// Value is what the program returned, as JSON (TypeScript: its
+	// default export; Python: its last expression, or a variable named
+	// result); absent when it returned nothing.
+	Value json.RawMessage `json:"result,omitempty"`
+	// Accounting: calls made (denied ones included), denials, argument
+	// and result bytes, and the run's time.
+	Calls       int64 `json:"calls"`
+	Denied      int64 `json:"denied"`
+	ArgBytes    int64 `json:"arg_bytes"`
+	ResultBytes int64 `json:"result_bytes"`
+	TookMS      int64 `json:"took_ms"`
+}
+
+// OK reports whether the program exited 0.
+func (r *Result) OK() bool { return r.Ended == string(jail.EndedExit) && r.ExitCode == 0 }
+
+// Run runs one program to its end. An error means it could not run (a bad
+// request, an unavailable runtime, a jail that could not be built); every
+// way the program itself ends is a Result.
+func (r *Runner) Run(ctx context.Context, req Request) (*Result, error) {
+	start := time.Now()
+	rt, ok := r.runtime[req.Language]
+	switch {
+	case !ok:
+		return nil, fmt.Errorf("%w: language %q is not offered here (offered: %s)", ErrBadRequest, req.Language, strings.Join(r.langs, ", "))
+	case req.Code == "":
+		return nil, fmt.Errorf("%w: the code is empty", ErrBadRequest)
+	case len(req.Code) > MaxCode:
+		return nil, fmt.Errorf("%w: the code is %d bytes, more than %d", ErrBadRequest, len(req.Code), MaxCode)
+	case req.Timeout < 0 || req.Timeout > r.cfg.MaxTimeout:
+		return nil, fmt.Errorf("%w: timeout %s is not within (0, %s]", ErrBadRequest, req.Timeout, r.cfg.MaxTimeout)
+	}
+	timeout := req.Timeout
+	if timeout == 0 {
+		timeout = r.cfg.DefaultTimeout
+	}
+	servers, err := r.servers(ctx, req.Servers)
+	if err != nil {
+		return nil, err
+	}
+	callSocket, err := r.socket(ctx)
+	if err != nil {
+		return nil, err
+	}
+	files, err := r.facades(ctx, rt, servers)
+	if err != nil {
+		return nil, err
+	}
+	sum := sha256.Sum256([]byte(req.Code))
+	runID := newRunID()
+	cc, err := control.Dial(ctx, r.cfg.Control)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrUnavailable, err)
+	}
+	defer cc.Close()
+	grantServers := map[string][]string{}
+	for _, s := range servers {
+		grantServers[s] = nil
+	}
+	ttl := uint64((timeout + grantSlack) / time.Millisecond)
+	g, err := cc.Grant(ctx, &control.GrantRequest{Servers: grantServers, TTLMS: &ttl,
+		Run: &control.Run{ID: runID, Language: req.Language, CodeSHA256: hex.EncodeToString(sum[:])}})
+	if err != nil {
+		return nil, fmt.Errorf("codemode: granting the run: %w", err)
+	}
+	prog := rt.program(req.Code, files, g.Token, callSocket)
+	prog.WallClock = timeout
+	out, runErr := r.cfg.Jail.Run(ctx, prog)
+
+	end := &control.RunEnd{Ended: "setup_failed", ExitCode: -1, TookMS: time.Since(start).Milliseconds()}
+	if out != nil {
+		end.Ended, end.ExitCode = string(out.Ended), out.ExitCode
+	}
+	// Revoked whatever happened to the run, and with a context of its own:
+	// the caller's may be what ended it.
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	rv, revErr := cc.Revoke(rctx, &control.RevokeRequest{Grant: g.Grant, Run: end})
+	if runErr != nil {
+		return nil, fmt.Errorf("codemode: %w", runErr)
+	}
+	res := &Result{Run: runID, Language: req.Language, Servers: servers, Ended: string(out.Ended), ExitCode: out.ExitCode,
+		Signal: out.Signal, Stdout: string(out.Stdout), Stderr: string(out.Stderr), StdoutBytes: out.StdoutBytes,
+		StderrBytes: out.StderrBytes, TookMS: time.Since(start).Milliseconds()}
+	if len(out.Result) > 0 && !out.ResultTruncated && json.Valid(out.Result) {
+		res.Value = out.Result
+	} else if len(out.Result) > 0 {
+		res.Stderr += fmt.Sprintf("\n[capbridge: the returned value was not valid JSON or passed %d bytes, and is left out]", jail.MaxResult)
+	}
+	if revErr == nil {
+		res.Calls, res.Denied, res.ArgBytes, res.ResultBytes = rv.Calls, rv.Denied, rv.ArgBytes, rv.ResultBytes
+	}
+	return res, nil
+}
+
+// servers resolves a request's servers against those offered.
+func (r *Runner) servers(ctx context.Context, asked []string) ([]string, error) {
+	offered, err := r.Offered(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if len(asked) == 0 {
+		if len(offered) == 0 {
+			return nil, fmt.Errorf("%w: no server is ready", ErrUnavailable)
+		}
+		return offered, nil
+	}
+	var out []string
+	for _, s := range asked {
+		if !slices.Contains(offered, s) {
+			return nil, fmt.Errorf("%w: server %q is not offered (offered: %s)", ErrBadRequest, s, strings.Join(offered, ", "))
+		}
+		if !slices.Contains(out, s) {
+			out = append(out, s)
+		}
+	}
+	return out, nil
+}
+
+// Offered lists the servers a run may reach now: the configured ones (or
+// all the bridge has) that are ready, in the bridge's order.
+func (r *Runner) Offered(ctx context.Context) ([]string, error) {
+	st, err := r.status(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, s := range st.Servers {
+		if s.State != "ready" || (r.cfg.Servers != nil && !slices.Contains(r.cfg.Servers, s.Name)) {
+			continue
+		}
+		out = append(out, s.Name)
+	}
+	return out, nil
+}
+
+func (r *Runner) status(ctx context.Context) (*control.Status, error) {
+	cc, err := control.Dial(ctx, r.cfg.Control)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrUnavailable, err)
+	}
+	defer cc.Close()
+	st, err := cc.Status(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrUnavailable, err)
+	}
+	return st, nil
+}
+
+// socket is the call socket's host path: configured, or the bridge's.
+func (r *Runner) socket(ctx context.Context) (string, error) {
+	r.mu.Lock()
+	s := r.callSocket
+	r.mu.Unlock()
+	if s != "" {
+		return s, nil
+	}
+	st, err := r.status(ctx)
+	if err != nil {
+		return "", err
+	}
+	if st.CallSocket == "" {
+		return "", fmt.Errorf("%w: the bridge does not name its call socket; give it (--call-socket)", ErrUnavailable)
+	}
+	r.mu.Lock()
+	r.callSocket = st.CallSocket
+	r.mu.Unlock()
+	return st.CallSocket, nil
+}
+
+// facades fetches the façades of servers in rt's language, as the files a
+// program imports.
+func (r *Runner) facades(ctx context.Context, rt *runtimeInfo, servers []string) ([]jail.File, error) {
+	cc, err := control.Dial(ctx, r.cfg.Control)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrUnavailable, err)
+	}
+	defer cc.Close()
+	var files []jail.File
+	for _, s := range servers {
+		f, err := cc.Facade(ctx, &control.FacadeRequest{Server: s, Lang: rt.codegenLang})
+		if err != nil {
+			return nil, fmt.Errorf("codemode: the façade of %q: %w", s, err)
+		}
+		files = append(files, jail.File{Path: filepath.Join(jailWork, f.Module+rt.facadeExt), Data: []byte(f.Source)})
+	}
+	return files, nil
+}
+
+// newRunID is a run's id: 16 hex characters of randomness.
+func newRunID() string {
+	var b [8]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		panic("codemode: reading randomness: " + err.Error())
+	}
+	return hex.EncodeToString(b[:])
+}
+
+// exists reports whether path exists.
+func exists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
+}

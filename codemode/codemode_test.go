@@ -1,0 +1,97 @@
+package codemode
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/capbridge/capbridge/bridge/bridgetest"
+	"github.com/capbridge/capbridge/bridge/config"
+	"github.com/capbridge/capbridge/internal/testkit/leakcheck"
+	"github.com/capbridge/capbridge/internal/testkit/mcptest"
+	"github.com/capbridge/capbridge/jail"
+)
+
+func TestMain(m *testing.M) {
+	jail.MaybeInit(StripTypes)
+	mcptest.MaybeServe()
+	leakcheck.Main(m)
+}
+
+// repo is the repository's root, where the clients' packages are.
+func repo() string {
+	_, file, _, _ := runtime.Caller(0)
+	return filepath.Dir(filepath.Dir(file))
+}
+
+// newRunner starts a bridge serving mcptest as "t" and a Runner on it.
+// As root, the jail runs as nobody, who reaches the call socket only as a
+// harness configured for another uid would let it: mode 0666 with
+// allowed_uids.
+func newRunner(t *testing.T, tweak func(*Config)) *Runner {
+	t.Helper()
+	argv, env := mcptest.Command(mcptest.Scenario{})
+	srv := bridgetest.NewServer(t, bridgetest.WithServers(bridgetest.Stdio("t", argv, env)), bridgetest.WithConfig(func(c *config.Config) {
+		if os.Getuid() == 0 {
+			c.Bridge.CallSocketMode = 0o666
+			c.Bridge.AllowedUIDs = []uint32{0, 65534}
+		}
+	}))
+	if os.Getuid() == 0 {
+		// The test's temporary directory is the socket's parent; the
+		// bridge made only the socket's own directory searchable.
+		if err := os.Chmod(srv.Dir, 0o711); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cfg := Config{Control: srv.Config.Bridge.ControlSocket,
+		TSClient: filepath.Join(repo(), "capwire", "ts"), PyClient: filepath.Join(repo(), "capwire", "python")}
+	if tweak != nil {
+		tweak(&cfg)
+	}
+	r, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+func TestRunEachLanguage(t *testing.T) {
+	defer leakcheck.Check(t)()
+	r := newRunner(t, nil)
+	progs := map[string]string{
+		TypeScript: `import * as t from "./t.js";
+const r = await t.echo({ text: "hello from ts" });
+console.log(r.text());
+export default { echoed: r.text(), n: 1 + 1 };`,
+		Python: `import t
+r = await t.echo(text="hello from python")
+print(r.text())
+{"echoed": r.text(), "n": 1 + 1}`,
+	}
+	for _, lang := range r.Languages() {
+		t.Run(lang, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			res, err := r.Run(ctx, Request{Language: lang, Code: progs[lang], Timeout: 30 * time.Second})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !res.OK() || !strings.Contains(res.Stdout, "hello from") {
+				t.Fatalf("run: %+v", res)
+			}
+			want := `{"echoed":"hello from ` + map[string]string{TypeScript: "ts", Python: "python"}[lang] + `","n":2}`
+			if got := string(res.Value); got != want {
+				t.Errorf("value %s, want %s", res.Value, want)
+			}
+			if res.Calls != 1 || res.Denied != 0 {
+				t.Errorf("accounting: %d calls, %d denied; want 1, 0", res.Calls, res.Denied)
+			}
+			t.Logf("%s took %d ms", lang, res.TookMS)
+		})
+	}
+}
