@@ -32,7 +32,7 @@ func repo() string {
 // As root, the jail runs as nobody, who reaches the call socket only as a
 // harness configured for another uid would let it: mode 0666 with
 // allowed_uids.
-func newRunner(t *testing.T, tweak func(*Config)) *Runner {
+func newRunner(t *testing.T, tweak func(*Config)) (*Runner, *bridgetest.Server) {
 	t.Helper()
 	argv, env := mcptest.Command(mcptest.Scenario{})
 	srv := bridgetest.NewServer(t, bridgetest.WithServers(bridgetest.Stdio("t", argv, env)), bridgetest.WithConfig(func(c *config.Config) {
@@ -57,12 +57,13 @@ func newRunner(t *testing.T, tweak func(*Config)) *Runner {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return r
+	return r, srv
 }
 
 func TestRunEachLanguage(t *testing.T) {
 	defer leakcheck.Check(t)()
-	r := newRunner(t, nil)
+	r, srv := newRunner(t, nil)
+	defer srv.Close()
 	progs := map[string]string{
 		TypeScript: `import * as t from "./t.js";
 const r = await t.echo({ text: "hello from ts" });

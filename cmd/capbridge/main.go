@@ -16,6 +16,9 @@ import (
 	"os"
 	"runtime/debug"
 	"slices"
+
+	"github.com/capbridge/capbridge/codemode"
+	"github.com/capbridge/capbridge/jail"
 )
 
 // A command runs with its arguments and the process's output streams and
@@ -44,8 +47,10 @@ func commands() map[string]command {
 		"init":        {"write a commented capbridge.toml, optionally from an editor's MCP config", runInit},
 		"listing":     {"print the tools/list JSON a server's façade was generated from", runListing},
 		"lock":        {"boot the servers and write the approved tool surface to capbridge.lock", runLock},
+		"mcp":         {"serve MCP on stdio for an MCP host: search, describe, and run programs in a jail against the façades", runMCP},
 		"metrics":     {"print the running capbridge's metrics in the Prometheus text format", runMetrics},
 		"revoke":      {"revoke a grant", runRevoke},
+		"run":         {"run one TypeScript or Python program in the jail against the façades", runRun},
 		"search":      {"find tools by words in their names, descriptions and arguments", runSearch},
 		"serve":       {"run the service", runServe},
 		"skew":        {"compare the servers' live tools with capbridge.lock (exit 3 on drift)", runSkew},
@@ -56,6 +61,9 @@ func commands() map[string]command {
 }
 
 func main() {
+	// First: this process may be a jail's init, which must build the jail
+	// before anything else runs.
+	jail.MaybeInit(codemode.StripTypes)
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
 

@@ -1,0 +1,198 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/capbridge/capbridge/bridge"
+	"github.com/capbridge/capbridge/bridge/config"
+	"github.com/capbridge/capbridge/codemode"
+	"github.com/capbridge/capbridge/internal/mcpserver"
+	"github.com/capbridge/capbridge/jail"
+)
+
+func runMCP(args []string, stdout, stderr io.Writer) int {
+	fs := newCmdFlags("mcp", "capbridge mcp [-c capbridge.toml | --mcp-config EDITOR-CONFIG | --attach CONTROL] [flags]", `
+Serve MCP on stdin and stdout for an MCP host (Claude Code, Claude Desktop,
+VS Code, Cursor, any agent): code mode over every configured server. Its
+tools are search and describe (over the servers' tools) and run, which runs
+a TypeScript or Python program in a jail with the servers' façades
+importable, under a grant for that run alone. The run tool's description
+carries the servers' typed surface.
+
+It boots its own bridge from the usual configuration (or an editor's, as
+serve does), on sockets of its own, or attaches to a running serve through
+its control socket (--attach), so one bridge serves a harness and a host.
+Logs go to stderr. Add it to Claude Code with:
+  claude mcp add capbridge -- capbridge mcp --mcp-config ~/.cursor/mcp.json`)
+	ff := addFrontFlags(fs)
+	budget := fs.Int("description-budget", codemode.DefaultDescriptionBudget, "bytes of the run tool's description that may carry the servers' surfaces")
+	pos, code, ok := fs.parse(args, stdout, stderr)
+	if !ok {
+		return code
+	}
+	if len(pos) != 0 {
+		return fs.usageError(stderr, "unexpected argument %q", pos[0])
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	f, code := ff.start(ctx, stderr)
+	if f == nil {
+		return code
+	}
+	defer f.close()
+	tools, err := f.runner.Tools(ctx, *budget)
+	if err != nil {
+		f.log.Error().Err(err).Msg("cannot describe the tools")
+		return exitError
+	}
+	srv := &mcpserver.Server{Name: "capbridge", Version: version(), Tools: tools,
+		Instructions: "Code mode over MCP servers: write a program that calls their tools as typed functions and run it with the run tool; search and describe show what it can call."}
+	f.log.Info().Strs("languages", f.runner.Languages()).Msg("serving MCP on stdio")
+	if err := srv.Serve(ctx, os.Stdin, stdout); err != nil {
+		f.log.Error().Err(err).Msg("the MCP session ended")
+		return exitError
+	}
+	return exitOK
+}
+
+// frontFlags are what mcp and run share: where the bridge comes from, and
+// how programs run.
+type frontFlags struct {
+	cfgPath, mcpConfig, workspace, attach string
+	strict                                bool
+	servers, languages                    string
+	tsClient, pyClient, node, python      string
+	timeout, maxTimeout                   time.Duration
+	wrap                                  string
+}
+
+func addFrontFlags(fs *cmdFlags) *frontFlags {
+	f := &frontFlags{}
+	fs.StringVar(&f.cfgPath, "c", "", "capbridge.toml whose servers to serve (default: none, which serves the built-in demo server)")
+	fs.StringVar(&f.mcpConfig, "mcp-config", "", "an editor's MCP config whose stdio servers to serve (as serve takes it)")
+	fs.StringVar(&f.workspace, "workspace", "", "what ${workspaceFolder} expands to in --mcp-config")
+	fs.BoolVar(&f.strict, "strict", false, "make configuration warnings errors")
+	fs.StringVar(&f.attach, "attach", "", "use the running capbridge serve whose control socket this is, instead of booting a bridge")
+	fs.StringVar(&f.servers, "servers", "", "comma-separated servers a program may reach (default: all)")
+	fs.StringVar(&f.languages, "languages", "", "comma-separated languages offered, the first being the surface's (default: typescript,python, those that can run here)")
+	fs.StringVar(&f.tsClient, "ts-client", os.Getenv("CAPBRIDGE_TS_CLIENT"), "the TypeScript client's package directory, capwire/ts with `npm ci` run in it (default $CAPBRIDGE_TS_CLIENT, else ./capwire/ts)")
+	fs.StringVar(&f.pyClient, "py-client", os.Getenv("CAPBRIDGE_PY_CLIENT"), "the Python client's directory, capwire/python (default $CAPBRIDGE_PY_CLIENT, else ./capwire/python)")
+	fs.StringVar(&f.node, "node", "", "the node binary (default: node on PATH)")
+	fs.StringVar(&f.python, "python", "", "the python3 binary (default: /usr/bin/python3, else python3 on PATH)")
+	fs.DurationVar(&f.timeout, "timeout", codemode.DefaultTimeout, "a run's default wall clock")
+	fs.DurationVar(&f.maxTimeout, "max-timeout", codemode.MaxTimeout, "the longest wall clock a run may ask for")
+	fs.StringVar(&f.wrap, "wrap", "", "run programs under this jail command instead of the built-in jail (space-separated; see docs/jail.md)")
+	return f
+}
+
+// front is a running code-mode front: its bridge (unless attached) and
+// its runner.
+type front struct {
+	log    zerolog.Logger
+	runner *codemode.Runner
+	b      *bridge.Bridge
+	served chan struct{}
+	dir    string
+	grace  time.Duration
+}
+
+func (f *front) close() {
+	if f.b != nil {
+		if err := f.b.Shutdown(f.grace); err != nil {
+			f.log.Error().Err(err).Msg("shutdown could not confirm every server's exit")
+		}
+		<-f.served
+		os.RemoveAll(f.dir)
+	}
+}
+
+// start boots (or attaches to) the bridge and prepares the runner. It
+// returns nil and the exit status on failure, which it has logged.
+func (ff *frontFlags) start(ctx context.Context, stderr io.Writer) (*front, int) {
+	log := zerolog.New(stderr).With().Timestamp().Logger()
+	f := &front{log: log}
+	jc := &jail.Config{}
+	if ff.wrap != "" {
+		jc.Wrap = strings.Fields(ff.wrap)
+		jc.Transformer = codemode.StripTypes
+	}
+	control := ff.attach
+	if control == "" {
+		cfg, demo, warnings, err := loadServeConfig(ff.cfgPath, ff.mcpConfig, config.EditorOptions{Workspace: ff.workspace, Strict: ff.strict})
+		if err != nil {
+			fmt.Fprintln(stderr, err)
+			return nil, exitConfig
+		}
+		for _, w := range warnings {
+			log.Warn().Str("file", w.File).Int("line", w.Line).Str("key", w.Key).Str("fix", w.Fix).Msg(w.Msg)
+		}
+		// Sockets of its own, so it never meets a serve on the configured
+		// paths. Under root the jail runs as another uid (jail.Config.UID),
+		// which must be able to connect.
+		dir := filepath.Join(os.TempDir(), "capbridge-mcp-"+strconv.Itoa(os.Getuid())+"-"+strconv.Itoa(os.Getpid()))
+		cfg.Bridge.CallSocket = filepath.Join(dir, "call.sock")
+		cfg.Bridge.ControlSocket = filepath.Join(dir, "control.sock")
+		if os.Getuid() == 0 {
+			cfg.Bridge.CallSocketMode = 0o666
+			cfg.Bridge.AllowedUIDs = []uint32{0, 65534}
+		}
+		if demo {
+			log.Info().Msg("no config given: serving the built-in demo server")
+		}
+		f.b = bridge.New(bridge.Options{Config: cfg, Log: log, Audit: log.With().Str("log", "audit").Logger(), ClientVersion: version()})
+		f.dir, f.grace = dir, cfg.Bridge.ShutdownGrace
+		if err := f.b.Listen(); err != nil {
+			log.Error().Err(err).Msg("cannot open the sockets")
+			_ = f.b.Shutdown(0)
+			return nil, exitBoot
+		}
+		f.served = make(chan struct{})
+		go func() { f.b.Serve(); close(f.served) }()
+		for _, o := range f.b.Boot(ctx) {
+			if o.State != bridge.StateReady {
+				log.Error().Str("server", o.Name).Stringer("state", o.State).Str("reason", o.Reason).Str("stderr_tail", o.StderrTail).Msg("server did not boot")
+			}
+		}
+		control = cfg.Bridge.ControlSocket
+	}
+	cfg := codemode.Config{Control: control, Jail: jc, Node: ff.node, Python: ff.python,
+		TSClient: orCwd(ff.tsClient, "capwire/ts"), PyClient: orCwd(ff.pyClient, "capwire/python"),
+		DefaultTimeout: ff.timeout, MaxTimeout: ff.maxTimeout}
+	if ff.servers != "" {
+		cfg.Servers = strings.Split(ff.servers, ",")
+	}
+	if ff.languages != "" {
+		cfg.Languages = strings.Split(ff.languages, ",")
+	}
+	r, err := codemode.New(cfg)
+	if err != nil {
+		log.Error().Err(err).Msg("cannot run programs")
+		f.close()
+		return nil, exitConfig
+	}
+	f.runner = r
+	return f, exitOK
+}
+
+// orCwd is path, or rel under the working directory when path is empty.
+func orCwd(path, rel string) string {
+	if path != "" {
+		return path
+	}
+	wd, err := os.Getwd()
+	if err != nil {
+		return rel
+	}
+	return filepath.Join(wd, rel)
+}

@@ -1,0 +1,387 @@
+// Package mcpserver implements the server side of MCP for a tools-only
+// server over stdio: the initialize handshake of the four legacy revisions
+// and the stateless 2026-07-28 revision (server/discover, versions carried
+// in each request's _meta), tools/list, tools/call run concurrently and
+// bounded, notifications/cancelled ending a call's context, and
+// notifications/progress for a call that asked for it. It is what
+// `capbridge mcp` speaks to an MCP host.
+package mcpserver
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"sync"
+
+	"github.com/capbridge/capbridge/internal/bound"
+)
+
+// Revisions this server speaks: the legacy ones (initialize), newest
+// first, and the stateless one.
+var (
+	legacyVersions = []string{"2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"}
+	modernVersion  = "2026-07-28"
+)
+
+// Bounds.
+const (
+	maxLine     = bound.MaxMessage // one JSON-RPC message
+	maxInFlight = 32               // tools/call running at once; more are refused
+)
+
+// JSON-RPC error codes (MCP's schema).
+const (
+	codeParse          = -32700
+	codeInvalidRequest = -32600
+	codeNoMethod       = -32601
+	codeInvalidParams  = -32602
+	codeInternal       = -32603
+	codeUnsupportedVer = -32022
+)
+
+// Tool is one tool the server offers.
+type Tool struct {
+	Name        string
+	Title       string
+	Description string
+	InputSchema json.RawMessage
+	ReadOnly    bool // annotations.readOnlyHint
+	// Call runs the tool. args is the arguments object ({} when none were
+	// sent). progress reports how far it got, and does nothing unless the
+	// caller asked for progress. ctx ends when the caller cancels. A
+	// returned error is a protocol error (invalid params); a failure of
+	// the tool itself is a Result with IsError.
+	Call func(ctx context.Context, args json.RawMessage, progress Progress) (*Result, error)
+}
+
+// Progress reports a call's progress: progress must grow from one report
+// to the next; total is 0 when unknown.
+type Progress func(progress, total float64, message string)
+
+// Result is a tool's result.
+type Result struct {
+	Text       string
+	Structured any // structuredContent, when not nil
+	IsError    bool
+}
+
+// Server serves its tools to one client at a time per Serve call. Its
+// fields must not change once Serve is called.
+type Server struct {
+	Name, Version, Instructions string
+	Tools                       []Tool
+}
+
+// ErrBadParams marks a Call error to be answered as invalid params.
+var ErrBadParams = errors.New("mcpserver: invalid params")
+
+// Serve speaks MCP over r and w (newline-delimited JSON-RPC, as the stdio
+// transport says) until r ends or ctx does. Calls still running then are
+// cancelled and waited for. It returns nil when r ended cleanly.
+func (s *Server) Serve(ctx context.Context, r io.Reader, w io.Writer) error {
+	ctx, cancel := context.WithCancel(ctx)
+	c := &conn{srv: s, w: w, inflight: map[string]context.CancelFunc{}}
+	defer func() {
+		cancel()
+		c.wg.Wait()
+	}()
+	br := bufio.NewReaderSize(r, 64<<10)
+	for {
+		line, err := readLine(br)
+		if len(line) > 0 {
+			c.handle(ctx, line)
+		}
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if ctx.Err() != nil {
+			return nil
+		}
+	}
+}
+
+// readLine reads one line, at most maxLine bytes; a longer one is an
+// error that ends the session (the stream cannot be resynchronised).
+func readLine(br *bufio.Reader) ([]byte, error) {
+	var line []byte
+	for {
+		chunk, err := br.ReadSlice('\n')
+		line = append(line, chunk...)
+		if len(line) > maxLine {
+			return nil, fmt.Errorf("mcpserver: a message longer than %d bytes", maxLine)
+		}
+		if err == bufio.ErrBufferFull {
+			continue
+		}
+		if n := len(line); n > 0 && line[n-1] == '\n' {
+			line = line[:n-1]
+		}
+		return line, err
+	}
+}
+
+// conn is one session's state.
+type conn struct {
+	srv *Server
+	wmu sync.Mutex
+	w   io.Writer
+	wg  sync.WaitGroup
+
+	mu       sync.Mutex
+	inflight map[string]context.CancelFunc // by the JSON of the request id
+}
+
+type request struct {
+	JSONRPC string          `json:"jsonrpc"`
+	ID      json.RawMessage `json:"id"`
+	Method  string          `json:"method"`
+	Params  json.RawMessage `json:"params"`
+}
+
+type meta struct {
+	Meta struct {
+		ProgressToken json.RawMessage `json:"progressToken"`
+		Version       string          `json:"io.modelcontextprotocol/protocolVersion"`
+	} `json:"_meta"`
+}
+
+func (c *conn) handle(ctx context.Context, line []byte) {
+	var req request
+	if err := json.Unmarshal(line, &req); err != nil {
+		if len(line) > 0 && line[0] == '[' {
+			c.writeError(nil, codeInvalidRequest, "batches are not supported")
+			return
+		}
+		c.writeError(nil, codeParse, "parse error: "+err.Error())
+		return
+	}
+	if req.JSONRPC != "2.0" || req.Method == "" {
+		if len(req.ID) > 0 && req.Method == "" {
+			return // a response: this server sends no requests, so none is awaited
+		}
+		c.writeError(req.ID, codeInvalidRequest, "not a JSON-RPC 2.0 request")
+		return
+	}
+	var m meta
+	_ = json.Unmarshal(req.Params, &m)
+	modern := m.Meta.Version != ""
+	if len(req.ID) == 0 || string(req.ID) == "null" {
+		c.notification(req)
+		return
+	}
+	if modern && m.Meta.Version != modernVersion {
+		c.writeErrorData(req.ID, codeUnsupportedVer, "Unsupported protocol version",
+			map[string]any{"supported": []string{modernVersion}, "requested": m.Meta.Version})
+		return
+	}
+	switch req.Method {
+	case "initialize":
+		c.initialize(req)
+	case "server/discover":
+		c.writeResult(req.ID, true, map[string]any{
+			"supportedVersions": append([]string{modernVersion}, legacyVersions...),
+			"capabilities":      c.capabilities(),
+			"instructions":      c.srv.Instructions,
+			"ttlMs":             0,
+			"cacheScope":        "public",
+		})
+	case "ping":
+		c.writeResult(req.ID, modern, map[string]any{})
+	case "tools/list":
+		c.writeResult(req.ID, modern, c.list(modern))
+	case "tools/call":
+		c.call(ctx, req, m, modern)
+	default:
+		c.writeError(req.ID, codeNoMethod, "method not found: "+req.Method)
+	}
+}
+
+func (c *conn) capabilities() map[string]any {
+	return map[string]any{"tools": map[string]any{"listChanged": false}}
+}
+
+func (c *conn) initialize(req request) {
+	var p struct {
+		ProtocolVersion string `json:"protocolVersion"`
+	}
+	_ = json.Unmarshal(req.Params, &p)
+	v := legacyVersions[0]
+	if slices.Contains(legacyVersions, p.ProtocolVersion) {
+		v = p.ProtocolVersion
+	}
+	res := map[string]any{
+		"protocolVersion": v,
+		"capabilities":    c.capabilities(),
+		"serverInfo":      map[string]any{"name": c.srv.Name, "version": c.srv.Version},
+	}
+	if c.srv.Instructions != "" {
+		res["instructions"] = c.srv.Instructions
+	}
+	c.writeResult(req.ID, false, res)
+}
+
+func (c *conn) list(modern bool) map[string]any {
+	tools := make([]map[string]any, 0, len(c.srv.Tools))
+	for _, t := range c.srv.Tools {
+		e := map[string]any{"name": t.Name, "description": t.Description, "inputSchema": t.InputSchema}
+		if t.Title != "" {
+			e["title"] = t.Title
+		}
+		e["annotations"] = map[string]any{"readOnlyHint": t.ReadOnly, "openWorldHint": false}
+		tools = append(tools, e)
+	}
+	out := map[string]any{"tools": tools}
+	if modern {
+		out["ttlMs"], out["cacheScope"] = 0, "public"
+	}
+	return out
+}
+
+func (c *conn) notification(req request) {
+	if req.Method != "notifications/cancelled" {
+		return // initialized, and anything else, needs no answer
+	}
+	var p struct {
+		RequestID json.RawMessage `json:"requestId"`
+	}
+	if json.Unmarshal(req.Params, &p) != nil {
+		return
+	}
+	c.mu.Lock()
+	cancel := c.inflight[string(p.RequestID)]
+	c.mu.Unlock()
+	if cancel != nil {
+		cancel()
+	}
+}
+
+func (c *conn) call(ctx context.Context, req request, m meta, modern bool) {
+	var p struct {
+		Name      string          `json:"name"`
+		Arguments json.RawMessage `json:"arguments"`
+	}
+	if err := json.Unmarshal(req.Params, &p); err != nil {
+		c.writeError(req.ID, codeInvalidParams, "tools/call params: "+err.Error())
+		return
+	}
+	var tool *Tool
+	for i := range c.srv.Tools {
+		if c.srv.Tools[i].Name == p.Name {
+			tool = &c.srv.Tools[i]
+		}
+	}
+	if tool == nil {
+		c.writeError(req.ID, codeInvalidParams, "unknown tool: "+p.Name)
+		return
+	}
+	args := p.Arguments
+	if len(args) == 0 || string(args) == "null" {
+		args = json.RawMessage("{}")
+	}
+	key := string(req.ID)
+	callCtx, cancel := context.WithCancel(ctx)
+	c.mu.Lock()
+	_, dup := c.inflight[key]
+	full := len(c.inflight) >= maxInFlight
+	if !dup && !full {
+		c.inflight[key] = cancel
+	}
+	c.mu.Unlock()
+	switch {
+	case dup:
+		cancel()
+		c.writeError(req.ID, codeInvalidRequest, "a request with this id is still in flight")
+		return
+	case full:
+		cancel()
+		c.writeError(req.ID, codeInternal, fmt.Sprintf("%d calls are running already; try again when one ends", maxInFlight))
+		return
+	}
+	progress := func(float64, float64, string) {}
+	if tok := m.Meta.ProgressToken; len(tok) > 0 && string(tok) != "null" {
+		var pmu sync.Mutex
+		progress = func(done, total float64, msg string) {
+			pmu.Lock()
+			defer pmu.Unlock()
+			if callCtx.Err() != nil {
+				return
+			}
+			params := map[string]any{"progressToken": tok, "progress": done}
+			if total > 0 {
+				params["total"] = total
+			}
+			if msg != "" {
+				params["message"] = msg
+			}
+			c.write(map[string]any{"jsonrpc": "2.0", "method": "notifications/progress", "params": params})
+		}
+	}
+	c.wg.Go(func() {
+		defer cancel()
+		res, err := tool.Call(callCtx, args, progress)
+		c.mu.Lock()
+		delete(c.inflight, key)
+		c.mu.Unlock()
+		if callCtx.Err() != nil && ctx.Err() == nil {
+			// Cancelled: the receiver SHOULD not respond (MCP,
+			// "Cancellation").
+			return
+		}
+		if err != nil {
+			code := codeInternal
+			if errors.Is(err, ErrBadParams) {
+				code = codeInvalidParams
+			}
+			c.writeError(req.ID, code, err.Error())
+			return
+		}
+		out := map[string]any{"content": []any{map[string]any{"type": "text", "text": res.Text}}, "isError": res.IsError}
+		if res.Structured != nil {
+			out["structuredContent"] = res.Structured
+		}
+		c.writeResult(req.ID, modern, out)
+	})
+}
+
+func (c *conn) writeResult(id json.RawMessage, modern bool, result map[string]any) {
+	if modern {
+		result["resultType"] = "complete"
+		result["_meta"] = map[string]any{"io.modelcontextprotocol/serverInfo": map[string]any{"name": c.srv.Name, "version": c.srv.Version}}
+	}
+	c.write(map[string]any{"jsonrpc": "2.0", "id": id, "result": result})
+}
+
+func (c *conn) writeError(id json.RawMessage, code int, msg string) {
+	c.writeErrorData(id, code, msg, nil)
+}
+
+func (c *conn) writeErrorData(id json.RawMessage, code int, msg string, data any) {
+	e := map[string]any{"code": code, "message": msg}
+	if data != nil {
+		e["data"] = data
+	}
+	if len(id) == 0 {
+		id = json.RawMessage("null")
+	}
+	c.write(map[string]any{"jsonrpc": "2.0", "id": id, "error": e})
+}
+
+// write sends one message on its own line. A write error is left for the
+// reader to see as the session's end.
+func (c *conn) write(msg any) {
+	b, err := json.Marshal(msg)
+	if err != nil {
+		b, _ = json.Marshal(map[string]any{"jsonrpc": "2.0", "id": nil, "error": map[string]any{"code": codeInternal, "message": "encoding a reply: " + err.Error()}})
+	}
+	b = append(b, '\n')
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	_, _ = c.w.Write(b)
+}
