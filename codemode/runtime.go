@@ -116,7 +116,7 @@ func resolvePython(cfg *Config) (*runtimeInfo, error) {
 	return &runtimeInfo{lang: Python, codegenLang: "python", facadeExt: ".py",
 		argv:  []string{py, "-I", "-S", "-B", "/capbridge/runner.py"},
 		binds: binds, files: []jail.File{{Path: "/capbridge/runner.py", Data: runnerPy}},
-		env:   []string{"PYTHONDONTWRITEBYTECODE=1", "PYTHONIOENCODING=utf-8"}}, nil
+		env: []string{"PYTHONDONTWRITEBYTECODE=1", "PYTHONIOENCODING=utf-8"}}, nil
 }
 
 // program lays out one run of code with its façades.
