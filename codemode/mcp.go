@@ -127,7 +127,7 @@ func example(lang, module, surface string) string {
 		}
 		return importLine(lang, module) + "\n" +
 			"const r = await " + module + "." + fn + "(" + args + "); // a rejection is a refusal (capwire.DeniedError)\n" +
-			"if (r.isError) throw new Error(r.text()); // the tool ran and failed\n" +
+			"if (r.is_error) throw new Error(r.text()); // the tool ran and failed\n" +
 			"console.log(r.text());\n" +
 			"export default r.structured ?? r.text(); // returned as the run's result"
 	case Python:
@@ -165,7 +165,7 @@ func (r *Runner) runDescription(ctx context.Context, offered []string, budget in
 		switch l {
 		case TypeScript:
 			b.WriteString("TypeScript (Node, ES module, top-level await): import a server as " + importLine(l, "SERVER") +
-				" Calls return a Result: r.text(), r.structured, r.isError. Return a value with `export default value;`.\n")
+				" Calls return a Result: r.text(), r.structured, r.is_error. Return a value with `export default value;`.\n")
 		case Python:
 			b.WriteString("Python 3 (top-level await works): import a server as `" + importLine(l, "SERVER") +
 				"`. Calls are async, keyword-only, and return a Result: r.text(), r.structured, r.is_error. " +
