@@ -167,8 +167,10 @@ func build(sp *spec) error {
 // sealRoot makes the root and /dev read-only, once the transforms have
 // written their output, and enters the program's directory.
 func sealRoot(sp *spec) error {
+	// Only these mounts themselves: /tmp, /proc and the binds below them
+	// keep their own flags.
 	for _, p := range []string{"/", "/dev"} {
-		if err := remountRO(p); err != nil {
+		if err := remountRO(p, false); err != nil {
 			return err
 		}
 	}
@@ -247,17 +249,20 @@ func bindHost(src, dst string, writable, optional bool) error {
 	if writable {
 		return nil
 	}
-	return remountRO(target)
+	return remountRO(target, true)
 }
 
-// remountRO makes the mount at path and every mount below it read-only,
-// nosuid and nodev where it was, keeping the flags the kernel locked when
-// the mount came from a more privileged namespace (a remount that dropped
-// one would be refused).
-func remountRO(path string) error {
-	mounts, err := mountsUnder(path)
-	if err != nil {
-		return err
+// remountRO makes the mount at path (and, when below, every mount below
+// it) read-only and nosuid, keeping the flags the kernel locked when the
+// mount came from a more privileged namespace (a remount that dropped one
+// would be refused).
+func remountRO(path string, below bool) error {
+	mounts := []string{path}
+	if below {
+		var err error
+		if mounts, err = mountsUnder(path); err != nil {
+			return err
+		}
 	}
 	for _, m := range mounts {
 		var st unix.Statfs_t

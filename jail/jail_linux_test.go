@@ -2,16 +2,21 @@ package jail
 
 import (
 	"context"
-	"os"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/capbridge/capbridge/internal/testkit/leakcheck"
 )
 
 func TestMain(m *testing.M) {
 	MaybeInit(nil)
-	os.Exit(m.Run())
+	leakcheck.Main(m)
 }
 
+// A program sees its files, its own root and nothing else, runs as
+// root of its own user namespace with no capability, under
+// no_new_privs and the seccomp filter, and returns a result on fd 4.
 func TestSmoke(t *testing.T) {
 	var c Config
 	out, err := c.Run(context.Background(), &Program{
@@ -23,5 +28,12 @@ func TestSmoke(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("%+v\nstdout:\n%s\nstderr:\n%s\nresult: %s", out, out.Stdout, out.Stderr, out.Result)
+	for _, want := range []string{"hi\n", "file content", "CapEff:\t0000000000000000", "CapBnd:\t0000000000000000", "NoNewPrivs:\t1", "Seccomp:\t2"} {
+		if !strings.Contains(string(out.Stdout), want) {
+			t.Errorf("stdout lacks %q:\n%s", want, out.Stdout)
+		}
+	}
+	if string(out.Result) != "{\"a\":1}\n" || string(out.Stderr) != "err\n" || out.ExitCode != 0 {
+		t.Errorf("outcome %+v", out)
+	}
 }

@@ -1,0 +1,312 @@
+package jail
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/capbridge/capbridge/internal/testkit/leakcheck"
+)
+
+// The escape tests: each program tries to break one of docs/jail.md's
+// promises and must fail cleanly, with the host untouched. They need
+// unprivileged user namespaces, which the CI machine has; where a kernel
+// refuses them the tests skip, naming why.
+
+const python = "/usr/bin/python3"
+
+// needJail skips when this machine cannot build a jail or lacks python3.
+func needJail(t *testing.T) {
+	t.Helper()
+	if _, err := os.Stat(python); err != nil {
+		t.Skipf("no %s for the escape programs", python)
+	}
+	var c Config
+	_, err := c.Run(context.Background(), &Program{Argv: []string{"/bin/true"}, WallClock: 30 * time.Second})
+	if err != nil {
+		t.Skipf("this machine cannot build the jail (unprivileged user namespaces disabled?): %v", err)
+	}
+}
+
+// runPy runs a Python program in a jail of c and returns the outcome.
+func runPy(t *testing.T, c *Config, code string, wall time.Duration, p *Program) *Outcome {
+	t.Helper()
+	if p == nil {
+		p = &Program{}
+	}
+	p.Argv = []string{python, "-I", "-S", "-c", code}
+	p.Env = []string{"PATH=/usr/bin:/bin"}
+	p.WallClock = wall
+	out, err := c.Run(context.Background(), p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func TestEscapeNetwork(t *testing.T) {
+	defer leakcheck.Check(t)()
+	needJail(t)
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	accepted := make(chan struct{}, 1)
+	go func() {
+		if c, err := l.Accept(); err == nil {
+			c.Close()
+			accepted <- struct{}{}
+		}
+	}()
+	port := l.Addr().(*net.TCPAddr).Port
+	var c Config
+	out := runPy(t, &c, fmt.Sprintf(`
+import socket
+for addr in [("127.0.0.1", %d), ("10.0.0.1", 80)]:
+    try:
+        socket.create_connection(addr, timeout=2)
+        print("connected", addr)
+    except OSError as e:
+        print("refused", addr, e.errno)
+`, port), 20*time.Second, nil)
+	if strings.Contains(string(out.Stdout), "connected") || strings.Count(string(out.Stdout), "refused") != 2 {
+		t.Fatalf("the jail reached the network:\n%s%s", out.Stdout, out.Stderr)
+	}
+	select {
+	case <-accepted:
+		t.Fatal("the host's listener accepted a connection from the jail")
+	default:
+	}
+}
+
+func TestEscapeFiles(t *testing.T) {
+	defer leakcheck.Check(t)()
+	needJail(t)
+	host := t.TempDir()
+	secrets := map[string]string{"capbridge.toml": "[bridge]\n", "token": "cbt1.secret", "control.sock": ""}
+	var paths []string
+	for name, data := range secrets {
+		p := filepath.Join(host, name)
+		if err := os.WriteFile(p, []byte(data), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		paths = append(paths, p)
+	}
+	home, _ := os.UserHomeDir()
+	paths = append(paths, "/etc/shadow", "/etc/passwd", filepath.Join(home, ".bashrc"), "/root", "/home")
+	list, _ := json.Marshal(paths)
+	var c Config
+	out := runPy(t, &c, `
+import json, os
+for p in json.loads(`+strconv.Quote(string(list))+`):
+    try:
+        open(p).read() if not os.path.isdir(p) else os.listdir(p)
+        print("read", p)
+    except OSError as e:
+        print("refused", p, e.strerror)
+for p in ["/work/x", "/usr/x", "/etc/x", "/x", "/dev/x", "/proc/x"]:
+    try:
+        open(p, "w").write("x")
+        print("wrote", p)
+    except OSError as e:
+        print("refused", p, e.strerror)
+open("/tmp/ok", "w").write("x")
+print("tmp ok")
+`, 20*time.Second, &Program{Files: []File{{Path: "/work/given", Data: []byte("x")}}})
+	text := string(out.Stdout)
+	if strings.Contains(text, "read ") || strings.Contains(text, "wrote ") || !strings.Contains(text, "tmp ok") {
+		t.Fatalf("the jail read or wrote outside its view:\n%s%s", out.Stdout, out.Stderr)
+	}
+	if n := strings.Count(text, "refused"); n != len(paths)+6 {
+		t.Fatalf("%d refusals, want %d:\n%s%s", n, len(paths)+6, out.Stdout, out.Stderr)
+	}
+}
+
+func TestEscapeLimits(t *testing.T) {
+	defer leakcheck.Check(t)()
+	needJail(t)
+	c := Config{TmpSize: 16 << 20, Limits: Limits{AddressSpace: 1 << 30, Procs: 32}}
+	t.Run("memory", func(t *testing.T) {
+		out := runPy(t, &c, "b = bytearray(2 << 30)\nprint('allocated')", 20*time.Second, nil)
+		if out.ExitCode == 0 || !strings.Contains(string(out.Stderr), "MemoryError") {
+			t.Fatalf("allocating past the limit: %+v\n%s", out, out.Stderr)
+		}
+	})
+	t.Run("tmpfs", func(t *testing.T) {
+		out := runPy(t, &c, `
+try:
+    with open("/tmp/fill", "wb") as f:
+        for _ in range(64):
+            f.write(b"x" * (1 << 20))
+    print("filled")
+except OSError as e:
+    print("full", e.strerror)
+`, 20*time.Second, nil)
+		if !strings.Contains(string(out.Stdout), "full No space left on device") {
+			t.Fatalf("filling the tmpfs: %s%s", out.Stdout, out.Stderr)
+		}
+	})
+	t.Run("fork bomb", func(t *testing.T) {
+		out := runPy(t, &c, `
+import os, sys
+n = 0
+try:
+    while True:
+        if os.fork() == 0:
+            import time
+            time.sleep(60)
+            os._exit(0)
+        n += 1
+except OSError as e:
+    print("stopped after", n, e.strerror)
+`, 20*time.Second, nil)
+		if !strings.Contains(string(out.Stdout), "stopped after") || out.Ended != EndedExit {
+			t.Fatalf("a fork bomb: %+v\n%s%s", out, out.Stdout, out.Stderr)
+		}
+	})
+	t.Run("wall clock", func(t *testing.T) {
+		out := runPy(t, &c, "import time\ntime.sleep(600)", 500*time.Millisecond, nil)
+		if out.Ended != EndedWallClock || out.Signal == "" {
+			t.Fatalf("running past the wall clock: %+v", out)
+		}
+	})
+	t.Run("output", func(t *testing.T) {
+		out := runPy(t, &c, "import sys\nwhile True: sys.stdout.write('x' * 65536)", 60*time.Second, &Program{MaxOutput: 4 << 20})
+		if out.Ended != EndedOutput || int64(len(out.Stdout)) != DefaultMaxStdout {
+			t.Fatalf("printing without end: ended %s, kept %d bytes of %d", out.Ended, len(out.Stdout), out.StdoutBytes)
+		}
+	})
+}
+
+// Nothing a program starts outlives its run: a daemon that left its
+// session and process group is gone when the run returns.
+func TestEscapeSurvivor(t *testing.T) {
+	defer leakcheck.Check(t)()
+	needJail(t)
+	marker := fmt.Sprintf("%d.%d", os.Getpid(), time.Now().UnixNano()%1e6)
+	var c Config
+	out := runPy(t, &c, `
+import os, time
+if os.fork() == 0:
+    os.setsid()
+    if os.fork() == 0:
+        os.execv("/bin/sleep", ["sleep", "`+marker+`"])
+    os._exit(0)
+time.sleep(0.2)
+print("left a daemon")
+`, 20*time.Second, nil)
+	if !strings.Contains(string(out.Stdout), "left a daemon") {
+		t.Fatalf("the program did not run: %s%s", out.Stdout, out.Stderr)
+	}
+	procs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
+	for _, p := range procs {
+		if b, err := os.ReadFile(p); err == nil && strings.Contains(string(b), marker) {
+			t.Fatalf("a process the run started survived it: %s %q", p, b)
+		}
+	}
+}
+
+// A program cannot trace or signal a process outside its jail: none is
+// visible, and ptrace is refused even for its own.
+func TestEscapeProcesses(t *testing.T) {
+	defer leakcheck.Check(t)()
+	needJail(t)
+	victim := exec.Command("/bin/sleep", "600")
+	if err := victim.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = victim.Process.Kill(); _ = victim.Wait() }()
+	var c Config
+	out := runPy(t, &c, fmt.Sprintf(`
+import ctypes, os, signal
+libc = ctypes.CDLL(None, use_errno=True)
+for pid in [%d, %d, 1]:
+    r = libc.ptrace(16, pid, 0, 0)
+    print("ptrace", pid, r, os.strerror(ctypes.get_errno()))
+for pid in [%d, %d]:
+    try:
+        os.kill(pid, signal.SIGKILL)
+        print("killed", pid)
+    except OSError as e:
+        print("kill refused", pid, e.strerror)
+print("pids", sorted(int(p) for p in os.listdir("/proc") if p.isdigit()))
+`, os.Getpid(), victim.Process.Pid, os.Getpid(), victim.Process.Pid), 20*time.Second, nil)
+	text := string(out.Stdout)
+	if strings.Contains(text, "killed") || strings.Count(text, " -1 ") != 3 || strings.Count(text, "kill refused") != 2 {
+		t.Fatalf("the jail reached a process outside it:\n%s%s", out.Stdout, out.Stderr)
+	}
+	if !strings.Contains(text, "pids [1]") {
+		t.Errorf("the jail sees processes other than its own: %s", text)
+	}
+	if err := victim.Process.Signal(syscall.Signal(0)); err != nil {
+		t.Fatalf("the host's process is gone: %v", err)
+	}
+}
+
+// The jail is built without root: a process running as nobody builds one.
+func TestJailUnprivileged(t *testing.T) {
+	defer leakcheck.Check(t)()
+	needJail(t)
+	if os.Getuid() != 0 {
+		t.Skip("runs as root to drop to nobody; as this user, every other test already builds the jail without root")
+	}
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	for _, d := range []string{filepath.Dir(dir), dir} {
+		if err := os.Chmod(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	bin := filepath.Join(dir, "jail.test")
+	src, err := os.Open(self)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dst, err := os.OpenFile(bin, os.O_CREATE|os.O_WRONLY, 0o755)
+	if err == nil {
+		_, err = io.Copy(dst, src)
+		dst.Close()
+	}
+	src.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, "-test.run=^TestJailHelper$", "-test.v")
+	cmd.Env = []string{"CAPBRIDGE_JAIL_HELPER=1"}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+	out, err := cmd.CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "helper: uid=0 in jail") {
+		t.Fatalf("as nobody: %v\n%s", err, out)
+	}
+}
+
+// TestJailHelper is TestJailUnprivileged's other half, run as nobody.
+func TestJailHelper(t *testing.T) {
+	if os.Getenv("CAPBRIDGE_JAIL_HELPER") == "" {
+		t.Skip("the unprivileged half of TestJailUnprivileged")
+	}
+	var c Config
+	out, err := c.Run(context.Background(), &Program{Argv: []string{"/bin/sh", "-c", "echo uid=$(id -u) in jail; touch /usr/x 2>/dev/null && echo wrote"},
+		WallClock: 20 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(out.Stdout), "wrote") {
+		t.Fatal("wrote to /usr")
+	}
+	fmt.Printf("helper: %s (host uid %d)\n", strings.TrimSpace(string(out.Stdout)), os.Getuid())
+}
