@@ -1,0 +1,159 @@
+package mcpserver
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"io"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/capbridge/capbridge/internal/testkit/leakcheck"
+)
+
+func TestMain(m *testing.M) { leakcheck.Main(m) }
+
+// testServer has an echo tool and a tool that runs until cancelled,
+// reporting progress once it starts.
+func testServer(started chan<- struct{}) *Server {
+	return &Server{Name: "t", Version: "1", Tools: []Tool{
+		{Name: "echo", InputSchema: json.RawMessage(`{"type":"object"}`), Call: func(_ context.Context, args json.RawMessage, _ Progress) (*Result, error) {
+			return &Result{Text: string(args)}, nil
+		}},
+		{Name: "block", InputSchema: json.RawMessage(`{"type":"object"}`), Call: func(ctx context.Context, _ json.RawMessage, p Progress) (*Result, error) {
+			p(1, 2, "started")
+			started <- struct{}{}
+			<-ctx.Done()
+			return &Result{Text: "cancelled"}, nil
+		}},
+	}}
+}
+
+// session runs Serve over pipes and returns a function that sends one
+// line and one that reads the next message.
+func session(t *testing.T, s *Server) (send func(string), next func() map[string]any, done func()) {
+	inR, inW := io.Pipe()
+	outR, outW := io.Pipe()
+	errc := make(chan error, 1)
+	go func() { errc <- s.Serve(context.Background(), inR, outW); outW.Close() }()
+	sc := bufio.NewScanner(outR)
+	sc.Buffer(nil, 1<<20)
+	send = func(line string) {
+		if _, err := io.WriteString(inW, line+"\n"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	next = func() map[string]any {
+		if !sc.Scan() {
+			t.Fatalf("no reply: %v", sc.Err())
+		}
+		var m map[string]any
+		if err := json.Unmarshal(sc.Bytes(), &m); err != nil {
+			t.Fatalf("reply %q: %v", sc.Bytes(), err)
+		}
+		return m
+	}
+	done = func() {
+		inW.Close()
+		go func() { _, _ = io.Copy(io.Discard, outR) }()
+		select {
+		case err := <-errc:
+			if err != nil {
+				t.Fatal(err)
+			}
+		case <-time.After(30 * time.Second):
+			t.Fatal("Serve did not return after its input ended")
+		}
+	}
+	return send, next, done
+}
+
+func TestLegacySession(t *testing.T) {
+	defer leakcheck.Check(t)()
+	started := make(chan struct{}, 1)
+	send, next, done := session(t, testServer(started))
+	defer done()
+	send(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"c","version":"1"}}}`)
+	if r := next()["result"].(map[string]any); r["protocolVersion"] != "2025-06-18" {
+		t.Fatalf("initialize: %v", r)
+	}
+	send(`{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	send(`{"jsonrpc":"2.0","id":2,"method":"tools/list"}`)
+	if tools := next()["result"].(map[string]any)["tools"].([]any); len(tools) != 2 {
+		t.Fatalf("tools/list: %v", tools)
+	}
+	send(`{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"echo","arguments":{"a":1}}}`)
+	if c := next()["result"].(map[string]any)["content"].([]any)[0].(map[string]any); c["text"] != `{"a":1}` {
+		t.Fatalf("echo: %v", c)
+	}
+	// A cancelled call is not answered; the next request is.
+	send(`{"jsonrpc":"2.0","id":"b","method":"tools/call","params":{"name":"block","_meta":{"progressToken":7}}}`)
+	if p := next(); p["method"] != "notifications/progress" || p["params"].(map[string]any)["progressToken"] != float64(7) {
+		t.Fatalf("progress: %v", p)
+	}
+	<-started
+	send(`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":"b"}}`)
+	send(`{"jsonrpc":"2.0","id":4,"method":"ping"}`)
+	if m := next(); m["id"] != float64(4) {
+		t.Fatalf("after a cancelled call, got %v, want the ping's reply", m)
+	}
+	for _, c := range []struct {
+		line string
+		want float64
+	}{
+		{`{"jsonrpc":"2.0","id":5,"method":"resources/list"}`, codeNoMethod},
+		{`{"jsonrpc":"2.0","id":6,"method":"tools/call","params":{"name":"nope"}}`, codeInvalidParams},
+		{`not json`, codeParse},
+		{`[{"jsonrpc":"2.0","id":7,"method":"ping"}]`, codeInvalidRequest},
+	} {
+		send(c.line)
+		m := next()
+		if e, _ := m["error"].(map[string]any); e == nil || e["code"] != c.want {
+			t.Errorf("%s: %v, want error %v", c.line, m, c.want)
+		}
+	}
+}
+
+func jsonOf(v any) string { b, _ := json.Marshal(v); return string(b) }
+
+func TestModernSession(t *testing.T) {
+	defer leakcheck.Check(t)()
+	send, next, done := session(t, testServer(make(chan struct{}, 1)))
+	defer done()
+	const meta = `"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}`
+	send(`{"jsonrpc":"2.0","id":1,"method":"server/discover","params":{` + meta + `}}`)
+	r := next()["result"].(map[string]any)
+	if r["resultType"] != "complete" || !strings.Contains(jsonOf(r["supportedVersions"]), "2026-07-28") {
+		t.Fatalf("discover: %v", r)
+	}
+	send(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"echo","arguments":{},` + meta + `}}`)
+	if r := next()["result"].(map[string]any); r["resultType"] != "complete" {
+		t.Fatalf("call: %v", r)
+	}
+	send(`{"jsonrpc":"2.0","id":3,"method":"tools/list","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2099-01-01"}}}`)
+	if e := next()["error"].(map[string]any); e["code"] != float64(-32022) {
+		t.Fatalf("an unknown version: %v", e)
+	}
+}
+
+// FuzzServe: whatever a host sends, Serve answers or ignores it line by
+// line and returns when the input ends; it never panics.
+func FuzzServe(f *testing.F) {
+	for _, s := range []string{
+		`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18"}}`,
+		`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"echo","arguments":[1]}}`,
+		`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":{}}}`,
+		`{"jsonrpc":"2.0","id":null,"method":"tools/list","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}}`,
+		`[]`, `{"id":1}`, "\x00\xff",
+	} {
+		f.Add(s)
+	}
+	s := &Server{Name: "f", Version: "1", Tools: []Tool{{Name: "echo", InputSchema: json.RawMessage(`{"type":"object"}`),
+		Call: func(_ context.Context, args json.RawMessage, _ Progress) (*Result, error) { return &Result{Text: string(args)}, nil }}}}
+	f.Fuzz(func(t *testing.T, in string) {
+		if err := s.Serve(context.Background(), strings.NewReader(in), io.Discard); err != nil && !strings.Contains(err.Error(), "longer than") {
+			t.Fatal(err)
+		}
+	})
+}
