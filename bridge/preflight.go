@@ -16,6 +16,11 @@ import (
 // asked to serve: another capbridge, most likely. We never steal it.
 var ErrSocketInUse = unixsock.ErrInUse
 
+// ErrSocketUnreachable means a uid in allowed_uids could not connect to
+// the call socket (a directory it may not search, a mode it may not
+// write).
+var ErrSocketUnreachable = unixsock.ErrUnreachable
+
 // PeerCred is the identity the kernel recorded for the process at the
 // other end of a Unix connection when it connected.
 type PeerCred = unixsock.PeerCred
@@ -42,8 +47,16 @@ type SocketCheck struct {
 // ErrSocketInUse, as Listen would find it.
 func (b *Bridge) Preflight() []SocketCheck {
 	call := preflightSocket("call_socket", b.cfg.Bridge.CallSocket)
+	gid := -1
 	if g := b.cfg.Bridge.CallSocketGroup; g != "" && call.Err == nil {
-		_, call.Err = lookupGroup(g)
+		gid, call.Err = lookupGroup(g)
+	}
+	// A harness that jails programs under another uid must reach the
+	// socket from that uid's point of view, not ours.
+	for _, uid := range b.cfg.Bridge.AllowedUIDs {
+		if call.Err == nil && int(uid) != os.Geteuid() {
+			call.Err = unixsock.Reachable(b.cfg.Bridge.CallSocket, b.cfg.Bridge.CallSocketMode, gid, uid)
+		}
 	}
 	return []SocketCheck{call, preflightSocket("control_socket", b.cfg.Bridge.ControlSocket)}
 }

@@ -230,6 +230,8 @@ func (r *doctorReport) sockets(checks []bridge.SocketCheck) {
 			switch {
 			case errors.Is(c.Err, bridge.ErrSocketInUse):
 				fix = "a process (another capbridge?) listens there: stop it, or give this one another " + c.Key
+			case errors.Is(c.Err, bridge.ErrSocketUnreachable):
+				fix = "as the error says: a harness that jails programs under another uid must be able to search every directory on the path and write the socket"
 			case errors.As(c.Err, &unknownGroup):
 				fix = "create the group, or set [bridge] call_socket_group to one that exists"
 			}

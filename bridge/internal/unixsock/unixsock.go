@@ -11,7 +11,9 @@ import (
 	"io/fs"
 	"net"
 	"os"
+	"os/user"
 	"path/filepath"
+	"strconv"
 	"syscall"
 	"time"
 
@@ -261,4 +263,72 @@ func (l *Listener) Close() error {
 	// else) there, it is left alone.
 	_ = clearStale(l.path)
 	return err
+}
+
+// ErrUnreachable means a uid the operator allowed cannot reach the socket:
+// a directory on its path does not let it search, or the socket's mode
+// does not let it write (connect).
+var ErrUnreachable = errors.New("unixsock: an allowed user cannot reach the socket")
+
+// Reachable reports whether uid could connect to a socket Listen makes at
+// path with mode and group gid (-1: ours): every existing directory on
+// the path must let uid search it (a missing one Listen creates with
+// SearchBits(mode)), and mode must let uid write. Root passes everything.
+func Reachable(path string, mode os.FileMode, gid int, uid uint32) error {
+	if uid == 0 {
+		return nil
+	}
+	groups := map[uint32]bool{}
+	if u, err := user.LookupId(strconv.FormatUint(uint64(uid), 10)); err == nil {
+		if ids, err := u.GroupIds(); err == nil {
+			for _, g := range ids {
+				if n, err := strconv.ParseUint(g, 10, 32); err == nil {
+					groups[uint32(n)] = true
+				}
+			}
+		}
+	}
+	// may reports whether uid holds the permission bit perm (4, 2 or 1)
+	// on a file with this owner, group and mode.
+	may := func(owner, group uint32, m os.FileMode, perm os.FileMode) bool {
+		switch {
+		case owner == uid:
+			return m&(perm<<6) != 0
+		case groups[group]:
+			return m&(perm<<3) != 0
+		}
+		return m&perm != 0
+	}
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return err
+	}
+	for d := filepath.Dir(abs); ; d = filepath.Dir(d) {
+		fi, err := os.Stat(d)
+		if err == nil {
+			st, ok := fi.Sys().(*syscall.Stat_t)
+			if ok && !may(st.Uid, st.Gid, fi.Mode().Perm(), 1) {
+				return fmt.Errorf("%w: uid %d may not search %s (mode %04o, owner %d); chmod o+x %s, or choose a socket path it can reach",
+					ErrUnreachable, uid, d, fi.Mode().Perm(), st.Uid, d)
+			}
+		} else if !errors.Is(err, fs.ErrNotExist) {
+			return err
+		} else if SearchBits(mode)&0o001 == 0 && !groups[uint32(sockGroup(gid))] {
+			return fmt.Errorf("%w: uid %d could not search %s, which would be created 0700; let it connect through call_socket_mode", ErrUnreachable, uid, d)
+		}
+		if d == filepath.Dir(d) {
+			break
+		}
+	}
+	if !may(uint32(os.Geteuid()), uint32(sockGroup(gid)), mode, 2) {
+		return fmt.Errorf("%w: call_socket_mode %04o does not let uid %d connect; use \"0666\" with allowed_uids, or \"0660\" with a call_socket_group it is in", ErrUnreachable, mode, uid)
+	}
+	return nil
+}
+
+func sockGroup(gid int) int {
+	if gid < 0 {
+		return os.Getegid()
+	}
+	return gid
 }

@@ -283,3 +283,44 @@ func TestListenSearchableForOthers(t *testing.T) {
 		t.Errorf("existing directory has mode %v, want 0711 (search added, nothing else)", di.Mode().Perm())
 	}
 }
+
+// Reachable answers from the allowed uid's point of view: a directory it
+// may not search, or a mode that does not let it write, is named.
+func TestReachable(t *testing.T) {
+	const other = 65534
+	root := t.TempDir()
+	closed := filepath.Join(root, "closed")
+	open := filepath.Join(root, "open")
+	for d, m := range map[string]os.FileMode{closed: 0o700, open: 0o711} {
+		if err := os.Mkdir(d, m); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chmod(d, m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, d := range []string{filepath.Dir(root), root} {
+		if err := os.Chmod(d, 0o711); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, c := range []struct {
+		path string
+		mode os.FileMode
+		ok   bool
+	}{
+		{filepath.Join(open, "call.sock"), 0o666, true},
+		{filepath.Join(open, "new", "call.sock"), 0o666, true}, // created 0711
+		{filepath.Join(closed, "call.sock"), 0o666, false},     // the directory
+		{filepath.Join(open, "call.sock"), 0o600, false},       // the mode
+		{filepath.Join(open, "new", "call.sock"), 0o600, false},
+	} {
+		err := Reachable(c.path, c.mode, -1, other)
+		if (err == nil) != c.ok || (err != nil && !errors.Is(err, ErrUnreachable)) {
+			t.Errorf("Reachable(%s, %04o) = %v, want ok=%v", c.path, c.mode, err, c.ok)
+		}
+	}
+	if err := Reachable(filepath.Join(closed, "call.sock"), 0o600, -1, 0); err != nil {
+		t.Errorf("root: %v", err)
+	}
+}
