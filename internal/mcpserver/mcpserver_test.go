@@ -150,7 +150,9 @@ func FuzzServe(f *testing.F) {
 		f.Add(s)
 	}
 	s := &Server{Name: "f", Version: "1", Tools: []Tool{{Name: "echo", InputSchema: json.RawMessage(`{"type":"object"}`),
-		Call: func(_ context.Context, args json.RawMessage, _ Progress) (*Result, error) { return &Result{Text: string(args)}, nil }}}}
+		Call: func(_ context.Context, args json.RawMessage, _ Progress) (*Result, error) {
+			return &Result{Text: string(args)}, nil
+		}}}}
 	f.Fuzz(func(t *testing.T, in string) {
 		if err := s.Serve(context.Background(), strings.NewReader(in), io.Discard); err != nil && !strings.Contains(err.Error(), "longer than") {
 			t.Fatal(err)
