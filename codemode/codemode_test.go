@@ -32,7 +32,7 @@ func repo() string {
 // As root, the jail runs as nobody, who reaches the call socket only as a
 // harness configured for another uid would let it: mode 0666 with
 // allowed_uids.
-func newRunner(t *testing.T, tweak func(*Config)) (*Runner, *bridgetest.Server) {
+func newRunner(t testing.TB, tweak func(*Config)) (*Runner, *bridgetest.Server) {
 	t.Helper()
 	argv, env := mcptest.Command(mcptest.Scenario{})
 	srv := bridgetest.NewServer(t, bridgetest.WithServers(bridgetest.Stdio("t", argv, env)), bridgetest.WithConfig(func(c *config.Config) {
