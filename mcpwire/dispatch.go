@@ -110,7 +110,7 @@ func (c *Client) handleServerRequest(m *mcpproto.Message) {
 		line = appendErrorResponse(nil, m.ID.Raw, -32601, "Method not found")
 		c.log.Warn().Str("method", preview(m.Method)).Msg("mcpwire: server request refused (-32601)")
 	}
-	_ = c.w.Write(context.Background(), line, true, false)
+	_ = c.car.send(context.Background(), outbound{}, line)
 }
 
 func (c *Client) handleNotification(m *mcpproto.Message) {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -349,7 +348,7 @@ func (c *Client) listen(ctx context.Context) error {
 	c.mu.Unlock()
 	c.m.subID.Store(id)
 	params := c.metaParams([]byte(`"notifications":{"toolsListChanged":true}`))
-	return c.w.Write(ctx, appendRequest(nil, id, "subscriptions/listen", params), true, false)
+	return c.car.listen(ctx, id, appendRequest(nil, id, "subscriptions/listen", params))
 }
 
 // modernResponse handles the answer to the listen request: the stream's
@@ -482,7 +481,5 @@ func (c *Client) endModern() {
 	if id == 0 || c.Err() != nil {
 		return
 	}
-	p := strconv.AppendInt([]byte(`{"requestId":`), id, 10)
-	p = append(p, `,"reason":"client closing"}`...)
-	_ = c.notify(context.Background(), "notifications/cancelled", p)
+	c.car.unlisten(id)
 }
