@@ -46,6 +46,11 @@ type carrier interface {
 	// notifications/cancelled, over HTTP by closing its response).
 	listen(ctx context.Context, id int64, line []byte) error
 	unlisten(id int64)
+	// negotiated records the revision initialize settled on;
+	// established runs once the handshake is done (the HTTP carrier
+	// opens the GET stream then).
+	negotiated(version string)
+	established()
 	// cancels says whether a call given up on is cancelled with
 	// notifications/cancelled. Over HTTP in the 2026-07-28 era closing
 	// the request's response is the cancellation, and the notification

@@ -183,6 +183,10 @@ type call struct {
 	tool   bool
 	result jsonlex.Value // the result, owned (copied out of the read buffer)
 	err    error
+	// timer ends the call at its idle deadline over a carrier whose
+	// caller does not read through a readside.Side (HTTP); progress
+	// moves it as it moves the Waiter's expiry. Under Client.mu.
+	timer *time.Timer
 }
 
 var callPool = sync.Pool{New: func() any { return new(call) }}
@@ -254,11 +258,19 @@ func (c *Client) handshake(ctx context.Context) error {
 			return err
 		}
 		if isModern {
-			return c.startModern(ctx)
+			if err := c.startModern(ctx); err != nil {
+				return err
+			}
+			c.car.established()
+			return nil
 		}
 	}
 	c.m.era.Store(uint32(EraLegacy))
-	return c.initialize(ctx)
+	if err := c.initialize(ctx); err != nil {
+		return err
+	}
+	c.car.established()
+	return nil
 }
 
 func (c *Client) initialize(ctx context.Context) error {
@@ -285,6 +297,7 @@ func (c *Client) initialize(ctx context.Context) error {
 		return &VersionError{Requested: requestedVersion, Offered: ir.ProtocolVersion}
 	}
 	c.init = ir
+	c.car.negotiated(ir.ProtocolVersion)
 	c.batch.Store(ir.ProtocolVersion == batchVersion)
 	c.log.Info().Str("version", ir.ProtocolVersion).Str("server_name", ir.ServerInfo.Name).Str("server_version", ir.ServerInfo.Version).Msg("mcpwire: initialized")
 	return c.notify(ctx, "notifications/initialized", nil)

@@ -165,6 +165,9 @@ func (c *Client) progress(params []byte) {
 		}
 		if d > 0 {
 			cl.ExpireLocked(time.Now().Add(d), cl.idle/4)
+			if cl.timer != nil {
+				cl.timer.Reset(d)
+			}
 		}
 	}
 	c.mu.Unlock()

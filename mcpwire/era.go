@@ -265,6 +265,15 @@ func (c *Client) probe(ctx context.Context) (bool, error) {
 		return false, nil
 	case errors.As(err, &rpc):
 		return c.probeRefused(rpc)
+	case errors.Is(err, ErrHTTP):
+		// Over HTTP a legacy server refuses the probe with an error
+		// status and no modern JSON-RPC error (the Streamable HTTP
+		// binding's fallback rule).
+		if c.cfg.Era == EraModern {
+			return false, err
+		}
+		c.log.Info().Err(err).Msg("mcpwire: server/discover refused over HTTP; speaking the legacy era")
+		return false, nil
 	default:
 		return false, err // dead, or ctx ended
 	}
