@@ -50,7 +50,7 @@ type carrier interface {
 	// established runs once the handshake is done (the HTTP carrier
 	// opens the GET stream then).
 	negotiated(version string)
-	established()
+	established(ctx context.Context)
 	// cancels says whether a call given up on is cancelled with
 	// notifications/cancelled. Over HTTP in the 2026-07-28 era closing
 	// the request's response is the cancellation, and the notification

@@ -261,7 +261,7 @@ func (c *Client) handshake(ctx context.Context) error {
 			if err := c.startModern(ctx); err != nil {
 				return err
 			}
-			c.car.established()
+			c.car.established(ctx)
 			return nil
 		}
 	}
@@ -269,7 +269,7 @@ func (c *Client) handshake(ctx context.Context) error {
 	if err := c.initialize(ctx); err != nil {
 		return err
 	}
-	c.car.established()
+	c.car.established(ctx)
 	return nil
 }
 

@@ -144,7 +144,7 @@ func (s *streamCarrier) unlisten(id int64) {
 
 func (s *streamCarrier) cancels() bool                { return true }
 func (s *streamCarrier) negotiated(string)            {}
-func (s *streamCarrier) established()                 {}
+func (s *streamCarrier) established(context.Context)  {}
 func (s *streamCarrier) electLocked()                 { s.side.ElectLocked() }
 func (s *streamCarrier) endLocked()                   { s.side.EndLocked() }
 func (s *streamCarrier) tail() []byte                 { return s.conn.StderrTail() }

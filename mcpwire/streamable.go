@@ -352,7 +352,17 @@ func (h *httpCarrier) readJSON(resp *http.Response, cl *call, o outbound, m *mcp
 // the retry wait it asked for. A malformed stream is an error.
 func (h *httpCarrier) readEvents(ctx context.Context, resp *http.Response, m *mcpproto.Message, more func() bool, method string) (string, time.Duration, error) {
 	dec := sse.NewDecoder(resp.Body, h.lim)
-	last, retry := "", defaultRetryWait
+	// The id and retry fields count whether or not their event is
+	// dispatched: a server primes a stream with an id alone and sends a
+	// retry alone before it closes one.
+	ended := func() (string, time.Duration) {
+		last, _ := dec.LastID()
+		retry := defaultRetryWait
+		if r := dec.Retry(); r >= 0 {
+			retry = min(time.Duration(r)*time.Millisecond, maxRetryWait)
+		}
+		return last, retry
+	}
 	for more() {
 		ev, err := dec.Next()
 		if err != nil {
@@ -362,19 +372,15 @@ func (h *httpCarrier) readEvents(ctx context.Context, resp *http.Response, m *mc
 			if ctx.Err() == nil && !errors.Is(err, io.EOF) {
 				h.c.log.Debug().Err(err).Str("method", method).Msg("mcpwire: SSE stream broke")
 			}
+			last, retry := ended()
 			return last, retry, nil
-		}
-		if ev.HasID {
-			last = ev.ID
-		}
-		if ev.Retry >= 0 {
-			retry = min(time.Duration(ev.Retry)*time.Millisecond, maxRetryWait)
 		}
 		if ev.Type != "message" || len(ev.Data) == 0 {
 			continue // a priming event, or one MCP does not define
 		}
 		h.c.handleLine(ev.Data, m)
 	}
+	last, retry := ended()
 	return last, retry, nil
 }
 
@@ -477,26 +483,37 @@ func (h *httpCarrier) cancels() bool { return h.c.Era() != EraModern }
 func (h *httpCarrier) negotiated(v string) { h.version.Store(&v) }
 
 // established runs once the handshake is done: in the legacy eras the
-// GET stream is opened for the server's own messages.
-func (h *httpCarrier) established() {
+// GET stream is opened for the server's own messages, and the handshake
+// waits (within ctx) until the server has answered its GET, so that what
+// the server sends from then on has a stream to come on.
+func (h *httpCarrier) established(ctx context.Context) {
 	if h.c.Era() == EraModern {
 		return
 	}
 	h.mu.Lock()
-	defer h.mu.Unlock()
 	if h.closed || h.getOpen {
+		h.mu.Unlock()
 		return
 	}
 	h.getOpen = true
 	h.bg.Add(1)
-	go h.getStream()
+	opened := make(chan struct{})
+	go h.getStream(opened)
+	h.mu.Unlock()
+	select {
+	case <-opened:
+	case <-ctx.Done():
+	}
 }
 
 // getStream reads the server's GET stream, reconnecting (with
 // Last-Event-ID, after its retry) whenever it ends, until the client
 // dies. A server without one answers 405, and is not asked again.
-func (h *httpCarrier) getStream() {
+// opened is closed once the first GET is answered.
+func (h *httpCarrier) getStream(opened chan struct{}) {
 	defer h.bg.Done()
+	var once sync.Once
+	defer once.Do(func() { close(opened) })
 	m := new(mcpproto.Message)
 	last, wait, fails := "", time.Duration(0), 0
 	for h.base.Err() == nil {
@@ -508,6 +525,7 @@ func (h *httpCarrier) getStream() {
 				hd["Last-Event-Id"] = []string{last}
 			}
 		})
+		once.Do(func() { close(opened) })
 		switch {
 		case err != nil:
 			if h.base.Err() != nil {
@@ -547,21 +565,30 @@ func (h *httpCarrier) getStream() {
 // stays open, read by a goroutine, and opened again after the backoff
 // if it drops without the server's closing reply (notifications may have
 // been missed then, so the owner is told to re-list).
-func (h *httpCarrier) listen(_ context.Context, id int64, line []byte) error {
+// The handshake waits (within hctx) for the server's first answer to it.
+func (h *httpCarrier) listen(hctx context.Context, id int64, line []byte) error {
 	h.mu.Lock()
-	defer h.mu.Unlock()
 	if h.closed {
+		h.mu.Unlock()
 		return ErrClosed
 	}
 	ctx, cancel := context.WithCancel(h.base)
 	h.listens[id] = cancel
 	h.bg.Add(1)
-	go h.listenStream(ctx, id, bytes.Clone(line))
+	opened := make(chan struct{})
+	go h.listenStream(ctx, id, bytes.Clone(line), opened)
+	h.mu.Unlock()
+	select {
+	case <-opened:
+	case <-hctx.Done():
+	}
 	return nil
 }
 
-func (h *httpCarrier) listenStream(ctx context.Context, id int64, line []byte) {
+func (h *httpCarrier) listenStream(ctx context.Context, id int64, line []byte, opened chan struct{}) {
 	defer h.bg.Done()
+	var once sync.Once
+	defer once.Do(func() { close(opened) })
 	m := new(mcpproto.Message)
 	o := outbound{method: "subscriptions/listen"}
 	wait, fails := time.Duration(0), 0
@@ -573,6 +600,7 @@ func (h *httpCarrier) listenStream(ctx context.Context, id int64, line []byte) {
 			h.c.signalToolsChanged() // what the gap missed
 		}
 		resp, err := h.do(ctx, http.MethodPost, o, line, hAccept, nil)
+		once.Do(func() { close(opened) })
 		switch {
 		case err != nil:
 			if ctx.Err() != nil {

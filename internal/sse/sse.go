@@ -114,6 +114,14 @@ func NewDecoder(r io.Reader, lim Limits) *Decoder {
 	return &Decoder{r: r, lim: lim, buf: make([]byte, readSize), first: true, retry: -1}
 }
 
+// LastID returns the last event ID the stream set (by an id field, in
+// a dispatched event or not), and whether it set one.
+func (d *Decoder) LastID() (string, bool) { return d.lastID, d.hasID }
+
+// Retry returns the reconnection time in milliseconds the stream last
+// asked for, -1 if none.
+func (d *Decoder) Retry() int64 { return d.retry }
+
 // SetLastID seeds the last event ID, as a reconnection that sent it as
 // Last-Event-ID carries it on.
 func (d *Decoder) SetLastID(id string) { d.lastID, d.hasID = id, id != "" }
