@@ -484,6 +484,12 @@ func (b *Bridge) auditCall(g *Grant, peer PeerCred, server, tool string, o outco
 	if o.policy != "" {
 		ev = ev.Str("policy", o.policy)
 	}
+	if o.transport != "" {
+		ev = ev.Str("transport", o.transport)
+	}
+	if o.httpStatus != 0 {
+		ev = ev.Int("http_status", o.httpStatus)
+	}
 	if b.cfg.Bridge.AuditValues {
 		if o.argValues != nil {
 			ev = ev.RawJSON("args", o.argValues)

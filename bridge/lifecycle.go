@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"maps"
 	"math/rand/v2"
+	"net/http"
+	"os"
 	"slices"
 	"time"
 
@@ -123,6 +125,7 @@ func (s *server) run(ctx context.Context) {
 		began := time.Now()
 		t, err := s.launch(ctx)
 		s.metrics.booted(began, t)
+		now := false
 		if err == nil {
 			s.publish(t)
 			served := time.Now()
@@ -138,6 +141,11 @@ func (s *server) run(ctx context.Context) {
 				s.log.Error().Str("restart", string(s.cfg.Restart)).Msg("server stays dead: its restart policy does not restart it")
 				return
 			}
+			// A remote server that ended our session after serving a
+			// while is not failing: the spec has the client start a new
+			// session at once (the next call would otherwise wait out a
+			// backoff). One that keeps ending them goes by the backoff.
+			now = errors.Is(err, mcpwire.ErrSessionExpired) && time.Since(served) >= s.cfg.RestartBackoff
 		} else {
 			if ctx.Err() != nil {
 				return
@@ -147,7 +155,10 @@ func (s *server) run(ctx context.Context) {
 				return
 			}
 		}
-		wait := bo.next()
+		wait := time.Duration(0)
+		if !now {
+			wait = bo.next()
+		}
 		if !s.sleep(ctx, wait) {
 			return
 		}
@@ -182,6 +193,13 @@ func (s *server) sleep(ctx context.Context, d time.Duration) bool {
 func (s *server) start(ctx context.Context) (*table, error) {
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.StartupTimeout)
 	defer cancel()
+	if s.cfg.Remote != nil {
+		client, err := s.dial(ctx)
+		if err != nil {
+			return nil, s.bounded(ctx, err)
+		}
+		return s.listBooted(ctx, client)
+	}
 	env := make([]string, 0, len(s.cfg.Env))
 	for _, k := range slices.Sorted(maps.Keys(s.cfg.Env)) {
 		env = append(env, k+"="+s.cfg.Env[k])
@@ -197,7 +215,17 @@ func (s *server) start(ctx context.Context) (*table, error) {
 		SweepDescendants: true,
 		Cgroups:          s.opts.cgroups,
 	}
-	client, err := mcpwire.Start(ctx, cmd, mcpwire.Config{
+	client, err := mcpwire.Start(ctx, cmd, s.clientConfig())
+	if err != nil {
+		return nil, s.bounded(ctx, err)
+	}
+	return s.listBooted(ctx, client)
+}
+
+// clientConfig is the mcpwire configuration of the server, whatever its
+// transport.
+func (s *server) clientConfig() mcpwire.Config {
+	return mcpwire.Config{
 		ClientName:    s.opts.clientName,
 		ClientVersion: s.opts.clientVersion,
 		Logger:        &s.log,
@@ -214,10 +242,42 @@ func (s *server) start(ctx context.Context) (*table, error) {
 		// The per-server cap applies after tools.allow and tools.deny:
 		// list what the generator can plan, then count what is exposed.
 		MaxTools: codegen.MaxListedTools,
-	})
-	if err != nil {
-		return nil, s.bounded(ctx, err)
 	}
+}
+
+// dial connects to a remote server: its headers and credentials are
+// resolved at each attempt (a rotated token file is read again), and its
+// HTTP client keeps up to max_inflight connections.
+func (s *server) dial(ctx context.Context) (*mcpwire.Client, error) {
+	rm := s.cfg.Remote
+	headers, err := rm.Secrets(s.cfg.Name, os.LookupEnv, os.ReadFile)
+	if err != nil {
+		return nil, err
+	}
+	hc, err := mcpwire.HTTPClient(mcpwire.HTTPOptions{CAFile: rm.CAFile, CertFile: rm.ClientCert, KeyFile: rm.ClientKey, MaxConnsPerHost: max(s.cfg.MaxInflight, 8)})
+	if err != nil {
+		return nil, err
+	}
+	h := make(http.Header, len(headers))
+	for k, v := range headers {
+		h.Set(k, v)
+	}
+	return mcpwire.Dial(ctx, mcpwire.Remote{URL: rm.URL, Transport: transportOf(rm.Transport), Header: h, Client: hc}, s.clientConfig())
+}
+
+func transportOf(t string) mcpwire.Transport {
+	switch t {
+	case config.TransportStreamable:
+		return mcpwire.TransportStreamable
+	case config.TransportSSE:
+		return mcpwire.TransportSSE
+	}
+	return mcpwire.TransportAuto
+}
+
+// listBooted lists a connected client's tools into the table to publish;
+// on failure the client is shut down.
+func (s *server) listBooted(ctx context.Context, client *mcpwire.Client) (*table, error) {
 	t, err := s.list(ctx, client)
 	if err != nil {
 		if _, cerr := client.Close(); cerr != nil {

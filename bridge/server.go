@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/url"
 	"slices"
 	"strings"
 	"sync"
@@ -431,6 +432,11 @@ type serverStatus struct {
 	NextAttemptMS int64  `msgpack:"next_attempt_ms,omitempty"`
 	// Withheld is each tool the lock withholds, as "name: drift".
 	Withheld []string `msgpack:"withheld,omitempty"`
+	// Transport is how the server is reached (stdio, streamable-http,
+	// sse); URL, for a remote server, its address without query or
+	// credentials.
+	Transport string `msgpack:"transport,omitempty"`
+	URL       string `msgpack:"url,omitempty"`
 	// The era and revision the server speaks, and who it says it is.
 	Era           string `msgpack:"era,omitempty"`
 	Protocol      string `msgpack:"protocol,omitempty"`
@@ -456,11 +462,16 @@ func (s *server) statusLocked() serverStatus {
 		st.Tools = len(s.cur.tools)
 		st.Withheld = s.cur.withheldList()
 	}
+	st.Transport = "stdio"
+	if rm := s.cfg.Remote; rm != nil {
+		st.Transport, st.URL = rm.Transport, shownURL(rm.URL)
+	}
 	switch s.state {
 	case StateReady:
 		st.StderrTail = truncate.Tail(s.cur.client.StderrTail(), -1)
 		info := s.cur.client.ServerInfo()
 		st.Era, st.Protocol = s.cur.client.Era().String(), s.cur.client.ProtocolVersion()
+		st.Transport = s.cur.client.Transport()
 		st.ServerName, st.ServerVersion = strings.ToValidUTF8(info.Name, "\uFFFD"), strings.ToValidUTF8(info.Version, "\uFFFD")
 		select {
 		case <-s.cur.client.Done():
@@ -480,6 +491,16 @@ func (s *server) statusLocked() serverStatus {
 func (s *server) snapshot() Status {
 	st := s.status()
 	return Status{State: State(st.State), Reason: st.Reason, StderrTail: st.StderrTail}
+}
+
+// shownURL is a configured URL as status may show it: without
+// credentials, query or fragment (a query may hold an API key).
+func shownURL(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return ""
+	}
+	return (&url.URL{Scheme: u.Scheme, Host: u.Host, Path: u.Path}).String()
 }
 
 func nonNil(s []string) []string {

@@ -74,6 +74,9 @@ type carrier interface {
 	readersDone() <-chan struct{}
 	// pid is the server's process id, 0 when it is not a process.
 	pid() int
+	// kind names the transport: "stdio", "sse", "streamable-http", or
+	// "stream" for an embedder's Conn.
+	kind() string
 }
 
 // outbound describes a message being sent, for a carrier that mirrors

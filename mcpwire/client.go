@@ -333,6 +333,11 @@ func (c *Client) Stray() (lines, bytes int64) { return c.strayLines.Load(), c.st
 // (bounded by Command.StderrTailBytes), for an operator's status view.
 func (c *Client) StderrTail() []byte { return c.car.tail() }
 
+// Transport names how the client reaches its server: "stdio" (a child
+// process), "streamable-http", "sse" (the legacy HTTP+SSE transport), or
+// "stream" over an embedder's Conn.
+func (c *Client) Transport() string { return c.car.kind() }
+
 // Pid returns the server's process id (the leader of its process group),
 // or 0 when the transport is not a process.
 func (c *Client) Pid() int { return c.car.pid() }

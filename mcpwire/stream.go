@@ -151,6 +151,16 @@ func (s *streamCarrier) tail() []byte                 { return s.conn.StderrTail
 func (s *streamCarrier) shutdown() (Exit, error)      { return s.conn.Shutdown() }
 func (s *streamCarrier) readersDone() <-chan struct{} { return s.side.Done() }
 
+func (s *streamCarrier) kind() string {
+	switch s.conn.(type) {
+	case *childConn:
+		return "stdio"
+	case *sseConn:
+		return "sse"
+	}
+	return "stream"
+}
+
 func (s *streamCarrier) pid() int {
 	if p, ok := s.conn.(interface{ Pid() int }); ok {
 		return p.Pid()

@@ -655,6 +655,7 @@ func (h *httpCarrier) electLocked() {}
 func (h *httpCarrier) endLocked() { h.stop(errGaveUp) }
 
 func (h *httpCarrier) tail() []byte { return nil }
+func (h *httpCarrier) kind() string { return "streamable-http" }
 func (h *httpCarrier) pid() int     { return 0 }
 
 func (h *httpCarrier) readersDone() <-chan struct{} { return h.readers }

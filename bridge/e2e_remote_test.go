@@ -1,0 +1,133 @@
+package bridge
+
+import (
+	"context"
+	"errors"
+	"net"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/capbridge/capbridge/bridge/config"
+	"github.com/capbridge/capbridge/capwire"
+	"github.com/capbridge/capbridge/internal/testkit/leakcheck"
+	"github.com/capbridge/capbridge/internal/testkit/mcptest"
+)
+
+// remoteServer configures a server reached over HTTP at mcptest's HTTP
+// face for sc, returning the face too.
+func remoteServer(t *testing.T, name string, sc mcptest.Scenario, o mcptest.HTTPOptions) (config.Server, *mcptest.HTTPServer) {
+	t.Helper()
+	face := mcptest.NewHTTP(sc, o)
+	ts := httptest.NewServer(face)
+	t.Cleanup(func() {
+		face.Close()
+		ts.Close()
+	})
+	s := config.NewServer(name, "")
+	s.Remote = &config.Remote{URL: ts.URL + "/mcp?key=not-for-status", Transport: config.TransportAuto}
+	s.StartupTimeout = 30 * time.Second
+	return s, face
+}
+
+// A remote server is served beside a stdio one under the same custody:
+// the same grant reaches both, status names its transport and URL (never
+// its query), the audit line its transport and a failure's HTTP status,
+// and its bearer token comes from the environment.
+func TestRemoteCustody(t *testing.T) {
+	t.Cleanup(leakcheck.Check(t))
+	t.Setenv("CAPBRIDGE_TEST_TOKEN", "s3cret-token")
+	remote, face := remoteServer(t, "web", mcptest.Scenario{}, mcptest.HTTPOptions{SSE: true, Bearer: "s3cret-token"})
+	remote.Remote.BearerTokenEnv = "CAPBRIDGE_TEST_TOKEN"
+	var sink lockedBuffer
+	tb := startBridge(t, nil, mcptestServer("local", mcptest.Scenario{}), remote)
+	tb.audit = zerolog.New(&sink)
+	c := tb.dial(tb.grant(map[string][]string{"local": nil, "web": nil}))
+	ctx, cancel := context.WithTimeout(context.Background(), backstop)
+	defer cancel()
+	for _, server := range []string{"local", "web"} {
+		r, err := c.Call(ctx, server, "echo", map[string]any{"text": "hi " + server})
+		if err != nil || r.Text() != "hi "+server {
+			t.Fatalf("%s: %+v, %v", server, r, err)
+		}
+	}
+	_, err := c.Call(ctx, "web", "echo", map[string]any{"text": mcptest.HTTPFaultPrefix + "status_500"})
+	var d *capwire.Denied
+	if !errors.As(err, &d) || d.Code != capwire.CodeServerUnavailable || !strings.Contains(d.Message, "HTTP 500") {
+		t.Fatalf("a 500 answer: %v", err)
+	}
+	st, err := tb.control().Status(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range st.Servers {
+		want := map[string]string{"local": "stdio", "web": "streamable-http"}[s.Name]
+		if s.Transport != want || s.State != "ready" {
+			t.Fatalf("status of %s: %+v", s.Name, s)
+		}
+		if s.Name == "web" && (s.URL != strings.TrimSuffix(remote.Remote.URL, "?key=not-for-status") || strings.Contains(s.URL, "key=")) {
+			t.Fatalf("status url %q", s.URL)
+		}
+	}
+	calls := sink.lines("call")
+	if len(calls) != 3 || calls[0]["transport"] != "stdio" || calls[1]["transport"] != "streamable-http" || calls[2]["http_status"] != float64(500) {
+		t.Fatalf("audit lines %v", calls)
+	}
+	if strings.Contains(sink.b.String(), "s3cret-token") {
+		t.Fatal("the bearer token reached the audit trail")
+	}
+	if face.LastHeaders("POST tools/call").Get("Authorization") != "Bearer s3cret-token" {
+		t.Fatal("the token from bearer_token_env was not sent")
+	}
+}
+
+// A server that ends its session is met again at once with a new one:
+// the call that found the session gone fails server_unavailable naming
+// it, the next is served.
+func TestRemoteSessionRestart(t *testing.T) {
+	t.Cleanup(leakcheck.Check(t))
+	remote, face := remoteServer(t, "web", mcptest.Scenario{}, mcptest.HTTPOptions{})
+	remote.RestartBackoff = time.Millisecond
+	tb := startBridge(t, nil, remote)
+	c := tb.dial(tb.grant(map[string][]string{"web": nil}))
+	ctx, cancel := context.WithTimeout(context.Background(), backstop)
+	defer cancel()
+	_, err := c.Call(ctx, "web", "echo", map[string]any{"text": mcptest.HTTPFaultPrefix + "expire"})
+	var d *capwire.Denied
+	if !errors.As(err, &d) || d.Code != capwire.CodeServerUnavailable || !strings.Contains(d.Message, "session") {
+		t.Fatalf("the call that found the session gone: %v", err)
+	}
+	eventually(t, "a new session", func() bool { return face.Requests("POST initialize") == 2 && tb.servers["web"].snapshot().State == StateReady })
+	r, err := c.Call(ctx, "web", "echo", map[string]any{"text": "again"})
+	if err != nil || r.Text() != "again" {
+		t.Fatalf("after the new session: %+v, %v", r, err)
+	}
+}
+
+// A remote server that cannot be reached fails its boot (status says
+// why) and waits to restart, while the other servers serve.
+func TestRemoteUnreachableBoot(t *testing.T) {
+	t.Cleanup(leakcheck.Check(t))
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	_ = ln.Close()
+	remote := config.NewServer("gone", "")
+	remote.Remote = &config.Remote{URL: "http://" + addr + "/mcp", Transport: config.TransportAuto}
+	tb := startBridge(t, nil, mcptestServer("local", mcptest.Scenario{}), remote)
+	st := tb.servers["gone"].status()
+	if (st.State != string(StateFailed) && st.State != string(StateBackoff)) || !strings.Contains(st.Reason, "connection refused") {
+		t.Fatalf("status of an unreachable server: %+v", st)
+	}
+	c := tb.dial(tb.grant(map[string][]string{"local": nil}))
+	ctx, cancel := context.WithTimeout(context.Background(), backstop)
+	defer cancel()
+	if _, err := c.Call(ctx, "local", "echo", map[string]any{"text": "x"}); err != nil {
+		t.Fatal(err)
+	}
+}
