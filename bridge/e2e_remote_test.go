@@ -100,7 +100,9 @@ func TestRemoteSessionRestart(t *testing.T) {
 	if !errors.As(err, &d) || d.Code != capwire.CodeServerUnavailable || !strings.Contains(d.Message, "session") {
 		t.Fatalf("the call that found the session gone: %v", err)
 	}
-	eventually(t, "a new session", func() bool { return face.Requests("POST initialize") == 2 && tb.servers["web"].snapshot().State == StateReady })
+	eventually(t, "a new session", func() bool {
+		return face.Requests("POST initialize") == 2 && tb.servers["web"].snapshot().State == StateReady
+	})
 	r, err := c.Call(ctx, "web", "echo", map[string]any{"text": "again"})
 	if err != nil || r.Text() != "again" {
 		t.Fatalf("after the new session: %+v, %v", r, err)
