@@ -395,6 +395,19 @@ const initServerKeys = `
 # guards by JSON Pointer (values, prefix, pattern, min, max, optional).
 # destructive = ["delete_observations", "delete_relations"]
 # restrict.search_nodes = { "/query" = { pattern = "[^\\n]{1,200}" } }
+#
+# A remote server has url instead of command (docs/remote.md): Streamable
+# HTTP, falling back to the legacy HTTP+SSE transport; credentials from
+# outside this file (bearer_token_env / header_env name variables,
+# bearer_token_file / header_file name files); ca_file, client_cert and
+# client_key for TLS; plain http only to loopback unless allow_http = true.
+# Every key above that is not about a process applies to it too.
+#
+# [mcp.github]
+# url               = "https://api.githubcopilot.com/mcp/"
+# transport         = "auto" # auto | streamable-http | sse
+# headers           = { "X-MCP-Toolsets" = "repos,issues" }
+# bearer_token_file = "/run/secrets/github-mcp-token"
 `
 
 const initNoServers = `

@@ -43,8 +43,8 @@ func TestInitTemplate(t *testing.T) {
 	if err != nil {
 		t.Fatalf("init's file with every key uncommented does not load:\n%v\n%s", err, uncommented)
 	}
-	if len(all.Servers) != 1 {
-		t.Errorf("uncommented: %d servers, want the one example", len(all.Servers))
+	if len(all.Servers) != 2 {
+		t.Errorf("uncommented: %d servers, want the two examples (a process, a remote server)", len(all.Servers))
 	}
 	sample, err := os.ReadFile("../../docs/capbridge.sample.toml")
 	if err != nil {
