@@ -164,6 +164,10 @@ type Client struct {
 
 	strayLines, strayBytes atomic.Int64
 
+	// hdr is each tool's x-mcp-header annotations, from the last listing
+	// over Streamable HTTP in the 2026-07-28 era (xheader.go).
+	hdr atomic.Pointer[map[string][]headerParam]
+
 	exit    Exit
 	exitErr error
 }
@@ -383,7 +387,7 @@ func (c *Client) ListTools(ctx context.Context) ([]Tool, error) {
 		}
 		if !p.HasNext {
 			c.armRelist(p.TTLMs)
-			return all, nil
+			return c.mirrored(all), nil
 		}
 		if seen[p.NextCursor] {
 			return nil, fmt.Errorf("%w: cursor %q repeated on page %d", ErrTooManyPages, p.NextCursor, page+1)

@@ -105,6 +105,12 @@ func (h *httpCarrier) header(ctx context.Context, hd http.Header, o outbound, ac
 			hd["Mcp-Name"] = []string{headerValue(o.name)}
 		}
 	}
+	if params := h.c.headerParamsOf(o.name); o.method == "tools/call" && len(params) > 0 && h.c.Era() == EraModern {
+		err := paramHeaders(params, o.args.JSON(), hd.Set)
+		if err != nil {
+			return err
+		}
+	}
 	if h.r.Auth != nil {
 		return h.r.Auth.Authorize(ctx, hd)
 	}
@@ -210,6 +216,9 @@ func (h *httpCarrier) roundTrip(ctx context.Context, cl *call, o outbound, line 
 	m := msgPool.Get().(*mcpproto.Message)
 	defer msgPool.Put(m)
 	resp, err := h.do(rctx, http.MethodPost, o, line, hAccept, nil)
+	if errors.Is(err, ErrInvalidArgument) {
+		return false, err // an argument no header can carry: nothing was sent
+	}
 	if err != nil {
 		return h.failed(rctx, cl, o, err)
 	}
