@@ -156,17 +156,9 @@ func (r *reader) checkRemote(key string, st map[string]any, s *Server) {
 			r.fail(key+"."+k, "remove it: a remote server is not a process capbridge starts", "%s applies only to a server started by command", k)
 		}
 	}
-	const fix = `write the server's URL, such as "https://mcp.example.com/mcp"`
-	u, err := url.Parse(rm.URL)
-	if err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") {
-		r.fail(key+".url", fix, "%q is not an http or https URL", rm.URL)
+	if msg, fix := checkURL(rm); msg != "" {
+		r.fail(key+".url", fix, "%s", msg)
 		return
-	}
-	if u.User != nil {
-		r.fail(key+".url", "put the credential in header_env or bearer_token_env, where it is kept out of logs", "the URL carries a user or password")
-	}
-	if u.Scheme == "http" && !rm.AllowHTTP && !loopbackHost(u.Hostname()) {
-		r.fail(key+".url", "use https, or set allow_http = true if the network path is trusted", "plain http to %s, which is not a loopback address: the traffic and any token would cross the network in clear", u.Hostname())
 	}
 	if rm.BearerTokenEnv != "" && rm.BearerTokenFile != "" {
 		r.fail(key+".bearer_token_env", "keep one of bearer_token_env and bearer_token_file", "both give the bearer token")
@@ -258,4 +250,81 @@ func (rm *Remote) Secrets(server string, lookup func(string) (string, bool), rea
 		out["Authorization"] = "Bearer " + v
 	}
 	return out, nil
+}
+
+// remoteEntry converts an editor's remote entry. A header whose whole
+// value is one variable ("${KEY}", or "Bearer ${TOKEN}" for
+// Authorization) becomes header_env (bearer_token_env), so the secret is
+// read from the environment at each boot and never written into a file
+// capbridge init produces; any other value is expanded as written.
+func (l *editorLoader) remoteEntry(e *editorEntry, url string) (Server, bool) {
+	n := len(l.errs)
+	if !validName.MatchString(e.name) {
+		l.fail(e.line, e.path, nameFix, "bad server name %q", e.name)
+	}
+	if e.Command != nil {
+		l.fail(e.line, e.path, "keep command (a server capbridge starts) or url (a remote server), not both", "has both command and url")
+	}
+	rm := &Remote{URL: l.expand(e, "url", url), Transport: TransportAuto, BearerTokenEnv: e.bearerEnv, HeaderEnv: e.headerVars}
+	switch e.Type {
+	case "sse":
+		rm.Transport = TransportSSE
+	case "http", "streamable-http", "streamableHttp":
+		rm.Transport = TransportStreamable
+	}
+	for _, h := range slices.Sorted(maps.Keys(e.Headers)) {
+		v := e.Headers[h]
+		if name, ok := soleVar(strings.TrimPrefix(v, "Bearer ")); ok && strings.EqualFold(h, "Authorization") && strings.HasPrefix(v, "Bearer ") && rm.BearerTokenEnv == "" {
+			rm.BearerTokenEnv = name
+			continue
+		}
+		if name, ok := soleVar(v); ok {
+			if rm.HeaderEnv == nil {
+				rm.HeaderEnv = map[string]string{}
+			}
+			rm.HeaderEnv[h] = name
+			continue
+		}
+		if rm.Headers == nil {
+			rm.Headers = map[string]string{}
+		}
+		rm.Headers[h] = l.expand(e, "headers."+h, v)
+	}
+	if msg, fix := checkURL(rm); msg != "" && !l.opts.Placeholders {
+		l.fail(e.line, e.path+".url", fix, "%s", msg)
+	}
+	for _, name := range append(slices.Sorted(maps.Values(rm.HeaderEnv)), rm.BearerTokenEnv) {
+		if _, ok := l.opts.LookupEnv(name); name != "" && !ok {
+			l.fail(e.line, e.path, fmt.Sprintf("export %s before starting capbridge", name), "the variable %s is not set", name)
+		}
+	}
+	s := NewServer(e.name, "")
+	s.Remote = rm
+	s.ToolsAllow, s.ToolsDeny = e.allow, e.deny
+	s.File, s.Line = l.file, e.line
+	return s, len(l.errs) == n
+}
+
+// soleVar reports whether v is exactly one ${VAR} or ${env:VAR}.
+func soleVar(v string) (string, bool) {
+	if !strings.HasPrefix(v, "${") || !strings.HasSuffix(v, "}") {
+		return "", false
+	}
+	name := strings.TrimPrefix(v[2:len(v)-1], "env:")
+	return name, envName.MatchString(name)
+}
+
+// checkURL says what is wrong with a remote server's URL, if anything.
+func checkURL(rm *Remote) (msg, fix string) {
+	fix = `write the server's URL, such as "https://mcp.example.com/mcp"`
+	u, err := url.Parse(rm.URL)
+	switch {
+	case err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https"):
+		return fmt.Sprintf("%q is not an http or https URL", rm.URL), fix
+	case u.User != nil:
+		return "the URL carries a user or password", "put the credential in header_env or bearer_token_env, where it is kept out of logs"
+	case u.Scheme == "http" && !rm.AllowHTTP && !loopbackHost(u.Hostname()):
+		return fmt.Sprintf("plain http to %s, which is not a loopback address: the traffic and any token would cross the network in clear", u.Hostname()), "use https, or set allow_http = true if the network path is trusted"
+	}
+	return "", ""
 }
