@@ -92,6 +92,11 @@ const (
 	defaultRetryWait = time.Second
 	// maxSessionID caps the Mcp-Session-Id a server may assign.
 	maxSessionID = 1 << 10
+	// streamOpenWait bounds how long the handshake waits for the server
+	// to answer the GET or listen stream's request: a server (or a proxy
+	// before it) that holds the answer's headers back must not hold up
+	// the boot; what it sends before then may be missed.
+	streamOpenWait = 10 * time.Second
 	// errorPreview caps the bytes of an unusable HTTP body quoted in
 	// an error.
 	errorPreview = 200

@@ -462,10 +462,10 @@ func (h *httpCarrier) send(ctx context.Context, o outbound, line []byte) error {
 	defer cancel()
 	stop := context.AfterFunc(h.base, cancel)
 	defer stop()
-	if o.method == "" {
-		o.method = "response"
-	}
 	resp, err := h.do(ctx, http.MethodPost, o, line, hAccept, nil)
+	if o.method == "" {
+		o.method = "response" // for the error: a response has no Mcp-Method
+	}
 	if err != nil {
 		if unreachable(err) && ctx.Err() == nil {
 			h.c.die(fmt.Errorf("mcpwire: %s %s: %w", http.MethodPost, shownURL(h.u), err))
@@ -509,9 +509,13 @@ func (h *httpCarrier) established(ctx context.Context) {
 	opened := make(chan struct{})
 	go h.getStream(opened)
 	h.mu.Unlock()
+	t := time.NewTimer(streamOpenWait)
+	defer t.Stop()
 	select {
 	case <-opened:
 	case <-ctx.Done():
+	case <-t.C:
+		h.c.log.Warn().Dur("waited", streamOpenWait).Msg("mcpwire: the server has not answered the GET stream yet; serving without waiting for it")
 	}
 }
 
@@ -587,9 +591,13 @@ func (h *httpCarrier) listen(hctx context.Context, id int64, line []byte) error 
 	opened := make(chan struct{})
 	go h.listenStream(ctx, id, bytes.Clone(line), opened)
 	h.mu.Unlock()
+	t := time.NewTimer(streamOpenWait)
+	defer t.Stop()
 	select {
 	case <-opened:
 	case <-hctx.Done():
+	case <-t.C:
+		h.c.log.Warn().Dur("waited", streamOpenWait).Msg("mcpwire: the server has not answered subscriptions/listen yet; serving without waiting for it")
 	}
 	return nil
 }

@@ -162,6 +162,14 @@ func TestStreamableGETStream(t *testing.T) {
 	case <-time.After(waitFor):
 		t.Fatal("list_changed never arrived on the GET stream")
 	}
+	// A server request on the stream is answered with a POST of its own
+	// (ping with {}, the rest -32601), as on stdio.
+	for method, want := range map[string]string{"ping": `"result":{}`, "sampling/createMessage": `"code":-32601`} {
+		res, err := c.CallTool(context.Background(), "server_request", JSONArgs([]byte(`{"method":"`+method+`"}`)), CallOptions{})
+		if err != nil || !strings.Contains(res.Content[0].Text, want) {
+			t.Fatalf("server_request %s: %+v, %v", method, res, err)
+		}
+	}
 	closeHTTP(t, c)
 
 	_, url = httpServer(t, mcptest.Scenario{}, mcptest.HTTPOptions{NoGET: true})
