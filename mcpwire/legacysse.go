@@ -241,6 +241,8 @@ func (s *sseConn) EndReason() error {
 
 func (s *sseConn) StderrTail() []byte { return nil }
 
+func (s *sseConn) transportName() string { return "sse" }
+
 // Shutdown closes the stream (the transport's only way to end a
 // session) and lets the idle connections go.
 func (s *sseConn) Shutdown() (Exit, error) {

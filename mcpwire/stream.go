@@ -152,11 +152,8 @@ func (s *streamCarrier) shutdown() (Exit, error)      { return s.conn.Shutdown()
 func (s *streamCarrier) readersDone() <-chan struct{} { return s.side.Done() }
 
 func (s *streamCarrier) kind() string {
-	switch s.conn.(type) {
-	case *childConn:
-		return "stdio"
-	case *sseConn:
-		return "sse"
+	if k, ok := s.conn.(interface{ transportName() string }); ok {
+		return k.transportName()
 	}
 	return "stream"
 }

@@ -116,7 +116,7 @@ func HTTP(t testing.TB, argv []string, env ...string) string {
 	cmd.Env = append(append(os.Environ(), "PORT="+port), env...)
 	var stderr syncBuffer
 	cmd.Stdout, cmd.Stderr = &stderr, &stderr
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	cmd.SysProcAttr = groupAttr()
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
