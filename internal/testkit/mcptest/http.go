@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -49,6 +50,14 @@ type HTTPOptions struct {
 	// challenge naming ResourceMetadata.
 	Bearer           string
 	ResourceMetadata string
+	// Verify, when set, checks every request's bearer token instead of
+	// Bearer: it returns the token's scopes, or false for a token it
+	// does not know (401). A token without every one of RequiredScopes
+	// gets 403 insufficient_scope naming them. ChallengeScope, when set,
+	// is the scope a 401 challenge names.
+	Verify         func(token string) (scopes []string, ok bool)
+	RequiredScopes []string
+	ChallengeScope string
 	// DropAfter, with SSE, ends each request's stream after this many
 	// events without its reply (a retry field first), leaving the rest
 	// for a GET with Last-Event-ID, once per stream.
@@ -152,10 +161,7 @@ func (hs *HTTPServer) count(r *http.Request, kind string) {
 
 // ServeHTTP serves one request.
 func (hs *HTTPServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if hs.o.Bearer != "" && r.Header.Get("Authorization") != "Bearer "+hs.o.Bearer {
-		hs.count(r, "unauthorized")
-		w.Header().Set("WWW-Authenticate", `Bearer resource_metadata="`+hs.o.ResourceMetadata+`"`)
-		http.Error(w, "unauthorized", http.StatusUnauthorized)
+	if !hs.authorized(w, r) {
 		return
 	}
 	switch {
@@ -181,6 +187,44 @@ func (hs *HTTPServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	default:
 		http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
 	}
+}
+
+// authorized holds a request to the face's bearer rules, answering 401
+// or 403 with a challenge when it fails them.
+func (hs *HTTPServer) authorized(w http.ResponseWriter, r *http.Request) bool {
+	token, _ := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	challenge := func(status int, params string) {
+		if hs.o.ResourceMetadata != "" {
+			params += `, resource_metadata="` + hs.o.ResourceMetadata + `"`
+		}
+		w.Header().Set("WWW-Authenticate", "Bearer "+strings.TrimPrefix(params, ", "))
+		http.Error(w, http.StatusText(status), status)
+	}
+	switch {
+	case hs.o.Verify != nil:
+		scopes, ok := hs.o.Verify(token)
+		if !ok {
+			hs.count(r, "unauthorized")
+			params := ""
+			if hs.o.ChallengeScope != "" {
+				params = `, scope="` + hs.o.ChallengeScope + `"`
+			}
+			challenge(http.StatusUnauthorized, params)
+			return false
+		}
+		for _, need := range hs.o.RequiredScopes {
+			if !slices.Contains(scopes, need) {
+				hs.count(r, "forbidden")
+				challenge(http.StatusForbidden, `error="insufficient_scope", scope="`+strings.Join(hs.o.RequiredScopes, " ")+`"`)
+				return false
+			}
+		}
+	case hs.o.Bearer != "" && token != hs.o.Bearer:
+		hs.count(r, "unauthorized")
+		challenge(http.StatusUnauthorized, "")
+		return false
+	}
+	return true
 }
 
 // inbound fields the face routes by.

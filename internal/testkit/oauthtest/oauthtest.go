@@ -1,0 +1,187 @@
+// Package oauthtest implements an in-process OAuth 2.1 authorization
+// server for tests of MCP authorization, on github.com/ory/fosite (a
+// maintained implementation: the grant, client authentication by
+// secret and by private_key_jwt, token issue and introspection are
+// fosite's, not the test's), with the metadata documents an MCP
+// client discovers: the protected resource's (RFC 9728) for a resource
+// it guards, and its own (RFC 8414).
+package oauthtest
+
+import (
+	"context"
+	"crypto"
+	"crypto/rand"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/go-jose/go-jose/v3"
+	"github.com/ory/fosite"
+	"github.com/ory/fosite/compose"
+	"github.com/ory/fosite/storage"
+	"golang.org/x/crypto/bcrypt"
+)
+
+// Server is an authorization server on a loopback socket. Close it when
+// the test ends.
+type Server struct {
+	*httptest.Server
+	provider fosite.OAuth2Provider
+	store    *storage.MemoryStore
+
+	mu sync.Mutex
+	// Requests records every token request's form (secrets and
+	// assertions removed), newest last.
+	requests []map[string][]string
+	// AuthMethods is what the metadata advertises as
+	// token_endpoint_auth_methods_supported.
+	authMethods []string
+}
+
+// Options shape the server.
+type Options struct {
+	// Path is the issuer's path ("" for none: the issuer is the
+	// origin), to exercise path-aware discovery.
+	Path string
+	// AuthMethods advertised; default client_secret_basic,
+	// client_secret_post and private_key_jwt.
+	AuthMethods []string
+	// TokenLifespan of access tokens; default an hour.
+	TokenLifespan time.Duration
+}
+
+// New starts an authorization server.
+func New(o Options) *Server {
+	s := &Server{store: storage.NewMemoryStore(), authMethods: o.AuthMethods}
+	if s.authMethods == nil {
+		s.authMethods = []string{"client_secret_basic", "client_secret_post", "private_key_jwt"}
+	}
+	mux := http.NewServeMux()
+	s.Server = httptest.NewServer(mux)
+	secret := make([]byte, 32)
+	_, _ = rand.Read(secret)
+	cfg := &fosite.Config{
+		GlobalSecret:        secret,
+		AccessTokenLifespan: o.TokenLifespan,
+		TokenURL:            s.URL + "/token",
+		ScopeStrategy:       fosite.ExactScopeStrategy,
+	}
+	if cfg.AccessTokenLifespan == 0 {
+		cfg.AccessTokenLifespan = time.Hour
+	}
+	s.provider = compose.Compose(cfg, s.store, compose.NewOAuth2HMACStrategy(cfg),
+		compose.OAuth2ClientCredentialsGrantFactory, compose.OAuth2TokenIntrospectionFactory)
+	mux.HandleFunc("/token", s.token)
+	meta := func(w http.ResponseWriter, _ *http.Request) {
+		writeJSON(w, map[string]any{
+			"issuer":                                s.Issuer(o.Path),
+			"token_endpoint":                        s.URL + "/token",
+			"grant_types_supported":                 []string{"client_credentials"},
+			"token_endpoint_auth_methods_supported": s.authMethods,
+			"scopes_supported":                      []string{"mcp:read", "mcp:write"},
+		})
+	}
+	if o.Path == "" {
+		mux.HandleFunc("/.well-known/oauth-authorization-server", meta)
+	} else {
+		mux.HandleFunc("/.well-known/oauth-authorization-server"+o.Path, meta)
+	}
+	return s
+}
+
+// Issuer is the issuer identifier for path.
+func (s *Server) Issuer(path string) string { return s.URL + path }
+
+// AddSecretClient registers a client authenticating with a secret.
+func (s *Server) AddSecretClient(id, secret string, scopes ...string) {
+	h, err := bcrypt.GenerateFromPassword([]byte(secret), bcrypt.MinCost)
+	if err != nil {
+		panic(err)
+	}
+	s.store.Clients[id] = &fosite.DefaultClient{ID: id, Secret: h, GrantTypes: []string{"client_credentials"}, Scopes: scopes}
+}
+
+// AddKeyClient registers a client authenticating with private_key_jwt,
+// signing with key (its public half is registered, as kid).
+func (s *Server) AddKeyClient(id string, key crypto.Signer, kid string, alg string, scopes ...string) {
+	s.store.Clients[id] = &fosite.DefaultOpenIDConnectClient{
+		DefaultClient:                     &fosite.DefaultClient{ID: id, GrantTypes: []string{"client_credentials"}, Scopes: scopes},
+		JSONWebKeys:                       &jose.JSONWebKeySet{Keys: []jose.JSONWebKey{{Key: key.Public(), KeyID: kid, Algorithm: alg, Use: "sig"}}},
+		TokenEndpointAuthMethod:           "private_key_jwt",
+		TokenEndpointAuthSigningAlgorithm: alg,
+	}
+}
+
+func (s *Server) token(w http.ResponseWriter, r *http.Request) {
+	ctx := r.Context()
+	if err := r.ParseForm(); err == nil {
+		form := map[string][]string{}
+		for k, v := range r.PostForm {
+			if k != "client_secret" && k != "client_assertion" {
+				form[k] = slices.Clone(v)
+			}
+		}
+		if _, _, ok := r.BasicAuth(); ok {
+			form["basic_auth"] = []string{"yes"}
+		}
+		s.mu.Lock()
+		s.requests = append(s.requests, form)
+		s.mu.Unlock()
+	}
+	ar, err := s.provider.NewAccessRequest(ctx, r, &fosite.DefaultSession{})
+	if err != nil {
+		s.provider.WriteAccessError(ctx, w, ar, err)
+		return
+	}
+	for _, sc := range ar.GetRequestedScopes() {
+		ar.GrantScope(sc)
+	}
+	resp, err := s.provider.NewAccessResponse(ctx, ar)
+	if err != nil {
+		s.provider.WriteAccessError(ctx, w, ar, err)
+		return
+	}
+	s.provider.WriteAccessResponse(ctx, w, ar, resp)
+}
+
+// Requests returns the token requests' forms so far.
+func (s *Server) Requests() []map[string][]string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.requests)
+}
+
+// Verify introspects an access token: the scopes it was granted, or
+// false when it is not an active access token of this server.
+func (s *Server) Verify(token string) ([]string, bool) {
+	_, ar, err := s.provider.IntrospectToken(context.Background(), token, fosite.AccessToken, &fosite.DefaultSession{})
+	if err != nil {
+		return nil, false
+	}
+	return ar.GetGrantedScopes(), true
+}
+
+// ProtectedResource returns a handler of the RFC 9728 metadata of the
+// resource (an MCP endpoint URL) this server guards, with scopes as
+// scopes_supported (nil: none).
+func (s *Server) ProtectedResource(resource, issuerPath string, scopes []string) http.HandlerFunc {
+	return func(w http.ResponseWriter, _ *http.Request) {
+		md := map[string]any{"resource": resource, "authorization_servers": []string{s.Issuer(issuerPath)}}
+		if scopes != nil {
+			md["scopes_supported"] = scopes
+		}
+		writeJSON(w, md)
+	}
+}
+
+func writeJSON(w http.ResponseWriter, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+// Scope joins scopes as a token request carries them.
+func Scope(scopes ...string) string { return strings.Join(scopes, " ") }
