@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net"
+	"net/http"
 	"net/http/httptest"
 	"strconv"
 	"strings"
@@ -16,6 +17,7 @@ import (
 	"github.com/capbridge/capbridge/capwire"
 	"github.com/capbridge/capbridge/internal/testkit/leakcheck"
 	"github.com/capbridge/capbridge/internal/testkit/mcptest"
+	"github.com/capbridge/capbridge/internal/testkit/oauthtest"
 )
 
 // remoteServer configures a server reached over HTTP at mcptest's HTTP
@@ -141,5 +143,47 @@ func TestRemoteUnreachableBoot(t *testing.T) {
 	defer cancel()
 	if _, err := c.Call(ctx, "local", "echo", map[string]any{"text": "x"}); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// A remote server behind an authorization server is reached with the
+// client credentials grant: its 401 leads to the authorization server,
+// whose token (for its resource) the calls carry; the secret comes from
+// the environment and reaches no log.
+func TestRemoteOAuthClientCredentials(t *testing.T) {
+	t.Cleanup(leakcheck.Check(t))
+	t.Setenv("CAPBRIDGE_TEST_CLIENT_SECRET", "cl1ent-s3cret")
+	as := oauthtest.New(oauthtest.Options{})
+	t.Cleanup(as.Close)
+	as.AddSecretClient("capbridge", "cl1ent-s3cret", "mcp:read")
+	face := mcptest.NewHTTP(mcptest.Scenario{}, mcptest.HTTPOptions{Verify: as.Verify})
+	mux := http.NewServeMux()
+	mux.Handle("/mcp", face)
+	ts := httptest.NewServer(mux)
+	mux.Handle("/.well-known/oauth-protected-resource/mcp", as.ProtectedResource(ts.URL+"/mcp", "", []string{"mcp:read"}))
+	t.Cleanup(func() {
+		face.Close()
+		ts.Close()
+	})
+	remote := config.NewServer("web", "")
+	remote.Remote = &config.Remote{URL: ts.URL + "/mcp", Transport: config.TransportAuto,
+		OAuth: &config.OAuth{ClientID: "capbridge", ClientSecretEnv: "CAPBRIDGE_TEST_CLIENT_SECRET"}}
+	var logs lockedBuffer
+	tb := startBridgeLog(t, zerolog.New(&logs), nil, remote)
+	c := tb.dial(tb.grant(map[string][]string{"web": nil}))
+	ctx, cancel := context.WithTimeout(context.Background(), backstop)
+	defer cancel()
+	r, err := c.Call(ctx, "web", "echo", map[string]any{"text": "with a token"})
+	if err != nil || r.Text() != "with a token" {
+		t.Fatalf("%+v, %v", r, err)
+	}
+	if n := len(as.Requests()); n != 1 {
+		t.Fatalf("%d token requests, want 1", n)
+	}
+	tb.shutdown()
+	logs.mu.Lock()
+	defer logs.mu.Unlock()
+	if strings.Contains(logs.b.String(), "cl1ent-s3cret") {
+		t.Fatal("the client secret reached the logs")
 	}
 }

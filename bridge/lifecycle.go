@@ -14,6 +14,7 @@ import (
 
 	"github.com/capbridge/capbridge/bridge/config"
 	"github.com/capbridge/capbridge/codegen"
+	"github.com/capbridge/capbridge/internal/mcpauth"
 	"github.com/capbridge/capbridge/internal/truncate"
 	"github.com/capbridge/capbridge/mcpwire"
 )
@@ -262,7 +263,35 @@ func (s *server) dial(ctx context.Context) (*mcpwire.Client, error) {
 	for k, v := range headers {
 		h.Set(k, v)
 	}
-	return mcpwire.Dial(ctx, mcpwire.Remote{URL: rm.URL, Transport: transportOf(rm.Transport), Header: h, Client: hc}, s.clientConfig())
+	r := mcpwire.Remote{URL: rm.URL, Transport: transportOf(rm.Transport), Header: h, Client: hc}
+	if rm.OAuth != nil {
+		if r.Auth, err = s.authorizer(rm, hc); err != nil {
+			return nil, err
+		}
+	}
+	return mcpwire.Dial(ctx, r, s.clientConfig())
+}
+
+// authorizer builds the OAuth client of a remote server from its
+// [mcp.<name>.oauth] table; the secret or key is read at each boot.
+func (s *server) authorizer(rm *config.Remote, hc *http.Client) (*mcpauth.Authorizer, error) {
+	o := rm.OAuth
+	creds := mcpauth.ClientCredentials{ClientID: o.ClientID, KeyID: o.KeyID, Scopes: o.Scopes}
+	secret, err := o.ClientSecret(s.cfg.Name, os.LookupEnv, os.ReadFile)
+	if err != nil {
+		return nil, err
+	}
+	creds.Secret = secret
+	if o.PrivateKeyFile != "" {
+		pem, err := os.ReadFile(o.PrivateKeyFile)
+		if err != nil {
+			return nil, fmt.Errorf("[mcp.%s] oauth.private_key_file: %w", s.cfg.Name, err)
+		}
+		if creds.Key, err = mcpauth.ParsePrivateKey(pem); err != nil {
+			return nil, fmt.Errorf("[mcp.%s] oauth.private_key_file %s: %w", s.cfg.Name, o.PrivateKeyFile, err)
+		}
+	}
+	return mcpauth.NewAuthorizer(rm.URL, creds, hc)
 }
 
 func transportOf(t string) mcpwire.Transport {

@@ -44,6 +44,29 @@ type Remote struct {
 	ClientCert      string
 	ClientKey       string
 	AllowHTTP       bool
+	// OAuth, when set, authorizes with the MCP authorization flow's
+	// client credentials grant: the server's 401 says where the
+	// authorization server is.
+	OAuth *OAuth
+}
+
+// OAuth is a remote server's [mcp.<name>.oauth] table: a client of the
+// server's authorization server, for the client credentials grant (a
+// sidecar with no person present).
+//
+//	[mcp.linear.oauth]
+//	client_id         = "capbridge-sidecar"
+//	client_secret_env = "LINEAR_CLIENT_SECRET"   # or client_secret_file
+//	private_key_file  = "/etc/capbridge/key.pem" # instead of a secret: private_key_jwt
+//	key_id            = "k1"                     # the key's kid, if the server wants one
+//	scopes            = ["read"]                 # when the challenge names none
+type OAuth struct {
+	ClientID         string
+	ClientSecretEnv  string
+	ClientSecretFile string
+	PrivateKeyFile   string
+	KeyID            string
+	Scopes           []string
 }
 
 // The transports a remote server may be reached by.
@@ -66,6 +89,7 @@ var remoteSpec = []keySpec{
 	{name: "ca_file", kind: kindPath, doc: "with url: PEM certificate authorities trusted beside the system's"},
 	{name: "client_cert", kind: kindPath, doc: "with url: a PEM client certificate, for mutual TLS (with client_key)"},
 	{name: "client_key", kind: kindPath, doc: "with url: the PEM key of client_cert"},
+	{name: "oauth", kind: kindOAuth, doc: "with url: a client of the server's authorization server for the client credentials grant (client_id; client_secret_env, client_secret_file or private_key_file with key_id; scopes), found by the MCP authorization discovery from the server's 401"},
 	{name: "allow_http", kind: kindBool, doc: "with url: allow plain http:// to a host that is not loopback (the traffic and any token cross the network in clear); default false"},
 }
 
@@ -102,6 +126,8 @@ func (r *reader) remoteKey(key, k string, v any, s *Server) bool {
 		r.path(key, v, &rm.ClientKey)
 	case "allow_http":
 		r.boolean(key, v, &rm.AllowHTTP)
+	case "oauth":
+		r.oauth(key, v, rm)
 	default:
 		return false
 	}
@@ -168,6 +194,23 @@ func (r *reader) checkRemote(key string, st map[string]any, s *Server) {
 	}
 	if rm.BearerTokenEnv != "" {
 		r.envSet(key+".bearer_token_env", rm.BearerTokenEnv)
+	}
+	if o := rm.OAuth; o != nil {
+		k := key + ".oauth"
+		switch n := countSet(o.ClientSecretEnv, o.ClientSecretFile, o.PrivateKeyFile); {
+		case o.ClientID == "":
+			r.fail(k, `add client_id = "…" (the client registered at the server's authorization server)`, "no client_id")
+		case n != 1:
+			r.fail(k, "give one of client_secret_env, client_secret_file and private_key_file", "the client authenticates with exactly one secret or key; %d are given", n)
+		case o.ClientSecretEnv != "":
+			r.envSet(k+".client_secret_env", o.ClientSecretEnv)
+		}
+		if o.KeyID != "" && o.PrivateKeyFile == "" {
+			r.fail(k+".key_id", "remove it, or give private_key_file", "key_id names the key of private_key_file, which is not given")
+		}
+		if rm.BearerTokenEnv != "" || rm.BearerTokenFile != "" {
+			r.fail(k, "keep oauth (tokens fetched and renewed) or a bearer token (fixed), not both", "both give the Authorization header")
+		}
 	}
 	for _, h := range slices.Sorted(maps.Keys(rm.HeaderEnv)) {
 		r.envSet(key+".header_env."+h, rm.HeaderEnv[h])
@@ -327,4 +370,64 @@ func checkURL(rm *Remote) (msg, fix string) {
 		return fmt.Sprintf("plain http to %s, which is not a loopback address: the traffic and any token would cross the network in clear", u.Hostname()), "use https, or set allow_http = true if the network path is trusted"
 	}
 	return "", ""
+}
+
+func countSet(ss ...string) int {
+	n := 0
+	for _, s := range ss {
+		if s != "" {
+			n++
+		}
+	}
+	return n
+}
+
+var oauthKeys = []string{"client_id", "client_secret_env", "client_secret_file", "private_key_file", "key_id", "scopes"}
+
+func (r *reader) oauth(key string, v any, rm *Remote) {
+	t, ok := r.table(key, v)
+	if !ok {
+		return
+	}
+	o := &OAuth{}
+	for _, k := range slices.Sorted(maps.Keys(t)) {
+		k2 := key + "." + k
+		switch k {
+		case "client_id":
+			r.str(k2, t[k], &o.ClientID)
+		case "client_secret_env":
+			r.str(k2, t[k], &o.ClientSecretEnv)
+		case "client_secret_file":
+			r.path(k2, t[k], &o.ClientSecretFile)
+		case "private_key_file":
+			r.path(k2, t[k], &o.PrivateKeyFile)
+		case "key_id":
+			r.str(k2, t[k], &o.KeyID)
+		case "scopes":
+			r.strs(k2, t[k], &o.Scopes)
+		default:
+			r.unknown(k2, k, oauthKeys)
+		}
+	}
+	rm.OAuth = o
+}
+
+// ClientSecret resolves the OAuth client's secret (from its variable or
+// file); "" when the client signs with a key instead.
+func (o *OAuth) ClientSecret(server string, lookup func(string) (string, bool), readFile func(string) ([]byte, error)) (string, error) {
+	switch {
+	case o.ClientSecretEnv != "":
+		v, ok := lookup(o.ClientSecretEnv)
+		if !ok {
+			return "", fmt.Errorf("[mcp.%s] oauth.client_secret_env: the variable %s is not set", server, o.ClientSecretEnv)
+		}
+		return v, nil
+	case o.ClientSecretFile != "":
+		b, err := readFile(o.ClientSecretFile)
+		if err != nil {
+			return "", fmt.Errorf("[mcp.%s] oauth.client_secret_file: %w", server, err)
+		}
+		return strings.TrimRight(string(b), "\r\n"), nil
+	}
+	return "", nil
 }

@@ -84,3 +84,51 @@ func TestRemoteSecretsErrors(t *testing.T) {
 		t.Fatalf("err = %v", err)
 	}
 }
+
+func TestRemoteOAuth(t *testing.T) {
+	t.Setenv("CAPBRIDGE_TEST_SECRET", "s")
+	cfg, err := Load("c.toml", []byte(`
+[mcp.s]
+url = "https://h/mcp"
+oauth = { client_id = "c", client_secret_env = "CAPBRIDGE_TEST_SECRET", scopes = ["read"] }
+
+[mcp.k]
+url = "https://h/mcp"
+[mcp.k.oauth]
+client_id = "c"
+private_key_file = "/etc/k.pem"
+key_id = "k1"
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	k, s := cfg.Servers[0].Remote.OAuth, cfg.Servers[1].Remote.OAuth
+	if s.ClientID != "c" || s.Scopes[0] != "read" || k.PrivateKeyFile != "/etc/k.pem" || k.KeyID != "k1" {
+		t.Fatalf("oauth = %+v, %+v", s, k)
+	}
+	if v, err := s.ClientSecret("s", os.LookupEnv, os.ReadFile); err != nil || v != "s" {
+		t.Fatalf("ClientSecret = %q, %v", v, err)
+	}
+	for _, tc := range []struct{ name, toml, key, msg string }{
+		{"no client", `oauth = { client_secret_env = "CAPBRIDGE_TEST_SECRET" }`, "mcp.s.oauth", "no client_id"},
+		{"two secrets", `oauth = { client_id = "c", client_secret_env = "CAPBRIDGE_TEST_SECRET", private_key_file = "/k" }`, "mcp.s.oauth", "exactly one secret or key; 2 are given"},
+		{"no secret", `oauth = { client_id = "c" }`, "mcp.s.oauth", "0 are given"},
+		{"unset secret", `oauth = { client_id = "c", client_secret_env = "CAPBRIDGE_SURELY_UNSET" }`, "mcp.s.oauth.client_secret_env", "not set"},
+		{"key id alone", `oauth = { client_id = "c", client_secret_env = "CAPBRIDGE_TEST_SECRET", key_id = "k" }`, "mcp.s.oauth.key_id", "not given"},
+		{"unknown", `oauth = { client_id = "c", client_secret_env = "CAPBRIDGE_TEST_SECRET", grant = "x" }`, "mcp.s.oauth.grant", "unknown key"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Load("c.toml", []byte("[mcp.s]\nurl = \"https://h/mcp\"\n"+tc.toml+"\n"))
+			var list ErrorList
+			if !errors.As(err, &list) {
+				t.Fatalf("err = %v", err)
+			}
+			for _, e := range list {
+				if e.Key == tc.key && strings.Contains(e.Msg, tc.msg) {
+					return
+				}
+			}
+			t.Fatalf("no error at %s saying %q: %v", tc.key, tc.msg, err)
+		})
+	}
+}

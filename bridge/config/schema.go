@@ -39,6 +39,7 @@ const (
 	kindFile
 	kindRestrict
 	kindHeaders
+	kindOAuth
 )
 
 var bridgeSpec = []keySpec{
@@ -201,6 +202,12 @@ func (k keySpec) schema() map[string]any {
 		}}
 		return map[string]any{"type": "object", "additionalProperties": map[string]any{
 			"type": "object", "propertyNames": map[string]any{"pattern": "^/"}, "additionalProperties": guard,
+		}}
+	case kindOAuth:
+		str := map[string]any{"type": "string"}
+		return map[string]any{"type": "object", "additionalProperties": false, "required": []string{"client_id"}, "properties": map[string]any{
+			"client_id": str, "client_secret_env": str, "client_secret_file": str, "private_key_file": str, "key_id": str,
+			"scopes": map[string]any{"type": "array", "items": str},
 		}}
 	case kindHeaders:
 		return map[string]any{"type": "object", "additionalProperties": map[string]any{"type": "string"}}
