@@ -159,6 +159,9 @@ type ServerMetadata struct {
 	GrantTypesSupported               []string `json:"grant_types_supported"`
 	TokenEndpointAuthMethodsSupported []string `json:"token_endpoint_auth_methods_supported"`
 	CodeChallengeMethodsSupported     []string `json:"code_challenge_methods_supported"`
+	// IssParameterSupported: the authorization response carries iss
+	// (RFC 9207), which the client must then check.
+	IssParameterSupported bool `json:"authorization_response_iss_parameter_supported"`
 }
 
 // DiscoverResource fetches the metadata of the protected resource at

@@ -15,6 +15,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -31,7 +32,7 @@ import (
 type Server struct {
 	*httptest.Server
 	provider fosite.OAuth2Provider
-	store    *storage.MemoryStore
+	store    *clients
 
 	mu sync.Mutex
 	// Requests records every token request's form (secrets and
@@ -40,6 +41,7 @@ type Server struct {
 	// AuthMethods is what the metadata advertises as
 	// token_endpoint_auth_methods_supported.
 	authMethods []string
+	registered  int
 }
 
 // Options shape the server.
@@ -56,7 +58,7 @@ type Options struct {
 
 // New starts an authorization server.
 func New(o Options) *Server {
-	s := &Server{store: storage.NewMemoryStore(), authMethods: o.AuthMethods}
+	s := &Server{store: &clients{MemoryStore: storage.NewMemoryStore(), byID: map[string]fosite.Client{}}, authMethods: o.AuthMethods}
 	if s.authMethods == nil {
 		s.authMethods = []string{"client_secret_basic", "client_secret_post", "private_key_jwt"}
 	}
@@ -69,20 +71,27 @@ func New(o Options) *Server {
 		AccessTokenLifespan: o.TokenLifespan,
 		TokenURL:            s.URL + "/token",
 		ScopeStrategy:       fosite.ExactScopeStrategy,
+		EnforcePKCE:         true,
 	}
 	if cfg.AccessTokenLifespan == 0 {
 		cfg.AccessTokenLifespan = time.Hour
 	}
 	s.provider = compose.Compose(cfg, s.store, compose.NewOAuth2HMACStrategy(cfg),
-		compose.OAuth2ClientCredentialsGrantFactory, compose.OAuth2TokenIntrospectionFactory)
+		compose.OAuth2ClientCredentialsGrantFactory, compose.OAuth2AuthorizeExplicitFactory, compose.OAuth2PKCEFactory,
+		compose.OAuth2RefreshTokenGrantFactory, compose.OAuth2TokenIntrospectionFactory)
 	mux.HandleFunc("/token", s.token)
+	mux.HandleFunc("/authorize", s.authorize)
+	mux.HandleFunc("/register", s.register)
 	meta := func(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, map[string]any{
 			"issuer":                                s.Issuer(o.Path),
 			"token_endpoint":                        s.URL + "/token",
-			"grant_types_supported":                 []string{"client_credentials"},
+			"authorization_endpoint":                s.URL + "/authorize",
+			"registration_endpoint":                 s.URL + "/register",
+			"code_challenge_methods_supported":      []string{"S256"},
+			"grant_types_supported":                 []string{"client_credentials", "authorization_code", "refresh_token"},
 			"token_endpoint_auth_methods_supported": s.authMethods,
-			"scopes_supported":                      []string{"mcp:read", "mcp:write"},
+			"scopes_supported":                      []string{"mcp:read", "mcp:write", "offline_access"},
 		})
 	}
 	if o.Path == "" {
@@ -102,18 +111,75 @@ func (s *Server) AddSecretClient(id, secret string, scopes ...string) {
 	if err != nil {
 		panic(err)
 	}
-	s.store.Clients[id] = &fosite.DefaultClient{ID: id, Secret: h, GrantTypes: []string{"client_credentials"}, Scopes: scopes}
+	s.store.set(id, &fosite.DefaultClient{ID: id, Secret: h, GrantTypes: []string{"client_credentials"}, Scopes: scopes})
 }
 
 // AddKeyClient registers a client authenticating with private_key_jwt,
 // signing with key (its public half is registered, as kid).
 func (s *Server) AddKeyClient(id string, key crypto.Signer, kid string, alg string, scopes ...string) {
-	s.store.Clients[id] = &fosite.DefaultOpenIDConnectClient{
+	s.store.set(id, &fosite.DefaultOpenIDConnectClient{
 		DefaultClient:                     &fosite.DefaultClient{ID: id, GrantTypes: []string{"client_credentials"}, Scopes: scopes},
 		JSONWebKeys:                       &jose.JSONWebKeySet{Keys: []jose.JSONWebKey{{Key: key.Public(), KeyID: kid, Algorithm: alg, Use: "sig"}}},
 		TokenEndpointAuthMethod:           "private_key_jwt",
 		TokenEndpointAuthSigningAlgorithm: alg,
+	})
+}
+
+// AddPublicClient registers a client without a secret, for the
+// authorization code flow from a loopback redirect (any port, RFC 8252).
+func (s *Server) AddPublicClient(id string, scopes ...string) {
+	s.store.set(id, &fosite.DefaultClient{ID: id, Public: true, RedirectURIs: []string{"http://127.0.0.1/callback"},
+		GrantTypes: []string{"authorization_code", "refresh_token"}, ResponseTypes: []string{"code"}, Scopes: scopes})
+}
+
+// authorize approves every request at once, as a person who always
+// says yes would: fosite checks the client, the redirect and PKCE, and
+// issues the code.
+func (s *Server) authorize(w http.ResponseWriter, r *http.Request) {
+	ctx := r.Context()
+	ar, err := s.provider.NewAuthorizeRequest(ctx, r)
+	if err != nil {
+		s.provider.WriteAuthorizeError(ctx, w, ar, err)
+		return
 	}
+	for _, sc := range ar.GetRequestedScopes() {
+		ar.GrantScope(sc)
+	}
+	resp, err := s.provider.NewAuthorizeResponse(ctx, ar, &fosite.DefaultSession{Subject: "alice"})
+	if err != nil {
+		s.provider.WriteAuthorizeError(ctx, w, ar, err)
+		return
+	}
+	s.provider.WriteAuthorizeResponse(ctx, w, ar, resp)
+}
+
+// register is dynamic client registration (RFC 7591), which fosite
+// does not serve: a public client with the redirect URIs asked for is
+// put in fosite's store, and fosite does the rest.
+func (s *Server) register(w http.ResponseWriter, r *http.Request) {
+	var req struct {
+		RedirectURIs []string `json:"redirect_uris"`
+	}
+	if err := json.NewDecoder(r.Body).Decode(&req); err != nil || len(req.RedirectURIs) == 0 {
+		w.WriteHeader(http.StatusBadRequest)
+		writeJSON(w, map[string]string{"error": "invalid_client_metadata"})
+		return
+	}
+	s.mu.Lock()
+	s.registered++
+	id := "dyn-" + strconv.Itoa(s.registered)
+	s.mu.Unlock()
+	s.store.set(id, &fosite.DefaultClient{ID: id, Public: true, RedirectURIs: req.RedirectURIs,
+		GrantTypes: []string{"authorization_code", "refresh_token"}, ResponseTypes: []string{"code"}, Scopes: []string{"mcp:read", "mcp:write", "offline_access"}})
+	w.WriteHeader(http.StatusCreated)
+	writeJSON(w, map[string]any{"client_id": id, "redirect_uris": req.RedirectURIs, "token_endpoint_auth_method": "none"})
+}
+
+// Registered reports how many clients registered themselves.
+func (s *Server) Registered() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.registered
 }
 
 func (s *Server) token(w http.ResponseWriter, r *http.Request) {
@@ -185,3 +251,27 @@ func writeJSON(w http.ResponseWriter, v any) {
 
 // Scope joins scopes as a token request carries them.
 func Scope(scopes ...string) string { return strings.Join(scopes, " ") }
+
+// clients is fosite's memory store with its clients under a lock of
+// ours, so a test may register one while fosite reads them.
+type clients struct {
+	*storage.MemoryStore
+	mu   sync.Mutex
+	byID map[string]fosite.Client
+}
+
+func (c *clients) set(id string, cl fosite.Client) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.byID[id] = cl
+}
+
+// GetClient is fosite's lookup of a client.
+func (c *clients) GetClient(_ context.Context, id string) (fosite.Client, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if cl, ok := c.byID[id]; ok {
+		return cl, nil
+	}
+	return nil, fosite.ErrNotFound
+}
