@@ -115,4 +115,3 @@ func (a *StoredAuthorizer) refreshLocked(ctx context.Context, sent string) error
 	a.saved = &next
 	return nil
 }
-
