@@ -15,6 +15,7 @@ import (
 
 	"github.com/capbridge/capbridge/bridge/config"
 	"github.com/capbridge/capbridge/capwire"
+	"github.com/capbridge/capbridge/internal/mcpauth"
 	"github.com/capbridge/capbridge/internal/testkit/leakcheck"
 	"github.com/capbridge/capbridge/internal/testkit/mcptest"
 	"github.com/capbridge/capbridge/internal/testkit/oauthtest"
@@ -186,4 +187,50 @@ func TestRemoteOAuthClientCredentials(t *testing.T) {
 	if strings.Contains(logs.b.String(), "cl1ent-s3cret") {
 		t.Fatal("the client secret reached the logs")
 	}
+}
+
+// A remote server that needs a person's login and has none is
+// needs_login, its reason the command to run, while it waits; a login
+// saved meanwhile is picked up at its next attempt.
+func TestRemoteNeedsLogin(t *testing.T) {
+	t.Cleanup(leakcheck.Check(t))
+	as := oauthtest.New(oauthtest.Options{})
+	t.Cleanup(as.Close)
+	as.AddPublicClient("capbridge-cli", "mcp:read", "offline_access")
+	face := mcptest.NewHTTP(mcptest.Scenario{}, mcptest.HTTPOptions{Verify: as.Verify})
+	mux := http.NewServeMux()
+	mux.Handle("/mcp", face)
+	ts := httptest.NewServer(mux)
+	mux.Handle("/.well-known/oauth-protected-resource/mcp", as.ProtectedResource(ts.URL+"/mcp", "", []string{"mcp:read"}))
+	t.Cleanup(func() {
+		face.Close()
+		ts.Close()
+	})
+	cfg := config.NewServer("web", "")
+	cfg.Remote = &config.Remote{URL: ts.URL + "/mcp", Transport: config.TransportAuto}
+	cfg.RestartBackoff, cfg.RestartMax = 10*time.Millisecond, 20*time.Millisecond
+	dir := t.TempDir()
+	s := newServer(cfg, zerolog.Nop(), zerolog.Nop(), bootOptions{tokenDir: dir}, nil)
+	s.begin()
+	defer s.retire()
+	<-s.firstDone
+	st := s.status()
+	if st.State != string(StateNeedsLogin) || !strings.Contains(st.Reason, "capbridge login web") {
+		t.Fatalf("status without a login: %+v", st)
+	}
+	saved, err := mcpauth.Login(context.Background(), mcpauth.LoginOptions{Server: "web", URL: cfg.Remote.URL, ClientID: "capbridge-cli", HTTP: as.Client(),
+		Open: func(u string) error {
+			resp, err := as.Client().Get(u)
+			if err == nil {
+				err = resp.Body.Close()
+			}
+			return err
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := (mcpauth.Store{Dir: dir}).Save(saved); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the server ready with the saved login", func() bool { return s.status().State == string(StateReady) })
 }

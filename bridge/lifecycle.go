@@ -174,7 +174,12 @@ func (s *server) run(ctx context.Context) {
 // first.
 func (s *server) sleep(ctx context.Context, d time.Duration) bool {
 	s.mu.Lock()
-	s.state, s.wait, s.nextAttempt = StateBackoff, d, time.Now().Add(d)
+	if s.state != StateNeedsLogin {
+		// needs_login stays what status shows: the next attempt finds a
+		// login made meanwhile.
+		s.state = StateBackoff
+	}
+	s.wait, s.nextAttempt = d, time.Now().Add(d)
 	st := s.statusLocked()
 	s.mu.Unlock()
 	s.progress(st)
@@ -264,10 +269,16 @@ func (s *server) dial(ctx context.Context) (*mcpwire.Client, error) {
 		h.Set(k, v)
 	}
 	r := mcpwire.Remote{URL: rm.URL, Transport: transportOf(rm.Transport), Header: h, Client: hc}
-	if rm.OAuth != nil {
+	switch {
+	case rm.OAuth != nil && rm.OAuth.Grant != config.GrantAuthorizationCode:
 		if r.Auth, err = s.authorizer(rm, hc); err != nil {
 			return nil, err
 		}
+	case headers["Authorization"] == "" && s.opts.tokenDir != "":
+		// A person's login (capbridge login), if one was saved; none is
+		// needed until the server answers 401, which then says
+		// needs_login.
+		r.Auth = mcpauth.NewStoredAuthorizer(mcpauth.Store{Dir: s.opts.tokenDir}, s.cfg.Name, hc)
 	}
 	return mcpwire.Dial(ctx, r, s.clientConfig())
 }
@@ -453,15 +464,20 @@ func (s *server) publish(t *table) {
 	}
 }
 
-// failed records a failed boot attempt.
+// failed records a failed boot attempt. A remote server that needs a
+// person's login is needs_login, and its reason names the command.
 func (s *server) failed(err error) {
 	var tail []byte
 	var dead *mcpwire.DeadError
 	if errors.As(err, &dead) {
 		tail = dead.Stderr
 	}
+	state, reason := StateFailed, withoutTail(err)
+	if errors.Is(err, mcpauth.ErrNeedsLogin) {
+		state, reason = StateNeedsLogin, fmt.Sprintf("it needs a person's authorization: run `capbridge login %s` (%s)", s.cfg.Name, reason)
+	}
 	s.mu.Lock()
-	s.state, s.reason, s.tail = StateFailed, withoutTail(err), tail
+	s.state, s.reason, s.tail = state, reason, tail
 	first := s.settleFirst()
 	st := s.statusLocked()
 	s.mu.Unlock()

@@ -38,7 +38,12 @@ const (
 	StateFailed   State = "failed"  // a boot attempt failed
 	StateDead     State = "dead"    // served, then ended (crash, framing fault)
 	StateBackoff  State = "backoff" // down, waiting to restart
-	StateRetired  State = "retired" // shut down by us
+	// StateNeedsLogin: a remote server that needs a person's
+	// authorization has no usable login (capbridge login NAME); it is
+	// tried again with the restart policy's backoff, so a login made
+	// meanwhile is picked up.
+	StateNeedsLogin State = "needs_login"
+	StateRetired    State = "retired" // shut down by us
 )
 
 func (s State) String() string { return string(s) }
@@ -153,6 +158,9 @@ type bootOptions struct {
 	surfaceBudget             int
 	maxLine                   int
 	cgroups                   *mcpwire.Cgroups
+	// tokenDir is where capbridge login saved remote servers' logins;
+	// "" uses none.
+	tokenDir string
 }
 
 // withoutTail is err's message without the stderr tail a
@@ -481,7 +489,7 @@ func (s *server) statusLocked() serverStatus {
 		default:
 			st.PID = s.cur.client.Pid()
 		}
-	case StateBackoff:
+	case StateBackoff, StateNeedsLogin:
 		st.BackoffMS, st.NextAttemptMS = s.wait.Milliseconds(), s.nextAttempt.UnixMilli()
 	}
 	return st

@@ -52,15 +52,22 @@ type Remote struct {
 
 // OAuth is a remote server's [mcp.<name>.oauth] table: a client of the
 // server's authorization server, for the client credentials grant (a
-// sidecar with no person present).
+// sidecar with no person present) or for a person's login (capbridge
+// login; the default when no secret or key is given).
 //
 //	[mcp.linear.oauth]
+//	grant             = "client_credentials"     # or "authorization_code"
 //	client_id         = "capbridge-sidecar"
 //	client_secret_env = "LINEAR_CLIENT_SECRET"   # or client_secret_file
 //	private_key_file  = "/etc/capbridge/key.pem" # instead of a secret: private_key_jwt
 //	key_id            = "k1"                     # the key's kid, if the server wants one
 //	scopes            = ["read"]                 # when the challenge names none
 type OAuth struct {
+	// Grant is GrantClientCredentials (a secret or key is given) or
+	// GrantAuthorizationCode (a person logs in with capbridge login;
+	// client_id and a secret only if capbridge was registered
+	// beforehand).
+	Grant            string
 	ClientID         string
 	ClientSecretEnv  string
 	ClientSecretFile string
@@ -195,7 +202,19 @@ func (r *reader) checkRemote(key string, st map[string]any, s *Server) {
 	if rm.BearerTokenEnv != "" {
 		r.envSet(key+".bearer_token_env", rm.BearerTokenEnv)
 	}
-	if o := rm.OAuth; o != nil {
+	if o := rm.OAuth; o != nil && o.Grant == GrantAuthorizationCode {
+		k := key + ".oauth"
+		switch {
+		case o.PrivateKeyFile != "" || o.KeyID != "":
+			r.fail(k, "remove private_key_file and key_id, or use grant = \"client_credentials\"", "a login's client authenticates with a secret, if any")
+		case o.ClientSecretEnv != "" && o.ClientSecretFile != "":
+			r.fail(k, "keep one of client_secret_env and client_secret_file", "both give the client secret")
+		case (o.ClientSecretEnv != "" || o.ClientSecretFile != "") && o.ClientID == "":
+			r.fail(k, "add the client_id the secret belongs to", "a client secret without client_id")
+		case o.ClientSecretEnv != "":
+			r.envSet(k+".client_secret_env", o.ClientSecretEnv)
+		}
+	} else if o != nil {
 		k := key + ".oauth"
 		switch n := countSet(o.ClientSecretEnv, o.ClientSecretFile, o.PrivateKeyFile); {
 		case o.ClientID == "":
@@ -382,7 +401,13 @@ func countSet(ss ...string) int {
 	return n
 }
 
-var oauthKeys = []string{"client_id", "client_secret_env", "client_secret_file", "private_key_file", "key_id", "scopes"}
+// The OAuth grants a remote server's oauth table may name.
+const (
+	GrantClientCredentials = "client_credentials"
+	GrantAuthorizationCode = "authorization_code"
+)
+
+var oauthKeys = []string{"grant", "client_id", "client_secret_env", "client_secret_file", "private_key_file", "key_id", "scopes"}
 
 func (r *reader) oauth(key string, v any, rm *Remote) {
 	t, ok := r.table(key, v)
@@ -393,6 +418,8 @@ func (r *reader) oauth(key string, v any, rm *Remote) {
 	for _, k := range slices.Sorted(maps.Keys(t)) {
 		k2 := key + "." + k
 		switch k {
+		case "grant":
+			r.enum(k2, t[k], []string{GrantClientCredentials, GrantAuthorizationCode}, &o.Grant)
 		case "client_id":
 			r.str(k2, t[k], &o.ClientID)
 		case "client_secret_env":
@@ -407,6 +434,12 @@ func (r *reader) oauth(key string, v any, rm *Remote) {
 			r.strs(k2, t[k], &o.Scopes)
 		default:
 			r.unknown(k2, k, oauthKeys)
+		}
+	}
+	if o.Grant == "" {
+		o.Grant = GrantAuthorizationCode
+		if countSet(o.ClientSecretEnv, o.ClientSecretFile, o.PrivateKeyFile) > 0 {
+			o.Grant = GrantClientCredentials
 		}
 	}
 	rm.OAuth = o

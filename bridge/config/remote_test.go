@@ -109,13 +109,23 @@ key_id = "k1"
 	if v, err := s.ClientSecret("s", os.LookupEnv, os.ReadFile); err != nil || v != "s" {
 		t.Fatalf("ClientSecret = %q, %v", v, err)
 	}
+	if s.Grant != GrantClientCredentials || k.Grant != GrantClientCredentials {
+		t.Fatalf("grants %q %q, want client_credentials for a secret and a key", s.Grant, k.Grant)
+	}
+	login, err := Load("c.toml", []byte("[mcp.l]\nurl = \"https://h/mcp\"\noauth = { scopes = [\"read\"] }\n"))
+	if err != nil || login.Servers[0].Remote.OAuth.Grant != GrantAuthorizationCode {
+		t.Fatalf("a login's table: %v", err)
+	}
 	for _, tc := range []struct{ name, toml, key, msg string }{
 		{"no client", `oauth = { client_secret_env = "CAPBRIDGE_TEST_SECRET" }`, "mcp.s.oauth", "no client_id"},
 		{"two secrets", `oauth = { client_id = "c", client_secret_env = "CAPBRIDGE_TEST_SECRET", private_key_file = "/k" }`, "mcp.s.oauth", "exactly one secret or key; 2 are given"},
-		{"no secret", `oauth = { client_id = "c" }`, "mcp.s.oauth", "0 are given"},
+		{"no secret", `oauth = { grant = "client_credentials", client_id = "c" }`, "mcp.s.oauth", "0 are given"},
+		{"login with a key", `oauth = { grant = "authorization_code", private_key_file = "/k" }`, "mcp.s.oauth", "authenticates with a secret, if any"},
+		{"login secret without client", `oauth = { grant = "authorization_code", client_secret_env = "CAPBRIDGE_TEST_SECRET" }`, "mcp.s.oauth", "without client_id"},
 		{"unset secret", `oauth = { client_id = "c", client_secret_env = "CAPBRIDGE_SURELY_UNSET" }`, "mcp.s.oauth.client_secret_env", "not set"},
 		{"key id alone", `oauth = { client_id = "c", client_secret_env = "CAPBRIDGE_TEST_SECRET", key_id = "k" }`, "mcp.s.oauth.key_id", "not given"},
-		{"unknown", `oauth = { client_id = "c", client_secret_env = "CAPBRIDGE_TEST_SECRET", grant = "x" }`, "mcp.s.oauth.grant", "unknown key"},
+		{"unknown", `oauth = { client_id = "c", client_secret_env = "CAPBRIDGE_TEST_SECRET", grnat = "x" }`, "mcp.s.oauth.grnat", "unknown key"},
+		{"bad grant", `oauth = { client_id = "c", grant = "password" }`, "mcp.s.oauth.grant", "bad value"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := Load("c.toml", []byte("[mcp.s]\nurl = \"https://h/mcp\"\n"+tc.toml+"\n"))

@@ -174,7 +174,8 @@ func doctor(cfgPath, mcpConfig string, opts config.EditorOptions) *doctorReport 
 
 	events := &bootEvents{byServer: map[string]*serverEvents{}}
 	b := bridge.New(bridge.Options{
-		Config: cfg,
+		TokenDir: tokenDir(),
+		Config:   cfg,
 		// Info, whatever log_level says: the boot's events are what
 		// doctor measures.
 		Log:           zerolog.New(events).Level(zerolog.InfoLevel),
@@ -360,6 +361,8 @@ func remoteFix(s config.Server, sr serverReport, timeout bool) string {
 		return false
 	}
 	switch {
+	case has("capbridge login"):
+		return fmt.Sprintf("the server needs authorization: run `capbridge login %s` (with -c and this config) for a person's login, or give it a token with bearer_token_env or bearer_token_file (or oauth client credentials) in %s; docs/remote.md", s.Name, at)
 	case has("HTTP 401", "HTTP 403"):
 		return "the server requires authorization: give it a token with bearer_token_env or bearer_token_file (or the header it wants, with header_env) in " + at + "; docs/remote.md"
 	case has("no such host", "server misbehaving"):

@@ -44,6 +44,8 @@ func commands() map[string]command {
 		"init":        {"write a commented capbridge.toml, optionally from an editor's MCP config", runInit},
 		"listing":     {"print the tools/list JSON a server's façade was generated from", runListing},
 		"lock":        {"boot the servers and write the approved tool surface to capbridge.lock", runLock},
+		"login":       {"authorize capbridge at a remote server that needs a person's login (OAuth), and save the tokens", runLogin},
+		"logout":      {"forget a remote server's saved login", runLogout},
 		"metrics":     {"print the running capbridge's metrics in the Prometheus text format", runMetrics},
 		"revoke":      {"revoke a grant", runRevoke},
 		"search":      {"find tools by words in their names, descriptions and arguments", runSearch},

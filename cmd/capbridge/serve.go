@@ -109,6 +109,7 @@ cannot be opened, 5 shutdown that could not confirm every server exited.`)
 		Audit:         log.With().Str("log", "audit").Logger(),
 		ClientVersion: version(),
 		Lock:          locked,
+		TokenDir:      tokenDir(),
 	}
 	if !console {
 		// JSON lines can be batched; the console writer takes one per Write.

@@ -110,13 +110,15 @@ func TestNeedsLogin(t *testing.T) {
 	}
 }
 
-// A redirect that is not this login's (wrong state) is refused.
+// A redirect that is not this login's (wrong state), or names another
+// issuer (a mix-up, RFC 9207), is refused.
 func TestLoginState(t *testing.T) {
 	t.Cleanup(leakcheck.Check(t))
 	as := oauthtest.New(oauthtest.Options{})
 	t.Cleanup(as.Close)
 	as.AddPublicClient("capbridge-cli", "mcp:read")
 	_, url := guarded(t, as, mcptest.HTTPOptions{})
+	mixUp := false
 	forge := func(u string) error {
 		i := strings.Index(u, "redirect_uri=")
 		if i < 0 {
@@ -127,7 +129,15 @@ func TestLoginState(t *testing.T) {
 			ru = ru[:j]
 		}
 		ru = strings.ReplaceAll(strings.ReplaceAll(ru, "%3A", ":"), "%2F", "/")
-		resp, err := http.Get(ru + "?code=x&state=forged")
+		query := "?code=x&state=forged"
+		if mixUp {
+			st := u[strings.Index(u, "state=")+len("state="):]
+			if j := strings.IndexByte(st, '&'); j >= 0 {
+				st = st[:j]
+			}
+			query = "?code=x&state=" + st + "&iss=https%3A%2F%2Fevil.example"
+		}
+		resp, err := http.Get(ru + query)
 		if err != nil {
 			return err
 		}
@@ -136,5 +146,10 @@ func TestLoginState(t *testing.T) {
 	_, err := Login(context.Background(), LoginOptions{Server: "web", URL: url, ClientID: "capbridge-cli", HTTP: as.Client(), Open: forge})
 	if err == nil || !strings.Contains(err.Error(), "state") {
 		t.Fatalf("forged state: %v", err)
+	}
+	mixUp = true
+	_, err = Login(context.Background(), LoginOptions{Server: "web", URL: url, ClientID: "capbridge-cli", HTTP: as.Client(), Open: forge})
+	if err == nil || !strings.Contains(err.Error(), "iss") {
+		t.Fatalf("another issuer: %v", err)
 	}
 }

@@ -32,12 +32,16 @@ func NewStoredAuthorizer(store Store, server string, hc *http.Client) *StoredAut
 }
 
 // Authorize sends the saved access token, refreshed first when it is
-// about to expire.
+// about to expire. With no saved login it sends nothing: a server that
+// needs none is served, and one that does answers 401 (Challenge).
 func (a *StoredAuthorizer) Authorize(ctx context.Context, h http.Header) error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.saved == nil {
 		sv, err := a.store.Load(a.server)
+		if errors.Is(err, ErrNeedsLogin) {
+			return nil
+		}
 		if err != nil {
 			return err
 		}
@@ -66,6 +70,10 @@ func (a *StoredAuthorizer) Challenge(ctx context.Context, resp *http.Response) (
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.saved == nil {
+		if sv, err := a.store.Load(a.server); err == nil {
+			a.saved = sv // a login since: try it
+			return true, nil
+		}
 		return false, ErrNeedsLogin
 	}
 	if err := a.refreshLocked(ctx, sent); err != nil {
