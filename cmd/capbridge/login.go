@@ -68,8 +68,10 @@ needs_login is served at its next attempt.`)
 		return exitError
 	}
 	o := mcpauth.LoginOptions{Server: s.Name, URL: rm.URL, HTTP: hc, Header: http.Header{},
-		Printed: func(u string) { fmt.Fprintf(stderr, "Open this URL to authorize capbridge at %s:\n\n  %s\n\n", s.Name, u) },
-		Open:    opener(*browser, stderr)}
+		Printed: func(u string) {
+			fmt.Fprintf(stderr, "Open this URL to authorize capbridge at %s:\n\n  %s\n\n", s.Name, u)
+		},
+		Open: opener(*browser, stderr)}
 	for k, v := range headers {
 		o.Header.Set(k, v)
 	}
