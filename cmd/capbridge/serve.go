@@ -327,7 +327,7 @@ func progressLines(w io.Writer) func(bridge.Progress) {
 			line += fmt.Sprintf(", %d tools", p.Tools)
 		case bridge.StateBackoff:
 			line += fmt.Sprintf(" (%s), next attempt in %s", p.Reason, p.Backoff)
-		case bridge.StateFailed, bridge.StateDead:
+		case bridge.StateFailed, bridge.StateDead, bridge.StateNeedsLogin:
 			line += ": " + p.Reason
 		}
 		mu.Lock()
