@@ -234,3 +234,35 @@ func TestRemoteNeedsLogin(t *testing.T) {
 	}
 	eventually(t, "the server ready with the saved login", func() bool { return s.status().State == string(StateReady) })
 }
+
+// A server that echoes the request's credential in an error page does
+// not pass it on to the caller: the value is redacted by name.
+func TestRemoteRedactsEchoedToken(t *testing.T) {
+	t.Cleanup(leakcheck.Check(t))
+	t.Setenv("CAPBRIDGE_TEST_TOKEN", "s3cret-token-value")
+	face := mcptest.NewHTTP(mcptest.Scenario{}, mcptest.HTTPOptions{})
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.Contains(r.Header.Get("Mcp-Name"), "echo") && r.Header.Get("Mcp-Method") == "tools/call" {
+			w.Header().Set("Content-Type", "text/plain")
+			w.WriteHeader(http.StatusBadGateway)
+			_, _ = w.Write([]byte("upstream refused " + r.Header.Get("Authorization")))
+			return
+		}
+		face.ServeHTTP(w, r)
+	}))
+	t.Cleanup(func() {
+		face.Close()
+		ts.Close()
+	})
+	remote := config.NewServer("web", "")
+	remote.Remote = &config.Remote{URL: ts.URL + "/mcp", Transport: config.TransportAuto, BearerTokenEnv: "CAPBRIDGE_TEST_TOKEN"}
+	tb := startBridge(t, nil, remote)
+	c := tb.dial(tb.grant(map[string][]string{"web": nil}))
+	ctx, cancel := context.WithTimeout(context.Background(), backstop)
+	defer cancel()
+	_, err := c.Call(ctx, "web", "echo", map[string]any{"text": "x"})
+	var d *capwire.Denied
+	if !errors.As(err, &d) || !strings.Contains(d.Message, "HTTP 502") || strings.Contains(d.Message, "s3cret-token-value") || !strings.Contains(d.Message, "[redacted:bearer_token]") {
+		t.Fatalf("denial %v", err)
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -138,7 +139,7 @@ func newServer(cfg config.Server, log, audit zerolog.Logger, o bootOptions, prog
 		cfg:        cfg,
 		log:        log,
 		logs:       logs,
-		redact:     redact.New(cfg.Env),
+		redact:     redact.New(secretValues(cfg)),
 		audit:      audit,
 		opts:       o,
 		jitter:     equalJitter,
@@ -150,6 +151,31 @@ func newServer(cfg config.Server, log, audit zerolog.Logger, o bootOptions, prog
 	}
 	s.launch = s.start
 	return s
+}
+
+// secretValues are the values of a server's configuration that must
+// not reach a caller: its env, and a remote server's credentials that
+// come from capbridge's environment (those from files are read at boot,
+// never logged, and never part of an error).
+func secretValues(cfg config.Server) map[string]string {
+	rm := cfg.Remote
+	if rm == nil {
+		return cfg.Env
+	}
+	out := map[string]string{}
+	add := func(name, variable string) {
+		if v, ok := os.LookupEnv(variable); ok && variable != "" {
+			out[name] = v
+		}
+	}
+	for h, variable := range rm.HeaderEnv {
+		add(h, variable)
+	}
+	add("bearer_token", rm.BearerTokenEnv)
+	if rm.OAuth != nil {
+		add("client_secret", rm.OAuth.ClientSecretEnv)
+	}
+	return out
 }
 
 // bootOptions carry what boot needs beyond the server's own config.
