@@ -282,6 +282,12 @@ func (c *Client) probe(ctx context.Context) (bool, error) {
 		return false, err
 	}
 	if !d.Supports(mcpproto.ModernVersion) {
+		if anyLegacy(d.SupportedVersions) && c.cfg.Era != EraModern {
+			// A server that answers discover but speaks only revisions of
+			// the initialize era (go-sdk v1.8.0 does): meet it there.
+			c.log.Info().Strs("supported", d.SupportedVersions).Msg("mcpwire: server/discover names only initialize-era revisions; speaking the legacy era")
+			return false, nil
+		}
 		return false, &VersionError{Requested: mcpproto.ModernVersion, Supported: d.SupportedVersions}
 	}
 	c.m.disc = d
