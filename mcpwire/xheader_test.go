@@ -94,3 +94,40 @@ func TestStreamableXMCPHeader(t *testing.T) {
 	}
 	closeHTTP(t, c)
 }
+
+// FuzzHeaderParams: the x-mcp-header reader, which walks a schema a
+// server sent, is total over any JSON: annotations or an error, never a
+// panic; every annotation it accepts is a token with a non-empty path,
+// and mirroring it from any arguments yields header-safe values.
+func FuzzHeaderParams(f *testing.F) {
+	for _, s := range []string{
+		`{"type":"object","properties":{"region":{"type":"string","x-mcp-header":"Region"}}}`,
+		`{"type":"object","properties":{"o":{"type":"object","properties":{"n":{"type":"integer","x-mcp-header":"N"}}}}}`,
+		`{"type":"object","properties":{"a":{"type":"array","items":{"type":"string","x-mcp-header":"A"}}}}`,
+		`{"properties":{"a":{"x-mcp-header":"a","type":"boolean"},"b":{"x-mcp-header":"A","type":"string"}}}`,
+		`[{"x-mcp-header":1}]`, `"x"`, `{}`,
+	} {
+		f.Add([]byte(s), []byte(`{"region":"us-west1","o":{"n":7},"a":true}`))
+	}
+	f.Fuzz(func(t *testing.T, schema, args []byte) {
+		if !json.Valid(schema) || !json.Valid(args) {
+			return
+		}
+		ps, err := headerParams(schema)
+		if err != nil {
+			return
+		}
+		for _, p := range ps {
+			if !tchar.MatchString(p.name) || len(p.path) == 0 {
+				t.Fatalf("accepted %+v", p)
+			}
+		}
+		_ = paramHeaders(ps, args, func(k, v string) {
+			for i := 0; i < len(v); i++ {
+				if v[i] < 0x20 || v[i] >= 0x7f {
+					t.Fatalf("header %s value %q is not plain visible ASCII", k, v)
+				}
+			}
+		})
+	})
+}
