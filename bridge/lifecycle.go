@@ -253,14 +253,16 @@ func (s *server) clientConfig() mcpwire.Config {
 
 // dial connects to a remote server: its headers and credentials are
 // resolved at each attempt (a rotated token file is read again), and its
-// HTTP client keeps up to max_inflight connections.
+// HTTP client keeps a connection for each of max_inflight calls and a
+// few more for the long-lived streams (the GET or listen stream) and the
+// notifications posted beside the calls.
 func (s *server) dial(ctx context.Context) (*mcpwire.Client, error) {
 	rm := s.cfg.Remote
 	headers, err := rm.Secrets(s.cfg.Name, os.LookupEnv, os.ReadFile)
 	if err != nil {
 		return nil, err
 	}
-	hc, err := mcpwire.HTTPClient(mcpwire.HTTPOptions{CAFile: rm.CAFile, CertFile: rm.ClientCert, KeyFile: rm.ClientKey, MaxConnsPerHost: max(s.cfg.MaxInflight, 8)})
+	hc, err := mcpwire.HTTPClient(mcpwire.HTTPOptions{CAFile: rm.CAFile, CertFile: rm.ClientCert, KeyFile: rm.ClientKey, MaxConnsPerHost: s.cfg.MaxInflight + 4})
 	if err != nil {
 		return nil, err
 	}
