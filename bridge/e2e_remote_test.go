@@ -157,17 +157,10 @@ func TestRemoteOAuthClientCredentials(t *testing.T) {
 	as := oauthtest.New(oauthtest.Options{})
 	t.Cleanup(as.Close)
 	as.AddSecretClient("capbridge", "cl1ent-s3cret", "mcp:read")
-	face := mcptest.NewHTTP(mcptest.Scenario{}, mcptest.HTTPOptions{Verify: as.Verify})
-	mux := http.NewServeMux()
-	mux.Handle("/mcp", face)
-	ts := httptest.NewServer(mux)
-	mux.Handle("/.well-known/oauth-protected-resource/mcp", as.ProtectedResource(ts.URL+"/mcp", "", []string{"mcp:read"}))
-	t.Cleanup(func() {
-		face.Close()
-		ts.Close()
-	})
+	g := as.Guard(mcptest.Scenario{}, mcptest.HTTPOptions{})
+	t.Cleanup(g.Close)
 	remote := config.NewServer("web", "")
-	remote.Remote = &config.Remote{URL: ts.URL + "/mcp", Transport: config.TransportAuto,
+	remote.Remote = &config.Remote{URL: g.URL, Transport: config.TransportAuto,
 		OAuth: &config.OAuth{ClientID: "capbridge", ClientSecretEnv: "CAPBRIDGE_TEST_CLIENT_SECRET"}}
 	var logs lockedBuffer
 	tb := startBridgeLog(t, zerolog.New(&logs), nil, remote)
@@ -197,17 +190,10 @@ func TestRemoteNeedsLogin(t *testing.T) {
 	as := oauthtest.New(oauthtest.Options{})
 	t.Cleanup(as.Close)
 	as.AddPublicClient("capbridge-cli", "mcp:read", "offline_access")
-	face := mcptest.NewHTTP(mcptest.Scenario{}, mcptest.HTTPOptions{Verify: as.Verify})
-	mux := http.NewServeMux()
-	mux.Handle("/mcp", face)
-	ts := httptest.NewServer(mux)
-	mux.Handle("/.well-known/oauth-protected-resource/mcp", as.ProtectedResource(ts.URL+"/mcp", "", []string{"mcp:read"}))
-	t.Cleanup(func() {
-		face.Close()
-		ts.Close()
-	})
+	g := as.Guard(mcptest.Scenario{}, mcptest.HTTPOptions{})
+	t.Cleanup(g.Close)
 	cfg := config.NewServer("web", "")
-	cfg.Remote = &config.Remote{URL: ts.URL + "/mcp", Transport: config.TransportAuto}
+	cfg.Remote = &config.Remote{URL: g.URL, Transport: config.TransportAuto}
 	cfg.RestartBackoff, cfg.RestartMax = 10*time.Millisecond, 20*time.Millisecond
 	dir := t.TempDir()
 	s := newServer(cfg, zerolog.Nop(), zerolog.Nop(), bootOptions{tokenDir: dir}, nil)

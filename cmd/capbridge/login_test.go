@@ -3,7 +3,6 @@ package main
 import (
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -39,20 +38,13 @@ func TestLoginLogout(t *testing.T) {
 	t.Cleanup(leakcheck.Check(t))
 	as := oauthtest.New(oauthtest.Options{})
 	t.Cleanup(as.Close)
-	face := mcptest.NewHTTP(mcptest.Scenario{}, mcptest.HTTPOptions{Verify: as.Verify})
-	mux := http.NewServeMux()
-	mux.Handle("/mcp", face)
-	ts := httptest.NewServer(mux)
-	mux.Handle("/.well-known/oauth-protected-resource/mcp", as.ProtectedResource(ts.URL+"/mcp", "", []string{"mcp:read"}))
-	t.Cleanup(func() {
-		face.Close()
-		ts.Close()
-	})
+	g := as.Guard(mcptest.Scenario{}, mcptest.HTTPOptions{})
+	t.Cleanup(g.Close)
 	state := t.TempDir()
 	t.Setenv("XDG_STATE_HOME", state)
 	t.Setenv(browseEnv, "1") // inherited by the browser the test binary runs as
 	cfg := filepath.Join(t.TempDir(), "c.toml")
-	if err := os.WriteFile(cfg, []byte("[mcp.web]\nurl = \""+ts.URL+"/mcp\"\n"), 0o600); err != nil {
+	if err := os.WriteFile(cfg, []byte("[mcp.web]\nurl = \""+g.URL+"\"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	exe, err := os.Executable()

@@ -108,22 +108,12 @@ func TestDiscovery(t *testing.T) {
 	}
 }
 
-// guarded is an MCP server (mcptest's HTTP face) guarded by an
-// authorization server: its protected-resource metadata is at the
-// path-aware well-known URI, and its challenges name no metadata URL.
+// guarded is an MCP server guarded by as, closed when the test ends.
 func guarded(t *testing.T, as *oauthtest.Server, o mcptest.HTTPOptions) (*mcptest.HTTPServer, string) {
 	t.Helper()
-	o.Verify = as.Verify
-	face := mcptest.NewHTTP(mcptest.Scenario{}, o)
-	mux := http.NewServeMux()
-	mux.Handle("/mcp", face)
-	ts := httptest.NewServer(mux)
-	mux.Handle("/.well-known/oauth-protected-resource/mcp", as.ProtectedResource(ts.URL+"/mcp", "", []string{"mcp:read"}))
-	t.Cleanup(func() {
-		face.Close()
-		ts.Close()
-	})
-	return face, ts.URL + "/mcp"
+	g := as.Guard(mcptest.Scenario{}, o)
+	t.Cleanup(g.Close)
+	return g.Face, g.URL
 }
 
 func call(t *testing.T, url string, auth mcpwire.Authorizer) {

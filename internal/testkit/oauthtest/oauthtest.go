@@ -25,6 +25,8 @@ import (
 	"github.com/ory/fosite/compose"
 	"github.com/ory/fosite/storage"
 	"golang.org/x/crypto/bcrypt"
+
+	"github.com/capbridge/capbridge/internal/testkit/mcptest"
 )
 
 // Server is an authorization server on a loopback socket. Close it when
@@ -274,4 +276,33 @@ func (c *clients) GetClient(_ context.Context, id string) (fosite.Client, error)
 		return cl, nil
 	}
 	return nil, fosite.ErrNotFound
+}
+
+// Guard serves mcptest's HTTP face for sc on a loopback socket, at
+// /mcp, guarded by s: tokens are checked with s.Verify, and the
+// resource's metadata (RFC 9728, scopes_supported mcp:read) is at the
+// path-aware well-known URI, which the face's challenges do not name,
+// so a client must find it by the spec's order. Close ends both.
+func (s *Server) Guard(sc mcptest.Scenario, o mcptest.HTTPOptions) *Guarded {
+	o.Verify = s.Verify
+	g := &Guarded{Face: mcptest.NewHTTP(sc, o)}
+	mux := http.NewServeMux()
+	mux.Handle("/mcp", g.Face)
+	g.srv = httptest.NewServer(mux)
+	g.URL = g.srv.URL + "/mcp"
+	mux.Handle("/.well-known/oauth-protected-resource/mcp", s.ProtectedResource(g.URL, "", []string{"mcp:read"}))
+	return g
+}
+
+// Guarded is an MCP server behind an authorization server (Guard).
+type Guarded struct {
+	Face *mcptest.HTTPServer
+	URL  string // the MCP endpoint
+	srv  *httptest.Server
+}
+
+// Close ends the face and its listener.
+func (g *Guarded) Close() {
+	g.Face.Close()
+	g.srv.Close()
 }

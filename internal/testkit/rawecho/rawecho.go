@@ -40,7 +40,7 @@ func Command() (argv, env []string) {
 // HTTPCommand is Command for the HTTP face (ServeHTTP): the child prints
 // its URL as its first stdout line and serves until its stdin ends.
 func HTTPCommand() (argv, env []string) {
-	argv, env = Command()
+	argv, _ = Command()
 	return argv, []string{Env + "=http", "GORACE=atexit_sleep_ms=0"}
 }
 
