@@ -60,7 +60,7 @@ func TestQuickRun(t *testing.T) {
 			t.Errorf("%s: no numbers: %+v", where, r)
 		}
 		want := []string{"client", "server"}
-		if r.Client == "capbridge" || r.Client == "raw-relay" {
+		if r.Client == "capbridge" || r.Client == "capbridge-http" || r.Client == "raw-relay" {
 			want = append(want, "bridge")
 		}
 		for _, role := range want {
