@@ -44,6 +44,10 @@ type Options struct {
 	// Cgroups, when set, runs each server in a cgroup of its own (see
 	// mcpwire.Command.Cgroups). The caller closes it after Shutdown.
 	Cgroups *mcpwire.Cgroups
+	// TokenDir is where capbridge login saves remote servers' logins
+	// (by default $XDG_STATE_HOME/capbridge/oauth); "" uses none, and a
+	// server that needs a login is needs_login.
+	TokenDir string
 	// Progress, when set, is called on every change of a server's state
 	// (starting, ready, failed, dead, backoff), from the server's own
 	// supervisor: it must not block, and may be called concurrently for
@@ -139,7 +143,7 @@ func New(o Options) *Bridge {
 		b.auditOut = auditlog.NewBatch(o.AuditWriter, auditlog.BatchBytes, auditlog.BatchDelay)
 		b.audit = o.Audit.Output(b.auditOut)
 	}
-	bo := bootOptions{clientName: "capbridge", clientVersion: o.ClientVersion, surfaceBudget: o.Config.Bridge.SurfaceBudget, maxLine: o.Config.Bridge.MaxFrame, cgroups: o.Cgroups}
+	bo := bootOptions{clientName: "capbridge", clientVersion: o.ClientVersion, surfaceBudget: o.Config.Bridge.SurfaceBudget, maxLine: o.Config.Bridge.MaxFrame, cgroups: o.Cgroups, tokenDir: o.TokenDir}
 	for _, s := range o.Config.Servers {
 		b.servers[s.Name] = newServer(s, o.Log, b.audit, bo, o.Progress)
 		if o.Lock != nil {
@@ -492,6 +496,12 @@ func (b *Bridge) auditCall(g *Grant, peer PeerCred, server, tool string, o outco
 		Dur("took", took).Str("outcome", code)
 	if o.policy != "" {
 		ev = ev.Str("policy", o.policy)
+	}
+	if o.transport != "" {
+		ev = ev.Str("transport", o.transport)
+	}
+	if o.httpStatus != 0 {
+		ev = ev.Int("http_status", o.httpStatus)
 	}
 	if b.cfg.Bridge.AuditValues {
 		if o.argValues != nil {

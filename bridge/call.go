@@ -45,6 +45,11 @@ type outcome struct {
 	// policy is the policy decision that applied (policy.go), for the
 	// audit line; "" when the call never reached a tool.
 	policy string
+	// transport is how the call reached its server, and httpStatus the
+	// HTTP status of a remote server's failed answer (0: none), for the
+	// audit line.
+	transport  string
+	httpStatus int
 }
 
 func deny(code, msg string) outcome {
@@ -181,15 +186,28 @@ func (b *Bridge) call(ctx context.Context, req callRequest) outcome {
 	if err != nil {
 		s.errs.Add(1)
 		o = b.failed(ctx, s, req, err)
+		o.httpStatus = httpStatus(err)
 	} else {
 		o = b.reduce(res)
 	}
+	o.transport = t.client.Transport()
 	o.argBytes = len(args)
 	o.policy = policy
 	if b.cfg.Bridge.AuditValues && len(args) <= maxAuditValue {
 		o.argValues = append([]byte(nil), args...)
 	}
 	return o
+}
+
+// httpStatus is the HTTP status a failed remote call was answered with,
+// 0 when there was none. Apart from the call path, so that a call that
+// succeeded does not pay for errors.As's target escaping to the heap.
+func httpStatus(err error) int {
+	var he *mcpwire.HTTPError
+	if errors.As(err, &he) {
+		return he.Status
+	}
+	return 0
 }
 
 // maxAuditValue caps each value written to the audit trail when

@@ -7,11 +7,14 @@ import (
 	"fmt"
 	"maps"
 	"math/rand/v2"
+	"net/http"
+	"os"
 	"slices"
 	"time"
 
 	"github.com/capbridge/capbridge/bridge/config"
 	"github.com/capbridge/capbridge/codegen"
+	"github.com/capbridge/capbridge/internal/mcpauth"
 	"github.com/capbridge/capbridge/internal/truncate"
 	"github.com/capbridge/capbridge/mcpwire"
 )
@@ -123,6 +126,7 @@ func (s *server) run(ctx context.Context) {
 		began := time.Now()
 		t, err := s.launch(ctx)
 		s.metrics.booted(began, t)
+		now := false
 		if err == nil {
 			s.publish(t)
 			served := time.Now()
@@ -138,6 +142,11 @@ func (s *server) run(ctx context.Context) {
 				s.log.Error().Str("restart", string(s.cfg.Restart)).Msg("server stays dead: its restart policy does not restart it")
 				return
 			}
+			// A remote server that ended our session after serving a
+			// while is not failing: the spec has the client start a new
+			// session at once (the next call would otherwise wait out a
+			// backoff). One that keeps ending them goes by the backoff.
+			now = errors.Is(err, mcpwire.ErrSessionExpired) && time.Since(served) >= s.cfg.RestartBackoff
 		} else {
 			if ctx.Err() != nil {
 				return
@@ -147,7 +156,10 @@ func (s *server) run(ctx context.Context) {
 				return
 			}
 		}
-		wait := bo.next()
+		wait := time.Duration(0)
+		if !now {
+			wait = bo.next()
+		}
 		if !s.sleep(ctx, wait) {
 			return
 		}
@@ -162,7 +174,12 @@ func (s *server) run(ctx context.Context) {
 // first.
 func (s *server) sleep(ctx context.Context, d time.Duration) bool {
 	s.mu.Lock()
-	s.state, s.wait, s.nextAttempt = StateBackoff, d, time.Now().Add(d)
+	if s.state != StateNeedsLogin {
+		// needs_login stays what status shows: the next attempt finds a
+		// login made meanwhile.
+		s.state = StateBackoff
+	}
+	s.wait, s.nextAttempt = d, time.Now().Add(d)
 	st := s.statusLocked()
 	s.mu.Unlock()
 	s.progress(st)
@@ -182,6 +199,13 @@ func (s *server) sleep(ctx context.Context, d time.Duration) bool {
 func (s *server) start(ctx context.Context) (*table, error) {
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.StartupTimeout)
 	defer cancel()
+	if s.cfg.Remote != nil {
+		client, err := s.dial(ctx)
+		if err != nil {
+			return nil, s.bounded(ctx, err)
+		}
+		return s.listBooted(ctx, client)
+	}
 	env := make([]string, 0, len(s.cfg.Env))
 	for _, k := range slices.Sorted(maps.Keys(s.cfg.Env)) {
 		env = append(env, k+"="+s.cfg.Env[k])
@@ -197,7 +221,17 @@ func (s *server) start(ctx context.Context) (*table, error) {
 		SweepDescendants: true,
 		Cgroups:          s.opts.cgroups,
 	}
-	client, err := mcpwire.Start(ctx, cmd, mcpwire.Config{
+	client, err := mcpwire.Start(ctx, cmd, s.clientConfig())
+	if err != nil {
+		return nil, s.bounded(ctx, err)
+	}
+	return s.listBooted(ctx, client)
+}
+
+// clientConfig is the mcpwire configuration of the server, whatever its
+// transport.
+func (s *server) clientConfig() mcpwire.Config {
+	return mcpwire.Config{
 		ClientName:    s.opts.clientName,
 		ClientVersion: s.opts.clientVersion,
 		Logger:        &s.log,
@@ -214,10 +248,78 @@ func (s *server) start(ctx context.Context) (*table, error) {
 		// The per-server cap applies after tools.allow and tools.deny:
 		// list what the generator can plan, then count what is exposed.
 		MaxTools: codegen.MaxListedTools,
-	})
-	if err != nil {
-		return nil, s.bounded(ctx, err)
 	}
+}
+
+// dial connects to a remote server: its headers and credentials are
+// resolved at each attempt (a rotated token file is read again), and its
+// HTTP client keeps a connection for each of max_inflight calls and a
+// few more for the long-lived streams (the GET or listen stream) and the
+// notifications posted beside the calls.
+func (s *server) dial(ctx context.Context) (*mcpwire.Client, error) {
+	rm := s.cfg.Remote
+	headers, err := rm.Secrets(s.cfg.Name, os.LookupEnv, os.ReadFile)
+	if err != nil {
+		return nil, err
+	}
+	hc, err := mcpwire.HTTPClient(mcpwire.HTTPOptions{CAFile: rm.CAFile, CertFile: rm.ClientCert, KeyFile: rm.ClientKey, MaxConnsPerHost: s.cfg.MaxInflight + 4})
+	if err != nil {
+		return nil, err
+	}
+	h := make(http.Header, len(headers))
+	for k, v := range headers {
+		h.Set(k, v)
+	}
+	r := mcpwire.Remote{URL: rm.URL, Transport: transportOf(rm.Transport), Header: h, Client: hc}
+	switch {
+	case rm.OAuth != nil && rm.OAuth.Grant != config.GrantAuthorizationCode:
+		if r.Auth, err = s.authorizer(rm, hc); err != nil {
+			return nil, err
+		}
+	case headers["Authorization"] == "" && s.opts.tokenDir != "":
+		// A person's login (capbridge login), if one was saved; none is
+		// needed until the server answers 401, which then says
+		// needs_login.
+		r.Auth = mcpauth.NewStoredAuthorizer(mcpauth.Store{Dir: s.opts.tokenDir}, s.cfg.Name, hc)
+	}
+	return mcpwire.Dial(ctx, r, s.clientConfig())
+}
+
+// authorizer builds the OAuth client of a remote server from its
+// [mcp.<name>.oauth] table; the secret or key is read at each boot.
+func (s *server) authorizer(rm *config.Remote, hc *http.Client) (*mcpauth.Authorizer, error) {
+	o := rm.OAuth
+	creds := mcpauth.ClientCredentials{ClientID: o.ClientID, KeyID: o.KeyID, Scopes: o.Scopes}
+	secret, err := o.ClientSecret(s.cfg.Name, os.LookupEnv, os.ReadFile)
+	if err != nil {
+		return nil, err
+	}
+	creds.Secret = secret
+	if o.PrivateKeyFile != "" {
+		pem, err := os.ReadFile(o.PrivateKeyFile)
+		if err != nil {
+			return nil, fmt.Errorf("[mcp.%s] oauth.private_key_file: %w", s.cfg.Name, err)
+		}
+		if creds.Key, err = mcpauth.ParsePrivateKey(pem); err != nil {
+			return nil, fmt.Errorf("[mcp.%s] oauth.private_key_file %s: %w", s.cfg.Name, o.PrivateKeyFile, err)
+		}
+	}
+	return mcpauth.NewAuthorizer(rm.URL, creds, hc)
+}
+
+func transportOf(t string) mcpwire.Transport {
+	switch t {
+	case config.TransportStreamable:
+		return mcpwire.TransportStreamable
+	case config.TransportSSE:
+		return mcpwire.TransportSSE
+	}
+	return mcpwire.TransportAuto
+}
+
+// listBooted lists a connected client's tools into the table to publish;
+// on failure the client is shut down.
+func (s *server) listBooted(ctx context.Context, client *mcpwire.Client) (*table, error) {
 	t, err := s.list(ctx, client)
 	if err != nil {
 		if _, cerr := client.Close(); cerr != nil {
@@ -364,15 +466,20 @@ func (s *server) publish(t *table) {
 	}
 }
 
-// failed records a failed boot attempt.
+// failed records a failed boot attempt. A remote server that needs a
+// person's login is needs_login, and its reason names the command.
 func (s *server) failed(err error) {
 	var tail []byte
 	var dead *mcpwire.DeadError
 	if errors.As(err, &dead) {
 		tail = dead.Stderr
 	}
+	state, reason := StateFailed, withoutTail(err)
+	if errors.Is(err, mcpauth.ErrNeedsLogin) {
+		state, reason = StateNeedsLogin, fmt.Sprintf("it needs a person's authorization: run `capbridge login %s` (%s)", s.cfg.Name, reason)
+	}
 	s.mu.Lock()
-	s.state, s.reason, s.tail = StateFailed, withoutTail(err), tail
+	s.state, s.reason, s.tail = state, reason, tail
 	first := s.settleFirst()
 	st := s.statusLocked()
 	s.mu.Unlock()

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/url"
+	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -37,7 +39,12 @@ const (
 	StateFailed   State = "failed"  // a boot attempt failed
 	StateDead     State = "dead"    // served, then ended (crash, framing fault)
 	StateBackoff  State = "backoff" // down, waiting to restart
-	StateRetired  State = "retired" // shut down by us
+	// StateNeedsLogin: a remote server that needs a person's
+	// authorization has no usable login (capbridge login NAME); it is
+	// tried again with the restart policy's backoff, so a login made
+	// meanwhile is picked up.
+	StateNeedsLogin State = "needs_login"
+	StateRetired    State = "retired" // shut down by us
 )
 
 func (s State) String() string { return string(s) }
@@ -132,7 +139,7 @@ func newServer(cfg config.Server, log, audit zerolog.Logger, o bootOptions, prog
 		cfg:        cfg,
 		log:        log,
 		logs:       logs,
-		redact:     redact.New(cfg.Env),
+		redact:     redact.New(secretValues(cfg)),
 		audit:      audit,
 		opts:       o,
 		jitter:     equalJitter,
@@ -146,12 +153,40 @@ func newServer(cfg config.Server, log, audit zerolog.Logger, o bootOptions, prog
 	return s
 }
 
+// secretValues are the values of a server's configuration that must
+// not reach a caller: its env, and a remote server's credentials that
+// come from capbridge's environment (those from files are read at boot,
+// never logged, and never part of an error).
+func secretValues(cfg config.Server) map[string]string {
+	rm := cfg.Remote
+	if rm == nil {
+		return cfg.Env
+	}
+	out := map[string]string{}
+	add := func(name, variable string) {
+		if v, ok := os.LookupEnv(variable); ok && variable != "" {
+			out[name] = v
+		}
+	}
+	for h, variable := range rm.HeaderEnv {
+		add(h, variable)
+	}
+	add("bearer_token", rm.BearerTokenEnv)
+	if rm.OAuth != nil {
+		add("client_secret", rm.OAuth.ClientSecretEnv)
+	}
+	return out
+}
+
 // bootOptions carry what boot needs beyond the server's own config.
 type bootOptions struct {
 	clientName, clientVersion string
 	surfaceBudget             int
 	maxLine                   int
 	cgroups                   *mcpwire.Cgroups
+	// tokenDir is where capbridge login saved remote servers' logins;
+	// "" uses none.
+	tokenDir string
 }
 
 // withoutTail is err's message without the stderr tail a
@@ -431,6 +466,11 @@ type serverStatus struct {
 	NextAttemptMS int64  `msgpack:"next_attempt_ms,omitempty"`
 	// Withheld is each tool the lock withholds, as "name: drift".
 	Withheld []string `msgpack:"withheld,omitempty"`
+	// Transport is how the server is reached (stdio, streamable-http,
+	// sse); URL, for a remote server, its address without query or
+	// credentials.
+	Transport string `msgpack:"transport,omitempty"`
+	URL       string `msgpack:"url,omitempty"`
 	// The era and revision the server speaks, and who it says it is.
 	Era           string `msgpack:"era,omitempty"`
 	Protocol      string `msgpack:"protocol,omitempty"`
@@ -456,11 +496,16 @@ func (s *server) statusLocked() serverStatus {
 		st.Tools = len(s.cur.tools)
 		st.Withheld = s.cur.withheldList()
 	}
+	st.Transport = "stdio"
+	if rm := s.cfg.Remote; rm != nil {
+		st.Transport, st.URL = rm.Transport, shownURL(rm.URL)
+	}
 	switch s.state {
 	case StateReady:
 		st.StderrTail = truncate.Tail(s.cur.client.StderrTail(), -1)
 		info := s.cur.client.ServerInfo()
 		st.Era, st.Protocol = s.cur.client.Era().String(), s.cur.client.ProtocolVersion()
+		st.Transport = s.cur.client.Transport()
 		st.ServerName, st.ServerVersion = strings.ToValidUTF8(info.Name, "\uFFFD"), strings.ToValidUTF8(info.Version, "\uFFFD")
 		select {
 		case <-s.cur.client.Done():
@@ -470,7 +515,7 @@ func (s *server) statusLocked() serverStatus {
 		default:
 			st.PID = s.cur.client.Pid()
 		}
-	case StateBackoff:
+	case StateBackoff, StateNeedsLogin:
 		st.BackoffMS, st.NextAttemptMS = s.wait.Milliseconds(), s.nextAttempt.UnixMilli()
 	}
 	return st
@@ -480,6 +525,16 @@ func (s *server) statusLocked() serverStatus {
 func (s *server) snapshot() Status {
 	st := s.status()
 	return Status{State: State(st.State), Reason: st.Reason, StderrTail: st.StderrTail}
+}
+
+// shownURL is a configured URL as status may show it: without
+// credentials, query or fragment (a query may hold an API key).
+func shownURL(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return ""
+	}
+	return (&url.URL{Scheme: u.Scheme, Host: u.Host, Path: u.Path}).String()
 }
 
 func nonNil(s []string) []string {

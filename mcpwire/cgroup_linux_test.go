@@ -56,7 +56,7 @@ func TestCgroupCustody(t *testing.T) {
 	cmd.Cgroups = g
 	c, gpid, fd := startEscapeeCmd(t, cmd)
 	defer unix.Close(fd)
-	dir := c.conn.(*childConn).cgroup
+	dir := c.car.(*streamCarrier).conn.(*childConn).cgroup
 	if filepath.Dir(dir) != g.Dir() {
 		t.Fatalf("server cgroup %q, want one under %s", dir, g.Dir())
 	}
@@ -164,7 +164,7 @@ func TestCgroupFallback(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := c.conn.(*childConn).cgroup; got != "" {
+	if got := c.car.(*streamCarrier).conn.(*childConn).cgroup; got != "" {
 		t.Errorf("server cgroup %q, want none", got)
 	}
 	if r, err := callT(t, c, "echo", `{"text":"still served"}`, CallOptions{}); err != nil || texts(r) != "text:still served" {

@@ -195,6 +195,7 @@ func (c *childConn) SetReadDeadline(t time.Time) error  { return c.stdout.SetRea
 func (c *childConn) Done() <-chan struct{}              { return c.done }
 func (c *childConn) StderrTail() []byte                 { return c.tail.snapshot() }
 func (c *childConn) Pid() int                           { return c.pid }
+func (c *childConn) transportName() string              { return "stdio" }
 
 func (c *childConn) EndReason() error {
 	c.mu.Lock()

@@ -475,7 +475,7 @@ func TestChildPidAndStderrTail(t *testing.T) {
 	}
 	closeClean(t, c)
 	conn, _ := newMemory(time.Second, 0)
-	if p := (&Client{conn: conn}).Pid(); p != 0 {
+	if p := (&streamCarrier{conn: conn}).pid(); p != 0 {
 		t.Errorf("an in-memory transport reports pid %d, want 0", p)
 	}
 	if _, err := conn.Shutdown(); err != nil {

@@ -12,7 +12,6 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/capbridge/capbridge/internal/bound"
-	"github.com/capbridge/capbridge/internal/framewrite"
 	"github.com/capbridge/capbridge/internal/jsonlex"
 	"github.com/capbridge/capbridge/internal/mcpproto"
 	"github.com/capbridge/capbridge/internal/readside"
@@ -134,23 +133,13 @@ type CallOptions struct {
 // Close (or death) shuts the server down. The owner must call Close
 // exactly to release resources, even after death.
 type Client struct {
-	conn Conn
+	// car carries the messages: a Conn's byte stream or Streamable HTTP
+	// (carrier.go). Set before the first request.
+	car  carrier
 	cfg  Config
 	log  zerolog.Logger
 	init *InitializeResult
 	m    modern // the era and the modern era's state (era.go)
-
-	// interruptible says conn has read deadlines: callers then read
-	// their own replies (wire.go). Without, one goroutine reads for the
-	// client's whole life, as the only safe choice when a blocked Read
-	// cannot be interrupted.
-	interruptible bool
-
-	// The writer is a token rather than a goroutine (framewrite.Group):
-	// a caller that finds it free writes its own line; one that finds it
-	// held queues its line and returns, and the holder writes everything
-	// queued before letting go (group commit).
-	w *framewrite.Group
 
 	// mu guards the in-flight and reader state below. Every call is
 	// retired exactly once: whoever removes it from calls (the reader
@@ -168,17 +157,16 @@ type Client struct {
 	abandoned    map[int64]chan struct{}
 	abandonOrder []int64
 
-	// The reading side is a token too (wire.go), guarded by mu; rs
-	// belongs to its holder.
-	side readside.Side
-	rs   readState
-
 	deadc        chan struct{} // closed on death
 	shutdownDone chan struct{} // closed when the transport's Shutdown returned
 	toolsChanged chan struct{} // 1-buffered, coalescing
 	batch        atomic.Bool   // 2025-03-26 negotiated: accept batches
 
 	strayLines, strayBytes atomic.Int64
+
+	// hdr is each tool's x-mcp-header annotations, from the last listing
+	// over Streamable HTTP in the 2026-07-28 era (xheader.go).
+	hdr atomic.Pointer[map[string][]headerParam]
 
 	exit    Exit
 	exitErr error
@@ -199,6 +187,10 @@ type call struct {
 	tool   bool
 	result jsonlex.Value // the result, owned (copied out of the read buffer)
 	err    error
+	// timer ends the call at its idle deadline over a carrier whose
+	// caller does not read through a readside.Side (HTTP); progress
+	// moves it as it moves the Waiter's expiry. Under Client.mu.
+	timer *time.Timer
 }
 
 var callPool = sync.Pool{New: func() any { return new(call) }}
@@ -226,9 +218,15 @@ func Start(ctx context.Context, cmd Command, cfg Config) (*Client, error) {
 // its own Conn; Start is Connect over a spawned child. On failure the server is shut down and
 // the error is a *DeadError carrying the reason and the stderr tail.
 func Connect(ctx context.Context, conn Conn, cfg Config) (*Client, error) {
+	c := newClient(cfg)
+	c.car = newStream(c, conn)
+	return c.connect(ctx)
+}
+
+func newClient(cfg Config) *Client {
 	cfg.defaults()
 	c := &Client{
-		conn: conn, cfg: cfg, log: zerolog.Nop(),
+		cfg: cfg, log: zerolog.Nop(),
 		calls: make(map[int64]*call), abandoned: make(map[int64]chan struct{}),
 		deadc:        make(chan struct{}),
 		shutdownDone: make(chan struct{}), toolsChanged: make(chan struct{}, 1),
@@ -236,15 +234,16 @@ func Connect(ctx context.Context, conn Conn, cfg Config) (*Client, error) {
 	if cfg.Logger != nil {
 		c.log = *cfg.Logger
 	}
-	c.w = framewrite.NewGroup(conn, framewrite.GroupConfig{
-		Timeout: cfg.WriteTimeout, MaxQueued: maxQueued, Done: c.deadc, Stopped: c.Err,
-		Fail: func(err error) { c.die(fmt.Errorf("mcpwire: write to server stdin: %w", err)) },
-	})
-	c.startReading(conn)
+	return c
+}
+
+// connect runs the handshake over c's carrier; on failure the client is
+// closed and the error is a *DeadError.
+func (c *Client) connect(ctx context.Context) (*Client, error) {
 	if err := c.handshake(ctx); err != nil {
 		var de *DeadError
 		if !errors.As(err, &de) {
-			de = &DeadError{Reason: err, Stderr: conn.StderrTail()}
+			de = &DeadError{Reason: err, Stderr: c.car.tail()}
 		}
 		c.die(de.Reason)
 		c.Close()
@@ -263,11 +262,19 @@ func (c *Client) handshake(ctx context.Context) error {
 			return err
 		}
 		if isModern {
-			return c.startModern(ctx)
+			if err := c.startModern(ctx); err != nil {
+				return err
+			}
+			c.car.established(ctx)
+			return nil
 		}
 	}
 	c.m.era.Store(uint32(EraLegacy))
-	return c.initialize(ctx)
+	if err := c.initialize(ctx); err != nil {
+		return err
+	}
+	c.car.established(ctx)
+	return nil
 }
 
 func (c *Client) initialize(ctx context.Context) error {
@@ -294,6 +301,7 @@ func (c *Client) initialize(ctx context.Context) error {
 		return &VersionError{Requested: requestedVersion, Offered: ir.ProtocolVersion}
 	}
 	c.init = ir
+	c.car.negotiated(ir.ProtocolVersion)
 	c.batch.Store(ir.ProtocolVersion == batchVersion)
 	c.log.Info().Str("version", ir.ProtocolVersion).Str("server_name", ir.ServerInfo.Name).Str("server_version", ir.ServerInfo.Version).Msg("mcpwire: initialized")
 	return c.notify(ctx, "notifications/initialized", nil)
@@ -327,16 +335,16 @@ func (c *Client) Stray() (lines, bytes int64) { return c.strayLines.Load(), c.st
 
 // StderrTail returns a copy of the last bytes the server wrote to stderr
 // (bounded by Command.StderrTailBytes), for an operator's status view.
-func (c *Client) StderrTail() []byte { return c.conn.StderrTail() }
+func (c *Client) StderrTail() []byte { return c.car.tail() }
+
+// Transport names how the client reaches its server: "stdio" (a child
+// process), "streamable-http", "sse" (the legacy HTTP+SSE transport), or
+// "stream" over an embedder's Conn.
+func (c *Client) Transport() string { return c.car.kind() }
 
 // Pid returns the server's process id (the leader of its process group),
 // or 0 when the transport is not a process.
-func (c *Client) Pid() int {
-	if p, ok := c.conn.(interface{ Pid() int }); ok {
-		return p.Pid()
-	}
-	return 0
-}
+func (c *Client) Pid() int { return c.car.pid() }
 
 // Close kills the client (in-flight calls settle with ErrClosed) and
 // shuts the server down, returning the shutdown's evidence. Idempotent;
@@ -345,7 +353,7 @@ func (c *Client) Close() (Exit, error) {
 	c.endModern()
 	c.die(ErrClosed)
 	<-c.shutdownDone
-	<-c.side.Done()
+	<-c.car.readersDone()
 	return c.exit, c.exitErr
 }
 
@@ -379,7 +387,7 @@ func (c *Client) ListTools(ctx context.Context) ([]Tool, error) {
 		}
 		if !p.HasNext {
 			c.armRelist(p.TTLMs)
-			return all, nil
+			return c.mirrored(all), nil
 		}
 		if seen[p.NextCursor] {
 			return nil, fmt.Errorf("%w: cursor %q repeated on page %d", ErrTooManyPages, p.NextCursor, page+1)
@@ -477,21 +485,20 @@ func (c *Client) request(ctx context.Context, method string, params []byte, args
 	} else {
 		line = appendRequest((*bp)[:0], id, method, params)
 	}
+	sent, why := false, err
 	if err == nil {
-		err = c.w.Write(ctx, line, true, gather)
+		sent, why = c.car.roundTrip(ctx, cl, outbound{method: method, name: name, args: args}, line, gather)
 	}
 	if cap(line) <= maxPooledLine {
 		*bp = line[:0]
 		linePool.Put(bp)
 	}
-	if err != nil {
+	if !sent {
 		if c.take(id) == cl { // still ours: nothing reached the server
-			return c.finish(cl, err)
+			return c.finish(cl, why)
 		}
 		return c.finish(cl, nil) // settled concurrently (death)
 	}
-
-	why := c.side.Await(ctx, &cl.Waiter)
 	if why == nil {
 		return c.finish(cl, nil)
 	}
@@ -506,7 +513,9 @@ func (c *Client) request(ctx context.Context, method string, params []byte, args
 	if !ours {
 		return c.finish(cl, nil) // the response (or death) won the race
 	}
-	c.sendCancelled(id, why)
+	if c.car.cancels() {
+		c.sendCancelled(id, why)
+	}
 	if opt.Abandoned != nil {
 		opt.Abandoned(answered)
 	}
@@ -535,7 +544,7 @@ func (c *Client) take(id int64) *call {
 	if cl != nil {
 		cl.SettleLocked()
 		delete(c.calls, id)
-		c.side.ElectLocked()
+		c.car.electLocked()
 	}
 	c.mu.Unlock()
 	return cl
@@ -555,7 +564,7 @@ func (c *Client) abandon(id int64, cl *call) (<-chan struct{}, bool) {
 	}
 	cl.SettleLocked()
 	delete(c.calls, id)
-	c.side.ElectLocked()
+	c.car.electLocked()
 	ch := make(chan struct{})
 	if c.dead != nil {
 		close(ch)
@@ -636,7 +645,7 @@ func (c *Client) sendCancelled(id int64, why error) {
 }
 
 func (c *Client) notify(ctx context.Context, method string, params []byte) error {
-	return c.w.Write(ctx, appendNotification(nil, method, params), true, false)
+	return c.car.send(ctx, outbound{method: method}, appendNotification(nil, method, params))
 }
 
 // die makes the client dead with reason: latched once, every in-flight
@@ -648,7 +657,7 @@ func (c *Client) die(reason error) {
 		c.mu.Unlock()
 		return
 	}
-	c.dead = &DeadError{Reason: reason, Stderr: c.conn.StderrTail()}
+	c.dead = &DeadError{Reason: reason, Stderr: c.car.tail()}
 	for id, cl := range c.calls {
 		cl.err = c.dead
 		delete(c.calls, id)
@@ -659,14 +668,14 @@ func (c *Client) die(reason error) {
 		close(ch)
 	}
 	c.abandonOrder = nil
-	c.side.EndLocked()
+	c.car.endLocked()
 	c.mu.Unlock()
 	close(c.deadc)
 	if !errors.Is(reason, ErrClosed) {
 		c.log.Error().Err(reason).Msg("mcpwire: server connection died")
 	}
 	go func() {
-		c.exit, c.exitErr = c.conn.Shutdown()
+		c.exit, c.exitErr = c.car.shutdown()
 		close(c.shutdownDone)
 	}()
 }

@@ -110,7 +110,7 @@ func (c *Client) handleServerRequest(m *mcpproto.Message) {
 		line = appendErrorResponse(nil, m.ID.Raw, -32601, "Method not found")
 		c.log.Warn().Str("method", preview(m.Method)).Msg("mcpwire: server request refused (-32601)")
 	}
-	_ = c.w.Write(context.Background(), line, true, false)
+	_ = c.car.send(context.Background(), outbound{}, line)
 }
 
 func (c *Client) handleNotification(m *mcpproto.Message) {
@@ -165,6 +165,9 @@ func (c *Client) progress(params []byte) {
 		}
 		if d > 0 {
 			cl.ExpireLocked(time.Now().Add(d), cl.idle/4)
+			if cl.timer != nil {
+				cl.timer.Reset(d)
+			}
 		}
 	}
 	c.mu.Unlock()

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -266,6 +265,15 @@ func (c *Client) probe(ctx context.Context) (bool, error) {
 		return false, nil
 	case errors.As(err, &rpc):
 		return c.probeRefused(rpc)
+	case errors.Is(err, ErrHTTP):
+		// Over HTTP a legacy server refuses the probe with an error
+		// status and no modern JSON-RPC error (the Streamable HTTP
+		// binding's fallback rule).
+		if c.cfg.Era == EraModern {
+			return false, err
+		}
+		c.log.Info().Err(err).Msg("mcpwire: server/discover refused over HTTP; speaking the legacy era")
+		return false, nil
 	default:
 		return false, err // dead, or ctx ended
 	}
@@ -274,6 +282,12 @@ func (c *Client) probe(ctx context.Context) (bool, error) {
 		return false, err
 	}
 	if !d.Supports(mcpproto.ModernVersion) {
+		if anyLegacy(d.SupportedVersions) && c.cfg.Era != EraModern {
+			// A server that answers discover but speaks only revisions of
+			// the initialize era (go-sdk v1.8.0 does): meet it there.
+			c.log.Info().Strs("supported", d.SupportedVersions).Msg("mcpwire: server/discover names only initialize-era revisions; speaking the legacy era")
+			return false, nil
+		}
 		return false, &VersionError{Requested: mcpproto.ModernVersion, Supported: d.SupportedVersions}
 	}
 	c.m.disc = d
@@ -349,7 +363,7 @@ func (c *Client) listen(ctx context.Context) error {
 	c.mu.Unlock()
 	c.m.subID.Store(id)
 	params := c.metaParams([]byte(`"notifications":{"toolsListChanged":true}`))
-	return c.w.Write(ctx, appendRequest(nil, id, "subscriptions/listen", params), true, false)
+	return c.car.listen(ctx, id, appendRequest(nil, id, "subscriptions/listen", params))
 }
 
 // modernResponse handles the answer to the listen request: the stream's
@@ -482,7 +496,5 @@ func (c *Client) endModern() {
 	if id == 0 || c.Err() != nil {
 		return
 	}
-	p := strconv.AppendInt([]byte(`{"requestId":`), id, 10)
-	p = append(p, `,"reason":"client closing"}`...)
-	_ = c.notify(context.Background(), "notifications/cancelled", p)
+	c.car.unlisten(id)
 }

@@ -229,6 +229,11 @@ func TestProbeOutcomes(t *testing.T) {
 				var ve *VersionError
 				return errors.As(err, &ve) && ve.Supported[0] == "2099-01-01" && errors.Is(err, ErrVersion)
 			}},
+		// go-sdk v1.8.0 answers discover with the revisions it speaks,
+		// all of the initialize era: the client initializes.
+		{name: "discover naming only legacy revisions", answer: `{"jsonrpc":"2.0","id":0,"result":{"supportedVersions":["2025-11-25","2025-06-18"],"capabilities":{}}}`, era: EraLegacy},
+		{name: "modern required, discover naming only legacy revisions", cfg: Config{Era: EraModern}, answer: `{"jsonrpc":"2.0","id":0,"result":{"supportedVersions":["2025-11-25"],"capabilities":{}}}`,
+			check: func(err error) bool { return errors.Is(err, ErrVersion) }},
 		{name: "discover naming only unknown revisions", answer: `{"jsonrpc":"2.0","id":0,"result":{"supportedVersions":["2099-01-01"],"capabilities":{}}}`,
 			check: func(err error) bool { return errors.Is(err, ErrVersion) }},
 		{name: "discover naming no revision", answer: `{"jsonrpc":"2.0","id":0,"result":{"supportedVersions":[],"capabilities":{}}}`,

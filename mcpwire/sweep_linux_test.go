@@ -171,7 +171,7 @@ func TestSubreapSweep(t *testing.T) {
 	if err := unix.Kill(c.Pid(), unix.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	<-c.conn.(*childConn).exited
+	<-c.car.(*streamCarrier).conn.(*childConn).exited
 	if st, ok := readStat(gpid); !ok || st.ppid != self {
 		t.Fatalf("orphaned grandchild %d: %+v, %v; want it reparented to us (%d)", gpid, st, ok, self)
 	}

@@ -66,6 +66,9 @@ const (
 	ExitedOnSIGTERM
 	// ExitedOnSIGKILL: it was killed by SIGKILL to its process group.
 	ExitedOnSIGKILL
+	// ExitDisconnected: a remote server, which has no process of ours;
+	// the connection (and any session) was ended. Exit.Status says how.
+	ExitDisconnected
 )
 
 func (h ExitHow) String() string {
@@ -78,6 +81,8 @@ func (h ExitHow) String() string {
 		return "exited after SIGTERM"
 	case ExitedOnSIGKILL:
 		return "killed by SIGKILL"
+	case ExitDisconnected:
+		return "disconnected"
 	}
 	return "unknown"
 }

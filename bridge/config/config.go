@@ -186,6 +186,10 @@ type Server struct {
 	// No file sets it; serve's --strict does.
 	Strict bool
 
+	// Remote is set for a server reached over HTTP (url instead of
+	// command); nil for one capbridge starts.
+	Remote *Remote
+
 	// Where the server was defined, for messages that come later (a
 	// failed boot names the file and line the operator must look at).
 	File string
@@ -611,8 +615,13 @@ func (r *reader) servers(t map[string]any) []Server {
 			case "restrict":
 				r.restrict(k2, v, &s)
 			default:
-				r.unknown(k2, k, serverKeys)
+				if !r.remoteKey(k2, k, v, &s) {
+					r.unknown(k2, k, serverKeys)
+				}
 			}
+		}
+		if s.Remote != nil && s.Remote.URL == "" {
+			s.Remote = nil // remote keys without url: the command check says what is missing
 		}
 		r.checkServer(key, st, &s)
 		out = append(out, s)
@@ -622,8 +631,10 @@ func (r *reader) servers(t map[string]any) []Server {
 
 // checkServer holds the rules that relate one key to another.
 func (r *reader) checkServer(key string, st map[string]any, s *Server) {
-	if _, given := st["command"]; !given {
-		r.fail(key, `add command = "/path/to/server" (argv[0]; arguments go in args = [...])`, "no command")
+	if _, remote := st["url"]; remote {
+		r.checkRemote(key, st, s)
+	} else if _, given := st["command"]; !given {
+		r.fail(key, `add command = "/path/to/server" (argv[0]; arguments go in args = [...]), or url = "https://…" for a remote server`, "no command and no url")
 	} else if st["command"] == "" {
 		r.fail(key+".command", `give the program to run, such as "/usr/local/bin/server" or "npx"`, "is empty")
 	} else if strings.ContainsAny(s.Command, " \t") && !strings.HasPrefix(s.Command, "/") {

@@ -25,8 +25,15 @@ type EditorOptions struct {
 	Workspace string
 	// LookupEnv resolves ${VAR}; nil means os.LookupEnv.
 	LookupEnv func(string) (string, bool)
-	// Strict makes a remote entry an error instead of a warning.
+	// Strict is serve's --strict, carried for the callers that apply it
+	// to the servers read (doctor, lock); the reader itself refuses
+	// nothing more under it, now that remote entries are served.
 	Strict bool
+	// Placeholders says LookupEnv renders stand-ins rather than values
+	// (init's second reading, which finds the variables each field
+	// used): a value that then cannot be checked, a remote server's URL,
+	// is not.
+	Placeholders bool
 }
 
 // LoadEditor reads the stdio servers of an editor's MCP configuration, as
@@ -45,9 +52,9 @@ type EditorOptions struct {
 // one that cannot be (unset, or a VS Code ${input:…} prompt) is an error
 // naming the entry, the field and the placeholder.
 //
-// A remote entry (a url, or type http, sse or streamable-http) cannot be
-// run by capbridge: it is skipped, and named in one warning, or is an
-// error under opts.Strict. A disabled entry ("disabled": true, Codex's
+// A remote entry (a url or serverUrl, or type http, sse or
+// streamable-http; Codex's url with bearer_token_env_var, http_headers and
+// env_http_headers) is served over HTTP (remote.go). A disabled entry ("disabled": true, Codex's
 // enabled = false) is skipped with a warning too. Keys capbridge has no
 // use for (an editor's "autoApprove", Codex's timeouts, …) are ignored,
 // since the file belongs to the editor; each server gets the defaults of
@@ -90,10 +97,15 @@ type editorEntry struct {
 	Cwd       string            `json:"cwd"`
 	URL       string            `json:"url"`
 	ServerURL string            `json:"serverUrl"` // Windsurf's name for url
+	Headers   map[string]string `json:"headers"`
 	EnvFile   string            `json:"envFile"`
 	Disabled  bool              `json:"disabled"`
 
 	allow, deny []string // Codex's enabled_tools and disabled_tools
+	// Codex's bearer_token_env_var and env_http_headers: variables by
+	// name, not values.
+	bearerEnv  string
+	headerVars map[string]string
 }
 
 type editorLoader struct {
@@ -115,28 +127,23 @@ func (l *editorLoader) warn(line int, key, fix, format string, args ...any) {
 // the network (MCP 2025-06-18 "Transports", and the older SSE one).
 var remoteTypes = []string{"http", "sse", "streamable-http", "streamableHttp"}
 
-// servers checks and expands every entry, skipping remote and disabled
+// servers checks and expands every entry, skipping disabled
 // ones, and returns the servers sorted by name.
 func (l *editorLoader) servers(entries []*editorEntry) []Server {
 	var out []Server
-	var remote []string
-	firstRemote := 0
 	for _, e := range entries {
 		url := cmp.Or(e.URL, e.ServerURL)
 		switch {
+		case e.Disabled:
+			l.warn(e.line, e.path, "enable it in the editor's file to have capbridge serve it", "is disabled; skipping it")
+			continue
 		case url != "" || slices.Contains(remoteTypes, e.Type):
-			const fix = "capbridge runs stdio servers only; run it behind a stdio proxy, or leave it out of the file given to capbridge"
-			if l.opts.Strict {
-				l.fail(e.line, e.path, fix, "is a remote server (type %q, url %q)", e.Type, url)
-				continue
+			if s, ok := l.remoteEntry(e, url); ok {
+				out = append(out, s)
 			}
-			if firstRemote == 0 {
-				firstRemote = e.line
-			}
-			remote = append(remote, fmt.Sprintf("%q (line %d)", e.name, e.line))
 			continue
 		case e.Type != "" && e.Type != "stdio":
-			l.fail(e.line, e.path+".type", `use "stdio" (capbridge runs stdio servers only)`, "unknown transport type %q", e.Type)
+			l.fail(e.line, e.path+".type", `use "stdio", "http", "streamable-http" or "sse"`, "unknown transport type %q", e.Type)
 			continue
 		case e.Disabled:
 			l.warn(e.line, e.path, "enable it in the editor's file to have capbridge serve it", "is disabled; skipping it")
@@ -145,10 +152,6 @@ func (l *editorLoader) servers(entries []*editorEntry) []Server {
 		if s, ok := l.entry(e); ok {
 			out = append(out, s)
 		}
-	}
-	if len(remote) > 0 {
-		l.warn(firstRemote, "", "capbridge runs stdio servers only; run them behind a stdio proxy, or use --strict to refuse such a file",
-			"skipping %d remote server(s): %s", len(remote), strings.Join(remote, ", "))
 	}
 	if len(out) > maxServers {
 		l.fail(0, "", fmt.Sprintf("run at most %d servers per capbridge", maxServers), "%d servers configured", len(out))
@@ -415,6 +418,12 @@ func (l *editorLoader) loadCodex(data []byte) []*editorEntry {
 				r.str(key, v, &e.Cwd)
 			case "url":
 				r.str(key, v, &e.URL)
+			case "bearer_token_env_var":
+				r.str(key, v, &e.bearerEnv)
+			case "http_headers":
+				r.headers(key, v, &e.Headers)
+			case "env_http_headers":
+				r.headers(key, v, &e.headerVars)
 			case "enabled":
 				var enabled bool
 				r.boolean(key, v, &enabled)

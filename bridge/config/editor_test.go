@@ -18,6 +18,10 @@ var testEnv = env(map[string]string{
 	"GITHUB_TOKEN": "ghp_x",
 	"TZ":           "Europe/Paris",
 	"EMPTY":        "",
+	"API_KEY":      "k",
+	// Codex's bearer_token_env_var names it; serve reads it at each
+	// boot.
+	"FIGMA_OAUTH_TOKEN": "f",
 })
 
 // Each file in testdata is shaped as its editor writes it; every field
@@ -30,6 +34,8 @@ func TestLoadEditorFormats(t *testing.T) {
 		cwd           string
 		allow, deny   []string
 		line          int
+		// A remote entry's url, transport and bearer variable.
+		url, transport, bearer string
 	}
 	for _, tc := range []struct {
 		file     string
@@ -43,21 +49,28 @@ func TestLoadEditorFormats(t *testing.T) {
 		{"cursor_mcp.json", []want{
 			{name: "docs", command: "node", args: []string{"/work/proj/tools/docs-server.js"}, cwd: "/work/proj", line: 11},
 			{name: "github", command: "docker", args: []string{"run", "-i", "--rm", "-e", "GITHUB_PERSONAL_ACCESS_TOKEN", "ghcr.io/github/github-mcp-server"}, env: map[string]string{"GITHUB_PERSONAL_ACCESS_TOKEN": "ghp_x"}, line: 4},
-		}, []string{`skipping 1 remote server(s): "linear" (line 17)`}},
+			{name: "linear", line: 17, url: "https://mcp.linear.app/sse", transport: TransportAuto},
+		}, nil},
 		{"windsurf_mcp_config.json", []want{
+			{name: "figma", line: 14, url: "https://mcp.figma.com/mcp", transport: TransportAuto},
 			{name: "sequential-thinking", command: "npx", args: []string{"-y", "@modelcontextprotocol/server-sequential-thinking"}, line: 3},
-		}, []string{"mcpServers.puppeteer: is disabled", `skipping 1 remote server(s): "figma" (line 14)`}},
+		}, []string{"mcpServers.puppeteer: is disabled"}},
 		{"claude_code_mcp.json", []want{
+			// "Bearer ${API_KEY}" becomes bearer_token_env: the token is
+			// read at each boot, never copied.
+			{name: "api", line: 9, url: "https://api.example.com/mcp", transport: TransportStreamable, bearer: "API_KEY"},
 			{name: "postgres", command: "npx", args: []string{"-y", "@modelcontextprotocol/server-postgres", "postgresql://localhost/dev"}, env: map[string]string{}, line: 3},
-		}, []string{`skipping 1 remote server(s): "api" (line 9)`}},
+		}, nil},
 		{"vscode_mcp.json", []want{
 			{name: "fetch", command: "uvx", args: []string{"mcp-server-fetch"}, env: map[string]string{"PATH": "/home/alice/.local/bin:/usr/bin"}, line: 17},
+			{name: "github", line: 22, url: "https://api.githubcopilot.com/mcp/", transport: TransportStreamable},
 			{name: "time", command: "uvx", args: []string{"mcp-server-time", "--local-timezone=Europe/Paris"}, line: 12},
-		}, []string{`skipping 1 remote server(s): "github" (line 22)`}},
+		}, nil},
 		{"codex_config.toml", []want{
 			{name: "context7", command: "npx", args: []string{"-y", "@upstash/context7-mcp"}, line: 4},
+			{name: "figma", line: 16, url: "https://mcp.figma.com/mcp", transport: TransportAuto, bearer: "FIGMA_OAUTH_TOKEN"},
 			{name: "github", command: "github-mcp-server", args: []string{"stdio"}, env: map[string]string{"GITHUB_PERSONAL_ACCESS_TOKEN": "ghp_x"}, allow: []string{"get_issue", "list_issues"}, deny: []string{"delete_repository"}, line: 9},
-		}, []string{"mcp_servers.old: is disabled", `skipping 1 remote server(s): "figma" (line 16)`}},
+		}, []string{"mcp_servers.old: is disabled"}},
 	} {
 		t.Run(tc.file, func(t *testing.T) {
 			data, err := os.ReadFile("testdata/" + tc.file)
@@ -70,7 +83,11 @@ func TestLoadEditorFormats(t *testing.T) {
 			}
 			var got []want
 			for _, s := range servers {
-				got = append(got, want{s.Name, s.Command, s.Args, s.Env, s.Cwd, s.ToolsAllow, s.ToolsDeny, s.Line})
+				w := want{name: s.Name, command: s.Command, args: s.Args, env: s.Env, cwd: s.Cwd, allow: s.ToolsAllow, deny: s.ToolsDeny, line: s.Line}
+				if rm := s.Remote; rm != nil {
+					w.url, w.transport, w.bearer = rm.URL, rm.Transport, rm.BearerTokenEnv
+				}
+				got = append(got, w)
 				if s.File != tc.file || s.MaxInflight != DefaultMaxInflight {
 					t.Errorf("%s: file %q, max_inflight %d: want the file and NewServer's defaults", s.Name, s.File, s.MaxInflight)
 				}
@@ -87,14 +104,9 @@ func TestLoadEditorFormats(t *testing.T) {
 				}
 			}
 
-			// Under Strict, each remote entry is an error of its own.
-			_, _, err = LoadEditor(tc.file, data, EditorOptions{Workspace: "/work/proj", LookupEnv: testEnv, Strict: true})
-			remote := strings.Count(strings.Join(tc.warnings, " "), "remote")
-			var l ErrorList
-			if remote == 0 && err != nil {
+			// Remote entries are served, so Strict refuses none of them.
+			if _, _, err = LoadEditor(tc.file, data, EditorOptions{Workspace: "/work/proj", LookupEnv: testEnv, Strict: true}); err != nil {
 				t.Errorf("strict: %v", err)
-			} else if remote > 0 && (!errors.As(err, &l) || !strings.Contains(l[0].Msg, "is a remote server")) {
-				t.Errorf("strict: got %v, want the remote entry refused", err)
 			}
 		})
 	}

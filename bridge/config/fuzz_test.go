@@ -15,7 +15,7 @@ func checkServers(t *testing.T, servers []Server) {
 		t.Fatalf("servers not sorted: %+v", servers)
 	}
 	for _, s := range servers {
-		if !validName.MatchString(s.Name) || s.Command == "" || s.CallTimeout > s.MaxCallTimeout || s.MaxInflight < 1 {
+		if !validName.MatchString(s.Name) || (s.Command == "") == (s.Remote == nil) || s.CallTimeout > s.MaxCallTimeout || s.MaxInflight < 1 {
 			t.Fatalf("accepted an invalid server: %+v", s)
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"slices"
 )
 
 // keySpec is one key of capbridge.toml: what the reader accepts there,
@@ -37,6 +38,8 @@ const (
 	kindLoopback
 	kindFile
 	kindRestrict
+	kindHeaders
+	kindOAuth
 )
 
 var bridgeSpec = []keySpec{
@@ -71,7 +74,7 @@ var bridgeSpec = []keySpec{
 }
 
 var serverSpec = []keySpec{
-	{name: "command", kind: kindString, doc: "required: argv[0], never a shell string"},
+	{name: "command", kind: kindString, doc: "argv[0], never a shell string; required unless url names a remote server"},
 	{name: "args", kind: kindStrings, doc: "the arguments"},
 	{name: "env", kind: kindEnv, doc: "variables passed explicitly"},
 	{name: "inherit_env", kind: kindEnvNames, doc: "names passed through from capbridge's environment; default PATH, HOME, LANG and the like"},
@@ -95,7 +98,7 @@ var serverSpec = []keySpec{
 
 var (
 	bridgeKeys = specNames(bridgeSpec)
-	serverKeys = specNames(serverSpec)
+	serverKeys = specNames(append(slices.Clip(serverSpec), remoteSpec...))
 )
 
 func specNames(spec []keySpec) []string {
@@ -112,8 +115,8 @@ func specNames(spec []keySpec) []string {
 // max_call_timeout, a world-writable socket needing allowed_uids) are the
 // reader's alone.
 func JSONSchema() ([]byte, error) {
-	server := object(serverSpec)
-	server["required"] = []string{"command"}
+	server := object(append(slices.Clip(serverSpec), remoteSpec...))
+	server["oneOf"] = []any{map[string]any{"required": []string{"command"}}, map[string]any{"required": []string{"url"}}}
 	doc := map[string]any{
 		"$schema":              "https://json-schema.org/draft/2020-12/schema",
 		"$id":                  "https://github.com/capbridge/capbridge/docs/capbridge.schema.json",
@@ -200,6 +203,14 @@ func (k keySpec) schema() map[string]any {
 		return map[string]any{"type": "object", "additionalProperties": map[string]any{
 			"type": "object", "propertyNames": map[string]any{"pattern": "^/"}, "additionalProperties": guard,
 		}}
+	case kindOAuth:
+		str := map[string]any{"type": "string"}
+		return map[string]any{"type": "object", "additionalProperties": false, "required": []string{"client_id"}, "properties": map[string]any{
+			"client_id": str, "client_secret_env": str, "client_secret_file": str, "private_key_file": str, "key_id": str,
+			"scopes": map[string]any{"type": "array", "items": str},
+		}}
+	case kindHeaders:
+		return map[string]any{"type": "object", "additionalProperties": map[string]any{"type": "string"}}
 	case kindTools:
 		return map[string]any{"type": "object", "additionalProperties": false, "properties": map[string]any{"allow": strs, "deny": strs}}
 	}

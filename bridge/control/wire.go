@@ -148,6 +148,11 @@ type ServerStatus struct {
 	// Withheld is each tool the lock withholds because it differs from
 	// the lock, as "name: drift classes".
 	Withheld []string `msgpack:"withheld,omitempty" json:"withheld,omitempty"`
+	// Transport is how the server is reached (stdio, streamable-http,
+	// sse, or auto before a remote server's first connection); URL a
+	// remote server's address, without query or credentials.
+	Transport string `msgpack:"transport,omitempty" json:"transport,omitempty"`
+	URL       string `msgpack:"url,omitempty" json:"url,omitempty"`
 	// The MCP era ("legacy" or "modern") and protocol revision the
 	// server speaks, and its serverInfo, while it is ready.
 	Era           string `msgpack:"era,omitempty" json:"era,omitempty"`

@@ -226,6 +226,9 @@ of its stderr), the live grants and the open connections.`)
 		if s.Reason != "" {
 			fmt.Fprintf(stdout, "  reason: %s\n", s.Reason)
 		}
+		if s.URL != "" {
+			fmt.Fprintf(stdout, "  remote: %s (%s)\n", s.URL, s.Transport)
+		}
 		if s.Era != "" {
 			fmt.Fprintf(stdout, "  mcp: %s %s, server %q %q\n", s.Era, s.Protocol, s.ServerName, s.ServerVersion)
 		}

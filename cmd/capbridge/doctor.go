@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/url"
 	"os"
 	"os/signal"
 	"os/user"
@@ -105,8 +106,12 @@ type socketReport struct {
 // listed and the façade generated (the server is ready). A phase the boot
 // did not reach is absent.
 type serverReport struct {
-	Name          string   `json:"name"`
-	Defined       string   `json:"defined"` // file:line
+	Name    string `json:"name"`
+	Defined string `json:"defined"` // file:line
+	// URL and Transport, for a remote server: where it is (without
+	// query or credentials) and how it was reached.
+	URL           string   `json:"url,omitempty"`
+	Transport     string   `json:"transport,omitempty"`
 	State         string   `json:"state"`
 	Reason        string   `json:"reason,omitempty"`
 	PID           int      `json:"pid,omitempty"`
@@ -169,7 +174,8 @@ func doctor(cfgPath, mcpConfig string, opts config.EditorOptions) *doctorReport 
 
 	events := &bootEvents{byServer: map[string]*serverEvents{}}
 	b := bridge.New(bridge.Options{
-		Config: cfg,
+		TokenDir: tokenDir(),
+		Config:   cfg,
 		// Info, whatever log_level says: the boot's events are what
 		// doctor measures.
 		Log:           zerolog.New(events).Level(zerolog.InfoLevel),
@@ -247,6 +253,8 @@ func (r *doctorReport) sockets(checks []bridge.SocketCheck) {
 const (
 	evStarted     = "mcpwire: server started"
 	evInitialized = "mcpwire: initialized"
+	evModern      = "mcpwire: speaking the modern era"
+	evFallback    = "mcpwire: Streamable HTTP refused initialize; trying the legacy HTTP+SSE transport"
 	evReady       = "server ready"
 	evDied        = "mcpwire: server connection died"
 	evFailed      = "server failed to boot"
@@ -256,18 +264,23 @@ const (
 
 func (r *doctorReport) server(s config.Server, o bridge.Outcome, start time.Time, rec serverEvents, strict bool) {
 	sr := serverReport{Name: o.Name, Defined: location(s.File, s.Line), State: o.State.String(), Reason: o.Reason}
+	if rm := s.Remote; rm != nil {
+		sr.URL, sr.Transport = shownURL(rm.URL), rm.Transport
+	}
 	last := start
 	phase := func(at time.Time) *float64 {
 		ms := millis(at.Sub(last))
 		last = at
 		return &ms
 	}
-	started, end := false, time.Time{}
+	started, end, fellBack := false, time.Time{}, false
 	for _, e := range rec.events {
 		switch {
+		case e.Message == evFallback:
+			fellBack = true
 		case e.Message == evStarted:
 			sr.PID, sr.SpawnMS, started = e.PID, phase(e.at), true
-		case e.Message == evInitialized:
+		case e.Message == evInitialized || e.Message == evModern:
 			sr.InitializeMS = phase(e.at)
 			sr.Protocol, sr.ServerName, sr.ServerVersion = e.Version, e.ServerName, e.ServerVersion
 		case e.Message == evReady:
@@ -292,6 +305,9 @@ func (r *doctorReport) server(s config.Server, o bridge.Outcome, start time.Time
 	sr.TotalMS = millis(cmp.Or(end, last).Sub(start))
 	if !started {
 		sr.Exited = true // nothing was started, so nothing can outlive doctor
+	}
+	if s.Remote != nil && sr.Transport == config.TransportAuto && o.State == bridge.StateReady {
+		sr.Transport = map[bool]string{false: config.TransportStreamable, true: config.TransportSSE}[fellBack]
 	}
 	where := "server " + o.Name + " (" + sr.Defined + ")"
 	if o.State != bridge.StateReady {
@@ -319,6 +335,9 @@ func (r *doctorReport) server(s config.Server, o bridge.Outcome, start time.Time
 // bootFix says what to do about a failed boot, by how far it got.
 func bootFix(s config.Server, sr serverReport) string {
 	timeout := strings.Contains(sr.Reason, context.DeadlineExceeded.Error()) || strings.Contains(sr.Reason, mcpwire.ErrTimeout.Error())
+	if s.Remote != nil {
+		return remoteFix(s, sr, timeout)
+	}
 	switch {
 	case sr.SpawnMS == nil:
 		return fmt.Sprintf("check the command at %s: %q must be an executable, by absolute path or on the PATH the server gets (capbridge's, unless its env sets one)", sr.Defined, s.Command)
@@ -328,6 +347,52 @@ func bootFix(s config.Server, sr serverReport) string {
 		return fmt.Sprintf("it did not complete the MCP handshake: run `%s` by hand and read its stderr (the tail is below); check its arguments and env at %s", shellJoin(s), sr.Defined)
 	}
 	return fmt.Sprintf("its tools could not be served (the reason above); tools.allow or tools.deny in its [mcp.%s] table can leave tools out", s.Name)
+}
+
+// remoteFix says what to do about a remote server that failed to boot,
+// by what the reason shows: the name, the connection, TLS, the answer's
+// status, authorization, the handshake.
+func remoteFix(s config.Server, sr serverReport, timeout bool) string {
+	at := fmt.Sprintf("[mcp.%s] (%s)", s.Name, sr.Defined)
+	has := func(subs ...string) bool {
+		for _, sub := range subs {
+			if strings.Contains(sr.Reason, sub) {
+				return true
+			}
+		}
+		return false
+	}
+	switch {
+	case has("capbridge login"):
+		return fmt.Sprintf("the server needs authorization: run `capbridge login %s` (with -c and this config) for a person's login, or give it a token with bearer_token_env or bearer_token_file (or oauth client credentials) in %s; docs/remote.md", s.Name, at)
+	case has("HTTP 401", "HTTP 403"):
+		return "the server requires authorization: give it a token with bearer_token_env or bearer_token_file (or the header it wants, with header_env) in " + at + "; docs/remote.md"
+	case has("no such host", "server misbehaving"):
+		return "the host name in url does not resolve: check url in " + at + " and this machine's DNS"
+	case has("x509:", "tls:"):
+		return "TLS failed: a server whose certificate a private CA issued needs ca_file, one that asks for a client certificate needs client_cert and client_key, in " + at
+	case has("connection refused", "connect:", "i/o timeout", "network is unreachable"):
+		return "nothing accepts connections at the url's host and port: check url in " + at + " and that the server runs (HTTPS_PROXY and NO_PROXY apply)"
+	case has("HTTP 404", "HTTP 405", "text/html"):
+		return "the url answers, but not as an MCP endpoint: check its path in " + at + " (often /mcp, or /sse for the legacy transport)"
+	case has("HTTP "):
+		return "the server answered the handshake with an error status (above): check url in " + at + " and the server's own logs"
+	case timeout:
+		return fmt.Sprintf("it did not finish the MCP handshake within startup_timeout (%s): check that url in %s is an MCP endpoint, or raise startup_timeout", s.StartupTimeout, at)
+	case sr.InitializeMS == nil:
+		return "it did not complete the MCP handshake: check that url in " + at + " is an MCP endpoint and transport suits it (auto finds Streamable HTTP and the legacy HTTP+SSE transport)"
+	}
+	return fmt.Sprintf("its tools could not be served (the reason above); tools.allow or tools.deny in [mcp.%s] can leave tools out", s.Name)
+}
+
+// shownURL is a URL as doctor may print it: no credentials, query or
+// fragment.
+func shownURL(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return ""
+	}
+	return (&url.URL{Scheme: u.Scheme, Host: u.Host, Path: u.Path}).String()
 }
 
 func (r *doctorReport) shutdown(err error) {
@@ -381,9 +446,17 @@ func (r *doctorReport) print(w io.Writer) {
 	}
 	for _, s := range r.Servers {
 		if s.State == bridge.StateReady.String() {
-			line("server", "ok", fmt.Sprintf("%s ready in %s: spawn %s, initialize %s, tools/list %s",
-				s.Name, fmtMS(&s.TotalMS), fmtMS(s.SpawnMS), fmtMS(s.InitializeMS), fmtMS(s.ToolsListMS)))
+			if s.URL != "" {
+				line("server", "ok", fmt.Sprintf("%s ready in %s: connect and handshake %s, tools/list %s",
+					s.Name, fmtMS(&s.TotalMS), fmtMS(s.InitializeMS), fmtMS(s.ToolsListMS)))
+			} else {
+				line("server", "ok", fmt.Sprintf("%s ready in %s: spawn %s, initialize %s, tools/list %s",
+					s.Name, fmtMS(&s.TotalMS), fmtMS(s.SpawnMS), fmtMS(s.InitializeMS), fmtMS(s.ToolsListMS)))
+			}
 			info := "protocol " + s.Protocol
+			if s.URL != "" {
+				info = s.URL + " over " + s.Transport + ", " + info
+			}
 			if s.ServerName != "" {
 				info += ", server " + strings.TrimSpace(s.ServerName+" "+s.ServerVersion)
 			}

@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"net"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -10,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/capbridge/capbridge/internal/testkit/leakcheck"
+	"github.com/capbridge/capbridge/internal/testkit/mcptest"
 )
 
 // TestDoctor runs doctor with the real binary, built once, against the
@@ -54,6 +56,55 @@ func TestDoctor(t *testing.T) {
 			t.Errorf("doctor created the socket directory: %v", err)
 		}
 		demoGone(t, s.PID)
+	})
+
+	t.Run("remote servers", func(t *testing.T) {
+		dir := shortTempDir(t)
+		face := mcptest.NewHTTP(mcptest.Scenario{}, mcptest.HTTPOptions{})
+		defer face.Close()
+		served := httptest.NewServer(face)
+		defer served.Close()
+		lockedFace := mcptest.NewHTTP(mcptest.Scenario{}, mcptest.HTTPOptions{Bearer: "t", ResourceMetadata: "http://127.0.0.1/.well-known/oauth-protected-resource"})
+		defer lockedFace.Close()
+		locked := httptest.NewServer(lockedFace)
+		defer locked.Close()
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		gone := ln.Addr().String()
+		_ = ln.Close()
+		cfg := filepath.Join(dir, "c.toml")
+		body := "[bridge]\ncall_socket = \"" + dir + "/call.sock\"\ncontrol_socket = \"" + dir + "/control.sock\"\n" +
+			"[mcp.web]\nurl = \"" + served.URL + "/mcp?key=k\"\nrestart = \"never\"\n" +
+			"[mcp.locked]\nurl = \"" + locked.URL + "/mcp\"\nrestart = \"never\"\n" +
+			"[mcp.gone]\nurl = \"http://" + gone + "/mcp\"\nrestart = \"never\"\n"
+		if err := os.WriteFile(cfg, []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		r := doctorJSON(t, bin, nil, exitError, "-c", cfg)
+		byName := map[string]serverReport{}
+		for _, s := range r.Servers {
+			byName[s.Name] = s
+		}
+		if w := byName["web"]; w.State != "ready" || w.Transport != "streamable-http" || w.URL != served.URL+"/mcp" || w.Protocol != "2025-11-25" || w.InitializeMS == nil {
+			t.Errorf("the served remote server: %+v", w)
+		}
+		fixes := map[string]string{}
+		for _, p := range r.Problems {
+			fixes[p.Where] = p.Problem + " | " + p.Fix
+		}
+		for name, want := range map[string]string{"locked": "bearer_token_env", "gone": "nothing accepts connections"} {
+			got := ""
+			for where, f := range fixes {
+				if strings.HasPrefix(where, "server "+name+" ") {
+					got = f
+				}
+			}
+			if !strings.Contains(got, want) {
+				t.Errorf("%s: problem and fix %q, want %q in it (all: %v)", name, got, want, fixes)
+			}
+		}
 	})
 
 	t.Run("servers that cannot start", func(t *testing.T) {

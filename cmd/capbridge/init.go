@@ -103,7 +103,7 @@ func initConfig(from, workspace, out string) (data []byte, secret bool, err erro
 			secret = secret || len(s.Env) > 0 || len(s.vars) > 0
 		}
 		if len(servers) == 0 {
-			fmt.Fprintf(&b, "\n# %s has no stdio server capbridge can run.\n", from)
+			fmt.Fprintf(&b, "\n# %s has no server capbridge can run.\n", from)
 		}
 		for _, w := range warnings {
 			fmt.Fprintf(&b, "\n# Left out: %s", commentText(w.Error()))
@@ -165,7 +165,8 @@ func convertEditor(from, workspace string) ([]convertedServer, config.ErrorList,
 		return nil, nil, err
 	}
 	named, _, err := config.LoadEditor(from, data, config.EditorOptions{
-		Workspace: "/${workspaceFolder}",
+		Workspace:    "/${workspaceFolder}",
+		Placeholders: true,
 		// The leading / keeps a cwd made of a variable absolute, as
 		// the reader requires.
 		LookupEnv: func(name string) (string, bool) { return "/${" + name + "}", true },
@@ -207,6 +208,12 @@ func serverStrings(s config.Server) []string {
 	for _, k := range slices.Sorted(maps.Keys(s.Env)) {
 		f = append(f, s.Env[k])
 	}
+	if rm := s.Remote; rm != nil {
+		f = append(f, rm.URL)
+		for _, k := range slices.Sorted(maps.Keys(rm.Headers)) {
+			f = append(f, rm.Headers[k])
+		}
+	}
 	return f
 }
 
@@ -217,7 +224,11 @@ func writeServer(b *strings.Builder, s convertedServer) {
 			"# they expanded when this file was written, from " + strings.Join(s.vars, ", ") + ".\n" +
 			"# Edit them here when those change.\n")
 	}
-	fmt.Fprintf(b, "[mcp.%s]\ncommand = %s\n", s.Name, tomlString(s.Command))
+	if s.Remote != nil {
+		writeRemote(b, s.Name, s.Remote)
+	} else {
+		fmt.Fprintf(b, "[mcp.%s]\ncommand = %s\n", s.Name, tomlString(s.Command))
+	}
 	if len(s.Args) > 0 {
 		fmt.Fprintf(b, "args    = %s\n", tomlStrings(s.Args))
 	}
@@ -236,6 +247,31 @@ func writeServer(b *strings.Builder, s convertedServer) {
 	}
 	if s.ToolsDeny != nil {
 		fmt.Fprintf(b, "tools.deny  = %s\n", tomlStrings(s.ToolsDeny))
+	}
+}
+
+// writeRemote writes a remote server's keys. Credentials the editor took
+// from variables stay variables (bearer_token_env, header_env): their
+// values are never written into the file.
+func writeRemote(b *strings.Builder, name string, rm *config.Remote) {
+	fmt.Fprintf(b, "[mcp.%s]\nurl = %s\n", name, tomlString(rm.URL))
+	if rm.Transport != config.TransportAuto {
+		fmt.Fprintf(b, "transport = %s\n", tomlString(rm.Transport))
+	}
+	table := func(key string, m map[string]string) {
+		if len(m) == 0 {
+			return
+		}
+		var kv []string
+		for _, k := range slices.Sorted(maps.Keys(m)) {
+			kv = append(kv, tomlString(k)+" = "+tomlString(m[k]))
+		}
+		fmt.Fprintf(b, "%s = { %s }\n", key, strings.Join(kv, ", "))
+	}
+	table("headers", rm.Headers)
+	table("header_env", rm.HeaderEnv)
+	if rm.BearerTokenEnv != "" {
+		fmt.Fprintf(b, "bearer_token_env = %s\n", tomlString(rm.BearerTokenEnv))
 	}
 }
 
@@ -395,6 +431,19 @@ const initServerKeys = `
 # guards by JSON Pointer (values, prefix, pattern, min, max, optional).
 # destructive = ["delete_observations", "delete_relations"]
 # restrict.search_nodes = { "/query" = { pattern = "[^\\n]{1,200}" } }
+#
+# A remote server has url instead of command (docs/remote.md): Streamable
+# HTTP, falling back to the legacy HTTP+SSE transport; credentials from
+# outside this file (bearer_token_env / header_env name variables,
+# bearer_token_file / header_file name files); ca_file, client_cert and
+# client_key for TLS; plain http only to loopback unless allow_http = true.
+# Every key above that is not about a process applies to it too.
+#
+# [mcp.github]
+# url               = "https://api.githubcopilot.com/mcp/"
+# transport         = "auto" # auto | streamable-http | sse
+# headers           = { "X-MCP-Toolsets" = "repos,issues" }
+# bearer_token_file = "/run/secrets/github-mcp-token"
 `
 
 const initNoServers = `

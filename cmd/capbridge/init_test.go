@@ -43,8 +43,8 @@ func TestInitTemplate(t *testing.T) {
 	if err != nil {
 		t.Fatalf("init's file with every key uncommented does not load:\n%v\n%s", err, uncommented)
 	}
-	if len(all.Servers) != 1 {
-		t.Errorf("uncommented: %d servers, want the one example", len(all.Servers))
+	if len(all.Servers) != 2 {
+		t.Errorf("uncommented: %d servers, want the two examples (a process, a remote server)", len(all.Servers))
 	}
 	sample, err := os.ReadFile("../../docs/capbridge.sample.toml")
 	if err != nil {
@@ -103,6 +103,10 @@ func TestInitFromEditors(t *testing.T) {
 	t.Setenv("TZ", "Europe/Paris")
 	t.Setenv("DATABASE_URL", "")
 	os.Unsetenv("DATABASE_URL") // t.Setenv restores it after the test
+	// The remote entries' credentials, which the file names and never
+	// holds.
+	t.Setenv("API_KEY", "k-secret")
+	t.Setenv("FIGMA_OAUTH_TOKEN", "f-secret")
 	files, err := filepath.Glob("../../bridge/config/testdata/*")
 	if err != nil || len(files) < 6 {
 		t.Fatalf("testdata: %v, %v", files, err)
@@ -148,7 +152,8 @@ func TestInitFromEditors(t *testing.T) {
 				// an absent one (it allows nothing), so that compares
 				// exactly.
 				if g.Name != w.Name || g.Command != w.Command || !slices.Equal(g.Args, w.Args) || !maps.Equal(g.Env, w.Env) ||
-					g.Cwd != w.Cwd || !reflect.DeepEqual(g.ToolsAllow, w.ToolsAllow) || !reflect.DeepEqual(g.ToolsDeny, w.ToolsDeny) {
+					g.Cwd != w.Cwd || !reflect.DeepEqual(g.ToolsAllow, w.ToolsAllow) || !reflect.DeepEqual(g.ToolsDeny, w.ToolsDeny) ||
+					!reflect.DeepEqual(g.Remote, w.Remote) {
 					t.Errorf("server %d:\n got %+v\nwant %+v", i, g, w)
 				}
 				secret = secret || len(w.Env) > 0
@@ -157,6 +162,9 @@ func TestInitFromEditors(t *testing.T) {
 				if !strings.Contains(string(data), m) {
 					t.Errorf("the file does not mention %q:\n%s", m, data)
 				}
+			}
+			if strings.Contains(string(data), "k-secret") || strings.Contains(string(data), "f-secret") {
+				t.Errorf("a credential's value was written into the file:\n%s", data)
 			}
 			fi, err := os.Stat(out)
 			if err != nil {

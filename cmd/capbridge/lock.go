@@ -62,7 +62,7 @@ func lockPath(flagValue string, cfg *config.Config) string {
 // surface, and the servers that did not boot with why. Warnings (an
 // allow or deny entry that names no tool) go to log.
 func bootSurface(cfg *config.Config, log zerolog.Logger) (*lock.File, map[string]error, error) {
-	b := bridge.New(bridge.Options{Config: cfg, Log: log, Audit: zerolog.Nop(), ClientVersion: version()})
+	b := bridge.New(bridge.Options{Config: cfg, Log: log, Audit: zerolog.Nop(), ClientVersion: version(), TokenDir: tokenDir()})
 	ctx, cancel := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer cancel()
 	b.Boot(ctx)

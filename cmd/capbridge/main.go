@@ -48,6 +48,8 @@ func commands() map[string]command {
 		"listing":     {"print the tools/list JSON a server's façade was generated from", runListing},
 		"lock":        {"boot the servers and write the approved tool surface to capbridge.lock", runLock},
 		"mcp":         {"serve MCP on stdio for an MCP host: search, describe, and run programs in a jail against the façades", runMCP},
+		"login":       {"authorize capbridge at a remote server that needs a person's login (OAuth), and save the tokens", runLogin},
+		"logout":      {"forget a remote server's saved login", runLogout},
 		"metrics":     {"print the running capbridge's metrics in the Prometheus text format", runMetrics},
 		"revoke":      {"revoke a grant", runRevoke},
 		"run":         {"run one TypeScript or Python program in the jail against the façades", runRun},

@@ -50,7 +50,7 @@ cannot be opened, 5 shutdown that could not confirm every server exited.`)
 	cfgPath := fs.String("c", "", "capbridge.toml to read (default: none, which serves the built-in demo server)")
 	mcpConfig := fs.String("mcp-config", "", "an editor's MCP config whose stdio servers to serve: Claude Desktop, Claude Code, Cursor, Windsurf or VS Code JSON, or Codex's config.toml")
 	workspace := fs.String("workspace", "", "what ${workspaceFolder} expands to in --mcp-config (default: that file's directory)")
-	strict := fs.Bool("strict", false, "make warnings errors: a remote server in --mcp-config, a tools.allow or tools.deny entry that names no tool (that server fails to boot)")
+	strict := fs.Bool("strict", false, "make warnings errors: a tools.allow or tools.deny entry that names no tool (that server fails to boot)")
 	requireAll := fs.Bool("require-all", false, "exit if any server fails to boot")
 	readyFile := fs.String("ready-file", "", "write the readiness line to this file, atomically, once ready")
 	readyWhen := fs.String("ready-when", "all", "when to print the ready line: all (every server ready or failed) or sockets (the sockets are open; servers still booting)")
@@ -109,6 +109,7 @@ cannot be opened, 5 shutdown that could not confirm every server exited.`)
 		Audit:         log.With().Str("log", "audit").Logger(),
 		ClientVersion: version(),
 		Lock:          locked,
+		TokenDir:      tokenDir(),
 	}
 	if !console {
 		// JSON lines can be batched; the console writer takes one per Write.
@@ -326,7 +327,7 @@ func progressLines(w io.Writer) func(bridge.Progress) {
 			line += fmt.Sprintf(", %d tools", p.Tools)
 		case bridge.StateBackoff:
 			line += fmt.Sprintf(" (%s), next attempt in %s", p.Reason, p.Backoff)
-		case bridge.StateFailed, bridge.StateDead:
+		case bridge.StateFailed, bridge.StateDead, bridge.StateNeedsLogin:
 			line += ": " + p.Reason
 		}
 		mu.Lock()

@@ -54,7 +54,8 @@ func maybeSample() {
 		s.Err = "no client named " + job.Client
 	} else {
 		argv, senv := rawecho.Command()
-		e := &env{serverArgv: argv, serverEnv: senv, capbridge: job.Capbridge, tmp: job.Tmp}
+		hargv, henv := rawecho.HTTPCommand()
+		e := &env{serverArgv: argv, serverEnv: senv, httpArgv: hargv, httpEnv: henv, capbridge: job.Capbridge, tmp: job.Tmp}
 		p := plan{small: job.Small, large: job.Large, warm: job.Warm, cap: time.Duration(job.CapNS)}
 		s = measure(context.Background(), e, cl, job.Cell, p)
 	}

@@ -28,7 +28,8 @@ type capbridgePeer struct {
 	dir     string
 	c       *capwire.Client
 	drained chan struct{} // closed when serve's stdout reaches EOF
-	server  int           // pid of serve's child
+	server  int           // pid of serve's child, or of the remote server
+	remote  bool          // the server is remote: not serve's to stop
 }
 
 // readyTimeout bounds how long serve may take to boot and print its ready
@@ -81,12 +82,19 @@ type readyLine struct {
 }
 
 func startCapbridge(ctx context.Context, e *env, _ string, _ int) (peer, error) {
+	return bootCapbridge(ctx, e, func(cfgPath, call, control string) error { return writeConfig(cfgPath, call, control, e) }, 0)
+}
+
+// bootCapbridge starts serve from the config write writes and connects
+// a capwire client to it. server is the pid of a server serve does not
+// start (a remote one), 0 to learn serve's child from status.
+func bootCapbridge(ctx context.Context, e *env, write func(cfgPath, call, control string) error, server int) (*capbridgePeer, error) {
 	dir, err := os.MkdirTemp(e.tmp, "cb")
 	if err != nil {
 		return nil, err
 	}
 	cfgPath := filepath.Join(dir, "capbridge.toml")
-	if err := writeConfig(cfgPath, filepath.Join(dir, "call.sock"), filepath.Join(dir, "control.sock"), e); err != nil {
+	if err := write(cfgPath, filepath.Join(dir, "call.sock"), filepath.Join(dir, "control.sock")); err != nil {
 		os.RemoveAll(dir)
 		return nil, err
 	}
@@ -107,7 +115,7 @@ func startCapbridge(ctx context.Context, e *env, _ string, _ int) (peer, error) 
 		os.RemoveAll(dir)
 		return nil, err
 	}
-	p := &capbridgePeer{cmd: cmd, dir: dir, drained: make(chan struct{})}
+	p := &capbridgePeer{cmd: cmd, dir: dir, drained: make(chan struct{}), server: server, remote: server != 0}
 	lines := make(chan string, 1)
 	go func() {
 		defer close(p.drained)
@@ -116,7 +124,7 @@ func startCapbridge(ctx context.Context, e *env, _ string, _ int) (peer, error) 
 		lines <- line
 		_, _ = io.Copy(io.Discard, br)
 	}()
-	fail := func(err error) (peer, error) {
+	fail := func(err error) (*capbridgePeer, error) {
 		if p.c != nil {
 			p.c.Close()
 		}
@@ -141,11 +149,13 @@ func startCapbridge(ctx context.Context, e *env, _ string, _ int) (peer, error) 
 	if ready.Servers["t"] != "ready" {
 		return fail(fmt.Errorf("server t did not boot: %v", ready.Servers))
 	}
-	token, server, err := grant(bootCtx, ready.ControlSocket)
+	token, pid, err := grant(bootCtx, ready.ControlSocket, p.remote)
 	if err != nil {
 		return fail(err)
 	}
-	p.server = server
+	if !p.remote {
+		p.server = pid
+	}
 	if p.c, err = capwire.Dial(bootCtx, ready.CallSocket, token); err != nil {
 		return fail(err)
 	}
@@ -155,7 +165,7 @@ func startCapbridge(ctx context.Context, e *env, _ string, _ int) (peer, error) 
 // grant asks the control socket for a grant reaching server t, as
 // `capbridge grant --servers t` does, and for the status that names t's
 // pid, as `capbridge status` does.
-func grant(ctx context.Context, controlPath string) (token string, pid int, err error) {
+func grant(ctx context.Context, controlPath string, remote bool) (token string, pid int, err error) {
 	cc, err := control.Dial(ctx, controlPath)
 	if err != nil {
 		return "", 0, err
@@ -170,7 +180,7 @@ func grant(ctx context.Context, controlPath string) (token string, pid int, err 
 		return "", 0, fmt.Errorf("status: %w", err)
 	}
 	for _, s := range st.Servers {
-		if s.Name == "t" && s.PID > 0 {
+		if s.Name == "t" && (s.PID > 0 || remote && s.State == "ready") {
 			return g.Token, s.PID, nil
 		}
 	}
@@ -197,7 +207,7 @@ func (p *capbridgePeer) procs() []proc {
 func (p *capbridgePeer) close() error {
 	p.c.Close()
 	err := p.stop()
-	if err == nil && p.server != 0 && alive(p.server) {
+	if err == nil && !p.remote && p.server != 0 && alive(p.server) {
 		err = fmt.Errorf("capbridge: server %d outlived serve", p.server)
 	}
 	if err != nil {

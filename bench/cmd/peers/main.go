@@ -101,7 +101,7 @@ func measureAll(ctx context.Context, runs int, p plan, sel selection, quick bool
 	}
 	// capbridge is built (and asked its version) only when it is measured.
 	var ver string
-	if sel.has("capbridge") {
+	if sel.has("capbridge") || sel.has("capbridge-http") {
 		if bin == "" {
 			if bin, err = buildCapbridge(ctx, root, tmp); err != nil {
 				return err
@@ -114,7 +114,8 @@ func measureAll(ctx context.Context, runs int, p plan, sel selection, quick bool
 		ver = strings.TrimPrefix(strings.TrimSpace(string(out)), "capbridge ")
 	}
 	argv, senv := rawecho.Command()
-	e := &env{serverArgv: argv, serverEnv: senv, capbridge: bin, tmp: tmp}
+	hargv, henv := rawecho.HTTPCommand()
+	e := &env{serverArgv: argv, serverEnv: senv, httpArgv: hargv, httpEnv: henv, capbridge: bin, tmp: tmp}
 
 	started := time.Now().UTC()
 	samples := runAll(ctx, e, runs, p, sel, func(s sample) {

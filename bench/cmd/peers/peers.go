@@ -45,8 +45,12 @@ type proc struct {
 type env struct {
 	serverArgv []string
 	serverEnv  []string // added to the inherited environment
-	capbridge  string   // path of the capbridge binary
-	tmp        string   // a directory the run owns
+	// httpArgv and httpEnv start the same server behind HTTP
+	// (rawecho.HTTPCommand).
+	httpArgv  []string
+	httpEnv   []string
+	capbridge string // path of the capbridge binary
+	tmp       string // a directory the run owns
 }
 
 // A client is one of the compared clients.
@@ -63,6 +67,10 @@ var clients = []client{
 	{"mcp-go", startMCPGo},
 	{"go-sdk", startGoSDK},
 	{"capbridge", startCapbridge},
+	{"raw-http", startRawHTTP},
+	{"mcp-go-http", startMCPGoHTTP},
+	{"go-sdk-http", startGoSDKHTTP},
+	{"capbridge-http", startCapbridgeHTTP},
 }
 
 // stopGrace bounds how long a child is given to exit after its input is

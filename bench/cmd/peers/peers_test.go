@@ -23,8 +23,8 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-// TestQuickRun runs the whole harness once in -quick mode — all five
-// clients in every cell, capbridge built from this repository — and checks that
+// TestQuickRun runs the whole harness once in -quick mode — all nine
+// clients (five over stdio, four over HTTP) in every cell, capbridge built from this repository — and checks that
 // each output parses and every client produced numbers. It asserts
 // nothing about the numbers' size: the machine decides those.
 func TestQuickRun(t *testing.T) {
@@ -45,8 +45,8 @@ func TestQuickRun(t *testing.T) {
 	if err := json.Unmarshal(b, &rep); err != nil {
 		t.Fatalf("results.json: %v", err)
 	}
-	if len(clients) != 5 {
-		t.Errorf("%d clients, want raw, raw-relay, mcp-go, go-sdk and capbridge", len(clients))
+	if len(clients) != 9 {
+		t.Errorf("%d clients, want raw, raw-relay, mcp-go, go-sdk and capbridge, and the four over HTTP", len(clients))
 	}
 	if got, want := len(rep.Samples), len(cells)*len(clients); got != want {
 		t.Errorf("%d samples, want %d", got, want)
@@ -60,7 +60,7 @@ func TestQuickRun(t *testing.T) {
 			t.Errorf("%s: no numbers: %+v", where, r)
 		}
 		want := []string{"client", "server"}
-		if r.Client == "capbridge" || r.Client == "raw-relay" {
+		if r.Client == "capbridge" || r.Client == "capbridge-http" || r.Client == "raw-relay" {
 			want = append(want, "bridge")
 		}
 		for _, role := range want {

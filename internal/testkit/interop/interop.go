@@ -8,11 +8,17 @@
 package interop
 
 import (
+	"bytes"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strconv"
+	"sync"
+	"syscall"
 	"testing"
+	"time"
 )
 
 // The pinned servers, by the name of their executable in node_modules/.bin.
@@ -69,6 +75,10 @@ const (
 	// LegacyServer is SDK 1.x (@modelcontextprotocol/sdk): the
 	// initialize handshake only.
 	LegacyServer = "legacy-server.mjs"
+	// ModernHTTPServer is ModernServer over Streamable HTTP: the SDK
+	// v2's createMcpHandler on 127.0.0.1:$PORT/mcp; argument "reject"
+	// serves 2026-07-28 only, "serve" the 2025 era statelessly too.
+	ModernHTTPServer = "modern-http-server.mjs"
 )
 
 // Script returns the argv that runs the named server script with node,
@@ -87,4 +97,69 @@ func Script(t testing.TB, name string, args ...string) []string {
 		t.Fatalf("interop: %s is not installed (%v); run `make deps` (npm ci in %s)", pkg, err, Dir())
 	}
 	return append([]string{node, filepath.Join(Dir(), name)}, args...)
+}
+
+// HTTP starts argv (a server that listens on 127.0.0.1 at $PORT) with a
+// free port in its environment, waits until the port accepts
+// connections, and returns the base URL ("http://127.0.0.1:PORT"). The
+// server runs in a process group of its own, killed with it when the
+// test ends; its stderr is kept and shown if it fails to listen.
+func HTTP(t testing.TB, argv []string, env ...string) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)
+	_ = ln.Close()
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Env = append(append(os.Environ(), "PORT="+port), env...)
+	var stderr syncBuffer
+	cmd.Stdout, cmd.Stderr = &stderr, &stderr
+	cmd.SysProcAttr = groupAttr()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(exited) }()
+	t.Cleanup(func() {
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		<-exited
+	})
+	// A cold node start takes a second or more: wait for the port, not
+	// for a time, with a backstop.
+	deadline := time.Now().Add(time.Minute)
+	for {
+		c, err := net.DialTimeout("tcp", "127.0.0.1:"+port, time.Second)
+		if err == nil {
+			_ = c.Close()
+			return "http://127.0.0.1:" + port
+		}
+		select {
+		case <-exited:
+			t.Fatalf("interop: %v exited before listening: %s", argv, stderr.String())
+		case <-time.After(20 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("interop: %v did not listen on %s within a minute: %s", argv, port, stderr.String())
+		}
+	}
+}
+
+// syncBuffer is a bytes.Buffer a child writes and a test reads.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }

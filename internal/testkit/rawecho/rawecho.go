@@ -15,7 +15,10 @@ package rawecho
 import (
 	"bufio"
 	"bytes"
+	"fmt"
 	"io"
+	"net"
+	"net/http"
 	"os"
 )
 
@@ -34,16 +37,58 @@ func Command() (argv, env []string) {
 	return []string{exe, "-test.run=^$", "-test.bench=^$"}, []string{Env + "=1", "GORACE=atexit_sleep_ms=0"}
 }
 
-// MaybeServe serves on stdin/stdout and exits when the environment asks
-// for it; otherwise it returns at once.
+// HTTPCommand is Command for the HTTP face (ServeHTTP): the child prints
+// its URL as its first stdout line and serves until its stdin ends.
+func HTTPCommand() (argv, env []string) {
+	argv, _ = Command()
+	return argv, []string{Env + "=http", "GORACE=atexit_sleep_ms=0"}
+}
+
+// MaybeServe serves on stdin/stdout (or, for HTTPCommand, on a loopback
+// port until stdin ends) and exits when the environment asks for it;
+// otherwise it returns at once.
 func MaybeServe() {
-	if os.Getenv(Env) == "" {
+	switch os.Getenv(Env) {
+	case "":
 		return
+	case "http":
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			os.Exit(1)
+		}
+		fmt.Printf("http://%s/mcp\n", ln.Addr())
+		go func() { _, _ = io.Copy(io.Discard, os.Stdin); os.Exit(0) }()
+		_ = http.Serve(ln, ServeHTTP())
+		os.Exit(1)
 	}
 	if err := Serve(os.Stdin, os.Stdout); err != nil {
 		os.Exit(1)
 	}
 	os.Exit(0)
+}
+
+// ServeHTTP is the same server behind Streamable HTTP of the 2025 era,
+// stateless: each POST's message is answered with a JSON body (202 for a
+// notification), GET and DELETE with 405 (no stream, no session).
+func ServeHTTP() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodPost {
+			w.WriteHeader(http.StatusMethodNotAllowed)
+			return
+		}
+		body, err := io.ReadAll(io.LimitReader(r.Body, 64<<20))
+		if err != nil {
+			w.WriteHeader(http.StatusBadRequest)
+			return
+		}
+		out, ok := reply(make([]byte, 0, len(body)+128), body)
+		if !ok {
+			w.WriteHeader(http.StatusAccepted)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write(out)
+	})
 }
 
 var versions = [][]byte{[]byte(`"2025-11-25"`), []byte(`"2025-06-18"`), []byte(`"2025-03-26"`), []byte(`"2024-11-05"`)}
@@ -68,40 +113,9 @@ func Serve(r io.Reader, w io.Writer) error {
 			}
 			return err
 		}
-		id := field(line, `"id":`)
-		if id == nil {
-			continue // a notification, or a line without an id
-		}
-		out = append(out[:0], `{"jsonrpc":"2.0","id":`...)
-		out = append(out, id...)
-		switch {
-		case bytes.Contains(line, []byte(`"method":"tools/call"`)):
-			out = append(out, `,"result":{"content":[{"type":"text","text":`...)
-			if t := field(line, `"text":`); t != nil {
-				out = append(out, t...)
-			} else {
-				out = append(out, `""`...)
-			}
-			out = append(out, `}]}}`...)
-		case bytes.Contains(line, []byte(`"method":"initialize"`)):
-			v := versions[0]
-			for _, s := range versions {
-				if bytes.Contains(line, s) {
-					v = s
-					break
-				}
-			}
-			out = append(out, `,"result":{"protocolVersion":`...)
-			out = append(out, v...)
-			out = append(out, `,"capabilities":{"tools":{}},"serverInfo":{"name":"rawecho","version":"1"}}}`...)
-		case bytes.Contains(line, []byte(`"method":"tools/list"`)):
-			out = append(out, `,"result":{"tools":[{"name":"echo","inputSchema":{"type":"object","properties":{"text":{"type":"string"}},"required":["text"]}}]}}`...)
-		case bytes.Contains(line, []byte(`"method":"ping"`)):
-			out = append(out, `,"result":{}}`...)
-		case bytes.Contains(line, []byte(`"method":`)):
-			out = append(out, `,"error":{"code":-32601,"message":"Method not found"}}`...)
-		default:
-			continue // a response to a request we never make
+		var ok bool
+		if out, ok = reply(out[:0], line); !ok {
+			continue // a notification, or a response to a request we never make
 		}
 		out = append(out, '\n')
 		if _, err := bw.Write(out); err != nil {
@@ -111,6 +125,47 @@ func Serve(r io.Reader, w io.Writer) error {
 			return err
 		}
 	}
+}
+
+// reply appends the answer to one request line to out, reporting false
+// for a line that gets none (a notification, a response).
+func reply(out, line []byte) ([]byte, bool) {
+	id := field(line, `"id":`)
+	if id == nil {
+		return out, false
+	}
+	out = append(out, `{"jsonrpc":"2.0","id":`...)
+	out = append(out, id...)
+	switch {
+	case bytes.Contains(line, []byte(`"method":"tools/call"`)):
+		out = append(out, `,"result":{"content":[{"type":"text","text":`...)
+		if t := field(line, `"text":`); t != nil {
+			out = append(out, t...)
+		} else {
+			out = append(out, `""`...)
+		}
+		out = append(out, `}]}}`...)
+	case bytes.Contains(line, []byte(`"method":"initialize"`)):
+		v := versions[0]
+		for _, s := range versions {
+			if bytes.Contains(line, s) {
+				v = s
+				break
+			}
+		}
+		out = append(out, `,"result":{"protocolVersion":`...)
+		out = append(out, v...)
+		out = append(out, `,"capabilities":{"tools":{}},"serverInfo":{"name":"rawecho","version":"1"}}}`...)
+	case bytes.Contains(line, []byte(`"method":"tools/list"`)):
+		out = append(out, `,"result":{"tools":[{"name":"echo","inputSchema":{"type":"object","properties":{"text":{"type":"string"}},"required":["text"]}}]}}`...)
+	case bytes.Contains(line, []byte(`"method":"ping"`)):
+		out = append(out, `,"result":{}}`...)
+	case bytes.Contains(line, []byte(`"method":`)):
+		out = append(out, `,"error":{"code":-32601,"message":"Method not found"}}`...)
+	default:
+		return out, false
+	}
+	return out, true
 }
 
 // field returns the raw JSON value after key in line: a number, or a

@@ -1,10 +1,14 @@
 package mcpwire
 
 import (
+	"context"
 	"errors"
+	"fmt"
 	"os"
+	"strconv"
 	"time"
 
+	"github.com/capbridge/capbridge/internal/framewrite"
 	"github.com/capbridge/capbridge/internal/mcpproto"
 	"github.com/capbridge/capbridge/internal/readside"
 )
@@ -69,22 +73,96 @@ func (r *readState) init(maxLine int) {
 	r.fr = mcpproto.NewFramer(maxLine)
 }
 
-// startReading readies the reading side: over a Conn with read
+// streamCarrier is the carrier over a Conn's byte stream (carrier.go).
+type streamCarrier struct {
+	c    *Client
+	conn Conn
+	// interruptible says conn has read deadlines: callers then read
+	// their own replies. Without, one goroutine reads for the client's
+	// whole life, as the only safe choice when a blocked Read cannot be
+	// interrupted.
+	interruptible bool
+
+	// The writer is a token rather than a goroutine (framewrite.Group):
+	// a caller that finds it free writes its own line; one that finds it
+	// held queues its line and returns, and the holder writes everything
+	// queued before letting go (group commit).
+	w *framewrite.Group
+
+	// The reading side is a token too, guarded by Client.mu; rs belongs
+	// to its holder.
+	side readside.Side
+	rs   readState
+}
+
+// newStream readies the carrier over conn: over a Conn with read
 // deadlines callers read their own replies; over one without, a
 // goroutine reads for the client's whole life.
-func (c *Client) startReading(conn Conn) {
+func newStream(c *Client, conn Conn) *streamCarrier {
+	s := &streamCarrier{c: c, conn: conn}
+	s.w = framewrite.NewGroup(conn, framewrite.GroupConfig{
+		Timeout: c.cfg.WriteTimeout, MaxQueued: maxQueued, Done: c.deadc, Stopped: c.Err,
+		Fail: func(err error) { c.die(fmt.Errorf("mcpwire: write to server stdin: %w", err)) },
+	})
 	cfg := readside.Config{
 		Mu:        &c.mu,
-		ReadChunk: c.readChunk,
+		ReadChunk: s.readChunk,
 		Waiting:   c.waitingLocked,
 		Grace:     idleGrace,
 		Expired:   ErrTimeout,
 	}
 	if rc, ok := conn.(readDeadliner); ok {
-		c.interruptible, cfg.Conn = true, rc
+		s.interruptible, cfg.Conn = true, rc
 	}
-	c.rs.init(c.cfg.MaxLineBytes)
-	c.side.Start(cfg)
+	s.rs.init(c.cfg.MaxLineBytes)
+	s.side.Start(cfg)
+	return s
+}
+
+func (s *streamCarrier) roundTrip(ctx context.Context, cl *call, _ outbound, line []byte, gather bool) (bool, error) {
+	if err := s.w.Write(ctx, line, true, gather); err != nil {
+		return false, err
+	}
+	return true, s.side.Await(ctx, &cl.Waiter)
+}
+
+func (s *streamCarrier) send(ctx context.Context, _ outbound, line []byte) error {
+	return s.w.Write(ctx, line, true, false)
+}
+
+func (s *streamCarrier) listen(ctx context.Context, _ int64, line []byte) error {
+	return s.w.Write(ctx, line, true, false)
+}
+
+// unlisten ends the stream as a stdio client must: notifications/cancelled
+// naming the listen request (2026-07-28 subscriptions).
+func (s *streamCarrier) unlisten(id int64) {
+	p := strconv.AppendInt([]byte(`{"requestId":`), id, 10)
+	p = append(p, `,"reason":"client closing"}`...)
+	_ = s.w.Write(context.Background(), appendNotification(nil, "notifications/cancelled", p), true, false)
+}
+
+func (s *streamCarrier) cancels() bool                { return true }
+func (s *streamCarrier) negotiated(string)            {}
+func (s *streamCarrier) established(context.Context)  {}
+func (s *streamCarrier) electLocked()                 { s.side.ElectLocked() }
+func (s *streamCarrier) endLocked()                   { s.side.EndLocked() }
+func (s *streamCarrier) tail() []byte                 { return s.conn.StderrTail() }
+func (s *streamCarrier) shutdown() (Exit, error)      { return s.conn.Shutdown() }
+func (s *streamCarrier) readersDone() <-chan struct{} { return s.side.Done() }
+
+func (s *streamCarrier) kind() string {
+	if k, ok := s.conn.(interface{ transportName() string }); ok {
+		return k.transportName()
+	}
+	return "stream"
+}
+
+func (s *streamCarrier) pid() int {
+	if p, ok := s.conn.(interface{ Pid() int }); ok {
+		return p.Pid()
+	}
+	return 0
 }
 
 // waitingLocked returns any call in flight, or nil: the one woken to take
@@ -99,12 +177,13 @@ func (c *Client) waitingLocked() *readside.Waiter {
 // readChunk performs one Read and handles every complete line it
 // finishes, reporting false once the stream has ended and the client is
 // dead. Only the holder of the reading side calls it.
-func (c *Client) readChunk() bool {
-	n, err := c.conn.Read(c.rs.buf)
+func (s *streamCarrier) readChunk() bool {
+	c := s.c
+	n, err := s.conn.Read(s.rs.buf)
 	if n > 0 {
-		c.rs.fr.Push(c.rs.buf[:n])
+		s.rs.fr.Push(s.rs.buf[:n])
 		for {
-			line, ferr := c.rs.fr.Next()
+			line, ferr := s.rs.fr.Next()
 			if ferr != nil {
 				c.badLine(line, ferr)
 				continue
@@ -112,25 +191,26 @@ func (c *Client) readChunk() bool {
 			if line == nil {
 				break
 			}
-			c.handleLine(line, &c.rs.m)
+			c.handleLine(line, &s.rs.m)
 		}
 	}
 	if err != nil {
-		if c.interruptible && errors.Is(err, os.ErrDeadlineExceeded) {
+		if s.interruptible && errors.Is(err, os.ErrDeadlineExceeded) {
 			return true
 		}
-		c.onEOF()
+		s.onEOF()
 		return false
 	}
 	return true
 }
 
-func (c *Client) onEOF() {
+func (s *streamCarrier) onEOF() {
+	c := s.c
 	reason := error(nil)
 	t := time.NewTimer(eofExitWait)
 	select {
-	case <-c.conn.Done():
-		reason = c.conn.EndReason()
+	case <-s.conn.Done():
+		reason = s.conn.EndReason()
 	case <-c.deadc:
 	case <-t.C:
 		reason = errors.New("mcpwire: server closed its stdout")

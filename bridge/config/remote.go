@@ -1,0 +1,466 @@
+package config
+
+import (
+	"fmt"
+	"maps"
+	"net"
+	"net/netip"
+	"net/url"
+	"os"
+	"regexp"
+	"slices"
+	"strings"
+)
+
+// Remote is how a server reached over HTTP is configured: [mcp.<name>]
+// with url instead of command.
+//
+//	[mcp.linear]
+//	url              = "https://mcp.linear.app/mcp"  # instead of command: a remote server
+//	transport        = "auto"                        # auto | streamable-http | sse
+//	headers          = { "X-Team" = "core" }         # literal headers
+//	header_env       = { "X-Api-Key" = "LINEAR_KEY" } # a header's value from an environment variable
+//	header_file      = { "X-Api-Key" = "/run/secrets/key" } # ... or from a file (read at each boot)
+//	bearer_token_env = "LINEAR_TOKEN"                # Authorization: Bearer $LINEAR_TOKEN
+//	bearer_token_file = "/run/secrets/token"         # ... or from a file
+//	ca_file          = "/etc/ssl/private-ca.pem"     # trusted beside the system's roots
+//	client_cert      = "/etc/capbridge/client.pem"   # mutual TLS
+//	client_key       = "/etc/capbridge/client.key"
+//	allow_http       = false                         # plain http:// to a host that is not loopback
+type Remote struct {
+	URL string
+	// Transport is TransportAuto, TransportStreamable or TransportSSE.
+	Transport string
+	// Headers are sent as written; HeaderEnv and HeaderFile name where
+	// a header's value comes from (a variable, checked at load; a file,
+	// read at each boot). They never appear in logs or status.
+	Headers    map[string]string
+	HeaderEnv  map[string]string
+	HeaderFile map[string]string
+	// BearerTokenEnv and BearerTokenFile give Authorization: Bearer.
+	BearerTokenEnv  string
+	BearerTokenFile string
+	CAFile          string
+	ClientCert      string
+	ClientKey       string
+	AllowHTTP       bool
+	// OAuth, when set, authorizes with the MCP authorization flow's
+	// client credentials grant: the server's 401 says where the
+	// authorization server is.
+	OAuth *OAuth
+}
+
+// OAuth is a remote server's [mcp.<name>.oauth] table: a client of the
+// server's authorization server, for the client credentials grant (a
+// sidecar with no person present) or for a person's login (capbridge
+// login; the default when no secret or key is given).
+//
+//	[mcp.linear.oauth]
+//	grant             = "client_credentials"     # or "authorization_code"
+//	client_id         = "capbridge-sidecar"
+//	client_secret_env = "LINEAR_CLIENT_SECRET"   # or client_secret_file
+//	private_key_file  = "/etc/capbridge/key.pem" # instead of a secret: private_key_jwt
+//	key_id            = "k1"                     # the key's kid, if the server wants one
+//	scopes            = ["read"]                 # when the challenge names none
+type OAuth struct {
+	// Grant is GrantClientCredentials (a secret or key is given) or
+	// GrantAuthorizationCode (a person logs in with capbridge login;
+	// client_id and a secret only if capbridge was registered
+	// beforehand).
+	Grant            string
+	ClientID         string
+	ClientSecretEnv  string
+	ClientSecretFile string
+	PrivateKeyFile   string
+	KeyID            string
+	Scopes           []string
+}
+
+// The transports a remote server may be reached by.
+const (
+	TransportAuto       = "auto"
+	TransportStreamable = "streamable-http"
+	TransportSSE        = "sse"
+)
+
+var transports = []string{TransportAuto, TransportStreamable, TransportSSE}
+
+var remoteSpec = []keySpec{
+	{name: "url", kind: kindString, doc: "instead of command: the server's http(s) URL (the MCP endpoint, or the SSE endpoint of the legacy transport); plain http only to loopback unless allow_http"},
+	{name: "transport", kind: kindEnum, enum: transports, doc: `with url: auto (Streamable HTTP, falling back to the legacy HTTP+SSE transport when initialize is refused 400/404/405), streamable-http or sse; default "auto"`},
+	{name: "headers", kind: kindHeaders, doc: "with url: headers sent with every request, as written"},
+	{name: "header_env", kind: kindHeaders, doc: "with url: headers whose value is an environment variable of capbridge's, by name (a variable that is not set is a config error)"},
+	{name: "header_file", kind: kindHeaders, doc: "with url: headers whose value is a file's content (trailing newline dropped), read at each boot"},
+	{name: "bearer_token_env", kind: kindString, doc: "with url: the environment variable holding the token sent as Authorization: Bearer"},
+	{name: "bearer_token_file", kind: kindPath, doc: "with url: the file holding the token sent as Authorization: Bearer, read at each boot"},
+	{name: "ca_file", kind: kindPath, doc: "with url: PEM certificate authorities trusted beside the system's"},
+	{name: "client_cert", kind: kindPath, doc: "with url: a PEM client certificate, for mutual TLS (with client_key)"},
+	{name: "client_key", kind: kindPath, doc: "with url: the PEM key of client_cert"},
+	{name: "oauth", kind: kindOAuth, doc: "with url: a client of the server's authorization server for the client credentials grant (client_id; client_secret_env, client_secret_file or private_key_file with key_id; scopes), found by the MCP authorization discovery from the server's 401"},
+	{name: "allow_http", kind: kindBool, doc: "with url: allow plain http:// to a host that is not loopback (the traffic and any token cross the network in clear); default false"},
+}
+
+// commandOnly are the keys that mean nothing for a remote server.
+var commandOnly = []string{"args", "env", "inherit_env", "cwd", "stderr_to_caller"}
+
+// remoteKey reads one key of remoteSpec into s, reporting false for a
+// key that is not one.
+func (r *reader) remoteKey(key, k string, v any, s *Server) bool {
+	if s.Remote == nil {
+		s.Remote = &Remote{Transport: TransportAuto}
+	}
+	rm := s.Remote
+	switch k {
+	case "url":
+		r.str(key, v, &rm.URL)
+	case "transport":
+		r.enum(key, v, transports, &rm.Transport)
+	case "headers":
+		r.headers(key, v, &rm.Headers)
+	case "header_env":
+		r.headers(key, v, &rm.HeaderEnv)
+	case "header_file":
+		r.headers(key, v, &rm.HeaderFile)
+	case "bearer_token_env":
+		r.str(key, v, &rm.BearerTokenEnv)
+	case "bearer_token_file":
+		r.path(key, v, &rm.BearerTokenFile)
+	case "ca_file":
+		r.path(key, v, &rm.CAFile)
+	case "client_cert":
+		r.path(key, v, &rm.ClientCert)
+	case "client_key":
+		r.path(key, v, &rm.ClientKey)
+	case "allow_http":
+		r.boolean(key, v, &rm.AllowHTTP)
+	case "oauth":
+		r.oauth(key, v, rm)
+	default:
+		return false
+	}
+	return true
+}
+
+// headerName is an HTTP field name (RFC 9110 token).
+var headerName = regexp.MustCompile("^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
+
+// reserved are the headers capbridge sets itself.
+var reserved = []string{"accept", "content-type", "content-length", "host", "mcp-protocol-version", "mcp-session-id", "mcp-method", "mcp-name", "last-event-id"}
+
+func (r *reader) headers(key string, v any, dst *map[string]string) {
+	t, ok := v.(map[string]any)
+	if !ok {
+		r.fail(key, `write it as a table: { "X-Name" = "value" }`, "must be a table of strings, not %s", describe(v))
+		return
+	}
+	out := make(map[string]string, len(t))
+	for _, k := range slices.Sorted(maps.Keys(t)) {
+		switch {
+		case !headerName.MatchString(k):
+			r.fail(key+"."+k, "a header name has letters, digits and -", "bad header name %q", k)
+			continue
+		case slices.Contains(reserved, strings.ToLower(k)) || strings.HasPrefix(strings.ToLower(k), "mcp-param-"):
+			r.fail(key+"."+k, "remove it: capbridge sets this header itself", "header %q is the protocol's", k)
+			continue
+		}
+		var s string
+		if r.str(key+"."+k, t[k], &s) {
+			if strings.ContainsAny(s, "\r\n") {
+				r.fail(key+"."+k, "write the value on one line", "a header value holds a line break")
+				continue
+			}
+			out[k] = s
+		}
+	}
+	*dst = out
+}
+
+// checkRemote holds a remote server's rules: url xor command, a usable
+// URL, plain http only where it cannot be overheard, and every variable
+// a header or token names set.
+func (r *reader) checkRemote(key string, st map[string]any, s *Server) {
+	rm := s.Remote
+	if _, cmd := st["command"]; cmd {
+		r.fail(key, "keep command (a server capbridge starts) or url (a remote server), not both", "has both command and url")
+		return
+	}
+	for _, k := range commandOnly {
+		if _, given := st[k]; given {
+			r.fail(key+"."+k, "remove it: a remote server is not a process capbridge starts", "%s applies only to a server started by command", k)
+		}
+	}
+	if msg, fix := checkURL(rm); msg != "" {
+		r.fail(key+".url", fix, "%s", msg)
+		return
+	}
+	if rm.BearerTokenEnv != "" && rm.BearerTokenFile != "" {
+		r.fail(key+".bearer_token_env", "keep one of bearer_token_env and bearer_token_file", "both give the bearer token")
+	}
+	if (rm.ClientCert == "") != (rm.ClientKey == "") {
+		r.fail(key+".client_cert", "give both client_cert and client_key", "a client certificate needs its key, and a key its certificate")
+	}
+	if rm.BearerTokenEnv != "" {
+		r.envSet(key+".bearer_token_env", rm.BearerTokenEnv)
+	}
+	if o := rm.OAuth; o != nil && o.Grant == GrantAuthorizationCode {
+		k := key + ".oauth"
+		switch {
+		case o.PrivateKeyFile != "" || o.KeyID != "":
+			r.fail(k, "remove private_key_file and key_id, or use grant = \"client_credentials\"", "a login's client authenticates with a secret, if any")
+		case o.ClientSecretEnv != "" && o.ClientSecretFile != "":
+			r.fail(k, "keep one of client_secret_env and client_secret_file", "both give the client secret")
+		case (o.ClientSecretEnv != "" || o.ClientSecretFile != "") && o.ClientID == "":
+			r.fail(k, "add the client_id the secret belongs to", "a client secret without client_id")
+		case o.ClientSecretEnv != "":
+			r.envSet(k+".client_secret_env", o.ClientSecretEnv)
+		}
+	} else if o != nil {
+		k := key + ".oauth"
+		switch n := countSet(o.ClientSecretEnv, o.ClientSecretFile, o.PrivateKeyFile); {
+		case o.ClientID == "":
+			r.fail(k, `add client_id = "…" (the client registered at the server's authorization server)`, "no client_id")
+		case n != 1:
+			r.fail(k, "give one of client_secret_env, client_secret_file and private_key_file", "the client authenticates with exactly one secret or key; %d are given", n)
+		case o.ClientSecretEnv != "":
+			r.envSet(k+".client_secret_env", o.ClientSecretEnv)
+		}
+		if o.KeyID != "" && o.PrivateKeyFile == "" {
+			r.fail(k+".key_id", "remove it, or give private_key_file", "key_id names the key of private_key_file, which is not given")
+		}
+		if rm.BearerTokenEnv != "" || rm.BearerTokenFile != "" {
+			r.fail(k, "keep oauth (tokens fetched and renewed) or a bearer token (fixed), not both", "both give the Authorization header")
+		}
+	}
+	for _, h := range slices.Sorted(maps.Keys(rm.HeaderEnv)) {
+		r.envSet(key+".header_env."+h, rm.HeaderEnv[h])
+	}
+}
+
+// envSet checks that variable name is set in capbridge's environment.
+func (r *reader) envSet(key, name string) {
+	if !envName.MatchString(name) {
+		r.fail(key, "name an environment variable: letters, digits and '_'", "bad variable name %q", name)
+		return
+	}
+	if _, ok := os.LookupEnv(name); !ok {
+		r.fail(key, fmt.Sprintf("export %s in capbridge's environment (or use a *_file key)", name), "the variable %s is not set", name)
+	}
+}
+
+func loopbackHost(h string) bool {
+	if h == "localhost" {
+		return true
+	}
+	ip, err := netip.ParseAddr(h)
+	return err == nil && ip.IsLoopback() && net.ParseIP(h) != nil
+}
+
+// Secrets returns the headers every request to the remote server carries:
+// the literal ones, then those read from the environment and from files,
+// then the bearer token. Errors name the server, the key and the variable
+// or file. lookup and readFile are os.LookupEnv and os.ReadFile outside
+// tests.
+func (rm *Remote) Secrets(server string, lookup func(string) (string, bool), readFile func(string) ([]byte, error)) (map[string]string, error) {
+	out := maps.Clone(rm.Headers)
+	if out == nil {
+		out = map[string]string{}
+	}
+	env := func(key, name string) (string, error) {
+		v, ok := lookup(name)
+		if !ok {
+			return "", fmt.Errorf("[mcp.%s] %s: the variable %s is not set", server, key, name)
+		}
+		return v, nil
+	}
+	file := func(key, path string) (string, error) {
+		b, err := readFile(path)
+		if err != nil {
+			return "", fmt.Errorf("[mcp.%s] %s: %w", server, key, err)
+		}
+		v := strings.TrimRight(string(b), "\r\n")
+		if strings.ContainsAny(v, "\r\n") {
+			return "", fmt.Errorf("[mcp.%s] %s: %s holds more than one line", server, key, path)
+		}
+		return v, nil
+	}
+	for _, h := range slices.Sorted(maps.Keys(rm.HeaderEnv)) {
+		v, err := env("header_env."+h, rm.HeaderEnv[h])
+		if err != nil {
+			return nil, err
+		}
+		out[h] = v
+	}
+	for _, h := range slices.Sorted(maps.Keys(rm.HeaderFile)) {
+		v, err := file("header_file."+h, rm.HeaderFile[h])
+		if err != nil {
+			return nil, err
+		}
+		out[h] = v
+	}
+	switch {
+	case rm.BearerTokenEnv != "":
+		v, err := env("bearer_token_env", rm.BearerTokenEnv)
+		if err != nil {
+			return nil, err
+		}
+		out["Authorization"] = "Bearer " + v
+	case rm.BearerTokenFile != "":
+		v, err := file("bearer_token_file", rm.BearerTokenFile)
+		if err != nil {
+			return nil, err
+		}
+		out["Authorization"] = "Bearer " + v
+	}
+	return out, nil
+}
+
+// remoteEntry converts an editor's remote entry. A header whose whole
+// value is one variable ("${KEY}", or "Bearer ${TOKEN}" for
+// Authorization) becomes header_env (bearer_token_env), so the secret is
+// read from the environment at each boot and never written into a file
+// capbridge init produces; any other value is expanded as written.
+func (l *editorLoader) remoteEntry(e *editorEntry, url string) (Server, bool) {
+	n := len(l.errs)
+	if !validName.MatchString(e.name) {
+		l.fail(e.line, e.path, nameFix, "bad server name %q", e.name)
+	}
+	if e.Command != nil {
+		l.fail(e.line, e.path, "keep command (a server capbridge starts) or url (a remote server), not both", "has both command and url")
+	}
+	rm := &Remote{URL: l.expand(e, "url", url), Transport: TransportAuto, BearerTokenEnv: e.bearerEnv, HeaderEnv: e.headerVars}
+	switch e.Type {
+	case "sse":
+		rm.Transport = TransportSSE
+	case "http", "streamable-http", "streamableHttp":
+		rm.Transport = TransportStreamable
+	}
+	for _, h := range slices.Sorted(maps.Keys(e.Headers)) {
+		v := e.Headers[h]
+		if name, ok := soleVar(strings.TrimPrefix(v, "Bearer ")); ok && strings.EqualFold(h, "Authorization") && strings.HasPrefix(v, "Bearer ") && rm.BearerTokenEnv == "" {
+			rm.BearerTokenEnv = name
+			continue
+		}
+		if name, ok := soleVar(v); ok {
+			if rm.HeaderEnv == nil {
+				rm.HeaderEnv = map[string]string{}
+			}
+			rm.HeaderEnv[h] = name
+			continue
+		}
+		if rm.Headers == nil {
+			rm.Headers = map[string]string{}
+		}
+		rm.Headers[h] = l.expand(e, "headers."+h, v)
+	}
+	if msg, fix := checkURL(rm); msg != "" && !l.opts.Placeholders {
+		l.fail(e.line, e.path+".url", fix, "%s", msg)
+	}
+	for _, name := range append(slices.Sorted(maps.Values(rm.HeaderEnv)), rm.BearerTokenEnv) {
+		if _, ok := l.opts.LookupEnv(name); name != "" && !ok {
+			l.fail(e.line, e.path, fmt.Sprintf("export %s before starting capbridge", name), "the variable %s is not set", name)
+		}
+	}
+	s := NewServer(e.name, "")
+	s.Remote = rm
+	s.ToolsAllow, s.ToolsDeny = e.allow, e.deny
+	s.File, s.Line = l.file, e.line
+	return s, len(l.errs) == n
+}
+
+// soleVar reports whether v is exactly one ${VAR} or ${env:VAR}.
+func soleVar(v string) (string, bool) {
+	if !strings.HasPrefix(v, "${") || !strings.HasSuffix(v, "}") {
+		return "", false
+	}
+	name := strings.TrimPrefix(v[2:len(v)-1], "env:")
+	return name, envName.MatchString(name)
+}
+
+// checkURL says what is wrong with a remote server's URL, if anything.
+func checkURL(rm *Remote) (msg, fix string) {
+	fix = `write the server's URL, such as "https://mcp.example.com/mcp"`
+	u, err := url.Parse(rm.URL)
+	switch {
+	case err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https"):
+		return fmt.Sprintf("%q is not an http or https URL", rm.URL), fix
+	case u.User != nil:
+		return "the URL carries a user or password", "put the credential in header_env or bearer_token_env, where it is kept out of logs"
+	case u.Scheme == "http" && !rm.AllowHTTP && !loopbackHost(u.Hostname()):
+		return fmt.Sprintf("plain http to %s, which is not a loopback address: the traffic and any token would cross the network in clear", u.Hostname()), "use https, or set allow_http = true if the network path is trusted"
+	}
+	return "", ""
+}
+
+func countSet(ss ...string) int {
+	n := 0
+	for _, s := range ss {
+		if s != "" {
+			n++
+		}
+	}
+	return n
+}
+
+// The OAuth grants a remote server's oauth table may name.
+const (
+	GrantClientCredentials = "client_credentials"
+	GrantAuthorizationCode = "authorization_code"
+)
+
+var oauthKeys = []string{"grant", "client_id", "client_secret_env", "client_secret_file", "private_key_file", "key_id", "scopes"}
+
+func (r *reader) oauth(key string, v any, rm *Remote) {
+	t, ok := r.table(key, v)
+	if !ok {
+		return
+	}
+	o := &OAuth{}
+	for _, k := range slices.Sorted(maps.Keys(t)) {
+		k2 := key + "." + k
+		switch k {
+		case "grant":
+			r.enum(k2, t[k], []string{GrantClientCredentials, GrantAuthorizationCode}, &o.Grant)
+		case "client_id":
+			r.str(k2, t[k], &o.ClientID)
+		case "client_secret_env":
+			r.str(k2, t[k], &o.ClientSecretEnv)
+		case "client_secret_file":
+			r.path(k2, t[k], &o.ClientSecretFile)
+		case "private_key_file":
+			r.path(k2, t[k], &o.PrivateKeyFile)
+		case "key_id":
+			r.str(k2, t[k], &o.KeyID)
+		case "scopes":
+			r.strs(k2, t[k], &o.Scopes)
+		default:
+			r.unknown(k2, k, oauthKeys)
+		}
+	}
+	if o.Grant == "" {
+		o.Grant = GrantAuthorizationCode
+		if countSet(o.ClientSecretEnv, o.ClientSecretFile, o.PrivateKeyFile) > 0 {
+			o.Grant = GrantClientCredentials
+		}
+	}
+	rm.OAuth = o
+}
+
+// ClientSecret resolves the OAuth client's secret (from its variable or
+// file); "" when the client signs with a key instead.
+func (o *OAuth) ClientSecret(server string, lookup func(string) (string, bool), readFile func(string) ([]byte, error)) (string, error) {
+	switch {
+	case o.ClientSecretEnv != "":
+		v, ok := lookup(o.ClientSecretEnv)
+		if !ok {
+			return "", fmt.Errorf("[mcp.%s] oauth.client_secret_env: the variable %s is not set", server, o.ClientSecretEnv)
+		}
+		return v, nil
+	case o.ClientSecretFile != "":
+		b, err := readFile(o.ClientSecretFile)
+		if err != nil {
+			return "", fmt.Errorf("[mcp.%s] oauth.client_secret_file: %w", server, err)
+		}
+		return strings.TrimRight(string(b), "\r\n"), nil
+	}
+	return "", nil
+}

@@ -1,0 +1,254 @@
+package bridge
+
+import (
+	"context"
+	"errors"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/capbridge/capbridge/bridge/config"
+	"github.com/capbridge/capbridge/capwire"
+	"github.com/capbridge/capbridge/internal/mcpauth"
+	"github.com/capbridge/capbridge/internal/testkit/leakcheck"
+	"github.com/capbridge/capbridge/internal/testkit/mcptest"
+	"github.com/capbridge/capbridge/internal/testkit/oauthtest"
+)
+
+// remoteServer configures a server reached over HTTP at mcptest's HTTP
+// face for sc, returning the face too.
+func remoteServer(t *testing.T, name string, sc mcptest.Scenario, o mcptest.HTTPOptions) (config.Server, *mcptest.HTTPServer) {
+	t.Helper()
+	face := mcptest.NewHTTP(sc, o)
+	ts := httptest.NewServer(face)
+	t.Cleanup(func() {
+		face.Close()
+		ts.Close()
+	})
+	s := config.NewServer(name, "")
+	s.Remote = &config.Remote{URL: ts.URL + "/mcp?key=not-for-status", Transport: config.TransportAuto}
+	s.StartupTimeout = 30 * time.Second
+	return s, face
+}
+
+// A remote server is served beside a stdio one under the same custody:
+// the same grant reaches both, status names its transport and URL (never
+// its query), the audit line its transport and a failure's HTTP status,
+// and its bearer token comes from the environment.
+func TestRemoteCustody(t *testing.T) {
+	t.Cleanup(leakcheck.Check(t))
+	t.Setenv("CAPBRIDGE_TEST_TOKEN", "s3cret-token")
+	remote, face := remoteServer(t, "web", mcptest.Scenario{}, mcptest.HTTPOptions{SSE: true, Bearer: "s3cret-token"})
+	remote.Remote.BearerTokenEnv = "CAPBRIDGE_TEST_TOKEN"
+	var sink lockedBuffer
+	tb := startBridge(t, nil, mcptestServer("local", mcptest.Scenario{}), remote)
+	tb.audit = zerolog.New(&sink)
+	c := tb.dial(tb.grant(map[string][]string{"local": nil, "web": nil}))
+	ctx, cancel := context.WithTimeout(context.Background(), backstop)
+	defer cancel()
+	for _, server := range []string{"local", "web"} {
+		r, err := c.Call(ctx, server, "echo", map[string]any{"text": "hi " + server})
+		if err != nil || r.Text() != "hi "+server {
+			t.Fatalf("%s: %+v, %v", server, r, err)
+		}
+	}
+	_, err := c.Call(ctx, "web", "echo", map[string]any{"text": mcptest.HTTPFaultPrefix + "status_500"})
+	var d *capwire.Denied
+	if !errors.As(err, &d) || d.Code != capwire.CodeServerUnavailable || !strings.Contains(d.Message, "HTTP 500") {
+		t.Fatalf("a 500 answer: %v", err)
+	}
+	st, err := tb.control().Status(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range st.Servers {
+		want := map[string]string{"local": "stdio", "web": "streamable-http"}[s.Name]
+		if s.Transport != want || s.State != "ready" {
+			t.Fatalf("status of %s: %+v", s.Name, s)
+		}
+		if s.Name == "web" && (s.URL != strings.TrimSuffix(remote.Remote.URL, "?key=not-for-status") || strings.Contains(s.URL, "key=")) {
+			t.Fatalf("status url %q", s.URL)
+		}
+	}
+	// One line per call, written once each is answered (in any order).
+	eventually(t, "three audit lines", func() bool { return len(sink.lines("call")) == 3 })
+	seen := map[string]int{}
+	for _, l := range sink.lines("call") {
+		key, _ := l["transport"].(string)
+		if st, ok := l["http_status"].(float64); ok {
+			key += " " + strconv.Itoa(int(st))
+		}
+		seen[key]++
+	}
+	if seen["stdio"] != 1 || seen["streamable-http"] != 1 || seen["streamable-http 500"] != 1 {
+		t.Fatalf("audit lines by transport and status: %v", seen)
+	}
+	if strings.Contains(sink.b.String(), "s3cret-token") {
+		t.Fatal("the bearer token reached the audit trail")
+	}
+	if face.LastHeaders("POST tools/call").Get("Authorization") != "Bearer s3cret-token" {
+		t.Fatal("the token from bearer_token_env was not sent")
+	}
+}
+
+// A server that ends its session is met again at once with a new one:
+// the call that found the session gone fails server_unavailable naming
+// it, the next is served.
+func TestRemoteSessionRestart(t *testing.T) {
+	t.Cleanup(leakcheck.Check(t))
+	remote, face := remoteServer(t, "web", mcptest.Scenario{}, mcptest.HTTPOptions{})
+	remote.RestartBackoff = time.Millisecond
+	tb := startBridge(t, nil, remote)
+	c := tb.dial(tb.grant(map[string][]string{"web": nil}))
+	ctx, cancel := context.WithTimeout(context.Background(), backstop)
+	defer cancel()
+	_, err := c.Call(ctx, "web", "echo", map[string]any{"text": mcptest.HTTPFaultPrefix + "expire"})
+	var d *capwire.Denied
+	if !errors.As(err, &d) || d.Code != capwire.CodeServerUnavailable || !strings.Contains(d.Message, "session") {
+		t.Fatalf("the call that found the session gone: %v", err)
+	}
+	eventually(t, "a new session", func() bool {
+		return face.Requests("POST initialize") == 2 && tb.servers["web"].snapshot().State == StateReady
+	})
+	r, err := c.Call(ctx, "web", "echo", map[string]any{"text": "again"})
+	if err != nil || r.Text() != "again" {
+		t.Fatalf("after the new session: %+v, %v", r, err)
+	}
+}
+
+// A remote server that cannot be reached fails its boot (status says
+// why) and waits to restart, while the other servers serve.
+func TestRemoteUnreachableBoot(t *testing.T) {
+	t.Cleanup(leakcheck.Check(t))
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	_ = ln.Close()
+	remote := config.NewServer("gone", "")
+	remote.Remote = &config.Remote{URL: "http://" + addr + "/mcp", Transport: config.TransportAuto}
+	tb := startBridge(t, nil, mcptestServer("local", mcptest.Scenario{}), remote)
+	st := tb.servers["gone"].status()
+	if (st.State != string(StateFailed) && st.State != string(StateBackoff)) || !strings.Contains(st.Reason, "connection refused") {
+		t.Fatalf("status of an unreachable server: %+v", st)
+	}
+	c := tb.dial(tb.grant(map[string][]string{"local": nil}))
+	ctx, cancel := context.WithTimeout(context.Background(), backstop)
+	defer cancel()
+	if _, err := c.Call(ctx, "local", "echo", map[string]any{"text": "x"}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A remote server behind an authorization server is reached with the
+// client credentials grant: its 401 leads to the authorization server,
+// whose token (for its resource) the calls carry; the secret comes from
+// the environment and reaches no log.
+func TestRemoteOAuthClientCredentials(t *testing.T) {
+	t.Cleanup(leakcheck.Check(t))
+	t.Setenv("CAPBRIDGE_TEST_CLIENT_SECRET", "cl1ent-s3cret")
+	as := oauthtest.New(oauthtest.Options{})
+	t.Cleanup(as.Close)
+	as.AddSecretClient("capbridge", "cl1ent-s3cret", "mcp:read")
+	g := as.Guard(mcptest.Scenario{}, mcptest.HTTPOptions{})
+	t.Cleanup(g.Close)
+	remote := config.NewServer("web", "")
+	remote.Remote = &config.Remote{URL: g.URL, Transport: config.TransportAuto,
+		OAuth: &config.OAuth{ClientID: "capbridge", ClientSecretEnv: "CAPBRIDGE_TEST_CLIENT_SECRET"}}
+	var logs lockedBuffer
+	tb := startBridgeLog(t, zerolog.New(&logs), nil, remote)
+	c := tb.dial(tb.grant(map[string][]string{"web": nil}))
+	ctx, cancel := context.WithTimeout(context.Background(), backstop)
+	defer cancel()
+	r, err := c.Call(ctx, "web", "echo", map[string]any{"text": "with a token"})
+	if err != nil || r.Text() != "with a token" {
+		t.Fatalf("%+v, %v", r, err)
+	}
+	if n := len(as.Requests()); n != 1 {
+		t.Fatalf("%d token requests, want 1", n)
+	}
+	tb.shutdown()
+	logs.mu.Lock()
+	defer logs.mu.Unlock()
+	if strings.Contains(logs.b.String(), "cl1ent-s3cret") {
+		t.Fatal("the client secret reached the logs")
+	}
+}
+
+// A remote server that needs a person's login and has none is
+// needs_login, its reason the command to run, while it waits; a login
+// saved meanwhile is picked up at its next attempt.
+func TestRemoteNeedsLogin(t *testing.T) {
+	t.Cleanup(leakcheck.Check(t))
+	as := oauthtest.New(oauthtest.Options{})
+	t.Cleanup(as.Close)
+	as.AddPublicClient("capbridge-cli", "mcp:read", "offline_access")
+	g := as.Guard(mcptest.Scenario{}, mcptest.HTTPOptions{})
+	t.Cleanup(g.Close)
+	cfg := config.NewServer("web", "")
+	cfg.Remote = &config.Remote{URL: g.URL, Transport: config.TransportAuto}
+	cfg.RestartBackoff, cfg.RestartMax = 10*time.Millisecond, 20*time.Millisecond
+	dir := t.TempDir()
+	s := newServer(cfg, zerolog.Nop(), zerolog.Nop(), bootOptions{tokenDir: dir}, nil)
+	s.begin()
+	defer s.retire()
+	<-s.firstDone
+	st := s.status()
+	if st.State != string(StateNeedsLogin) || !strings.Contains(st.Reason, "capbridge login web") {
+		t.Fatalf("status without a login: %+v", st)
+	}
+	saved, err := mcpauth.Login(context.Background(), mcpauth.LoginOptions{Server: "web", URL: cfg.Remote.URL, ClientID: "capbridge-cli", HTTP: as.Client(),
+		Open: func(u string) error {
+			resp, err := as.Client().Get(u)
+			if err == nil {
+				err = resp.Body.Close()
+			}
+			return err
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := (mcpauth.Store{Dir: dir}).Save(saved); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the server ready with the saved login", func() bool { return s.status().State == string(StateReady) })
+}
+
+// A server that echoes the request's credential in an error page does
+// not pass it on to the caller: the value is redacted by name.
+func TestRemoteRedactsEchoedToken(t *testing.T) {
+	t.Cleanup(leakcheck.Check(t))
+	t.Setenv("CAPBRIDGE_TEST_TOKEN", "s3cret-token-value")
+	face := mcptest.NewHTTP(mcptest.Scenario{}, mcptest.HTTPOptions{})
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.Contains(r.Header.Get("Mcp-Name"), "echo") && r.Header.Get("Mcp-Method") == "tools/call" {
+			w.Header().Set("Content-Type", "text/plain")
+			w.WriteHeader(http.StatusBadGateway)
+			_, _ = w.Write([]byte("upstream refused " + r.Header.Get("Authorization")))
+			return
+		}
+		face.ServeHTTP(w, r)
+	}))
+	t.Cleanup(func() {
+		face.Close()
+		ts.Close()
+	})
+	remote := config.NewServer("web", "")
+	remote.Remote = &config.Remote{URL: ts.URL + "/mcp", Transport: config.TransportAuto, BearerTokenEnv: "CAPBRIDGE_TEST_TOKEN"}
+	tb := startBridge(t, nil, remote)
+	c := tb.dial(tb.grant(map[string][]string{"web": nil}))
+	ctx, cancel := context.WithTimeout(context.Background(), backstop)
+	defer cancel()
+	_, err := c.Call(ctx, "web", "echo", map[string]any{"text": "x"})
+	var d *capwire.Denied
+	if !errors.As(err, &d) || !strings.Contains(d.Message, "HTTP 502") || strings.Contains(d.Message, "s3cret-token-value") || !strings.Contains(d.Message, "[redacted:bearer_token]") {
+		t.Fatalf("denial %v", err)
+	}
+}

@@ -1,0 +1,74 @@
+package main
+
+import (
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/capbridge/capbridge/internal/testkit/leakcheck"
+	"github.com/capbridge/capbridge/internal/testkit/mcptest"
+	"github.com/capbridge/capbridge/internal/testkit/oauthtest"
+)
+
+// browseEnv makes the test binary a browser that approves at once: it
+// fetches its last argument and follows the redirects (to login's
+// loopback listener), as login's --browser runs it.
+const browseEnv = "CAPBRIDGE_TEST_BROWSE"
+
+func maybeBrowse() {
+	if os.Getenv(browseEnv) == "" {
+		return
+	}
+	resp, err := http.Get(os.Args[len(os.Args)-1])
+	if err != nil {
+		os.Exit(1)
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	_ = resp.Body.Close()
+	os.Exit(0)
+}
+
+// TestLoginLogout: capbridge login NAME saves a login for a remote
+// server behind an authorization server (fosite), registering itself
+// and opening the page with --browser; logout forgets it.
+func TestLoginLogout(t *testing.T) {
+	t.Cleanup(leakcheck.Check(t))
+	as := oauthtest.New(oauthtest.Options{})
+	t.Cleanup(as.Close)
+	g := as.Guard(mcptest.Scenario{}, mcptest.HTTPOptions{})
+	t.Cleanup(g.Close)
+	state := t.TempDir()
+	t.Setenv("XDG_STATE_HOME", state)
+	t.Setenv(browseEnv, "1") // inherited by the browser the test binary runs as
+	cfg := filepath.Join(t.TempDir(), "c.toml")
+	if err := os.WriteFile(cfg, []byte("[mcp.web]\nurl = \""+g.URL+"\"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, stderr, code := runInProcess("login", "-c", cfg, "--browser", exe+" -test.run=^$", "web")
+	if code != exitOK || !strings.Contains(stdout, "logged in to web") || !strings.Contains(stderr, "code_challenge_method=S256") {
+		t.Fatalf("login: exit %d\nstdout %s\nstderr %s", code, stdout, stderr)
+	}
+	file := filepath.Join(state, "capbridge", "oauth", "web.json")
+	if fi, err := os.Stat(file); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("saved login: %v", err)
+	}
+	if as.Registered() != 1 {
+		t.Fatalf("%d dynamic registrations, want 1", as.Registered())
+	}
+	if stdout, _, code := runInProcess("logout", "web"); code != exitOK || !strings.Contains(stdout, "logged out of web") {
+		t.Fatalf("logout: exit %d %s", code, stdout)
+	}
+	if _, err := os.Stat(file); !os.IsNotExist(err) {
+		t.Fatalf("the login is still saved: %v", err)
+	}
+	if _, stderr, code := runInProcess("login", "-c", cfg, "nope"); code != exitError || !strings.Contains(stderr, `no server is called "nope"`) {
+		t.Fatalf("an unknown server: exit %d %s", code, stderr)
+	}
+}

@@ -1,0 +1,317 @@
+package mcpauth
+
+import (
+	"context"
+	"crypto"
+	"crypto/ecdsa"
+	"crypto/rand"
+	"crypto/rsa"
+	"crypto/sha256"
+	"crypto/x509"
+	"encoding/asn1"
+	"encoding/base64"
+	"encoding/json"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"math/big"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"golang.org/x/oauth2"
+	"golang.org/x/oauth2/clientcredentials"
+)
+
+// ClientCredentials is a client's identity for the client credentials
+// grant: a sidecar with no person present. Exactly one of Secret and Key
+// authenticates it.
+type ClientCredentials struct {
+	ClientID string
+	// Secret authenticates with client_secret_basic, or
+	// client_secret_post when the server advertises only that.
+	Secret string
+	// Key signs a private_key_jwt assertion (RFC 7523): an RSA key
+	// (RS256) or a P-256 key (ES256); KeyID is its kid, if the server
+	// wants one.
+	Key   crypto.Signer
+	KeyID string
+	// Scopes are asked for when the server's challenge names none; nil
+	// falls back to the resource's scopes_supported (and to none).
+	Scopes []string
+}
+
+// Limits of an Authorizer.
+const (
+	// renewBefore: a token this close to its expiry is renewed before it
+	// is sent.
+	renewBefore = 30 * time.Second
+	// maxStepUps bounds the 403 insufficient_scope step-ups of one
+	// token: a server that asks for ever more scopes is refused.
+	maxStepUps = 3
+	// assertionLife is how long a private_key_jwt assertion is valid.
+	assertionLife = 5 * time.Minute
+)
+
+// Authorizer authorizes a remote server's requests with the client
+// credentials grant. It discovers the server's authorization server on
+// its first challenge (a 401), fetches a token for the server's resource
+// (RFC 8707) and sends it until it nears its expiry or the server
+// refuses it; a 403 insufficient_scope is answered with a token for the
+// scopes the challenge names, at most maxStepUps times. Safe for
+// concurrent use: one fetch at a time, whose token every request shares.
+type Authorizer struct {
+	server string // the MCP endpoint
+	creds  ClientCredentials
+	hc     *http.Client
+
+	mu       sync.Mutex
+	meta     *ServerMetadata
+	resource string // the resource indicator
+	scopes   []string
+	token    *oauth2.Token
+	stepUps  int
+	// tried is the token a challenge last refused: a second refusal of
+	// the same token is final, not another fetch.
+	refused string
+}
+
+// NewAuthorizer returns an Authorizer for the MCP endpoint server. hc
+// makes the discovery and token requests (it need not be the client the
+// MCP requests use).
+func NewAuthorizer(server string, creds ClientCredentials, hc *http.Client) (*Authorizer, error) {
+	switch {
+	case creds.ClientID == "":
+		return nil, fail("client credentials", errors.New("no client_id"))
+	case (creds.Secret == "") == (creds.Key == nil):
+		return nil, fail("client credentials", errors.New("give a client secret or a private key, exactly one"))
+	}
+	return &Authorizer{server: server, creds: creds, hc: hc}, nil
+}
+
+// Authorize puts the current token on h, fetching one first when the
+// server's authorization server is known and the token is missing or
+// about to expire. Before the first challenge nothing is sent: the
+// server's 401 says where to get a token.
+func (a *Authorizer) Authorize(ctx context.Context, h http.Header) error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.meta == nil {
+		return nil
+	}
+	if a.token == nil || time.Until(a.token.Expiry) < renewBefore && !a.token.Expiry.IsZero() {
+		if err := a.fetchLocked(ctx); err != nil {
+			return err
+		}
+	}
+	h.Set("Authorization", "Bearer "+a.token.AccessToken)
+	return nil
+}
+
+// Challenge answers a 401 (discovery on the first, then a new token) or
+// a 403 insufficient_scope (a token for the challenge's scopes), and
+// reports whether the request should be tried again.
+func (a *Authorizer) Challenge(ctx context.Context, resp *http.Response) (bool, error) {
+	ch, _ := ParseChallenge(resp.Header.Values("Www-Authenticate"))
+	sent := strings.TrimPrefix(resp.Request.Header.Get("Authorization"), "Bearer ")
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	switch {
+	case resp.StatusCode == http.StatusForbidden && ch.Error == "insufficient_scope":
+		if a.stepUps == maxStepUps {
+			return false, fail("step-up", fmt.Errorf("the server asked for more scopes %d times (now %q); refusing", maxStepUps, ch.Scope))
+		}
+		a.stepUps++
+		for _, s := range strings.Fields(ch.Scope) {
+			if !slices.Contains(a.scopes, s) {
+				a.scopes = append(a.scopes, s)
+			}
+		}
+	case resp.StatusCode == http.StatusForbidden:
+		return false, nil // forbidden for another reason: the caller sees the 403
+	case a.meta == nil:
+		if err := a.discoverLocked(ctx, ch); err != nil {
+			return false, err
+		}
+	case a.token != nil && sent == a.token.AccessToken && a.refused == sent:
+		return false, fail("the server refused a fresh token", errors.New("check the client's registration and scopes at the authorization server"))
+	default:
+		a.refused = sent
+		if ch.Scope != "" {
+			a.scopes = strings.Fields(ch.Scope)
+		}
+	}
+	if a.token != nil && sent != a.token.AccessToken && resp.StatusCode == http.StatusUnauthorized {
+		return true, nil // another request has fetched a newer token already
+	}
+	if err := a.fetchLocked(ctx); err != nil {
+		return false, err
+	}
+	return true, nil
+}
+
+// discoverLocked finds the authorization server from the challenge and
+// picks the scopes: the challenge's, else the configured ones, else the
+// resource's scopes_supported, else none (the spec's order).
+func (a *Authorizer) discoverLocked(ctx context.Context, ch Challenge) error {
+	rm, err := DiscoverResource(ctx, a.hc, a.server, ch)
+	if err != nil {
+		return err
+	}
+	meta, err := DiscoverServer(ctx, a.hc, rm.AuthorizationServers[0])
+	if err != nil {
+		return err
+	}
+	a.meta = meta
+	a.resource = rm.Resource
+	if a.resource == "" {
+		u, err := url.Parse(a.server)
+		if err != nil {
+			return fail("the server URL", err)
+		}
+		a.resource = shown(u)
+	}
+	switch {
+	case ch.Scope != "":
+		a.scopes = strings.Fields(ch.Scope)
+	case a.creds.Scopes != nil:
+		a.scopes = a.creds.Scopes
+	default:
+		a.scopes = rm.ScopesSupported
+	}
+	return nil
+}
+
+// fetchLocked gets a token with the client credentials grant.
+func (a *Authorizer) fetchLocked(ctx context.Context) error {
+	cfg := clientcredentials.Config{
+		ClientID:       a.creds.ClientID,
+		TokenURL:       a.meta.TokenEndpoint,
+		Scopes:         a.scopes,
+		EndpointParams: url.Values{"resource": {a.resource}},
+	}
+	if a.creds.Key != nil {
+		assertion, err := a.assertion()
+		if err != nil {
+			return fail("signing the client assertion", err)
+		}
+		cfg.AuthStyle = oauth2.AuthStyleInParams
+		cfg.EndpointParams.Set("client_assertion_type", "urn:ietf:params:oauth:client-assertion-type:jwt-bearer")
+		cfg.EndpointParams.Set("client_assertion", assertion)
+	} else {
+		cfg.ClientSecret = a.creds.Secret
+		cfg.AuthStyle = oauth2.AuthStyleInHeader
+		if m := a.meta.TokenEndpointAuthMethodsSupported; len(m) > 0 && !slices.Contains(m, "client_secret_basic") && slices.Contains(m, "client_secret_post") {
+			cfg.AuthStyle = oauth2.AuthStyleInParams
+		}
+	}
+	tok, err := cfg.Token(context.WithValue(ctx, oauth2.HTTPClient, a.hc))
+	if err != nil {
+		return fail("the client credentials grant at "+a.meta.TokenEndpoint, tokenError(err))
+	}
+	a.token, a.refused = tok, ""
+	return nil
+}
+
+// tokenError keeps what the token endpoint said (error and its
+// description) and drops the rest of its body.
+func tokenError(err error) error {
+	var re *oauth2.RetrieveError
+	if !errors.As(err, &re) {
+		return err
+	}
+	msg := fmt.Sprintf("HTTP %d", re.Response.StatusCode)
+	if re.ErrorCode != "" {
+		msg += ": " + re.ErrorCode
+	}
+	if re.ErrorDescription != "" {
+		msg += " (" + re.ErrorDescription + ")"
+	}
+	return errors.New(msg)
+}
+
+// assertion signs a private_key_jwt client assertion (RFC 7523 §3): the
+// client is its issuer and subject, the token endpoint its audience.
+func (a *Authorizer) assertion() (string, error) {
+	alg := ""
+	switch k := a.creds.Key.Public().(type) {
+	case *rsa.PublicKey:
+		alg = "RS256"
+	case *ecdsa.PublicKey:
+		if k.Curve.Params().BitSize != 256 {
+			return "", errors.New("an EC key must be P-256 (ES256)")
+		}
+		alg = "ES256"
+	default:
+		return "", fmt.Errorf("a %T key is neither RSA nor P-256", k)
+	}
+	head := map[string]string{"alg": alg, "typ": "JWT"}
+	if a.creds.KeyID != "" {
+		head["kid"] = a.creds.KeyID
+	}
+	var jti [16]byte
+	if _, err := rand.Read(jti[:]); err != nil {
+		return "", err
+	}
+	now := time.Now()
+	claims := map[string]any{
+		"iss": a.creds.ClientID, "sub": a.creds.ClientID, "aud": a.meta.TokenEndpoint,
+		"jti": base64.RawURLEncoding.EncodeToString(jti[:]), "iat": now.Unix(), "exp": now.Add(assertionLife).Unix(),
+	}
+	hb, err := json.Marshal(head)
+	if err != nil {
+		return "", err
+	}
+	cb, err := json.Marshal(claims)
+	if err != nil {
+		return "", err
+	}
+	signing := base64.RawURLEncoding.EncodeToString(hb) + "." + base64.RawURLEncoding.EncodeToString(cb)
+	sum := sha256.Sum256([]byte(signing))
+	sig, err := a.creds.Key.Sign(rand.Reader, sum[:], crypto.SHA256)
+	if err != nil {
+		return "", err
+	}
+	if alg == "ES256" {
+		// JWS wants r||s, 32 bytes each, where crypto.Signer gives ASN.1.
+		var parsed struct{ R, S *big.Int }
+		if _, err := asn1.Unmarshal(sig, &parsed); err != nil {
+			return "", err
+		}
+		raw := make([]byte, 64)
+		parsed.R.FillBytes(raw[:32])
+		parsed.S.FillBytes(raw[32:])
+		sig = raw
+	}
+	return signing + "." + base64.RawURLEncoding.EncodeToString(sig), nil
+}
+
+// ParsePrivateKey reads a PEM private key (PKCS #8, PKCS #1 RSA or SEC 1
+// EC) for private_key_jwt.
+func ParsePrivateKey(pemBytes []byte) (crypto.Signer, error) {
+	block, _ := pem.Decode(pemBytes)
+	if block == nil {
+		return nil, fail("the private key", errors.New("no PEM block"))
+	}
+	var key any
+	var err error
+	switch block.Type {
+	case "RSA PRIVATE KEY":
+		key, err = x509.ParsePKCS1PrivateKey(block.Bytes)
+	case "EC PRIVATE KEY":
+		key, err = x509.ParseECPrivateKey(block.Bytes)
+	default:
+		key, err = x509.ParsePKCS8PrivateKey(block.Bytes)
+	}
+	if err != nil {
+		return nil, fail("the private key", err)
+	}
+	s, ok := key.(crypto.Signer)
+	if !ok {
+		return nil, fail("the private key", fmt.Errorf("a %T cannot sign", key))
+	}
+	return s, nil
+}

@@ -1,0 +1,280 @@
+// Package mcpauth implements the client side of MCP authorization (the
+// MCP authorization spec, 2025-11-25, which 2025-06-18 and the OAuth
+// metadata of 2025-03-26 agree with) for capbridge's remote servers:
+// the server's challenge, the discovery of its protected-resource
+// metadata (RFC 9728) and its authorization server's metadata (RFC 8414
+// and OpenID Connect discovery, path-aware), and the client credentials
+// grant with a client secret or a private_key_jwt assertion (RFC 7523),
+// as an mcpwire.Authorizer that fetches, caches, renews and steps up its
+// token. golang.org/x/oauth2 makes the token requests; what it lacks
+// (discovery, resource indicators, the assertion, the challenges) is
+// here.
+//
+// Every fetch is bounded in size and time; no token, secret or
+// assertion is ever part of an error or a log line.
+package mcpauth
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+)
+
+// ErrAuth is matched by every error this package returns.
+var ErrAuth = errors.New("mcpauth: authorization failed")
+
+// authError is an authorization failure with the step that failed.
+type authError struct {
+	step string
+	err  error
+}
+
+func (e *authError) Error() string {
+	if e.err == nil {
+		return "mcpauth: " + e.step
+	}
+	return "mcpauth: " + e.step + ": " + e.err.Error()
+}
+
+func (e *authError) Is(target error) bool { return target == ErrAuth }
+func (e *authError) Unwrap() error        { return e.err }
+
+func fail(step string, err error) error { return &authError{step: step, err: err} }
+
+// maxMetadata bounds a metadata document.
+const maxMetadata = 256 << 10
+
+// Challenge is a Bearer WWW-Authenticate challenge (RFC 6750 §3, RFC
+// 9728 §5.1).
+type Challenge struct {
+	ResourceMetadata string
+	Scope            string
+	Error            string // "invalid_token", "insufficient_scope", …
+}
+
+// ParseChallenge finds the Bearer challenge among a response's
+// WWW-Authenticate values. It is total: anything it cannot read is left
+// out.
+func ParseChallenge(values []string) (Challenge, bool) {
+	for _, v := range values {
+		for _, c := range splitChallenges(v) {
+			scheme, params, _ := strings.Cut(strings.TrimSpace(c), " ")
+			if !strings.EqualFold(scheme, "Bearer") {
+				continue
+			}
+			var ch Challenge
+			for k, val := range authParams(params) {
+				switch k {
+				case "resource_metadata":
+					ch.ResourceMetadata = val
+				case "scope":
+					ch.Scope = val
+				case "error":
+					ch.Error = val
+				}
+			}
+			return ch, true
+		}
+	}
+	return Challenge{}, false
+}
+
+// splitChallenges splits a header value holding several challenges at
+// each scheme (a token followed by a space that is not inside quotes and
+// not a parameter).
+func splitChallenges(v string) []string {
+	var out []string
+	start, inQ := 0, false
+	for i := 0; i < len(v); i++ {
+		switch {
+		case v[i] == '"' && (i == 0 || v[i-1] != '\\'):
+			inQ = !inQ
+		case v[i] == ',' && !inQ:
+			// A new challenge starts if what follows is "token " with
+			// no '=' before the space.
+			rest := strings.TrimLeft(v[i+1:], " ")
+			sp, eq := strings.IndexByte(rest, ' '), strings.IndexByte(rest, '=')
+			if sp > 0 && (eq < 0 || sp < eq) {
+				out = append(out, v[start:i])
+				start = i + 1
+			}
+		}
+	}
+	return append(out, v[start:])
+}
+
+// authParams reads auth-param pairs: key=token or key="quoted".
+func authParams(s string) map[string]string {
+	out := map[string]string{}
+	for len(s) > 0 && len(out) < 32 {
+		s = strings.TrimLeft(s, " ,")
+		k, rest, ok := strings.Cut(s, "=")
+		if !ok {
+			break
+		}
+		k = strings.ToLower(strings.TrimSpace(k))
+		rest = strings.TrimLeft(rest, " ")
+		var val string
+		if strings.HasPrefix(rest, `"`) {
+			var b strings.Builder
+			i := 1
+			for ; i < len(rest) && rest[i] != '"'; i++ {
+				if rest[i] == '\\' && i+1 < len(rest) {
+					i++
+				}
+				b.WriteByte(rest[i])
+			}
+			val, s = b.String(), rest[min(i+1, len(rest)):]
+		} else {
+			end := strings.IndexByte(rest, ',')
+			if end < 0 {
+				end = len(rest)
+			}
+			val, s = strings.TrimSpace(rest[:end]), rest[end:]
+		}
+		out[k] = val
+	}
+	return out
+}
+
+// ResourceMetadata is a protected resource's metadata (RFC 9728 §2).
+type ResourceMetadata struct {
+	Resource             string   `json:"resource"`
+	AuthorizationServers []string `json:"authorization_servers"`
+	ScopesSupported      []string `json:"scopes_supported"`
+}
+
+// ServerMetadata is an authorization server's metadata (RFC 8414 §2).
+type ServerMetadata struct {
+	Issuer                            string   `json:"issuer"`
+	AuthorizationEndpoint             string   `json:"authorization_endpoint"`
+	TokenEndpoint                     string   `json:"token_endpoint"`
+	RegistrationEndpoint              string   `json:"registration_endpoint"`
+	ScopesSupported                   []string `json:"scopes_supported"`
+	GrantTypesSupported               []string `json:"grant_types_supported"`
+	TokenEndpointAuthMethodsSupported []string `json:"token_endpoint_auth_methods_supported"`
+	CodeChallengeMethodsSupported     []string `json:"code_challenge_methods_supported"`
+	// IssParameterSupported: the authorization response carries iss
+	// (RFC 9207), which the client must then check.
+	IssParameterSupported bool `json:"authorization_response_iss_parameter_supported"`
+}
+
+// DiscoverResource fetches the metadata of the protected resource at
+// server (the MCP endpoint): from the challenge's resource_metadata when
+// it names one, else from the well-known URIs, path-aware first, as the
+// MCP authorization spec orders them. The metadata's resource must be
+// the server's own (RFC 9728 §3.3): a document naming another resource
+// is refused.
+func DiscoverResource(ctx context.Context, hc *http.Client, server string, ch Challenge) (*ResourceMetadata, error) {
+	u, err := url.Parse(server)
+	if err != nil {
+		return nil, fail("the server URL", err)
+	}
+	var tries []string
+	if ch.ResourceMetadata != "" {
+		tries = []string{ch.ResourceMetadata}
+	} else {
+		if p := strings.TrimRight(u.Path, "/"); p != "" {
+			tries = append(tries, origin(u)+"/.well-known/oauth-protected-resource"+p)
+		}
+		tries = append(tries, origin(u)+"/.well-known/oauth-protected-resource")
+	}
+	var last error
+	for _, t := range tries {
+		var md ResourceMetadata
+		if last = getJSON(ctx, hc, t, &md); last != nil {
+			continue
+		}
+		if len(md.AuthorizationServers) == 0 {
+			return nil, fail("protected resource metadata at "+t, errors.New("names no authorization server"))
+		}
+		if md.Resource != "" && !sameResource(md.Resource, u) {
+			return nil, fail("protected resource metadata at "+t, fmt.Errorf("is for the resource %q, not %s", md.Resource, shown(u)))
+		}
+		return &md, nil
+	}
+	return nil, fail("discovering the server's protected resource metadata", last)
+}
+
+// sameResource reports whether the metadata's resource identifies the
+// server: the same origin, and a path the server's is within.
+func sameResource(resource string, server *url.URL) bool {
+	r, err := url.Parse(resource)
+	if err != nil || origin(r) != origin(server) {
+		return false
+	}
+	rp, sp := strings.TrimRight(r.Path, "/"), strings.TrimRight(server.Path, "/")
+	return rp == "" || sp == rp || strings.HasPrefix(sp, rp+"/")
+}
+
+// DiscoverServer fetches the metadata of the authorization server
+// issuer, trying in order (the MCP authorization spec): for an issuer
+// with a path, OAuth metadata with the path inserted, OpenID discovery
+// with the path inserted, OpenID discovery with the path appended; for
+// one without, OAuth metadata, then OpenID discovery. The document's
+// issuer must be issuer (RFC 8414 §3.3).
+func DiscoverServer(ctx context.Context, hc *http.Client, issuer string) (*ServerMetadata, error) {
+	u, err := url.Parse(issuer)
+	if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
+		return nil, fail("the authorization server", fmt.Errorf("%q is not an http(s) URL", issuer))
+	}
+	o, p := origin(u), strings.TrimRight(u.Path, "/")
+	tries := []string{o + "/.well-known/oauth-authorization-server", o + "/.well-known/openid-configuration"}
+	if p != "" {
+		tries = []string{o + "/.well-known/oauth-authorization-server" + p, o + "/.well-known/openid-configuration" + p, o + p + "/.well-known/openid-configuration"}
+	}
+	var last error
+	for _, t := range tries {
+		var md ServerMetadata
+		if last = getJSON(ctx, hc, t, &md); last != nil {
+			continue
+		}
+		if strings.TrimRight(md.Issuer, "/") != strings.TrimRight(issuer, "/") {
+			return nil, fail("authorization server metadata at "+t, fmt.Errorf("names the issuer %q, not %q", md.Issuer, issuer))
+		}
+		if md.TokenEndpoint == "" {
+			return nil, fail("authorization server metadata at "+t, errors.New("has no token_endpoint"))
+		}
+		return &md, nil
+	}
+	return nil, fail("discovering the authorization server's metadata", last)
+}
+
+// getJSON fetches a JSON document, bounded.
+func getJSON(ctx context.Context, hc *http.Client, target string, v any) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, target, nil)
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Accept", "application/json")
+	resp, err := hc.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("GET %s: HTTP %d", target, resp.StatusCode)
+	}
+	b, err := io.ReadAll(io.LimitReader(resp.Body, maxMetadata+1))
+	if err != nil {
+		return fmt.Errorf("GET %s: %w", target, err)
+	}
+	if len(b) > maxMetadata {
+		return fmt.Errorf("GET %s: a document larger than %d bytes", target, maxMetadata)
+	}
+	if err := json.Unmarshal(b, v); err != nil {
+		return fmt.Errorf("GET %s: not a JSON object: %w", target, err)
+	}
+	return nil
+}
+
+func origin(u *url.URL) string { return u.Scheme + "://" + u.Host }
+
+func shown(u *url.URL) string {
+	return (&url.URL{Scheme: u.Scheme, Host: u.Host, Path: u.Path}).String()
+}

@@ -1,0 +1,155 @@
+package mcpauth
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/capbridge/capbridge/internal/testkit/leakcheck"
+	"github.com/capbridge/capbridge/internal/testkit/mcptest"
+	"github.com/capbridge/capbridge/internal/testkit/oauthtest"
+	"github.com/capbridge/capbridge/mcpwire"
+)
+
+// browser is a person who approves at once: it fetches the
+// authorization URL and follows the redirects to the loopback listener.
+func browser(hc *http.Client) func(string) error {
+	return func(u string) error {
+		resp, err := hc.Get(u)
+		if err != nil {
+			return err
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		return resp.Body.Close()
+	}
+}
+
+// TestLogin: the authorization code flow with PKCE, from the server's
+// 401 to saved tokens, with a pre-registered client and with dynamic
+// registration; then serve's authorizer uses and refreshes the saved
+// tokens, saving the rotated ones.
+func TestLogin(t *testing.T) {
+	t.Cleanup(leakcheck.Check(t))
+	for _, preRegistered := range []bool{true, false} {
+		as := oauthtest.New(oauthtest.Options{TokenLifespan: 20 * time.Second}) // under renewBefore: every use refreshes
+		t.Cleanup(as.Close)
+		as.AddPublicClient("capbridge-cli", "mcp:read", "offline_access")
+		_, url := guarded(t, as, mcptest.HTTPOptions{})
+		store := Store{Dir: filepath.Join(t.TempDir(), "oauth")}
+		o := LoginOptions{Server: "web", URL: url, HTTP: as.Client(), Open: browser(as.Client()), Printed: func(u string) {
+			if !strings.Contains(u, "code_challenge_method=S256") || !strings.Contains(u, "resource=") {
+				t.Errorf("authorization URL %s", u)
+			}
+		}}
+		if preRegistered {
+			o.ClientID = "capbridge-cli"
+		}
+		sv, err := Login(context.Background(), o)
+		if err != nil {
+			t.Fatalf("Login (pre-registered %v): %v", preRegistered, err)
+		}
+		if sv.RefreshToken == "" || sv.Resource != url || (as.Registered() == 1) == preRegistered {
+			t.Fatalf("saved %+v, registered %d", sv, as.Registered())
+		}
+		if err := store.Save(sv); err != nil {
+			t.Fatal(err)
+		}
+		fi, err := os.Stat(filepath.Join(store.Dir, "web.json"))
+		if err != nil || fi.Mode().Perm() != 0o600 {
+			t.Fatalf("token file: %v, %v", fi.Mode(), err)
+		}
+		if di, err := os.Stat(store.Dir); err != nil || di.Mode().Perm() != 0o700 {
+			t.Fatalf("store dir: %v, %v", di.Mode(), err)
+		}
+
+		call(t, url, NewStoredAuthorizer(store, "web", as.Client()))
+		after, err := store.Load("web")
+		if err != nil || after.AccessToken == sv.AccessToken || after.RefreshToken == sv.RefreshToken {
+			t.Fatalf("the refreshed tokens were not saved: %+v, %v", after, err)
+		}
+		refreshed := false
+		for _, r := range as.Requests() {
+			refreshed = refreshed || r["grant_type"][0] == "refresh_token"
+		}
+		if !refreshed {
+			t.Fatal("no refresh_token grant")
+		}
+	}
+}
+
+// Without a saved login the authorizer says to log in; a refresh the
+// server refuses says so too.
+func TestNeedsLogin(t *testing.T) {
+	t.Cleanup(leakcheck.Check(t))
+	as := oauthtest.New(oauthtest.Options{})
+	t.Cleanup(as.Close)
+	_, url := guarded(t, as, mcptest.HTTPOptions{})
+	store := Store{Dir: t.TempDir()}
+	_, err := mcpwire.Dial(context.Background(), mcpwire.Remote{URL: url, Auth: NewStoredAuthorizer(store, "web", as.Client())}, mcpwire.Config{})
+	if !errors.Is(err, ErrNeedsLogin) {
+		t.Fatalf("no saved login: %v", err)
+	}
+	if err := store.Save(&Saved{Server: "web", URL: url, TokenEndpoint: as.URL + "/token", ClientID: "nobody", AccessToken: "stale", RefreshToken: "bogus", Expiry: time.Now().Add(-time.Hour)}); err != nil {
+		t.Fatal(err)
+	}
+	_, err = mcpwire.Dial(context.Background(), mcpwire.Remote{URL: url, Auth: NewStoredAuthorizer(store, "web", as.Client())}, mcpwire.Config{})
+	if !errors.Is(err, ErrNeedsLogin) || strings.Contains(err.Error(), "bogus") {
+		t.Fatalf("a refused refresh: %v", err)
+	}
+	if err := store.Delete("web"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := store.Load("web"); !errors.Is(err, ErrNeedsLogin) {
+		t.Fatalf("after Delete: %v", err)
+	}
+}
+
+// A redirect that is not this login's (wrong state), or names another
+// issuer (a mix-up, RFC 9207), is refused.
+func TestLoginState(t *testing.T) {
+	t.Cleanup(leakcheck.Check(t))
+	as := oauthtest.New(oauthtest.Options{})
+	t.Cleanup(as.Close)
+	as.AddPublicClient("capbridge-cli", "mcp:read")
+	_, url := guarded(t, as, mcptest.HTTPOptions{})
+	mixUp := false
+	forge := func(u string) error {
+		i := strings.Index(u, "redirect_uri=")
+		if i < 0 {
+			return errors.New("no redirect_uri")
+		}
+		ru := u[i+len("redirect_uri="):]
+		if j := strings.IndexByte(ru, '&'); j >= 0 {
+			ru = ru[:j]
+		}
+		ru = strings.ReplaceAll(strings.ReplaceAll(ru, "%3A", ":"), "%2F", "/")
+		query := "?code=x&state=forged"
+		if mixUp {
+			st := u[strings.Index(u, "state=")+len("state="):]
+			if j := strings.IndexByte(st, '&'); j >= 0 {
+				st = st[:j]
+			}
+			query = "?code=x&state=" + st + "&iss=https%3A%2F%2Fevil.example"
+		}
+		resp, err := http.Get(ru + query)
+		if err != nil {
+			return err
+		}
+		return resp.Body.Close()
+	}
+	_, err := Login(context.Background(), LoginOptions{Server: "web", URL: url, ClientID: "capbridge-cli", HTTP: as.Client(), Open: forge})
+	if err == nil || !strings.Contains(err.Error(), "state") {
+		t.Fatalf("forged state: %v", err)
+	}
+	mixUp = true
+	_, err = Login(context.Background(), LoginOptions{Server: "web", URL: url, ClientID: "capbridge-cli", HTTP: as.Client(), Open: forge})
+	if err == nil || !strings.Contains(err.Error(), "iss") {
+		t.Fatalf("another issuer: %v", err)
+	}
+}

@@ -1,0 +1,172 @@
+package mcpauth
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// ErrNeedsLogin: a server that needs a person's authorization has no
+// usable token; `capbridge login NAME` gets one.
+var ErrNeedsLogin = &authError{step: "no usable token: the server needs a login"}
+
+// Saved is what the store keeps for one server after a login: the
+// authorization server's endpoints, the client it registered as, and
+// the tokens. The file holds secrets: it is mode 0600 in a 0700
+// directory, and its content is never logged.
+type Saved struct {
+	Server        string    `json:"server"`
+	URL           string    `json:"url"`
+	Issuer        string    `json:"issuer"`
+	TokenEndpoint string    `json:"token_endpoint"`
+	ClientID      string    `json:"client_id"`
+	ClientSecret  string    `json:"client_secret,omitempty"`
+	Resource      string    `json:"resource"`
+	Scopes        []string  `json:"scopes,omitempty"`
+	AccessToken   string    `json:"access_token"`
+	RefreshToken  string    `json:"refresh_token,omitempty"`
+	Expiry        time.Time `json:"expiry,omitzero"`
+}
+
+// Store is the directory of saved tokens, one file per server.
+type Store struct{ Dir string }
+
+// DefaultStore is $XDG_STATE_HOME/capbridge/oauth, else
+// ~/.local/state/capbridge/oauth.
+func DefaultStore() (Store, error) {
+	if d := os.Getenv("XDG_STATE_HOME"); filepath.IsAbs(d) {
+		return Store{Dir: filepath.Join(d, "capbridge", "oauth")}, nil
+	}
+	home, err := os.UserHomeDir()
+	if err != nil {
+		return Store{}, fail("the token store", fmt.Errorf("no XDG_STATE_HOME and no home directory: %w", err))
+	}
+	return Store{Dir: filepath.Join(home, ".local", "state", "capbridge", "oauth")}, nil
+}
+
+var storeName = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9_-]{0,63}$`)
+
+func (s Store) path(server, ext string) (string, error) {
+	if !storeName.MatchString(server) {
+		return "", fail("the token store", fmt.Errorf("bad server name %q", server))
+	}
+	return filepath.Join(s.Dir, server+ext), nil
+}
+
+// Load returns the saved tokens of server; ErrNeedsLogin when there are
+// none.
+func (s Store) Load(server string) (*Saved, error) {
+	p, err := s.path(server, ".json")
+	if err != nil {
+		return nil, err
+	}
+	b, err := os.ReadFile(p)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, ErrNeedsLogin
+	}
+	if err != nil {
+		return nil, fail("reading the token store", err)
+	}
+	var sv Saved
+	if err := json.Unmarshal(b, &sv); err != nil || sv.AccessToken == "" {
+		return nil, fail("the token store's file for "+server, errors.New("is not a saved login; run capbridge login again"))
+	}
+	return &sv, nil
+}
+
+// Save replaces server's saved tokens atomically: a file written beside
+// it (0600), synced, renamed over it, in a directory made 0700.
+func (s Store) Save(sv *Saved) error {
+	p, err := s.path(sv.Server, ".json")
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(s.Dir, 0o700); err != nil {
+		return fail("the token store", err)
+	}
+	if err := os.Chmod(s.Dir, 0o700); err != nil {
+		return fail("the token store", err)
+	}
+	b, err := json.Marshal(sv)
+	if err != nil {
+		return fail("the token store", err)
+	}
+	f, err := os.CreateTemp(s.Dir, "."+sv.Server+".*")
+	if err != nil {
+		return fail("the token store", err)
+	}
+	tmp := f.Name()
+	_, werr := f.Write(b)
+	if werr == nil {
+		werr = f.Sync()
+	}
+	if cerr := f.Close(); werr == nil {
+		werr = cerr
+	}
+	if werr == nil {
+		werr = os.Rename(tmp, p)
+	}
+	if werr != nil {
+		_ = os.Remove(tmp)
+		return fail("writing the token store", werr)
+	}
+	return nil
+}
+
+// Delete removes server's saved tokens; none saved is not an error.
+func (s Store) Delete(server string) error {
+	p, err := s.path(server, ".json")
+	if err != nil {
+		return err
+	}
+	if err := os.Remove(p); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fail("the token store", err)
+	}
+	return nil
+}
+
+// A lock held by another process is waited for, polling, at most
+// lockWait: a refresh takes one token request.
+const (
+	lockWait = 10 * time.Second
+	lockPoll = 20 * time.Millisecond
+)
+
+// Lock holds server's lock file until the returned func is called, so
+// that two capbridge processes never refresh one token at once (the
+// second finds the first's new token when it gets the lock).
+func (s Store) Lock(server string) (func(), error) {
+	p, err := s.path(server, ".lock")
+	if err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(s.Dir, 0o700); err != nil {
+		return nil, fail("the token store", err)
+	}
+	f, err := os.OpenFile(p, os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		return nil, fail("the token store's lock", err)
+	}
+	deadline := time.Now().Add(lockWait)
+	for {
+		err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, unix.EWOULDBLOCK) || time.Now().After(deadline) {
+			_ = f.Close()
+			return nil, fail("the token store's lock", fmt.Errorf("%s: %w (another capbridge holds it)", p, err))
+		}
+		time.Sleep(lockPoll)
+	}
+	return func() {
+		_ = unix.Flock(int(f.Fd()), unix.LOCK_UN)
+		_ = f.Close()
+	}, nil
+}

@@ -1,0 +1,299 @@
+package mcpwire
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/capbridge/capbridge/internal/truncate"
+)
+
+// Transport names how a remote server is reached.
+type Transport uint8
+
+const (
+	// TransportAuto (the zero value) speaks Streamable HTTP and falls
+	// back to the legacy HTTP+SSE transport by the spec's backwards
+	// compatibility procedure: when the POST of initialize is answered
+	// 400, 404 or 405.
+	TransportAuto Transport = iota
+	// TransportStreamable is Streamable HTTP only (2025-03-26 onwards,
+	// and the stateless 2026-07-28 revision).
+	TransportStreamable
+	// TransportSSE is the legacy HTTP+SSE transport of 2024-11-05 only.
+	TransportSSE
+)
+
+func (t Transport) String() string {
+	switch t {
+	case TransportStreamable:
+		return "streamable-http"
+	case TransportSSE:
+		return "sse"
+	}
+	return "auto"
+}
+
+// Remote describes a server reached over HTTP (Dial).
+type Remote struct {
+	// URL is the MCP endpoint (Streamable HTTP) or the SSE endpoint
+	// (HTTP+SSE): http or https.
+	URL       string
+	Transport Transport
+	// Header is sent with every request: the operator's literal headers
+	// and any credential resolved from the environment or a file. It is
+	// never logged.
+	Header http.Header
+	// Client is the HTTP client; nil means HTTPClient(HTTPOptions{}).
+	// Its CheckRedirect is replaced: redirects are followed only within
+	// the URL's origin.
+	Client *http.Client
+	// Auth, when set, authorizes every request (OAuth) and is told of
+	// each 401 and 403.
+	Auth Authorizer
+	// ShutdownTimeout bounds the DELETE that ends a session (2 s).
+	ShutdownTimeout time.Duration
+}
+
+// Authorizer puts credentials on requests and answers the server's
+// challenges. Its methods may be called concurrently.
+type Authorizer interface {
+	// Authorize sets the request's credentials in h (Authorization).
+	Authorize(ctx context.Context, h http.Header) error
+	// Challenge is told of a 401 or 403 answer to a request Authorize
+	// prepared; it reports whether the request should be tried once
+	// more (it refreshed or stepped up its token). An error is final for
+	// the request and is what its caller sees.
+	Challenge(ctx context.Context, resp *http.Response) (retry bool, err error)
+}
+
+// Defaults of the HTTP transports (docs/remote.md lists them).
+const (
+	defaultShutdownTimeout = 2 * time.Second
+	// maxResumes bounds how often one call's SSE stream is resumed with
+	// Last-Event-ID before the call fails.
+	maxResumes = 8
+	// maxRetryWait caps the retry a server asks for between
+	// reconnections, so a huge value cannot park a call.
+	maxRetryWait = 30 * time.Second
+	// defaultRetryWait is the wait before reconnecting a long-lived
+	// stream when the server named none; it doubles up to maxRetryWait
+	// while the reconnections fail.
+	defaultRetryWait = time.Second
+	// maxSessionID caps the Mcp-Session-Id a server may assign.
+	maxSessionID = 1 << 10
+	// streamOpenWait bounds how long the handshake waits for the server
+	// to answer the GET or listen stream's request: a server (or a proxy
+	// before it) that holds the answer's headers back must not hold up
+	// the boot; what it sends before then may be missed.
+	streamOpenWait = 10 * time.Second
+	// errorPreview caps the bytes of an unusable HTTP body quoted in
+	// an error.
+	errorPreview = 200
+)
+
+// ErrHTTP is matched by every *HTTPError.
+var ErrHTTP = errors.New("mcpwire: HTTP exchange failed")
+
+// ErrSessionExpired is the death reason when a Streamable HTTP server
+// answers 404 to a request carrying its session: the session is gone,
+// calls in flight fail, and the owner starts a new client (the spec: the
+// client MUST start a new session). Requests are never replayed.
+var ErrSessionExpired = errors.New("mcpwire: session expired")
+
+// HTTPError is one HTTP exchange that could not carry its message: an
+// error status, a body of the wrong type, a response that ended before
+// the reply, a transport failure mid-response. It fails that call; the
+// client lives on.
+type HTTPError struct {
+	// Method is the MCP method whose exchange failed.
+	Method string
+	// Status is the HTTP status (0: no response was read).
+	Status int
+	// ContentType is the response's media type, "" when none.
+	ContentType string
+	// Reason says what was wrong, in a few words.
+	Reason string
+	// Body is the start of an unusable body, as valid UTF-8 with
+	// control characters replaced (bounded; may be empty).
+	Body string
+	// Err is the underlying error, if any.
+	Err error
+}
+
+func (e *HTTPError) Error() string {
+	s := "mcpwire: " + e.Method + ": "
+	if e.Status != 0 {
+		s += "HTTP " + strconv.Itoa(e.Status)
+		if t := http.StatusText(e.Status); t != "" {
+			s += " " + t
+		}
+		if e.ContentType != "" {
+			s += " (" + e.ContentType + ")"
+		}
+		s += ": "
+	}
+	s += e.Reason
+	if e.Body != "" {
+		s += "; body: " + strconv.Quote(e.Body)
+	}
+	return s
+}
+
+// Is makes every HTTPError match ErrHTTP.
+func (e *HTTPError) Is(target error) bool { return target == ErrHTTP }
+
+// Unwrap exposes the underlying error.
+func (e *HTTPError) Unwrap() error { return e.Err }
+
+// bodyPreview renders the start of an unusable body for an error.
+func bodyPreview(b []byte) string {
+	b = b[:min(len(b), errorPreview+utf8.UTFMax)]
+	s := strings.Map(func(r rune) rune {
+		if r < 0x20 || r == 0x7f {
+			return ' '
+		}
+		return r
+	}, strings.ToValidUTF8(string(b), "�"))
+	return truncate.Ellipsis(s, errorPreview)
+}
+
+// HTTPOptions configure HTTPClient.
+type HTTPOptions struct {
+	// CAFile is a PEM file of certificate authorities trusted beside the
+	// system's.
+	CAFile string
+	// CertFile and KeyFile are a client certificate and its key (PEM),
+	// for servers that require mutual TLS.
+	CertFile, KeyFile string
+	// MaxConnsPerHost bounds the connections to the server (and the
+	// idle ones kept); 0 means 64.
+	MaxConnsPerHost int
+}
+
+// HTTPClient returns the HTTP client a remote server is reached with: a
+// pooled keep-alive transport (HTTP/2 where TLS offers it), the system's
+// roots plus CAFile, the client certificate when given, HTTPS_PROXY and
+// NO_PROXY from the environment, and redirects followed only within the
+// request's origin.
+func HTTPClient(o HTTPOptions) (*http.Client, error) {
+	tc := &tls.Config{MinVersion: tls.VersionTLS12}
+	if o.CAFile != "" {
+		pool, err := x509.SystemCertPool()
+		if err != nil {
+			pool = x509.NewCertPool()
+		}
+		pem, err := os.ReadFile(o.CAFile)
+		if err != nil {
+			return nil, fmt.Errorf("mcpwire: ca_file: %w", err)
+		}
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("mcpwire: ca_file %s holds no PEM certificate", o.CAFile)
+		}
+		tc.RootCAs = pool
+	}
+	if o.CertFile != "" || o.KeyFile != "" {
+		cert, err := tls.LoadX509KeyPair(o.CertFile, o.KeyFile)
+		if err != nil {
+			return nil, fmt.Errorf("mcpwire: client certificate: %w", err)
+		}
+		tc.Certificates = []tls.Certificate{cert}
+	}
+	conns := o.MaxConnsPerHost
+	if conns <= 0 {
+		conns = 64
+	}
+	tr := &http.Transport{
+		Proxy:               http.ProxyFromEnvironment,
+		DialContext:         (&net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		TLSClientConfig:     tc,
+		ForceAttemptHTTP2:   true,
+		MaxIdleConns:        conns,
+		MaxIdleConnsPerHost: conns,
+		MaxConnsPerHost:     conns,
+		// Below the 5 s keep-alive of Node's HTTP server, so an idle
+		// connection is retired here before the server closes it under
+		// a request.
+		IdleConnTimeout:       4 * time.Second,
+		TLSHandshakeTimeout:   10 * time.Second,
+		ExpectContinueTimeout: time.Second,
+	}
+	return &http.Client{Transport: tr, CheckRedirect: sameOrigin}, nil
+}
+
+// sameOrigin follows a redirect only within the first request's origin
+// (scheme, host and port), at most 5 times: a credential sent to the
+// server must never be carried to another origin, and a redirect
+// elsewhere is a configuration to fix, not to follow.
+func sameOrigin(req *http.Request, via []*http.Request) error {
+	if len(via) >= 5 {
+		return errors.New("mcpwire: more than 5 redirects")
+	}
+	if origin(req.URL) != origin(via[0].URL) {
+		return fmt.Errorf("mcpwire: redirect to another origin (%s) refused; set the server's url to where it lives", origin(req.URL))
+	}
+	return nil
+}
+
+func origin(u *url.URL) string {
+	port := u.Port()
+	if port == "" {
+		port = map[string]string{"http": "80", "https": "443"}[u.Scheme]
+	}
+	return u.Scheme + "://" + u.Hostname() + ":" + port
+}
+
+// shownURL is u without credentials, query or fragment: what a log line
+// or an error may say of the endpoint (a query may carry an API key).
+func shownURL(u *url.URL) string {
+	v := url.URL{Scheme: u.Scheme, Host: u.Host, Path: u.Path}
+	return v.String()
+}
+
+// Dial connects to the remote server r and performs the MCP handshake
+// as Connect does: over Streamable HTTP, the server/discover probe of
+// the 2026-07-28 revision first (unless Config.Era says otherwise), then
+// initialize; with TransportAuto, a server whose initialize POST is
+// answered 400, 404 or 405 is met over the legacy HTTP+SSE transport. ctx
+// bounds only the handshake. On failure nothing is left open and the
+// error is a *DeadError.
+func Dial(ctx context.Context, r Remote, cfg Config) (*Client, error) {
+	u, err := url.Parse(r.URL)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, &DeadError{Reason: fmt.Errorf("mcpwire: %q is not an http or https URL", r.URL)}
+	}
+	if r.Client == nil {
+		if r.Client, err = HTTPClient(HTTPOptions{}); err != nil {
+			return nil, &DeadError{Reason: err}
+		}
+	} else {
+		hc := *r.Client
+		hc.CheckRedirect = sameOrigin
+		r.Client = &hc
+	}
+	if r.ShutdownTimeout <= 0 {
+		r.ShutdownTimeout = defaultShutdownTimeout
+	}
+	if r.Transport == TransportSSE {
+		return dialSSE(ctx, u, r, cfg)
+	}
+	c := newClient(cfg)
+	h := newHTTPCarrier(c, u, r)
+	c.car = h
+	client, err := c.connect(ctx)
+	if err == nil || r.Transport != TransportAuto || !h.fallback.Load() || ctx.Err() != nil {
+		return client, err
+	}
+	c.log.Info().Str("url", shownURL(u)).Err(err).Msg("mcpwire: Streamable HTTP refused initialize; trying the legacy HTTP+SSE transport")
+	return dialSSE(ctx, u, r, cfg)
+}

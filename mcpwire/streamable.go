@@ -1,0 +1,724 @@
+package mcpwire
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/capbridge/capbridge/internal/jsonlex"
+	"github.com/capbridge/capbridge/internal/mcpproto"
+	"github.com/capbridge/capbridge/internal/sse"
+)
+
+// httpCarrier is the Streamable HTTP carrier (carrier.go): every
+// message is its own POST to the MCP endpoint; a request's POST is
+// answered with its reply, as one JSON body or as an SSE stream of the
+// messages that relate to it ending with the reply, and the caller reads
+// that answer itself. The server's other messages come on long-lived
+// streams, each read by a goroutine: in the legacy eras the GET stream
+// (when the server offers one), in the 2026-07-28 era the response to
+// subscriptions/listen.
+//
+// Concurrency: any number of roundTrip and send run at once, each its own
+// POST over the client's pooled connections. session and version are
+// atomics written by the handshake and read by every request; mu guards
+// the long-lived streams.
+type httpCarrier struct {
+	c   *Client
+	u   *url.URL
+	ep  string
+	r   Remote
+	hc  *http.Client
+	lim sse.Limits
+
+	// base is the parent of every request's context; cancelled when
+	// the client dies, so every exchange in flight and every stream
+	// ends.
+	base context.Context
+	stop context.CancelCauseFunc
+	bg   sync.WaitGroup // the long-lived streams and background POSTs
+
+	session  atomic.Pointer[string] // Mcp-Session-Id, once assigned
+	version  atomic.Pointer[string] // MCP-Protocol-Version to send
+	fallback atomic.Bool            // initialize was refused 400/404/405
+
+	mu      sync.Mutex
+	getOpen bool
+	listens map[int64]context.CancelFunc
+	closed  bool
+
+	readers chan struct{} // closed when shutdown has waited for bg
+}
+
+var msgPool = sync.Pool{New: func() any { return new(mcpproto.Message) }}
+
+func newHTTPCarrier(c *Client, u *url.URL, r Remote) *httpCarrier {
+	base, stop := context.WithCancelCause(context.Background())
+	return &httpCarrier{
+		c: c, u: u, ep: u.String(), r: r, hc: r.Client,
+		// A line bigger than the message cap is refused by the line
+		// bound; data beyond it by the event bound.
+		lim:  sse.Limits{MaxLine: c.cfg.MaxLineBytes + 64, MaxEvent: c.cfg.MaxLineBytes},
+		base: base, stop: stop,
+		listens: map[int64]context.CancelFunc{},
+		readers: make(chan struct{}),
+	}
+}
+
+var (
+	hAccept    = []string{"application/json, text/event-stream"}
+	hAcceptSSE = []string{"text/event-stream"}
+	hJSON      = []string{"application/json"}
+)
+
+// header fills a request's headers: the operator's, the protocol's
+// (MCP-Protocol-Version, Mcp-Session-Id, the 2026-07-28 request metadata)
+// and the authorizer's.
+func (h *httpCarrier) header(ctx context.Context, hd http.Header, o outbound, accept []string) error {
+	for k, v := range h.r.Header {
+		hd[k] = v
+	}
+	hd["Accept"] = accept
+	if v := h.versionFor(o.method); v != "" {
+		hd["Mcp-Protocol-Version"] = []string{v}
+	}
+	modern := h.c.Era() == EraModern || o.method == "server/discover"
+	if s := h.session.Load(); s != nil && !modern {
+		hd["Mcp-Session-Id"] = []string{*s}
+	}
+	if o.method != "" {
+		// The 2026-07-28 standard headers, which intermediaries route on;
+		// earlier servers ignore them.
+		hd["Mcp-Method"] = []string{o.method}
+		if o.name != "" {
+			hd["Mcp-Name"] = []string{headerValue(o.name)}
+		}
+	}
+	if params := h.c.headerParamsOf(o.name); o.method == "tools/call" && len(params) > 0 && h.c.Era() == EraModern {
+		err := paramHeaders(params, o.args.JSON(), hd.Set)
+		if err != nil {
+			return err
+		}
+	}
+	if h.r.Auth != nil {
+		return h.r.Auth.Authorize(ctx, hd)
+	}
+	return nil
+}
+
+// versionFor is the MCP-Protocol-Version a request carries: the modern
+// revision for the probe and in the modern era, the negotiated one after
+// initialize, none on initialize itself.
+func (h *httpCarrier) versionFor(method string) string {
+	if method == "server/discover" || h.c.Era() == EraModern {
+		return mcpproto.ModernVersion
+	}
+	if v := h.version.Load(); v != nil {
+		return *v
+	}
+	return ""
+}
+
+// headerValue renders a value for an Mcp-Name or Mcp-Param header: as
+// it is when it is plain visible ASCII, else in the revision's Base64
+// sentinel form (also when it looks like one).
+func headerValue(s string) string {
+	safe := s != "" && s[0] != ' ' && s[len(s)-1] != ' ' && !(strings.HasPrefix(s, "=?base64?") && strings.HasSuffix(s, "?="))
+	for i := 0; safe && i < len(s); i++ {
+		safe = s[i] >= 0x20 && s[i] < 0x7f
+	}
+	if safe {
+		return s
+	}
+	return "=?base64?" + base64.StdEncoding.EncodeToString([]byte(s)) + "?="
+}
+
+// do posts line (or GETs when line is nil) with the request's headers,
+// retrying once when the authorizer says a 401 or 403 is answered by a
+// new token.
+func (h *httpCarrier) do(ctx context.Context, method string, o outbound, line []byte, accept []string, extra func(http.Header)) (*http.Response, error) {
+	for try := 0; ; try++ {
+		var body io.Reader
+		if line != nil {
+			body = bytes.NewReader(line)
+		}
+		req, err := http.NewRequestWithContext(ctx, method, h.ep, body)
+		if err != nil {
+			return nil, err
+		}
+		if line != nil {
+			req.Header["Content-Type"] = hJSON
+		}
+		if err := h.header(ctx, req.Header, o, accept); err != nil {
+			return nil, err
+		}
+		if extra != nil {
+			extra(req.Header)
+		}
+		resp, err := h.hc.Do(req)
+		if err != nil || h.r.Auth == nil || try > 0 || (resp.StatusCode != http.StatusUnauthorized && resp.StatusCode != http.StatusForbidden) {
+			return resp, err
+		}
+		retry, aerr := h.r.Auth.Challenge(ctx, resp)
+		if aerr != nil || !retry {
+			if aerr != nil {
+				drainBody(resp)
+				return nil, aerr
+			}
+			return resp, nil
+		}
+		drainBody(resp)
+	}
+}
+
+// drainBody discards a little of an unused body and closes it, so the
+// connection can be reused when the rest is short.
+func drainBody(resp *http.Response) {
+	_, _ = io.CopyN(io.Discard, resp.Body, 4<<10)
+	_ = resp.Body.Close()
+}
+
+// errGaveUp is the cause of a request context the client's death ended.
+var errGaveUp = errors.New("mcpwire: client died")
+
+func (h *httpCarrier) roundTrip(ctx context.Context, cl *call, o outbound, line []byte, _ bool) (bool, error) {
+	rctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	stop := context.AfterFunc(h.base, func() { cancel(errGaveUp) })
+	defer stop()
+	// The call's idle deadline, which progress moves (Client.progress),
+	// never past its hard one.
+	h.c.mu.Lock()
+	if h.c.calls[cl.id] != cl { // settled already (death)
+		h.c.mu.Unlock()
+		return true, nil
+	}
+	cl.timer = time.AfterFunc(min(cl.idle, time.Until(cl.hard)), func() { cancel(ErrTimeout) })
+	h.c.mu.Unlock()
+	defer func() {
+		h.c.mu.Lock()
+		cl.timer.Stop()
+		cl.timer = nil
+		h.c.mu.Unlock()
+	}()
+
+	m := msgPool.Get().(*mcpproto.Message)
+	defer msgPool.Put(m)
+	resp, err := h.do(rctx, http.MethodPost, o, line, hAccept, nil)
+	if errors.Is(err, ErrInvalidArgument) {
+		return false, err // an argument no header can carry: nothing was sent
+	}
+	if err != nil {
+		return h.failed(rctx, cl, o, err)
+	}
+	last, retry, err := h.answer(rctx, cl, o, resp, m)
+	for resumes := 0; err == nil && h.waiting(cl) && last != "" && resumes < maxResumes && h.c.Era() != EraModern; resumes++ {
+		// The stream ended before the reply, but it had event ids: the
+		// spec's resumption is a GET with Last-Event-ID, after the
+		// retry the server asked for.
+		if !sleepCtx(rctx, retry) {
+			break
+		}
+		resp, err = h.do(rctx, http.MethodGet, outbound{}, nil, hAcceptSSE, func(hd http.Header) { hd["Last-Event-Id"] = []string{last} })
+		if err != nil {
+			return h.failed(rctx, cl, o, err)
+		}
+		last, retry, err = h.answer(rctx, cl, o, resp, m)
+	}
+	if rctx.Err() != nil && h.waiting(cl) {
+		if why := context.Cause(rctx); !errors.Is(why, errGaveUp) {
+			return true, why
+		}
+		return true, nil // death settled it
+	}
+	if err == nil && h.waiting(cl) {
+		err = &HTTPError{Method: o.method, Status: resp.StatusCode, ContentType: mediaType(resp), Reason: "the response ended before the reply"}
+	}
+	if err != nil {
+		h.c.settle(cl.id, jsonlex.Value{}, err)
+	}
+	return true, nil
+}
+
+// failed handles a request that got no response: the caller gave up, the
+// client died, the server could not be reached (death, so the owner's
+// restart policy takes over), or the exchange broke (that call fails).
+func (h *httpCarrier) failed(rctx context.Context, cl *call, o outbound, err error) (bool, error) {
+	if rctx.Err() != nil {
+		if why := context.Cause(rctx); !errors.Is(why, errGaveUp) {
+			return true, why
+		}
+		return true, nil
+	}
+	if unreachable(err) {
+		h.c.die(fmt.Errorf("mcpwire: %s %s: %w", http.MethodPost, shownURL(h.u), err))
+		return true, nil
+	}
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		err = ue.Err // the URL is named once, by the client's log
+	}
+	h.c.settle(cl.id, jsonlex.Value{}, &HTTPError{Method: o.method, Reason: err.Error(), Err: err})
+	return true, nil
+}
+
+// unreachable reports whether err says the server could not be reached
+// at all (name resolution, connection, TLS): no request reached it.
+func unreachable(err error) bool {
+	var op *net.OpError
+	var dns *net.DNSError
+	if errors.As(err, &dns) {
+		return true
+	}
+	if errors.As(err, &op) && op.Op == "dial" {
+		return true
+	}
+	s := err.Error()
+	return strings.Contains(s, "tls: ") || strings.Contains(s, "x509: ") || strings.Contains(s, "proxyconnect")
+}
+
+// waiting reports whether cl is still in flight.
+func (h *httpCarrier) waiting(cl *call) bool {
+	h.c.mu.Lock()
+	defer h.c.mu.Unlock()
+	return h.c.calls[cl.id] == cl
+}
+
+// answer reads the response to cl's request and hands every message in
+// it to the client, until cl is settled or the response ends. For an SSE
+// stream it returns the last event id and the retry wait, for a
+// resumption. An error is that call's failure.
+func (h *httpCarrier) answer(ctx context.Context, cl *call, o outbound, resp *http.Response, m *mcpproto.Message) (string, time.Duration, error) {
+	defer resp.Body.Close()
+	mt := mediaType(resp)
+	if h.sessionGone(resp) {
+		return "", 0, nil
+	}
+	if o.method == "initialize" && resp.StatusCode/100 == 2 {
+		if err := h.takeSession(resp); err != nil {
+			return "", 0, err
+		}
+	}
+	switch {
+	case resp.StatusCode == http.StatusOK && mt == "text/event-stream":
+		return h.readEvents(ctx, resp, m, func() bool { return h.waiting(cl) }, o.method)
+	case resp.StatusCode/100 == 2 && mt == "application/json":
+		return "", 0, h.readJSON(resp, cl, o, m)
+	case resp.StatusCode/100 == 2:
+		reason := "a request's answer must be application/json or text/event-stream"
+		if resp.StatusCode == http.StatusAccepted {
+			reason = "202 Accepted carries no reply to a request"
+		}
+		return "", 0, h.httpErr(o, resp, reason)
+	}
+	if o.method == "initialize" {
+		switch resp.StatusCode {
+		case http.StatusBadRequest, http.StatusNotFound, http.StatusMethodNotAllowed:
+			h.fallback.Store(true)
+		}
+	}
+	if mt == "application/json" {
+		// An error status may still carry the JSON-RPC error that says
+		// why (a 2026-07-28 server's 400 UnsupportedProtocolVersion,
+		// HeaderMismatch): that is the call's answer.
+		if err := h.readJSON(resp, cl, o, m); err == nil && !h.waiting(cl) {
+			return "", 0, nil
+		}
+	}
+	return "", 0, h.httpErr(o, resp, "")
+}
+
+// readJSON reads a body holding one message (or, under 2025-03-26, a
+// batch), bounded by the message cap.
+func (h *httpCarrier) readJSON(resp *http.Response, cl *call, o outbound, m *mcpproto.Message) error {
+	body, err := io.ReadAll(io.LimitReader(resp.Body, int64(h.c.cfg.MaxLineBytes)+1))
+	if err != nil {
+		return &HTTPError{Method: o.method, Status: resp.StatusCode, ContentType: "application/json", Reason: "reading the body: " + err.Error(), Err: err}
+	}
+	if len(body) > h.c.cfg.MaxLineBytes {
+		return &MalformedResultError{ID: cl.id, Reason: fmt.Sprintf("a response body longer than %d bytes", h.c.cfg.MaxLineBytes), Err: ErrProtocol}
+	}
+	h.c.handleLine(body, m)
+	if !h.waiting(cl) || resp.StatusCode/100 != 2 {
+		return nil
+	}
+	return &HTTPError{Method: o.method, Status: resp.StatusCode, ContentType: "application/json", Reason: "the body is not the reply to the request", Body: bodyPreview(body)}
+}
+
+// readEvents hands the messages of an SSE stream to the client until
+// more() says to stop or the stream ends, returning the last event id and
+// the retry wait it asked for. A malformed stream is an error.
+func (h *httpCarrier) readEvents(ctx context.Context, resp *http.Response, m *mcpproto.Message, more func() bool, method string) (string, time.Duration, error) {
+	dec := sse.NewDecoder(resp.Body, h.lim)
+	// The id and retry fields count whether or not their event is
+	// dispatched: a server primes a stream with an id alone and sends a
+	// retry alone before it closes one.
+	ended := func() (string, time.Duration) {
+		last, _ := dec.LastID()
+		retry := defaultRetryWait
+		if r := dec.Retry(); r >= 0 {
+			retry = min(time.Duration(r)*time.Millisecond, maxRetryWait)
+		}
+		return last, retry
+	}
+	for more() {
+		ev, err := dec.Next()
+		if err != nil {
+			if errors.Is(err, sse.ErrFault) {
+				return "", 0, &HTTPError{Method: method, Status: resp.StatusCode, ContentType: "text/event-stream", Reason: err.Error(), Err: err}
+			}
+			if ctx.Err() == nil && !errors.Is(err, io.EOF) {
+				h.c.log.Debug().Err(err).Str("method", method).Msg("mcpwire: SSE stream broke")
+			}
+			last, retry := ended()
+			return last, retry, nil
+		}
+		if ev.Type != "message" || len(ev.Data) == 0 {
+			continue // a priming event, or one MCP does not define
+		}
+		h.c.handleLine(ev.Data, m)
+	}
+	last, retry := ended()
+	return last, retry, nil
+}
+
+func mediaType(resp *http.Response) string {
+	mt, _, err := mime.ParseMediaType(resp.Header.Get("Content-Type"))
+	if err != nil {
+		return ""
+	}
+	return mt
+}
+
+// httpErr builds the error for an unusable response, quoting the start
+// of its body.
+func (h *httpCarrier) httpErr(o outbound, resp *http.Response, reason string) *HTTPError {
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, errorPreview+8))
+	if reason == "" {
+		switch {
+		case resp.StatusCode == http.StatusUnauthorized:
+			reason = "the server requires authorization"
+			if w := resp.Header.Get("Www-Authenticate"); w != "" {
+				reason += " (WWW-Authenticate: " + bodyPreview([]byte(w)) + ")"
+			}
+		case resp.StatusCode/100 == 2:
+			reason = "unusable answer"
+		default:
+			reason = "the server refused the request"
+		}
+	}
+	return &HTTPError{Method: o.method, Status: resp.StatusCode, ContentType: mediaType(resp), Reason: reason, Body: bodyPreview(b)}
+}
+
+// sessionGone handles a 404 to a request that carried a session: the
+// server ended the session, so the client dies with ErrSessionExpired
+// and its owner starts a new one. It reports whether it was that.
+func (h *httpCarrier) sessionGone(resp *http.Response) bool {
+	s := h.session.Load()
+	if resp.StatusCode != http.StatusNotFound || s == nil || resp.Request.Header.Get("Mcp-Session-Id") == "" {
+		return false
+	}
+	shown := *s
+	if len(shown) > 8 {
+		shown = shown[:8] + "…"
+	}
+	h.c.die(fmt.Errorf("%w: the server answered HTTP 404 for session %s; a new session starts with the next client", ErrSessionExpired, shown))
+	return true
+}
+
+// takeSession keeps the session id an initialize response assigned.
+func (h *httpCarrier) takeSession(resp *http.Response) error {
+	id := resp.Header.Get("Mcp-Session-Id")
+	if id == "" {
+		return nil
+	}
+	if len(id) > maxSessionID {
+		return &HTTPError{Method: "initialize", Status: resp.StatusCode, Reason: fmt.Sprintf("an Mcp-Session-Id of %d bytes (at most %d)", len(id), maxSessionID)}
+	}
+	for i := 0; i < len(id); i++ {
+		if id[i] < 0x21 || id[i] > 0x7e {
+			return &HTTPError{Method: "initialize", Status: resp.StatusCode, Reason: "an Mcp-Session-Id outside visible ASCII"}
+		}
+	}
+	h.session.Store(&id)
+	return nil
+}
+
+// send posts a notification or a response, expecting 202 Accepted (any
+// 2xx is taken).
+func (h *httpCarrier) send(ctx context.Context, o outbound, line []byte) error {
+	ctx, cancel := context.WithTimeout(ctx, h.c.cfg.WriteTimeout)
+	defer cancel()
+	stop := context.AfterFunc(h.base, cancel)
+	defer stop()
+	resp, err := h.do(ctx, http.MethodPost, o, line, hAccept, nil)
+	if o.method == "" {
+		o.method = "response" // for the error: a response has no Mcp-Method
+	}
+	if err != nil {
+		if unreachable(err) && ctx.Err() == nil {
+			h.c.die(fmt.Errorf("mcpwire: %s %s: %w", http.MethodPost, shownURL(h.u), err))
+		}
+		return err
+	}
+	defer drainBody(resp)
+	if h.sessionGone(resp) {
+		return ErrSessionExpired
+	}
+	if resp.StatusCode/100 != 2 {
+		return h.httpErr(o, resp, "")
+	}
+	return nil
+}
+
+// cancels: over Streamable HTTP in the 2026-07-28 era closing the
+// response stream is the cancellation; earlier revisions ask for the
+// notification (the response's end is not one there).
+func (h *httpCarrier) cancels() bool { return h.c.Era() != EraModern }
+
+// negotiated records the revision initialize settled on, for every
+// later request's MCP-Protocol-Version.
+func (h *httpCarrier) negotiated(v string) { h.version.Store(&v) }
+
+// established runs once the handshake is done: in the legacy eras the
+// GET stream is opened for the server's own messages, and the handshake
+// waits (within ctx) until the server has answered its GET, so that what
+// the server sends from then on has a stream to come on.
+func (h *httpCarrier) established(ctx context.Context) {
+	if h.c.Era() == EraModern {
+		return
+	}
+	h.mu.Lock()
+	if h.closed || h.getOpen {
+		h.mu.Unlock()
+		return
+	}
+	h.getOpen = true
+	h.bg.Add(1)
+	opened := make(chan struct{})
+	go h.getStream(opened)
+	h.mu.Unlock()
+	t := time.NewTimer(streamOpenWait)
+	defer t.Stop()
+	select {
+	case <-opened:
+	case <-ctx.Done():
+	case <-t.C:
+		h.c.log.Warn().Dur("waited", streamOpenWait).Msg("mcpwire: the server has not answered the GET stream yet; serving without waiting for it")
+	}
+}
+
+// getStream reads the server's GET stream, reconnecting (with
+// Last-Event-ID, after its retry) whenever it ends, until the client
+// dies. A server without one answers 405, and is not asked again.
+// opened is closed once the first GET is answered.
+func (h *httpCarrier) getStream(opened chan struct{}) {
+	defer h.bg.Done()
+	var once sync.Once
+	defer once.Do(func() { close(opened) })
+	m := new(mcpproto.Message)
+	last, wait, fails := "", time.Duration(0), 0
+	for h.base.Err() == nil {
+		if !sleepCtx(h.base, wait) {
+			return
+		}
+		resp, err := h.do(h.base, http.MethodGet, outbound{}, nil, hAcceptSSE, func(hd http.Header) {
+			if last != "" {
+				hd["Last-Event-Id"] = []string{last}
+			}
+		})
+		once.Do(func() { close(opened) })
+		switch {
+		case err != nil:
+			if h.base.Err() != nil {
+				return
+			}
+			h.c.log.Debug().Err(err).Msg("mcpwire: opening the GET stream failed")
+		case resp.StatusCode == http.StatusMethodNotAllowed:
+			drainBody(resp)
+			h.c.log.Debug().Msg("mcpwire: the server offers no GET stream (405)")
+			return
+		case h.sessionGone(resp):
+			drainBody(resp)
+			return
+		case resp.StatusCode == http.StatusOK && mediaType(resp) == "text/event-stream":
+			fails = -1
+			id, retry, err := h.readEvents(h.base, resp, m, func() bool { return true }, "GET stream")
+			_ = resp.Body.Close()
+			if id != "" {
+				last = id
+			}
+			if err != nil {
+				h.c.log.Warn().Err(err).Msg("mcpwire: the GET stream was malformed; reconnecting")
+			}
+			wait = retry
+		default:
+			h.c.log.Debug().Int("status", resp.StatusCode).Msg("mcpwire: the GET stream was refused")
+			drainBody(resp)
+		}
+		fails++
+		if fails > 0 {
+			wait = min(defaultRetryWait<<min(fails-1, 5), maxRetryWait)
+		}
+	}
+}
+
+// listen opens the subscriptions/listen stream: a POST whose SSE answer
+// stays open, read by a goroutine, and opened again after the backoff
+// if it drops without the server's closing reply (notifications may have
+// been missed then, so the owner is told to re-list).
+// The handshake waits (within hctx) for the server's first answer to it.
+func (h *httpCarrier) listen(hctx context.Context, id int64, line []byte) error {
+	h.mu.Lock()
+	if h.closed {
+		h.mu.Unlock()
+		return ErrClosed
+	}
+	ctx, cancel := context.WithCancel(h.base)
+	h.listens[id] = cancel
+	h.bg.Add(1)
+	opened := make(chan struct{})
+	go h.listenStream(ctx, id, bytes.Clone(line), opened)
+	h.mu.Unlock()
+	t := time.NewTimer(streamOpenWait)
+	defer t.Stop()
+	select {
+	case <-opened:
+	case <-hctx.Done():
+	case <-t.C:
+		h.c.log.Warn().Dur("waited", streamOpenWait).Msg("mcpwire: the server has not answered subscriptions/listen yet; serving without waiting for it")
+	}
+	return nil
+}
+
+func (h *httpCarrier) listenStream(ctx context.Context, id int64, line []byte, opened chan struct{}) {
+	defer h.bg.Done()
+	var once sync.Once
+	defer once.Do(func() { close(opened) })
+	m := new(mcpproto.Message)
+	o := outbound{method: "subscriptions/listen"}
+	wait, fails := time.Duration(0), 0
+	for ctx.Err() == nil && h.c.m.subID.Load() == id {
+		if !sleepCtx(ctx, wait) {
+			return
+		}
+		if fails > 0 || wait > 0 {
+			h.c.signalToolsChanged() // what the gap missed
+		}
+		resp, err := h.do(ctx, http.MethodPost, o, line, hAccept, nil)
+		once.Do(func() { close(opened) })
+		switch {
+		case err != nil:
+			if ctx.Err() != nil {
+				return
+			}
+			h.c.log.Debug().Err(err).Msg("mcpwire: opening the subscriptions/listen stream failed")
+		case h.sessionGone(resp):
+			drainBody(resp)
+			return
+		case resp.StatusCode == http.StatusOK && mediaType(resp) == "text/event-stream":
+			fails = -1
+			_, retry, err := h.readEvents(ctx, resp, m, func() bool { return h.c.m.subID.Load() == id }, o.method)
+			_ = resp.Body.Close()
+			if err != nil {
+				h.c.log.Warn().Err(err).Msg("mcpwire: the subscriptions/listen stream was malformed; reopening")
+			}
+			wait = retry
+		case resp.StatusCode/100 == 2 && mediaType(resp) == "application/json":
+			// A JSON answer is the stream's end (or a refusal): the
+			// client's dispatch logs which.
+			b, _ := io.ReadAll(io.LimitReader(resp.Body, int64(h.c.cfg.MaxLineBytes)))
+			_ = resp.Body.Close()
+			h.c.handleLine(b, m)
+			return
+		default:
+			err := h.httpErr(o, resp, "")
+			_ = resp.Body.Close()
+			h.c.log.Warn().Err(err).Msg("mcpwire: subscriptions/listen refused; tools/list_changed will not arrive")
+			return
+		}
+		fails++
+		if fails > 0 {
+			wait = min(defaultRetryWait<<min(fails-1, 5), maxRetryWait)
+		}
+	}
+}
+
+// unlisten closes the listen stream, which is its cancellation over HTTP.
+func (h *httpCarrier) unlisten(id int64) {
+	h.mu.Lock()
+	cancel := h.listens[id]
+	delete(h.listens, id)
+	h.mu.Unlock()
+	if cancel != nil {
+		cancel()
+	}
+}
+
+func (h *httpCarrier) electLocked() {}
+
+// endLocked ends every exchange and stream in flight.
+func (h *httpCarrier) endLocked() { h.stop(errGaveUp) }
+
+func (h *httpCarrier) tail() []byte { return nil }
+func (h *httpCarrier) kind() string { return "streamable-http" }
+func (h *httpCarrier) pid() int     { return 0 }
+
+func (h *httpCarrier) readersDone() <-chan struct{} { return h.readers }
+
+// shutdown waits for the streams to end, then ends the session with a
+// DELETE (bounded by Remote.ShutdownTimeout), and lets the idle
+// connections go.
+func (h *httpCarrier) shutdown() (Exit, error) {
+	start := time.Now()
+	h.mu.Lock()
+	h.closed = true
+	h.mu.Unlock()
+	h.stop(errGaveUp)
+	h.bg.Wait()
+	defer close(h.readers)
+	status := "no session"
+	if s := h.session.Load(); s != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), h.r.ShutdownTimeout)
+		resp, err := h.do(ctx, http.MethodDelete, outbound{}, nil, hAccept, nil)
+		cancel()
+		switch {
+		case err != nil:
+			status = "session not ended: " + err.Error()
+		case resp.StatusCode == http.StatusMethodNotAllowed:
+			drainBody(resp)
+			status = "session left to the server (DELETE 405)"
+		default:
+			drainBody(resp)
+			status = fmt.Sprintf("session ended (DELETE %d)", resp.StatusCode)
+		}
+	}
+	h.hc.CloseIdleConnections()
+	return Exit{How: ExitDisconnected, Status: status, Took: time.Since(start)}, nil
+}
+
+// sleepCtx waits d, reporting false if ctx ended first.
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	if d <= 0 {
+		return ctx.Err() == nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}

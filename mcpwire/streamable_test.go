@@ -1,0 +1,381 @@
+package mcpwire
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/capbridge/capbridge/internal/testkit/leakcheck"
+	"github.com/capbridge/capbridge/internal/testkit/mcptest"
+)
+
+// httpServer starts mcptest's HTTP face on a loopback socket.
+func httpServer(t *testing.T, sc mcptest.Scenario, o mcptest.HTTPOptions) (*mcptest.HTTPServer, string) {
+	t.Helper()
+	face := mcptest.NewHTTP(sc, o)
+	ts := httptest.NewServer(face)
+	t.Cleanup(func() {
+		face.Close()
+		ts.Close()
+	})
+	return face, ts.URL + "/mcp"
+}
+
+func dial(t *testing.T, url string, r Remote, cfg Config) *Client {
+	t.Helper()
+	r.URL = url
+	ctx, cancel := context.WithTimeout(context.Background(), waitFor)
+	defer cancel()
+	c, err := Dial(ctx, r, cfg)
+	if err != nil {
+		t.Fatalf("Dial: %v", err)
+	}
+	return c
+}
+
+func echo(t *testing.T, c *Client, text string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), waitFor)
+	defer cancel()
+	res, err := c.CallTool(ctx, "echo", JSONArgs([]byte(`{"text":`+strconv.Quote(text)+`}`)), CallOptions{})
+	if err != nil {
+		t.Fatalf("echo: %v", err)
+	}
+	if len(res.Content) != 1 || res.Content[0].Text != text {
+		t.Fatalf("echo answered %+v", res.Content)
+	}
+}
+
+// closeHTTP closes a remote client and checks its evidence.
+func closeHTTP(t *testing.T, c *Client) Exit {
+	t.Helper()
+	exit, err := c.Close()
+	if err != nil || exit.How != ExitDisconnected {
+		t.Fatalf("Close = %+v, %v", exit, err)
+	}
+	return exit
+}
+
+// TestStreamableEras meets the server in each era it offers, in both
+// answer shapes, and checks the headers each request carries.
+func TestStreamableEras(t *testing.T) {
+	t.Cleanup(leakcheck.Check(t))
+	for _, tc := range []struct {
+		name    string
+		sc      mcptest.Scenario
+		o       mcptest.HTTPOptions
+		era     Era
+		version string
+	}{
+		{"legacy json", mcptest.Scenario{}, mcptest.HTTPOptions{}, EraLegacy, "2025-11-25"},
+		{"legacy sse", mcptest.Scenario{}, mcptest.HTTPOptions{SSE: true}, EraLegacy, "2025-11-25"},
+		{"legacy stateless", mcptest.Scenario{}, mcptest.HTTPOptions{Stateless: true, NoGET: true}, EraLegacy, "2025-11-25"},
+		{"modern json", mcptest.Scenario{Era: mcptest.EraModern}, mcptest.HTTPOptions{}, EraModern, "2026-07-28"},
+		{"modern sse", mcptest.Scenario{Era: mcptest.EraModernOnly}, mcptest.HTTPOptions{SSE: true}, EraModern, "2026-07-28"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			face, url := httpServer(t, tc.sc, tc.o)
+			c := dial(t, url, Remote{}, Config{})
+			if c.Era() != tc.era || c.ProtocolVersion() != tc.version {
+				t.Fatalf("era %v %s, want %v %s", c.Era(), c.ProtocolVersion(), tc.era, tc.version)
+			}
+			tools, err := c.ListTools(context.Background())
+			if err != nil || len(tools) == 0 {
+				t.Fatalf("ListTools = %d tools, %v", len(tools), err)
+			}
+			echo(t, c, "héllo")
+			h := face.LastHeaders("POST tools/call")
+			if h.Get("Mcp-Protocol-Version") != tc.version || h.Get("Mcp-Method") != "tools/call" || h.Get("Mcp-Name") != "echo" {
+				t.Fatalf("tools/call headers %v", h)
+			}
+			if !strings.Contains(h.Get("Accept"), "application/json") || !strings.Contains(h.Get("Accept"), "text/event-stream") {
+				t.Fatalf("Accept %q", h.Get("Accept"))
+			}
+			session := tc.era == EraLegacy && !tc.o.Stateless
+			if (h.Get("Mcp-Session-Id") != "") != session {
+				t.Fatalf("Mcp-Session-Id %q, want one: %v", h.Get("Mcp-Session-Id"), session)
+			}
+			exit := closeHTTP(t, c)
+			if got := face.Requests("DELETE"); (got == 1) != session || !strings.Contains(exit.Status, map[bool]string{true: "DELETE 200", false: "no session"}[session]) {
+				t.Fatalf("DELETE sent %d times, exit %q", got, exit.Status)
+			}
+		})
+	}
+}
+
+// TestStreamableConcurrent runs many calls at once, each its own POST.
+func TestStreamableConcurrent(t *testing.T) {
+	t.Cleanup(leakcheck.Check(t))
+	for _, sse := range []bool{false, true} {
+		_, url := httpServer(t, mcptest.Scenario{}, mcptest.HTTPOptions{SSE: sse})
+		c := dial(t, url, Remote{}, Config{})
+		var wg sync.WaitGroup
+		for i := range 32 {
+			wg.Go(func() { echo(t, c, "call "+strconv.Itoa(i)) })
+		}
+		wg.Wait()
+		closeHTTP(t, c)
+	}
+}
+
+// TestStreamableProgressAndResume: progress on a call's SSE stream
+// renews its idle deadline, and a stream the server drops mid-call is
+// resumed with Last-Event-ID after the retry it asked for.
+func TestStreamableProgressAndResume(t *testing.T) {
+	t.Cleanup(leakcheck.Check(t))
+	for _, drop := range []int{0, 1} {
+		face, url := httpServer(t, mcptest.Scenario{}, mcptest.HTTPOptions{SSE: true, DropAfter: drop})
+		c := dial(t, url, Remote{}, Config{})
+		// Four steps of 150 ms: past an idle timeout of 400 ms in all,
+		// within it between two.
+		res, err := c.CallTool(context.Background(), "progress", JSONArgs([]byte(`{"steps":4,"interval_ms":150}`)), CallOptions{IdleTimeout: 400 * time.Millisecond, MaxTimeout: waitFor})
+		if err != nil || res.IsError {
+			t.Fatalf("drop %d: progress = %+v, %v", drop, res, err)
+		}
+		if got := face.Requests("GET resume"); got != drop {
+			t.Fatalf("drop %d: resumed %d times", drop, got)
+		}
+		closeHTTP(t, c)
+	}
+}
+
+// TestStreamableGETStream: the server's own notifications arrive on the
+// GET stream; a server without one (405) is served all the same.
+func TestStreamableGETStream(t *testing.T) {
+	t.Cleanup(leakcheck.Check(t))
+	_, url := httpServer(t, mcptest.Scenario{}, mcptest.HTTPOptions{})
+	c := dial(t, url, Remote{}, Config{})
+	// Dial returns once the GET stream is open.
+	if _, err := c.CallTool(context.Background(), "notify", JSONArgs([]byte(`{"method":"notifications/tools/list_changed"}`)), CallOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-c.ToolsChanged():
+	case <-time.After(waitFor):
+		t.Fatal("list_changed never arrived on the GET stream")
+	}
+	// A server request on the stream is answered with a POST of its own
+	// (ping with {}, the rest -32601), as on stdio.
+	for method, want := range map[string]string{"ping": `"result":{}`, "sampling/createMessage": `"code":-32601`} {
+		res, err := c.CallTool(context.Background(), "server_request", JSONArgs([]byte(`{"method":"`+method+`"}`)), CallOptions{})
+		if err != nil || !strings.Contains(res.Content[0].Text, want) {
+			t.Fatalf("server_request %s: %+v, %v", method, res, err)
+		}
+	}
+	closeHTTP(t, c)
+
+	_, url = httpServer(t, mcptest.Scenario{}, mcptest.HTTPOptions{NoGET: true})
+	c = dial(t, url, Remote{}, Config{})
+	echo(t, c, "no GET stream")
+	closeHTTP(t, c)
+}
+
+// TestStreamableModernListen: in the 2026-07-28 era list_changed comes
+// on the subscriptions/listen stream, and closing it at Close is its
+// cancellation.
+func TestStreamableModernListen(t *testing.T) {
+	t.Cleanup(leakcheck.Check(t))
+	face, url := httpServer(t, mcptest.Scenario{Era: mcptest.EraModern, Relisted: []json.RawMessage{json.RawMessage(`{"name":"echo","inputSchema":{"type":"object"}}`)}}, mcptest.HTTPOptions{})
+	c := dial(t, url, Remote{}, Config{})
+	if face.Requests("POST subscriptions/listen") != 1 {
+		t.Fatalf("listen posted %d times", face.Requests("POST subscriptions/listen"))
+	}
+	if _, err := c.CallTool(context.Background(), "relist", JSONArgs(nil), CallOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-c.ToolsChanged():
+	case <-time.After(waitFor):
+		t.Fatal("list_changed never arrived on the listen stream")
+	}
+	if face.Requests("GET") != 0 {
+		t.Fatal("a modern client opened the GET stream")
+	}
+	closeHTTP(t, c)
+}
+
+// TestStreamableCancel: a call given up on is cancelled: by
+// notifications/cancelled in the legacy eras, by closing its answer in
+// 2026-07-28; the server hears of it either way.
+func TestStreamableCancel(t *testing.T) {
+	t.Cleanup(leakcheck.Check(t))
+	for _, sc := range []mcptest.Scenario{{}, {Era: mcptest.EraModern}} {
+		face, url := httpServer(t, sc, mcptest.HTTPOptions{SSE: true})
+		c := dial(t, url, Remote{}, Config{})
+		ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+		_, err := c.CallTool(ctx, "hang", JSONArgs(nil), CallOptions{})
+		cancel()
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("hang = %v", err)
+		}
+		notified := face.Requests("POST notifications/cancelled")
+		if (notified == 1) != (c.Era() == EraLegacy) {
+			t.Fatalf("era %v: notifications/cancelled posted %d times", c.Era(), notified)
+		}
+		deadline := time.Now().Add(waitFor)
+		for {
+			res, err := c.CallTool(context.Background(), "cancellations", JSONArgs(nil), CallOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if strings.Contains(res.Content[0].Text, `"hang"`) {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("era %v: the server never heard of the cancellation: %q", c.Era(), res.Content[0].Text)
+			}
+		}
+		closeHTTP(t, c)
+	}
+}
+
+// TestStreamableBadAnswers: each unusable answer fails its call with an
+// error naming the HTTP status and content type, within the call's
+// deadline, and the client serves the next call.
+func TestStreamableBadAnswers(t *testing.T) {
+	t.Cleanup(leakcheck.Check(t))
+	_, url := httpServer(t, mcptest.Scenario{}, mcptest.HTTPOptions{})
+	c := dial(t, url, Remote{}, Config{})
+	for _, tc := range []struct {
+		fault, want string
+	}{
+		{"html", "HTTP 200 OK (text/html): a request's answer must be application/json or text/event-stream"},
+		{"wrong_type", "(text/plain)"},
+		{"truncated", "HTTP 200 OK (application/json): the body is not the reply"},
+		{"status_500", "HTTP 500 Internal Server Error (text/plain)"},
+		{"accepted", "202 Accepted carries no reply"},
+		{"redirect_other", "redirect to another origin"},
+		{"big_event", "sse: a line longer than 16777280 bytes"},
+		{"never_end", "timed out"},
+		{"silent", "timed out"},
+	} {
+		idle := 300 * time.Millisecond
+		if tc.fault == "big_event" {
+			idle = waitFor // 17 MiB must arrive before the fault is seen
+		}
+		_, err := c.CallTool(context.Background(), "echo", JSONArgs([]byte(`{"text":"`+mcptest.HTTPFaultPrefix+tc.fault+`"}`)), CallOptions{IdleTimeout: idle})
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Fatalf("%s: err = %v, want %q", tc.fault, err, tc.want)
+		}
+		if c.Err() != nil {
+			t.Fatalf("%s killed the client: %v", tc.fault, c.Err())
+		}
+		echo(t, c, "still here after "+tc.fault)
+	}
+	closeHTTP(t, c)
+}
+
+// TestStreamableSessionExpired: a 404 on the session kills the client
+// with ErrSessionExpired (its owner starts a new session), failing the
+// calls in flight; nothing is replayed.
+func TestStreamableSessionExpired(t *testing.T) {
+	t.Cleanup(leakcheck.Check(t))
+	face, url := httpServer(t, mcptest.Scenario{}, mcptest.HTTPOptions{})
+	c := dial(t, url, Remote{}, Config{})
+	_, err := c.CallTool(context.Background(), "echo", JSONArgs([]byte(`{"text":"`+mcptest.HTTPFaultPrefix+`expire"}`)), CallOptions{})
+	var dead *DeadError
+	if !errors.As(err, &dead) || !errors.Is(err, ErrSessionExpired) || !strings.Contains(err.Error(), "session") {
+		t.Fatalf("err = %v", err)
+	}
+	if _, err := c.CallTool(context.Background(), "echo", JSONArgs([]byte(`{"text":"x"}`)), CallOptions{}); !errors.Is(err, ErrSessionExpired) {
+		t.Fatalf("a call after expiry = %v", err)
+	}
+	closeHTTP(t, c)
+	if face.Requests("POST tools/call") != 1 {
+		t.Fatalf("tools/call posted %d times: a call was replayed or sent after death", face.Requests("POST tools/call"))
+	}
+	// A new client is a new session.
+	c2 := dial(t, url, Remote{}, Config{})
+	echo(t, c2, "new session")
+	closeHTTP(t, c2)
+}
+
+// TestLegacySSE: with TransportAuto a server of the 2024-11-05 HTTP+SSE
+// transport is found by the fallback; an endpoint on another origin is
+// refused.
+func TestLegacySSE(t *testing.T) {
+	t.Cleanup(leakcheck.Check(t))
+	face, url := httpServer(t, mcptest.Scenario{}, mcptest.HTTPOptions{LegacySSE: true})
+	c := dial(t, url, Remote{}, Config{})
+	if c.Era() != EraLegacy {
+		t.Fatalf("era %v", c.Era())
+	}
+	echo(t, c, "over sse")
+	var wg sync.WaitGroup
+	for i := range 8 {
+		wg.Go(func() { echo(t, c, "sse "+strconv.Itoa(i)) })
+	}
+	wg.Wait()
+	closeHTTP(t, c)
+	if face.Requests("POST initialize") != 1 {
+		t.Fatalf("initialize posted %d times to the legacy endpoint", face.Requests("POST initialize"))
+	}
+
+	_, url = httpServer(t, mcptest.Scenario{}, mcptest.HTTPOptions{LegacySSE: true, EndpointOrigin: "http://elsewhere.invalid"})
+	_, err := Dial(context.Background(), Remote{URL: url, Transport: TransportSSE}, Config{})
+	if err == nil || !strings.Contains(err.Error(), "not on the stream's origin") {
+		t.Fatalf("cross-origin endpoint: %v", err)
+	}
+}
+
+// TestRemoteUnreachable: no server, a server that says nothing, a
+// bearer token missing or present.
+func TestRemoteUnreachable(t *testing.T) {
+	t.Cleanup(leakcheck.Check(t))
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	_ = ln.Close()
+	if _, err := Dial(context.Background(), Remote{URL: "http://" + addr + "/mcp"}, Config{}); err == nil || !strings.Contains(err.Error(), "connection refused") {
+		t.Fatalf("closed port: %v", err)
+	}
+
+	// Accepts, reads, says nothing: the handshake timeout bounds it.
+	silent, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var conns sync.WaitGroup
+	var held []net.Conn
+	var mu sync.Mutex
+	conns.Go(func() {
+		for {
+			cn, err := silent.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			held = append(held, cn)
+			mu.Unlock()
+		}
+	})
+	start := time.Now()
+	_, err = Dial(context.Background(), Remote{URL: "http://" + silent.Addr().String() + "/mcp"}, Config{HandshakeTimeout: 300 * time.Millisecond})
+	if err == nil || time.Since(start) > waitFor {
+		t.Fatalf("silent server: %v", err)
+	}
+	_ = silent.Close()
+	conns.Wait()
+	for _, cn := range held {
+		_ = cn.Close()
+	}
+
+	_, url := httpServer(t, mcptest.Scenario{}, mcptest.HTTPOptions{Bearer: "s3cret", ResourceMetadata: "http://127.0.0.1/.well-known/oauth-protected-resource"})
+	_, err = Dial(context.Background(), Remote{URL: url}, Config{})
+	if !errors.Is(err, ErrHTTP) || !strings.Contains(err.Error(), "HTTP 401") || !strings.Contains(err.Error(), "resource_metadata") {
+		t.Fatalf("no token: %v", err)
+	}
+	c := dial(t, url, Remote{Header: http.Header{"Authorization": {"Bearer s3cret"}}}, Config{})
+	echo(t, c, "authorized")
+	closeHTTP(t, c)
+}

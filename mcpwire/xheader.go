@@ -1,0 +1,197 @@
+package mcpwire
+
+import (
+	"errors"
+	"fmt"
+	"regexp"
+	"strconv"
+	"strings"
+
+	"github.com/capbridge/capbridge/internal/jsonlex"
+)
+
+// The 2026-07-28 revision's x-mcp-header: a tool marks properties of its
+// inputSchema whose values a Streamable HTTP client MUST mirror into an
+// Mcp-Param-{name} header, so intermediaries can route on them. A
+// declaration that breaks the revision's constraints makes the tool
+// invalid, and a client over Streamable HTTP MUST leave it out of the
+// listing (logging why); over stdio the annotation means nothing.
+
+// headerParam is one annotated property: the header's name part and
+// the chain of properties keys leading to the value.
+type headerParam struct {
+	name string
+	path []string
+}
+
+// maxHeaderParams bounds the annotations one tool may carry.
+const maxHeaderParams = 32
+
+// tchar is RFC 9110's token.
+var tchar = regexp.MustCompile("^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
+
+var errStop = errors.New("stop")
+
+// headerParams reads a tool's x-mcp-header annotations from its
+// inputSchema (validated JSON): the properties reachable from the root
+// through properties keys only, each of type string, integer or
+// boolean, with names that are tokens unique without regard to case. An
+// annotation anywhere else, or one that breaks a rule, is an error
+// naming it.
+func headerParams(schema []byte) ([]headerParam, error) {
+	var out []headerParam
+	seen := map[string]bool{}
+	var walk func(node []byte, path []string, reachable bool, where string) error
+	walk = func(node []byte, path []string, reachable bool, where string) error {
+		i := jsonlex.SkipSpace(node, 0)
+		if i >= len(node) {
+			return nil
+		}
+		switch node[i] {
+		case '[':
+			return jsonlex.EachElement(node, func(n int, v []byte) error {
+				return walk(v, nil, false, where+"/"+strconv.Itoa(n))
+			})
+		case '{':
+		default:
+			return nil
+		}
+		var ann, typ []byte
+		var props []byte
+		err := jsonlex.EachMember(node, func(k, v []byte) error {
+			switch {
+			case jsonlex.KeyIs(k, "x-mcp-header"):
+				ann = v
+			case jsonlex.KeyIs(k, "type"):
+				typ = v
+			case jsonlex.KeyIs(k, "properties") && reachable:
+				props = v
+				return nil
+			}
+			return walk(v, nil, false, where+"/"+jsonlex.Unquote(k))
+		})
+		if err != nil {
+			return err
+		}
+		if ann != nil {
+			if !reachable || len(path) == 0 {
+				return fmt.Errorf("x-mcp-header at %s is not on a property reachable from the schema's root through properties alone", where)
+			}
+			if ann[0] != '"' {
+				return fmt.Errorf("x-mcp-header at %s is not a string", where)
+			}
+			name := jsonlex.Unquote(ann)
+			switch {
+			case !tchar.MatchString(name):
+				return fmt.Errorf("x-mcp-header %q at %s is not an HTTP token", name, where)
+			case seen[strings.ToLower(name)]:
+				return fmt.Errorf("x-mcp-header %q at %s is used twice", name, where)
+			case typ == nil || (!jsonlex.KeyIs(typ, "string") && !jsonlex.KeyIs(typ, "integer") && !jsonlex.KeyIs(typ, "boolean")) || typ[0] != '"':
+				return fmt.Errorf("x-mcp-header %q at %s is on a property whose type is not string, integer or boolean", name, where)
+			case len(out) == maxHeaderParams:
+				return fmt.Errorf("more than %d x-mcp-header annotations", maxHeaderParams)
+			}
+			seen[strings.ToLower(name)] = true
+			out = append(out, headerParam{name: name, path: path})
+		}
+		if props != nil && props[0] == '{' {
+			return jsonlex.EachMember(props, func(k, v []byte) error {
+				key := jsonlex.Unquote(k)
+				return walk(v, append(path[:len(path):len(path)], key), true, where+"/properties/"+key)
+			})
+		}
+		return nil
+	}
+	if err := walk(schema, nil, true, "#"); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// paramHeaders renders the Mcp-Param headers of one call: each
+// annotated property's value in args (a validated JSON object), when
+// present and not null, as its string form (a JavaScript-safe integer in
+// decimal, true or false), in the revision's Base64 form when it is not
+// plain visible ASCII. A value of the wrong kind is the caller's error.
+func paramHeaders(params []headerParam, args []byte, set func(name, value string)) error {
+	for _, p := range params {
+		v := lookupPath(args, p.path)
+		if v == nil || v[0] == 'n' {
+			continue
+		}
+		var s string
+		switch {
+		case v[0] == '"':
+			s = jsonlex.Unquote(v)
+		case v[0] == 't' || v[0] == 'f':
+			s = string(v)
+		default:
+			n, err := strconv.ParseInt(string(v), 10, 64)
+			if err != nil || n > 1<<53-1 || n < -(1<<53-1) {
+				return errInvalid(fmt.Sprintf("the argument %s mirrored into Mcp-Param-%s is not a safe integer, string or boolean", strings.Join(p.path, "."), p.name))
+			}
+			s = strconv.FormatInt(n, 10)
+		}
+		set("Mcp-Param-"+p.name, headerValue(s))
+	}
+	return nil
+}
+
+// lookupPath returns the value at the properties path in obj, or nil.
+func lookupPath(obj []byte, path []string) []byte {
+	cur := obj
+	for _, key := range path {
+		i := jsonlex.SkipSpace(cur, 0)
+		if i >= len(cur) || cur[i] != '{' {
+			return nil
+		}
+		var next []byte
+		_ = jsonlex.EachMember(cur[i:], func(k, v []byte) error {
+			if jsonlex.KeyIs(k, key) {
+				next = v
+				return errStop
+			}
+			return nil
+		})
+		if next == nil {
+			return nil
+		}
+		cur = next
+	}
+	return cur
+}
+
+// mirrored applies x-mcp-header to a complete listing over Streamable
+// HTTP in the 2026-07-28 era: each tool's annotations are recorded for
+// its calls, and a tool whose annotations are invalid is left out, with a
+// warning naming it and why (a lock then reports it removed). Elsewhere
+// the listing is returned as it is.
+func (c *Client) mirrored(tools []Tool) []Tool {
+	if c.Era() != EraModern || c.car.kind() != "streamable-http" {
+		return tools
+	}
+	params := map[string][]headerParam{}
+	kept := tools[:0]
+	for _, t := range tools {
+		p, err := headerParams(t.InputSchema)
+		if err != nil {
+			c.log.Warn().Str("tool", preview([]byte(t.Name))).Str("reason", err.Error()).Msg("mcpwire: tool left out: its x-mcp-header declaration is invalid (2026-07-28 Streamable HTTP)")
+			continue
+		}
+		if len(p) > 0 {
+			params[t.Name] = p
+		}
+		kept = append(kept, t)
+	}
+	c.hdr.Store(&params)
+	return kept
+}
+
+// headerParamsOf returns the x-mcp-header annotations of tool, from the
+// last listing.
+func (c *Client) headerParamsOf(tool string) []headerParam {
+	if m := c.hdr.Load(); m != nil {
+		return (*m)[tool]
+	}
+	return nil
+}

@@ -1,0 +1,133 @@
+package mcpwire
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/capbridge/capbridge/internal/testkit/leakcheck"
+	"github.com/capbridge/capbridge/internal/testkit/mcptest"
+)
+
+func TestHeaderParams(t *testing.T) {
+	for _, tc := range []struct{ name, schema, want, err string }{
+		{"none", `{"type":"object","properties":{"a":{"type":"string"}}}`, "", ""},
+		{"top and nested", `{"type":"object","properties":{"region":{"type":"string","x-mcp-header":"Region"},"o":{"type":"object","properties":{"n":{"type":"integer","x-mcp-header":"N"}}}}}`, "Region:region N:o.n", ""},
+		{"under items", `{"type":"object","properties":{"a":{"type":"array","items":{"type":"string","x-mcp-header":"A"}}}}`, "", "not on a property reachable"},
+		{"under anyOf", `{"type":"object","anyOf":[{"properties":{"a":{"type":"string","x-mcp-header":"A"}}}]}`, "", "not on a property reachable"},
+		{"at the root", `{"type":"object","x-mcp-header":"R"}`, "", "not on a property reachable"},
+		{"number", `{"type":"object","properties":{"a":{"type":"number","x-mcp-header":"A"}}}`, "", "type is not string, integer or boolean"},
+		{"untyped", `{"type":"object","properties":{"a":{"x-mcp-header":"A"}}}`, "", "type is not string, integer or boolean"},
+		{"not a token", `{"type":"object","properties":{"a":{"type":"string","x-mcp-header":"A B"}}}`, "", "not an HTTP token"},
+		{"empty", `{"type":"object","properties":{"a":{"type":"string","x-mcp-header":""}}}`, "", "not an HTTP token"},
+		{"twice", `{"type":"object","properties":{"a":{"type":"string","x-mcp-header":"K"},"b":{"type":"string","x-mcp-header":"k"}}}`, "", "used twice"},
+		{"not a string", `{"type":"object","properties":{"a":{"type":"string","x-mcp-header":1}}}`, "", "is not a string"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ps, err := headerParams([]byte(tc.schema))
+			if tc.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.err) {
+					t.Fatalf("err = %v, want %q", err, tc.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for _, p := range ps {
+				got = append(got, p.name+":"+strings.Join(p.path, "."))
+			}
+			if strings.Join(got, " ") != tc.want {
+				t.Fatalf("got %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestParamHeaders(t *testing.T) {
+	ps := []headerParam{{"S", []string{"s"}}, {"I", []string{"o", "i"}}, {"B", []string{"b"}}, {"Absent", []string{"x"}}, {"Null", []string{"z"}}}
+	got := map[string]string{}
+	err := paramHeaders(ps, []byte(`{"s":"héllo","o":{"i":-7},"b":true,"z":null}`), func(k, v string) { got[k] = v })
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{"Mcp-Param-S": "=?base64?aMOpbGxv?=", "Mcp-Param-I": "-7", "Mcp-Param-B": "true"}
+	if len(got) != len(want) {
+		t.Fatalf("got %v", got)
+	}
+	for k, v := range want {
+		if got[k] != v {
+			t.Fatalf("%s = %q, want %q (all: %v)", k, got[k], v, got)
+		}
+	}
+	for in, out := range map[string]string{"us-west1": "us-west1", " padded ": "=?base64?IHBhZGRlZCA=?=", "line1\nline2": "=?base64?bGluZTEKbGluZTI=?=", "=?base64?literal?=": "=?base64?PT9iYXNlNjQ/bGl0ZXJhbD89?="} {
+		if got := headerValue(in); got != out {
+			t.Fatalf("headerValue(%q) = %q, want %q", in, got, out)
+		}
+	}
+	if err := paramHeaders(ps[1:2], []byte(`{"o":{"i":9007199254740993}}`), func(string, string) {}); !errors.Is(err, ErrInvalidArgument) {
+		t.Fatalf("an unsafe integer: %v", err)
+	}
+}
+
+// TestStreamableXMCPHeader: over Streamable HTTP in 2026-07-28 a tool's
+// annotated arguments are mirrored into Mcp-Param headers, and a tool
+// whose annotation is invalid is left out of the listing.
+func TestStreamableXMCPHeader(t *testing.T) {
+	t.Cleanup(leakcheck.Check(t))
+	listing := []json.RawMessage{
+		json.RawMessage(`{"name":"echo","inputSchema":{"type":"object","properties":{"text":{"type":"string","x-mcp-header":"Text"}}}}`),
+		json.RawMessage(`{"name":"add","inputSchema":{"type":"object","properties":{"a":{"type":"array","items":{"type":"integer","x-mcp-header":"A"}}}}}`),
+	}
+	face, url := httpServer(t, mcptest.Scenario{Era: mcptest.EraModernOnly, Tools: listing}, mcptest.HTTPOptions{})
+	c := dial(t, url, Remote{}, Config{})
+	tools, err := c.ListTools(context.Background())
+	if err != nil || len(tools) != 1 || tools[0].Name != "echo" {
+		t.Fatalf("ListTools = %v, %v", tools, err)
+	}
+	echo(t, c, "héllo")
+	if got := face.LastHeaders("POST tools/call").Get("Mcp-Param-Text"); got != "=?base64?aMOpbGxv?=" {
+		t.Fatalf("Mcp-Param-Text = %q", got)
+	}
+	closeHTTP(t, c)
+}
+
+// FuzzHeaderParams: the x-mcp-header reader, which walks a schema a
+// server sent, is total over any JSON: annotations or an error, never a
+// panic; every annotation it accepts is a token with a non-empty path,
+// and mirroring it from any arguments yields header-safe values.
+func FuzzHeaderParams(f *testing.F) {
+	for _, s := range []string{
+		`{"type":"object","properties":{"region":{"type":"string","x-mcp-header":"Region"}}}`,
+		`{"type":"object","properties":{"o":{"type":"object","properties":{"n":{"type":"integer","x-mcp-header":"N"}}}}}`,
+		`{"type":"object","properties":{"a":{"type":"array","items":{"type":"string","x-mcp-header":"A"}}}}`,
+		`{"properties":{"a":{"x-mcp-header":"a","type":"boolean"},"b":{"x-mcp-header":"A","type":"string"}}}`,
+		`[{"x-mcp-header":1}]`, `"x"`, `{}`,
+	} {
+		f.Add([]byte(s), []byte(`{"region":"us-west1","o":{"n":7},"a":true}`))
+	}
+	f.Fuzz(func(t *testing.T, schema, args []byte) {
+		if !json.Valid(schema) || !json.Valid(args) {
+			return
+		}
+		ps, err := headerParams(schema)
+		if err != nil {
+			return
+		}
+		for _, p := range ps {
+			if !tchar.MatchString(p.name) || len(p.path) == 0 {
+				t.Fatalf("accepted %+v", p)
+			}
+		}
+		_ = paramHeaders(ps, args, func(k, v string) {
+			for i := 0; i < len(v); i++ {
+				if v[i] < 0x20 || v[i] >= 0x7f {
+					t.Fatalf("header %s value %q is not plain visible ASCII", k, v)
+				}
+			}
+		})
+	})
+}
