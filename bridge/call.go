@@ -268,23 +268,28 @@ func (b *Bridge) ended(cause error, req callRequest) outcome {
 // reduce turns an MCP result into the capability result: text blocks
 // survive (up to max_result_text in all, beyond which the text is cut at a
 // character boundary and truncated is set), every other block becomes
-// {"type":"other","kind":…} so no image, audio or resource bytes cross,
-// structuredContent becomes MessagePack, and isError is carried.
+// {"type":"other","kind":…} with what the program can use of it
+// (blockOf), structuredContent becomes MessagePack, and isError is
+// carried.
 func (b *Bridge) reduce(res *mcpwire.CallToolResult) outcome {
 	r := &capwire.Result{IsError: res.IsError, Content: make([]capwire.Block, 0, len(res.Content))}
-	budget := b.cfg.Bridge.MaxResultText
+	budget := resultBudget{text: b.cfg.Bridge.MaxResultText, data: b.cfg.Bridge.MaxResultData}
 	size := 0
-	for _, c := range res.Content {
+	for i, c := range res.Content {
 		if c.Type != "text" {
-			r.Content = append(r.Content, capwire.Block{Type: capwire.BlockOther, Kind: kindOf(c.Type)})
-			size += len(c.Type)
+			blk, n, err := budget.blockOf(c)
+			if err != nil {
+				o := deny(capwire.CodeResultMalformed, "the server's result is malformed: "+err.why+" at "+quote("/content/"+strconv.Itoa(i)+err.at))
+				o.denial.Path = "/content/" + strconv.Itoa(i) + err.at
+				return o
+			}
+			r.Content = append(r.Content, blk)
+			r.Truncated = r.Truncated || budget.cut
+			size += n
 			continue
 		}
-		text := c.Text
-		if len(text) > budget {
-			text, r.Truncated = truncate.String(text, budget), true
-		}
-		budget -= len(text)
+		text := budget.keepText(c.Text)
+		r.Truncated = r.Truncated || budget.cut
 		size += len(text)
 		r.Content = append(r.Content, capwire.Block{Type: capwire.BlockText, Text: text})
 	}

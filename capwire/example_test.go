@@ -247,7 +247,7 @@ func answerFake(call *capwire.CallMsg) capwire.Message {
 		log.Fatal(err)
 	}
 	return &capwire.ResultMsg{ID: call.ID, Result: capwire.Result{
-		Content:    []capwire.Block{{Type: capwire.BlockText, Text: "Created issue #42: " + args.Title}},
+		Content:    []capwire.Block{{Type: capwire.BlockText, Kind: capwire.KindText, Text: "Created issue #42: " + args.Title}},
 		Structured: structured,
 	}}
 }

@@ -94,11 +94,11 @@ func (f *fakeHandler) Call(ctx context.Context, r *CallRequest) (*capwire.Result
 		if err := msgpack.Unmarshal(r.Args, &args); err != nil {
 			return nil, &capwire.Denied{Code: capwire.CodeBadArguments, Message: err.Error()}
 		}
-		return &capwire.Result{Content: []capwire.Block{{Type: capwire.BlockText, Text: args.Text}}, Structured: r.Args}, nil
+		return &capwire.Result{Content: []capwire.Block{{Type: capwire.BlockText, Kind: capwire.KindText, Text: args.Text}}, Structured: r.Args}, nil
 	case "slow":
 		return nil, &capwire.Denied{Code: capwire.CodeTimeout, Message: "too slow"}
 	case "huge":
-		return &capwire.Result{Content: []capwire.Block{{Type: capwire.BlockText, Text: strings.Repeat("x", MaxFrame)}}}, nil
+		return &capwire.Result{Content: []capwire.Block{{Type: capwire.BlockText, Kind: capwire.KindText, Text: strings.Repeat("x", MaxFrame)}}}, nil
 	case "wait":
 		select {
 		case f.entered <- struct{}{}:

@@ -7,7 +7,7 @@
 
 import { createInterface } from "node:readline";
 
-import { Client, isDenied, isOther, isText } from "../src/index.js";
+import { Client, isDenied } from "../src/index.js";
 
 const say = (s: string) => process.stdout.write(s + "\n");
 
@@ -20,13 +20,13 @@ const [echo, content, add] = await Promise.all([
   c.call("t", "content"),
   c.call("t", "add", { a: 40, b: 2 }),
 ]);
-say(`echo: ${echo.text()} is_error=${echo.is_error}`);
-say("content: " + content.content.map((b) => (isText(b) ? "text" : isOther(b) ? "other:" + b.kind : b.type)).join(","));
+say(`echo: ${echo.text()} is_error=${echo.isError}`);
+say("content: " + content.content.map((b) => (b.kind === "text" ? "text" : b.type === "other" ? "other:" + b.kind : b.type)).join(","));
 say("structured: kinds=" + (content.structured as { kinds: string[] }).kinds.join(","));
 say(`add: ${add.text()} sum=${(add.structured as { sum: number }).sum}`);
 
 const fail = await c.call("t", "fail", { message: "as asked" });
-say(`fail: ${fail.text()} is_error=${fail.is_error}`);
+say(`fail: ${fail.text()} is_error=${fail.isError}`);
 
 try {
   await c.call("t", "content", { blob: { bytes: Uint8Array.of(1, 2, 3) } });

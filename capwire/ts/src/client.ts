@@ -173,7 +173,7 @@ export class Client {
   /**
    * Invokes tool on MCP server (the capability "mcp."+server). args must
    * be an object (null or undefined mean {}); see encodeArgs for what it
-   * may hold. Resolves with the Result when the tool ran (is_error set if
+   * may hold. Resolves with the Result when the tool ran (isError set if
    * it failed); rejects with a DeniedError when capbridge refused the call,
    * with signal.reason when opts.signal aborted it, with a ClosedError when
    * the connection is gone.
@@ -333,10 +333,10 @@ export class Client {
         if (m.id === undefined) {
           // capbridge could not tell which call it refused, so one of ours
           // will never be answered; only ending the connection settles it.
-          this.fail(new ClosedError("capbridge refused a frame", new DeniedError(m.code, m.message, m.path, m.rpc_code)));
+          this.fail(new ClosedError("capbridge refused a frame", new DeniedError(m.code, m.message, m.path, m.rpcCode)));
           return;
         }
-        this.deliver(m.id, undefined, new DeniedError(m.code, m.message, m.path, m.rpc_code));
+        this.deliver(m.id, undefined, new DeniedError(m.code, m.message, m.path, m.rpcCode));
         return;
       case "fatal": {
         const f = new FatalError(m.code, m.message);

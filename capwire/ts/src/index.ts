@@ -7,4 +7,4 @@ export { CapwireError, ClosedError, DeniedError, FatalError, NoEnvError, WireErr
 export { capPrefix, decode, defaultMaxFrame, encodeArgs, encodeCall, encodeCancel, encodeHello, version, type Message } from "./envelope.js";
 export { FrameReader } from "./frame.js";
 export { DecodeError, decodeStructured, type Field, type Shape, type Shapes } from "./shape.js";
-export { Result, isOther, isText, type Block, type OtherBlock, type TextBlock, type UnknownBlock } from "./result.js";
+export { Result, isText, type Block } from "./result.js";
