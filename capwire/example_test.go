@@ -251,3 +251,16 @@ func answerFake(call *capwire.CallMsg) capwire.Message {
 		Structured: structured,
 	}}
 }
+
+// An optional field of a façade's arguments is a pointer; Ptr fills one
+// of any type, and a type argument makes a constant the field's type.
+func ExamplePtr() {
+	type args struct {
+		Count   *float64
+		Verbose *bool
+		Name    *string
+	}
+	a := args{Count: capwire.Ptr[float64](3), Verbose: capwire.Ptr(true), Name: capwire.Ptr("x")}
+	fmt.Println(*a.Count, *a.Verbose, *a.Name)
+	// Output: 3 true x
+}

@@ -443,7 +443,7 @@ func TestSurfaceLadder(t *testing.T) {
 		t.Fatalf("index surface:\n%s", prev.Surface)
 	}
 	for _, d := range full.docs {
-		if !strings.Contains(prev.Surface, "\n"+d.name+" // \"") {
+		if !strings.Contains(prev.Surface, "\n"+d.name+" // ") {
 			t.Errorf("index lacks %s", d.name)
 		}
 	}
@@ -453,7 +453,7 @@ func TestSurfaceLadder(t *testing.T) {
 	}
 	all := strings.Join(paged.Pages, "")
 	for _, d := range full.docs {
-		if strings.Count(all, "\n"+d.name+" // \"") != 1 {
+		if strings.Count(all, "\n"+d.name+" // ") != 1 {
 			t.Errorf("the pages do not hold %s exactly once", d.name)
 		}
 	}
