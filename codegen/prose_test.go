@@ -10,9 +10,9 @@ func TestToolProse(t *testing.T) {
 		"Each entry includes 'name', 'type' (file/directory), and 'children' for directories. " +
 		"The output is formatted with 2-space indentation for readability. Only works within allowed directories."
 	for _, tc := range []struct {
-		name, desc   string
+		name, desc    string
 		limit, credit int
-		want         string
+		want          string
 	}{
 		{name: "short enough", desc: "Echo the text.", limit: 72, want: `"Echo the text."`},
 		{name: "plain cut at a sentence", desc: "First sentence here. Second sentence is long enough to be cut away.", limit: 30, want: `"First sentence here.…"`},

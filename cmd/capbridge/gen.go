@@ -6,20 +6,22 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"strings"
 
 	"github.com/capbridge/capbridge/codegen"
 )
 
-// runGen is `capbridge gen`: it writes a server's façade and surface as
-// DIR/<package>/<package>.<ext> (.go, .ts or .py, by --lang) and
-// DIR/<package>/SURFACE.txt (the preamble,
-// a blank line, then the surface: what a model reads for this one
-// server), generated from a saved tools/list result (--listing, offline),
-// or else fetched from the running capbridge, which generated them at boot
-// (--control).
+// runGen is `capbridge gen`: it writes a server's façade where the
+// import its language's preamble shows finds it — DIR/<m>/<m>.go for Go
+// (import "<module>/m"), DIR/<m>.ts for TypeScript (import from
+// "<dir>/m.js" once compiled), DIR/<m>.py for Python (import m, with DIR
+// on the path) — and its surface as DIR/<m>.surface.<lang>.txt (the
+// preamble, a blank line, then the surface: what a model reads for this
+// one server in that language), so façades of several servers and
+// languages share one DIR. They are generated from a saved tools/list
+// result (--listing, offline), or else fetched from the running capbridge,
+// which generated them at boot (--control).
 func runGen(args []string, stdout, stderr io.Writer) int {
-	fs := newCmdFlags("gen", "capbridge gen --server NAME [--listing FILE | -c FILE | --control PATH] [--lang go|ts|python] --out DIR", "Write a server's façade and SURFACE.txt into DIR/<package>/.")
+	fs := newCmdFlags("gen", "capbridge gen --server NAME [--listing FILE | -c FILE | --control PATH] [--lang go|ts|python] --out DIR", "Write a server's façade and its surface, for the language's import, into DIR.")
 	listing := fs.String("listing", "", "saved tools/list result: {\"tools\":[…]} or a bare array (required)")
 	server := fs.String("server", "", "the server's name, sent verbatim in every call (required)")
 	lang := fs.String("lang", "go", "language of the façade: go, ts or python")
@@ -45,7 +47,7 @@ func runGen(args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintf(stderr, "capbridge gen: %s\n", explain(err))
 			return exitError
 		}
-		return writeFacade(*out, f.Module+ext, []byte(f.Source), f.Preamble+"\n"+f.Surface, stdout, stderr, "from the running capbridge")
+		return writeFacade(*out, codegen.Lang(*lang), f.Module, ext, []byte(f.Source), f.Preamble+"\n"+f.Surface, stdout, stderr, "from the running capbridge")
 	}
 	f, err := os.Open(*listing)
 	if err != nil {
@@ -78,31 +80,36 @@ func runGen(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "capbridge gen: %v\n", err)
 		return exitError
 	}
-	return writeFacade(*out, g.ModuleName+ext, g.Source, preamble+"\n"+g.Surface, stdout, stderr,
+	return writeFacade(*out, codegen.Lang(*lang), g.ModuleName, ext, g.Source, preamble+"\n"+g.Surface, stdout, stderr,
 		fmt.Sprintf("%d tools, surface %d bytes (%s), listing sha256 %s", len(tools), len(g.Surface), g.Level, g.ListingSHA256))
 }
 
 // sourceExt is the file extension of a façade, by language.
 var sourceExt = map[codegen.Lang]string{codegen.Go: ".go", codegen.TypeScript: ".ts", codegen.Python: ".py"}
 
-// writeFacade writes file (the module's name and extension) and
-// SURFACE.txt into out/<module>/.
-func writeFacade(out, file string, source []byte, surface string, stdout, stderr io.Writer, summary string) int {
-	module := strings.TrimSuffix(file, filepath.Ext(file))
-	dir := filepath.Join(out, module)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+// writeFacade writes module's source (extension ext) and its surface in
+// lang into out: a Go package in its own directory, a TypeScript or
+// Python module beside the others.
+func writeFacade(out string, lang codegen.Lang, module, ext string, source []byte, surface string, stdout, stderr io.Writer, summary string) int {
+	src := filepath.Join(out, module+ext)
+	if lang == codegen.Go || lang == "" {
+		src = filepath.Join(out, module, module+ext)
+		lang = codegen.Go
+	}
+	surf := filepath.Join(out, module+".surface."+string(lang)+".txt")
+	if err := os.MkdirAll(filepath.Dir(src), 0o755); err != nil {
 		fmt.Fprintf(stderr, "capbridge gen: %v\n", err)
 		return exitError
 	}
-	for name, content := range map[string][]byte{
-		file:          source,
-		"SURFACE.txt": []byte(surface),
-	} {
-		if err := os.WriteFile(filepath.Join(dir, name), content, 0o644); err != nil {
+	for _, w := range []struct {
+		path    string
+		content []byte
+	}{{src, source}, {surf, []byte(surface)}} {
+		if err := os.WriteFile(w.path, w.content, 0o644); err != nil {
 			fmt.Fprintf(stderr, "capbridge gen: %v\n", err)
 			return exitError
 		}
 	}
-	fmt.Fprintf(stdout, "%s: %s\n", dir, summary)
+	fmt.Fprintf(stdout, "%s, %s: %s\n", src, surf, summary)
 	return exitOK
 }
