@@ -135,6 +135,14 @@ func (b *Bridge) call(ctx context.Context, req callRequest) outcome {
 		o.policy = policyGuardRefused
 		return o
 	}
+	if f := t.checks[req.tool].Check(req.args); f != nil {
+		// The server never sees arguments its own schema refuses (the
+		// operator's guards, above, speak first); the program learns
+		// where, and what was wanted.
+		o := deny(capwire.CodeBadArguments, "the arguments do not fit the input schema of tool "+quote(req.tool)+" at "+quote(f.Path)+": want "+f.Want+", got "+f.Got)
+		o.denial.Path = f.Path
+		return o
+	}
 	switch {
 	case t.drift[req.tool] != "":
 		policy = policyWarnDrift

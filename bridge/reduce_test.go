@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/capbridge/capbridge/bridge/config"
@@ -117,4 +119,55 @@ func typeOf(raw string) string {
 	var v struct{ Type string }
 	_ = json.Unmarshal([]byte(raw), &v)
 	return v.Type
+}
+
+// Arguments that break a tool's input schema, where capbridge can check
+// it exactly, are refused bad_arguments at the first offending value and
+// never reach the server; a schema it cannot check exactly is the
+// server's to judge, as before.
+func TestSchemaCheck(t *testing.T) {
+	defer leakcheck.Check(t)()
+	tools := []json.RawMessage{
+		json.RawMessage(`{"name":"echo","inputSchema":{"type":"object","properties":{"text":{"type":"string","maxLength":5}},"required":["text"],"additionalProperties":false}}`),
+		json.RawMessage(`{"name":"add","inputSchema":{"type":"object","properties":{"a":{"type":"integer","minimum":0},"b":{"type":"integer"}},"required":["a","b"]}}`),
+		// A pattern is not checked by capbridge: the whole schema is left to the server.
+		json.RawMessage(`{"name":"fail","inputSchema":{"type":"object","properties":{"text":{"type":"string","pattern":"^x"}}}}`),
+	}
+	tb := startBridge(t, nil, mcptestServer("t", mcptest.Scenario{Tools: tools}))
+	c := tb.dial(tb.grant(map[string][]string{"t": nil}))
+	ctx, cancel := context.WithTimeout(context.Background(), backstop)
+	defer cancel()
+	for _, tc := range []struct {
+		tool string
+		args map[string]any
+		path string
+		msg  string
+	}{
+		{"echo", map[string]any{"text": 7}, "/text", "want a string, got 7"},
+		{"echo", map[string]any{"text": "toolong"}, "/text", "want a string of at most 5 characters, got 7 characters"},
+		{"echo", map[string]any{}, "/text", "the property is required"},
+		{"echo", map[string]any{"text": "a", "x": 1}, "/x", `the schema allows only "text"`},
+		{"add", map[string]any{"a": -1, "b": 2}, "/a", "want a number >= 0, got -1"},
+		{"add", map[string]any{"a": 1, "b": []any{2}}, "/b", "want an integer, got an array"},
+	} {
+		before := tb.servers["t"].calls.Load()
+		_, err := c.Call(ctx, "t", tc.tool, tc.args)
+		var d *capwire.Denied
+		if !errors.As(err, &d) || d.Code != capwire.CodeBadArguments || d.Path != tc.path || !strings.Contains(d.Message, tc.msg) {
+			t.Errorf("%s %v: %v; want bad_arguments at %s saying %q", tc.tool, tc.args, err, tc.path, tc.msg)
+		}
+		if after := tb.servers["t"].calls.Load(); after != before {
+			t.Errorf("%s %v reached the server", tc.tool, tc.args)
+		}
+	}
+	// Fitting arguments pass; an unchecked schema reaches the server,
+	// which answers as it does.
+	if r, err := c.Call(ctx, "t", "echo", map[string]any{"text": "hi"}); err != nil || r.Text() != "hi" {
+		t.Errorf("echo hi: %v, %v", r, err)
+	}
+	if r, err := c.Call(ctx, "t", "fail", map[string]any{"text": 7}); err != nil || !r.IsError {
+		t.Errorf("fail with an unchecked schema: %+v, %v; want the server's tool error", r, err)
+	}
+	c.Close()
+	tb.shutdown()
 }

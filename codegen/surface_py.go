@@ -16,7 +16,7 @@ const pyPreambleText = `# MCP tools as Python modules: each "# module m" below i
 # "field: T = ..." is optional: leave it out. Literal["a", "b"]: one of these values. A union takes any of its shapes; "by" names the key that tells them apart.
 # Objects are TypedDicts: plain dicts under their wire names. If FOutput is declared: out = m.decode_f(r); else r.text() or r.structured.
 # r.content: blocks b, b.kind "text" (b.text), "image"/"audio" (b.data bytes, b.mime; data None past capbridge's size limit, b.size says it), "resource" (b.uri, b.text or b.data), "resource_link" (b.uri, b.name). r.text() is the text blocks only.
-# A raised capwire.Denied is a refusal (err.code, err.path; capwire.has_code(err, capwire.TIMEOUT)). capbridge refuses only arguments JSON cannot carry ("bad_arguments", path their JSON Pointer); types and ranges are the server's to judge: r.is_error, r.text() says why.
+# A raised capwire.Denied is a refusal (err.code, err.path; capwire.has_code(err, capwire.TIMEOUT)). "bad_arguments": an argument breaks the tool's schema or has no JSON form, at err.path (a JSON Pointer). What capbridge cannot check, the server judges: r.is_error, r.text() says why.
 # End with await (await capwire.shared()).close(), so no connection is left open.
 # Notes: destructive: the tool may destroy data; deprecated: avoid it; text result: read r.text(); =v default; lo..hi, >=lo, <=hi: range; len, items: sizes; untyped: why a field is Any.
 # "Quoted": the server's own text, often cut; describe gives a tool whole, search finds tools by words.
