@@ -78,14 +78,19 @@ func (h *controlHandler) Grant(_ context.Context, r *control.GrantRequest) (*con
 			}
 		}
 	}
-	g, token, err := b.Grant(GrantSpec{Servers: r.Servers, TTL: ttl, PeerUID: r.PeerUID, AllowDestructive: r.AllowDestructive})
+	for _, name := range r.Resources {
+		if _, ok := r.Servers[name]; !ok {
+			return nil, &control.Error{Code: control.CodeBadRequest, Message: "resources names server " + quote(name) + ", which the grant's servers do not"}
+		}
+	}
+	g, token, err := b.Grant(GrantSpec{Servers: r.Servers, TTL: ttl, PeerUID: r.PeerUID, AllowDestructive: r.AllowDestructive, Resources: r.Resources})
 	if errors.Is(err, ErrTooManyGrant) {
 		return nil, &control.Error{Code: control.CodeTooManyGrants, Message: err.Error()}
 	}
 	if err != nil {
 		return nil, err
 	}
-	b.audit.Info().Str("event", "grant").Str("grant", g.ID).Strs("servers", g.Servers()).Bool("allow_destructive", g.AllowsDestructive()).Time("expires", g.Expires).Msg("grant issued")
+	b.audit.Info().Str("event", "grant").Str("grant", g.ID).Strs("servers", g.Servers()).Bool("allow_destructive", g.AllowsDestructive()).Strs("resources", r.Resources).Time("expires", g.Expires).Msg("grant issued")
 	return &control.Granted{Token: token, Grant: g.ID, ExpiresMS: g.Expires.UnixMilli()}, nil
 }
 

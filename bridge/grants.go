@@ -60,6 +60,9 @@ type GrantSpec struct {
 	// AllowDestructive lets the grant call the tools the operator
 	// declared destructive without naming each one.
 	AllowDestructive bool
+	// Resources are the servers among Servers whose resources the grant
+	// may read (resources/read, through the capbridge capability).
+	Resources []string
 
 	// seen is each server's table when the grant is issued (Bridge.Grant
 	// fills it): the surface the program was given, which a call is held
@@ -78,6 +81,8 @@ type Grant struct {
 	secret  [16]byte
 	// allowDestructive is GrantSpec.AllowDestructive.
 	allowDestructive bool
+	// resources is GrantSpec.Resources, as a set.
+	resources map[string]bool
 
 	ctx    context.Context // cancelled, with the reason as cause, on revoke or expiry
 	cancel context.CancelCauseFunc
@@ -110,6 +115,9 @@ func (g *Grant) names(server, tool string) bool {
 	return g.servers[server][tool]
 }
 
+// ReadsResources reports whether the grant may read server's resources.
+func (g *Grant) ReadsResources(server string) bool { return g.resources[server] }
+
 // AllowsDestructive reports whether the grant may call destructive tools
 // it does not name.
 func (g *Grant) AllowsDestructive() bool { return g.allowDestructive }
@@ -138,6 +146,11 @@ func (t *grantTable) issue(parent context.Context, spec GrantSpec) (*Grant, stri
 	if len(spec.Servers) == 0 {
 		return nil, "", errors.New("bridge: a grant must name at least one server")
 	}
+	for _, s := range spec.Resources {
+		if _, ok := spec.Servers[s]; !ok {
+			return nil, "", fmt.Errorf("bridge: a grant may read the resources only of servers it reaches, and it does not reach %q", s)
+		}
+	}
 	g := &Grant{Expires: t.now().Add(ttl), PeerUID: spec.PeerUID, servers: map[string]map[string]bool{}, seen: spec.seen, allowDestructive: spec.AllowDestructive}
 	for s, tools := range spec.Servers {
 		if len(tools) == 0 {
@@ -149,6 +162,12 @@ func (t *grantTable) issue(parent context.Context, spec GrantSpec) (*Grant, stri
 			set[tool] = true
 		}
 		g.servers[s] = set
+	}
+	for _, s := range spec.Resources {
+		if g.resources == nil {
+			g.resources = map[string]bool{}
+		}
+		g.resources[s] = true
 	}
 	var id [8]byte
 	if _, err := rand.Read(id[:]); err != nil {

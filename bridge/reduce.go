@@ -84,6 +84,21 @@ func (rb *resultBudget) blockOf(c mcpwire.ContentBlock) (capwire.Block, int, *bl
 	return blk, len(blk.Kind) + len(blk.Text) + len(blk.Data) + len(blk.URI) + len(blk.MIME) + len(blk.Name), nil
 }
 
+// contentsOf reduces one entry of a resources/read result to a
+// "resource" block, as blockOf reduces an embedded resource.
+func (rb *resultBudget) contentsOf(c mcpwire.ResourceContents) (capwire.Block, int, *blockFault) {
+	rb.cut = false
+	blk := capwire.Block{Type: capwire.BlockOther, Kind: capwire.KindResource,
+		URI: truncate.Ellipsis(c.URI, maxBlockURI), MIME: truncate.Ellipsis(c.MIMEType, maxBlockMIME)}
+	if c.HasText {
+		blk.Text = rb.keepText(c.Text)
+		blk.Size = int64(len(c.Text))
+	} else if f := rb.takeData(&blk, gjson.Result{Type: gjson.String, Str: c.Blob}, "/blob"); f != nil {
+		return blk, 0, f
+	}
+	return blk, len(blk.Kind) + len(blk.Text) + len(blk.Data) + len(blk.URI) + len(blk.MIME), nil
+}
+
 // takeData decodes the base64 string v into blk.Data if the data budget
 // holds it; otherwise only blk.Size says how large it was. A value that
 // is not base64 is the server's fault, named at pointer at.

@@ -298,6 +298,26 @@ func (g *Generated) Describe(names ...string) (string, error) {
 	return b.String(), nil
 }
 
+// WireName returns the wire name of the tool named by its function or
+// wire name, and whether there is one.
+func (g *Generated) WireName(name string) (string, bool) {
+	for _, d := range g.docs {
+		if d.name == name || d.wire == name {
+			return d.wire, true
+		}
+	}
+	return "", false
+}
+
+// ToolNames lists the tools' wire names in listing order.
+func (g *Generated) ToolNames() []string {
+	out := make([]string, len(g.docs))
+	for i, d := range g.docs {
+		out[i] = d.wire
+	}
+	return out
+}
+
 // Match is one tool Search found.
 type Match struct {
 	Func      string // the façade function

@@ -432,8 +432,8 @@ func (c *Client) modernRequest(m *mcpproto.Message) bool {
 
 // checkResult applies the modern era's resultType rule to a result:
 // absent or "complete" is a result, "input_required" an
-// *InputRequiredError (only tools/call may ask; elsewhere it is a
-// fault), anything else a *ProtocolFault at /resultType.
+// *InputRequiredError (only tools/call and resources/read may ask;
+// elsewhere it is a fault), anything else a *ProtocolFault at /resultType.
 func (c *Client) checkResult(method string, raw jsonlex.Value) error {
 	if c.Era() != EraModern {
 		return nil
@@ -442,7 +442,7 @@ func (c *Client) checkResult(method string, raw jsonlex.Value) error {
 	if err != nil || rt == mcpproto.ResultComplete {
 		return err
 	}
-	if method != "tools/call" {
+	if method != "tools/call" && method != "resources/read" {
 		return &mcpproto.ProtocolFault{What: method, Path: "/resultType", Index: -1, Reason: "input_required is not allowed for " + method}
 	}
 	return &InputRequiredError{Method: method, Requests: mcpproto.InputRequestMethods(raw.Bytes(), 4)}

@@ -60,6 +60,9 @@ type GrantRequest struct {
 	// AllowDestructive lets the grant call the tools the operator
 	// declared destructive without naming each one in Servers.
 	AllowDestructive bool `msgpack:"allow_destructive,omitempty"`
+	// Resources are the servers, among Servers, whose resources the
+	// program may read (resources/read through the capbridge capability).
+	Resources []string `msgpack:"resources,omitempty"`
 }
 
 // Granted answers a grant ("granted").

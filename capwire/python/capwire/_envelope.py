@@ -19,6 +19,9 @@ from ._result import OTHER, TEXT, Block, Result
 VERSION = 1
 #: Starts every capability name in v1: a call's cap is "mcp.<server>".
 CAP_PREFIX = "mcp."
+# The capability of capbridge itself: describe, search and read_resource
+# within the grant.
+CAP_BRIDGE = "capbridge"
 #: The default frame payload limit: 16 MiB.
 DEFAULT_MAX_FRAME = 16 << 20
 

@@ -35,6 +35,24 @@ try {
   say(isDenied(e) ? `denied: ${e.code} at ${e.path}` : "denied: " + String(e));
 }
 
+// Every kind of block: an image's bytes, a link followed to its resource.
+const image = content.content.find((b) => b.kind === "image");
+say(`image: ${image?.mime} ${image?.data?.length} bytes`);
+const link = content.content.find((b) => b.kind === "resource_link");
+const linked = await c.readResource("t", link?.uri ?? "");
+say(`link: ${link?.uri} read: ${linked.content[0]?.text}`);
+
+// An argument that breaks the tool's schema is refused before the server.
+try {
+  await c.call("t", "add", { a: "forty", b: 2 });
+  say("schema: none");
+} catch (e) {
+  say(isDenied(e) ? `schema: ${e.code} at ${e.path}` : "schema: " + String(e));
+}
+// describe and search, from inside the grant.
+say("describe: " + ((await c.describe("t", ["echo"])).includes("echo(") ? "echo" : "?"));
+say("search: " + ((await c.search("echo", 1))[0]?.tool ?? "none"));
+
 const ac = new AbortController();
 const hang = c.call("t", "hang", {}, { signal: ac.signal });
 say("cancel: waiting");

@@ -4,7 +4,7 @@
 import * as net from "node:net";
 
 import { ClosedError, CapwireError, DeniedError, FatalError, NoEnvError, WireError } from "./errors.js";
-import { capPrefix, decode, defaultMaxFrame, encodeArgs, encodeCall, encodeCancel, encodeHello, knownType, version } from "./envelope.js";
+import { capBridge, capPrefix, decode, defaultMaxFrame, encodeArgs, encodeCall, encodeCancel, encodeHello, knownType, version } from "./envelope.js";
 import { FrameReader } from "./frame.js";
 import type { Result } from "./result.js";
 
@@ -179,6 +179,33 @@ export class Client {
    * the connection is gone.
    */
   async call(server: string, tool: string, args?: unknown, opts: CallOptions = {}): Promise<Result> {
+    return this.invoke(capPrefix + server, tool, args, opts);
+  }
+
+  /**
+   * The whole declarations, in TypeScript, of the named tools of server
+   * (by function or wire name; none: every tool the grant allows).
+   */
+  async describe(server: string, tools: string[] = [], opts: CallOptions = {}): Promise<string> {
+    return (await this.invoke(capBridge, "describe", { server, tools, lang: "ts" }, opts)).text();
+  }
+
+  /** The tools the grant allows that match query's words, best first, at most limit (0: ten). */
+  async search(query: string, limit = 0, opts: CallOptions = {}): Promise<Match[]> {
+    const r = await this.invoke(capBridge, "search", { query, limit, lang: "ts" }, opts);
+    return (r.structured as { matches: Match[] }).matches;
+  }
+
+  /**
+   * Reads the resource at uri from server, whose resources the grant must
+   * allow: each entry is a block of kind "resource" (uri, mime, text or data).
+   */
+  async readResource(server: string, uri: string, opts: CallOptions = {}): Promise<Result> {
+    return this.invoke(capBridge, "read_resource", { server, uri }, opts);
+  }
+
+  private async invoke(cap: string, op: string, args: unknown, opts: CallOptions): Promise<Result> {
+    const what = (cap.startsWith(capPrefix) ? cap.slice(capPrefix.length) : cap) + "/" + op;
     const { signal } = opts;
     signal?.throwIfAborted();
     if (this.failure) throw this.failure;
@@ -192,7 +219,7 @@ export class Client {
     await this.acquire(signal);
     try {
       const id = this.nextId++;
-      const frame = encodeCall(id, capPrefix + server, tool, argBytes, timeoutMS, this.maxFrame);
+      const frame = encodeCall(id, cap, op, argBytes, timeoutMS, this.maxFrame);
       return await new Promise<Result>((resolve, reject) => {
         let timer: NodeJS.Timeout | undefined;
         const abandon = (reason: unknown) => {
@@ -223,7 +250,7 @@ export class Client {
         signal?.addEventListener("abort", onAbort, { once: true });
         if (timeoutMS !== 0) {
           timer = setTimeout(
-            () => abandon(new DOMException(`capwire: call ${server}/${tool} timed out after ${timeoutMS} ms`, "TimeoutError")),
+            () => abandon(new DOMException(`capwire: call ${what} timed out after ${timeoutMS} ms`, "TimeoutError")),
             timeoutMS,
           );
         }
@@ -372,6 +399,33 @@ export class Client {
 
 function positive(v: number | undefined, dflt: number): number {
   return v !== undefined && v > 0 ? v : dflt;
+}
+
+/** One tool search found. */
+export interface Match {
+  server: string;
+  /** The façade function. */
+  func: string;
+  /** The wire name. */
+  tool: string;
+  signature: string;
+  /** Higher is better. */
+  score: number;
+}
+
+/** Client.describe on the shared client. */
+export async function describe(server: string, tools: string[] = []): Promise<string> {
+  return (await shared()).describe(server, tools);
+}
+
+/** Client.search on the shared client. */
+export async function search(query: string, limit = 0): Promise<Match[]> {
+  return (await shared()).search(query, limit);
+}
+
+/** Client.readResource on the shared client. */
+export async function readResource(server: string, uri: string): Promise<Result> {
+  return (await shared()).readResource(server, uri);
 }
 
 let sharedClient: Promise<Client> | undefined;

@@ -16,6 +16,9 @@ export const version = 1;
 /** Starts every capability name in v1: a call's cap is "mcp.<server>". */
 export const capPrefix = "mcp.";
 
+/** The capability of capbridge itself: describe, search and read_resource within the grant. */
+export const capBridge = "capbridge";
+
 /** The default (and largest sensible) frame payload: 16 MiB. */
 export const defaultMaxFrame = 16 << 20;
 

@@ -575,9 +575,36 @@ func (s *server) request(f inbound) {
 		s.toolsList(f)
 	case "tools/call":
 		s.toolsCall(f)
+	case "resources/read":
+		s.resourcesRead(f)
 	default:
 		s.writeError(f.ID, codeMethodNotFound, "Method not found: "+f.Method)
 	}
+}
+
+// resources are what resources/read serves, by URI: the text the content
+// tool's link points at, and a binary one.
+var resources = map[string]string{
+	"file:///mcptest/link.txt":     `{"uri":"file:///mcptest/link.txt","mimeType":"text/plain","text":"the linked text"}`,
+	"file:///mcptest/embedded.bin": `{"uri":"file:///mcptest/embedded.bin","mimeType":"application/octet-stream","blob":"AAEC/w=="}`,
+}
+
+// resourcesRead answers resources/read of one of resources; any other URI
+// is -32002, MCP's "Resource not found".
+func (s *server) resourcesRead(f inbound) {
+	var p struct {
+		URI string `json:"uri"`
+	}
+	if json.Unmarshal(f.Params, &p) != nil || p.URI == "" {
+		s.writeError(f.ID, codeInvalidParams, "Invalid params")
+		return
+	}
+	r, ok := resources[p.URI]
+	if !ok {
+		s.writeError(f.ID, -32002, "Resource not found: "+p.URI)
+		return
+	}
+	s.writeResult(f.ID, json.RawMessage(`{"contents":[`+r+`]}`))
 }
 
 func (s *server) initialize(f inbound) {

@@ -1,0 +1,92 @@
+package bridge
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/capbridge/capbridge/capwire"
+	"github.com/capbridge/capbridge/internal/testkit/leakcheck"
+	"github.com/capbridge/capbridge/internal/testkit/mcptest"
+)
+
+// A jailed program can describe and search the tools its grant allows,
+// and nothing beyond it, and read the resources of the servers whose
+// resources its grant allows.
+func TestCapbridgeCapability(t *testing.T) {
+	defer leakcheck.Check(t)()
+	tb := startBridge(t, nil, mcptestServer("t", mcptest.Scenario{}), mcptestServer("other", mcptest.Scenario{}))
+	_, token, err := tb.Grant(GrantSpec{Servers: map[string][]string{"t": {"echo", "content", "add"}}, Resources: []string{"t"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := tb.dial(token)
+	ctx, cancel := context.WithTimeout(context.Background(), backstop)
+	defer cancel()
+
+	d, err := c.Describe(ctx, "t", "Echo")
+	if err != nil || !strings.HasPrefix(d, "func Echo(ctx, EchoArgs{") || !strings.Contains(d, `tool "echo"`) {
+		t.Errorf("describe t Echo: %v\n%s", err, d)
+	}
+	all, err := c.Describe(ctx, "t")
+	if err != nil || !strings.Contains(all, "func Add(") || !strings.Contains(all, "func Content(") || strings.Contains(all, "func Slow(") {
+		t.Errorf("describe t (the granted tools only): %v\n%s", err, all)
+	}
+	for _, tc := range []struct {
+		server string
+		tools  []string
+		code   string
+	}{
+		{"other", nil, capwire.CodeNotGranted},  // a server the grant does not reach
+		{"nosuch", nil, capwire.CodeNotGranted}, // its existence is not revealed
+		{"t", []string{"slow"}, capwire.CodeNotGranted},
+		{"t", []string{"nosuch"}, capwire.CodeUnknownTool},
+	} {
+		var den *capwire.Denied
+		if _, err := c.Describe(ctx, tc.server, tc.tools...); !errors.As(err, &den) || den.Code != tc.code {
+			t.Errorf("describe %s %v: %v, want %s", tc.server, tc.tools, err, tc.code)
+		}
+	}
+
+	found, err := c.Search(ctx, "echo text", 0)
+	if err != nil || len(found) == 0 || found[0].Server != "t" || found[0].Tool != "echo" || !strings.HasPrefix(found[0].Signature, "t.Echo(ctx") {
+		t.Errorf("search: %+v, %v", found, err)
+	}
+	for _, m := range found {
+		if m.Server != "t" || (m.Tool != "echo" && m.Tool != "content" && m.Tool != "add") {
+			t.Errorf("search found %+v, beyond the grant", m)
+		}
+	}
+	var den *capwire.Denied
+	if _, err := c.Search(ctx, " ", 0); !errors.As(err, &den) || den.Code != capwire.CodeBadArguments {
+		t.Errorf("empty search: %v", err)
+	}
+
+	r, err := c.ReadResource(ctx, "t", "file:///mcptest/link.txt")
+	if err != nil || len(r.Content) != 1 || r.Content[0].Kind != capwire.KindResource || r.Content[0].Text != "the linked text" || r.Content[0].MIME != "text/plain" {
+		t.Errorf("read link.txt: %+v, %v", r, err)
+	}
+	r, err = c.ReadResource(ctx, "t", "file:///mcptest/embedded.bin")
+	if err != nil || len(r.Content) != 1 || string(r.Content[0].Data) != "\x00\x01\x02\xff" {
+		t.Errorf("read embedded.bin: %+v, %v", r, err)
+	}
+	if _, err := c.ReadResource(ctx, "t", "file:///nosuch"); !errors.As(err, &den) || den.Code != capwire.CodeServerError || den.RPCCode != -32002 {
+		t.Errorf("read nosuch: %v", err)
+	}
+	// A grant without resources for a server cannot read them.
+	_, token2, err := tb.Grant(GrantSpec{Servers: map[string][]string{"t": nil}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c2 := tb.dial(token2)
+	if _, err := c2.ReadResource(ctx, "t", "file:///mcptest/link.txt"); !errors.As(err, &den) || den.Code != capwire.CodeNotGranted {
+		t.Errorf("read without resources granted: %v", err)
+	}
+	if _, _, err := tb.Grant(GrantSpec{Servers: map[string][]string{"t": nil}, Resources: []string{"other"}}); err == nil {
+		t.Error("a grant read the resources of a server it does not reach")
+	}
+	c.Close()
+	c2.Close()
+	tb.shutdown()
+}
