@@ -178,8 +178,15 @@ func (b *Bridge) call(ctx context.Context, req callRequest) outcome {
 	// A call given up on after it reached the server keeps its slot
 	// (holdSlot) while the caller is answered at once.
 	var answered <-chan struct{}
-	res, err := t.client.CallTool(ctx, req.tool, callArgs, mcpwire.CallOptions{IdleTimeout: idle, MaxTimeout: hard,
-		Abandoned: func(a <-chan struct{}) { answered = a }})
+	opts := mcpwire.CallOptions{IdleTimeout: idle, MaxTimeout: hard, Abandoned: func(a <-chan struct{}) { answered = a }}
+	var res *mcpwire.CallToolResult
+	if tool.NeedsTasks() {
+		// The server answers with a task handle; the call follows it to
+		// the result, within the same deadline.
+		res, err = t.client.CallToolTask(ctx, req.tool, callArgs, opts, nil)
+	} else {
+		res, err = t.client.CallTool(ctx, req.tool, callArgs, opts)
+	}
 	if answered != nil {
 		s.holdSlot(answered, release)
 	} else {
@@ -240,6 +247,8 @@ func (b *Bridge) failed(ctx context.Context, s *server, req callRequest, err err
 		return deny(capwire.CodeTimeout, "server "+quote(req.server)+" did not answer "+quote(req.tool)+" in time")
 	case errors.Is(err, mcpwire.ErrInvalidArgument):
 		return deny(capwire.CodeBadArguments, "the arguments cannot be sent: "+err.Error())
+	case errors.Is(err, mcpwire.ErrTaskCancelled):
+		return deny(capwire.CodeCancelled, "server "+quote(req.server)+" cancelled the task running "+quote(req.tool)+": "+s.redact.Text(truncate.Ellipsis(err.Error(), 1024)))
 	case errors.Is(err, mcpwire.ErrBusy):
 		return deny(capwire.CodeOverloaded, "server "+quote(req.server)+" has too many calls in flight")
 	case errors.Is(err, mcpwire.ErrProtocol):

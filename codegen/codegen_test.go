@@ -543,7 +543,7 @@ func TestParseListing(t *testing.T) {
 		{"annotations not object", `[{"name":"a","inputSchema":{},"annotations":[]}]`, -1},
 		{"hint not boolean", `[{"name":"a","inputSchema":{},"annotations":{"readOnlyHint":"no"}}]`, -1},
 		{"schema not object", `[{"name":"a","inputSchema":"x"}]`, -1},
-		{"needs tasks", `{"tools":[{"name":"a","inputSchema":{}},{"name":"t","inputSchema":{},"execution":{"taskSupport":"required"}}]}`, 1},
+		{"needs tasks", `{"tools":[{"name":"a","inputSchema":{}},{"name":"t","inputSchema":{},"execution":{"taskSupport":"required"}}]}`, 2},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tools, err := ParseListing([]byte(tc.in))

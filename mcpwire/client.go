@@ -123,6 +123,9 @@ type CallOptions struct {
 	// bounds a server's concurrent work keeps the call's slot until
 	// answered closes, with its own time limit.
 	Abandoned func(answered <-chan struct{})
+
+	// task is the "task" member CallToolTask adds to tools/call.
+	task []byte
 }
 
 // Client is an MCP client over one Conn. It is live from a successful
@@ -473,7 +476,7 @@ func (c *Client) request(ctx context.Context, method string, params []byte, args
 	var line []byte
 	var err error
 	if method == "tools/call" {
-		line, err = appendCallTool((*bp)[:0], id, name, args, c.reqMeta())
+		line, err = appendCallTool((*bp)[:0], id, name, args, c.reqMeta(), opt.task)
 	} else {
 		line = appendRequest((*bp)[:0], id, method, params)
 	}

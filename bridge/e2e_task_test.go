@@ -1,0 +1,61 @@
+package bridge
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/capbridge/capbridge/bridge/config"
+	"github.com/capbridge/capbridge/capwire"
+	"github.com/capbridge/capbridge/internal/testkit/interop"
+	"github.com/capbridge/capbridge/internal/testkit/leakcheck"
+)
+
+// A tool that requires MCP tasks (server-everything's
+// simulate-research-query, taskSupport "required") is served: the call
+// follows the task the server answers with, polling as it directs, to the
+// report; a caller that gives up first is told so within its deadline.
+func TestTaskEndToEnd(t *testing.T) {
+	defer leakcheck.Check(t)()
+	argv := interop.Command(t, interop.Everything, t.TempDir())
+	everything := config.NewServer("everything", argv[0])
+	everything.Args = argv[1:]
+	everything.StartupTimeout = time.Minute
+	tb := startBridge(t, nil, everything)
+	if st := tb.servers["everything"].snapshot(); st.State != StateReady {
+		t.Fatalf("everything: %s: %s", st.State, st.Reason)
+	}
+	if d, err := tb.servers["everything"].facade(); err != nil {
+		t.Fatal(err)
+	} else if _, ok := d.WireName("simulate-research-query"); !ok {
+		t.Fatalf("simulate-research-query is not on the façade: %q", d.ToolNames())
+	}
+	c := tb.dial(tb.grant(map[string][]string{"everything": nil}))
+	ctx, cancel := context.WithTimeout(context.Background(), backstop)
+	defer cancel()
+	r, err := c.Call(ctx, "everything", "simulate-research-query", map[string]any{"topic": "capbridge"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.IsError || !strings.Contains(r.Text(), "# Research Report: capbridge") {
+		t.Errorf("report (is_error %v):\n%.400s", r.IsError, r.Text())
+	}
+
+	// Four stages of a second each: a caller that allows half a second
+	// is answered within its deadline, and the task is cancelled.
+	short, stop := context.WithTimeout(ctx, 500*time.Millisecond)
+	defer stop()
+	start := time.Now()
+	_, err = c.Call(short, "everything", "simulate-research-query", map[string]any{"topic": "late"})
+	var d *capwire.Denied
+	if err == nil || !errors.Is(err, context.DeadlineExceeded) && !(errors.As(err, &d) && d.Code == capwire.CodeTimeout) {
+		t.Errorf("a call past its deadline: %v", err)
+	}
+	if took := time.Since(start); took > backstop/2 {
+		t.Errorf("the call took %v", took)
+	}
+	c.Close()
+	tb.shutdown()
+}
