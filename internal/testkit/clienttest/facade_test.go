@@ -24,6 +24,7 @@ const facadeWant = `servers: everything,t
 echo: Echo: hello façade is_error=false
 image: text,other:image,text
 weather: temperature=36.0 humidity=82.0 conditions=Light rain / drizzle
+task: # Research Report: façades
 add: sum=42
 fail: as asked is_error=true
 denied: bad_arguments at /blob/bytes
@@ -36,7 +37,7 @@ not_granted: not_granted
 
 // facadeGrant is the grant both programs run under.
 var facadeGrant = map[string][]string{
-	"everything": {"echo", "get-tiny-image", "get-structured-content"},
+	"everything": {"echo", "get-tiny-image", "get-structured-content", "simulate-research-query"},
 	"t":          {"add", "fail", "content", "hang", "cancellations"},
 }
 

@@ -28,6 +28,8 @@ say(`echo: ${echo.text()} is_error=${echo.isError}`);
 say("image: " + blocks(await everything.getTinyImage()));
 const w = everything.decodeGetStructuredContent(await everything.getStructuredContent({ location: "Chicago" }));
 say(`weather: temperature=${w.temperature.toFixed(1)} humidity=${w.humidity.toFixed(1)} conditions=${w.conditions}`);
+// A tool that runs as an MCP task: the call waits for the task's result.
+say("task: " + (await everything.simulateResearchQuery({ topic: "façades" })).text().split("\n")[0]);
 
 const sum: number = t.decodeAdd(await t.add({ a: 40, b: 2 })).sum;
 say(`add: sum=${sum}`);
