@@ -182,13 +182,19 @@ func (s *server) begin() {
 	s.progress(st)
 }
 
-// filter applies tools.allow and tools.deny, so that what is absent from
-// the façade is also not callable. A tool that requires MCP tasks is
+// filter applies tools.allow and tools.deny, and drops, naming it in the
+// log, a tool whose x-mcp-header declarations are invalid (2026-07-28: it
+// cannot be called as the revision requires), so that what is absent
+// from the façade is also not callable. A tool that requires MCP tasks is
 // served: the call path follows its task (mcpwire.CallToolTask).
 func (s *server) filter(listed []mcpwire.Tool) []mcpwire.Tool {
 	var out []mcpwire.Tool
 	for _, t := range listed {
 		if s.cfg.ToolsAllow != nil && !slices.Contains(s.cfg.ToolsAllow, t.Name) || slices.Contains(s.cfg.ToolsDeny, t.Name) {
+			continue
+		}
+		if why := t.HeaderFault(); why != "" {
+			s.log.Warn().Str("tool", truncate.Ellipsis(t.Name, 128)).Str("why", why).Msg("tool dropped: its x-mcp-header declarations are invalid")
 			continue
 		}
 		out = append(out, t)

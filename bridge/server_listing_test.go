@@ -21,6 +21,8 @@ func TestListingAgreesWithCodegen(t *testing.T) {
 		json.RawMessage(`{"name":"tasks-required","inputSchema":{"type":"object"},"execution":{"taskSupport":"required"}}`),
 		json.RawMessage(`{"name":"tasks-optional","inputSchema":{"type":"object"},"execution":{"taskSupport":"optional"}}`),
 		json.RawMessage(`{"name":"tasks-forbidden","inputSchema":{"type":"object"},"execution":{"taskSupport":"forbidden"},"annotations":{"readOnlyHint":true}}`),
+		// Invalid x-mcp-header declarations (2026-07-28): dropped by both.
+		json.RawMessage(`{"name":"bad-header","inputSchema":{"type":"object","properties":{"o":{"type":"object","x-mcp-header":"O"}}}}`),
 	}
 	bad := []json.RawMessage{
 		json.RawMessage(`{"name":"plain","inputSchema":{"type":"object"}}`),

@@ -83,6 +83,9 @@ func ParseListing(data []byte) ([]Tool, error) {
 	}
 	tools := make([]Tool, 0, len(listed))
 	for _, t := range listed {
+		if t.HeaderFault() != "" {
+			continue // the bridge drops it too, and says why
+		}
 		ct := Tool{Name: t.Name, Title: t.Title, Description: t.Description, InputSchema: t.InputSchema, OutputSchema: t.OutputSchema}
 		if a := t.Annotations; a != nil {
 			if ct.Title == "" {

@@ -242,3 +242,25 @@ func TestOwnedResultSharesNothingWritable(t *testing.T) {
 		t.Errorf("content = %+v, want %+v", r.Content, want)
 	}
 }
+
+func TestHeaderFault(t *testing.T) {
+	for _, tc := range []struct {
+		schema, want string
+	}{
+		{`{"type":"object","properties":{"q":{"type":"string"}}}`, ""},
+		{`{"type":"object","properties":{"region":{"type":"string","x-mcp-header":"Region"},"n":{"type":"integer","x-mcp-header":"N"}}}`, ""},
+		{`{"type":"object","properties":{"r":{"type":"string","x-mcp-header":""}}}`, "not a non-empty string"},
+		{`{"type":"object","properties":{"r":{"type":"string","x-mcp-header":7}}}`, "not a non-empty string"},
+		{`{"type":"object","properties":{"r":{"type":"string","x-mcp-header":"Re gion"}}}`, "visible ASCII"},
+		{`{"type":"object","properties":{"r":{"type":"string","x-mcp-header":"Région"}}}`, "visible ASCII"},
+		{`{"type":"object","properties":{"r":{"type":"string","x-mcp-header":"a:b"}}}`, "visible ASCII"},
+		{`{"type":"object","properties":{"a":{"type":"string","x-mcp-header":"Key"},"b":{"type":"string","x-mcp-header":"key"}}}`, "the same x-mcp-header"},
+		{`{"type":"object","properties":{"o":{"type":"object","x-mcp-header":"Obj"}}}`, "not one primitive type"},
+		{`{"type":"object","properties":{"o":{"type":["string","null"],"x-mcp-header":"Obj"}}}`, "not one primitive type"},
+	} {
+		got := Tool{Name: "t", InputSchema: []byte(tc.schema)}.HeaderFault()
+		if tc.want == "" && got != "" || tc.want != "" && !strings.Contains(got, tc.want) {
+			t.Errorf("%s: %q, want %q", tc.schema, got, tc.want)
+		}
+	}
+}
