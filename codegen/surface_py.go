@@ -15,7 +15,7 @@ const pyPreambleText = `# MCP tools as Python modules: each "# module m" below i
 # Call: r = await m.f(field=v) (async, keyword-only); m.f() takes no arguments; m.f(args) takes a dict whole. Every f takes _timeout=seconds.
 # "field: T = ..." is optional: leave it out. Literal["a", "b"]: one of these values. A union takes any of its shapes; "by" names the key that tells them apart.
 # Objects are TypedDicts: plain dicts under their wire names. If FOutput is declared: out = m.decode_f(r); else r.text() or r.structured.
-# r.content: blocks b, b.kind "text" (b.text), "image"/"audio" (b.data bytes, b.mime; data None past capbridge's size limit, b.size says it), "resource" (b.uri, b.text or b.data), "resource_link" (b.uri, b.name). r.text() is the text blocks only.
+# r.content: blocks b (a field not set is None), b.kind "text" (b.text), "image"/"audio" (b.data bytes, b.mime; data None past capbridge's size limit, b.size says it), "resource" (b.uri, b.text or b.data), "resource_link" (b.uri, b.name). r.text() is the text blocks only.
 # A raised capwire.Denied is a refusal (err.code, err.path; capwire.has_code(err, capwire.TIMEOUT)). "bad_arguments": an argument breaks the tool's schema or has no JSON form, at err.path (a JSON Pointer). What capbridge cannot check, the server judges: r.is_error, r.text() says why.
 # End with await (await capwire.shared()).close(), so no connection is left open.
 # Notes: destructive: the tool may destroy data; deprecated: avoid it; text result: read r.text(); =v default; lo..hi, >=lo, <=hi: range; len, items: sizes; untyped: why a field is Any.

@@ -16,7 +16,7 @@ const tsPreambleText = `// MCP tools as TypeScript modules: each "// module m" b
 // Call: const r = await m.f({ field: v }); m.f() takes no arguments; m.f(args: { [key: string]: unknown }) takes them whole. Every f takes a last { timeoutMs, signal }.
 // field?: T is optional: leave it out. "a"|"b": one of these values. A union takes any of its shapes; "by" names the property that tells them apart.
 // If FOutput is declared: const out = m.decodeF(r); else r.text() or r.structured. Objects travel as plain objects under their wire names.
-// r.content: blocks b, b.kind "text" (b.text), "image"/"audio" (b.data Uint8Array, b.mime; no data past capbridge's size limit, b.size says it), "resource" (b.uri, b.text or b.data), "resource_link" (b.uri, b.name). r.text() is the text blocks only.
+// r.content: blocks b (a field not set is undefined), b.kind "text" (b.text), "image"/"audio" (b.data Uint8Array, b.mime; no data past capbridge's size limit, b.size says it), "resource" (b.uri, b.text or b.data), "resource_link" (b.uri, b.name). r.text() is the text blocks only.
 // A rejection is a refusal: capwire.DeniedError (err.code, err.path; capwire.hasCode(err, "timeout")). "bad_arguments": an argument breaks the tool's schema or has no JSON form, at err.path (a JSON Pointer). What capbridge cannot check, the server judges: r.isError, r.text() says why.
 // End with (await capwire.shared()).close(): an open connection keeps Node running.
 // Notes: destructive: the tool may destroy data; deprecated: avoid it; text result: read r.text(); =v default; lo..hi, >=lo, <=hi: range; len, items: sizes; untyped: why a field is unknown.
