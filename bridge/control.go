@@ -131,7 +131,8 @@ func (h *controlHandler) Facade(_ context.Context, r *control.FacadeRequest) (*c
 	if err != nil {
 		return nil, err
 	}
-	return &control.Facade{Module: gen.ModuleName, Source: string(gen.Source), Surface: gen.Surface, Preamble: preamble, ListingSHA256: gen.ListingSHA256}, nil
+	return &control.Facade{Module: gen.ModuleName, Source: string(gen.Source), Surface: gen.Surface, Preamble: preamble, ListingSHA256: gen.ListingSHA256,
+		JS: string(gen.JS), DTS: string(gen.DTS)}, nil
 }
 
 // generated returns the façade of the named server in lang ("" is Go),

@@ -143,6 +143,10 @@ type Facade struct {
 	// any number of servers: the same for every server of a language.
 	Preamble      string `msgpack:"preamble"`
 	ListingSHA256 string `msgpack:"listing_sha256"`
+	// JS and DTS are, for TypeScript, the module as JavaScript and its
+	// declarations: what Node runs as it is. Empty for other languages.
+	JS  string `msgpack:"js,omitempty"`
+	DTS string `msgpack:"dts,omitempty"`
 }
 
 // DescribeRequest asks for the full declarations of some of a server's

@@ -44,8 +44,9 @@ func TestGen(t *testing.T) {
 
 // gen lays out each language's façade where the import its preamble
 // shows finds it, with one surface file per server and language, so all
-// three share one directory; the Python module imports from a fresh
-// process with only that directory and the capwire package on its path.
+// three share one directory: TypeScript as .ts and as .js with .d.ts (an
+// ES module by package.json), Python with the capwire package beside it,
+// so the module imports from a fresh process with nothing installed.
 func TestGenLanguages(t *testing.T) {
 	listing := filepath.Join("..", "..", "codegen", "testdata", "npm-filesystem.json")
 	out := t.TempDir()
@@ -75,19 +76,24 @@ func TestGenLanguages(t *testing.T) {
 	for _, e := range entries {
 		names = append(names, e.Name())
 	}
-	want := []string{"filesystem", "filesystem.py", "filesystem.surface.go.txt", "filesystem.surface.python.txt", "filesystem.surface.ts.txt", "filesystem.ts"}
+	want := []string{"capwire", "filesystem", "filesystem.d.ts", "filesystem.js", "filesystem.py", "filesystem.surface.go.txt", "filesystem.surface.python.txt", "filesystem.surface.ts.txt", "filesystem.ts", "package.json"}
 	if !slices.Equal(names, want) {
 		t.Errorf("written: %q, want %q", names, want)
+	}
+	if node, err := exec.LookPath("node"); err == nil {
+		// The JavaScript form parses as the ES module package.json makes it.
+		if got, err := exec.Command(node, "--check", filepath.Join(out, "filesystem.js")).CombinedOutput(); err != nil {
+			t.Errorf("node --check filesystem.js: %v\n%s", err, got)
+		}
 	}
 	py, err := exec.LookPath("python3")
 	if err != nil {
 		t.Skipf("python3 is not installed (%v): the Python import is not tried", err)
 	}
-	abs, _ := filepath.Abs(filepath.Join("..", "..", "capwire", "python"))
-	cmd := exec.Command(py, "-B", "-c", "import filesystem; print(filesystem.read_text_file.__name__)")
+	// Nothing on the path but the directory: capwire is beside the module.
+	cmd := exec.Command(py, "-B", "-I", "-c", "import sys; sys.path.insert(0, '.'); import filesystem, capwire; print(filesystem.read_text_file.__name__, capwire.CAP_BRIDGE)")
 	cmd.Dir = out
-	cmd.Env = append(os.Environ(), "PYTHONPATH="+abs)
-	if got, err := cmd.CombinedOutput(); err != nil || string(got) != "read_text_file\n" {
+	if got, err := cmd.CombinedOutput(); err != nil || string(got) != "read_text_file capbridge\n" {
 		t.Errorf("import filesystem from %s: %v\n%s", out, err, got)
 	}
 }
