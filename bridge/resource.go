@@ -1,13 +1,16 @@
 package bridge
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"strconv"
 	"time"
 	"unicode/utf8"
 
+	"github.com/capbridge/capbridge/bridge/control"
 	"github.com/capbridge/capbridge/capwire"
+	"github.com/capbridge/capbridge/internal/truncate"
 	"github.com/capbridge/capbridge/mcpwire"
 )
 
@@ -77,4 +80,36 @@ func (b *Bridge) readResource(ctx context.Context, g *Grant, a readArgs, timeout
 		size += n
 	}
 	return outcome{result: r, resultBytes: size}
+}
+
+// Resources answers the control plane's resources request: the server's
+// resources and resource templates, each listing bounded by the server's
+// call_timeout. A server without resources (-32601) has none.
+func (h *controlHandler) Resources(ctx context.Context, r *control.ResourcesRequest) (*control.ResourceList, error) {
+	s, ok := h.b.servers[r.Server]
+	if !ok {
+		return nil, &control.Error{Code: control.CodeUnknownServer, Message: "no server is called " + quote(r.Server)}
+	}
+	t, err := s.ready()
+	if err != nil {
+		return nil, &control.Error{Code: control.CodeUnavailable, Message: s.unavailableMessage(err)}
+	}
+	out := &control.ResourceList{}
+	for _, l := range []struct {
+		list func(context.Context) ([][]byte, error)
+		dst  *string
+	}{{t.client.ListResources, &out.Resources}, {t.client.ListResourceTemplates, &out.Templates}} {
+		lctx, cancel := context.WithTimeout(ctx, s.cfg.CallTimeout)
+		items, err := l.list(lctx)
+		cancel()
+		var rpc *mcpwire.RPCError
+		switch {
+		case errors.As(err, &rpc) && rpc.Code == -32601:
+			items = nil
+		case err != nil:
+			return nil, &control.Error{Code: control.CodeInternal, Message: "server " + quote(r.Server) + ": " + s.redact.Text(truncate.Ellipsis(err.Error(), 1024))}
+		}
+		*l.dst = "[" + string(bytes.Join(items, []byte(","))) + "]"
+	}
+	return out, nil
 }

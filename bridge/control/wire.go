@@ -19,15 +19,16 @@ import (
 // Request kinds, the "t" of a request, and the reply kinds that answer
 // them. A call is answered with capwire's own "result" or "denied".
 const (
-	opGrant    = "grant"
-	opRevoke   = "revoke"
-	opStatus   = "status"
-	opFacade   = "facade"
-	opDescribe = "describe"
-	opSearch   = "search"
-	opListing  = "listing"
-	opCall     = "call"
-	opMetrics  = "metrics"
+	opGrant     = "grant"
+	opRevoke    = "revoke"
+	opStatus    = "status"
+	opFacade    = "facade"
+	opDescribe  = "describe"
+	opSearch    = "search"
+	opListing   = "listing"
+	opResources = "resources"
+	opCall      = "call"
+	opMetrics   = "metrics"
 
 	replyGranted   = "granted"
 	replyRevoked   = "revoked"
@@ -36,6 +37,7 @@ const (
 	replyDescribed = "described"
 	replyFound     = "found"
 	replyListed    = "listed"
+	replyResourced = "resource_list"
 	replyMetrics   = "metrics"
 	replyError     = "error"
 )
@@ -210,6 +212,21 @@ type Listed struct {
 	// `capbridge gen --listing` reads, and carries each tool's inputSchema
 	// for clients that type arguments.
 	Listing string `msgpack:"listing"`
+}
+
+// ResourcesRequest asks for a server's resources and resource templates
+// ("resources"), for a harness deciding what to grant or show.
+type ResourcesRequest struct {
+	Server string `msgpack:"server"`
+}
+
+// ResourceList answers a resources request ("resource_list").
+type ResourceList struct {
+	// Resources is a JSON array of the server's resources/list entries,
+	// and Templates of its resources/templates/list entries, each as the
+	// server sent it; "[]" when it has none (or no resources capability).
+	Resources string `msgpack:"resources"`
+	Templates string `msgpack:"templates"`
 }
 
 // CallRequest calls a tool with operator authority ("call"). It is

@@ -98,3 +98,91 @@ func decodeContents(v []byte) (c ResourceContents, why, at string) {
 	}
 	return c, "", ""
 }
+
+// ListPage is one page of resources/list (member "resources") or
+// resources/templates/list (member "resourceTemplates"): its entries, raw,
+// each an object naming its uri (or uriTemplate) and name.
+type ListPage struct {
+	Items      [][]byte
+	NextCursor string
+	HasNext    bool
+}
+
+// DecodeListPage decodes a page of method, whose entries are under member
+// and must each carry the string members key and "name". Entries are kept
+// raw: a harness that lists resources reads what the server said.
+func DecodeListPage(method, member, key string, raw []byte) (*ListPage, error) {
+	obj, err := objectResult(method, raw)
+	if err != nil {
+		return nil, err
+	}
+	p := &ListPage{}
+	var have bool
+	var fault error
+	_ = jsonlex.EachMember(obj, func(k, v []byte) error {
+		switch {
+		case jsonlex.KeyIs(k, member):
+			have = true
+			if v[0] != '[' {
+				fault = pfault(method, "/"+member, -1, "expected array, found "+kindName(v))
+				return fault
+			}
+			return jsonlex.EachElement(v, func(i int, ev []byte) error {
+				if why, at := namedEntry(ev, key); why != "" {
+					fault = pfault(method, "/"+member+"/"+strconv.Itoa(i)+at, i, why)
+					return fault
+				}
+				p.Items = append(p.Items, ev)
+				return nil
+			})
+		case jsonlex.KeyIs(k, "nextCursor"):
+			var why string
+			if p.NextCursor, why = str(v); why != "" {
+				fault = pfault(method, "/nextCursor", -1, why)
+				return fault
+			}
+			p.HasNext = true
+		}
+		return nil
+	})
+	switch {
+	case fault != nil:
+		return nil, fault
+	case !have:
+		return nil, pfault(method, "/"+member, -1, "missing")
+	}
+	return p, nil
+}
+
+// namedEntry checks that v is an object with string members key and name.
+func namedEntry(v []byte, key string) (why, at string) {
+	if v[0] != '{' {
+		return "entry is not an object (found " + kindName(v) + ")", ""
+	}
+	var haveKey, haveName bool
+	_ = jsonlex.EachMember(v, func(k, mv []byte) error {
+		var name string
+		switch {
+		case jsonlex.KeyIs(k, key):
+			name, haveKey = key, true
+		case jsonlex.KeyIs(k, "name"):
+			name, haveName = "name", true
+		default:
+			return nil
+		}
+		if _, why = str(mv); why != "" {
+			at = "/" + name
+			return errStop
+		}
+		return nil
+	})
+	switch {
+	case why != "":
+		return why, at
+	case !haveKey:
+		return "missing", "/" + key
+	case !haveName:
+		return "missing", "/name"
+	}
+	return "", ""
+}
