@@ -155,6 +155,8 @@ type modern struct {
 	// meta is the three reserved _meta members every modern request
 	// carries, as `"k":v,"k":v,"k":v` (no braces), built once.
 	meta []byte
+	// callMeta is meta with the tasks extension declared, for tools/call.
+	callMeta []byte
 
 	// The subscriptions/listen stream: subID is its request id (0: none
 	// open). It is not a call: no timeout, no in-flight slot.
@@ -212,15 +214,28 @@ func (c *Client) buildMeta() {
 	b = jsonlex.AppendQuoted(b, mcpproto.ModernVersion)
 	b = append(b, ',')
 	b = jsonlex.AppendQuoted(b, mcpproto.MetaClientCapabilities)
+	info := jsonlex.AppendQuoted([]byte{','}, mcpproto.MetaClientInfo)
+	info = append(info, `:{"name":`...)
+	info = jsonlex.AppendQuoted(info, c.cfg.ClientName)
+	info = append(info, `,"version":`...)
+	info = jsonlex.AppendQuoted(info, c.cfg.ClientVersion)
+	info = append(info, '}')
 	// {} exactly, as in the legacy initialize: no sampling, roots or
-	// elicitation.
-	b = append(b, ":{},"...)
-	b = jsonlex.AppendQuoted(b, mcpproto.MetaClientInfo)
-	b = append(b, `:{"name":`...)
-	b = jsonlex.AppendQuoted(b, c.cfg.ClientName)
-	b = append(b, `,"version":`...)
-	b = jsonlex.AppendQuoted(b, c.cfg.ClientVersion)
-	c.m.meta = append(b, '}')
+	// elicitation. tools/call alone also declares the tasks extension
+	// (SEP-2663), which lets the server answer it with a task handle,
+	// followed to the result (followTask): the extension is declared per
+	// request, and only tools/call may be answered with a task.
+	c.m.meta = append(append(append([]byte(nil), b...), ":{}"...), info...)
+	c.m.callMeta = append(append(append([]byte(nil), b...), `:{"extensions":{"`+mcpproto.TasksExtension+`":{}}}`...), info...)
+}
+
+// callMeta is the _meta members a tools/call carries in the client's era
+// (nil in the legacy era): reqMeta's, with the tasks extension declared.
+func (c *Client) callMeta() []byte {
+	if c.Era() == EraModern {
+		return c.m.callMeta
+	}
+	return nil
 }
 
 // reqMeta is the _meta members a request carries in the client's era

@@ -35,28 +35,21 @@ var ErrTaskCancelled = errors.New("mcpwire: the server cancelled the task")
 // Task is the state of a task, as its server reports it.
 type Task = mcpproto.Task
 
-// CallToolTask calls tool name as a task and waits for its result, as
-// CallTool waits for a plain call's. A server that answers with the
-// result itself (it ignored the task) is served as CallTool serves it. A
-// task that asks for input (status input_required) is cancelled and is
-// an *InputRequiredError, since this client gives none. opt.MaxTimeout
-// (else Config.CallMaxTimeout) bounds the whole; each poll that finds
-// the task working is the task's progress. onStatus, when not nil, is
-// told each state the task reports.
+// CallToolTask calls tool name as a 2025-11-25 task (tools/call with a
+// "task" member) and waits for its result, as CallTool waits for a plain
+// call's. A server that answers with the result itself (it ignored the
+// task) is served as CallTool serves it. onStatus, when not nil, is told
+// each state the task reports. See followTask for the rest.
 func (c *Client) CallToolTask(ctx context.Context, name string, args Args, opt CallOptions, onStatus func(*Task)) (*CallToolResult, error) {
-	hard := opt.MaxTimeout
-	if hard <= 0 {
-		hard = c.cfg.CallMaxTimeout
-	}
-	deadline := time.Now().Add(hard)
-	opt.task = strconv.AppendInt([]byte(`{"ttl":`), hard.Milliseconds(), 10)
+	deadline := time.Now().Add(c.maxTimeout(opt))
+	opt.task = strconv.AppendInt([]byte(`{"ttl":`), c.maxTimeout(opt).Milliseconds(), 10)
 	opt.task = append(opt.task, '}')
 	raw, err := c.request(ctx, "tools/call", nil, args, name, opt, true)
 	if err != nil {
 		return nil, err
 	}
-	if err := c.checkResult("tools/call", raw); err != nil {
-		return nil, err
+	if c.Era() == EraModern {
+		return c.callResult(ctx, raw, deadline, onStatus)
 	}
 	task, isTask, err := mcpproto.DecodeCreateTaskResult(raw.Bytes())
 	if err != nil {
@@ -65,6 +58,49 @@ func (c *Client) CallToolTask(ctx context.Context, name string, args Args, opt C
 	if !isTask {
 		return mcpproto.DecodeCallToolResultValue(raw)
 	}
+	return c.followTask(ctx, task, deadline, onStatus)
+}
+
+// maxTimeout is the bound on a whole call, task included.
+func (c *Client) maxTimeout(opt CallOptions) time.Duration {
+	if opt.MaxTimeout > 0 {
+		return opt.MaxTimeout
+	}
+	return c.cfg.CallMaxTimeout
+}
+
+// callResult reads a tools/call result: in the 2026-07-28 era one whose
+// resultType is "task" (the tasks extension, which this client declares
+// on tools/call) is followed to the result; anything else is read as
+// CallTool reads it.
+func (c *Client) callResult(ctx context.Context, raw jsonlex.Value, deadline time.Time, onStatus func(*Task)) (*CallToolResult, error) {
+	if c.Era() == EraModern {
+		if rt, err := mcpproto.DecodeResultTypeValue("tools/call", raw); err == nil && rt == mcpproto.ResultTask {
+			task, err := mcpproto.DecodeTask(raw.Bytes())
+			if err != nil {
+				return nil, err
+			}
+			return c.followTask(ctx, task, deadline, onStatus)
+		}
+	}
+	if err := c.checkResult("tools/call", raw); err != nil {
+		return nil, err
+	}
+	// Validated once, with the envelope, when the line was read.
+	return mcpproto.DecodeCallToolResultValue(raw)
+}
+
+// followTask follows a task to the result of the call it stands for: it
+// polls tasks/get as the server directs (pollInterval, held to
+// minTaskPoll..maxTaskPoll), and once the task is terminal returns its
+// result — inline in the 2026-07-28 form, from tasks/result in
+// 2025-11-25's — or its error. A task the server cancelled is
+// ErrTaskCancelled; one that asks for input (input_required) is
+// cancelled and is an *InputRequiredError, since this client gives none.
+// When ctx ends or deadline passes first, the task is cancelled
+// (tasks/cancel) and the call fails with ctx's cause or ErrTimeout.
+func (c *Client) followTask(ctx context.Context, task *Task, deadline time.Time, onStatus func(*Task)) (*CallToolResult, error) {
+	modern := c.Era() == EraModern
 	for {
 		if onStatus != nil {
 			onStatus(task)
@@ -72,11 +108,26 @@ func (c *Client) CallToolTask(ctx context.Context, name string, args Args, opt C
 		switch {
 		case task.Status == mcpproto.TaskInputRequired:
 			c.cancelTask(ctx, task.ID)
-			return nil, &InputRequiredError{Method: "tools/call", Requests: []string{"task " + strconv.Quote(task.ID) + " asked for input: " + strconv.Quote(task.StatusMessage)}}
+			reqs := mcpproto.InputRequestMethods(task.Raw, 4)
+			if len(reqs) == 0 {
+				reqs = []string{"task " + strconv.Quote(task.ID) + " asked for input: " + strconv.Quote(task.StatusMessage)}
+			}
+			return nil, &InputRequiredError{Method: "tools/call", Requests: reqs}
 		case task.Status == mcpproto.TaskCancelled:
 			return nil, fmt.Errorf("%w: %s", ErrTaskCancelled, strconv.Quote(task.StatusMessage))
+		case task.Terminal() && modern && task.Status == mcpproto.TaskFailed:
+			rpc, err := task.TaskError()
+			if err != nil {
+				return nil, err
+			}
+			return nil, rpc
+		case task.Terminal() && modern:
+			if task.Result == nil {
+				return nil, &mcpproto.ProtocolFault{What: "tasks/get", Path: "/result", Index: -1, Reason: "a completed task carries no result"}
+			}
+			return mcpproto.DecodeCallToolResult(task.Result)
 		case task.Terminal():
-			// completed or failed: tasks/result holds what the call returned.
+			// 2025-11-25: tasks/result holds what the call returned.
 			res, err := c.taskStep(ctx, "tasks/result", task.ID, deadline)
 			if err != nil {
 				return nil, err

@@ -7,6 +7,10 @@ import (
 	"github.com/capbridge/capbridge/internal/jsonlex"
 )
 
+// TasksExtension names the tasks extension (2026-07-28, SEP-2663) in
+// client and server capabilities.
+const TasksExtension = "io.modelcontextprotocol/tasks"
+
 // Task states (MCP 2025-11-25, "Tasks"). Completed, failed and cancelled
 // are terminal.
 const (
@@ -18,13 +22,19 @@ const (
 )
 
 // Task is a task's state as tools/call (CreateTaskResult) or tasks/get
-// reports it. TTL and PollInterval are milliseconds, 0 when absent.
+// reports it, in either form: 2025-11-25's (ttl, pollInterval) or the
+// 2026-07-28 extension's (ttlMs, pollIntervalMs, and a terminal task's
+// result or error inline). TTL and PollInterval are milliseconds, 0 when
+// absent; Result and Error are raw JSON objects, nil when absent; Raw is
+// the whole task object, for its inputRequests.
 type Task struct {
 	ID            string
 	Status        string
 	StatusMessage string
 	TTL           int64
 	PollInterval  int64
+	Result, Error []byte
+	Raw           []byte
 }
 
 // Terminal reports whether the task will not change again.
@@ -54,7 +64,8 @@ func DecodeCreateTaskResult(raw []byte) (*Task, bool, error) {
 	return t, true, err
 }
 
-// DecodeTask decodes a tasks/get result: a Task.
+// DecodeTask decodes a tasks/get result, or a 2026-07-28 tools/call
+// result whose resultType is "task": a Task.
 func DecodeTask(raw []byte) (*Task, error) {
 	obj, err := objectResult("tasks/get", raw)
 	if err != nil {
@@ -80,12 +91,18 @@ func decodeTask(what, at string, v []byte) (*Task, error) {
 		case jsonlex.KeyIs(key, "statusMessage"):
 			t.StatusMessage, why = str(mv)
 			where = "/statusMessage"
-		case jsonlex.KeyIs(key, "ttl"):
+		case jsonlex.KeyIs(key, "ttl"), jsonlex.KeyIs(key, "ttlMs"):
 			t.TTL, why = millis(mv)
-			where = "/ttl"
-		case jsonlex.KeyIs(key, "pollInterval"):
+			where = "/" + jsonlex.Unquote(key)
+		case jsonlex.KeyIs(key, "pollInterval"), jsonlex.KeyIs(key, "pollIntervalMs"):
 			t.PollInterval, why = millis(mv)
-			where = "/pollInterval"
+			where = "/" + jsonlex.Unquote(key)
+		case jsonlex.KeyIs(key, "result"):
+			t.Result, why = object(mv)
+			where = "/result"
+		case jsonlex.KeyIs(key, "error"):
+			t.Error, why = object(mv)
+			where = "/error"
 		}
 		if why != "" {
 			return errStop
@@ -100,6 +117,7 @@ func decodeTask(what, at string, v []byte) (*Task, error) {
 	case t.Status == "":
 		return nil, pfault(what, at+"/status", -1, "missing or empty")
 	}
+	t.Raw = v
 	return t, nil
 }
 
@@ -117,4 +135,14 @@ func millis(v []byte) (int64, string) {
 		return 0, "expected a non-negative number of milliseconds"
 	}
 	return int64(f), ""
+}
+
+// TaskError is the JSON-RPC error a failed 2026-07-28 task carries, as
+// an *RPCError, or a fault at /error when it is not one.
+func (t *Task) TaskError() (*RPCError, error) {
+	e, why := decodeRPCError(t.Error)
+	if why != "" {
+		return nil, pfault("tasks/get", "/error", -1, why)
+	}
+	return e, nil
 }

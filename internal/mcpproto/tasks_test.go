@@ -7,7 +7,7 @@ import (
 
 func TestDecodeTasks(t *testing.T) {
 	task, ok, err := DecodeCreateTaskResult([]byte(`{"task":{"taskId":"t1","status":"working","statusMessage":"m","ttl":60000,"pollInterval":250,"createdAt":"x"}}`))
-	if err != nil || !ok || *task != (Task{ID: "t1", Status: TaskWorking, StatusMessage: "m", TTL: 60000, PollInterval: 250}) || task.Terminal() {
+	if err != nil || !ok || task.ID != "t1" || task.Status != TaskWorking || task.StatusMessage != "m" || task.TTL != 60000 || task.PollInterval != 250 || task.Terminal() {
 		t.Errorf("create: %+v %v %v", task, ok, err)
 	}
 	if _, ok, err := DecodeCreateTaskResult([]byte(`{"content":[]}`)); ok || err != nil {
@@ -15,6 +15,20 @@ func TestDecodeTasks(t *testing.T) {
 	}
 	if task, err := DecodeTask([]byte(`{"taskId":"t1","status":"completed","ttl":null}`)); err != nil || !task.Terminal() {
 		t.Errorf("get: %+v %v", task, err)
+	}
+	// The 2026-07-28 form: ttlMs, pollIntervalMs, the result or error inline.
+	task, err = DecodeTask([]byte(`{"resultType":"complete","taskId":"t2","status":"completed","ttlMs":5,"pollIntervalMs":7,"result":{"content":[]}}`))
+	if err != nil || task.TTL != 5 || task.PollInterval != 7 || string(task.Result) != `{"content":[]}` {
+		t.Errorf("modern get: %+v %v", task, err)
+	}
+	task, err = DecodeTask([]byte(`{"taskId":"t3","status":"failed","error":{"code":-32000,"message":"no"}}`))
+	if rpc, rerr := task.TaskError(); err != nil || rerr != nil || rpc.Code != -32000 || rpc.Message != "no" {
+		t.Errorf("failed task: %+v %v %v", task, err, rerr)
+	}
+	task, _ = DecodeTask([]byte(`{"taskId":"t3","status":"failed","error":{"code":"x"}}`))
+	var pf *ProtocolFault
+	if _, rerr := task.TaskError(); !errors.As(rerr, &pf) || pf.Path != "/error" {
+		t.Errorf("a bad task error: %v", rerr)
 	}
 	for _, tc := range []struct{ raw, path string }{
 		{`{"task":3}`, "/task"},

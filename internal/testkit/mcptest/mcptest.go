@@ -126,6 +126,16 @@ type Scenario struct {
 	// InputRequestKey is the key of the one inputRequests member an
 	// input_required result carries; default "confirm".
 	InputRequestKey string `json:"input_request_key,omitempty"`
+	// TaskPolls, in the modern era, answers every tools/call from a
+	// client that declares the tasks extension (io.modelcontextprotocol/
+	// tasks) with a task (resultType "task") once the call is done; the
+	// task reports working to that many tasks/get, then its final state
+	// (TaskEnd) with the call's result.
+	TaskPolls int `json:"task_polls,omitempty"`
+	// TaskEnd is the state a task reaches: "completed" (the default),
+	// "failed" (with a JSON-RPC error), "cancelled" or "input_required"
+	// (with inputRequests).
+	TaskEnd string `json:"task_end,omitempty"`
 	// TTLMs is the ttlMs of every tools/list result in the modern era.
 	TTLMs int64 `json:"ttl_ms,omitempty"`
 	// NotifyOnListen lists notification methods sent on each
