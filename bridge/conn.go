@@ -297,7 +297,7 @@ func (c *callConn) run(ctx context.Context, m *capserver.Call) {
 	case hasPrefix:
 		o = c.b.call(ctx, callRequest{server: server, tool: m.Op, args: m.Args, timeoutMS: m.TimeoutMS, grant: c.grant, peer: c.peer})
 	case m.Cap == capwire.CapBridge:
-		o, server, op = c.b.meta(ctx, c.grant, m.Op, m.Args, m.TimeoutMS)
+		o, server, op = c.b.meta(ctx, c.grant, c.peer, m.Op, m.Args, m.TimeoutMS)
 	default:
 		o = deny(capwire.CodeUnknownCapability, "capability "+quote(m.Cap)+" is neither an MCP server's (mcp.<server>) nor capbridge's")
 	}

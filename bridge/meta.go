@@ -24,6 +24,9 @@ const (
 	OpDescribe     = "describe"
 	OpSearch       = "search"
 	OpReadResource = "read_resource"
+	OpStart        = "start"
+	OpCollect      = "collect"
+	OpDrop         = "drop"
 )
 
 type describeArgs struct {
@@ -50,7 +53,7 @@ type metaMatch struct {
 // meta answers a call of the capbridge capability under grant g, and
 // names what the audit line records: a resource read as the server's
 // "resources/read", the rest as capbridge's own operation.
-func (b *Bridge) meta(ctx context.Context, g *Grant, op string, args []byte, timeoutMS uint64) (o outcome, server, tool string) {
+func (b *Bridge) meta(ctx context.Context, g *Grant, peer PeerCred, op string, args []byte, timeoutMS uint64) (o outcome, server, tool string) {
 	if !b.flight.Admit() {
 		return deny(capwire.CodeShuttingDown, "capbridge is shutting down"), capwire.CapBridge, op
 	}
@@ -74,8 +77,23 @@ func (b *Bridge) meta(ctx context.Context, g *Grant, op string, args []byte, tim
 			return o, capwire.CapBridge, op
 		}
 		return b.readResource(ctx, g, a, timeoutMS), a.Server, "resources/read"
+	case OpStart:
+		var a startArgs
+		if o, ok := metaArgs(args, &a); !ok {
+			return o, capwire.CapBridge, op
+		}
+		return b.start(g, peer, a), capwire.CapBridge, op
+	case OpCollect, OpDrop:
+		var a handleArgs
+		if o, ok := metaArgs(args, &a); !ok {
+			return o, capwire.CapBridge, op
+		}
+		if op == OpDrop {
+			return b.drop(g, a.Handle), capwire.CapBridge, op
+		}
+		return b.collect(ctx, g, a.Handle, timeoutMS), capwire.CapBridge, op
 	}
-	return deny(capwire.CodeUnknownTool, "capability \"capbridge\" has no operation "+quote(op)+" (describe, search, read_resource)"), capwire.CapBridge, "unknown"
+	return deny(capwire.CodeUnknownTool, "capability \"capbridge\" has no operation "+quote(op)+" (describe, search, read_resource, start, collect, drop)"), capwire.CapBridge, "unknown"
 }
 
 // metaArgs decodes a capbridge operation's arguments into v.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/capbridge/capbridge/capwire"
 	"github.com/capbridge/capbridge/internal/testkit/leakcheck"
@@ -86,6 +87,73 @@ func TestCapbridgeCapability(t *testing.T) {
 	if _, _, err := tb.Grant(GrantSpec{Servers: map[string][]string{"t": nil}, Resources: []string{"other"}}); err == nil {
 		t.Error("a grant read the resources of a server it does not reach")
 	}
+	c.Close()
+	c2.Close()
+	tb.shutdown()
+}
+
+// A program starts calls in the background and collects them later, from
+// another connection under the same grant too; a collect that gives up
+// leaves the call running; a dropped call is gone; a grant holds at most
+// maxStartedPerGrant, and its end takes them with it.
+func TestStartCollect(t *testing.T) {
+	defer leakcheck.Check(t)()
+	tb := startBridge(t, nil, mcptestServer("t", mcptest.Scenario{}))
+	token := tb.grant(map[string][]string{"t": nil})
+	c := tb.dial(token)
+	ctx, cancel := context.WithTimeout(context.Background(), backstop)
+	defer cancel()
+
+	h, err := c.Start(ctx, "t", "slow", map[string]any{"ms": 300, "text": "later"})
+	if err != nil || len(h) != 16 {
+		t.Fatalf("start: %q, %v", h, err)
+	}
+	// A collect that allows less than the call takes gives up; the call
+	// goes on.
+	short, stop := context.WithTimeout(ctx, 20*time.Millisecond)
+	_, err = c.Collect(short, h)
+	stop()
+	var d *capwire.Denied
+	if err == nil {
+		t.Fatal("a collect shorter than the call returned its result")
+	}
+	// Another connection of the grant collects it.
+	c2 := tb.dial(token)
+	if r, err := c2.Collect(ctx, h); err != nil || r.Text() != "later" {
+		t.Fatalf("collect: %+v, %v", r, err)
+	}
+	if _, err := c2.Collect(ctx, h); !errors.As(err, &d) || d.Code != capwire.CodeBadArguments || d.Path != "/handle" {
+		t.Errorf("collect twice: %v", err)
+	}
+	// A refusal is collected as the call's refusal.
+	h, err = c.Start(ctx, "t", "echo", map[string]any{"text": 7})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Collect(ctx, h); !errors.As(err, &d) || d.Code != capwire.CodeBadArguments || d.Path != "/text" {
+		t.Errorf("collect a refused call: %v", err)
+	}
+	// Drop cancels a started call.
+	h, err = c.Start(ctx, "t", "hang", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Drop(ctx, h); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Collect(ctx, h); !errors.As(err, &d) || d.Code != capwire.CodeBadArguments {
+		t.Errorf("collect a dropped call: %v", err)
+	}
+	// At most maxStartedPerGrant at once.
+	for i := range maxStartedPerGrant {
+		if _, err := c.Start(ctx, "t", "hang", nil); err != nil {
+			t.Fatalf("start %d: %v", i, err)
+		}
+	}
+	if _, err := c.Start(ctx, "t", "hang", nil); !errors.As(err, &d) || d.Code != capwire.CodeOverloaded {
+		t.Errorf("one start too many: %v", err)
+	}
+	// A grant that ends takes its started calls with it.
 	c.Close()
 	c2.Close()
 	tb.shutdown()

@@ -3,6 +3,8 @@ package capwire
 import (
 	"context"
 	"fmt"
+
+	"github.com/vmihailenco/msgpack/v5"
 )
 
 // What a program asks capbridge itself (the capability CapBridge), within
@@ -77,4 +79,71 @@ func ReadResource(ctx context.Context, server, uri string) (*Result, error) {
 		return nil, err
 	}
 	return c.ReadResource(ctx, server, uri)
+}
+
+// Start runs a call of tool (its wire name) on server in the background,
+// within the grant, and returns its handle at once: Collect waits for its
+// result later, from this connection or another under the same grant. A
+// grant holds at most 16 started calls not yet collected. ctx bounds
+// only the starting.
+func (c *Client) Start(ctx context.Context, server, tool string, args any) (string, error) {
+	raw, err := encodeArgsRaw(args)
+	if err != nil {
+		return "", err
+	}
+	r, err := c.call(ctx, CapBridge, CapBridge, "start", map[string]any{"server": server, "tool": tool, "args": raw})
+	if err != nil {
+		return "", err
+	}
+	return r.Text(), nil
+}
+
+// Collect waits, within ctx, for the result of the call started as
+// handle, as Call returns a call's result or refusal; a ctx that ends
+// first leaves the call running, to collect again.
+func (c *Client) Collect(ctx context.Context, handle string) (*Result, error) {
+	return c.call(ctx, CapBridge, CapBridge, "collect", map[string]any{"handle": handle})
+}
+
+// Drop cancels the call started as handle and forgets it.
+func (c *Client) Drop(ctx context.Context, handle string) error {
+	_, err := c.call(ctx, CapBridge, CapBridge, "drop", map[string]any{"handle": handle})
+	return err
+}
+
+// Start is Client.Start on the shared client.
+func Start(ctx context.Context, server, tool string, args any) (string, error) {
+	c, err := Shared(ctx)
+	if err != nil {
+		return "", err
+	}
+	return c.Start(ctx, server, tool, args)
+}
+
+// Collect is Client.Collect on the shared client.
+func Collect(ctx context.Context, handle string) (*Result, error) {
+	c, err := Shared(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return c.Collect(ctx, handle)
+}
+
+// Drop is Client.Drop on the shared client.
+func Drop(ctx context.Context, handle string) error {
+	c, err := Shared(ctx)
+	if err != nil {
+		return err
+	}
+	return c.Drop(ctx, handle)
+}
+
+// encodeArgsRaw encodes args as a call's args, a MessagePack map, for
+// embedding in another call's arguments.
+func encodeArgsRaw(args any) (msgpack.RawMessage, error) {
+	out, err := appendArgs(nil, args)
+	if err != nil {
+		return nil, err
+	}
+	return msgpack.RawMessage(out), nil
 }

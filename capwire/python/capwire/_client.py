@@ -108,6 +108,25 @@ class Client:
         text or data)."""
         return await self._invoke(CAP_BRIDGE, "read_resource", {"server": server, "uri": uri}, timeout)
 
+    async def start(self, server: str, tool: str, args: object = None, *, timeout: Optional[float] = None) -> str:
+        """Runs a call of tool (its wire name) on server in the background,
+        within the grant, and returns its handle at once; collect waits for
+        its result later. A grant holds at most 16 started calls not yet
+        collected."""
+        r = await self._invoke(CAP_BRIDGE, "start", {"server": server, "tool": tool, "args": args if args is not None else {}},
+                               timeout)
+        return r.text()
+
+    async def collect(self, handle: str, *, timeout: Optional[float] = None) -> Result:
+        """Waits for the result of the call started as handle, as call
+        returns a call's result or raises its refusal; a timeout or
+        cancellation leaves the call running, to collect again."""
+        return await self._invoke(CAP_BRIDGE, "collect", {"handle": handle}, timeout)
+
+    async def drop(self, handle: str, *, timeout: Optional[float] = None) -> None:
+        """Cancels the call started as handle and forgets it."""
+        await self._invoke(CAP_BRIDGE, "drop", {"handle": handle}, timeout)
+
     async def _invoke(self, cap: str, op: str, args: object, timeout: Optional[float]) -> Result:
         if self._why is not None:
             raise self._closed()
@@ -337,3 +356,18 @@ async def search(query: str, limit: int = 0) -> list[dict[str, Any]]:
 async def read_resource(server: str, uri: str) -> Result:
     """Client.read_resource on the shared client."""
     return await (await shared()).read_resource(server, uri)
+
+
+async def start(server: str, tool: str, args: object = None) -> str:
+    """Client.start on the shared client."""
+    return await (await shared()).start(server, tool, args)
+
+
+async def collect(handle: str, *, timeout: Optional[float] = None) -> Result:
+    """Client.collect on the shared client."""
+    return await (await shared()).collect(handle, timeout=timeout)
+
+
+async def drop(handle: str) -> None:
+    """Client.drop on the shared client."""
+    await (await shared()).drop(handle)

@@ -59,6 +59,9 @@ async def main() -> None:
         say("describe: " + ("echo" if "echo(" in await c.describe("t", "echo") else "?"))
         found = await c.search("echo", 1)
         say("search: " + (found[0]["tool"] if found else "none"))
+        # A call started in the background, collected later.
+        handle = await c.start("t", "echo", {"text": "later"})
+        say("collected: " + (await c.collect(handle)).text())
 
         hang = asyncio.ensure_future(c.call("t", "hang", {}))
         say("cancel: waiting")

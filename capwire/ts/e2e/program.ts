@@ -52,6 +52,9 @@ try {
 // describe and search, from inside the grant.
 say("describe: " + ((await c.describe("t", ["echo"])).includes("echo(") ? "echo" : "?"));
 say("search: " + ((await c.search("echo", 1))[0]?.tool ?? "none"));
+// A call started in the background, collected later.
+const handle = await c.start("t", "echo", { text: "later" });
+say("collected: " + (await c.collect(handle)).text());
 
 const ac = new AbortController();
 const hang = c.call("t", "hang", {}, { signal: ac.signal });

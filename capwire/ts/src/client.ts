@@ -204,6 +204,29 @@ export class Client {
     return this.invoke(capBridge, "read_resource", { server, uri }, opts);
   }
 
+  /**
+   * Runs a call of tool (its wire name) on server in the background, within
+   * the grant, and resolves with its handle at once; collect waits for its
+   * result later. A grant holds at most 16 started calls not yet collected.
+   */
+  async start(server: string, tool: string, args?: unknown, opts: CallOptions = {}): Promise<string> {
+    return (await this.invoke(capBridge, "start", { server, tool, args: args ?? {} }, opts)).text();
+  }
+
+  /**
+   * Waits for the result of the call started as handle, as call resolves
+   * with a call's result or rejects with its refusal; a timeout or abort
+   * leaves the call running, to collect again.
+   */
+  async collect(handle: string, opts: CallOptions = {}): Promise<Result> {
+    return this.invoke(capBridge, "collect", { handle }, opts);
+  }
+
+  /** Cancels the call started as handle and forgets it. */
+  async drop(handle: string, opts: CallOptions = {}): Promise<void> {
+    await this.invoke(capBridge, "drop", { handle }, opts);
+  }
+
   private async invoke(cap: string, op: string, args: unknown, opts: CallOptions): Promise<Result> {
     const what = (cap.startsWith(capPrefix) ? cap.slice(capPrefix.length) : cap) + "/" + op;
     const { signal } = opts;
@@ -421,6 +444,21 @@ export async function describe(server: string, tools: string[] = []): Promise<st
 /** Client.search on the shared client. */
 export async function search(query: string, limit = 0): Promise<Match[]> {
   return (await shared()).search(query, limit);
+}
+
+/** Client.start on the shared client. */
+export async function start(server: string, tool: string, args?: unknown): Promise<string> {
+  return (await shared()).start(server, tool, args);
+}
+
+/** Client.collect on the shared client. */
+export async function collect(handle: string, opts: CallOptions = {}): Promise<Result> {
+  return (await shared()).collect(handle, opts);
+}
+
+/** Client.drop on the shared client. */
+export async function drop(handle: string): Promise<void> {
+  return (await shared()).drop(handle);
 }
 
 /** Client.readResource on the shared client. */

@@ -1,7 +1,7 @@
 // @capbridge/capwire: the TypeScript client of capbridge's capability wire
 // (docs/capwire.md, wire v1).
 
-export { Client, shared, describe, search, readResource, envSocket, envToken, type CallOptions, type DialOptions, type Match } from "./client.js";
+export { Client, shared, describe, search, readResource, start, collect, drop, envSocket, envToken, type CallOptions, type DialOptions, type Match } from "./client.js";
 export { Denial, Fatal, isDenialCode, isFatalCode, retryable, type DenialCode, type FatalCode } from "./codes.js";
 export { CapwireError, ClosedError, DeniedError, FatalError, NoEnvError, WireError, hasCode, isClosed, isDenied } from "./errors.js";
 export { capBridge, capPrefix, decode, defaultMaxFrame, encodeArgs, encodeCall, encodeCancel, encodeHello, version, type Message } from "./envelope.js";

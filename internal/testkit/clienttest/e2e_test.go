@@ -33,6 +33,7 @@ link: file:///mcptest/link.txt read: the linked text
 schema: bad_arguments at /a
 describe: echo
 search: echo
+collected: later
 cancel: waiting
 cancel: gave up
 cancelled at the server: hang
