@@ -230,19 +230,11 @@ func (c *Client) buildMeta() {
 }
 
 // callMeta is the _meta members a tools/call carries in the client's era
-// (nil in the legacy era): reqMeta's, with the tasks extension declared.
+// (nil in the legacy era): the other requests' meta, with the tasks
+// extension declared.
 func (c *Client) callMeta() []byte {
 	if c.Era() == EraModern {
 		return c.m.callMeta
-	}
-	return nil
-}
-
-// reqMeta is the _meta members a request carries in the client's era
-// (nil in the legacy era).
-func (c *Client) reqMeta() []byte {
-	if c.Era() == EraModern {
-		return c.m.meta
 	}
 	return nil
 }
