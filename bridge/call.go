@@ -296,9 +296,7 @@ func (b *Bridge) reduce(res *mcpwire.CallToolResult) outcome {
 		if c.Type != "text" {
 			blk, n, err := budget.blockOf(c)
 			if err != nil {
-				o := deny(capwire.CodeResultMalformed, "the server's result is malformed: "+err.why+" at "+quote("/content/"+strconv.Itoa(i)+err.at))
-				o.denial.Path = "/content/" + strconv.Itoa(i) + err.at
-				return o
+				return err.deny("result", "/content/"+strconv.Itoa(i))
 			}
 			r.Content = append(r.Content, blk)
 			r.Truncated = r.Truncated || budget.cut

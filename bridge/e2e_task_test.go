@@ -8,10 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/capbridge/capbridge/bridge/config"
 	"github.com/capbridge/capbridge/bridge/control"
 	"github.com/capbridge/capbridge/capwire"
-	"github.com/capbridge/capbridge/internal/testkit/interop"
 	"github.com/capbridge/capbridge/internal/testkit/leakcheck"
 )
 
@@ -21,11 +19,7 @@ import (
 // report; a caller that gives up first is told so within its deadline.
 func TestTaskEndToEnd(t *testing.T) {
 	defer leakcheck.Check(t)()
-	argv := interop.Command(t, interop.Everything, t.TempDir())
-	everything := config.NewServer("everything", argv[0])
-	everything.Args = argv[1:]
-	everything.StartupTimeout = time.Minute
-	tb := startBridge(t, nil, everything)
+	tb := startBridge(t, nil, everythingServer(t))
 	if st := tb.servers["everything"].snapshot(); st.State != StateReady {
 		t.Fatalf("everything: %s: %s", st.State, st.Reason)
 	}
@@ -67,11 +61,7 @@ func TestTaskEndToEnd(t *testing.T) {
 // reads one of them, and follows a link a tool returned.
 func TestResourcesEndToEnd(t *testing.T) {
 	defer leakcheck.Check(t)()
-	argv := interop.Command(t, interop.Everything, t.TempDir())
-	everything := config.NewServer("everything", argv[0])
-	everything.Args = argv[1:]
-	everything.StartupTimeout = time.Minute
-	tb := startBridge(t, nil, everything)
+	tb := startBridge(t, nil, everythingServer(t))
 	ctx, cancel := context.WithTimeout(context.Background(), backstop)
 	defer cancel()
 	ctl := tb.control()

@@ -43,6 +43,14 @@ func (rb *resultBudget) keepText(s string) string {
 // pointer inside the block.
 type blockFault struct{ why, at string }
 
+// deny is the result_malformed denial of f in what (the server's "result"
+// or "resource"), for the block at pointer block.
+func (f *blockFault) deny(what, block string) outcome {
+	o := deny(capwire.CodeResultMalformed, "the server's "+what+" is malformed: "+f.why+" at "+quote(block+f.at))
+	o.denial.Path = block + f.at
+	return o
+}
+
 // blockOf reduces a non-text MCP content block (MCP 2025-11-25,
 // "ContentBlock") to what crosses: its kind, and for an image or audio
 // clip its MIME type and bytes (base64-decoded, while the data budget

@@ -71,9 +71,7 @@ func (b *Bridge) readResource(ctx context.Context, g *Grant, a readArgs, timeout
 	for i, c := range res.Contents {
 		blk, n, f := budget.contentsOf(c)
 		if f != nil {
-			o := deny(capwire.CodeResultMalformed, "the server's resource is malformed: "+f.why+" at "+quote("/contents/"+strconv.Itoa(i)+f.at))
-			o.denial.Path = "/contents/" + strconv.Itoa(i) + f.at
-			return o
+			return f.deny("resource", "/contents/"+strconv.Itoa(i))
 		}
 		r.Content = append(r.Content, blk)
 		r.Truncated = r.Truncated || budget.cut

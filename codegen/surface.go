@@ -190,6 +190,19 @@ func toolLabels(t *Tool, lv detail, textOut bool) []string {
 	return parts
 }
 
+// elided is the output type fn's declaration at detail lv leaves out
+// (nil: none; a description gives the tool whole) and the bytes that
+// saves, beyond the "text result" label, rendered by render.
+func (f *fFile) elided(fn *fFunc, lv detail, render func(*strings.Builder, *typeDef, detail)) (*typeDef, int) {
+	d := f.textOut[fn.tp.tool.Name]
+	if d == nil || lv == detailDescribe {
+		return nil, 0
+	}
+	var skipped strings.Builder
+	render(&skipped, d, lv)
+	return d, max(0, skipped.Len()-len("text result, "))
+}
+
 // proseCaps are a tool description's caps in runes, by detail.
 var proseCaps = [...]int{detailDescribe: maxToolDesc, detailFull: surfaceLongDesc, detailShort: surfaceShortDesc}
 

@@ -24,16 +24,7 @@ const pyPreambleText = `# MCP tools as Python modules: each "# module m" below i
 
 // pySurface renders a tool's declarations at detail lv.
 func (f *fFile) pySurface(b *strings.Builder, fn *fFunc, lv detail) {
-	textOut := f.textOut[fn.tp.tool.Name]
-	if lv == detailDescribe {
-		textOut = nil // a description gives the tool whole
-	}
-	credit := 0
-	if textOut != nil {
-		var skipped strings.Builder
-		f.pySurfaceType(&skipped, textOut, lv)
-		credit = max(0, skipped.Len()-len("text result, "))
-	}
+	textOut, credit := f.elided(fn, lv, f.pySurfaceType)
 	note := toolNoteF(fn, snake, lv, textOut, credit)
 	b.WriteString("async def " + fn.name)
 	open := true // the declaration's last line is still to end

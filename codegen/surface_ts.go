@@ -25,16 +25,7 @@ const tsPreambleText = `// MCP tools as TypeScript modules: each "// module m" b
 
 // tsSurface renders a tool's declarations at detail lv.
 func (f *fFile) tsSurface(b *strings.Builder, fn *fFunc, lv detail) {
-	textOut := f.textOut[fn.tp.tool.Name]
-	if lv == detailDescribe {
-		textOut = nil // a description gives the tool whole
-	}
-	credit := 0
-	if textOut != nil {
-		var skipped strings.Builder
-		f.tsSurfaceType(&skipped, textOut, lv)
-		credit = max(0, skipped.Len()-len("text result, "))
-	}
+	textOut, credit := f.elided(fn, lv, f.tsSurfaceType)
 	note := toolNoteF(fn, lowerCamel, lv, textOut, credit)
 	b.WriteString("function " + fn.name)
 	open := false // the declaration's last line is still to end

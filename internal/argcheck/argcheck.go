@@ -12,6 +12,7 @@ package argcheck
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -498,9 +499,9 @@ func floatOf(h msgpk.Head) float64 {
 	return math.Float64frombits(h.V)
 }
 
-// cmp compares the number of h with f: -1, 0 or 1, exactly for integers
+// compare compares the number of h with f: -1, 0 or 1, exactly for integers
 // beyond 2^53 too.
-func cmp(h msgpk.Head, f float64) int {
+func compare(h msgpk.Head, f float64) int {
 	switch h.Kind {
 	case msgpk.Uint:
 		if f < 0 {
@@ -510,7 +511,7 @@ func cmp(h msgpk.Head, f float64) int {
 			return -1
 		}
 		if f == math.Trunc(f) {
-			return cmpU(h.V, uint64(f))
+			return cmp.Compare(h.V, uint64(f))
 		}
 		if x := float64(h.V); x < f {
 			return -1
@@ -525,7 +526,7 @@ func cmp(h msgpk.Head, f float64) int {
 			return 1
 		}
 		if f == math.Trunc(f) {
-			return cmpI(v, int64(f))
+			return cmp.Compare(v, int64(f))
 		}
 		if float64(v) < f {
 			return -1
@@ -542,34 +543,14 @@ func cmp(h msgpk.Head, f float64) int {
 	return 0
 }
 
-func cmpU(a, b uint64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
-}
-
-func cmpI(a, b int64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
-}
-
 func (w *walker) checkNumber(n *node, h msgpk.Head, d int) *Fault {
 	if n.hasMin {
-		if c := cmp(h, n.min); c < 0 || c == 0 && n.exMin {
+		if c := compare(h, n.min); c < 0 || c == 0 && n.exMin {
 			return w.fault(d, "a number "+map[bool]string{false: ">= ", true: "> "}[n.exMin]+fmtNum(n.min), w.describe(h))
 		}
 	}
 	if n.hasMax {
-		if c := cmp(h, n.max); c > 0 || c == 0 && n.exMax {
+		if c := compare(h, n.max); c > 0 || c == 0 && n.exMax {
 			return w.fault(d, "a number "+map[bool]string{false: "<= ", true: "< "}[n.exMax]+fmtNum(n.max), w.describe(h))
 		}
 	}
@@ -585,7 +566,7 @@ func (w *walker) inEnum(enum []scalar, h msgpk.Head, kind uint8) bool {
 			return true
 		case e.kind == tString && kind == tString && string(w.b[h.Off:h.End()]) == e.s:
 			return true
-		case e.kind == tNumber && kind&(tInteger|tNumber) != 0 && cmp(h, e.f) == 0:
+		case e.kind == tNumber && kind&(tInteger|tNumber) != 0 && compare(h, e.f) == 0:
 			return true
 		}
 	}
