@@ -8,7 +8,7 @@ TOOLS := $(CURDIR)/.tools/staticcheck-$(STATICCHECK_VERSION)
 SERVERS := internal/testkit/interop/servers
 CLIENT_TS := capwire/ts
 
-.PHONY: test deps mypy fmt-check vet staticcheck gotest benchtest stress bench bench-peers
+.PHONY: test deps mypy fmt-check vet staticcheck gotest benchtest stress bench bench-peers writability
 
 test: deps fmt-check vet staticcheck gotest benchtest
 
@@ -68,6 +68,12 @@ stress: deps
 
 bench:
 	go test -run '^$$' -bench . -benchmem ./...
+
+# The writability evaluation (codegen/testdata/writability/TASKS.md): every
+# program written from the surface alone, type-checked and run against the
+# pinned npm servers. `make test` runs it too; this runs it alone.
+writability: deps
+	go test -count=1 -run TestWritability -v ./internal/testkit/clienttest
 
 # capbridge beside the Go MCP SDKs in one run (bench/, its own module):
 # writes bench/peers-out/{results.json,results.md,chart.svg}.

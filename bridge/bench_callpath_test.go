@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/capbridge/capbridge/bridge/config"
+	"github.com/capbridge/capbridge/internal/argcheck"
 	"github.com/capbridge/capbridge/mcpwire"
 )
 
@@ -126,11 +127,17 @@ func (c *echoConn) Shutdown() (mcpwire.Exit, error) {
 // BenchmarkCallPath measures the bridge side of one tools/call whose
 // result is one text block of 64 B, 1 KiB and 16 KiB, against an
 // in-process server: the arguments converted from MessagePack and sent,
-// the result line framed, decoded and reduced to the capability result.
-// Everything but the server's canned reply is the production code path.
+// the arguments checked against the tool's input schema, the result line
+// framed, decoded and reduced to the capability result. Everything but
+// the server's canned reply is the production code path.
 func BenchmarkCallPath(b *testing.B) {
 	// {"text": "<64 bytes>"} as MessagePack.
 	mp := append([]byte{0x81, 0xa4, 't', 'e', 'x', 't', 0xd9, 64}, strings.Repeat("a", 64)...)
+	// The echo tool's schema, as mcptest and most servers declare one.
+	schema, err := argcheck.Compile([]byte(`{"type":"object","properties":{"text":{"type":"string"}},"required":["text"]}`))
+	if err != nil {
+		b.Fatal(err)
+	}
 	cfg := config.Config{}
 	cfg.Bridge.MaxResultText = config.DefaultMaxResultText
 	br := &Bridge{cfg: &cfg}
@@ -150,6 +157,9 @@ func BenchmarkCallPath(b *testing.B) {
 				args, err := callPathArgs(buf[:0], mp)
 				if err != nil {
 					b.Fatal(err)
+				}
+				if f := schema.Check(mp); f != nil {
+					b.Fatal(f)
 				}
 				res, err := c.CallTool(ctx, "echo", args, mcpwire.CallOptions{})
 				if err != nil {

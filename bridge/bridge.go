@@ -89,6 +89,7 @@ type Bridge struct {
 	servers map[string]*server
 	order   []string
 	grants  *grantTable
+	started startedCalls      // calls programs started, to collect later
 	flight  *fairshare.Flight // every call admitted and not yet retired
 	metrics *metrics
 

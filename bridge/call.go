@@ -140,6 +140,14 @@ func (b *Bridge) call(ctx context.Context, req callRequest) outcome {
 		o.policy = policyGuardRefused
 		return o
 	}
+	if f := t.checks[req.tool].Check(req.args); f != nil {
+		// The server never sees arguments its own schema refuses (the
+		// operator's guards, above, speak first); the program learns
+		// where, and what was wanted.
+		o := deny(capwire.CodeBadArguments, "the arguments do not fit the input schema of tool "+quote(req.tool)+" at "+quote(f.Path)+": want "+f.Want+", got "+f.Got)
+		o.denial.Path = f.Path
+		return o
+	}
 	switch {
 	case t.drift[req.tool] != "":
 		policy = policyWarnDrift
@@ -175,8 +183,15 @@ func (b *Bridge) call(ctx context.Context, req callRequest) outcome {
 	// A call given up on after it reached the server keeps its slot
 	// (holdSlot) while the caller is answered at once.
 	var answered <-chan struct{}
-	res, err := t.client.CallTool(ctx, req.tool, callArgs, mcpwire.CallOptions{IdleTimeout: idle, MaxTimeout: hard,
-		Abandoned: func(a <-chan struct{}) { answered = a }})
+	opts := mcpwire.CallOptions{IdleTimeout: idle, MaxTimeout: hard, Abandoned: func(a <-chan struct{}) { answered = a }}
+	var res *mcpwire.CallToolResult
+	if tool.NeedsTasks() {
+		// The server answers with a task handle; the call follows it to
+		// the result, within the same deadline.
+		res, err = t.client.CallToolTask(ctx, req.tool, callArgs, opts, nil)
+	} else {
+		res, err = t.client.CallTool(ctx, req.tool, callArgs, opts)
+	}
 	if answered != nil {
 		s.holdSlot(answered, release)
 	} else {
@@ -250,6 +265,8 @@ func (b *Bridge) failed(ctx context.Context, s *server, req callRequest, err err
 		return deny(capwire.CodeTimeout, "server "+quote(req.server)+" did not answer "+quote(req.tool)+" in time")
 	case errors.Is(err, mcpwire.ErrInvalidArgument):
 		return deny(capwire.CodeBadArguments, "the arguments cannot be sent: "+err.Error())
+	case errors.Is(err, mcpwire.ErrTaskCancelled):
+		return deny(capwire.CodeCancelled, "server "+quote(req.server)+" cancelled the task running "+quote(req.tool)+": "+s.redact.Text(truncate.Ellipsis(err.Error(), 1024)))
 	case errors.Is(err, mcpwire.ErrBusy):
 		return deny(capwire.CodeOverloaded, "server "+quote(req.server)+" has too many calls in flight")
 	case errors.Is(err, mcpwire.ErrProtocol):
@@ -286,23 +303,26 @@ func (b *Bridge) ended(cause error, req callRequest) outcome {
 // reduce turns an MCP result into the capability result: text blocks
 // survive (up to max_result_text in all, beyond which the text is cut at a
 // character boundary and truncated is set), every other block becomes
-// {"type":"other","kind":…} so no image, audio or resource bytes cross,
-// structuredContent becomes MessagePack, and isError is carried.
+// {"type":"other","kind":…} with what the program can use of it
+// (blockOf), structuredContent becomes MessagePack, and isError is
+// carried.
 func (b *Bridge) reduce(res *mcpwire.CallToolResult) outcome {
 	r := &capwire.Result{IsError: res.IsError, Content: make([]capwire.Block, 0, len(res.Content))}
-	budget := b.cfg.Bridge.MaxResultText
+	budget := resultBudget{text: b.cfg.Bridge.MaxResultText, data: b.cfg.Bridge.MaxResultData}
 	size := 0
-	for _, c := range res.Content {
+	for i, c := range res.Content {
 		if c.Type != "text" {
-			r.Content = append(r.Content, capwire.Block{Type: capwire.BlockOther, Kind: kindOf(c.Type)})
-			size += len(c.Type)
+			blk, n, err := budget.blockOf(c)
+			if err != nil {
+				return err.deny("result", "/content/"+strconv.Itoa(i))
+			}
+			r.Content = append(r.Content, blk)
+			r.Truncated = r.Truncated || budget.cut
+			size += n
 			continue
 		}
-		text := c.Text
-		if len(text) > budget {
-			text, r.Truncated = truncate.String(text, budget), true
-		}
-		budget -= len(text)
+		text := budget.keepText(c.Text)
+		r.Truncated = r.Truncated || budget.cut
 		size += len(text)
 		r.Content = append(r.Content, capwire.Block{Type: capwire.BlockText, Text: text})
 	}

@@ -291,11 +291,15 @@ func (c *callConn) end() {
 func (c *callConn) run(ctx context.Context, m *capserver.Call) {
 	start := time.Now()
 	server, hasPrefix := strings.CutPrefix(m.Cap, capwire.CapPrefix)
+	op := m.Op
 	var o outcome
-	if !hasPrefix {
-		o = deny(capwire.CodeUnknownCapability, "capability "+quote(m.Cap)+" is not an MCP server capability (mcp.<server>)")
-	} else {
+	switch {
+	case hasPrefix:
 		o = c.b.call(ctx, callRequest{server: server, tool: m.Op, args: m.Args, timeoutMS: m.TimeoutMS, grant: c.grant, peer: c.peer})
+	case m.Cap == capwire.CapBridge:
+		o, server, op = c.b.meta(ctx, c.grant, c.peer, m.Op, m.Args, m.TimeoutMS)
+	default:
+		o = deny(capwire.CodeUnknownCapability, "capability "+quote(m.Cap)+" is neither an MCP server's (mcp.<server>) nor capbridge's")
 	}
 	m.Release()
 	c.mu.Lock()
@@ -308,7 +312,7 @@ func (c *callConn) run(ctx context.Context, m *capserver.Call) {
 	c.mu.Unlock()
 	cancel(nil)
 	o = c.send(m.ID, o, others)
-	c.b.auditCall(c.grant, c.peer, server, m.Op, o, time.Since(start))
+	c.b.auditCall(c.grant, c.peer, server, op, o, time.Since(start))
 }
 
 // send writes the reply for id, turning a result too large for a frame

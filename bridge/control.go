@@ -79,7 +79,12 @@ func (h *controlHandler) Grant(_ context.Context, r *control.GrantRequest) (*con
 			}
 		}
 	}
-	spec := GrantSpec{Servers: r.Servers, TTL: ttl, PeerUID: r.PeerUID, AllowDestructive: r.AllowDestructive}
+	for _, name := range r.Resources {
+		if _, ok := r.Servers[name]; !ok {
+			return nil, &control.Error{Code: control.CodeBadRequest, Message: "resources names server " + quote(name) + ", which the grant's servers do not"}
+		}
+	}
+	spec := GrantSpec{Servers: r.Servers, TTL: ttl, PeerUID: r.PeerUID, AllowDestructive: r.AllowDestructive, Resources: r.Resources}
 	if r.Run != nil {
 		if r.Run.ID == "" || len(r.Run.ID) > maxRunID || len(r.Run.Language) > maxRunID || len(r.Run.CodeSHA256) > maxRunID {
 			return nil, &control.Error{Code: control.CodeBadRequest, Message: fmt.Sprintf("a run needs an id, and its id, language and code_sha256 are at most %d bytes each", maxRunID)}
@@ -93,7 +98,7 @@ func (h *controlHandler) Grant(_ context.Context, r *control.GrantRequest) (*con
 	if err != nil {
 		return nil, err
 	}
-	ev := b.audit.Info().Str("event", "grant").Str("grant", g.ID).Strs("servers", g.Servers()).Bool("allow_destructive", g.AllowsDestructive()).Time("expires", g.Expires)
+	ev := b.audit.Info().Str("event", "grant").Str("grant", g.ID).Strs("servers", g.Servers()).Bool("allow_destructive", g.AllowsDestructive()).Strs("resources", r.Resources).Time("expires", g.Expires)
 	if spec.Run != nil {
 		ev = ev.Str("run", spec.Run.ID)
 	}
@@ -154,7 +159,8 @@ func (h *controlHandler) Facade(_ context.Context, r *control.FacadeRequest) (*c
 	if err != nil {
 		return nil, err
 	}
-	return &control.Facade{Module: gen.ModuleName, Source: string(gen.Source), Surface: gen.Surface, Preamble: preamble, ListingSHA256: gen.ListingSHA256}, nil
+	return &control.Facade{Module: gen.ModuleName, Source: string(gen.Source), Surface: gen.Surface, Preamble: preamble, ListingSHA256: gen.ListingSHA256,
+		JS: string(gen.JS), DTS: string(gen.DTS)}, nil
 }
 
 // generated returns the façade of the named server in lang ("" is Go),

@@ -118,11 +118,7 @@ denied: bad_arguments at /blob/bytes
 // variables a jail would give it.
 func TestEndToEnd(t *testing.T) {
 	defer leakcheck.Check(t)()
-	argv := interop.Command(t, interop.Everything, t.TempDir())
-	everything := config.NewServer("everything", argv[0])
-	everything.Args = argv[1:]
-	everything.StartupTimeout = time.Minute
-	tb := startBridge(t, nil, everything, mcptestServer("t", mcptest.Scenario{}))
+	tb := startBridge(t, nil, everythingServer(t), mcptestServer("t", mcptest.Scenario{}))
 	for _, name := range tb.Servers() {
 		if st := tb.servers[name].snapshot(); st.State != StateReady {
 			t.Fatalf("server %s: %s: %s", name, st.State, st.Reason)
@@ -167,6 +163,17 @@ func TestEndToEnd(t *testing.T) {
 		t.Errorf("program output:\n%s\nwant:\n%s", out, e2eWant)
 	}
 	tb.shutdown()
+}
+
+// everythingServer configures the pinned npm server-everything, whose
+// first start may take a while.
+func everythingServer(t *testing.T) config.Server {
+	t.Helper()
+	argv := interop.Command(t, interop.Everything, t.TempDir())
+	s := config.NewServer("everything", argv[0])
+	s.Args = argv[1:]
+	s.StartupTimeout = time.Minute
+	return s
 }
 
 func writeFile(t *testing.T, path, data string) {

@@ -65,6 +65,9 @@ type GrantSpec struct {
 	// it makes carries the run's id in the audit trail, and revoking it
 	// with the run's end writes the run's own audit line.
 	Run *RunInfo
+	// Resources are the servers among Servers whose resources the grant
+	// may read (resources/read, through the capbridge capability).
+	Resources []string
 
 	// seen is each server's table when the grant is issued (Bridge.Grant
 	// fills it): the surface the program was given, which a call is held
@@ -88,6 +91,8 @@ type Grant struct {
 	// usage counts the calls made under the grant, for the harness's
 	// accounting (Usage).
 	usage grantUsage
+	// resources is GrantSpec.Resources, as a set.
+	resources map[string]bool
 
 	ctx    context.Context // cancelled, with the reason as cause, on revoke or expiry
 	cancel context.CancelCauseFunc
@@ -147,6 +152,9 @@ func (g *Grant) names(server, tool string) bool {
 	return g.servers[server][tool]
 }
 
+// ReadsResources reports whether the grant may read server's resources.
+func (g *Grant) ReadsResources(server string) bool { return g.resources[server] }
+
 // AllowsDestructive reports whether the grant may call destructive tools
 // it does not name.
 func (g *Grant) AllowsDestructive() bool { return g.allowDestructive }
@@ -175,6 +183,11 @@ func (t *grantTable) issue(parent context.Context, spec GrantSpec) (*Grant, stri
 	if len(spec.Servers) == 0 {
 		return nil, "", errors.New("bridge: a grant must name at least one server")
 	}
+	for _, s := range spec.Resources {
+		if _, ok := spec.Servers[s]; !ok {
+			return nil, "", fmt.Errorf("bridge: a grant may read the resources only of servers it reaches, and it does not reach %q", s)
+		}
+	}
 	g := &Grant{Expires: t.now().Add(ttl), PeerUID: spec.PeerUID, servers: map[string]map[string]bool{}, seen: spec.seen, allowDestructive: spec.AllowDestructive, run: spec.Run}
 	for s, tools := range spec.Servers {
 		if len(tools) == 0 {
@@ -186,6 +199,12 @@ func (t *grantTable) issue(parent context.Context, spec GrantSpec) (*Grant, stri
 			set[tool] = true
 		}
 		g.servers[s] = set
+	}
+	for _, s := range spec.Resources {
+		if g.resources == nil {
+			g.resources = map[string]bool{}
+		}
+		g.resources[s] = true
 	}
 	var id [8]byte
 	if _, err := rand.Read(id[:]); err != nil {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/capbridge/capbridge/bridge/config"
 	"github.com/capbridge/capbridge/codegen"
+	"github.com/capbridge/capbridge/internal/argcheck"
 	"github.com/capbridge/capbridge/internal/mcpauth"
 	"github.com/capbridge/capbridge/internal/truncate"
 	"github.com/capbridge/capbridge/mcpwire"
@@ -35,6 +36,9 @@ type table struct {
 	// classes: withheld (absent from tools) under enforce, served under
 	// warn. Nil without a lock.
 	drift map[string]string
+	// checks are the input schemas the bridge checks arguments against
+	// before forwarding, by tool: those argcheck can judge exactly.
+	checks map[string]*argcheck.Schema
 }
 
 // withheldList is each withheld tool as "name: classes", sorted.
@@ -392,6 +396,14 @@ func (s *server) list(ctx context.Context, client *mcpwire.Client) (*table, erro
 	}
 	for _, tool := range tools {
 		t.tools[tool.Name] = tool
+		// A schema argcheck cannot judge exactly leaves its tool
+		// unchecked: the server judges the arguments, as it always did.
+		if c, err := argcheck.Compile(tool.InputSchema); err == nil {
+			if t.checks == nil {
+				t.checks = map[string]*argcheck.Schema{}
+			}
+			t.checks[tool.Name] = c
+		}
 	}
 	return t, nil
 }

@@ -217,19 +217,16 @@ func (s *server) begin() {
 	s.progress(st)
 }
 
-// filter applies tools.allow and tools.deny, and drops tools that
-// require MCP tasks (2025-11-25: such a tool cannot be called without a
-// task, which this client does not speak, and the server must answer
-// -32601), so that what is absent from the façade is also not callable.
+// filter applies tools.allow and tools.deny, so that what is absent from
+// the façade is also not callable. (A tool whose x-mcp-header
+// declarations are invalid never gets here over Streamable HTTP: mcpwire
+// drops and names it at listing; stdio may ignore them, 2026-07-28.) A
+// tool that requires MCP tasks is served: the call path follows its task
+// (mcpwire.CallToolTask).
 func (s *server) filter(listed []mcpwire.Tool) []mcpwire.Tool {
 	var out []mcpwire.Tool
 	for _, t := range listed {
-		switch {
-		case s.cfg.ToolsAllow != nil && !slices.Contains(s.cfg.ToolsAllow, t.Name),
-			slices.Contains(s.cfg.ToolsDeny, t.Name):
-			continue
-		case t.NeedsTasks():
-			s.log.Warn().Str("tool", t.Name).Msg("tool requires MCP tasks, which capbridge does not speak; leaving it out")
+		if s.cfg.ToolsAllow != nil && !slices.Contains(s.cfg.ToolsAllow, t.Name) || slices.Contains(s.cfg.ToolsDeny, t.Name) {
 			continue
 		}
 		out = append(out, t)

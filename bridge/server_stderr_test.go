@@ -47,7 +47,11 @@ func TestStderrReachesCallersOnlyWhenConfigured(t *testing.T) {
 	for _, name := range []string{"quiet", "loud"} {
 		// The call that meets the death, then one refused after it.
 		for _, tool := range []string{"crash", "echo"} {
-			_, err := c.Call(ctx, name, tool, map[string]any{"text": "x"})
+			args := map[string]any{"text": "x"}
+			if tool == "crash" {
+				args = nil // crash takes no arguments, and its schema says so
+			}
+			_, err := c.Call(ctx, name, tool, args)
 			var d *capwire.Denied
 			if !errors.As(err, &d) || d.Code != capwire.CodeServerUnavailable {
 				t.Fatalf("%s %s: %v, want server_unavailable", name, tool, err)

@@ -53,7 +53,7 @@ func benchResult(size int) *ResultMsg {
 		text = strings.Repeat("y", size)
 	}
 	return &ResultMsg{ID: 12345, Result: Result{
-		Content:    []Block{{Type: BlockText, Text: text}, {Type: BlockOther, Kind: "image"}},
+		Content:    []Block{{Type: BlockText, Kind: KindText, Text: text}, {Type: BlockOther, Kind: "image"}},
 		Structured: m("number", 42, "url", "https://example.invalid/issues/42"),
 	}}
 }
@@ -126,7 +126,7 @@ func BenchmarkResult(b *testing.B) {
 			b.ReportAllocs()
 			in := baseResult{T: "result", ID: msg.ID, Structured: msg.Result.Structured}
 			for _, blk := range msg.Result.Content {
-				in.Content = append(in.Content, baseBlock(blk))
+				in.Content = append(in.Content, baseBlock{Type: blk.Type, Text: blk.Text, Kind: blk.Kind})
 			}
 			for b.Loop() {
 				out, err := msgpack.Marshal(&in)

@@ -258,6 +258,11 @@ func (c *Client) Servers() []string { return append([]string(nil), c.servers...)
 // deadline is also sent to capbridge as the call's timeout_ms. A broken
 // connection gives an error wrapping ErrClosed.
 func (c *Client) Call(ctx context.Context, server, tool string, args any) (*Result, error) {
+	return c.call(ctx, CapPrefix+server, server, tool, args)
+}
+
+// call is Call of op on capability cap; server names it in errors.
+func (c *Client) call(ctx context.Context, cap, server, tool string, args any) (*Result, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, callCtxErr(server, tool, err)
 	}
@@ -275,7 +280,7 @@ func (c *Client) Call(ctx context.Context, server, tool string, args any) (*Resu
 		return nil, err
 	}
 	buf := framewrite.GetBuf()
-	out, err := c.appendCall(ctx, (*buf)[:0], id, server, tool, args)
+	out, err := c.appendCall(ctx, (*buf)[:0], id, cap, tool, args)
 	*buf = out
 	if err == nil {
 		err = c.w.Write(ctx, out, true, others)
@@ -324,14 +329,14 @@ func callCtxErr(server, tool string, err error) error {
 
 // appendCall encodes the call frame, with args encoded straight into the
 // frame buffer.
-func (c *Client) appendCall(ctx context.Context, dst []byte, id uint64, server, tool string, args any) ([]byte, error) {
+func (c *Client) appendCall(ctx context.Context, dst []byte, id uint64, cap, tool string, args any) ([]byte, error) {
 	var timeoutMS uint64
 	if dl, ok := ctx.Deadline(); ok {
 		timeoutMS = uint64(max(time.Until(dl).Milliseconds(), 1))
 	}
 	start := len(dst)
 	dst = append(dst, 0, 0, 0, 0)
-	dst, err := appendCallHead(dst, id, CapPrefix+server, tool, timeoutMS)
+	dst, err := appendCallHead(dst, id, cap, tool, timeoutMS)
 	if err != nil {
 		return dst[:start], err
 	}

@@ -143,7 +143,7 @@ func TestConcurrentCallsShuffledReplies(t *testing.T) {
 		seen <- ids
 		rand.Shuffle(len(calls), func(i, j int) { calls[i], calls[j] = calls[j], calls[i] })
 		for _, c := range calls {
-			res := &ResultMsg{ID: c.ID, Result: Result{Content: []Block{{Type: BlockText, Text: c.Op}}, Structured: c.Args}}
+			res := &ResultMsg{ID: c.ID, Result: Result{Content: []Block{{Type: BlockText, Kind: KindText, Text: c.Op}}, Structured: c.Args}}
 			if err := s.Send(context.Background(), res); err != nil {
 				t.Errorf("peer send: %v", err)
 				return
@@ -208,7 +208,7 @@ func TestCancelSendsCancel(t *testing.T) {
 		}
 		gotCancel <- msg.(*CancelMsg).ID
 		// A late reply to the cancelled call must be dropped by the client.
-		s.Send(context.Background(), &ResultMsg{ID: call.ID, Result: Result{Content: []Block{{Type: BlockText, Text: "late"}}}})
+		s.Send(context.Background(), &ResultMsg{ID: call.ID, Result: Result{Content: []Block{{Type: BlockText, Kind: KindText, Text: "late"}}}})
 		serveEcho(s)
 	})
 	defer p.stop()
@@ -457,7 +457,7 @@ func TestMalformedReplies(t *testing.T) {
 				writeFrame(t, conn, m("t", "result", "id", call.ID, "is_error", "yes", "content", arr()))
 				continue
 			}
-			b, _ := appendMessage(nil, &ResultMsg{ID: call.ID, Result: Result{Content: []Block{{Type: BlockText, Text: "ok"}}}})
+			b, _ := appendMessage(nil, &ResultMsg{ID: call.ID, Result: Result{Content: []Block{{Type: BlockText, Kind: KindText, Text: "ok"}}}})
 			writeFrame(t, conn, b)
 		}
 	})
@@ -627,7 +627,7 @@ func TestFromEnvAndShared(t *testing.T) {
 			if c.Op == "hangup" {
 				return
 			}
-			s.Send(context.Background(), &ResultMsg{ID: c.ID, Result: Result{Content: []Block{{Type: BlockText, Text: c.Op}}}})
+			s.Send(context.Background(), &ResultMsg{ID: c.ID, Result: Result{Content: []Block{{Type: BlockText, Kind: KindText, Text: c.Op}}}})
 		}
 	})
 	defer p.stop()
@@ -677,7 +677,7 @@ func TestFromEnvAndShared(t *testing.T) {
 }
 
 func TestResultHelpers(t *testing.T) {
-	r := &Result{Content: []Block{{Type: BlockText, Text: "a"}, {Type: BlockOther, Kind: "image"}, {Type: BlockText, Text: "b"}}}
+	r := &Result{Content: []Block{{Type: BlockText, Kind: KindText, Text: "a"}, {Type: BlockOther, Kind: "image"}, {Type: BlockText, Kind: KindText, Text: "b"}}}
 	if got := r.Text(); got != "a\nb" {
 		t.Errorf("Text() = %q", got)
 	}

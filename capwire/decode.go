@@ -2,6 +2,7 @@ package capwire
 
 import (
 	"math"
+	"slices"
 	"strconv"
 	"unicode/utf8"
 
@@ -501,7 +502,7 @@ func (e *envelope) content() ([]Block, error) {
 			return nil, e.fail(fContent, sub, "want a map")
 		}
 		var blk Block
-		var seen [3]bool
+		var seen [len(blockKeys)]bool
 		j := bh.Off
 		for p := uint64(0); p < bh.V; p++ {
 			kh, _ := msgpk.ReadHead(b, j)
@@ -509,27 +510,15 @@ func (e *envelope) content() ([]Block, error) {
 			if kh.Kind != msgpk.Str {
 				return nil, e.fail(fContent, sub, "block key is not a string")
 			}
-			var dst *string
-			slot := -1
-			switch string(b[kh.Off:kh.End()]) {
-			case "type":
-				dst, slot = &blk.Type, 0
-			case "text":
-				dst, slot = &blk.Text, 1
-			case "kind":
-				dst, slot = &blk.Kind, 2
-			}
-			if slot >= 0 {
-				name := [3]string{"/type", "/text", "/kind"}[slot]
+			if slot := slices.Index(blockKeys[:], string(b[kh.Off:kh.End()])); slot >= 0 {
+				at := sub + "/" + blockKeys[slot]
 				if seen[slot] {
-					return nil, e.fail(fContent, sub+name, "duplicate key")
+					return nil, e.fail(fContent, at, "duplicate key")
 				}
 				seen[slot] = true
-				s, err := e.strAt(vat, fContent, sub+name)
-				if err != nil {
+				if err := e.blockField(&blk, slot, vat, at); err != nil {
 					return nil, err
 				}
-				*dst = s
 			}
 			// Structure and depth were checked by scan.
 			j, _ = msgpk.Skip(b, vat, 2)
@@ -541,11 +530,45 @@ func (e *envelope) content() ([]Block, error) {
 			return nil, e.fail(fContent, sub, `text block has no "text"`)
 		case blk.Type == BlockOther && blk.Kind == "":
 			return nil, e.fail(fContent, sub, `other block has no "kind"`)
+		case blk.Type == BlockText:
+			// Kind is what a program switches on, for every block.
+			blk = Block{Type: BlockText, Kind: KindText, Text: blk.Text}
+		case blk.Type != BlockOther:
+			blk = Block{Type: blk.Type} // a newer type: kept by its type alone
 		}
 		blocks = append(blocks, blk)
 		i = j
 	}
 	return blocks, nil
+}
+
+// blockKeys are the content block's fields, by slot.
+var blockKeys = [...]string{"type", "text", "kind", "mime", "uri", "name", "data", "size"}
+
+// blockField decodes the value at i into blk's field for slot.
+func (e *envelope) blockField(blk *Block, slot, i int, at string) error {
+	switch blockKeys[slot] {
+	case "data":
+		h, _ := msgpk.ReadHead(e.b, i)
+		if h.Kind != msgpk.Bin {
+			return e.fail(fContent, at, "want binary data")
+		}
+		blk.Data = e.b[h.Off:h.End():h.End()]
+		return nil
+	case "size":
+		h, _ := msgpk.ReadHead(e.b, i)
+		if h.Kind != msgpk.Uint || h.V > math.MaxInt64 {
+			return e.fail(fContent, at, "want an unsigned integer")
+		}
+		blk.Size = int64(h.V)
+		return nil
+	}
+	s, err := e.strAt(i, fContent, at)
+	if err != nil {
+		return err
+	}
+	*[...]*string{&blk.Type, &blk.Text, &blk.Kind, &blk.MIME, &blk.URI, &blk.Name}[slot] = s
+	return nil
 }
 
 func (e *envelope) denied() (Message, error) {

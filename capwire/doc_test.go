@@ -53,7 +53,7 @@ func TestSpecWorkedExample(t *testing.T) {
 		"call": &CallMsg{ID: 1, Cap: "mcp.github", Op: "create_issue", TimeoutMS: 30000,
 			Args: m("title", "Crash on start", "labels", arr("bug"))},
 		"result": &ResultMsg{ID: 1, Result: Result{
-			Content:    []Block{{Type: BlockText, Text: "Created issue #42"}, {Type: BlockOther, Kind: "image"}},
+			Content:    []Block{{Type: BlockText, Kind: KindText, Text: "Created issue #42"}, {Type: BlockOther, Kind: "image"}},
 			Structured: m("number", 42),
 		}},
 	}

@@ -165,8 +165,13 @@ func (m *ResultMsg) appendBody(dst []byte) ([]byte, error) {
 				return dst, err
 			}
 		case blk.Type == BlockOther && blk.Kind != "":
-			if err := checkStr(typeResult, "content kind", blk.Kind); err != nil {
-				return dst, err
+			for _, f := range [...]struct{ name, s string }{{"content kind", blk.Kind}, {"content text", blk.Text}, {"content mime", blk.MIME}, {"content uri", blk.URI}, {"content name", blk.Name}} {
+				if err := checkStr(typeResult, f.name, f.s); err != nil {
+					return dst, err
+				}
+			}
+			if blk.Size < 0 {
+				return dst, encodeErr(typeResult, "content", fmt.Sprintf("block %d: negative size", i))
 			}
 		default:
 			return dst, encodeErr(typeResult, "content", fmt.Sprintf("block %d: want type %q or %q with a kind", i, BlockText, BlockOther))
@@ -178,14 +183,7 @@ func (m *ResultMsg) appendBody(dst []byte) ([]byte, error) {
 	dst = appendBool(appendStr(dst, "is_error"), r.IsError)
 	dst = appendArrayHeader(appendStr(dst, "content"), len(r.Content))
 	for i := range r.Content {
-		blk := &r.Content[i]
-		dst = appendMapHeader(dst, 2)
-		dst = appendStr(appendStr(dst, "type"), blk.Type)
-		if blk.Type == BlockText {
-			dst = appendStr(appendStr(dst, "text"), blk.Text)
-		} else {
-			dst = appendStr(appendStr(dst, "kind"), blk.Kind)
-		}
+		dst = appendBlock(dst, &r.Content[i])
 	}
 	dst = appendStr(dst, "structured")
 	if len(r.Structured) > 0 {
@@ -195,6 +193,44 @@ func (m *ResultMsg) appendBody(dst []byte) ([]byte, error) {
 	}
 	dst = appendBool(appendStr(dst, "truncated"), r.Truncated)
 	return dst, nil
+}
+
+// appendBlock writes one content block: a text block's type and text; an
+// other block's type and kind, then only the fields it has (older clients
+// ignore them, docs/capwire.md "Results and content blocks").
+func appendBlock(dst []byte, blk *Block) []byte {
+	if blk.Type == BlockText {
+		dst = appendMapHeader(dst, 2)
+		dst = appendStr(appendStr(dst, "type"), blk.Type)
+		return appendStr(appendStr(dst, "text"), blk.Text)
+	}
+	n := 2
+	for _, s := range [...]string{blk.Text, blk.MIME, blk.URI, blk.Name} {
+		if s != "" {
+			n++
+		}
+	}
+	if blk.Data != nil {
+		n++
+	}
+	if blk.Size > 0 {
+		n++
+	}
+	dst = appendMapHeader(dst, n)
+	dst = appendStr(appendStr(dst, "type"), blk.Type)
+	dst = appendStr(appendStr(dst, "kind"), blk.Kind)
+	for _, f := range [...]struct{ key, s string }{{"text", blk.Text}, {"mime", blk.MIME}, {"uri", blk.URI}, {"name", blk.Name}} {
+		if f.s != "" {
+			dst = appendStr(appendStr(dst, f.key), f.s)
+		}
+	}
+	if blk.Data != nil {
+		dst = appendBin(appendStr(dst, "data"), blk.Data)
+	}
+	if blk.Size > 0 {
+		dst = appendUint(appendStr(dst, "size"), uint64(blk.Size))
+	}
+	return dst
 }
 
 func (m *DeniedMsg) appendBody(dst []byte) ([]byte, error) {

@@ -11,6 +11,11 @@ const Version = 1
 // "mcp.<server>". Client.Call adds it; the bridge strips it.
 const CapPrefix = "mcp."
 
+// CapBridge is the capability of capbridge itself: describe and search
+// over the tools a grant reaches, and read_resource (docs/capwire.md,
+// "The capbridge capability").
+const CapBridge = "capbridge"
+
 // Envelope types, the value of "t".
 const (
 	typeHello   = "hello"

@@ -247,7 +247,20 @@ func answerFake(call *capwire.CallMsg) capwire.Message {
 		log.Fatal(err)
 	}
 	return &capwire.ResultMsg{ID: call.ID, Result: capwire.Result{
-		Content:    []capwire.Block{{Type: capwire.BlockText, Text: "Created issue #42: " + args.Title}},
+		Content:    []capwire.Block{{Type: capwire.BlockText, Kind: capwire.KindText, Text: "Created issue #42: " + args.Title}},
 		Structured: structured,
 	}}
+}
+
+// An optional field of a façade's arguments is a pointer; Ptr fills one
+// of any type, and a type argument makes a constant the field's type.
+func ExamplePtr() {
+	type args struct {
+		Count   *float64
+		Verbose *bool
+		Name    *string
+	}
+	a := args{Count: capwire.Ptr[float64](3), Verbose: capwire.Ptr(true), Name: capwire.Ptr("x")}
+	fmt.Println(*a.Count, *a.Verbose, *a.Name)
+	// Output: 3 true x
 }

@@ -80,7 +80,7 @@ func TestLeaderCancelFollowerStillServed(t *testing.T) {
 		writeFrame(t, s.conn, m("t", "progress", "id", 0))
 		go func() {
 			for id := range answer {
-				s.Send(context.Background(), &ResultMsg{ID: id, Result: Result{Content: []Block{{Type: BlockText, Text: fmt.Sprint(id)}}}})
+				s.Send(context.Background(), &ResultMsg{ID: id, Result: Result{Content: []Block{{Type: BlockText, Kind: KindText, Text: fmt.Sprint(id)}}}})
 			}
 		}()
 		for {
@@ -189,7 +189,7 @@ func TestManyCallersWithCancels(t *testing.T) {
 				return
 			}
 			if call, ok := msg.(*CallMsg); ok {
-				burst, _ = AppendFrame(burst, &ResultMsg{ID: call.ID, Result: Result{Content: []Block{{Type: BlockText, Text: call.Op}}}}, 0)
+				burst, _ = AppendFrame(burst, &ResultMsg{ID: call.ID, Result: Result{Content: []Block{{Type: BlockText, Kind: KindText, Text: call.Op}}}}, 0)
 			}
 			if len(burst) > 0 && (s.fr.r.Buffered() == 0 || len(burst) > 4096) {
 				if _, err := s.conn.Write(burst); err != nil {

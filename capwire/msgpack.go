@@ -65,6 +65,19 @@ func appendStr(dst []byte, s string) []byte {
 	return append(dst, s...)
 }
 
+func appendBin(dst []byte, b []byte) []byte {
+	n := len(b)
+	switch {
+	case n <= math.MaxUint8:
+		dst = append(dst, 0xc4, byte(n))
+	case n <= math.MaxUint16:
+		dst = append(dst, 0xc5, byte(n>>8), byte(n))
+	default:
+		dst = append(dst, 0xc6, byte(n>>24), byte(n>>16), byte(n>>8), byte(n))
+	}
+	return append(dst, b...)
+}
+
 func appendUint(dst []byte, v uint64) []byte {
 	switch {
 	case v <= 0x7f:

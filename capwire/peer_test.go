@@ -173,7 +173,7 @@ func serveEcho(s *scriptConn) {
 			return
 		}
 		if c, ok := msg.(*CallMsg); ok {
-			res := &ResultMsg{ID: c.ID, Result: Result{Content: []Block{{Type: BlockText, Text: c.Op}}, Structured: c.Args}}
+			res := &ResultMsg{ID: c.ID, Result: Result{Content: []Block{{Type: BlockText, Kind: KindText, Text: c.Op}}, Structured: c.Args}}
 			if err := s.Send(context.Background(), res); err != nil {
 				return
 			}

@@ -19,7 +19,17 @@ import (
 // Block types in a result's content.
 const (
 	BlockText  = "text"  // Text holds the text
-	BlockOther = "other" // Kind names what was dropped: "image", "audio", "resource_link", "resource", ...
+	BlockOther = "other" // Kind names the MCP block type: "image", "audio", "resource", "resource_link", ...
+)
+
+// Kinds of content block (Block.Kind): MCP's block types, and "text" for
+// a text block.
+const (
+	KindText         = "text"
+	KindImage        = "image"
+	KindAudio        = "audio"
+	KindResource     = "resource"      // an embedded resource: URI, and Text or Data
+	KindResourceLink = "resource_link" // a link to a resource: URI, Name
 )
 
 // Result is what a tool returned. A tool that ran and failed is a Result
@@ -35,12 +45,21 @@ type Result struct {
 	Truncated  bool // capbridge cut the content to fit its limits
 }
 
-// Block is one content block. Only text crosses the wire; every other
-// block becomes a marker naming its kind.
+// Block is one content block. Kind says what it is: "text" (Text), an
+// image or audio clip (Data, MIME), an embedded resource (URI, MIME, and
+// Text or Data) or a resource link (URI, Name, MIME, Size as the server
+// declares them). Bytes cross only up to capbridge's limit for a result
+// (max_result_data): beyond it Data is nil and Size still says how many
+// bytes there were.
 type Block struct {
 	Type string // "text" or "other" (a newer capbridge may send more; they carry only Type)
-	Text string // for "text"
-	Kind string // for "other": "image", "audio", "resource_link", "resource", ...
+	Kind string // "text" for a text block; for "other": "image", "audio", "resource", "resource_link", ...
+	Text string // a text block's text, or an embedded text resource's
+	MIME string // the MIME type the server gave, if any
+	Data []byte // image or audio bytes, or an embedded binary resource's; nil past the limit
+	Size int64  // the size in bytes of the data (carried or not), or a link's declared size; 0: unknown
+	URI  string // a resource's or link's URI
+	Name string // a link's name
 }
 
 // ErrNoStructured is returned by Result.Decode when the tool returned no

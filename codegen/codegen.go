@@ -174,6 +174,11 @@ type Generated struct {
 	ListingSHA256 string
 	// Lang is the language of Source and the surface.
 	Lang Lang
+	// JS and DTS are, for TypeScript, Source as JavaScript and its
+	// declarations (m.js and m.d.ts): a façade that runs as it is on Node,
+	// with no compiler, and type-checks a program that imports it. Both
+	// are verified as Source is. Nil for other languages.
+	JS, DTS []byte
 
 	docs   []toolDoc
 	server string
@@ -222,11 +227,11 @@ func Generate(server string, tools []Tool, opts Options) (*Generated, error) {
 		}
 		g.ModuleName, g.Source, g.docs, lead = out.pkg, out.source, out.file.docs(), "// package"
 	case TypeScript:
-		f, src, err := emitTS(server, digest, plans)
+		f, files, err := emitTS(server, digest, plans)
 		if err != nil {
 			return nil, err
 		}
-		g.ModuleName, g.Source, lead = f.module, src, "// module"
+		g.ModuleName, g.Source, g.JS, g.DTS, lead = f.module, files.ts, files.js, files.dts, "// module"
 		g.docs = f.foreignDocs(f.tsSurface, f.tsIndex, f.tsSignature)
 	case Python:
 		f, src, err := emitPython(server, digest, plans)

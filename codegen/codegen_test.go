@@ -443,7 +443,7 @@ func TestSurfaceLadder(t *testing.T) {
 		t.Fatalf("index surface:\n%s", prev.Surface)
 	}
 	for _, d := range full.docs {
-		if !strings.Contains(prev.Surface, "\n"+d.name+" // \"") {
+		if !strings.Contains(prev.Surface, "\n"+d.name+" // ") {
 			t.Errorf("index lacks %s", d.name)
 		}
 	}
@@ -453,7 +453,7 @@ func TestSurfaceLadder(t *testing.T) {
 	}
 	all := strings.Join(paged.Pages, "")
 	for _, d := range full.docs {
-		if strings.Count(all, "\n"+d.name+" // \"") != 1 {
+		if strings.Count(all, "\n"+d.name+" // ") != 1 {
 			t.Errorf("the pages do not hold %s exactly once", d.name)
 		}
 	}
@@ -543,7 +543,7 @@ func TestParseListing(t *testing.T) {
 		{"annotations not object", `[{"name":"a","inputSchema":{},"annotations":[]}]`, -1},
 		{"hint not boolean", `[{"name":"a","inputSchema":{},"annotations":{"readOnlyHint":"no"}}]`, -1},
 		{"schema not object", `[{"name":"a","inputSchema":"x"}]`, -1},
-		{"needs tasks", `{"tools":[{"name":"a","inputSchema":{}},{"name":"t","inputSchema":{},"execution":{"taskSupport":"required"}}]}`, 1},
+		{"needs tasks", `{"tools":[{"name":"a","inputSchema":{}},{"name":"t","inputSchema":{},"execution":{"taskSupport":"required"}}]}`, 2},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tools, err := ParseListing([]byte(tc.in))

@@ -36,6 +36,7 @@ type fFile struct {
 	argsRoot       map[*typeDef]*fFunc // the arguments records, by their tool
 	owner          map[*typeDef]*fFunc // the tool that declares a type
 	typeNames      map[string]bool     // Python: every type's name
+	textOut        map[string]*typeDef // output types the surface leaves out, by tool (goFile.textOutputs)
 }
 
 // fLang is what differs between the languages at binding time.

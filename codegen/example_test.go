@@ -199,9 +199,9 @@ func ExamplePreamble() {
 		fmt.Printf("%s: %d lines, %s\n", lang, strings.Count(pre, "\n"), first)
 	}
 	// Output:
-	// go: 8 lines, // MCP tools as Go packages
-	// ts: 7 lines, // MCP tools as TypeScript modules
-	// python: 7 lines, # MCP tools as Python modules
+	// go: 9 lines, // MCP tools as Go packages
+	// ts: 9 lines, // MCP tools as TypeScript modules
+	// python: 9 lines, # MCP tools as Python modules
 }
 
 func ExampleGenerated_Describe() {

@@ -47,6 +47,14 @@ func TestForeignGolden(t *testing.T) {
 				base := strings.TrimSuffix(path, ".json")
 				compareGolden(t, base+fl.ext+".golden", g.Source)
 				compareGolden(t, base+fl.ext+".surface.golden", []byte(g.Surface))
+				if fl.lang == TypeScript {
+					// The forms Node runs as they are: JavaScript and its
+					// declarations, from the same binding.
+					compareGolden(t, base+".js.golden", g.JS)
+					compareGolden(t, base+".d.ts.golden", g.DTS)
+				} else if g.JS != nil || g.DTS != nil {
+					t.Errorf("%s has JavaScript forms", fl.lang)
+				}
 			})
 		}
 	}
@@ -320,7 +328,7 @@ func TestForeignToolchains(t *testing.T) {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
-	var tsFiles, pyFiles []string
+	var tsFiles, pyFiles, jsFiles []string
 	write := func(lang Lang, name string, tools []Tool) {
 		g, err := Generate(name, tools, Options{Lang: lang})
 		if err != nil {
@@ -333,6 +341,12 @@ func TestForeignToolchains(t *testing.T) {
 		}
 		if lang == TypeScript {
 			tsFiles = append(tsFiles, file)
+			// The JavaScript form and its declarations, as other modules.
+			base := fmt.Sprintf("j%03d_%s", len(jsFiles), g.ModuleName)
+			writeFile(t, filepath.Join(dir, base+".js"), string(g.JS))
+			writeFile(t, filepath.Join(dir, base+".d.ts"), string(g.DTS))
+			jsFiles = append(jsFiles, base+".js")
+			tsFiles = append(tsFiles, base+".d.ts")
 		} else {
 			pyFiles = append(pyFiles, file)
 		}
@@ -372,6 +386,16 @@ func TestForeignToolchains(t *testing.T) {
 		writeFile(t, filepath.Join(dir, "tsconfig.json"), cfg)
 		writeFile(t, filepath.Join(dir, "package.json"), `{"type":"module"}`)
 		run(t, dir, nil, tsc, "-p", "tsconfig.json")
+	})
+	t.Run("node", func(t *testing.T) {
+		node, err := exec.LookPath("node")
+		if err != nil {
+			t.Skip("no node")
+		}
+		// Syntax only: each JavaScript façade parses as an ES module.
+		for _, f := range jsFiles {
+			run(t, dir, nil, node, "--check", f)
+		}
 	})
 	t.Run("python", func(t *testing.T) {
 		py, err := exec.LookPath("python3")

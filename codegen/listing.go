@@ -83,9 +83,6 @@ func ParseListing(data []byte) ([]Tool, error) {
 	}
 	tools := make([]Tool, 0, len(listed))
 	for _, t := range listed {
-		if t.NeedsTasks() {
-			continue
-		}
 		ct := Tool{Name: t.Name, Title: t.Title, Description: t.Description, InputSchema: t.InputSchema, OutputSchema: t.OutputSchema}
 		if a := t.Annotations; a != nil {
 			if ct.Title == "" {

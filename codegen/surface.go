@@ -140,10 +140,77 @@ func (f *goFile) referenced(tp *toolPlan) []*typeDef {
 	return out
 }
 
+// textOutputs are the output types the surfaces' rungs leave out (a
+// description keeps them), by the tool that declares them: records of one
+// required string property, which type nothing a program needs beyond the
+// result's text ("text result" says so). A type another tool's
+// declarations also use is kept.
+func (f *goFile) textOutputs() map[string]*typeDef {
+	out := map[string]*typeDef{}
+	elided := map[*typeDef]bool{}
+	for _, fn := range f.funcs {
+		o := fn.tp.output
+		if o == nil || o.kind != kNamed || o.nullable || o.def.kind != dRecord || len(o.def.fields) != 1 {
+			continue
+		}
+		if fl := o.def.fields[0]; fl.typ.kind != kString || fl.typ.nullable || !fl.required {
+			continue
+		}
+		out[fn.tp.tool.Name] = f.canon(o.def)
+		elided[f.canon(o.def)] = true
+	}
+	for _, fn := range f.funcs {
+		for _, d := range f.referenced(fn.tp) {
+			if elided[d] && out[fn.tp.tool.Name] != d {
+				for k, v := range out {
+					if v == d {
+						delete(out, k)
+					}
+				}
+			}
+		}
+	}
+	return out
+}
+
+// toolLabels are the labels a surface puts before a tool's description:
+// destructive and deprecated (rung lv), and "text result" when its output
+// type was left out.
+func toolLabels(t *Tool, lv detail, textOut bool) []string {
+	var parts []string
+	if lv <= detailFull && t.Hints.Destructive != nil && *t.Hints.Destructive {
+		parts = append(parts, "destructive")
+	}
+	if lv <= detailShort && deprecated(t) {
+		parts = append(parts, "deprecated")
+	}
+	if textOut {
+		parts = append(parts, "text result")
+	}
+	return parts
+}
+
+// elided is the output type fn's declaration at detail lv leaves out
+// (nil: none; a description gives the tool whole) and the bytes that
+// saves, beyond the "text result" label, rendered by render.
+func (f *fFile) elided(fn *fFunc, lv detail, render func(*strings.Builder, *typeDef, detail)) (*typeDef, int) {
+	d := f.textOut[fn.tp.tool.Name]
+	if d == nil || lv == detailDescribe {
+		return nil, 0
+	}
+	var skipped strings.Builder
+	render(&skipped, d, lv)
+	return d, max(0, skipped.Len()-len("text result, "))
+}
+
+// proseCaps are a tool description's caps in runes, by detail.
+var proseCaps = [...]int{detailDescribe: maxToolDesc, detailFull: surfaceLongDesc, detailShort: surfaceShortDesc}
+
 // foreignDocs renders every tool for a TypeScript or Python surface,
 // Describe and Search with the language's renderers: decl writes a tool's declarations at a
 // detail, index its index line, sig its one-line call.
 func (f *fFile) foreignDocs(decl func(*strings.Builder, *fFunc, detail), index func(*fFunc) string, sig func(*fFunc) string) []toolDoc {
+	f.textOut = f.g.textOutputs()
 	out := make([]toolDoc, 0, len(f.funcs))
 	for _, fn := range f.funcs {
 		doc := toolDoc{name: fn.name, wire: fn.tp.tool.Name, index: index(fn), sig: sig(fn)}
@@ -162,18 +229,16 @@ func (f *fFile) foreignDocs(decl func(*strings.Builder, *fFunc, detail), index f
 // its declaration (the Go surface's is goFile.toolNote): its wire name
 // when the function's name does not spell it in style st, destructive,
 // and its description.
-func toolNoteF(fn *fFunc, st style, lv detail) string {
+func toolNoteF(fn *fFunc, st style, lv detail, textOut *typeDef, credit int) string {
 	t := fn.tp.tool
 	var parts []string
 	w, lost := spell(t.Name, st)
 	if lost || w != fn.name || lv == detailDescribe {
 		parts = append(parts, "tool "+quoted(truncate.Ellipsis(t.Name, maxNameNote), maxNameNote))
 	}
-	if h := t.Hints; lv <= detailFull && h.Destructive != nil && *h.Destructive {
-		parts = append(parts, "destructive")
-	}
+	parts = append(parts, toolLabels(t, lv, textOut != nil)...)
 	if desc := toolDescription(t); desc != "" && lv != detailSigs {
-		parts = append(parts, proseAt(desc, lv, [...]int{detailDescribe: maxToolDesc, detailFull: surfaceLongDesc, detailShort: surfaceShortDesc}))
+		parts = append(parts, toolProse(t, lv, proseCaps[lv], credit))
 	}
 	return strings.Join(parts, ", ")
 }
@@ -244,6 +309,26 @@ func (g *Generated) Describe(names ...string) (string, error) {
 		b.WriteString(g.docs[k].decl[detailDescribe])
 	}
 	return b.String(), nil
+}
+
+// WireName returns the wire name of the tool named by its function or
+// wire name, and whether there is one.
+func (g *Generated) WireName(name string) (string, bool) {
+	for _, d := range g.docs {
+		if d.name == name || d.wire == name {
+			return d.wire, true
+		}
+	}
+	return "", false
+}
+
+// ToolNames lists the tools' wire names in listing order.
+func (g *Generated) ToolNames() []string {
+	out := make([]string, len(g.docs))
+	for i, d := range g.docs {
+		out[i] = d.wire
+	}
+	return out
 }
 
 // Match is one tool Search found.

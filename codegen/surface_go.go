@@ -18,12 +18,13 @@ import (
 // and errors, and what the surface's own notation means.
 const goPreambleText = `// MCP tools as Go packages: each "// package p" below is imported as "<module>/p", with "context" and "github.com/capbridge/capbridge/capwire".
 // Call: r, err := p.F(ctx, p.FArgs{Field: v}); p.F(ctx) takes no arguments; p.F(ctx, map[string]any{...}) takes them whole.
-// Pointer fields are optional: new(v), or leave them out. Enum T: constants T<Value>; a literal ("open") fits a required one.
-// A union interface{ A | W(T) } takes an A{...}, or W(v) wrapping a T. An output union is any, holding one of its shapes.
+// Fields without a pointer are required (a nil slice is sent as null: give []T{}). Pointer fields are optional: capwire.Ptr[float64](3), capwire.Ptr("x"), or leave them out.
+// Enum T: constants T<Value>; a literal ("open") fits a required one. A union interface{ A | W(T) } takes an A{...}, or W(v) wrapping a T. An output union is any, holding one of its shapes.
 // If FOutput is declared: out, err := p.DecodeF(r); else r.Text() or r.Decode(&v).
-// err != nil: the call was refused (*capwire.Denied; errors.Is(err, capwire.ErrTimeout)). r.IsError: the tool failed; r.Text() says why.
-// Notes: destructive: the tool may destroy data; =v default; lo..hi, >=lo, <=hi: range; len, items: sizes; untyped: why a field is any.
-// "Quoted": the server's own text, often cut; describe gives a tool whole, search finds tools by words.
+// r.Content: blocks b, b.Kind "text" (b.Text), "image"/"audio" (b.Data []byte, b.MIME; Data nil past capbridge's size limit, b.Size says it), "resource" (b.URI, b.Text or b.Data), "resource_link" (b.URI, b.Name). r.Text() is the text blocks only.
+// err != nil: refused, *capwire.Denied (d.Code, d.Path, d.Message; errors.Is(err, capwire.ErrTimeout)). "bad_arguments": an argument breaks the tool's schema or has no JSON form, at d.Path (a JSON Pointer). What capbridge cannot check, the server judges: r.IsError, r.Text() says why.
+// Notes: destructive: the tool may destroy data; deprecated: avoid it; text result: read r.Text(); =v default; lo..hi, >=lo, <=hi: range; len, items: sizes; untyped: why a field is any.
+// "Quoted": the server's own text, often cut. capwire.Describe(ctx, "p", "F") gives a tool whole; capwire.Search(ctx, "words", 0) finds tools; capwire.ReadResource(ctx, "p", b.URI) reads a linked resource; h, err := capwire.Start(ctx, "p", "tool", args) runs a long call in the background, capwire.Collect(ctx, h) waits for its result.
 `
 
 // docs renders every tool for the surface, Describe and Search.
@@ -40,15 +41,30 @@ func (f *goFile) docs() []toolDoc {
 			}
 		}
 	}
+	textOut := f.textOutputs()
 	out := make([]toolDoc, 0, len(f.funcs))
 	for _, fn := range f.funcs {
 		t := fn.tp.tool
 		doc := toolDoc{name: fn.name, wire: t.Name}
 		for lv := detailDescribe; lv <= detailSigs; lv++ {
+			// What leaving the output type out saves is spent on the
+			// description, which must then say what the tool returns.
+			elide := textOut[t.Name]
+			if lv == detailDescribe {
+				elide = nil // a description gives the tool whole
+			}
+			credit := 0
+			if d := elide; d != nil {
+				var skipped strings.Builder
+				f.surfaceType(&skipped, d, lv, variant)
+				credit = max(0, skipped.Len()-len("text result, "))
+			}
 			var b strings.Builder
-			f.surfaceFunc(&b, fn, lv)
+			f.surfaceFunc(&b, fn, lv, elide, credit)
 			for _, d := range byOwner[fn] {
-				f.surfaceType(&b, d, lv, variant)
+				if d != elide {
+					f.surfaceType(&b, d, lv, variant)
+				}
 			}
 			if lv == detailDescribe {
 				// Types declared by an earlier tool of the same shape are
@@ -62,7 +78,7 @@ func (f *goFile) docs() []toolDoc {
 			doc.decl[lv] = b.String()
 		}
 		doc.index = fn.name
-		if note := f.toolNote(fn, detailShort); note != "" {
+		if note := f.toolNote(fn, detailShort, nil, 0); note != "" {
 			doc.index += " // " + note
 		}
 		doc.sig = f.signature(fn)
@@ -101,28 +117,23 @@ func spellsWire(fn *goFunc) bool {
 // toolNote is what the surface says of a tool after its declaration: its
 // wire name when the function's name does not spell it, the hint that
 // changes how it should be used, and its description.
-func (f *goFile) toolNote(fn *goFunc, lv detail) string {
+func (f *goFile) toolNote(fn *goFunc, lv detail, textOut *typeDef, credit int) string {
 	t := fn.tp.tool
 	var parts []string
 	if !spellsWire(fn) || lv == detailDescribe {
 		parts = append(parts, "tool "+strconv.QuoteToASCII(truncate.Ellipsis(t.Name, maxNameNote)))
 	}
-	if h := t.Hints; lv <= detailFull {
-		switch {
-		case h.Destructive != nil && *h.Destructive:
-			parts = append(parts, "destructive")
-		}
-	}
+	parts = append(parts, toolLabels(t, lv, textOut != nil)...)
 	if desc := toolDescription(t); desc != "" && lv != detailSigs {
-		parts = append(parts, proseAt(desc, lv, [...]int{detailDescribe: maxToolDesc, detailFull: surfaceLongDesc, detailShort: surfaceShortDesc}))
+		parts = append(parts, toolProse(t, lv, proseCaps[lv], credit))
 	}
 	return strings.Join(parts, ", ")
 }
 
 // surfaceFunc writes fn's declaration: its arguments' fields spelled out
 // in the record literal, its note after it.
-func (f *goFile) surfaceFunc(b *strings.Builder, fn *goFunc, lv detail) {
-	note := f.toolNote(fn, lv)
+func (f *goFile) surfaceFunc(b *strings.Builder, fn *goFunc, lv detail, textOut *typeDef, credit int) {
+	note := f.toolNote(fn, lv, textOut, credit)
 	b.WriteString("func " + fn.name)
 	switch {
 	case fn.tp.whole != "":

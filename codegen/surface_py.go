@@ -15,14 +15,17 @@ const pyPreambleText = `# MCP tools as Python modules: each "# module m" below i
 # Call: r = await m.f(field=v) (async, keyword-only); m.f() takes no arguments; m.f(args) takes a dict whole. Every f takes _timeout=seconds.
 # "field: T = ..." is optional: leave it out. Literal["a", "b"]: one of these values. A union takes any of its shapes; "by" names the key that tells them apart.
 # Objects are TypedDicts: plain dicts under their wire names. If FOutput is declared: out = m.decode_f(r); else r.text() or r.structured.
-# A raised capwire.Denied is a refusal (err.code, err.path; capwire.has_code(err, capwire.TIMEOUT)). r.is_error: the tool failed; r.text() says why.
-# Notes: destructive: the tool may destroy data; =v default; lo..hi, >=lo, <=hi: range; len, items: sizes; untyped: why a field is Any.
-# "Quoted": the server's own text, often cut; describe gives a tool whole, search finds tools by words.
+# r.content: blocks b (a field not set is None), b.kind "text" (b.text), "image"/"audio" (b.data bytes, b.mime; data None past capbridge's size limit, b.size says it), "resource" (b.uri, b.text or b.data), "resource_link" (b.uri, b.name). r.text() is the text blocks only.
+# A raised capwire.Denied is a refusal (err.code, err.path; capwire.has_code(err, capwire.TIMEOUT)). "bad_arguments": an argument breaks the tool's schema or has no JSON form, at err.path (a JSON Pointer). What capbridge cannot check, the server judges: r.is_error, r.text() says why.
+# End with await (await capwire.shared()).close(), so no connection is left open.
+# Notes: destructive: the tool may destroy data; deprecated: avoid it; text result: read r.text(); =v default; lo..hi, >=lo, <=hi: range; len, items: sizes; untyped: why a field is Any.
+# "Quoted": the server's own text, often cut. await capwire.describe("m", "f") gives a tool whole; await capwire.search("words") finds tools; await capwire.read_resource("m", b.uri) reads a linked resource; h = await capwire.start("m", "tool", args) runs a long call in the background, await capwire.collect(h) waits for its result.
 `
 
 // pySurface renders a tool's declarations at detail lv.
 func (f *fFile) pySurface(b *strings.Builder, fn *fFunc, lv detail) {
-	note := toolNoteF(fn, snake, lv)
+	textOut, credit := f.elided(fn, lv, f.pySurfaceType)
+	note := toolNoteF(fn, snake, lv, textOut, credit)
 	b.WriteString("async def " + fn.name)
 	open := true // the declaration's last line is still to end
 	switch a := argsOf(fn); {
@@ -58,13 +61,13 @@ func (f *fFile) pySurface(b *strings.Builder, fn *fFunc, lv detail) {
 		b.WriteByte('\n')
 	}
 	for _, d := range f.byOwner[fn] {
-		if f.argsRoot[d] != fn || fn.params == nil {
+		if (f.argsRoot[d] != fn || fn.params == nil) && d != textOut {
 			f.pySurfaceType(b, d, lv)
 		}
 	}
 	if lv == detailDescribe {
 		for _, d := range f.g.referenced(fn.tp) {
-			if f.owner[d] != fn && f.pyDeclares(d) {
+			if f.owner[d] != fn && f.pyDeclares(d) && d != textOut {
 				f.pySurfaceType(b, d, lv)
 			}
 		}
@@ -188,7 +191,7 @@ func (f *fFile) pySurfaceType(b *strings.Builder, d *typeDef, lv detail) {
 // pyIndex is a tool's line on the index rung.
 func (f *fFile) pyIndex(fn *fFunc) string {
 	s := fn.name
-	if note := toolNoteF(fn, snake, detailShort); note != "" {
+	if note := toolNoteF(fn, snake, detailShort, nil, 0); note != "" {
 		s += " # " + note
 	}
 	return s

@@ -12,18 +12,21 @@ import (
 // description cannot forge a line.
 
 // tsPreambleText is the TypeScript preamble.
-const tsPreambleText = `// MCP tools as TypeScript modules: each "// module m" below is imported as import * as m from "<dir>/m.js", and calls "@capbridge/capwire".
+const tsPreambleText = `// MCP tools as TypeScript modules: each "// module m" below is imported as import * as m from "<dir>/m.js"; its client as import * as capwire from "@capbridge/capwire".
 // Call: const r = await m.f({ field: v }); m.f() takes no arguments; m.f(args: { [key: string]: unknown }) takes them whole. Every f takes a last { timeoutMs, signal }.
 // field?: T is optional: leave it out. "a"|"b": one of these values. A union takes any of its shapes; "by" names the property that tells them apart.
 // If FOutput is declared: const out = m.decodeF(r); else r.text() or r.structured. Objects travel as plain objects under their wire names.
-// A rejection is a refusal: capwire.DeniedError (err.code, err.path; capwire.hasCode(err, "timeout")). r.is_error: the tool failed; r.text() says why.
-// Notes: destructive: the tool may destroy data; =v default; lo..hi, >=lo, <=hi: range; len, items: sizes; untyped: why a field is unknown.
-// "Quoted": the server's own text, often cut; describe gives a tool whole, search finds tools by words.
+// r.content: blocks b (a field not set is undefined), b.kind "text" (b.text), "image"/"audio" (b.data Uint8Array, b.mime; no data past capbridge's size limit, b.size says it), "resource" (b.uri, b.text or b.data), "resource_link" (b.uri, b.name). r.text() is the text blocks only.
+// A rejection is a refusal: capwire.DeniedError (err.code, err.path; capwire.hasCode(err, "timeout")). "bad_arguments": an argument breaks the tool's schema or has no JSON form, at err.path (a JSON Pointer). What capbridge cannot check, the server judges: r.isError, r.text() says why.
+// End with (await capwire.shared()).close(): an open connection keeps Node running.
+// Notes: destructive: the tool may destroy data; deprecated: avoid it; text result: read r.text(); =v default; lo..hi, >=lo, <=hi: range; len, items: sizes; untyped: why a field is unknown.
+// "Quoted": the server's own text, often cut. await capwire.describe("m", ["f"]) gives a tool whole; await capwire.search("words") finds tools; await capwire.readResource("m", b.uri) reads a linked resource; const h = await capwire.start("m", "tool", args) runs a long call in the background, await capwire.collect(h) waits for its result.
 `
 
 // tsSurface renders a tool's declarations at detail lv.
 func (f *fFile) tsSurface(b *strings.Builder, fn *fFunc, lv detail) {
-	note := toolNoteF(fn, lowerCamel, lv)
+	textOut, credit := f.elided(fn, lv, f.tsSurfaceType)
+	note := toolNoteF(fn, lowerCamel, lv, textOut, credit)
 	b.WriteString("function " + fn.name)
 	open := false // the declaration's last line is still to end
 	switch a := argsOf(fn); {
@@ -61,11 +64,13 @@ func (f *fFile) tsSurface(b *strings.Builder, fn *fFunc, lv detail) {
 		b.WriteByte('\n')
 	}
 	for _, d := range f.byOwner[fn] {
-		f.tsSurfaceType(b, d, lv)
+		if d != textOut {
+			f.tsSurfaceType(b, d, lv)
+		}
 	}
 	if lv == detailDescribe {
 		for _, d := range f.g.referenced(fn.tp) {
-			if f.owner[d] != fn {
+			if f.owner[d] != fn && d != textOut {
 				f.tsSurfaceType(b, d, lv)
 			}
 		}
@@ -154,7 +159,7 @@ func (f *fFile) tsSurfaceType(b *strings.Builder, d *typeDef, lv detail) {
 // tsIndex is a tool's line on the index rung.
 func (f *fFile) tsIndex(fn *fFunc) string {
 	s := fn.name
-	if note := toolNoteF(fn, lowerCamel, detailShort); note != "" {
+	if note := toolNoteF(fn, lowerCamel, detailShort, nil, 0); note != "" {
 		s += " // " + note
 	}
 	return s

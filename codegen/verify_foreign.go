@@ -31,7 +31,7 @@ type fIntent struct {
 
 // Top-level declarations as the emitters write them.
 var (
-	tsDeclLine = regexp.MustCompile(`^export (?:async function|function|interface|type) ([A-Za-z_$][A-Za-z0-9_$]*)\b`)
+	tsDeclLine = regexp.MustCompile(`^export (?:async function|function|declare function|interface|type) ([A-Za-z_$][A-Za-z0-9_$]*)\b`)
 	pyDeclLine = regexp.MustCompile(`^(?:async def|def|class) ([A-Za-z_][A-Za-z0-9_]*)\b|^([A-Za-z_][A-Za-z0-9_]*)(?:: typing\.TypeAlias)? = `)
 )
 

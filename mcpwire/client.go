@@ -122,6 +122,9 @@ type CallOptions struct {
 	// bounds a server's concurrent work keeps the call's slot until
 	// answered closes, with its own time limit.
 	Abandoned func(answered <-chan struct{})
+
+	// task is the "task" member CallToolTask adds to tools/call.
+	task []byte
 }
 
 // Client is an MCP client over one Conn. It is live from a successful
@@ -422,6 +425,7 @@ func (c *Client) Ping(ctx context.Context) error {
 // On timeout or cancellation the server gets notifications/cancelled
 // and a late reply is ignored.
 func (c *Client) CallTool(ctx context.Context, name string, args Args, opt CallOptions) (*CallToolResult, error) {
+	deadline := time.Now().Add(c.maxTimeout(opt))
 	raw, err := c.request(ctx, "tools/call", nil, args, name, opt, true)
 	if err != nil {
 		if c.Era() == EraModern {
@@ -429,11 +433,7 @@ func (c *Client) CallTool(ctx context.Context, name string, args Args, opt CallO
 		}
 		return nil, err
 	}
-	if err := c.checkResult("tools/call", raw); err != nil {
-		return nil, err
-	}
-	// Validated once, with the envelope, when the line was read.
-	return mcpproto.DecodeCallToolResultValue(raw)
+	return c.callResult(ctx, raw, deadline, nil)
 }
 
 // request performs one round trip. For tools/call the line is built from
@@ -481,7 +481,7 @@ func (c *Client) request(ctx context.Context, method string, params []byte, args
 	var line []byte
 	var err error
 	if method == "tools/call" {
-		line, err = appendCallTool((*bp)[:0], id, name, args, c.reqMeta())
+		line, err = appendCallTool((*bp)[:0], id, name, args, c.callMeta(), opt.task)
 	} else {
 		line = appendRequest((*bp)[:0], id, method, params)
 	}

@@ -51,7 +51,7 @@ func appendNotification(dst []byte, method string, params []byte) []byte {
 // (ConvertArgs) are one compact object already and are copied as they
 // are. meta, when not nil, is more _meta members (the modern era's
 // reserved keys) rendered without braces.
-func appendCallTool(dst []byte, id int64, name string, a Args, meta []byte) ([]byte, error) {
+func appendCallTool(dst []byte, id int64, name string, a Args, meta, task []byte) ([]byte, error) {
 	if name == "" || !utf8.ValidString(name) {
 		return dst, errInvalid("tool name must be non-empty UTF-8")
 	}
@@ -94,6 +94,10 @@ func appendCallTool(dst []byte, id int64, name string, a Args, meta []byte) ([]b
 		} else {
 			dst = append(dst, span...)
 		}
+	}
+	if task != nil {
+		dst = append(dst, `,"task":`...)
+		dst = append(dst, task...)
 	}
 	return append(dst, '}', '}', '\n'), nil
 }

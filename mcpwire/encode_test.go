@@ -24,7 +24,7 @@ func TestEncodeLines(t *testing.T) {
 		{name: "invalid utf8 args", args: "{\"a\":\"\xff\"}", bad: true},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := appendCallTool(nil, 9, "echo", JSONArgs([]byte(tt.args)), nil)
+			got, err := appendCallTool(nil, 9, "echo", JSONArgs([]byte(tt.args)), nil, nil)
 			if tt.bad {
 				if !errors.Is(err, ErrInvalidArgument) {
 					t.Fatalf("err = %v, want ErrInvalidArgument", err)
@@ -36,7 +36,7 @@ func TestEncodeLines(t *testing.T) {
 			}
 		})
 	}
-	if _, err := appendCallTool(nil, 1, "", JSONArgs(nil), nil); !errors.Is(err, ErrInvalidArgument) {
+	if _, err := appendCallTool(nil, 1, "", JSONArgs(nil), nil, nil); !errors.Is(err, ErrInvalidArgument) {
 		t.Errorf("empty name: %v", err)
 	}
 }
@@ -47,7 +47,7 @@ func FuzzCompact(f *testing.F) {
 	f.Add([]byte("{\n \"text\" : \"a b\",\r\n\t\"n\": [1, 2]\n}"))
 	f.Add([]byte(`{"a":{"b":[true,false,null,"\n"]}}`))
 	f.Fuzz(func(t *testing.T, args []byte) {
-		line, err := appendCallTool(nil, 1, "t", JSONArgs(args), nil)
+		line, err := appendCallTool(nil, 1, "t", JSONArgs(args), nil, nil)
 		if err != nil {
 			return
 		}
@@ -96,11 +96,11 @@ func FuzzConvertArgs(f *testing.F) {
 		if !a.converted || len(a.JSON()) == 0 || a.JSON()[0] != '{' {
 			t.Fatalf("converted args %q", a.JSON())
 		}
-		got, err := appendCallTool(nil, 1, "t", a, nil)
+		got, err := appendCallTool(nil, 1, "t", a, nil, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
-		want, err := appendCallTool(nil, 1, "t", JSONArgs(a.JSON()), nil)
+		want, err := appendCallTool(nil, 1, "t", JSONArgs(a.JSON()), nil, nil)
 		if err != nil || string(got) != string(want) {
 			t.Fatalf("unchecked line %q; checked %q, %v", got, want, err)
 		}

@@ -154,6 +154,8 @@ type modern struct {
 	// meta is the three reserved _meta members every modern request
 	// carries, as `"k":v,"k":v,"k":v` (no braces), built once.
 	meta []byte
+	// callMeta is meta with the tasks extension declared, for tools/call.
+	callMeta []byte
 
 	// The subscriptions/listen stream: subID is its request id (0: none
 	// open). It is not a call: no timeout, no in-flight slot.
@@ -211,22 +213,27 @@ func (c *Client) buildMeta() {
 	b = jsonlex.AppendQuoted(b, mcpproto.ModernVersion)
 	b = append(b, ',')
 	b = jsonlex.AppendQuoted(b, mcpproto.MetaClientCapabilities)
+	info := jsonlex.AppendQuoted([]byte{','}, mcpproto.MetaClientInfo)
+	info = append(info, `:{"name":`...)
+	info = jsonlex.AppendQuoted(info, c.cfg.ClientName)
+	info = append(info, `,"version":`...)
+	info = jsonlex.AppendQuoted(info, c.cfg.ClientVersion)
+	info = append(info, '}')
 	// {} exactly, as in the legacy initialize: no sampling, roots or
-	// elicitation.
-	b = append(b, ":{},"...)
-	b = jsonlex.AppendQuoted(b, mcpproto.MetaClientInfo)
-	b = append(b, `:{"name":`...)
-	b = jsonlex.AppendQuoted(b, c.cfg.ClientName)
-	b = append(b, `,"version":`...)
-	b = jsonlex.AppendQuoted(b, c.cfg.ClientVersion)
-	c.m.meta = append(b, '}')
+	// elicitation. tools/call alone also declares the tasks extension
+	// (SEP-2663), which lets the server answer it with a task handle,
+	// followed to the result (followTask): the extension is declared per
+	// request, and only tools/call may be answered with a task.
+	c.m.meta = append(append(append([]byte(nil), b...), ":{}"...), info...)
+	c.m.callMeta = append(append(append([]byte(nil), b...), `:{"extensions":{"`+mcpproto.TasksExtension+`":{}}}`...), info...)
 }
 
-// reqMeta is the _meta members a request carries in the client's era
-// (nil in the legacy era).
-func (c *Client) reqMeta() []byte {
+// callMeta is the _meta members a tools/call carries in the client's era
+// (nil in the legacy era): the other requests' meta, with the tasks
+// extension declared.
+func (c *Client) callMeta() []byte {
 	if c.Era() == EraModern {
-		return c.m.meta
+		return c.m.callMeta
 	}
 	return nil
 }
@@ -446,8 +453,8 @@ func (c *Client) modernRequest(m *mcpproto.Message) bool {
 
 // checkResult applies the modern era's resultType rule to a result:
 // absent or "complete" is a result, "input_required" an
-// *InputRequiredError (only tools/call may ask; elsewhere it is a
-// fault), anything else a *ProtocolFault at /resultType.
+// *InputRequiredError (only tools/call and resources/read may ask;
+// elsewhere it is a fault), anything else a *ProtocolFault at /resultType.
 func (c *Client) checkResult(method string, raw jsonlex.Value) error {
 	if c.Era() != EraModern {
 		return nil
@@ -456,7 +463,7 @@ func (c *Client) checkResult(method string, raw jsonlex.Value) error {
 	if err != nil || rt == mcpproto.ResultComplete {
 		return err
 	}
-	if method != "tools/call" {
+	if method != "tools/call" && method != "resources/read" {
 		return &mcpproto.ProtocolFault{What: method, Path: "/resultType", Index: -1, Reason: "input_required is not allowed for " + method}
 	}
 	return &InputRequiredError{Method: method, Requests: mcpproto.InputRequestMethods(raw.Bytes(), 4)}

@@ -17,6 +17,10 @@ import (
 // "n\"ame", ClientVersion: "9"}: capabilities {} and nothing more.
 const testMeta = `"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{},"io.modelcontextprotocol/clientInfo":{"name":"n\"ame","version":"9"}`
 
+// testCallMeta is what a tools/call carries instead: the tasks extension
+// declared, nothing else.
+const testCallMeta = `"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"extensions":{"io.modelcontextprotocol/tasks":{}}},"io.modelcontextprotocol/clientInfo":{"name":"n\"ame","version":"9"}`
+
 const discoverOK = `{"jsonrpc":"2.0","id":0,"result":{"resultType":"complete","supportedVersions":["2026-07-28"],"capabilities":{"tools":{"listChanged":true}},"ttlMs":0,"cacheScope":"private","_meta":{"io.modelcontextprotocol/serverInfo":{"name":"modern","version":"2"}}}}`
 
 // connectModern connects to a scripted modern server that answers the
@@ -101,7 +105,7 @@ func TestModernWire(t *testing.T) {
 			go func() { r, err := c.CallTool(ctx, "t", JSONArgs([]byte(`{"a":1}`)), CallOptions{}); oc <- out{r, err} }()
 			line := s.recv()
 			id := line[strings.Index(line, `"id":`)+5 : strings.Index(line, `,"method"`)]
-			if want := `{"jsonrpc":"2.0","id":` + id + `,"method":"tools/call","params":{"_meta":{"progressToken":` + id + `,` + testMeta + `},"name":"t","arguments":{"a":1}}}` + "\n"; line != want {
+			if want := `{"jsonrpc":"2.0","id":` + id + `,"method":"tools/call","params":{"_meta":{"progressToken":` + id + `,` + testCallMeta + `},"name":"t","arguments":{"a":1}}}` + "\n"; line != want {
 				t.Errorf("tools/call line\n got %q\nwant %q", line, want)
 			}
 			s.send(strings.ReplaceAll(resp, "ID", id))

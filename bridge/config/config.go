@@ -32,6 +32,7 @@
 //	max_conn_inflight = 64                           # calls in flight per connection
 //	procs            = 1                             # threads running Go code at once (GOMAXPROCS, which wins when set)
 //	max_result_text  = "1MiB"                        # text kept per result before truncation
+//	max_result_data  = "1MiB"                        # image, audio and resource bytes carried per result
 //	write_timeout    = "5s"                          # a reader that stalls longer is dropped
 //	shutdown_grace   = "3s"
 //	surface_budget   = "64KiB"
@@ -119,6 +120,7 @@ type Bridge struct {
 	// set, wins over it.
 	Procs         int
 	MaxResultText int
+	MaxResultData int
 	WriteTimeout  time.Duration
 	ShutdownGrace time.Duration
 	SurfaceBudget int
@@ -257,6 +259,7 @@ const (
 	DefaultFrameTimeout     = 10 * time.Second
 	DefaultMaxPartialBytes  = 64 << 20
 	DefaultMaxResultText    = 1 << 20
+	DefaultMaxResultData    = 1 << 20
 	DefaultWriteTimeout     = 5 * time.Second
 	DefaultShutdownGrace    = 3 * time.Second
 	DefaultSurfaceBudget    = 64 << 10
@@ -316,6 +319,7 @@ func Defaults() *Config {
 		FrameTimeout:         DefaultFrameTimeout,
 		MaxPartialBytes:      DefaultMaxPartialBytes,
 		MaxResultText:        DefaultMaxResultText,
+		MaxResultData:        DefaultMaxResultData,
 		WriteTimeout:         DefaultWriteTimeout,
 		ShutdownGrace:        DefaultShutdownGrace,
 		SurfaceBudget:        DefaultSurfaceBudget,
@@ -509,6 +513,8 @@ func (r *reader) bridge(t map[string]any, b *Bridge) {
 			r.size(key, v, minPartialBytes, maxPartialLimit, &b.MaxPartialBytes)
 		case "max_result_text":
 			r.size(key, v, 1, maxFrameLimit, &b.MaxResultText)
+		case "max_result_data":
+			r.size(key, v, 0, maxFrameLimit, &b.MaxResultData)
 		case "write_timeout":
 			r.duration(key, v, &b.WriteTimeout)
 		case "shutdown_grace":

@@ -85,6 +85,7 @@ func TestLoadFull(t *testing.T) {
 		HelloTimeout: time.Second, IdleTimeout: time.Minute, FrameTimeout: 5 * time.Second,
 		MaxPartialBytes: 32 << 20,
 		MaxResultText:   65536,
+		MaxResultData:   DefaultMaxResultData,
 		WriteTimeout:    2 * time.Second,
 		ShutdownGrace:   15 * time.Second,
 		SurfaceBudget:   32 << 10,

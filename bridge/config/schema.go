@@ -61,6 +61,7 @@ var bridgeSpec = []keySpec{
 	{name: "max_conn_inflight", kind: kindCount, doc: "calls in flight per connection; default 64"},
 	{name: "procs", kind: kindCount, doc: "threads running the bridge's Go code at once (GOMAXPROCS); the GOMAXPROCS environment variable wins when set; default 1, measured fastest on 2 CPUs"},
 	{name: "max_result_text", kind: kindSize, lo: 1, hi: maxFrameLimit, doc: `text kept per result before truncation; default "1MiB"`},
+	{name: "max_result_data", kind: kindSize, lo: 0, hi: maxFrameLimit, doc: `image, audio and resource bytes carried per result; a block past it carries its size and MIME type only; 0 carries none; default "1MiB"`},
 	{name: "write_timeout", kind: kindDuration, doc: `a reader that stalls longer is dropped; default "5s"`},
 	{name: "shutdown_grace", kind: kindDuration, doc: `how long shutdown waits for calls in flight; default "3s"`},
 	{name: "surface_budget", kind: kindSize, lo: 1024, hi: maxFrameLimit, doc: `size budget of a server's surface; default "64KiB"`},

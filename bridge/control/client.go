@@ -77,6 +77,11 @@ func (c *Client) Listing(ctx context.Context, r *ListingRequest) (*Listed, error
 	return request[Listed](ctx, c, opListing, r, replyListed)
 }
 
+// Resources fetches a server's resources and resource templates.
+func (c *Client) Resources(ctx context.Context, r *ResourcesRequest) (*ResourceList, error) {
+	return request[ResourceList](ctx, c, opResources, r, replyResourced)
+}
+
 // Metrics fetches the bridge's metrics in the Prometheus text format.
 func (c *Client) Metrics(ctx context.Context) (*Metrics, error) {
 	return request[Metrics](ctx, c, opMetrics, &MetricsRequest{}, replyMetrics)

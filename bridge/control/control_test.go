@@ -85,6 +85,13 @@ func (*fakeHandler) Listing(_ context.Context, r *ListingRequest) (*Listed, erro
 	return &Listed{Listing: `{"tools":[{"name":"f","inputSchema":{"type":"object"}}]}`}, nil
 }
 
+func (*fakeHandler) Resources(_ context.Context, r *ResourcesRequest) (*ResourceList, error) {
+	if r.Server != "x" {
+		return nil, errorf(CodeUnknownServer, "no server %q", r.Server)
+	}
+	return &ResourceList{Resources: `[{"uri":"test://a","name":"a"}]`, Templates: "[]"}, nil
+}
+
 func (f *fakeHandler) Call(ctx context.Context, r *CallRequest) (*capwire.Result, error) {
 	switch r.Tool {
 	case "echo":
@@ -94,11 +101,11 @@ func (f *fakeHandler) Call(ctx context.Context, r *CallRequest) (*capwire.Result
 		if err := msgpack.Unmarshal(r.Args, &args); err != nil {
 			return nil, &capwire.Denied{Code: capwire.CodeBadArguments, Message: err.Error()}
 		}
-		return &capwire.Result{Content: []capwire.Block{{Type: capwire.BlockText, Text: args.Text}}, Structured: r.Args}, nil
+		return &capwire.Result{Content: []capwire.Block{{Type: capwire.BlockText, Kind: capwire.KindText, Text: args.Text}}, Structured: r.Args}, nil
 	case "slow":
 		return nil, &capwire.Denied{Code: capwire.CodeTimeout, Message: "too slow"}
 	case "huge":
-		return &capwire.Result{Content: []capwire.Block{{Type: capwire.BlockText, Text: strings.Repeat("x", MaxFrame)}}}, nil
+		return &capwire.Result{Content: []capwire.Block{{Type: capwire.BlockText, Kind: capwire.KindText, Text: strings.Repeat("x", MaxFrame)}}}, nil
 	case "wait":
 		select {
 		case f.entered <- struct{}{}:
@@ -167,6 +174,12 @@ func TestRoundTrips(t *testing.T) {
 	}
 	if l, err := c.Listing(ctx, &ListingRequest{Server: "s"}); err != nil || l.Listing != `{"tools":[{"name":"f","inputSchema":{"type":"object"}}]}` {
 		t.Errorf("listing: %+v, %v", l, err)
+	}
+	if l, err := c.Resources(ctx, &ResourcesRequest{Server: "x"}); err != nil || l.Resources != `[{"uri":"test://a","name":"a"}]` || l.Templates != "[]" {
+		t.Errorf("resources: %+v, %v", l, err)
+	}
+	if _, err := c.Resources(ctx, &ResourcesRequest{Server: "y"}); !errors.Is(err, &Error{Code: CodeUnknownServer}) {
+		t.Errorf("resources of an unknown server: %v", err)
 	}
 	if _, err := c.Listing(ctx, &ListingRequest{Server: "x"}); !errors.Is(err, &Error{Code: CodeUnknownServer}) {
 		t.Errorf("listing of an unknown server: %v", err)

@@ -90,15 +90,16 @@ func TestSpecMatchesCode(t *testing.T) {
 		req, rep any
 	}
 	ops := map[string]op{
-		opGrant:    {replyGranted, GrantRequest{}, Granted{}},
-		opRevoke:   {replyRevoked, RevokeRequest{}, Revoked{}},
-		opStatus:   {replyStatus, struct{}{}, Status{}},
-		opFacade:   {replyFacade, FacadeRequest{}, Facade{}},
-		opDescribe: {replyDescribed, DescribeRequest{}, Described{}},
-		opSearch:   {replyFound, SearchRequest{}, Found{}},
-		opListing:  {replyListed, ListingRequest{}, Listed{}},
-		opCall:     {"result or denied", CallRequest{}, struct{}{}}, // the reply is capwire's
-		opMetrics:  {replyMetrics, MetricsRequest{}, Metrics{}},
+		opGrant:     {replyGranted, GrantRequest{}, Granted{}},
+		opRevoke:    {replyRevoked, RevokeRequest{}, Revoked{}},
+		opStatus:    {replyStatus, struct{}{}, Status{}},
+		opFacade:    {replyFacade, FacadeRequest{}, Facade{}},
+		opDescribe:  {replyDescribed, DescribeRequest{}, Described{}},
+		opSearch:    {replyFound, SearchRequest{}, Found{}},
+		opListing:   {replyListed, ListingRequest{}, Listed{}},
+		opResources: {replyResourced, ResourcesRequest{}, ResourceList{}},
+		opCall:      {"result or denied", CallRequest{}, struct{}{}}, // the reply is capwire's
+		opMetrics:   {replyMetrics, MetricsRequest{}, Metrics{}},
 	}
 	if got, want := slices.Sorted(maps.Keys(s.replies)), slices.Sorted(maps.Keys(ops)); !slices.Equal(got, want) {
 		t.Fatalf("the spec's requests are %v, the code's %v", got, want)

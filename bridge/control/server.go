@@ -28,6 +28,7 @@ type Handler interface {
 	Describe(ctx context.Context, r *DescribeRequest) (*Described, error)
 	Search(ctx context.Context, r *SearchRequest) (*Found, error)
 	Listing(ctx context.Context, r *ListingRequest) (*Listed, error)
+	Resources(ctx context.Context, r *ResourcesRequest) (*ResourceList, error)
 	// Call runs a tool call with operator authority. ctx ends when the
 	// client hangs up while the call runs.
 	Call(ctx context.Context, r *CallRequest) (*capwire.Result, error)
@@ -128,12 +129,14 @@ func (s *Server) answer(ctx context.Context, conn net.Conn, frame, dst []byte) [
 		return handle(dst, h, replyFound, frame, func(r *SearchRequest) (*Found, error) { return s.Handler.Search(ctx, r) })
 	case opListing:
 		return handle(dst, h, replyListed, frame, func(r *ListingRequest) (*Listed, error) { return s.Handler.Listing(ctx, r) })
+	case opResources:
+		return handle(dst, h, replyResourced, frame, func(r *ResourcesRequest) (*ResourceList, error) { return s.Handler.Resources(ctx, r) })
 	case opCall:
 		return s.call(ctx, conn, h.ID, frame, dst)
 	case opMetrics:
 		return handle(dst, h, replyMetrics, frame, func(r *MetricsRequest) (*Metrics, error) { return s.Handler.Metrics(ctx, r) })
 	}
-	return appendError(dst, h.ID, errorf(CodeUnknownRequest, "unknown control request %q (known: grant, revoke, status, facade, describe, search, listing, call, metrics)", truncate.Ellipsis(h.T, 64)))
+	return appendError(dst, h.ID, errorf(CodeUnknownRequest, "unknown control request %q (known: grant, revoke, status, facade, describe, search, listing, resources, call, metrics)", truncate.Ellipsis(h.T, 64)))
 }
 
 // handle decodes a request of type Req from frame, runs it and appends

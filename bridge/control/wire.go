@@ -19,15 +19,16 @@ import (
 // Request kinds, the "t" of a request, and the reply kinds that answer
 // them. A call is answered with capwire's own "result" or "denied".
 const (
-	opGrant    = "grant"
-	opRevoke   = "revoke"
-	opStatus   = "status"
-	opFacade   = "facade"
-	opDescribe = "describe"
-	opSearch   = "search"
-	opListing  = "listing"
-	opCall     = "call"
-	opMetrics  = "metrics"
+	opGrant     = "grant"
+	opRevoke    = "revoke"
+	opStatus    = "status"
+	opFacade    = "facade"
+	opDescribe  = "describe"
+	opSearch    = "search"
+	opListing   = "listing"
+	opResources = "resources"
+	opCall      = "call"
+	opMetrics   = "metrics"
 
 	replyGranted   = "granted"
 	replyRevoked   = "revoked"
@@ -36,6 +37,7 @@ const (
 	replyDescribed = "described"
 	replyFound     = "found"
 	replyListed    = "listed"
+	replyResourced = "resource_list"
 	replyMetrics   = "metrics"
 	replyError     = "error"
 )
@@ -60,6 +62,9 @@ type GrantRequest struct {
 	// AllowDestructive lets the grant call the tools the operator
 	// declared destructive without naming each one in Servers.
 	AllowDestructive bool `msgpack:"allow_destructive,omitempty"`
+	// Resources are the servers, among Servers, whose resources the
+	// program may read (resources/read through the capbridge capability).
+	Resources []string `msgpack:"resources,omitempty"`
 	// Run, when set, makes the grant one program run's: the audit line of
 	// every call made under it carries the run's id, and a revoke that
 	// reports the run's end writes the run's own audit line.
@@ -176,6 +181,10 @@ type Facade struct {
 	// any number of servers: the same for every server of a language.
 	Preamble      string `msgpack:"preamble"`
 	ListingSHA256 string `msgpack:"listing_sha256"`
+	// JS and DTS are, for TypeScript, the module as JavaScript and its
+	// declarations: what Node runs as it is. Empty for other languages.
+	JS  string `msgpack:"js,omitempty"`
+	DTS string `msgpack:"dts,omitempty"`
 }
 
 // DescribeRequest asks for the full declarations of some of a server's
@@ -239,6 +248,21 @@ type Listed struct {
 	// `capbridge gen --listing` reads, and carries each tool's inputSchema
 	// for clients that type arguments.
 	Listing string `msgpack:"listing"`
+}
+
+// ResourcesRequest asks for a server's resources and resource templates
+// ("resources"), for a harness deciding what to grant or show.
+type ResourcesRequest struct {
+	Server string `msgpack:"server"`
+}
+
+// ResourceList answers a resources request ("resource_list").
+type ResourceList struct {
+	// Resources is a JSON array of the server's resources/list entries,
+	// and Templates of its resources/templates/list entries, each as the
+	// server sent it; "[]" when it has none (or no resources capability).
+	Resources string `msgpack:"resources"`
+	Templates string `msgpack:"templates"`
 }
 
 // CallRequest calls a tool with operator authority ("call"). It is

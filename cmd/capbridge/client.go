@@ -74,6 +74,7 @@ the operator declared destructive is callable only if --tools names it or
 	fs.Var(&ttl, "ttl", "how long the grant lives, from 1s to 24h (default 10m)")
 	peerUID := fs.Int("peer-uid", -1, "only a peer with this uid may use the grant")
 	allowDestructive := fs.Bool("allow-destructive", false, "let the grant call the servers' destructive tools without naming each in --tools")
+	resources := fs.String("resources", "", "comma-separated servers, among --servers, whose resources the program may read")
 	pos, code, ok := fs.parse(args, stdout, stderr)
 	if !ok {
 		return code
@@ -98,6 +99,9 @@ the operator declared destructive is callable only if --tools names it or
 		}
 	}
 	req := &control.GrantRequest{Servers: spec, AllowDestructive: *allowDestructive}
+	if *resources != "" {
+		req.Resources = strings.Split(*resources, ",")
+	}
 	if ttl.text != "" {
 		// Checked here, in the unit the operator typed, as well as by
 		// capbridge: a TTL that is not a whole number of milliseconds in

@@ -31,6 +31,20 @@ func TestDescribeSearch(t *testing.T) {
 		!strings.Contains(out, "\nfunc Echo(ctx, EchoArgs{ // \"Returns its text unchanged.\"\n\tText string // \"the text to return\"\n})\n") {
 		t.Errorf("tools --surface: exit %d, stderr %q, stdout:\n%s", code, errOut, out)
 	}
+	// --lang: the same in TypeScript and Python, with their preambles.
+	for _, tc := range []struct{ lang, head, echo string }{
+		{"ts", "\n// module demo, 6 tools\n", "\nfunction echo({ // \"Returns its text unchanged.\"\n"},
+		{"python", "\n# module demo, 6 tools\n", "\nasync def echo(*, # \"Returns its text unchanged.\"\n"},
+	} {
+		pre, _ := codegen.Preamble(codegen.Lang(tc.lang))
+		out, errOut, code := runCLI(t, bin, env, "tools", "--surface", "--lang", tc.lang)
+		if code != exitOK || !strings.HasPrefix(out, pre+tc.head) || !strings.Contains(out, tc.echo) {
+			t.Errorf("tools --surface --lang %s: exit %d, stderr %q, stdout:\n%s", tc.lang, code, errOut, out)
+		}
+	}
+	if _, errOut, code := runCLI(t, bin, env, "tools", "--surface", "--lang", "rust"); code != exitUsage || !strings.Contains(errOut, `--lang "rust"`) {
+		t.Errorf("tools --lang rust: exit %d, stderr %q", code, errOut)
+	}
 
 	// describe: the named tools whole, in the order asked, by function
 	// or wire name; every tool when none is named.
@@ -102,14 +116,14 @@ func TestDescribeSearch(t *testing.T) {
 		}
 	}
 
-	// gen, live: SURFACE.txt is the preamble, a blank line, the surface.
+	// gen, live: the surface file is the preamble, a blank line, the surface.
 	dir := t.TempDir()
 	if _, errOut, code := runCLI(t, bin, env, "gen", "--server", "demo", "--out", dir); code != exitOK {
 		t.Fatalf("gen: exit %d, stderr %q", code, errOut)
 	}
-	surface, err := os.ReadFile(filepath.Join(dir, "demo", "SURFACE.txt"))
+	surface, err := os.ReadFile(filepath.Join(dir, "demo.surface.go.txt"))
 	if err != nil || !strings.HasPrefix(string(surface), preamble+"\n// package demo, 6 tools\n") {
-		t.Errorf("SURFACE.txt: %v\n%s", err, surface)
+		t.Errorf("demo.surface.go.txt: %v\n%s", err, surface)
 	}
 
 	if rest, err := srv.stop(); err != nil || len(rest) != 0 {

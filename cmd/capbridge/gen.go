@@ -4,27 +4,32 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
-	"strings"
 
+	pyclient "github.com/capbridge/capbridge/capwire/python"
 	"github.com/capbridge/capbridge/codegen"
 )
 
-// runGen is `capbridge gen`: it writes a server's façade and surface as
-// DIR/<package>/<package>.<ext> (.go, .ts or .py, by --lang) and
-// DIR/<package>/SURFACE.txt (the preamble,
-// a blank line, then the surface: what a model reads for this one
-// server), generated from a saved tools/list result (--listing, offline),
-// or else fetched from the running capbridge, which generated them at boot
-// (--control).
+// runGen is `capbridge gen`: it writes a server's façade where the
+// import its language's preamble shows finds it — DIR/<m>/<m>.go for Go
+// (import "<module>/m"), DIR/<m>.ts for TypeScript (import from
+// "<dir>/m.js" once compiled), DIR/<m>.py for Python (import m, with DIR
+// on the path) — and its surface as DIR/<m>.surface.<lang>.txt (the
+// preamble, a blank line, then the surface: what a model reads for this
+// one server in that language), so façades of several servers and
+// languages share one DIR. They are generated from a saved tools/list
+// result (--listing, offline), or else fetched from the running capbridge,
+// which generated them at boot (--control).
 func runGen(args []string, stdout, stderr io.Writer) int {
-	fs := newCmdFlags("gen", "capbridge gen --server NAME [--listing FILE | -c FILE | --control PATH] [--lang go|ts|python] --out DIR", "Write a server's façade and SURFACE.txt into DIR/<package>/.")
+	fs := newCmdFlags("gen", "capbridge gen --server NAME [--listing FILE | -c FILE | --control PATH] [--lang go|ts|python] --out DIR", "Write a server's façade and its surface, for the language's import, into DIR.")
 	listing := fs.String("listing", "", "saved tools/list result: {\"tools\":[…]} or a bare array (required)")
 	server := fs.String("server", "", "the server's name, sent verbatim in every call (required)")
 	lang := fs.String("lang", "go", "language of the façade: go, ts or python")
 	out := fs.String("out", "", "directory to write <package>/ into (required)")
 	budget := fs.Int("surface-budget", codegen.DefaultSurfaceBudget, "surface size budget in bytes (with --listing)")
+	capwireTS := fs.String("capwire-ts", "", "with --lang ts: capwire's built TypeScript package (capwire/ts after npm run build), linked as DIR/node_modules/@capbridge/capwire")
 	cf := addClientFlags(fs, false)
 	pos, code, ok := fs.parse(args, stdout, stderr)
 	if !ok {
@@ -45,7 +50,8 @@ func runGen(args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintf(stderr, "capbridge gen: %s\n", explain(err))
 			return exitError
 		}
-		return writeFacade(*out, f.Module+ext, []byte(f.Source), f.Preamble+"\n"+f.Surface, stdout, stderr, "from the running capbridge")
+		files := facadeFiles{source: []byte(f.Source), js: []byte(f.JS), dts: []byte(f.DTS), capwireTS: *capwireTS}
+		return writeFacade(*out, codegen.Lang(*lang), f.Module, ext, files, f.Preamble+"\n"+f.Surface, stdout, stderr, "from the running capbridge")
 	}
 	f, err := os.Open(*listing)
 	if err != nil {
@@ -78,31 +84,104 @@ func runGen(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "capbridge gen: %v\n", err)
 		return exitError
 	}
-	return writeFacade(*out, g.ModuleName+ext, g.Source, preamble+"\n"+g.Surface, stdout, stderr,
+	files := facadeFiles{source: g.Source, js: g.JS, dts: g.DTS, capwireTS: *capwireTS}
+	return writeFacade(*out, codegen.Lang(*lang), g.ModuleName, ext, files, preamble+"\n"+g.Surface, stdout, stderr,
 		fmt.Sprintf("%d tools, surface %d bytes (%s), listing sha256 %s", len(tools), len(g.Surface), g.Level, g.ListingSHA256))
 }
 
 // sourceExt is the file extension of a façade, by language.
 var sourceExt = map[codegen.Lang]string{codegen.Go: ".go", codegen.TypeScript: ".ts", codegen.Python: ".py"}
 
-// writeFacade writes file (the module's name and extension) and
-// SURFACE.txt into out/<module>/.
-func writeFacade(out, file string, source []byte, surface string, stdout, stderr io.Writer, summary string) int {
-	module := strings.TrimSuffix(file, filepath.Ext(file))
-	dir := filepath.Join(out, module)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		fmt.Fprintf(stderr, "capbridge gen: %v\n", err)
-		return exitError
+// facadeFiles are what gen writes for one façade beside its surface.
+type facadeFiles struct {
+	source    []byte
+	js, dts   []byte // TypeScript: the module as JavaScript, and its declarations
+	capwireTS string // TypeScript: the built capwire package to link, if given
+}
+
+// writeFacade writes module's files (its source has extension ext) and
+// its surface in lang into out: a Go package in its own directory; a
+// TypeScript module beside the others, as .ts and as .js with .d.ts (and
+// a package.json making .js an ES module, unless one is there), so Node
+// runs it as it is; a Python module beside the others, with the capwire
+// package beside it, so `import m` works from out with nothing installed.
+func writeFacade(out string, lang codegen.Lang, module, ext string, files facadeFiles, surface string, stdout, stderr io.Writer, summary string) int {
+	type file struct {
+		path    string
+		content []byte
+		keep    bool // written only if absent
 	}
-	for name, content := range map[string][]byte{
-		file:          source,
-		"SURFACE.txt": []byte(surface),
-	} {
-		if err := os.WriteFile(filepath.Join(dir, name), content, 0o644); err != nil {
+	src := filepath.Join(out, module+ext)
+	if lang == codegen.Go || lang == "" {
+		src = filepath.Join(out, module, module+ext)
+		lang = codegen.Go
+	}
+	surf := filepath.Join(out, module+".surface."+string(lang)+".txt")
+	write := []file{{path: src, content: files.source}, {path: surf, content: []byte(surface)}}
+	switch lang {
+	case codegen.TypeScript:
+		write = append(write, file{path: filepath.Join(out, module+".js"), content: files.js},
+			file{path: filepath.Join(out, module+".d.ts"), content: files.dts},
+			file{path: filepath.Join(out, "package.json"), content: []byte("{\"type\": \"module\", \"private\": true}\n"), keep: true})
+	case codegen.Python:
+		err := fs.WalkDir(pyclient.Client, "capwire", func(p string, d fs.DirEntry, err error) error {
+			if err != nil || d.IsDir() {
+				return err
+			}
+			data, err := pyclient.Client.ReadFile(p)
+			write = append(write, file{path: filepath.Join(out, filepath.FromSlash(p)), content: data})
+			return err
+		})
+		if err != nil {
 			fmt.Fprintf(stderr, "capbridge gen: %v\n", err)
 			return exitError
 		}
 	}
-	fmt.Fprintf(stdout, "%s: %s\n", dir, summary)
+	for _, w := range write {
+		if err := os.MkdirAll(filepath.Dir(w.path), 0o755); err != nil {
+			fmt.Fprintf(stderr, "capbridge gen: %v\n", err)
+			return exitError
+		}
+		if _, err := os.Stat(w.path); w.keep && err == nil {
+			continue
+		}
+		if err := os.WriteFile(w.path, w.content, 0o644); err != nil {
+			fmt.Fprintf(stderr, "capbridge gen: %v\n", err)
+			return exitError
+		}
+	}
+	if lang == codegen.TypeScript && files.capwireTS != "" {
+		if code := linkCapwireTS(out, files.capwireTS, stderr); code != exitOK {
+			return code
+		}
+	}
+	fmt.Fprintf(stdout, "%s, %s: %s\n", src, surf, summary)
+	return exitOK
+}
+
+// linkCapwireTS links out/node_modules/@capbridge/capwire to pkg, a built
+// capwire TypeScript package, so the façades' import resolves from out.
+func linkCapwireTS(out, pkg string, stderr io.Writer) int {
+	abs, err := filepath.Abs(pkg)
+	if err == nil {
+		_, err = os.Stat(filepath.Join(abs, "package.json"))
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "capbridge gen: --capwire-ts %s is not a package: %v\n", pkg, err)
+		return exitUsage
+	}
+	link := filepath.Join(out, "node_modules", "@capbridge", "capwire")
+	if err := os.MkdirAll(filepath.Dir(link), 0o755); err != nil {
+		fmt.Fprintf(stderr, "capbridge gen: %v\n", err)
+		return exitError
+	}
+	if cur, err := os.Readlink(link); err == nil && cur == abs {
+		return exitOK
+	}
+	_ = os.Remove(link) // a stale link to another build
+	if err := os.Symlink(abs, link); err != nil {
+		fmt.Fprintf(stderr, "capbridge gen: %v\n", err)
+		return exitError
+	}
 	return exitOK
 }

@@ -3,7 +3,9 @@ package main
 import (
 	"bytes"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -26,7 +28,7 @@ func TestGen(t *testing.T) {
 		!bytes.Contains(src, []byte(`return c.Call(ctx, "filesystem", "read_text_file", args)`)) {
 		t.Errorf("façade:\n%.600s", src)
 	}
-	surface, err := os.ReadFile(filepath.Join(out, "filesystem", "SURFACE.txt"))
+	surface, err := os.ReadFile(filepath.Join(out, "filesystem.surface.go.txt"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -40,33 +42,59 @@ func TestGen(t *testing.T) {
 	}
 }
 
-// gen writes TypeScript and Python façades as <module>/<module>.ts and
-// .py, with their own preamble before the surface.
+// gen lays out each language's façade where the import its preamble
+// shows finds it, with one surface file per server and language, so all
+// three share one directory: TypeScript as .ts and as .js with .d.ts (an
+// ES module by package.json), Python with the capwire package beside it,
+// so the module imports from a fresh process with nothing installed.
 func TestGenLanguages(t *testing.T) {
 	listing := filepath.Join("..", "..", "codegen", "testdata", "npm-filesystem.json")
+	out := t.TempDir()
 	for _, tc := range []struct {
 		lang, file, source, head string
 	}{
+		{"go", filepath.Join("filesystem", "filesystem.go"), `return c.Call(ctx, "filesystem", "read_text_file", args)`, "\nfunc ReadTextFile(ctx, ReadTextFileArgs{ // "},
 		{"ts", "filesystem.ts", `return c.call("filesystem", "read_text_file", args, opts);`, "\nfunction readTextFile({ // "},
 		{"python", "filesystem.py", `return await _client.call("filesystem", "read_text_file", _args, timeout=_timeout)`, "\nasync def read_text_file(*, # "},
 	} {
-		out := t.TempDir()
 		var stdout, stderr bytes.Buffer
 		if code := run([]string{"gen", "--listing", listing, "--server", "filesystem", "--lang", tc.lang, "--out", out}, &stdout, &stderr); code != exitOK {
 			t.Fatalf("%s: exit %d: %s", tc.lang, code, stderr.String())
 		}
-		src, err := os.ReadFile(filepath.Join(out, "filesystem", tc.file))
+		src, err := os.ReadFile(filepath.Join(out, tc.file))
 		if err != nil || !bytes.Contains(src, []byte(tc.source)) {
 			t.Errorf("%s façade (%v):\n%.600s", tc.lang, err, src)
 		}
-		surface, err := os.ReadFile(filepath.Join(out, "filesystem", "SURFACE.txt"))
+		surface, err := os.ReadFile(filepath.Join(out, "filesystem.surface."+tc.lang+".txt"))
 		preamble, _ := codegen.Preamble(codegen.Lang(tc.lang))
 		if err != nil || !strings.HasPrefix(string(surface), preamble+"\n") || !strings.Contains(string(surface), tc.head) {
 			t.Errorf("%s surface (%v):\n%s", tc.lang, err, surface)
 		}
-		if entries, _ := os.ReadDir(filepath.Join(out, "filesystem")); len(entries) != 2 {
-			t.Errorf("%s: %d files written, want the module and SURFACE.txt", tc.lang, len(entries))
+	}
+	var names []string
+	entries, _ := os.ReadDir(out)
+	for _, e := range entries {
+		names = append(names, e.Name())
+	}
+	want := []string{"capwire", "filesystem", "filesystem.d.ts", "filesystem.js", "filesystem.py", "filesystem.surface.go.txt", "filesystem.surface.python.txt", "filesystem.surface.ts.txt", "filesystem.ts", "package.json"}
+	if !slices.Equal(names, want) {
+		t.Errorf("written: %q, want %q", names, want)
+	}
+	if node, err := exec.LookPath("node"); err == nil {
+		// The JavaScript form parses as the ES module package.json makes it.
+		if got, err := exec.Command(node, "--check", filepath.Join(out, "filesystem.js")).CombinedOutput(); err != nil {
+			t.Errorf("node --check filesystem.js: %v\n%s", err, got)
 		}
+	}
+	py, err := exec.LookPath("python3")
+	if err != nil {
+		t.Skipf("python3 is not installed (%v): the Python import is not tried", err)
+	}
+	// Nothing on the path but the directory: capwire is beside the module.
+	cmd := exec.Command(py, "-B", "-I", "-c", "import sys; sys.path.insert(0, '.'); import filesystem, capwire; print(filesystem.read_text_file.__name__, capwire.CAP_BRIDGE)")
+	cmd.Dir = out
+	if got, err := cmd.CombinedOutput(); err != nil || string(got) != "read_text_file capbridge\n" {
+		t.Errorf("import filesystem from %s: %v\n%s", out, err, got)
 	}
 }
 
@@ -101,7 +129,7 @@ func TestGenRefusals(t *testing.T) {
 			if code != tc.code || !strings.Contains(stderr.String(), tc.msg) {
 				t.Fatalf("exit %d, stderr %q; want exit %d and %q", code, stderr.String(), tc.code, tc.msg)
 			}
-			if entries, _ := os.ReadDir(filepath.Join(dir, "s")); len(entries) != 0 {
+			if _, err := os.Stat(filepath.Join(dir, "s")); err == nil {
 				t.Fatal("a refused server left files behind")
 			}
 		})

@@ -109,6 +109,18 @@ func TestGrantTTL(t *testing.T) {
 	}
 }
 
+// --resources names the servers whose resources the grant may read.
+func TestGrantResources(t *testing.T) {
+	rec, sock := serveRecorder(t)
+	var out, errOut bytes.Buffer
+	if code := run([]string{"grant", "--control", sock, "--servers", "demo,docs", "--resources", "docs"}, &out, &errOut); code != exitOK {
+		t.Fatalf("exit %d, stderr %q", code, errOut.String())
+	}
+	if g := rec.grants[len(rec.grants)-1]; len(g.Resources) != 1 || g.Resources[0] != "docs" || len(g.Servers) != 2 {
+		t.Errorf("sent %+v", g)
+	}
+}
+
 func deref(p *uint64) any {
 	if p == nil {
 		return "(left out)"

@@ -367,6 +367,7 @@ const initBridge = `
 # frame_timeout     = "10s"   # a frame that has started must be complete within it
 # max_partial_bytes = "64MiB" # partial frames held, all connections; beyond it the largest is refused
 # max_result_text   = "1MiB"  # text kept per result before truncation
+# max_result_data   = "1MiB"  # image, audio and resource bytes carried per result
 # write_timeout     = "5s"    # a reader that stalls longer is dropped
 # shutdown_grace    = "3s"    # how long SIGTERM waits for calls in flight
 # surface_budget    = "64KiB" # size budget of each server's surface

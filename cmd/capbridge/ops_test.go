@@ -231,9 +231,9 @@ func TestOperatorCLI(t *testing.T) {
 	if _, errOut, code := runCLI(t, bin, nil, "gen", "--server", "demo", "--listing", file, "--out", offline); code != exitOK {
 		t.Fatalf("gen --listing: %s", errOut)
 	}
-	for _, f := range []string{"demo.go", "SURFACE.txt"} {
-		a, errA := os.ReadFile(filepath.Join(live, "demo", f))
-		b, errB := os.ReadFile(filepath.Join(offline, "demo", f))
+	for _, f := range []string{filepath.Join("demo", "demo.go"), "demo.surface.go.txt"} {
+		a, errA := os.ReadFile(filepath.Join(live, f))
+		b, errB := os.ReadFile(filepath.Join(offline, f))
 		if errA != nil || errB != nil || !bytes.Equal(a, b) || len(a) == 0 {
 			t.Errorf("%s differs between gen from the service and gen --listing of `capbridge listing` (%v, %v)", f, errA, errB)
 		}

@@ -26,13 +26,19 @@ each tool's name and description, then its parameters, with their types,
 whether they are required, and their descriptions; what capbridge call's
 key=value arguments are typed by. --schema adds each tool's input schema;
 --json prints {"server": [tools/list entries]} instead; --surface prints what
-a model is shown (the preamble once, then each server's surface).`)
+a model is shown (the preamble once, then each server's surface), in --lang
+go, ts or python.`)
 	cf := addClientFlags(fs, true)
 	schema := fs.Bool("schema", false, "print each tool's input schema as JSON too")
 	surface := fs.Bool("surface", false, "print the preamble and surfaces a model is shown instead")
+	lang := fs.String("lang", "go", "the surface's language, with --surface: go, ts or python")
 	names, code, ok := fs.parse(args, stdout, stderr)
 	if !ok {
 		return code
+	}
+	if _, err := codegen.Preamble(codegen.Lang(*lang)); err != nil {
+		fmt.Fprintf(stderr, "capbridge tools: --lang %q: no surface for it (go, ts or python)\n", *lang)
+		return exitUsage
 	}
 	if len(names) == 0 {
 		r, err := withControl(cf, func(ctx context.Context, c *control.Client) (*control.Status, error) { return c.Status(ctx) })
@@ -51,7 +57,7 @@ a model is shown (the preamble once, then each server's surface).`)
 		}
 	}
 	if *surface {
-		return printSurfaces(cf, names, stdout, stderr)
+		return printSurfaces(cf, names, codegen.Lang(*lang), stdout, stderr)
 	}
 	code = exitOK
 	all := map[string]json.RawMessage{}
@@ -156,12 +162,13 @@ func firstLine(s string) string {
 	return s
 }
 
-// printSurfaces prints the preamble once, then each server's surface.
-func printSurfaces(cf *clientFlags, names []string, stdout, stderr io.Writer) int {
+// printSurfaces prints the preamble once, then each server's surface, in
+// lang.
+func printSurfaces(cf *clientFlags, names []string, lang codegen.Lang, stdout, stderr io.Writer) int {
 	code := exitOK
 	preamble := false
 	for _, n := range names {
-		r, err := fetchFacade(cf, n, codegen.Go)
+		r, err := fetchFacade(cf, n, lang)
 		if err != nil {
 			fmt.Fprintf(stderr, "capbridge tools: %s: %s\n", n, explain(err))
 			code = exitError

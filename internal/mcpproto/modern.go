@@ -64,6 +64,9 @@ const (
 	// (elicitation, sampling, roots) before it answers; the client must
 	// retry the request with inputResponses.
 	ResultInputRequired
+	// ResultTask: the server answered with a task handle (the tasks
+	// extension, SEP-2663) to follow to the result; only tools/call may.
+	ResultTask
 )
 
 // maxSupportedVersions bounds the versions a discover answer may name,
@@ -71,7 +74,7 @@ const (
 const maxSupportedVersions = 64
 
 // DecodeResultType reads the resultType member of a result object: an
-// absent member is complete, "complete" and "input_required" are known,
+// absent member is complete, "complete", "input_required" and "task" are known,
 // and anything else (another string, another JSON kind) is a fault at
 // /resultType, which is how the spec says an unrecognized value must be
 // treated. what names the result in the fault.
@@ -110,6 +113,8 @@ func decodeResultType(what string, obj []byte) (ResultType, error) {
 			rt = ResultComplete
 		case s == "input_required":
 			rt = ResultInputRequired
+		case s == "task":
+			rt = ResultTask
 		default:
 			why = "unknown result type " + strconv.Quote(truncate.Ellipsis(s, 64))
 		}

@@ -365,11 +365,9 @@ func DecodeToolList(raw []byte) ([]Tool, error) {
 }
 
 // NeedsTasks reports whether t can only be called as an MCP task
-// (execution.taskSupport "required", 2025-11-25): a client that does not
-// speak tasks, as this one does not, gets -32601 for it. The bridge
-// leaves such tools out of what it serves and codegen out of what it
-// generates, by this one predicate, so a generated function is always
-// one the bridge answers.
+// (execution.taskSupport "required", 2025-11-25): called plainly, its
+// server answers -32601. The bridge calls such a tool as a task
+// (mcpwire.CallToolTask) and follows the task to its result.
 func (t Tool) NeedsTasks() bool { return t.TaskSupport == "required" }
 
 func decodeTool(v []byte) (t Tool, why, at string) {

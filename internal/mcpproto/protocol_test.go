@@ -167,10 +167,23 @@ func FuzzProtocol(f *testing.F) {
 	for _, tt := range callResultTests {
 		f.Add([]byte(tt.raw))
 	}
+	for _, raw := range []string{
+		`{"contents":[{"uri":"a:","text":"t"},{"uri":"b:","mimeType":"x/y","blob":"AA=="}]}`,
+		`{"task":{"taskId":"t1","status":"working","ttl":null,"pollInterval":1000}}`,
+		`{"taskId":"t1","status":"completed","statusMessage":"done"}`,
+		`{"resources":[{"uri":"a:","name":"a"}],"nextCursor":"c"}`,
+		`{"resourceTemplates":[{"uriTemplate":"a:{x}","name":"a"}]}`,
+	} {
+		f.Add([]byte(raw))
+	}
 	f.Fuzz(func(t *testing.T, raw []byte) {
 		for _, err := range []error{
 			func() error { _, err := DecodeToolsPage(raw); return err }(),
 			func() error { _, err := DecodeInitializeResult(raw); return err }(),
+			func() error { _, err := DecodeReadResourceResult(raw); return err }(),
+			func() error { _, _, err := DecodeCreateTaskResult(raw); return err }(),
+			func() error { _, err := DecodeTask(raw); return err }(),
+			func() error { _, err := DecodeListPage("resources/list", "resources", "uri", raw); return err }(),
 		} {
 			var pf *ProtocolFault
 			if err != nil && !errors.As(err, &pf) {

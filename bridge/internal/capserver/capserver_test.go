@@ -196,7 +196,7 @@ func TestServerSlowReader(t *testing.T) {
 			t.Fatal(err)
 		}
 		start := time.Now()
-		big := &capwire.ResultMsg{ID: 1, Result: capwire.Result{Content: []capwire.Block{{Type: capwire.BlockText, Text: strings.Repeat("x", 1<<20)}}}}
+		big := &capwire.ResultMsg{ID: 1, Result: capwire.Result{Content: []capwire.Block{{Type: capwire.BlockText, Kind: capwire.KindText, Text: strings.Repeat("x", 1<<20)}}}}
 		var err error
 		for err == nil {
 			err = s.Send(context.Background(), big)
@@ -224,7 +224,7 @@ func TestSendTooLarge(t *testing.T) {
 	defer b.Close()
 	s := New(a, Config{MaxFrame: 64})
 	defer s.Close()
-	big := &capwire.ResultMsg{ID: 1, Result: capwire.Result{Content: []capwire.Block{{Type: capwire.BlockText, Text: strings.Repeat("x", 100)}}}}
+	big := &capwire.ResultMsg{ID: 1, Result: capwire.Result{Content: []capwire.Block{{Type: capwire.BlockText, Kind: capwire.KindText, Text: strings.Repeat("x", 100)}}}}
 	if err := s.Send(context.Background(), big); !errors.Is(err, capwire.ErrFrameTooLarge) {
 		t.Fatalf("Send of an oversized result: %v", err)
 	}
@@ -249,7 +249,7 @@ func TestWithClient(t *testing.T) {
 				return
 			}
 			c := msg.(*Call)
-			res := &capwire.ResultMsg{ID: c.ID, Result: capwire.Result{Content: []capwire.Block{{Type: capwire.BlockText, Text: c.Op}}, Structured: c.Args}}
+			res := &capwire.ResultMsg{ID: c.ID, Result: capwire.Result{Content: []capwire.Block{{Type: capwire.BlockText, Kind: capwire.KindText, Text: c.Op}}, Structured: c.Args}}
 			err = s.Send(context.Background(), res)
 			c.Release()
 			if c.Args != nil {

@@ -9,9 +9,9 @@ import math
 import os
 import weakref
 from types import TracebackType
-from typing import Optional
+from typing import Any, Optional
 
-from ._envelope import (CAP_PREFIX, DEFAULT_MAX_FRAME, VERSION, ClientMsg, DeniedMsg, FatalMsg, ResultMsg, Welcome,
+from ._envelope import (CAP_BRIDGE, CAP_PREFIX, DEFAULT_MAX_FRAME, VERSION, ClientMsg, DeniedMsg, FatalMsg, ResultMsg, Welcome,
                         decode, encode_args, encode_call, encode_cancel, encode_hello, known_type)
 from ._errors import CapwireError, Closed, Denied, Fatal, NoEnv, WireError
 from ._codes import BAD_FRAME, FRAME_TOO_LARGE
@@ -86,6 +86,48 @@ class Client:
         when it passes here first the call sends cancel and raises
         TimeoutError, when capbridge's timer wins, Denied coded timeout.
         Cancelling the task that awaits the call sends cancel."""
+        return await self._invoke(CAP_PREFIX + server, tool, args, timeout)
+
+    async def describe(self, server: str, *tools: str, timeout: Optional[float] = None) -> str:
+        """The whole declarations, in Python, of the named tools of server
+        (by function or wire name; none: every tool the grant allows)."""
+        r = await self._invoke(CAP_BRIDGE, "describe", {"server": server, "tools": list(tools), "lang": "python"}, timeout)
+        return r.text()
+
+    async def search(self, query: str, limit: int = 0, *, timeout: Optional[float] = None) -> list[dict[str, Any]]:
+        """The tools the grant allows that match query's words, best first,
+        at most limit (0: ten): dicts with server, func, tool, signature
+        and score."""
+        r = await self._invoke(CAP_BRIDGE, "search", {"query": query, "limit": limit, "lang": "python"}, timeout)
+        matches: list[dict[str, Any]] = r.structured["matches"]
+        return matches
+
+    async def read_resource(self, server: str, uri: str, *, timeout: Optional[float] = None) -> Result:
+        """Reads the resource at uri from server, whose resources the grant
+        must allow: each entry is a block of kind "resource" (uri, mime,
+        text or data)."""
+        return await self._invoke(CAP_BRIDGE, "read_resource", {"server": server, "uri": uri}, timeout)
+
+    async def start(self, server: str, tool: str, args: object = None, *, timeout: Optional[float] = None) -> str:
+        """Runs a call of tool (its wire name) on server in the background,
+        within the grant, and returns its handle at once; collect waits for
+        its result later. A grant holds at most 16 started calls not yet
+        collected."""
+        r = await self._invoke(CAP_BRIDGE, "start", {"server": server, "tool": tool, "args": args if args is not None else {}},
+                               timeout)
+        return r.text()
+
+    async def collect(self, handle: str, *, timeout: Optional[float] = None) -> Result:
+        """Waits for the result of the call started as handle, as call
+        returns a call's result or raises its refusal; a timeout or
+        cancellation leaves the call running, to collect again."""
+        return await self._invoke(CAP_BRIDGE, "collect", {"handle": handle}, timeout)
+
+    async def drop(self, handle: str, *, timeout: Optional[float] = None) -> None:
+        """Cancels the call started as handle and forgets it."""
+        await self._invoke(CAP_BRIDGE, "drop", {"handle": handle}, timeout)
+
+    async def _invoke(self, cap: str, op: str, args: object, timeout: Optional[float]) -> Result:
         if self._why is not None:
             raise self._closed()
         timeout_ms = 0
@@ -100,7 +142,7 @@ class Client:
                 raise self._closed()
             id = self._next_id
             self._next_id += 1
-            frame = encode_call(id, CAP_PREFIX + server, tool, arg_bytes, timeout_ms, self._max_frame)
+            frame = encode_call(id, cap, op, arg_bytes, timeout_ms, self._max_frame)
             fut: asyncio.Future[Result] = asyncio.get_running_loop().create_future()
             self._pending[id] = fut
             try:
@@ -109,7 +151,7 @@ class Client:
                     return await fut
                 done, _ = await asyncio.wait((fut,), timeout=timeout)
                 if not done:
-                    raise TimeoutError(f"capwire: call {server}/{tool} timed out after {timeout_ms} ms")
+                    raise TimeoutError(f"capwire: call {cap.removeprefix(CAP_PREFIX)}/{op} timed out after {timeout_ms} ms")
                 return fut.result()
             finally:
                 # Still waiting (cancelled, timed out): tell capbridge to
@@ -299,3 +341,33 @@ async def shared() -> Client:
         c = await from_env()
         _shared[loop] = c
         return c
+
+
+async def describe(server: str, *tools: str) -> str:
+    """Client.describe on the shared client."""
+    return await (await shared()).describe(server, *tools)
+
+
+async def search(query: str, limit: int = 0) -> list[dict[str, Any]]:
+    """Client.search on the shared client."""
+    return await (await shared()).search(query, limit)
+
+
+async def read_resource(server: str, uri: str) -> Result:
+    """Client.read_resource on the shared client."""
+    return await (await shared()).read_resource(server, uri)
+
+
+async def start(server: str, tool: str, args: object = None) -> str:
+    """Client.start on the shared client."""
+    return await (await shared()).start(server, tool, args)
+
+
+async def collect(handle: str, *, timeout: Optional[float] = None) -> Result:
+    """Client.collect on the shared client."""
+    return await (await shared()).collect(handle, timeout=timeout)
+
+
+async def drop(handle: str) -> None:
+    """Client.drop on the shared client."""
+    await (await shared()).drop(handle)

@@ -11,7 +11,7 @@ from typing import Optional, Union
 
 from . import _codes as codes
 from ._errors import WireError
-from ._msgpack import (ARRAY, FALSE, MAP, MAX_DEPTH, NEGINT, NIL, STR, TRUE, UINT, Head, Malformed,
+from ._msgpack import (ARRAY, BIN, FALSE, MAP, MAX_DEPTH, NEGINT, NIL, STR, TRUE, UINT, Head, Malformed,
                        Writer, check, read_head, skip, unpack)
 from ._result import OTHER, TEXT, Block, Result
 
@@ -19,6 +19,9 @@ from ._result import OTHER, TEXT, Block, Result
 VERSION = 1
 #: Starts every capability name in v1: a call's cap is "mcp.<server>".
 CAP_PREFIX = "mcp."
+# The capability of capbridge itself: describe, search and read_resource
+# within the grant.
+CAP_BRIDGE = "capbridge"
 #: The default frame payload limit: 16 MiB.
 DEFAULT_MAX_FRAME = 16 << 20
 
@@ -336,6 +339,9 @@ def _result(e: _Envelope) -> ResultMsg:
     return ResultMsg(id, Result(is_error, tuple(content), structured, truncated))
 
 
+_BLOCK_KEYS = frozenset(("type", "text", "kind", "mime", "uri", "name", "data", "size"))
+
+
 def _blocks(e: _Envelope) -> list[Block]:
     b = e.b
     h = e.require("content")
@@ -349,6 +355,9 @@ def _blocks(e: _Envelope) -> list[Block]:
         if bh.kind != MAP:
             raise e.fail_at("content", sub, "want a map")
         got: dict[str, str] = {}
+        data: Optional[bytes] = None
+        size: Optional[int] = None
+        seen: set[str] = set()
         j = bh.off
         for _ in range(bh.v):
             kh = read_head(b, j)
@@ -356,11 +365,23 @@ def _blocks(e: _Envelope) -> list[Block]:
                 raise e.fail_at("content", sub, "block key is not a string")
             vat = kh.end()
             name = _utf8(b[kh.off:vat])
-            if name in ("type", "text", "kind"):
-                assert name is not None
-                if name in got:
-                    raise e.fail_at("content", f"{sub}/{name}", "duplicate key")
-                got[name] = e.str_at(vat, "content", f"{sub}/{name}")
+            if name is not None and name in _BLOCK_KEYS:
+                at = f"{sub}/{name}"
+                if name in seen:
+                    raise e.fail_at("content", at, "duplicate key")
+                seen.add(name)
+                if name == "data":
+                    vh = read_head(b, vat)
+                    if vh.kind != BIN:
+                        raise e.fail_at("content", at, "want binary data")
+                    data = bytes(b[vh.off:vh.end()])
+                elif name == "size":
+                    vh = read_head(b, vat)
+                    if vh.kind != UINT:
+                        raise e.fail_at("content", at, "want an unsigned integer")
+                    size = vh.v
+                else:
+                    got[name] = e.str_at(vat, "content", at)
             j, _ = skip(b, vat, 2)
         typ = got.get("type", "")
         if not typ:
@@ -368,11 +389,12 @@ def _blocks(e: _Envelope) -> list[Block]:
         if typ == TEXT:
             if "text" not in got:
                 raise e.fail_at("content", sub, 'text block has no "text"')
-            out.append(Block(TEXT, text=got["text"]))
+            out.append(Block(TEXT, kind=TEXT, text=got["text"]))
         elif typ == OTHER:
             if not got.get("kind"):
                 raise e.fail_at("content", sub, 'other block has no "kind"')
-            out.append(Block(OTHER, kind=got["kind"]))
+            out.append(Block(OTHER, kind=got["kind"], text=got.get("text"), mime=got.get("mime"), data=data,
+                             size=size, uri=got.get("uri"), name=got.get("name")))
         else:
             out.append(Block(typ))  # from a newer capbridge: kept by its type alone
         i = j

@@ -12,13 +12,22 @@ OTHER = "other"
 
 @dataclass(frozen=True)
 class Block:
-    """One content block. type is "text" (text holds it) or "other" (kind
-    names the MCP block type that did not cross the wire: "image",
-    "audio", "resource_link", "resource", ...); a block type from a newer
-    capbridge keeps only its type."""
+    """One content block of a result. kind says what it is: "text" (text),
+    an "image" or "audio" clip (data, mime), an embedded "resource" (uri,
+    mime, and text or data) or a "resource_link" (uri, name, mime, size as
+    the server declares them). Bytes cross only up to capbridge's limit for
+    a result: beyond it data is None and size still says how many bytes
+    there were (None: unknown). type is the wire's block type: "text",
+    "other" for every other kind, or a newer type, kept by its type alone
+    (kind is then "")."""
     type: str
+    kind: str = ""
     text: Optional[str] = None
-    kind: Optional[str] = None
+    mime: Optional[str] = None
+    data: Optional[bytes] = None
+    size: Optional[int] = None
+    uri: Optional[str] = None
+    name: Optional[str] = None
 
 
 @dataclass(frozen=True)

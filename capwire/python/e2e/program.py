@@ -42,6 +42,27 @@ async def main() -> None:
         except capwire.Denied as e:
             say(f"denied: {e.code} at {e.path}")
 
+        # Every kind of block: an image's bytes, a link followed to its resource.
+        image = next(b for b in content.content if b.kind == "image")
+        say(f"image: {image.mime} {len(image.data or b'')} bytes")
+        link = next(b for b in content.content if b.kind == "resource_link")
+        linked = await c.read_resource("t", link.uri or "")
+        say(f"link: {link.uri} read: {linked.content[0].text}")
+
+        # An argument that breaks the tool's schema is refused before the server.
+        try:
+            await c.call("t", "add", {"a": "forty", "b": 2})
+            say("schema: none")
+        except capwire.Denied as e:
+            say(f"schema: {e.code} at {e.path}")
+        # describe and search, from inside the grant.
+        say("describe: " + ("echo" if "echo(" in await c.describe("t", "echo") else "?"))
+        found = await c.search("echo", 1)
+        say("search: " + (found[0]["tool"] if found else "none"))
+        # A call started in the background, collected later.
+        handle = await c.start("t", "echo", {"text": "later"})
+        say("collected: " + (await c.collect(handle)).text())
+
         hang = asyncio.ensure_future(c.call("t", "hang", {}))
         say("cancel: waiting")
         loop = asyncio.get_running_loop()

@@ -174,15 +174,22 @@ class ClientTest(unittest.TestCase):
                 p.send({"t": "denied", "id": m["id"], "code": "server_error", "message": "x", "rpc_code": -32603})
             else:
                 p.send({"t": "result", "id": m["id"], "is_error": True,
-                        "content": [{"type": "text", "text": "a"}, {"type": "other", "kind": "image"},
-                                    {"type": "text", "text": "b"}],
+                        "content": [{"type": "text", "text": "a"},
+                                    {"type": "other", "kind": "image", "mime": "image/png", "data": b"\x89PNG",
+                                     "size": 4, "later": 1},
+                                    {"type": "text", "text": "b"},
+                                    {"type": "other", "kind": "resource", "uri": "file:///a", "text": "A"},
+                                    {"type": "other", "kind": "audio", "size": 9000000}],
                         "structured": {"n": 1}, "truncated": True})
         cb = await self.capbridge(answer)
         c = await capwire.dial(cb.path, "tok")
         r = await c.call("t", "x")
         self.assertTrue(r.is_error)
         self.assertEqual(r.text(), "a\nb")
-        self.assertEqual(r.content[1], capwire.Block("other", kind="image"))
+        self.assertEqual(r.content[0], capwire.Block("text", kind="text", text="a"))
+        self.assertEqual(r.content[1], capwire.Block("other", kind="image", mime="image/png", data=b"\x89PNG", size=4))
+        self.assertEqual(r.content[3], capwire.Block("other", kind="resource", uri="file:///a", text="A"))
+        self.assertEqual(r.content[4], capwire.Block("other", kind="audio", size=9000000))
         self.assertEqual(r.structured, {"n": 1})
         self.assertTrue(r.truncated)
         with self.assertRaises(Denied) as cm:

@@ -66,6 +66,10 @@ class CodecTest(unittest.TestCase):
             ("block without type", result(content=[{"text": "x"}]), "/content/0", 7),
             ("text block without text", result(content=[{"type": "text"}]), "/content/0", 7),
             ("other block without kind", result(content=[{"type": "other"}]), "/content/0", 7),
+            ("block data a string", result(content=[{"type": "other", "kind": "image", "data": "iVBOR"}]),
+             "/content/0/data", 7),
+            ("block size negative", result(content=[{"type": "other", "kind": "image", "size": -1}]),
+             "/content/0/size", 7),
             ("denied without code", pack({"t": "denied", "id": 5}), "", 5),
             ("negative id", pack({"t": "result", "id": -1, "is_error": False, "content": []}), "/id", None),
         ]

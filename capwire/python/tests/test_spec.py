@@ -44,7 +44,7 @@ class SpecTest(unittest.TestCase):
         frame = spec_frames()["result"]
         self.assertEqual(int.from_bytes(frame[:4], "big"), len(frame) - 4)
         m = capwire.decode(frame[4:])
-        want = Result(is_error=False, content=(Block("text", text="Created issue #42"), Block("other", kind="image")),
+        want = Result(is_error=False, content=(Block("text", kind="text", text="Created issue #42"), Block("other", kind="image")),
                       structured={"number": 42}, truncated=False)
         self.assertEqual(m, capwire._envelope.ResultMsg(1, want))
         self.assertEqual(want.text(), "Created issue #42")

@@ -7,7 +7,7 @@
 
 import { createInterface } from "node:readline";
 
-import { Client, isDenied, isOther, isText } from "../src/index.js";
+import { Client, isDenied } from "../src/index.js";
 
 const say = (s: string) => process.stdout.write(s + "\n");
 
@@ -20,13 +20,13 @@ const [echo, content, add] = await Promise.all([
   c.call("t", "content"),
   c.call("t", "add", { a: 40, b: 2 }),
 ]);
-say(`echo: ${echo.text()} is_error=${echo.is_error}`);
-say("content: " + content.content.map((b) => (isText(b) ? "text" : isOther(b) ? "other:" + b.kind : b.type)).join(","));
+say(`echo: ${echo.text()} is_error=${echo.isError}`);
+say("content: " + content.content.map((b) => (b.kind === "text" ? "text" : b.type === "other" ? "other:" + b.kind : b.type)).join(","));
 say("structured: kinds=" + (content.structured as { kinds: string[] }).kinds.join(","));
 say(`add: ${add.text()} sum=${(add.structured as { sum: number }).sum}`);
 
 const fail = await c.call("t", "fail", { message: "as asked" });
-say(`fail: ${fail.text()} is_error=${fail.is_error}`);
+say(`fail: ${fail.text()} is_error=${fail.isError}`);
 
 try {
   await c.call("t", "content", { blob: { bytes: Uint8Array.of(1, 2, 3) } });
@@ -34,6 +34,27 @@ try {
 } catch (e) {
   say(isDenied(e) ? `denied: ${e.code} at ${e.path}` : "denied: " + String(e));
 }
+
+// Every kind of block: an image's bytes, a link followed to its resource.
+const image = content.content.find((b) => b.kind === "image");
+say(`image: ${image?.mime} ${image?.data?.length} bytes`);
+const link = content.content.find((b) => b.kind === "resource_link");
+const linked = await c.readResource("t", link?.uri ?? "");
+say(`link: ${link?.uri} read: ${linked.content[0]?.text}`);
+
+// An argument that breaks the tool's schema is refused before the server.
+try {
+  await c.call("t", "add", { a: "forty", b: 2 });
+  say("schema: none");
+} catch (e) {
+  say(isDenied(e) ? `schema: ${e.code} at ${e.path}` : "schema: " + String(e));
+}
+// describe and search, from inside the grant.
+say("describe: " + ((await c.describe("t", ["echo"])).includes("echo(") ? "echo" : "?"));
+say("search: " + ((await c.search("echo", 1))[0]?.tool ?? "none"));
+// A call started in the background, collected later.
+const handle = await c.start("t", "echo", { text: "later" });
+say("collected: " + (await c.collect(handle)).text());
 
 const ac = new AbortController();
 const hang = c.call("t", "hang", {}, { signal: ac.signal });

@@ -4,7 +4,7 @@
 import * as net from "node:net";
 
 import { ClosedError, CapwireError, DeniedError, FatalError, NoEnvError, WireError } from "./errors.js";
-import { capPrefix, decode, defaultMaxFrame, encodeArgs, encodeCall, encodeCancel, encodeHello, knownType, version } from "./envelope.js";
+import { capBridge, capPrefix, decode, defaultMaxFrame, encodeArgs, encodeCall, encodeCancel, encodeHello, knownType, version } from "./envelope.js";
 import { FrameReader } from "./frame.js";
 import type { Result } from "./result.js";
 
@@ -173,12 +173,62 @@ export class Client {
   /**
    * Invokes tool on MCP server (the capability "mcp."+server). args must
    * be an object (null or undefined mean {}); see encodeArgs for what it
-   * may hold. Resolves with the Result when the tool ran (is_error set if
+   * may hold. Resolves with the Result when the tool ran (isError set if
    * it failed); rejects with a DeniedError when capbridge refused the call,
    * with signal.reason when opts.signal aborted it, with a ClosedError when
    * the connection is gone.
    */
   async call(server: string, tool: string, args?: unknown, opts: CallOptions = {}): Promise<Result> {
+    return this.invoke(capPrefix + server, tool, args, opts);
+  }
+
+  /**
+   * The whole declarations, in TypeScript, of the named tools of server
+   * (by function or wire name; none: every tool the grant allows).
+   */
+  async describe(server: string, tools: string[] = [], opts: CallOptions = {}): Promise<string> {
+    return (await this.invoke(capBridge, "describe", { server, tools, lang: "ts" }, opts)).text();
+  }
+
+  /** The tools the grant allows that match query's words, best first, at most limit (0: ten). */
+  async search(query: string, limit = 0, opts: CallOptions = {}): Promise<Match[]> {
+    const r = await this.invoke(capBridge, "search", { query, limit, lang: "ts" }, opts);
+    return (r.structured as { matches: Match[] }).matches;
+  }
+
+  /**
+   * Reads the resource at uri from server, whose resources the grant must
+   * allow: each entry is a block of kind "resource" (uri, mime, text or data).
+   */
+  async readResource(server: string, uri: string, opts: CallOptions = {}): Promise<Result> {
+    return this.invoke(capBridge, "read_resource", { server, uri }, opts);
+  }
+
+  /**
+   * Runs a call of tool (its wire name) on server in the background, within
+   * the grant, and resolves with its handle at once; collect waits for its
+   * result later. A grant holds at most 16 started calls not yet collected.
+   */
+  async start(server: string, tool: string, args?: unknown, opts: CallOptions = {}): Promise<string> {
+    return (await this.invoke(capBridge, "start", { server, tool, args: args ?? {} }, opts)).text();
+  }
+
+  /**
+   * Waits for the result of the call started as handle, as call resolves
+   * with a call's result or rejects with its refusal; a timeout or abort
+   * leaves the call running, to collect again.
+   */
+  async collect(handle: string, opts: CallOptions = {}): Promise<Result> {
+    return this.invoke(capBridge, "collect", { handle }, opts);
+  }
+
+  /** Cancels the call started as handle and forgets it. */
+  async drop(handle: string, opts: CallOptions = {}): Promise<void> {
+    await this.invoke(capBridge, "drop", { handle }, opts);
+  }
+
+  private async invoke(cap: string, op: string, args: unknown, opts: CallOptions): Promise<Result> {
+    const what = (cap.startsWith(capPrefix) ? cap.slice(capPrefix.length) : cap) + "/" + op;
     const { signal } = opts;
     signal?.throwIfAborted();
     if (this.failure) throw this.failure;
@@ -192,7 +242,7 @@ export class Client {
     await this.acquire(signal);
     try {
       const id = this.nextId++;
-      const frame = encodeCall(id, capPrefix + server, tool, argBytes, timeoutMS, this.maxFrame);
+      const frame = encodeCall(id, cap, op, argBytes, timeoutMS, this.maxFrame);
       return await new Promise<Result>((resolve, reject) => {
         let timer: NodeJS.Timeout | undefined;
         const abandon = (reason: unknown) => {
@@ -223,7 +273,7 @@ export class Client {
         signal?.addEventListener("abort", onAbort, { once: true });
         if (timeoutMS !== 0) {
           timer = setTimeout(
-            () => abandon(new DOMException(`capwire: call ${server}/${tool} timed out after ${timeoutMS} ms`, "TimeoutError")),
+            () => abandon(new DOMException(`capwire: call ${what} timed out after ${timeoutMS} ms`, "TimeoutError")),
             timeoutMS,
           );
         }
@@ -333,10 +383,10 @@ export class Client {
         if (m.id === undefined) {
           // capbridge could not tell which call it refused, so one of ours
           // will never be answered; only ending the connection settles it.
-          this.fail(new ClosedError("capbridge refused a frame", new DeniedError(m.code, m.message, m.path, m.rpc_code)));
+          this.fail(new ClosedError("capbridge refused a frame", new DeniedError(m.code, m.message, m.path, m.rpcCode)));
           return;
         }
-        this.deliver(m.id, undefined, new DeniedError(m.code, m.message, m.path, m.rpc_code));
+        this.deliver(m.id, undefined, new DeniedError(m.code, m.message, m.path, m.rpcCode));
         return;
       case "fatal": {
         const f = new FatalError(m.code, m.message);
@@ -372,6 +422,48 @@ export class Client {
 
 function positive(v: number | undefined, dflt: number): number {
   return v !== undefined && v > 0 ? v : dflt;
+}
+
+/** One tool search found. */
+export interface Match {
+  server: string;
+  /** The façade function. */
+  func: string;
+  /** The wire name. */
+  tool: string;
+  signature: string;
+  /** Higher is better. */
+  score: number;
+}
+
+/** Client.describe on the shared client. */
+export async function describe(server: string, tools: string[] = []): Promise<string> {
+  return (await shared()).describe(server, tools);
+}
+
+/** Client.search on the shared client. */
+export async function search(query: string, limit = 0): Promise<Match[]> {
+  return (await shared()).search(query, limit);
+}
+
+/** Client.start on the shared client. */
+export async function start(server: string, tool: string, args?: unknown): Promise<string> {
+  return (await shared()).start(server, tool, args);
+}
+
+/** Client.collect on the shared client. */
+export async function collect(handle: string, opts: CallOptions = {}): Promise<Result> {
+  return (await shared()).collect(handle, opts);
+}
+
+/** Client.drop on the shared client. */
+export async function drop(handle: string): Promise<void> {
+  return (await shared()).drop(handle);
+}
+
+/** Client.readResource on the shared client. */
+export async function readResource(server: string, uri: string): Promise<Result> {
+  return (await shared()).readResource(server, uri);
 }
 
 let sharedClient: Promise<Client> | undefined;

@@ -54,7 +54,7 @@ export function isFatalCode(code: string): code is FatalCode {
  * (after a pause; a timed-out call may have taken effect), false for every
  * other code, including codes this version does not know. server_error is
  * false: whether the server's failure is transient depends on its
- * rpc_code, which only the caller can judge.
+ * rpcCode, which only the caller can judge.
  */
 export function retryable(code: string): boolean {
   return retryableCodes.has(code);

@@ -16,6 +16,9 @@ export const version = 1;
 /** Starts every capability name in v1: a call's cap is "mcp.<server>". */
 export const capPrefix = "mcp.";
 
+/** The capability of capbridge itself: describe, search and read_resource within the grant. */
+export const capBridge = "capbridge";
+
 /** The default (and largest sensible) frame payload: 16 MiB. */
 export const defaultMaxFrame = 16 << 20;
 
@@ -23,7 +26,7 @@ export const defaultMaxFrame = 16 << 20;
 export type Message =
   | { t: "welcome"; v: number; servers: string[] }
   | { t: "result"; id: number; result: Result }
-  | { t: "denied"; id: number | undefined; code: string; message: string; path: string; rpc_code: number | undefined }
+  | { t: "denied"; id: number | undefined; code: string; message: string; path: string; rpcCode: number | undefined }
   | { t: "fatal"; code: string; message: string }
   | { t: "hello" | "call" | "cancel" };
 
@@ -350,7 +353,7 @@ function welcome(e: Envelope): Message {
 
 function result(e: Envelope): Message {
   const id = e.uint("id");
-  const is_error = e.bool("is_error");
+  const isError = e.bool("is_error");
   const content = blocks(e);
   let structured: unknown = undefined;
   if (e.present("structured")) {
@@ -361,8 +364,11 @@ function result(e: Envelope): Message {
     }
   }
   const truncated = e.present("truncated") ? e.bool("truncated") : false;
-  return { t: "result", id, result: new Result({ is_error, content, structured, truncated }) };
+  return { t: "result", id, result: new Result({ isError, content, structured, truncated }) };
 }
+
+type BlockKey = "type" | "text" | "kind" | "mime" | "uri" | "name";
+const blockKeys = new Set(["type", "text", "kind", "mime", "uri", "name", "data", "size"]);
 
 function blocks(e: Envelope): Block[] {
   const b = e.b;
@@ -374,29 +380,51 @@ function blocks(e: Envelope): Block[] {
     const sub = "/" + k;
     const bh = readHead(b, i);
     if (bh.kind !== Kind.Map) throw e.failAt("content", sub, "want a map");
-    const got: { type?: string; text?: string; kind?: string } = {};
+    const got: { [key in BlockKey]?: string } = {};
+    let data: Uint8Array | undefined;
+    let size: number | undefined;
+    const seen = new Set<string>();
     let j = bh.off;
     for (let p = 0; p < bh.v; p++) {
       const kh = readHead(b, j);
       if (kh.kind !== Kind.Str) throw e.failAt("content", sub, "block key is not a string");
       const vat = endOf(kh);
       const name = decodeUTF8(b.subarray(kh.off, vat));
-      if (name === "type" || name === "text" || name === "kind") {
-        if (got[name] !== undefined) throw e.failAt("content", sub + "/" + name, "duplicate key");
-        got[name] = e.strAt(vat, "content", sub + "/" + name);
+      const at = sub + "/" + name;
+      if (name !== undefined && blockKeys.has(name)) {
+        if (seen.has(name)) throw e.failAt("content", at, "duplicate key");
+        seen.add(name);
+        if (name === "data") {
+          const vh = readHead(b, vat);
+          if (vh.kind !== Kind.Bin) throw e.failAt("content", at, "want binary data");
+          data = new Uint8Array(b.subarray(vh.off, endOf(vh)));
+        } else if (name === "size") {
+          const vh = readHead(b, vat);
+          if (vh.kind !== Kind.Uint || !vh.exact) throw e.failAt("content", at, "want an unsigned integer");
+          size = vh.v;
+        } else {
+          got[name as BlockKey] = e.strAt(vat, "content", at);
+        }
       }
       j = skip(b, vat, 2).end;
     }
     if (got.type === undefined || got.type === "") throw e.failAt("content", sub, 'block has no "type"');
     if (got.type === "text") {
       if (got.text === undefined) throw e.failAt("content", sub, 'text block has no "text"');
-      out.push({ type: "text", text: got.text });
+      out.push({ type: "text", kind: "text", text: got.text });
     } else if (got.type === "other") {
       if (got.kind === undefined || got.kind === "") throw e.failAt("content", sub, 'other block has no "kind"');
-      out.push({ type: "other", kind: got.kind });
+      const blk: { -readonly [k in keyof Block]: Block[k] } = { type: "other", kind: got.kind };
+      if (got.text !== undefined) blk.text = got.text;
+      if (got.mime !== undefined) blk.mime = got.mime;
+      if (got.uri !== undefined) blk.uri = got.uri;
+      if (got.name !== undefined) blk.name = got.name;
+      if (data !== undefined) blk.data = data;
+      if (size !== undefined) blk.size = size;
+      out.push(blk);
     } else {
       // A block type from a newer capbridge: kept by its type alone.
-      out.push({ type: got.type });
+      out.push({ type: got.type, kind: "" });
     }
     i = j;
   }
@@ -408,11 +436,11 @@ function denied(e: Envelope): Message {
   const code = e.nonEmpty("code");
   const message = e.optStr("message");
   const path = e.optStr("path");
-  let rpc_code: number | undefined;
+  let rpcCode: number | undefined;
   if (e.present("rpc_code")) {
     const h = e.head("rpc_code")!;
     if (h.kind !== Kind.Uint && h.kind !== Kind.NegInt) throw e.failAt("rpc_code", "", "want an integer");
-    rpc_code = h.v;
+    rpcCode = h.v;
   }
-  return { t: "denied", id, code, message, path, rpc_code };
+  return { t: "denied", id, code, message, path, rpcCode };
 }

@@ -11,7 +11,7 @@ export class CapwireError extends Error {
 /**
  * A call that capbridge refused or could not complete: the content of a
  * `denied` frame, the error a Client's call rejects with. A tool that ran
- * and failed is a Result with is_error, not a DeniedError.
+ * and failed is a Result with isError, not a DeniedError.
  */
 export class DeniedError extends CapwireError {
   override name = "DeniedError";
@@ -20,20 +20,20 @@ export class DeniedError extends CapwireError {
   /** An RFC 6901 pointer into args (bad_arguments) or into the result (result_malformed), or "". */
   readonly path: string;
   /** The MCP server's JSON-RPC error code, for server_error; undefined when absent. */
-  readonly rpc_code: number | undefined;
+  readonly rpcCode: number | undefined;
   /** capbridge's words, for people; never parse them. */
   readonly detail: string;
 
-  constructor(code: string, detail = "", path = "", rpc_code?: number) {
+  constructor(code: string, detail = "", path = "", rpcCode?: number) {
     let s = "capwire: denied: " + code;
     if (path !== "") s += " at " + path;
-    if (rpc_code !== undefined) s += " (rpc code " + rpc_code + ")";
+    if (rpcCode !== undefined) s += " (rpc code " + rpcCode + ")";
     if (detail !== "") s += ": " + detail;
     super(s);
     this.code = code;
     this.detail = detail;
     this.path = path;
-    this.rpc_code = rpc_code;
+    this.rpcCode = rpcCode;
   }
 }
 

@@ -1,45 +1,39 @@
 // Results (docs/capwire.md, "Results and content blocks"), under the
 // spec's names.
 
-/** A text block. */
-export interface TextBlock {
-  type: "text";
-  text: string;
-}
-
 /**
- * A marker for a block that did not cross the wire: kind is the MCP block
- * type ("image", "audio", "resource_link", "resource", ...).
+ * One content block of a result. kind says what it is: "text" (text), an
+ * "image" or "audio" clip (data, mime), an embedded "resource" (uri, mime,
+ * and text or data) or a "resource_link" (uri, name, mime, size as the
+ * server declares them). Bytes cross only up to capbridge's limit for a
+ * result: beyond it data is undefined and size still says how many bytes
+ * there were. type is the wire's block type: "text", "other" for every
+ * other kind, or a newer type, kept by its type alone (kind is then "").
  */
-export interface OtherBlock {
-  type: "other";
-  kind: string;
+export interface Block {
+  readonly type: string;
+  readonly kind: string;
+  readonly text?: string;
+  readonly mime?: string;
+  readonly data?: Uint8Array;
+  /** The data's size in bytes, carried or not, or a link's declared size; undefined when unknown. */
+  readonly size?: number;
+  readonly uri?: string;
+  readonly name?: string;
 }
 
-/** A block of a type a newer capbridge sends; only its type is kept. */
-export interface UnknownBlock {
-  type: string;
-}
-
-export type Block = TextBlock | OtherBlock | UnknownBlock;
-
-/** Reports whether b is a text block. */
-export function isText(b: Block): b is TextBlock {
-  return b.type === "text" && "text" in b;
-}
-
-/** Reports whether b is an other-kind marker. */
-export function isOther(b: Block): b is OtherBlock {
-  return b.type === "other" && "kind" in b;
+/** Reports whether b is a text block (b.text is then its text). */
+export function isText(b: Block): b is Block & { readonly text: string } {
+  return b.kind === "text" && b.text !== undefined;
 }
 
 /**
  * What a tool returned. A tool that ran and failed is a Result with
- * is_error set, not an error: the server's own words are in content.
+ * isError set, not an error: the server's own words are in content.
  */
 export class Result {
   /** The tool ran and reported failure (MCP isError). */
-  readonly is_error: boolean;
+  readonly isError: boolean;
   readonly content: readonly Block[];
   /**
    * The tool's structuredContent, decoded from MessagePack (maps become
@@ -49,8 +43,8 @@ export class Result {
   /** capbridge cut the content to fit its limits. */
   readonly truncated: boolean;
 
-  constructor(r: { is_error: boolean; content: readonly Block[]; structured?: unknown; truncated?: boolean }) {
-    this.is_error = r.is_error;
+  constructor(r: { isError: boolean; content: readonly Block[]; structured?: unknown; truncated?: boolean }) {
+    this.isError = r.isError;
     this.content = r.content;
     this.structured = r.structured;
     this.truncated = r.truncated ?? false;

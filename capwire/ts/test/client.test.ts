@@ -121,28 +121,39 @@ test("calls are multiplexed and matched by id whatever the order of replies", as
   c.close();
 });
 
-test("results carry is_error, other kinds, structured and truncated", async () => {
+test("results carry isError, every kind of block, structured and truncated", async () => {
   const { path } = await capbridge((p, m) =>
     p.send({
       t: "result",
       id: m["id"],
       is_error: true,
-      content: [{ type: "text", text: "a" }, { type: "other", kind: "image" }, { type: "text", text: "b" }],
+      content: [
+        { type: "text", text: "a" },
+        { type: "other", kind: "image", mime: "image/png", data: new Uint8Array([1, 2, 3]), size: 3, later: 1 },
+        { type: "text", text: "b" },
+        { type: "other", kind: "resource_link", uri: "test://1", name: "one", size: 10 },
+        { type: "other", kind: "audio", mime: "audio/wav", size: 9000000 },
+        { type: "picture" },
+      ],
       structured: { n: 1, list: ["x"] },
       truncated: true,
     }),
   );
   const c = await Client.dial(path, "tok");
   const r = await c.call("t", "x");
-  assert.equal(r.is_error, true);
+  assert.equal(r.isError, true);
   assert.equal(r.text(), "a\nb");
-  assert.deepEqual(r.content[1], { type: "other", kind: "image" });
+  assert.deepEqual(r.content[0], { type: "text", kind: "text", text: "a" });
+  assert.deepEqual(r.content[1], { type: "other", kind: "image", mime: "image/png", data: new Uint8Array([1, 2, 3]), size: 3 });
+  assert.deepEqual(r.content[3], { type: "other", kind: "resource_link", uri: "test://1", name: "one", size: 10 });
+  assert.deepEqual(r.content[4], { type: "other", kind: "audio", mime: "audio/wav", size: 9000000 });
+  assert.deepEqual(r.content[5], { type: "picture", kind: "" });
   assert.deepEqual(r.structured, { n: 1, list: ["x"] });
   assert.equal(r.truncated, true);
   c.close();
 });
 
-test("a denial is a DeniedError with its code, path and rpc_code; the connection lives on", async () => {
+test("a denial is a DeniedError with its code, path and rpcCode; the connection lives on", async () => {
   const { path } = await capbridge((p, m) =>
     m["op"] === "bad"
       ? p.send({ t: "denied", id: m["id"], code: "bad_arguments", message: "no", path: "/blob/bytes" })
@@ -150,7 +161,7 @@ test("a denial is a DeniedError with its code, path and rpc_code; the connection
   );
   const c = await Client.dial(path, "tok");
   await assert.rejects(c.call("t", "bad"), (e) => isDenied(e, "bad_arguments") && e.path === "/blob/bytes" && e.detail === "no");
-  await assert.rejects(c.call("t", "other"), (e) => e instanceof DeniedError && e.rpc_code === -32603 && hasCode(e, "server_error"));
+  await assert.rejects(c.call("t", "other"), (e) => e instanceof DeniedError && e.rpcCode === -32603 && hasCode(e, "server_error"));
   c.close();
 });
 

@@ -85,6 +85,8 @@ test("decode: malformed envelopes are bad_request with the id recovered", () => 
     ["block without type", result({ content: [{ text: "x" }] }), "/content/0", 7],
     ["text block without text", result({ content: [{ type: "text" }] }), "/content/0", 7],
     ["other block without kind", result({ content: [{ type: "other" }] }), "/content/0", 7],
+    ["block data a string", result({ content: [{ type: "other", kind: "image", data: "iVBOR" }] }), "/content/0/data", 7],
+    ["block size negative", result({ content: [{ type: "other", kind: "image", size: -1 }] }), "/content/0/size", 7],
     ["denied without code", encode({ t: "denied", id: 5 }), "", 5],
     ["negative id", encode({ t: "result", id: -1, is_error: false, content: [] }), "/id", undefined],
   ];
@@ -119,7 +121,7 @@ test("decode: nesting is bounded at 128 levels, counted from the field's value",
 test("decode: unknown keys and block types are kept to what v1 knows", () => {
   const m = decode(result({ extra: { any: [1, 2] }, content: [{ type: "hologram", depth: 3 }], truncated: null }));
   assert.ok(m.t === "result");
-  assert.deepEqual(m.result.content, [{ type: "hologram" }]);
+  assert.deepEqual(m.result.content, [{ type: "hologram", kind: "" }]);
   assert.equal(m.result.truncated, false);
   assert.equal(m.result.structured, undefined);
 });
@@ -127,7 +129,7 @@ test("decode: unknown keys and block types are kept to what v1 knows", () => {
 test("decode: a signed format holding a non-negative value is a uint; rpc_code may be negative", () => {
   const m = decode(cat(b(0x85), encode("t"), encode("denied"), encode("id"), b(0xd0, 0x05), encode("code"), encode("server_error"),
     encode("message"), encode("boom"), encode("rpc_code"), encode(-32603)));
-  assert.deepEqual(m, { t: "denied", id: 5, code: "server_error", message: "boom", path: "", rpc_code: -32603 });
+  assert.deepEqual(m, { t: "denied", id: 5, code: "server_error", message: "boom", path: "", rpcCode: -32603 });
 });
 
 test("encodeArgs: maps only, JSON-like values and binary data", () => {

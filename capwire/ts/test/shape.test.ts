@@ -17,7 +17,7 @@ const shapes: Shapes = {
 };
 
 const decode = (structured: unknown, shape: Shape = "Weather") =>
-  decodeStructured<unknown>(new Result({ is_error: false, content: [], structured }), shape, shapes);
+  decodeStructured<unknown>(new Result({ isError: false, content: [], structured }), shape, shapes);
 
 function misfit(structured: unknown, shape?: Shape): DecodeError {
   try {
@@ -75,7 +75,7 @@ test("nesting and unions are bounded", () => {
   let v: unknown = 1;
   for (let i = 0; i < 30; i++) v = { n: v };
   assert.throws(
-    () => decodeStructured(new Result({ is_error: false, content: [], structured: v }), "U", wide),
+    () => decodeStructured(new Result({ isError: false, content: [], structured: v }), "U", wide),
     (e) => e instanceof DecodeError && e.path === "" && e.got === "a value too costly to check",
   );
 });

@@ -52,9 +52,9 @@ test("result frame decodes to the spec's result", () => {
     t: "result",
     id: 1,
     result: new Result({
-      is_error: false,
+      isError: false,
       content: [
-        { type: "text", text: "Created issue #42" },
+        { type: "text", kind: "text", text: "Created issue #42" },
         { type: "other", kind: "image" },
       ],
       structured: { number: 42 },

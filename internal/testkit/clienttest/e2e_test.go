@@ -28,6 +28,12 @@ structured: kinds=text,image,audio,resource_link,resource,resource
 add: 42 sum=42
 fail: as asked is_error=true
 denied: bad_arguments at /blob/bytes
+image: image/png 70 bytes
+link: file:///mcptest/link.txt read: the linked text
+schema: bad_arguments at /a
+describe: echo
+search: echo
+collected: later
 cancel: waiting
 cancel: gave up
 cancelled at the server: hang
@@ -49,7 +55,7 @@ func e2e(t *testing.T, dir string, env []string, argv ...string) {
 	srv := bridgetest.NewServer(t, bridgetest.WithServers(mcptestServer("t", mcptest.Scenario{})))
 	defer srv.Close()
 	ctl := srv.Control()
-	granted, err := ctl.Grant(ctx, &control.GrantRequest{Servers: map[string][]string{"t": grantedTools}})
+	granted, err := ctl.Grant(ctx, &control.GrantRequest{Servers: map[string][]string{"t": grantedTools}, Resources: []string{"t"}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -24,6 +24,7 @@ const facadeWant = `servers: everything,t
 echo: Echo: hello façade is_error=false
 image: text,other:image,text
 weather: temperature=36.0 humidity=82.0 conditions=Light rain / drizzle
+task: # Research Report: façades
 add: sum=42
 fail: as asked is_error=true
 denied: bad_arguments at /blob/bytes
@@ -36,14 +37,15 @@ not_granted: not_granted
 
 // facadeGrant is the grant both programs run under.
 var facadeGrant = map[string][]string{
-	"everything": {"echo", "get-tiny-image", "get-structured-content"},
+	"everything": {"echo", "get-tiny-image", "get-structured-content", "simulate-research-query"},
 	"t":          {"add", "fail", "content", "hang", "cancellations"},
 }
 
 // TestFacades is the end-to-end test of the TypeScript and Python façades
 // with real processes: a bridge serving mcptest and the pinned npm
 // server-everything; the façades fetched over the control plane
-// (`facade` with lang) and written beside a program that imports them;
+// (`facade` with lang) and written beside a program that imports them
+// (TypeScript's as the JavaScript and declarations Node runs as they are);
 // each program type-checked with its language's strict checker against
 // the façades (tsc --strict, mypy --strict as Python 3.10) and run with
 // CAPBRIDGE_SOCKET and CAPBRIDGE_TOKEN as its whole environment.
@@ -91,8 +93,22 @@ func TestFacades(t *testing.T) {
 	}
 
 	t.Run("typescript", func(t *testing.T) {
+		// The façades as Node runs them, with no compiler: m.js beside
+		// m.d.ts. Only the program is compiled, against the declarations.
 		dir := t.TempDir()
-		facades(t, "ts", ".ts", dir)
+		out := filepath.Join(dir, "out")
+		mkdir(t, out)
+		for _, server := range []string{"everything", "t"} {
+			f, err := ctl.Facade(ctx, &control.FacadeRequest{Server: server, Lang: "ts"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if f.JS == "" || f.DTS == "" {
+				t.Fatalf("façade of %s has no JavaScript form", server)
+			}
+			writeFile(t, filepath.Join(dir, f.Module+".d.ts"), f.DTS)
+			writeFile(t, filepath.Join(out, f.Module+".js"), f.JS)
+		}
 		linkCapwireTS(t, node, dir)
 		copyFile(t, filepath.Join("testdata", "facades", "program.ts"), filepath.Join(dir, "program.ts"))
 		// The program's own strict settings, as a user would have them.
@@ -100,10 +116,10 @@ func TestFacades(t *testing.T) {
 		writeFile(t, filepath.Join(dir, "tsconfig.json"), `{"compilerOptions":{"strict":true,"target":"ES2022","lib":["ES2022"],
 "module":"NodeNext","moduleResolution":"NodeNext","types":["node"],"typeRoots":[`+jsonString(filepath.Join(capTS, "node_modules", "@types"))+`],
 "exactOptionalPropertyTypes":true,"noUnusedLocals":true,"noUnusedParameters":true,"noEmitOnError":true,"outDir":"out"},
-"files":["program.ts","everything.ts","t.ts"]}`)
+"files":["program.ts"]}`)
 		writeFile(t, filepath.Join(dir, "package.json"), `{"type":"module","private":true}`)
 		run(t, dir, nil, 3*time.Minute, node, filepath.Join(capTS, "node_modules", "typescript", "bin", "tsc"), "-p", "tsconfig.json")
-		if out := runProgram(t, ctx, ctl, dir, env, node, filepath.Join(dir, "out", "program.js")); out != facadeWant {
+		if out := runProgram(t, ctx, ctl, dir, env, node, filepath.Join(out, "program.js")); out != facadeWant {
 			t.Errorf("program output:\n%s\nwant:\n%s", out, facadeWant)
 		}
 	})

@@ -126,6 +126,16 @@ type Scenario struct {
 	// InputRequestKey is the key of the one inputRequests member an
 	// input_required result carries; default "confirm".
 	InputRequestKey string `json:"input_request_key,omitempty"`
+	// TaskPolls, in the modern era, answers every tools/call from a
+	// client that declares the tasks extension (io.modelcontextprotocol/
+	// tasks) with a task (resultType "task") once the call is done; the
+	// task reports working to that many tasks/get, then its final state
+	// (TaskEnd) with the call's result.
+	TaskPolls int `json:"task_polls,omitempty"`
+	// TaskEnd is the state a task reaches: "completed" (the default),
+	// "failed" (with a JSON-RPC error), "cancelled" or "input_required"
+	// (with inputRequests).
+	TaskEnd string `json:"task_end,omitempty"`
 	// TTLMs is the ttlMs of every tools/list result in the modern era.
 	TTLMs int64 `json:"ttl_ms,omitempty"`
 	// NotifyOnListen lists notification methods sent on each
@@ -575,9 +585,36 @@ func (s *server) request(f inbound) {
 		s.toolsList(f)
 	case "tools/call":
 		s.toolsCall(f)
+	case "resources/read":
+		s.resourcesRead(f)
 	default:
 		s.writeError(f.ID, codeMethodNotFound, "Method not found: "+f.Method)
 	}
+}
+
+// resources are what resources/read serves, by URI: the text the content
+// tool's link points at, and a binary one.
+var resources = map[string]string{
+	"file:///mcptest/link.txt":     `{"uri":"file:///mcptest/link.txt","mimeType":"text/plain","text":"the linked text"}`,
+	"file:///mcptest/embedded.bin": `{"uri":"file:///mcptest/embedded.bin","mimeType":"application/octet-stream","blob":"AAEC/w=="}`,
+}
+
+// resourcesRead answers resources/read of one of resources; any other URI
+// is -32002, MCP's "Resource not found".
+func (s *server) resourcesRead(f inbound) {
+	var p struct {
+		URI string `json:"uri"`
+	}
+	if json.Unmarshal(f.Params, &p) != nil || p.URI == "" {
+		s.writeError(f.ID, codeInvalidParams, "Invalid params")
+		return
+	}
+	r, ok := resources[p.URI]
+	if !ok {
+		s.writeError(f.ID, -32002, "Resource not found: "+p.URI)
+		return
+	}
+	s.writeResult(f.ID, json.RawMessage(`{"contents":[`+r+`]}`))
 }
 
 func (s *server) initialize(f inbound) {

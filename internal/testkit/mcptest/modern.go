@@ -53,7 +53,22 @@ type modernState struct {
 	late json.RawMessage
 	// requestN numbers the server requests RequestsOnListen sends.
 	requestN int
+	// taskCalls are the tools/call requests whose client declared the
+	// tasks extension, by raw id; tasks are the tasks made of them.
+	taskCalls map[string]bool
+	tasks     map[string]*task
 }
+
+// task is a tools/call answered as a task (Scenario.TaskPolls).
+type task struct {
+	result    json.RawMessage // the call's result, the completed task's
+	polls     int             // tasks/get answered so far
+	cancelled bool
+}
+
+// tasksExtension is the extension a client declares to be answered with
+// tasks (2026-07-28, SEP-2663).
+const tasksExtension = "io.modelcontextprotocol/tasks"
 
 // isModern reports whether the connection speaks the modern era.
 func (s *server) isModern() bool {
@@ -102,10 +117,103 @@ func (s *server) modernRequest(f inbound) bool {
 		s.writeError(f.ID, codeMethodNotFound, "Method not found: ping (removed in "+ModernVersion+")")
 	case "subscriptions/listen":
 		s.listen(f)
+	case "tools/call":
+		if s.sc.TaskPolls > 0 && declaresTasks(f.Params) {
+			s.mu.Lock()
+			if s.m.taskCalls == nil {
+				s.m.taskCalls = map[string]bool{}
+			}
+			s.m.taskCalls[string(f.ID)] = true
+			s.mu.Unlock()
+		}
+		return false // served by the shared loop; modernResult makes it a task
+	case "tasks/get":
+		s.taskGet(f)
+	case "tasks/cancel":
+		s.taskCancel(f)
 	default:
 		return false
 	}
 	return true
+}
+
+// declaresTasks reports whether a request's per-request client
+// capabilities declare the tasks extension.
+func declaresTasks(params json.RawMessage) bool {
+	var p struct {
+		Meta map[string]json.RawMessage `json:"_meta"`
+	}
+	var caps struct {
+		Extensions map[string]json.RawMessage `json:"extensions"`
+	}
+	if json.Unmarshal(params, &p) != nil || json.Unmarshal(p.Meta[metaClientCapabilities], &caps) != nil {
+		return false
+	}
+	_, ok := caps.Extensions[tasksExtension]
+	return ok
+}
+
+// taskOf is the task a tasks/get or tasks/cancel names, or nil after
+// answering the request with an error.
+func (s *server) taskOf(f inbound) *task {
+	var p struct {
+		TaskID string `json:"taskId"`
+	}
+	if json.Unmarshal(f.Params, &p) != nil || p.TaskID == "" {
+		s.writeError(f.ID, codeInvalidParams, "Invalid params: taskId")
+		return nil
+	}
+	s.mu.Lock()
+	t := s.m.tasks[p.TaskID]
+	s.mu.Unlock()
+	if t == nil {
+		s.writeError(f.ID, codeInvalidParams, "Unknown task: "+p.TaskID)
+	}
+	return t
+}
+
+// taskGet answers tasks/get: working for TaskPolls polls, then TaskEnd.
+func (s *server) taskGet(f inbound) {
+	t := s.taskOf(f)
+	if t == nil {
+		return
+	}
+	var p struct {
+		TaskID string `json:"taskId"`
+	}
+	_ = json.Unmarshal(f.Params, &p)
+	s.mu.Lock()
+	t.polls++
+	status, extra := "working", ""
+	switch end := s.sc.TaskEnd; {
+	case t.cancelled:
+		status = "cancelled"
+	case t.polls <= s.sc.TaskPolls:
+	case end == "failed":
+		status, extra = end, `,"error":{"code":-32000,"message":"the task failed"}`
+	case end == "cancelled":
+		status = end
+	case end == "input_required":
+		status, extra = end, `,"inputRequests":{"confirm":{"method":"elicitation/create","params":{"message":"Proceed?","requestedSchema":{"type":"object","properties":{}}}}}`
+	default:
+		status, extra = "completed", `,"result":`+string(t.result)
+	}
+	s.mu.Unlock()
+	s.writeResult(f.ID, json.RawMessage(`{"taskId":`+strconv.Quote(p.TaskID)+`,"status":`+strconv.Quote(status)+`,"ttlMs":null,"pollIntervalMs":10`+extra+`}`))
+}
+
+// taskCancel answers tasks/cancel with an empty acknowledgement; the task
+// is cancelled from then on.
+func (s *server) taskCancel(f inbound) {
+	t := s.taskOf(f)
+	if t == nil {
+		return
+	}
+	s.mu.Lock()
+	t.cancelled = true
+	s.mu.Unlock()
+	s.writeResult(f.ID, struct{}{})
+	s.logf("mcptest: task cancelled")
 }
 
 // checkEnvelope holds a modern request to the per-request _meta rule:
@@ -266,6 +374,21 @@ func (s *server) modernResult(id json.RawMessage, b []byte) []byte {
 	rt := "complete"
 	s.mu.Lock()
 	_, isCall := s.calls[string(id)]
+	if isCall && s.m.taskCalls[string(id)] {
+		// The call is done: answer it with a task holding its result.
+		delete(s.m.taskCalls, string(id))
+		if s.m.tasks == nil {
+			s.m.tasks = map[string]*task{}
+		}
+		taskID := "task-" + strconv.Itoa(len(s.m.tasks)+1)
+		result := []byte(`{"resultType":"complete"}`)
+		if len(b) > 2 {
+			result = append([]byte(`{"resultType":"complete",`), b[1:]...)
+		}
+		s.m.tasks[taskID] = &task{result: result}
+		s.mu.Unlock()
+		return []byte(`{"resultType":"task","taskId":` + strconv.Quote(taskID) + `,"status":"working","ttlMs":60000,"pollIntervalMs":10}`)
+	}
 	s.mu.Unlock()
 	if isCall && s.sc.ResultType != "" {
 		rt = s.sc.ResultType

@@ -34,6 +34,9 @@ async def main() -> None:
     say("image: " + blocks(await everything.get_tiny_image()))
     w = everything.decode_get_structured_content(await everything.get_structured_content(location="Chicago"))
     say(f"weather: temperature={w['temperature']:.1f} humidity={w['humidity']:.1f} conditions={w['conditions']}")
+    # A tool that runs as an MCP task: the call waits for the task's result.
+    report = await everything.simulate_research_query(topic="façades")
+    say("task: " + report.text().split("\n")[0])
 
     total: int = t.decode_add(await t.add(a=40, b=2))["sum"]
     say(f"add: sum={total}")

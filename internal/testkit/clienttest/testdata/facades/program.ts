@@ -18,22 +18,24 @@ function say(s: string): void {
 }
 
 const blocks = (r: capwire.Result) =>
-  r.content.map((b) => (capwire.isText(b) ? "text" : capwire.isOther(b) ? "other:" + b.kind : b.type)).join(",");
+  r.content.map((b) => (b.kind === "text" ? "text" : b.type === "other" ? "other:" + b.kind : b.type)).join(",");
 
 const c = await capwire.shared();
 say("servers: " + [...c.servers].sort().join(","));
 
 const echo = await everything.echo({ message: "hello façade" });
-say(`echo: ${echo.text()} is_error=${echo.is_error}`);
+say(`echo: ${echo.text()} is_error=${echo.isError}`);
 say("image: " + blocks(await everything.getTinyImage()));
 const w = everything.decodeGetStructuredContent(await everything.getStructuredContent({ location: "Chicago" }));
 say(`weather: temperature=${w.temperature.toFixed(1)} humidity=${w.humidity.toFixed(1)} conditions=${w.conditions}`);
+// A tool that runs as an MCP task: the call waits for the task's result.
+say("task: " + (await everything.simulateResearchQuery({ topic: "façades" })).text().split("\n")[0]);
 
 const sum: number = t.decodeAdd(await t.add({ a: 40, b: 2 })).sum;
 say(`add: sum=${sum}`);
 
 const fail = await t.fail({ message: "as asked" });
-say(`fail: ${fail.text()} is_error=${fail.is_error}`);
+say(`fail: ${fail.text()} is_error=${fail.isError}`);
 
 try {
   // blob is an open object, so its values are unknown: binary data is
