@@ -32,15 +32,16 @@ func repo() string {
 // As root, the jail runs as nobody, who reaches the call socket only as a
 // harness configured for another uid would let it: mode 0666 with
 // allowed_uids.
-func newRunner(t testing.TB, tweak func(*Config)) (*Runner, *bridgetest.Server) {
+func newRunner(t testing.TB, tweak func(*Config), opts ...bridgetest.Option) (*Runner, *bridgetest.Server) {
 	t.Helper()
 	argv, env := mcptest.Command(mcptest.Scenario{})
-	srv := bridgetest.NewServer(t, bridgetest.WithServers(bridgetest.Stdio("t", argv, env)), bridgetest.WithConfig(func(c *config.Config) {
+	opts = append([]bridgetest.Option{bridgetest.WithServers(bridgetest.Stdio("t", argv, env)), bridgetest.WithConfig(func(c *config.Config) {
 		if os.Getuid() == 0 {
 			c.Bridge.CallSocketMode = 0o666
 			c.Bridge.AllowedUIDs = []uint32{0, 65534}
 		}
-	}))
+	})}, opts...)
+	srv := bridgetest.NewServer(t, opts...)
 	if os.Getuid() == 0 {
 		// The test's temporary directory is the socket's parent; the
 		// bridge made only the socket's own directory searchable.
