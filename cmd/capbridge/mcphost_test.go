@@ -355,4 +355,3 @@ func processesWith(marker string) []int {
 	}
 	return out
 }
-
