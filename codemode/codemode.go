@@ -68,6 +68,12 @@ var runnerTS []byte
 //go:embed runner/runner.py
 var runnerPy []byte
 
+// msgpackJS is the TypeScript client's one dependency, bundled
+// (TestMsgpackBundle keeps it what capwire/ts pins).
+//
+//go:embed runner/msgpack.mjs
+var msgpackJS []byte
+
 // Config configures a Runner.
 type Config struct {
 	// Control is the bridge's control socket.
@@ -86,9 +92,10 @@ type Config struct {
 	// Node and Python are the runtimes' binaries (default: node and
 	// python3 on PATH, resolved to real files).
 	Node, Python string
-	// TSClient is the TypeScript client's package directory (capwire/ts,
-	// with its node_modules installed); PyClient the Python client's
-	// (capwire/python). A language whose client is missing is not offered.
+	// TSClient and PyClient override the clients this binary carries
+	// with a checkout's (capwire/ts, whose src/*.ts are compiled;
+	// capwire/python, whose capwire package is given): for developing a
+	// client. Empty means the binary's own.
 	TSClient, PyClient string
 	// DefaultTimeout and MaxTimeout bound a run's wall clock.
 	DefaultTimeout, MaxTimeout time.Duration

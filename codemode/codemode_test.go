@@ -49,8 +49,7 @@ func newRunner(t testing.TB, tweak func(*Config), opts ...bridgetest.Option) (*R
 			t.Fatal(err)
 		}
 	}
-	cfg := Config{Control: srv.Config.Bridge.ControlSocket,
-		TSClient: filepath.Join(repo(), "capwire", "ts"), PyClient: filepath.Join(repo(), "capwire", "python")}
+	cfg := Config{Control: srv.Config.Bridge.ControlSocket}
 	if tweak != nil {
 		tweak(&cfg)
 	}

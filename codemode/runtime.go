@@ -4,12 +4,16 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
+	"path"
 	"path/filepath"
 	"strings"
 	"time"
 
+	pyclient "github.com/capbridge/capbridge/capwire/python"
+	tsclient "github.com/capbridge/capbridge/capwire/ts"
 	"github.com/capbridge/capbridge/jail"
 )
 
@@ -42,38 +46,64 @@ func resolveTS(cfg *Config) (*runtimeInfo, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: typescript: %v", ErrUnavailable, err)
 	}
-	client := cfg.TSClient
-	msgpack := filepath.Join(client, "node_modules", "@msgpack", "msgpack")
-	if client == "" || !exists(filepath.Join(client, "src", "index.ts")) || !exists(msgpack) {
-		return nil, fmt.Errorf("%w: typescript: the client package (capwire/ts with `npm ci` run in it) is not configured or incomplete: %q", ErrUnavailable, client)
-	}
-	srcs, err := filepath.Glob(filepath.Join(client, "src", "*.ts"))
+	src, err := clientFiles(cfg.TSClient, "src", tsclient.Source, "src", "*.ts")
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("%w: typescript: the client: %v", ErrUnavailable, err)
 	}
 	// The client is compiled here once, from its source, so no build step
-	// and no network is needed: every run gets the same JavaScript.
+	// and no network is needed: every run gets the same JavaScript, and
+	// its one dependency, bundled.
 	const pkg = "/node_modules/@capbridge/capwire"
 	files := []jail.File{
 		{Path: "/capbridge/runner.mjs", Data: runnerTS},
 		{Path: pkg + "/package.json", Data: []byte(`{"name":"@capbridge/capwire","type":"module","exports":"./index.js"}`)},
+		{Path: "/node_modules/@msgpack/msgpack/package.json", Data: []byte(`{"name":"@msgpack/msgpack","type":"module","exports":"./index.mjs"}`)},
+		{Path: "/node_modules/@msgpack/msgpack/index.mjs", Data: msgpackJS},
 	}
-	for _, src := range srcs {
-		data, err := os.ReadFile(src)
-		if err != nil {
-			return nil, err
-		}
-		js, err := StripTypes(filepath.Base(src), data)
+	for _, f := range src {
+		js, err := StripTypes(f.name, f.data)
 		if err != nil {
 			return nil, fmt.Errorf("%w: typescript: compiling the client: %v", ErrUnavailable, err)
 		}
-		files = append(files, jail.File{Path: pkg + "/" + strings.TrimSuffix(filepath.Base(src), ".ts") + ".js", Data: js})
+		files = append(files, jail.File{Path: pkg + "/" + strings.TrimSuffix(f.name, ".ts") + ".js", Data: js})
 	}
 	rt := &runtimeInfo{lang: TypeScript, codegenLang: "ts", facadeExt: ".ts",
 		argv:  []string{node, "/capbridge/runner.mjs"},
-		binds: append(systemBinds(node), jail.Bind{Source: msgpack, Target: "/node_modules/@msgpack/msgpack"}),
+		binds: systemBinds(node),
 		files: files, env: []string{"NODE_NO_WARNINGS=1"}}
 	return rt, nil
+}
+
+// namedFile is one file of a client.
+type namedFile struct {
+	name string
+	data []byte
+}
+
+// clientFiles reads a client's files matching pattern: from dir/sub when
+// dir is set (a checkout), else from the binary's own copy in embedded
+// under esub.
+func clientFiles(dir, sub string, embedded fs.FS, esub, pattern string) ([]namedFile, error) {
+	fsys, root := embedded, esub
+	if dir != "" {
+		fsys, root = os.DirFS(dir), sub
+	}
+	names, err := fs.Glob(fsys, path.Join(root, pattern))
+	if err != nil {
+		return nil, err
+	}
+	if len(names) == 0 {
+		return nil, fmt.Errorf("no %s in %s", pattern, filepath.Join(dir, sub))
+	}
+	out := make([]namedFile, 0, len(names))
+	for _, n := range names {
+		data, err := fs.ReadFile(fsys, n)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, namedFile{path.Base(n), data})
+	}
+	return out, nil
 }
 
 func resolvePython(cfg *Config) (*runtimeInfo, error) {
@@ -87,9 +117,15 @@ func resolvePython(cfg *Config) (*runtimeInfo, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: python: %v", ErrUnavailable, err)
 	}
-	client := filepath.Join(cfg.PyClient, "capwire")
-	if cfg.PyClient == "" || !exists(filepath.Join(client, "__init__.py")) {
-		return nil, fmt.Errorf("%w: python: the client package (capwire/python) is not configured or incomplete: %q", ErrUnavailable, cfg.PyClient)
+	client, err := clientFiles(cfg.PyClient, "capwire", pyclient.Package, "capwire", "*")
+	if err != nil {
+		return nil, fmt.Errorf("%w: python: the client: %v", ErrUnavailable, err)
+	}
+	files := []jail.File{{Path: "/capbridge/runner.py", Data: runnerPy}}
+	for _, f := range client {
+		if strings.HasSuffix(f.name, ".py") || f.name == "py.typed" {
+			files = append(files, jail.File{Path: "/capbridge/python/capwire/" + f.name, Data: f.data})
+		}
 	}
 	// Where the interpreter keeps its standard library, which the jail
 	// must show when it is not under /usr.
@@ -112,10 +148,9 @@ func resolvePython(cfg *Config) (*runtimeInfo, error) {
 	if !underSystem(prefix) {
 		binds = append(binds, jail.Bind{Source: prefix, Target: prefix})
 	}
-	binds = append(binds, jail.Bind{Source: client, Target: "/capbridge/python/capwire"})
 	return &runtimeInfo{lang: Python, codegenLang: "python", facadeExt: ".py",
 		argv:  []string{py, "-I", "-S", "-B", "/capbridge/runner.py"},
-		binds: binds, files: []jail.File{{Path: "/capbridge/runner.py", Data: runnerPy}},
+		binds: binds, files: files,
 		env: []string{"PYTHONDONTWRITEBYTECODE=1", "PYTHONIOENCODING=utf-8"}}, nil
 }
 

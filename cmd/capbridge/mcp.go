@@ -86,8 +86,8 @@ func addFrontFlags(fs *cmdFlags) *frontFlags {
 	fs.StringVar(&f.attach, "attach", "", "use the running capbridge serve whose control socket this is, instead of booting a bridge")
 	fs.StringVar(&f.servers, "servers", "", "comma-separated servers a program may reach (default: all)")
 	fs.StringVar(&f.languages, "languages", "", "comma-separated languages offered, the first being the surface's (default: typescript,python, those that can run here)")
-	fs.StringVar(&f.tsClient, "ts-client", os.Getenv("CAPBRIDGE_TS_CLIENT"), "the TypeScript client's package directory, capwire/ts with `npm ci` run in it (default $CAPBRIDGE_TS_CLIENT, else ./capwire/ts)")
-	fs.StringVar(&f.pyClient, "py-client", os.Getenv("CAPBRIDGE_PY_CLIENT"), "the Python client's directory, capwire/python (default $CAPBRIDGE_PY_CLIENT, else ./capwire/python)")
+	fs.StringVar(&f.tsClient, "ts-client", os.Getenv("CAPBRIDGE_TS_CLIENT"), "a checkout's TypeScript client (capwire/ts) to use instead of the one built in, for developing it (default $CAPBRIDGE_TS_CLIENT)")
+	fs.StringVar(&f.pyClient, "py-client", os.Getenv("CAPBRIDGE_PY_CLIENT"), "a checkout's Python client (capwire/python) to use instead of the one built in, for developing it (default $CAPBRIDGE_PY_CLIENT)")
 	fs.StringVar(&f.node, "node", "", "the node binary (default: node on PATH)")
 	fs.StringVar(&f.python, "python", "", "the python3 binary (default: /usr/bin/python3, else python3 on PATH)")
 	fs.DurationVar(&f.timeout, "timeout", codemode.DefaultTimeout, "a run's default wall clock")
@@ -167,7 +167,7 @@ func (ff *frontFlags) start(ctx context.Context, stderr io.Writer) (*front, int)
 		control = cfg.Bridge.ControlSocket
 	}
 	cfg := codemode.Config{Control: control, Jail: jc, Node: ff.node, Python: ff.python,
-		TSClient: orCwd(ff.tsClient, "capwire/ts"), PyClient: orCwd(ff.pyClient, "capwire/python"),
+		TSClient: ff.tsClient, PyClient: ff.pyClient,
 		DefaultTimeout: ff.timeout, MaxTimeout: ff.maxTimeout}
 	if ff.servers != "" {
 		cfg.Servers = strings.Split(ff.servers, ",")
@@ -183,16 +183,4 @@ func (ff *frontFlags) start(ctx context.Context, stderr io.Writer) (*front, int)
 	}
 	f.runner = r
 	return f, exitOK
-}
-
-// orCwd is path, or rel under the working directory when path is empty.
-func orCwd(path, rel string) string {
-	if path != "" {
-		return path
-	}
-	wd, err := os.Getwd()
-	if err != nil {
-		return rel
-	}
-	return filepath.Join(wd, rel)
 }

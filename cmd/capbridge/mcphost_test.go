@@ -236,9 +236,7 @@ func TestMCPAttach(t *testing.T) {
 	dir := shortTempDir(t)
 	cfg := mcptestConfig(t, dir, "")
 	srv, _ := startServe(t, bin, nil, "serve", "-c", cfg)
-	root, _ := filepath.Abs("../..")
-	host := startMCP(t, bin, "mcp", "--attach", dir+"/control.sock", "--languages", "python",
-		"--py-client", filepath.Join(root, "capwire", "python"))
+	host := startMCP(t, bin, "mcp", "--attach", dir+"/control.sock", "--languages", "python")
 
 	marker := fmt.Sprintf("%d.%d", 100000+os.Getpid()%100000, time.Now().UnixNano()%1e6)
 	code := `import os, t
