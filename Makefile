@@ -8,11 +8,11 @@ TOOLS := $(CURDIR)/.tools/staticcheck-$(STATICCHECK_VERSION)
 SERVERS := internal/testkit/interop/servers
 CLIENT_TS := capwire/ts
 
-.PHONY: test deps mypy fmt-check vet staticcheck gotest benchtest stress bench bench-peers
+.PHONY: test deps mypy bwrap fmt-check vet staticcheck gotest benchtest stress bench bench-peers
 
 test: deps fmt-check vet staticcheck gotest benchtest
 
-deps: $(SERVERS)/node_modules/.package-lock.json $(CLIENT_TS)/node_modules/.package-lock.json $(TOOLS)/staticcheck mypy
+deps: $(SERVERS)/node_modules/.package-lock.json $(CLIENT_TS)/node_modules/.package-lock.json $(TOOLS)/staticcheck mypy bwrap
 
 # npm ci is re-run only when the lock file changes.
 $(SERVERS)/node_modules/.package-lock.json: $(SERVERS)/package-lock.json
@@ -27,6 +27,13 @@ mypy:
 	@command -v mypy >/dev/null || { \
 		SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
 		$$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq --no-install-recommends mypy; }
+
+# bubblewrap: codemode's test of --wrap runs programs under a real jail of an
+# operator's (and fails in CI without it); Debian's package, installed once.
+bwrap:
+	@command -v bwrap >/dev/null || { \
+		SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+		$$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq --no-install-recommends bubblewrap; }
 
 $(TOOLS)/staticcheck:
 	GOBIN=$(TOOLS) go install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
