@@ -353,3 +353,39 @@ func processesWith(marker string) []int {
 	}
 	return out
 }
+
+// `capbridge run --wrap` runs the program under the operator's jail
+// command, a real bubblewrap here, against a running serve.
+func TestRunWrapCLI(t *testing.T) {
+	defer leakcheck.Check(t)()
+	if _, err := exec.LookPath("bwrap"); err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("bubblewrap is not installed, and CI must run this test: `make deps` installs it (%v)", err)
+		}
+		t.Skipf("bubblewrap is not installed (`make bwrap`): %v", err)
+	}
+	bin := filepath.Join(t.TempDir(), "capbridge")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	dir := shortTempDir(t)
+	srv, _ := startServe(t, bin, nil, "serve", "-c", mcptestConfig(t, dir, ""))
+	prog := filepath.Join(dir, "prog.py")
+	if err := os.WriteFile(prog, []byte("import os, t\nr = await t.echo(text='wrapped')\nprint(r.text(), os.path.exists('/usr/lib/os-release'))\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	wrap := "bwrap --unshare-all --die-with-parent --new-session --ro-bind /usr /usr --symlink usr/bin /bin --symlink usr/lib /lib " +
+		"--symlink usr/lib64 /lib64 --ro-bind {files}/work /work --ro-bind {files}/capbridge /capbridge " +
+		"--bind {bind:/run/capbridge/call.sock} /run/capbridge/call.sock --proc /proc --dev /dev --tmpfs /tmp --chdir /tmp --"
+	out, errOut, code := runCLI(t, bin, nil, "run", "--attach", dir+"/control.sock", "--wrap", wrap, prog)
+	if code != 0 || out != "wrapped True\n" {
+		t.Errorf("capbridge run --wrap: exit %d, stdout %q, stderr:\n%s", code, out, errOut)
+	}
+	if _, err := srv.stop(); err != nil {
+		t.Errorf("serve: %v", err)
+	}
+	runs := auditRuns(dir + "/audit.log")
+	if len(runs) != 1 || runs[0]["ended"] != "exit" || runs[0]["calls"] != float64(1) {
+		t.Errorf("audit: %v", runs)
+	}
+}
