@@ -30,6 +30,7 @@ import (
 // the mcptest server, for the servers the lock tests configure.
 func TestMain(m *testing.M) {
 	mcptest.MaybeServe()
+	maybeHarness()
 	leakcheck.Main(m)
 }
 
