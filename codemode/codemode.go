@@ -99,6 +99,9 @@ type Config struct {
 	TSClient, PyClient string
 	// DefaultTimeout and MaxTimeout bound a run's wall clock.
 	DefaultTimeout, MaxTimeout time.Duration
+	// NoCgroup leaves cgroup v2 limits off even where a delegated cgroup
+	// is found (New looks for one unless Jail.Cgroup is set).
+	NoCgroup bool
 }
 
 // Runner runs programs. Its methods are safe for concurrent use.
@@ -106,16 +109,27 @@ type Runner struct {
 	cfg     Config
 	runtime map[string]*runtimeInfo
 	langs   []string
+	cgroup  jail.CgroupStatus
 
 	mu         sync.Mutex
 	callSocket string
 }
 
 // New prepares a Runner: it resolves each language's runtime and client,
-// and offers the languages that have both.
+// and offers the languages that have both. Unless cfg.NoCgroup, it looks
+// for a delegated cgroup v2 and, finding one, prepares it and sets it in
+// cfg.Jail, so each run gets memory, pids and cpu limits of its own;
+// CgroupStatus says whether it did, or why not.
 func New(cfg Config) (*Runner, error) {
 	if cfg.Jail == nil {
 		cfg.Jail = &jail.Config{}
+	}
+	cgroup := jail.CgroupStatus{Reason: "turned off (NoCgroup)"}
+	switch {
+	case cfg.Jail.Cgroup != nil:
+		cgroup = jail.CgroupStatus{Available: true, Dir: cfg.Jail.Cgroup.Dir}
+	case !cfg.NoCgroup:
+		cfg.Jail.Cgroup, cgroup = jail.UseCgroup()
 	}
 	if cfg.DefaultTimeout <= 0 {
 		cfg.DefaultTimeout = DefaultTimeout
@@ -123,7 +137,7 @@ func New(cfg Config) (*Runner, error) {
 	if cfg.MaxTimeout <= 0 {
 		cfg.MaxTimeout = MaxTimeout
 	}
-	r := &Runner{cfg: cfg, runtime: map[string]*runtimeInfo{}, callSocket: cfg.CallSocket}
+	r := &Runner{cfg: cfg, runtime: map[string]*runtimeInfo{}, callSocket: cfg.CallSocket, cgroup: cgroup}
 	want := cfg.Languages
 	if want == nil {
 		want = []string{TypeScript, Python}
@@ -146,6 +160,9 @@ func New(cfg Config) (*Runner, error) {
 	}
 	return r, nil
 }
+
+// CgroupStatus says whether runs get cgroup v2 limits, and why not.
+func (r *Runner) CgroupStatus() jail.CgroupStatus { return r.cgroup }
 
 // Languages lists the languages offered.
 func (r *Runner) Languages() []string { return slices.Clone(r.langs) }
@@ -185,6 +202,9 @@ type Result struct {
 	ArgBytes    int64 `json:"arg_bytes"`
 	ResultBytes int64 `json:"result_bytes"`
 	TookMS      int64 `json:"took_ms"`
+	// Cgroup says whether the run as a whole was bounded by a cgroup v2
+	// of its own (memory, pids, cpu), or why not.
+	Cgroup jail.CgroupStatus `json:"cgroup"`
 }
 
 // OK reports whether the program exited 0.
@@ -257,7 +277,7 @@ func (r *Runner) Run(ctx context.Context, req Request) (*Result, error) {
 	}
 	res := &Result{Run: runID, Language: req.Language, Servers: servers, Ended: string(out.Ended), ExitCode: out.ExitCode,
 		Signal: out.Signal, Stdout: string(out.Stdout), Stderr: string(out.Stderr), StdoutBytes: out.StdoutBytes,
-		StderrBytes: out.StderrBytes, TookMS: time.Since(start).Milliseconds()}
+		StderrBytes: out.StderrBytes, TookMS: time.Since(start).Milliseconds(), Cgroup: r.cgroup}
 	if len(out.Result) > 0 && !out.ResultTruncated && json.Valid(out.Result) {
 		res.Value = out.Result
 	} else if len(out.Result) > 0 {

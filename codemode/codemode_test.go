@@ -89,6 +89,11 @@ print(r.text())
 			if got := string(res.Value); got != want {
 				t.Errorf("value %s, want %s", res.Value, want)
 			}
+			// Whatever this host offers, the result says it: on a
+			// cgroup v1 host, why there are no cgroup limits.
+			if _, st := jail.DetectCgroup(); res.Cgroup.Available != st.Available || (!st.Available && res.Cgroup.Reason != st.Reason) {
+				t.Errorf("the result's cgroup %+v; this host: %+v", res.Cgroup, st)
+			}
 			if res.Calls != 1 || res.Denied != 0 {
 				t.Errorf("accounting: %d calls, %d denied; want 1, 0", res.Calls, res.Denied)
 			}

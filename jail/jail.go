@@ -114,6 +114,10 @@ type Config struct {
 	// Transformer applies a Program's transforms in wrapped mode (the
 	// built-in jail applies them inside, with MaybeInit's).
 	Transformer Transformer
+	// Cgroup, when set (DetectCgroup, then Prepare), gives each run a
+	// cgroup v2 of its own below it, with its Limits: the run's processes
+	// together, a wrapper's too, are bounded in memory, processes and CPU.
+	Cgroup *Cgroup
 }
 
 // DefaultSystem is the host's runtime view: binaries, libraries, and the

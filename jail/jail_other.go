@@ -16,3 +16,15 @@ func (c *Config) runBuiltin(context.Context, *Program) (*Outcome, error) {
 
 // wrapAttr puts a wrapper in a process group of its own.
 func wrapAttr() *syscall.SysProcAttr { return &syscall.SysProcAttr{Setpgid: true} }
+
+// DetectCgroup finds none off Linux.
+func DetectCgroup() (*Cgroup, CgroupStatus) {
+	return nil, noCgroup("cgroups are Linux's")
+}
+
+// Prepare fails off Linux.
+func (c *Cgroup) Prepare() error { return ErrUnsupported }
+
+func (c *Config) intoCgroup(*syscall.SysProcAttr) (started, done func(), err error) {
+	return func() {}, func() {}, nil
+}

@@ -79,8 +79,16 @@ func (c *Config) runBuiltin(ctx context.Context, p *Program) (*Outcome, error) {
 		// The jail dies with whoever started it.
 		Pdeathsig: syscall.SIGKILL,
 	}
+	cgStarted, cgDone, err := c.intoCgroup(cmd.SysProcAttr)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrSetup, err)
+	}
+	// Removed once the program, and so its namespace, is gone.
+	defer cgDone()
 	start := time.Now()
-	if err := cmd.Start(); err != nil {
+	err = cmd.Start()
+	cgStarted()
+	if err != nil {
 		return nil, fmt.Errorf("%w: starting the jail's init: %v (are unprivileged user namespaces enabled? see docs/jail.md)", ErrSetup, err)
 	}
 	// The child holds its ends now; ours must go, or no reader sees EOF.

@@ -182,5 +182,10 @@ func (ff *frontFlags) start(ctx context.Context, stderr io.Writer) (*front, int)
 		return nil, exitConfig
 	}
 	f.runner = r
+	if st := r.CgroupStatus(); st.Available {
+		log.Info().Str("cgroup", st.Dir).Msg("each run gets a cgroup v2 of its own: memory, pids and cpu limits")
+	} else {
+		log.Warn().Str("reason", st.Reason).Msg("runs get no cgroup v2 limits")
+	}
 	return f, exitOK
 }

@@ -336,6 +336,10 @@ await t.hang({})
 	if err := host.close(); err != nil {
 		t.Errorf("capbridge mcp: %v\n%s", err, host.stderr.String())
 	}
+	// Once, at start: whether runs get cgroup v2 limits, or why not.
+	if n := strings.Count(host.stderr.String(), "cgroup v2"); n != 1 {
+		t.Errorf("capbridge mcp's log names cgroup v2 %d times, want once:\n%s", n, host.stderr.String())
+	}
 	if _, err := srv.stop(); err != nil {
 		t.Errorf("serve: %v\n%s", err, srv.stderr.String())
 	}
