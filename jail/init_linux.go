@@ -142,6 +142,11 @@ func build(sp *spec) error {
 		fmt.Sprintf("mode=1777,size=%d,nr_inodes=%d", sp.TmpSize, 1<<14)); err != nil {
 		return fmt.Errorf("mounting /tmp: %w", err)
 	}
+	for i, o := range sp.Overlays {
+		if err := mountOverlay(i, o); err != nil {
+			return err
+		}
+	}
 	for _, f := range sp.Files {
 		if err := writeIn(f.Path, f.Data, f.Mode); err != nil {
 			return err
@@ -162,6 +167,31 @@ func build(sp *spec) error {
 		return fmt.Errorf("detaching the staging root: %w", err)
 	}
 	return unix.Chdir("/")
+}
+
+// mountOverlay shows the host directory o.Source at o.Target, read-only
+// below and writable above, the writes kept on the run's /tmp.
+func mountOverlay(i int, o Overlay) error {
+	if strings.ContainsAny(o.Target, ",:") || !filepath.IsAbs(o.Target) {
+		return fmt.Errorf("overlay %s: the target must be an absolute path without ',' or ':'", o.Target)
+	}
+	if err := bindHost(o.Source, o.Target, false, false); err != nil {
+		return err
+	}
+	// Hidden from a program's casual listing of /tmp, not from the
+	// program: it is its own writes.
+	up := fmt.Sprintf("/newroot/tmp/.capbridge-overlay-%d", i)
+	for _, d := range []string{up + "/upper", up + "/work"} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return err
+		}
+	}
+	target := "/newroot" + filepath.Clean(o.Target)
+	opts := "lowerdir=" + target + ",upperdir=" + up + "/upper,workdir=" + up + "/work,userxattr"
+	if err := unix.Mount("overlay", target, "overlay", unix.MS_NOSUID|unix.MS_NODEV, opts); err != nil {
+		return fmt.Errorf("overlay %s: %w (overlayfs in a user namespace needs Linux 5.11 or later)", o.Target, err)
+	}
+	return nil
 }
 
 // sealRoot makes the root and /dev read-only, once the transforms have

@@ -184,7 +184,7 @@ func (c *Config) spec(p *Program) *spec {
 	}
 	return &spec{
 		Argv: p.Argv, Env: p.Env, Dir: p.Dir, Hostname: "jail",
-		System: system, Binds: p.Binds, Files: p.Files, Transform: p.Transform,
+		System: system, Binds: p.Binds, Overlays: p.Overlays, Files: p.Files, Transform: p.Transform,
 		TmpSize: tmp, Limits: c.Limits.withDefaults(), Seccomp: !c.NoSeccomp,
 	}
 }

@@ -9,6 +9,7 @@ type spec struct {
 	Hostname  string      `json:"hostname"`
 	System    []string    `json:"system"`
 	Binds     []Bind      `json:"binds"`
+	Overlays  []Overlay   `json:"overlays"`
 	Files     []File      `json:"files"`
 	Transform []Transform `json:"transform"`
 	TmpSize   int64       `json:"tmp_size"`

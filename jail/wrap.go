@@ -36,6 +36,9 @@ import (
 //	        "--bind", "{bind:/run/capbridge/call.sock}", "/run/capbridge/call.sock",
 //	        "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--chdir", "/tmp", "--"]
 func (c *Config) runWrapped(ctx context.Context, p *Program) (*Outcome, error) {
+	if len(p.Overlays) > 0 {
+		return nil, fmt.Errorf("%w: the program needs an overlay (%s), which only the built-in jail makes", ErrSetup, p.Overlays[0].Target)
+	}
 	dir, err := os.MkdirTemp("", "capbridge-run-")
 	if err != nil {
 		return nil, fmt.Errorf("jail: %w", err)
