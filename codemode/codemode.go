@@ -18,7 +18,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -87,11 +86,17 @@ type Config struct {
 	// bridge has. A run names a subset, or gets them all.
 	Servers []string
 	// Languages offered, in the order tool descriptions show them; nil
-	// means every language whose runtime is present.
+	// means TypeScript and Python, those whose runtime is present. Go is
+	// offered when named: its first start here compiles the standard
+	// library into a build cache kept for later starts.
 	Languages []string
-	// Node and Python are the runtimes' binaries (default: node and
-	// python3 on PATH, resolved to real files).
-	Node, Python string
+	// Node, Python and Go are the runtimes' binaries (default: node,
+	// python3 and go on PATH, resolved to real files).
+	Node, Python, Go string
+	// GoCache is where Go's prepared trees (the client's source, module
+	// and build caches) are kept (default: the user's cache directory's
+	// capbridge/, or /var/cache/capbridge as root).
+	GoCache string
 	// TSClient and PyClient override the clients this binary carries
 	// with a checkout's (capwire/ts, whose src/*.ts are compiled;
 	// capwire/python, whose capwire package is given): for developing a
@@ -107,6 +112,8 @@ type Config struct {
 // Runner runs programs. Its methods are safe for concurrent use.
 type Runner struct {
 	cfg     Config
+	ctx     context.Context // ends with Close: background preparations stop
+	stop    context.CancelFunc
 	runtime map[string]*runtimeInfo
 	langs   []string
 	cgroup  jail.CgroupStatus
@@ -138,6 +145,7 @@ func New(cfg Config) (*Runner, error) {
 		cfg.MaxTimeout = MaxTimeout
 	}
 	r := &Runner{cfg: cfg, runtime: map[string]*runtimeInfo{}, callSocket: cfg.CallSocket, cgroup: cgroup}
+	r.ctx, r.stop = context.WithCancel(context.Background())
 	want := cfg.Languages
 	if want == nil {
 		want = []string{TypeScript, Python}
@@ -159,6 +167,26 @@ func New(cfg Config) (*Runner, error) {
 		return nil, fmt.Errorf("%w: no language can run here: %s", ErrUnavailable, strings.Join(missing, "; "))
 	}
 	return r, nil
+}
+
+// Close stops what the Runner does in the background (preparing Go's
+// build cache) and waits for it. Runs still going are the callers'.
+func (r *Runner) Close() {
+	r.stop()
+	if rt := r.runtime[Go]; rt != nil {
+		rt.prep.once.Do(func() { close(rt.prep.done) })
+		<-rt.prep.done
+	}
+}
+
+// PrepareGo starts preparing Go's build cache now, rather than at the
+// first Go run, and waits for it while ctx lasts.
+func (r *Runner) PrepareGo(ctx context.Context) error {
+	rt := r.runtime[Go]
+	if rt == nil {
+		return fmt.Errorf("%w: go is not offered", ErrUnavailable)
+	}
+	return rt.prep.wait(ctx, r)
 }
 
 // CgroupStatus says whether runs get cgroup v2 limits, and why not.
@@ -229,6 +257,11 @@ func (r *Runner) Run(ctx context.Context, req Request) (*Result, error) {
 	timeout := req.Timeout
 	if timeout == 0 {
 		timeout = r.cfg.DefaultTimeout
+	}
+	if rt.prep != nil {
+		if err := rt.prep.wait(ctx, r); err != nil {
+			return nil, err
+		}
 	}
 	servers, err := r.servers(ctx, req.Servers)
 	if err != nil {
@@ -378,7 +411,7 @@ func (r *Runner) facades(ctx context.Context, rt *runtimeInfo, servers []string)
 		if err != nil {
 			return nil, fmt.Errorf("codemode: the façade of %q: %w", s, err)
 		}
-		files = append(files, jail.File{Path: filepath.Join(jailWork, f.Module+rt.facadeExt), Data: []byte(f.Source)})
+		files = append(files, jail.File{Path: rt.facadePath(f.Module), Data: []byte(f.Source)})
 	}
 	return files, nil
 }

@@ -57,6 +57,7 @@ func newRunner(t testing.TB, tweak func(*Config), opts ...bridgetest.Option) (*R
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(r.Close)
 	return r, srv
 }
 

@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -28,6 +29,7 @@ type runtimeInfo struct {
 	binds       []jail.Bind
 	files       []jail.File // the runner and the client, the same for every run
 	env         []string
+	prep        *goPrep // Go's prepared tree
 }
 
 // resolveRuntime finds lang's runtime and client as cfg says.
@@ -37,8 +39,10 @@ func resolveRuntime(lang string, cfg *Config) (*runtimeInfo, error) {
 		return resolveTS(cfg)
 	case Python:
 		return resolvePython(cfg)
+	case Go:
+		return resolveGo(cfg)
 	}
-	return nil, fmt.Errorf("%w: language %q has no runtime in this capbridge (typescript, python)", ErrBadRequest, lang)
+	return nil, fmt.Errorf("%w: language %q has no runtime in this capbridge (typescript, python, go)", ErrBadRequest, lang)
 }
 
 func resolveTS(cfg *Config) (*runtimeInfo, error) {
@@ -154,15 +158,19 @@ func resolvePython(cfg *Config) (*runtimeInfo, error) {
 		env: []string{"PYTHONDONTWRITEBYTECODE=1", "PYTHONIOENCODING=utf-8"}}, nil
 }
 
-// program lays out one run of code with its façades.
+// program lays out one run of code with its façades; callSocket is left
+// out when empty.
 func (rt *runtimeInfo) program(code string, facades []jail.File, token, callSocket string) *jail.Program {
 	p := &jail.Program{
 		Argv: rt.argv,
 		Env: append([]string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=/tmp", "LANG=C.UTF-8", "TMPDIR=/tmp",
 			"CAPBRIDGE_SOCKET=" + jailSocket, "CAPBRIDGE_TOKEN=" + token}, rt.env...),
 		Dir:   "/tmp",
-		Binds: append(append([]jail.Bind{}, rt.binds...), jail.Bind{Source: callSocket, Target: jailSocket, Writable: true}),
-		Files: append(append([]jail.File{}, rt.files...), facades...),
+		Binds: slices.Clone(rt.binds),
+		Files: append(slices.Clone(rt.files), facades...),
+	}
+	if callSocket != "" {
+		p.Binds = append(p.Binds, jail.Bind{Source: callSocket, Target: jailSocket, Writable: true})
 	}
 	switch rt.lang {
 	case TypeScript:
@@ -173,8 +181,22 @@ func (rt *runtimeInfo) program(code string, facades []jail.File, token, callSock
 		}
 	case Python:
 		p.Files = append(p.Files, jail.File{Path: jailWork + "/main.py", Data: []byte(code)})
+	case Go:
+		p.Files = append(p.Files, jail.File{Path: jailWork + "/main.go", Data: []byte(code)})
+		p.Dir = jailWork
+		p.Binds = append(p.Binds, goBinds(rt.prep.dir)...)
+		p.Overlays = []jail.Overlay{{Source: filepath.Join(rt.prep.dir, "cache"), Target: jailGoBld}}
 	}
 	return p
+}
+
+// facadePath is where a façade of module lies in the jail: beside the
+// program, or, in Go, as a package of the program's module.
+func (rt *runtimeInfo) facadePath(module string) string {
+	if rt.lang == Go {
+		return path.Join(jailWork, module, module+rt.facadeExt)
+	}
+	return path.Join(jailWork, module+rt.facadeExt)
 }
 
 // realBinary resolves a runtime binary: the configured path, or name on

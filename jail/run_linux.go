@@ -189,6 +189,15 @@ func (c *Config) spec(p *Program) *spec {
 	}
 }
 
+// RunIDs are the host uid and gid a jail's programs run as: capbridge's
+// own, or, as root, c.UID and c.GID (nobody by default).
+func (c *Config) RunIDs() (uid, gid int) {
+	if os.Getuid() != 0 {
+		return os.Getuid(), os.Getgid()
+	}
+	return c.ids()
+}
+
 // ids are the host uid and gid a jail runs as when capbridge is root.
 func (c *Config) ids() (int, int) {
 	uid, gid := c.UID, c.GID

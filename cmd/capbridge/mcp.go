@@ -72,7 +72,7 @@ type frontFlags struct {
 	cfgPath, mcpConfig, workspace, attach string
 	strict                                bool
 	servers, languages                    string
-	tsClient, pyClient, node, python      string
+	tsClient, pyClient, node, python, gob string
 	timeout, maxTimeout                   time.Duration
 	wrap                                  string
 }
@@ -85,11 +85,12 @@ func addFrontFlags(fs *cmdFlags) *frontFlags {
 	fs.BoolVar(&f.strict, "strict", false, "make configuration warnings errors")
 	fs.StringVar(&f.attach, "attach", "", "use the running capbridge serve whose control socket this is, instead of booting a bridge")
 	fs.StringVar(&f.servers, "servers", "", "comma-separated servers a program may reach (default: all)")
-	fs.StringVar(&f.languages, "languages", "", "comma-separated languages offered, the first being the surface's (default: typescript,python, those that can run here)")
+	fs.StringVar(&f.languages, "languages", "", "comma-separated languages offered (typescript, python, go), the first being the surface's (default: typescript,python, those that can run here; go's first start compiles its build cache)")
 	fs.StringVar(&f.tsClient, "ts-client", os.Getenv("CAPBRIDGE_TS_CLIENT"), "a checkout's TypeScript client (capwire/ts) to use instead of the one built in, for developing it (default $CAPBRIDGE_TS_CLIENT)")
 	fs.StringVar(&f.pyClient, "py-client", os.Getenv("CAPBRIDGE_PY_CLIENT"), "a checkout's Python client (capwire/python) to use instead of the one built in, for developing it (default $CAPBRIDGE_PY_CLIENT)")
 	fs.StringVar(&f.node, "node", "", "the node binary (default: node on PATH)")
 	fs.StringVar(&f.python, "python", "", "the python3 binary (default: /usr/bin/python3, else python3 on PATH)")
+	fs.StringVar(&f.gob, "go", "", "the go binary, for --languages …,go (default: go on PATH)")
 	fs.DurationVar(&f.timeout, "timeout", codemode.DefaultTimeout, "a run's default wall clock")
 	fs.DurationVar(&f.maxTimeout, "max-timeout", codemode.MaxTimeout, "the longest wall clock a run may ask for")
 	fs.StringVar(&f.wrap, "wrap", "", "run programs under this jail command instead of the built-in jail (space-separated; see docs/jail.md)")
@@ -108,6 +109,9 @@ type front struct {
 }
 
 func (f *front) close() {
+	if f.runner != nil {
+		f.runner.Close()
+	}
 	if f.b != nil {
 		if err := f.b.Shutdown(f.grace); err != nil {
 			f.log.Error().Err(err).Msg("shutdown could not confirm every server's exit")
@@ -166,7 +170,7 @@ func (ff *frontFlags) start(ctx context.Context, stderr io.Writer) (*front, int)
 		}
 		control = cfg.Bridge.ControlSocket
 	}
-	cfg := codemode.Config{Control: control, Jail: jc, Node: ff.node, Python: ff.python,
+	cfg := codemode.Config{Control: control, Jail: jc, Node: ff.node, Python: ff.python, Go: ff.gob,
 		TSClient: ff.tsClient, PyClient: ff.pyClient,
 		DefaultTimeout: ff.timeout, MaxTimeout: ff.maxTimeout}
 	if ff.servers != "" {
