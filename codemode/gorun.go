@@ -389,4 +389,3 @@ func removeAll(dir string) {
 	})
 	_ = os.RemoveAll(dir)
 }
-
