@@ -8,7 +8,7 @@ TOOLS := $(CURDIR)/.tools/staticcheck-$(STATICCHECK_VERSION)
 SERVERS := internal/testkit/interop/servers
 CLIENT_TS := capwire/ts
 
-.PHONY: test deps mypy bwrap fmt-check vet staticcheck gotest benchtest stress bench bench-peers
+.PHONY: test deps mypy bwrap fmt-check vet staticcheck gotest benchtest stress bench bench-peers bench-runs
 
 test: deps fmt-check vet staticcheck gotest benchtest
 
@@ -80,3 +80,9 @@ bench:
 # writes bench/peers-out/{results.json,results.md,chart.svg}.
 bench-peers:
 	cd bench && go run ./cmd/peers
+
+# A code-mode run's overhead to the program's first instruction and to its
+# end, per language, cold and warm (bench/cmd/runs): writes
+# docs/perf/runs/{results.json,results.md}.
+bench-runs:
+	cd bench && go run ./cmd/runs -out ../docs/perf/runs

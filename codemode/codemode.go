@@ -104,6 +104,11 @@ type Config struct {
 	TSClient, PyClient string
 	// DefaultTimeout and MaxTimeout bound a run's wall clock.
 	DefaultTimeout, MaxTimeout time.Duration
+	// Warm is how many prestarted jails each of TypeScript and Python
+	// keeps ready (0: none, every run cold): built, the runtime started and
+	// the client loaded, waiting for a program. Each runs one program. Not
+	// for Go, nor under a wrapper.
+	Warm int
 	// NoCgroup leaves cgroup v2 limits off even where a delegated cgroup
 	// is found (New looks for one unless Jail.Cgroup is set).
 	NoCgroup bool
@@ -120,6 +125,7 @@ type Runner struct {
 
 	mu         sync.Mutex
 	callSocket string
+	pools      map[string]*pool // by language, once started
 }
 
 // New prepares a Runner: it resolves each language's runtime and client,
@@ -173,10 +179,70 @@ func New(cfg Config) (*Runner, error) {
 // build cache) and waits for it. Runs still going are the callers'.
 func (r *Runner) Close() {
 	r.stop()
+	r.mu.Lock()
+	pools := r.pools
+	r.mu.Unlock()
+	for _, p := range pools {
+		<-p.done
+	}
 	if rt := r.runtime[Go]; rt != nil {
 		rt.prep.once.Do(func() { close(rt.prep.done) })
 		<-rt.prep.done
 	}
+}
+
+// Prewarm starts the pools of warm jails (Config.Warm), which Run would
+// otherwise start at the first run. It needs the call socket's path.
+func (r *Runner) Prewarm(ctx context.Context) error {
+	if r.cfg.Warm <= 0 || len(r.cfg.Jail.Wrap) > 0 {
+		return nil
+	}
+	sock, err := r.socket(ctx)
+	if err != nil {
+		return err
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.pools != nil || r.ctx.Err() != nil {
+		return nil
+	}
+	r.pools = map[string]*pool{}
+	for _, lang := range r.langs {
+		if lang == Go {
+			continue
+		}
+		r.pools[lang] = startPool(r.ctx, r.runtime[lang], r.cfg.Jail, sock, r.cfg.Warm)
+	}
+	return nil
+}
+
+// Ready is how many warm jails of lang wait now (0 before Prewarm or the
+// first run).
+func (r *Runner) Ready(lang string) int {
+	r.mu.Lock()
+	p := r.pools[lang]
+	r.mu.Unlock()
+	if p == nil {
+		return 0
+	}
+	return len(p.ready)
+}
+
+// warm is a warm jail for lang, or nil.
+func (r *Runner) warm(ctx context.Context, lang string) *jail.Warm {
+	if r.cfg.Warm <= 0 {
+		return nil
+	}
+	if err := r.Prewarm(ctx); err != nil {
+		return nil
+	}
+	r.mu.Lock()
+	p := r.pools[lang]
+	r.mu.Unlock()
+	if p == nil {
+		return nil
+	}
+	return p.take()
 }
 
 // PrepareGo starts preparing Go's build cache now, rather than at the
@@ -230,6 +296,8 @@ type Result struct {
 	ArgBytes    int64 `json:"arg_bytes"`
 	ResultBytes int64 `json:"result_bytes"`
 	TookMS      int64 `json:"took_ms"`
+	// Warm is set when the run took a prestarted jail (Config.Warm).
+	Warm bool `json:"warm"`
 	// Cgroup says whether the run as a whole was bounded by a cgroup v2
 	// of its own (memory, pids, cpu), or why not.
 	Cgroup jail.CgroupStatus `json:"cgroup"`
@@ -292,9 +360,25 @@ func (r *Runner) Run(ctx context.Context, req Request) (*Result, error) {
 	if err != nil {
 		return nil, fmt.Errorf("codemode: granting the run: %w", err)
 	}
-	prog := rt.program(req.Code, files, g.Token, callSocket)
-	prog.WallClock = timeout
-	out, runErr := r.cfg.Jail.Run(ctx, prog)
+	var out *jail.Outcome
+	var runErr error
+	warm := false
+	if w := r.warm(ctx, req.Language); w != nil {
+		d := rt.delivery(req.Code, files, g.Token)
+		d.WallClock = timeout
+		out, runErr = w.Run(ctx, d)
+		// A warm jail that died while it waited (its runtime killed by a
+		// limit, say) costs the run nothing: it runs cold.
+		if errors.Is(runErr, jail.ErrSetup) && ctx.Err() == nil {
+			out, runErr = nil, nil
+		}
+		warm = out != nil
+	}
+	if out == nil && runErr == nil {
+		prog := rt.program(req.Code, files, g.Token, callSocket)
+		prog.WallClock = timeout
+		out, runErr = r.cfg.Jail.Run(ctx, prog)
+	}
 
 	end := &control.RunEnd{Ended: "setup_failed", ExitCode: -1, TookMS: time.Since(start).Milliseconds()}
 	if out != nil {
@@ -310,7 +394,7 @@ func (r *Runner) Run(ctx context.Context, req Request) (*Result, error) {
 	}
 	res := &Result{Run: runID, Language: req.Language, Servers: servers, Ended: string(out.Ended), ExitCode: out.ExitCode,
 		Signal: out.Signal, Stdout: string(out.Stdout), Stderr: string(out.Stderr), StdoutBytes: out.StdoutBytes,
-		StderrBytes: out.StderrBytes, TookMS: time.Since(start).Milliseconds(), Cgroup: r.cgroup}
+		StderrBytes: out.StderrBytes, TookMS: time.Since(start).Milliseconds(), Cgroup: r.cgroup, Warm: warm}
 	if len(out.Result) > 0 && !out.ResultTruncated && json.Valid(out.Result) {
 		res.Value = out.Result
 	} else if len(out.Result) > 0 {

@@ -158,34 +158,50 @@ func resolvePython(cfg *Config) (*runtimeInfo, error) {
 		env: []string{"PYTHONDONTWRITEBYTECODE=1", "PYTHONIOENCODING=utf-8"}}, nil
 }
 
-// program lays out one run of code with its façades; callSocket is left
-// out when empty.
+// program lays out one run of code with its façades, cold: the base
+// every run shares and the run's own parts. callSocket is left out when
+// empty.
 func (rt *runtimeInfo) program(code string, facades []jail.File, token, callSocket string) *jail.Program {
+	p := rt.base(callSocket)
+	d := rt.delivery(code, facades, token)
+	p.Files = append(p.Files, d.Files...)
+	p.Transform = d.Transform
+	p.Env = append(p.Env, d.Env...)
+	return p
+}
+
+// base is what every run of rt shares: the runtime, its environment but
+// the token, the system and call socket binds, the runner and the client.
+func (rt *runtimeInfo) base(callSocket string) *jail.Program {
 	p := &jail.Program{
 		Argv: rt.argv,
 		Env: append([]string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=/tmp", "LANG=C.UTF-8", "TMPDIR=/tmp",
-			"CAPBRIDGE_SOCKET=" + jailSocket, "CAPBRIDGE_TOKEN=" + token}, rt.env...),
+			"CAPBRIDGE_SOCKET=" + jailSocket}, rt.env...),
 		Dir:   "/tmp",
 		Binds: slices.Clone(rt.binds),
-		Files: append(slices.Clone(rt.files), facades...),
+		Files: slices.Clone(rt.files),
 	}
 	if callSocket != "" {
 		p.Binds = append(p.Binds, jail.Bind{Source: callSocket, Target: jailSocket, Writable: true})
 	}
-	switch rt.lang {
-	case TypeScript:
-		p.Files = append(p.Files, jail.File{Path: jailWork + "/main.ts", Data: []byte(code)})
-		p.Transform = append(p.Transform, jail.Transform{From: jailWork + "/main.ts", To: jailWork + "/main.js"})
-		for _, f := range facades {
-			p.Transform = append(p.Transform, jail.Transform{From: f.Path, To: strings.TrimSuffix(f.Path, ".ts") + ".js"})
-		}
-	case Python:
-		p.Files = append(p.Files, jail.File{Path: jailWork + "/main.py", Data: []byte(code)})
-	case Go:
-		p.Files = append(p.Files, jail.File{Path: jailWork + "/main.go", Data: []byte(code)})
+	if rt.lang == Go {
 		p.Dir = jailWork
 		p.Binds = append(p.Binds, goBinds(rt.prep.dir)...)
 		p.Overlays = []jail.Overlay{{Source: filepath.Join(rt.prep.dir, "cache"), Target: jailGoBld}}
+	}
+	return p
+}
+
+// delivery is one run's own part: its code and façades (in /work, with
+// TypeScript's transforms) and its token.
+func (rt *runtimeInfo) delivery(code string, facades []jail.File, token string) *jail.Program {
+	p := &jail.Program{Files: slices.Clone(facades), Env: []string{"CAPBRIDGE_TOKEN=" + token}}
+	main := jailWork + "/main" + rt.facadeExt
+	p.Files = append(p.Files, jail.File{Path: main, Data: []byte(code)})
+	if rt.lang == TypeScript {
+		for _, f := range p.Files {
+			p.Transform = append(p.Transform, jail.Transform{From: f.Path, To: strings.TrimSuffix(f.Path, ".ts") + ".js"})
+		}
 	}
 	return p
 }

@@ -80,8 +80,8 @@ func initMain(t Transformer) int {
 }
 
 // warmMain is a warm jail's init once it is built and hardened: it starts
-// the runtime, with a pipe on its descriptor 3, says it is ready, and
-// waits for the delivery; writes the delivered files into /work, applies
+// the runtime, with a socket on its descriptor 3, says it is ready once
+// the runtime says it waits, and waits for the delivery; writes the delivered files into /work, applies
 // their transforms, hands the runtime its environment on the pipe, and
 // stays the namespace's init, reaping, until the runtime exits, whose
 // end it reports on status.
@@ -92,10 +92,14 @@ func warmMain(sp *spec, t Transformer, status *os.File, dec *json.Decoder, fail 
 	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
 		return fail("making init undumpable", err)
 	}
-	goR, goW, err := os.Pipe()
+	// The runtime's descriptor 3: it writes one byte there once it waits
+	// for its program (loaded, its client imported), then reads its
+	// environment to EOF.
+	pair, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
-		return fail("a pipe", err)
+		return fail("a socket pair", err)
 	}
+	ours, theirs := os.NewFile(uintptr(pair[0]), "runtime"), os.NewFile(uintptr(pair[1]), "init")
 	dir := sp.Dir
 	if dir == "" {
 		dir = "/tmp"
@@ -104,8 +108,8 @@ func warmMain(sp *spec, t Transformer, status *os.File, dec *json.Decoder, fail 
 	// limits, its empty capabilities, no_new_privs and the filter.
 	result := os.NewFile(fdResult, "result")
 	proc, err := os.StartProcess(sp.Argv[0], sp.Argv, &os.ProcAttr{Dir: dir, Env: sp.Env,
-		Files: []*os.File{os.Stdin, os.Stdout, os.Stderr, goR, result}})
-	goR.Close()
+		Files: []*os.File{os.Stdin, os.Stdout, os.Stderr, theirs, result}})
+	theirs.Close()
 	// The runtime holds the result channel; its reader sees EOF when the
 	// runtime and what it started are gone.
 	result.Close()
@@ -113,6 +117,17 @@ func warmMain(sp *spec, t Transformer, status *os.File, dec *json.Decoder, fail 
 		return fail("starting "+sp.Argv[0], err)
 	}
 	kill := func() { _ = proc.Kill() }
+	if t != nil {
+		// The transformer's first use pays for its tables: now, not in
+		// the run.
+		_, _ = t("warm.ts", nil)
+	}
+	var one [1]byte
+	if n, err := ours.Read(one[:]); n != 1 {
+		kill()
+		reapUntil(proc.Pid)
+		return fail("waiting for "+sp.Argv[0]+" to load", fmt.Errorf("it ended first (%v)", err))
+	}
 	if _, err := status.WriteString("ready\n"); err != nil {
 		kill()
 		return exitSetup
@@ -141,8 +156,8 @@ func warmMain(sp *spec, t Transformer, status *os.File, dec *json.Decoder, fail 
 	if d.Env == nil {
 		d.Env = []string{} // a JSON array, always
 	}
-	err = json.NewEncoder(goW).Encode(d.Env)
-	goW.Close()
+	err = json.NewEncoder(ours).Encode(d.Env)
+	ours.Close()
 	if err != nil {
 		kill()
 		return fail("handing the program its environment", err)

@@ -368,7 +368,7 @@ func (w *Warm) Run(ctx context.Context, p *Program) (*Outcome, error) {
 	if err != nil {
 		_ = j.cmd.Process.Kill()
 		_ = j.cmd.Wait()
-		return nil, fmt.Errorf("jail: delivering the program: %w", err)
+		return nil, fmt.Errorf("%w: delivering the program: %v", ErrSetup, err)
 	}
 	return j.supervise(ctx, p, true)
 }

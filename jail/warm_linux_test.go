@@ -9,9 +9,11 @@ import (
 	"github.com/capbridge/capbridge/internal/testkit/leakcheck"
 )
 
-// warmPy is a runtime that waits, as capbridge's runners do, for its
-// environment on descriptor 3 and then runs /work/main.py.
+// warmPy is a runtime that says it is loaded and waits, as capbridge's
+// runners do, for its environment on descriptor 3, then runs
+// /work/main.py.
 var warmPy = []string{python, "-I", "-S", "-c", `import json, os
+os.write(3, b"r")
 env = json.load(os.fdopen(3))
 os.environ.update(e.split("=", 1) for e in env)
 exec(compile(open("/work/main.py").read(), "main.py", "exec"))`}

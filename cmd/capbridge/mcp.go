@@ -75,6 +75,7 @@ type frontFlags struct {
 	tsClient, pyClient, node, python, gob string
 	timeout, maxTimeout                   time.Duration
 	wrap                                  string
+	warm                                  int
 }
 
 func addFrontFlags(fs *cmdFlags) *frontFlags {
@@ -94,6 +95,7 @@ func addFrontFlags(fs *cmdFlags) *frontFlags {
 	fs.DurationVar(&f.timeout, "timeout", codemode.DefaultTimeout, "a run's default wall clock")
 	fs.DurationVar(&f.maxTimeout, "max-timeout", codemode.MaxTimeout, "the longest wall clock a run may ask for")
 	fs.StringVar(&f.wrap, "wrap", "", "run programs under this jail command instead of the built-in jail (space-separated; see docs/jail.md)")
+	fs.IntVar(&f.warm, "warm", 1, "prestarted jails kept ready per language (typescript, python), each for one run; 0 runs every program cold")
 	return f
 }
 
@@ -171,7 +173,7 @@ func (ff *frontFlags) start(ctx context.Context, stderr io.Writer) (*front, int)
 		control = cfg.Bridge.ControlSocket
 	}
 	cfg := codemode.Config{Control: control, Jail: jc, Node: ff.node, Python: ff.python, Go: ff.gob,
-		TSClient: ff.tsClient, PyClient: ff.pyClient,
+		TSClient: ff.tsClient, PyClient: ff.pyClient, Warm: ff.warm,
 		DefaultTimeout: ff.timeout, MaxTimeout: ff.maxTimeout}
 	if ff.servers != "" {
 		cfg.Servers = strings.Split(ff.servers, ",")
@@ -186,6 +188,9 @@ func (ff *frontFlags) start(ctx context.Context, stderr io.Writer) (*front, int)
 		return nil, exitConfig
 	}
 	f.runner = r
+	if err := r.Prewarm(ctx); err != nil {
+		log.Warn().Err(err).Msg("no warm jails: every run starts cold")
+	}
 	if st := r.CgroupStatus(); st.Available {
 		log.Info().Str("cgroup", st.Dir).Msg("each run gets a cgroup v2 of its own: memory, pids and cpu limits")
 	} else {

@@ -56,6 +56,8 @@ status (--json: the whole result, accounting included, as JSON).`)
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 	ff.languages = *lang
+	// One program: a warm jail would be started only to be thrown away.
+	ff.warm = 0
 	f, code := ff.start(ctx, stderr)
 	if f == nil {
 		return code
