@@ -26,23 +26,40 @@ func runMCP(args []string, stdout, stderr io.Writer) int {
 Serve MCP on stdin and stdout for an MCP host (Claude Code, Claude Desktop,
 VS Code, Cursor, any agent): code mode over every configured server. Its
 tools are search and describe (over the servers' tools) and run, which runs
-a TypeScript or Python program in a jail with the servers' façades
+a TypeScript, Python (or, with --languages, Go) program in a jail with the servers' façades
 importable, under a grant for that run alone. The run tool's description
 carries the servers' typed surface.
 
 It boots its own bridge from the usual configuration (or an editor's, as
 serve does), on sockets of its own, or attaches to a running serve through
 its control socket (--attach), so one bridge serves a harness and a host.
+With --listen it serves Streamable HTTP at http://ADDR/mcp instead (both
+eras: sessions for 2025-03-26..2025-11-25 clients, stateless 2026-07-28);
+on the loopback it refuses other Host and Origin names (DNS rebinding),
+and off it a bearer token (--token-file) is required.
+
 Logs go to stderr. Add it to Claude Code with:
   claude mcp add capbridge -- capbridge mcp --mcp-config ~/.cursor/mcp.json`)
 	ff := addFrontFlags(fs)
 	budget := fs.Int("description-budget", codemode.DefaultDescriptionBudget, "bytes of the run tool's description that may carry the servers' surfaces")
+	listen := fs.String("listen", "", "serve Streamable HTTP on this address (host:port; 127.0.0.1:0 picks a port) at /mcp, instead of stdio")
+	tokenFile := fs.String("token-file", "", "a file holding the bearer token HTTP clients must send (required off the loopback; default $CAPBRIDGE_MCP_TOKEN)")
+	origins := fs.String("allow-origin", "", "comma-separated Origin values (https://app.example) allowed besides the loopback's")
 	pos, code, ok := fs.parse(args, stdout, stderr)
 	if !ok {
 		return code
 	}
 	if len(pos) != 0 {
 		return fs.usageError(stderr, "unexpected argument %q", pos[0])
+	}
+	var web *httpFront
+	if *listen != "" {
+		var err error
+		if web, err = newHTTPFront(*listen, *tokenFile, *origins); err != nil {
+			fmt.Fprintln(stderr, "capbridge mcp:", err)
+			return exitConfig
+		}
+		defer web.ln.Close()
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
@@ -58,6 +75,9 @@ Logs go to stderr. Add it to Claude Code with:
 	}
 	srv := &mcpserver.Server{Name: "capbridge", Version: version(), Tools: tools,
 		Instructions: "Code mode over MCP servers: write a program that calls their tools as typed functions and run it with the run tool; search and describe show what it can call."}
+	if web != nil {
+		return web.serve(ctx, srv, f.log)
+	}
 	f.log.Info().Strs("languages", f.runner.Languages()).Msg("serving MCP on stdio")
 	if err := srv.Serve(ctx, os.Stdin, stdout); err != nil {
 		f.log.Error().Err(err).Msg("the MCP session ended")
