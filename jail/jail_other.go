@@ -32,3 +32,15 @@ func (c *Config) intoCgroup(*syscall.SysProcAttr) (started, done func(), err err
 
 // RunIDs are capbridge's own ids off Linux.
 func (c *Config) RunIDs() (uid, gid int) { return os.Getuid(), os.Getgid() }
+
+// Warm is a prestarted jail, which there is none of off Linux.
+type Warm struct{}
+
+// Prestart fails off Linux.
+func (c *Config) Prestart(*Program) (*Warm, error) { return nil, ErrUnsupported }
+
+// Run fails off Linux.
+func (w *Warm) Run(context.Context, *Program) (*Outcome, error) { return nil, ErrUnsupported }
+
+// Close does nothing off Linux.
+func (w *Warm) Close() {}

@@ -138,26 +138,6 @@ func (h *mcpHost) close() error {
 	return err
 }
 
-// children lists the pids whose parent is pid.
-func children(pid int) []int {
-	var out []int
-	stats, _ := filepath.Glob("/proc/[0-9]*/stat")
-	for _, p := range stats {
-		b, err := os.ReadFile(p)
-		if err != nil {
-			continue
-		}
-		// pid (comm) state ppid …: comm may hold spaces and parentheses.
-		rest := b[bytes.LastIndexByte(b, ')')+1:]
-		f := strings.Fields(string(rest))
-		if len(f) > 1 && f[1] == strconv.Itoa(pid) {
-			c, _ := strconv.Atoi(filepath.Base(filepath.Dir(p)))
-			out = append(out, c)
-		}
-	}
-	return out
-}
-
 // mcptestConfig writes a capbridge.toml in dir serving mcptest as "t",
 // with the audit trail in dir/audit.log and extra appended. As root, the
 // jail runs as nobody, whom the call socket then lets in.
@@ -293,9 +273,14 @@ await t.hang({})
 	if len(daemons) != 1 {
 		t.Fatalf("the run's daemon: %v", daemons)
 	}
-	jail := children(host.cmd.Process.Pid)
-	if len(jail) != 1 {
-		t.Fatalf("capbridge mcp's children while the run lives: %v, want the jail's init", jail)
+	// The run's jail: the child of capbridge mcp the daemon descends
+	// from (the others, if any, are warm jails waiting for a run).
+	jail := daemons[0]
+	for p := parentOf(t, jail); p != host.cmd.Process.Pid; p = parentOf(t, jail) {
+		if p <= 1 {
+			t.Fatalf("the run's daemon %d does not descend from capbridge mcp", daemons[0])
+		}
+		jail = p
 	}
 
 	host.send(map[string]any{"jsonrpc": "2.0", "method": "notifications/cancelled", "params": map[string]any{"requestId": "run-1", "reason": "the user stopped it"}})
@@ -307,13 +292,10 @@ await t.hang({})
 	}
 	// The audit line is written at revoke, after the jail's init was
 	// reaped: its namespace is empty by then.
-	for _, pid := range append(jail, daemons...) {
+	for _, pid := range append([]int{jail}, daemons...) {
 		if err := syscall.Kill(pid, 0); !errors.Is(err, syscall.ESRCH) {
 			t.Errorf("pid %d of the run outlived its cancellation: %v", pid, err)
 		}
-	}
-	if kids := children(host.cmd.Process.Pid); len(kids) != 0 {
-		t.Errorf("capbridge mcp's children after the cancellation: %v", kids)
 	}
 	if st, err := cc.Status(ctx); err != nil || st.Grants != 1 {
 		t.Errorf("status after the cancellation: %+v, %v; want the harness's grant alone", st, err)
