@@ -7,9 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -66,19 +64,6 @@ func eventually(t testing.TB, what string, cond func() bool) {
 	}
 }
 
-// processesNamed lists the host pids whose command line holds marker.
-func processesNamed(marker string) []int {
-	var out []int
-	procs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
-	for _, p := range procs {
-		if b, err := os.ReadFile(p); err == nil && bytes.Contains(b, []byte(marker)) {
-			pid, _ := strconv.Atoi(filepath.Base(filepath.Dir(p)))
-			out = append(out, pid)
-		}
-	}
-	return out
-}
-
 // Cancelling a run's context (what notifications/cancelled does) kills its
 // jail: the program blocked in a call and the daemon it left in a session
 // of its own are gone from the host's process table when Run returns, the
@@ -121,7 +106,7 @@ await t.hang({})
 		if err != nil || len(st.Servers) != 1 || st.Servers[0].Inflight != 1 || st.Grants != 1 {
 			return false
 		}
-		pids = processesNamed(marker)
+		pids = leakcheck.Named(marker)
 		return len(pids) == 1
 	})
 	cancel()
@@ -146,7 +131,7 @@ await t.hang({})
 			t.Errorf("the run's daemon (pid %d) survived the cancellation: kill(pid, 0) = %v", pid, err)
 		}
 	}
-	if left := processesNamed(marker); len(left) != 0 {
+	if left := leakcheck.Named(marker); len(left) != 0 {
 		t.Errorf("processes of the run left: %v", left)
 	}
 	st, err := cc.Status(context.Background())

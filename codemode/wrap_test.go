@@ -102,5 +102,5 @@ time.sleep(3600)`})
 	}
 	// --die-with-parent and the wrapper's process group, killed when the
 	// run ends, take the program's children along.
-	eventually(t, "the wrapped program's child to be gone", func() bool { return len(processesNamed(marker)) == 0 })
+	eventually(t, "the wrapped program's child to be gone", func() bool { return len(leakcheck.Named(marker)) == 0 })
 }

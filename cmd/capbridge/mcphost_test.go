@@ -269,7 +269,7 @@ await t.hang({})
 	if err != nil || st.Grants != 2 || st.Servers[0].Inflight != 1 {
 		t.Fatalf("status with both at work: %+v, %v; want 2 grants and the run's call in flight", st, err)
 	}
-	daemons := processesWith(marker)
+	daemons := leakcheck.Named(marker)
 	if len(daemons) != 1 {
 		t.Fatalf("the run's daemon: %v", daemons)
 	}
@@ -325,19 +325,6 @@ await t.hang({})
 	if _, err := srv.stop(); err != nil {
 		t.Errorf("serve: %v\n%s", err, srv.stderr.String())
 	}
-}
-
-// processesWith lists the pids whose command line holds marker.
-func processesWith(marker string) []int {
-	var out []int
-	procs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
-	for _, p := range procs {
-		if b, err := os.ReadFile(p); err == nil && bytes.Contains(b, []byte(marker)) {
-			pid, _ := strconv.Atoi(filepath.Base(filepath.Dir(p)))
-			out = append(out, pid)
-		}
-	}
-	return out
 }
 
 // `capbridge run --wrap` runs the program under the operator's jail
