@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -118,10 +119,8 @@ func TestConformanceServer(t *testing.T) {
 	dirs, _ := os.ReadDir(out)
 	seen := map[string][]string{}
 	for _, d := range dirs {
-		name := strings.TrimPrefix(d.Name(), "server-")
-		if i := strings.LastIndex(name, "-20"); i > 0 {
-			name = name[:i]
-		}
+		// server-NAME-<ISO time with dashes>
+		name := resultTime.ReplaceAllString(strings.TrimPrefix(d.Name(), "server-"), "")
 		b, err := os.ReadFile(filepath.Join(out, d.Name(), "checks.json"))
 		if err != nil {
 			t.Errorf("%s: %v", name, err)
@@ -175,6 +174,9 @@ func TestConformanceServer(t *testing.T) {
 	}
 	t.Logf("results:\n%s", table.String())
 }
+
+// resultTime is the time the suite appends to a result directory's name.
+var resultTime = regexp.MustCompile(`-\d{4}-\d{2}-\d{2}T[\d-]+Z$`)
 
 func lastLines(s string, n int) string {
 	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
