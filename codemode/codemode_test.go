@@ -32,15 +32,16 @@ func repo() string {
 // As root, the jail runs as nobody, who reaches the call socket only as a
 // harness configured for another uid would let it: mode 0666 with
 // allowed_uids.
-func newRunner(t testing.TB, tweak func(*Config)) (*Runner, *bridgetest.Server) {
+func newRunner(t testing.TB, tweak func(*Config), opts ...bridgetest.Option) (*Runner, *bridgetest.Server) {
 	t.Helper()
 	argv, env := mcptest.Command(mcptest.Scenario{})
-	srv := bridgetest.NewServer(t, bridgetest.WithServers(bridgetest.Stdio("t", argv, env)), bridgetest.WithConfig(func(c *config.Config) {
+	opts = append([]bridgetest.Option{bridgetest.WithServers(bridgetest.Stdio("t", argv, env)), bridgetest.WithConfig(func(c *config.Config) {
 		if os.Getuid() == 0 {
 			c.Bridge.CallSocketMode = 0o666
 			c.Bridge.AllowedUIDs = []uint32{0, 65534}
 		}
-	}))
+	})}, opts...)
+	srv := bridgetest.NewServer(t, opts...)
 	if os.Getuid() == 0 {
 		// The test's temporary directory is the socket's parent; the
 		// bridge made only the socket's own directory searchable.
@@ -48,8 +49,7 @@ func newRunner(t testing.TB, tweak func(*Config)) (*Runner, *bridgetest.Server) 
 			t.Fatal(err)
 		}
 	}
-	cfg := Config{Control: srv.Config.Bridge.ControlSocket,
-		TSClient: filepath.Join(repo(), "capwire", "ts"), PyClient: filepath.Join(repo(), "capwire", "python")}
+	cfg := Config{Control: srv.Config.Bridge.ControlSocket}
 	if tweak != nil {
 		tweak(&cfg)
 	}
@@ -57,6 +57,7 @@ func newRunner(t testing.TB, tweak func(*Config)) (*Runner, *bridgetest.Server) 
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(r.Close)
 	return r, srv
 }
 
@@ -88,6 +89,11 @@ print(r.text())
 			want := `{"echoed":"hello from ` + map[string]string{TypeScript: "ts", Python: "python"}[lang] + `","n":2}`
 			if got := string(res.Value); got != want {
 				t.Errorf("value %s, want %s", res.Value, want)
+			}
+			// Whatever this host offers, the result says it: on a
+			// cgroup v1 host, why there are no cgroup limits.
+			if _, st := jail.DetectCgroup(); res.Cgroup.Available != st.Available || (!st.Available && res.Cgroup.Reason != st.Reason) {
+				t.Errorf("the result's cgroup %+v; this host: %+v", res.Cgroup, st)
 			}
 			if res.Calls != 1 || res.Denied != 0 {
 				t.Errorf("accounting: %d calls, %d denied; want 1, 0", res.Calls, res.Denied)

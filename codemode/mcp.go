@@ -90,6 +90,8 @@ func importLine(lang, module string) string {
 		return `import * as ` + module + ` from "./` + module + `.js";`
 	case Python:
 		return "import " + module
+	case Go:
+		return `import "` + goModule + "/" + module + `"`
 	}
 	return ""
 }
@@ -97,14 +99,15 @@ func importLine(lang, module string) string {
 var (
 	tsFunc = regexp.MustCompile(`(?m)^function (\w+)\((\))?`)
 	pyFunc = regexp.MustCompile(`(?m)^async def (\w+)\((\))?`)
+	goFunc = regexp.MustCompile(`(?m)^func (\w+)\(ctx(\))?`)
 )
 
 // example is a complete program in lang calling module's first tool that
 // takes no arguments (else its first tool), as the surface declares it.
 func example(lang, module, surface string) string {
-	re := tsFunc
-	if lang == Python {
-		re = pyFunc
+	re := map[string]*regexp.Regexp{TypeScript: tsFunc, Python: pyFunc, Go: goFunc}[lang]
+	if re == nil {
+		return ""
 	}
 	fn, noArgs := "", false
 	for _, m := range re.FindAllStringSubmatch(surface, -1) {
@@ -140,6 +143,17 @@ func example(lang, module, surface string) string {
 			"if r.is_error:\n    raise RuntimeError(r.text())  # the tool ran and failed\n" +
 			"print(r.text())\n" +
 			"r.structured if r.structured is not None else r.text()  # the last expression is the run's result"
+	case Go:
+		args := ", " + module + "." + fn + "Args{ /* its arguments, as declared */ }"
+		if noArgs {
+			args = ""
+		}
+		return "package main\n\nimport (\n\t\"context\"\n\t\"fmt\"\n\n\t" + importLine(lang, "run")[len("import "):] + "\n\t" + importLine(lang, module)[len("import "):] + "\n)\n\n" +
+			"func main() {\n\tr, err := " + module + "." + fn + "(context.Background()" + args + ") // err: refused (*capwire.Denied)\n" +
+			"\tif err != nil {\n\t\tpanic(err)\n\t}\n" +
+			"\tif r.IsError {\n\t\tpanic(r.Text()) // the tool ran and failed\n\t}\n" +
+			"\tfmt.Println(r.Text())\n" +
+			"\trun.Return(r.Text()) // the run's result\n}"
 	}
 	return ""
 }
@@ -170,6 +184,10 @@ func (r *Runner) runDescription(ctx context.Context, offered []string, budget in
 			b.WriteString("Python 3 (top-level await works): import a server as `" + importLine(l, "SERVER") +
 				"`. Calls are async, keyword-only, and return a Result: r.text(), r.structured, r.is_error. " +
 				"The value of the last expression (or a variable named result) is returned.\n")
+		case Go:
+			b.WriteString("Go (package main, built by go run in a module named " + goModule + "; the slowest to start, about half a second): import a server as `" +
+				importLine(l, "SERVER") + "`. Calls take a context.Context and an Args struct, and return (*capwire.Result, error): " +
+				"r.Text(), r.Decode(&v) for structured content, r.IsError. Return a value with run.Return(v) (" + importLine(l, "run") + ").\n")
 		}
 	}
 	type surf struct{ module, text string }

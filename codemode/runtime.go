@@ -4,12 +4,17 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
+	"path"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
+	pyclient "github.com/capbridge/capbridge/capwire/python"
+	tsclient "github.com/capbridge/capbridge/capwire/ts"
 	"github.com/capbridge/capbridge/jail"
 )
 
@@ -24,6 +29,7 @@ type runtimeInfo struct {
 	binds       []jail.Bind
 	files       []jail.File // the runner and the client, the same for every run
 	env         []string
+	prep        *goPrep // Go's prepared tree
 }
 
 // resolveRuntime finds lang's runtime and client as cfg says.
@@ -33,8 +39,10 @@ func resolveRuntime(lang string, cfg *Config) (*runtimeInfo, error) {
 		return resolveTS(cfg)
 	case Python:
 		return resolvePython(cfg)
+	case Go:
+		return resolveGo(cfg)
 	}
-	return nil, fmt.Errorf("%w: language %q has no runtime in this capbridge (typescript, python)", ErrBadRequest, lang)
+	return nil, fmt.Errorf("%w: language %q has no runtime in this capbridge (typescript, python, go)", ErrBadRequest, lang)
 }
 
 func resolveTS(cfg *Config) (*runtimeInfo, error) {
@@ -42,38 +50,64 @@ func resolveTS(cfg *Config) (*runtimeInfo, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: typescript: %v", ErrUnavailable, err)
 	}
-	client := cfg.TSClient
-	msgpack := filepath.Join(client, "node_modules", "@msgpack", "msgpack")
-	if client == "" || !exists(filepath.Join(client, "src", "index.ts")) || !exists(msgpack) {
-		return nil, fmt.Errorf("%w: typescript: the client package (capwire/ts with `npm ci` run in it) is not configured or incomplete: %q", ErrUnavailable, client)
-	}
-	srcs, err := filepath.Glob(filepath.Join(client, "src", "*.ts"))
+	src, err := clientFiles(cfg.TSClient, "src", tsclient.Source, "src", "*.ts")
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("%w: typescript: the client: %v", ErrUnavailable, err)
 	}
 	// The client is compiled here once, from its source, so no build step
-	// and no network is needed: every run gets the same JavaScript.
+	// and no network is needed: every run gets the same JavaScript, and
+	// its one dependency, bundled.
 	const pkg = "/node_modules/@capbridge/capwire"
 	files := []jail.File{
 		{Path: "/capbridge/runner.mjs", Data: runnerTS},
 		{Path: pkg + "/package.json", Data: []byte(`{"name":"@capbridge/capwire","type":"module","exports":"./index.js"}`)},
+		{Path: "/node_modules/@msgpack/msgpack/package.json", Data: []byte(`{"name":"@msgpack/msgpack","type":"module","exports":"./index.mjs"}`)},
+		{Path: "/node_modules/@msgpack/msgpack/index.mjs", Data: msgpackJS},
 	}
-	for _, src := range srcs {
-		data, err := os.ReadFile(src)
-		if err != nil {
-			return nil, err
-		}
-		js, err := StripTypes(filepath.Base(src), data)
+	for _, f := range src {
+		js, err := StripTypes(f.name, f.data)
 		if err != nil {
 			return nil, fmt.Errorf("%w: typescript: compiling the client: %v", ErrUnavailable, err)
 		}
-		files = append(files, jail.File{Path: pkg + "/" + strings.TrimSuffix(filepath.Base(src), ".ts") + ".js", Data: js})
+		files = append(files, jail.File{Path: pkg + "/" + strings.TrimSuffix(f.name, ".ts") + ".js", Data: js})
 	}
 	rt := &runtimeInfo{lang: TypeScript, codegenLang: "ts", facadeExt: ".ts",
 		argv:  []string{node, "/capbridge/runner.mjs"},
-		binds: append(systemBinds(node), jail.Bind{Source: msgpack, Target: "/node_modules/@msgpack/msgpack"}),
+		binds: systemBinds(node),
 		files: files, env: []string{"NODE_NO_WARNINGS=1"}}
 	return rt, nil
+}
+
+// namedFile is one file of a client.
+type namedFile struct {
+	name string
+	data []byte
+}
+
+// clientFiles reads a client's files matching pattern: from dir/sub when
+// dir is set (a checkout), else from the binary's own copy in embedded
+// under esub.
+func clientFiles(dir, sub string, embedded fs.FS, esub, pattern string) ([]namedFile, error) {
+	fsys, root := embedded, esub
+	if dir != "" {
+		fsys, root = os.DirFS(dir), sub
+	}
+	names, err := fs.Glob(fsys, path.Join(root, pattern))
+	if err != nil {
+		return nil, err
+	}
+	if len(names) == 0 {
+		return nil, fmt.Errorf("no %s in %s", pattern, filepath.Join(dir, sub))
+	}
+	out := make([]namedFile, 0, len(names))
+	for _, n := range names {
+		data, err := fs.ReadFile(fsys, n)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, namedFile{path.Base(n), data})
+	}
+	return out, nil
 }
 
 func resolvePython(cfg *Config) (*runtimeInfo, error) {
@@ -87,9 +121,15 @@ func resolvePython(cfg *Config) (*runtimeInfo, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: python: %v", ErrUnavailable, err)
 	}
-	client := filepath.Join(cfg.PyClient, "capwire")
-	if cfg.PyClient == "" || !exists(filepath.Join(client, "__init__.py")) {
-		return nil, fmt.Errorf("%w: python: the client package (capwire/python) is not configured or incomplete: %q", ErrUnavailable, cfg.PyClient)
+	client, err := clientFiles(cfg.PyClient, "capwire", pyclient.Client, "capwire", "*")
+	if err != nil {
+		return nil, fmt.Errorf("%w: python: the client: %v", ErrUnavailable, err)
+	}
+	files := []jail.File{{Path: "/capbridge/runner.py", Data: runnerPy}}
+	for _, f := range client {
+		if strings.HasSuffix(f.name, ".py") || f.name == "py.typed" {
+			files = append(files, jail.File{Path: "/capbridge/python/capwire/" + f.name, Data: f.data})
+		}
 	}
 	// Where the interpreter keeps its standard library, which the jail
 	// must show when it is not under /usr.
@@ -112,34 +152,67 @@ func resolvePython(cfg *Config) (*runtimeInfo, error) {
 	if !underSystem(prefix) {
 		binds = append(binds, jail.Bind{Source: prefix, Target: prefix})
 	}
-	binds = append(binds, jail.Bind{Source: client, Target: "/capbridge/python/capwire"})
 	return &runtimeInfo{lang: Python, codegenLang: "python", facadeExt: ".py",
 		argv:  []string{py, "-I", "-S", "-B", "/capbridge/runner.py"},
-		binds: binds, files: []jail.File{{Path: "/capbridge/runner.py", Data: runnerPy}},
+		binds: binds, files: files,
 		env: []string{"PYTHONDONTWRITEBYTECODE=1", "PYTHONIOENCODING=utf-8"}}, nil
 }
 
-// program lays out one run of code with its façades.
+// program lays out one run of code with its façades, cold: the base
+// every run shares and the run's own parts. callSocket is left out when
+// empty.
 func (rt *runtimeInfo) program(code string, facades []jail.File, token, callSocket string) *jail.Program {
+	p := rt.base(callSocket)
+	d := rt.delivery(code, facades, token)
+	p.Files = append(p.Files, d.Files...)
+	p.Transform = d.Transform
+	p.Env = append(p.Env, d.Env...)
+	return p
+}
+
+// base is what every run of rt shares: the runtime, its environment but
+// the token, the system and call socket binds, the runner and the client.
+func (rt *runtimeInfo) base(callSocket string) *jail.Program {
 	p := &jail.Program{
 		Argv: rt.argv,
 		Env: append([]string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=/tmp", "LANG=C.UTF-8", "TMPDIR=/tmp",
-			"CAPBRIDGE_SOCKET=" + jailSocket, "CAPBRIDGE_TOKEN=" + token}, rt.env...),
+			"CAPBRIDGE_SOCKET=" + jailSocket}, rt.env...),
 		Dir:   "/tmp",
-		Binds: append(append([]jail.Bind{}, rt.binds...), jail.Bind{Source: callSocket, Target: jailSocket, Writable: true}),
-		Files: append(append([]jail.File{}, rt.files...), facades...),
+		Binds: slices.Clone(rt.binds),
+		Files: slices.Clone(rt.files),
 	}
-	switch rt.lang {
-	case TypeScript:
-		p.Files = append(p.Files, jail.File{Path: jailWork + "/main.ts", Data: []byte(code)})
-		p.Transform = append(p.Transform, jail.Transform{From: jailWork + "/main.ts", To: jailWork + "/main.js"})
-		for _, f := range facades {
-			p.Transform = append(p.Transform, jail.Transform{From: f.Path, To: strings.TrimSuffix(f.Path, ".ts") + ".js"})
-		}
-	case Python:
-		p.Files = append(p.Files, jail.File{Path: jailWork + "/main.py", Data: []byte(code)})
+	if callSocket != "" {
+		p.Binds = append(p.Binds, jail.Bind{Source: callSocket, Target: jailSocket, Writable: true})
+	}
+	if rt.lang == Go {
+		p.Dir = jailWork
+		p.Binds = append(p.Binds, goBinds(rt.prep.dir)...)
+		p.Overlays = []jail.Overlay{{Source: filepath.Join(rt.prep.dir, "cache"), Target: jailGoBld}}
 	}
 	return p
+}
+
+// delivery is one run's own part: its code and façades (in /work, with
+// TypeScript's transforms) and its token.
+func (rt *runtimeInfo) delivery(code string, facades []jail.File, token string) *jail.Program {
+	p := &jail.Program{Files: slices.Clone(facades), Env: []string{"CAPBRIDGE_TOKEN=" + token}}
+	main := jailWork + "/main" + rt.facadeExt
+	p.Files = append(p.Files, jail.File{Path: main, Data: []byte(code)})
+	if rt.lang == TypeScript {
+		for _, f := range p.Files {
+			p.Transform = append(p.Transform, jail.Transform{From: f.Path, To: strings.TrimSuffix(f.Path, ".ts") + ".js"})
+		}
+	}
+	return p
+}
+
+// facadePath is where a façade of module lies in the jail: beside the
+// program, or, in Go, as a package of the program's module.
+func (rt *runtimeInfo) facadePath(module string) string {
+	if rt.lang == Go {
+		return path.Join(jailWork, module, module+rt.facadeExt)
+	}
+	return path.Join(jailWork, module+rt.facadeExt)
 }
 
 // realBinary resolves a runtime binary: the configured path, or name on

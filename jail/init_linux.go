@@ -46,20 +46,17 @@ func initMain(t Transformer) int {
 		return exitSetup
 	}
 	in := os.NewFile(fdSpec, "spec")
-	data, err := io.ReadAll(io.LimitReader(in, maxSpec+1))
-	in.Close()
-	if err != nil {
-		return fail("reading the spec", err)
-	}
-	if len(data) > maxSpec {
-		return fail("reading the spec", fmt.Errorf("over %d bytes", maxSpec))
-	}
+	// The spec, then, for a warm jail, the delivery: each at most maxSpec.
+	dec := json.NewDecoder(io.LimitReader(in, 2*maxSpec))
 	var sp spec
-	if err := json.Unmarshal(data, &sp); err != nil {
+	if err := dec.Decode(&sp); err != nil {
 		return fail("reading the spec", err)
 	}
 	if len(sp.Argv) == 0 || !filepath.IsAbs(sp.Argv[0]) {
 		return fail("reading the spec", errors.New("argv[0] must be an absolute path"))
+	}
+	if !sp.Warm {
+		in.Close()
 	}
 	if err := build(&sp); err != nil {
 		return fail("building the jail", err)
@@ -75,8 +72,118 @@ func initMain(t Transformer) int {
 	if err := harden(&sp); err != nil {
 		return fail("applying limits", err)
 	}
-	err = unix.Exec(sp.Argv[0], sp.Argv, sp.Env)
+	if sp.Warm {
+		return warmMain(&sp, t, status, dec, fail)
+	}
+	err := unix.Exec(sp.Argv[0], sp.Argv, sp.Env)
 	return fail("executing "+sp.Argv[0], err)
+}
+
+// warmMain is a warm jail's init once it is built and hardened: it starts
+// the runtime, with a socket on its descriptor 3, says it is ready once
+// the runtime says it waits, and waits for the delivery; writes the delivered files into /work, applies
+// their transforms, hands the runtime its environment on the pipe, and
+// stays the namespace's init, reaping, until the runtime exits, whose
+// end it reports on status.
+func warmMain(sp *spec, t Transformer, status *os.File, dec *json.Decoder, fail func(string, error) int) int {
+	// Nothing in the jail may read or write this process's memory
+	// through /proc: its other threads kept the capabilities only this
+	// one dropped.
+	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
+		return fail("making init undumpable", err)
+	}
+	// The runtime's descriptor 3: it writes one byte there once it waits
+	// for its program (loaded, its client imported), then reads its
+	// environment to EOF.
+	pair, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return fail("a socket pair", err)
+	}
+	ours, theirs := os.NewFile(uintptr(pair[0]), "runtime"), os.NewFile(uintptr(pair[1]), "init")
+	dir := sp.Dir
+	if dir == "" {
+		dir = "/tmp"
+	}
+	// Forked from this thread, the hardened one: the runtime inherits its
+	// limits, its empty capabilities, no_new_privs and the filter.
+	result := os.NewFile(fdResult, "result")
+	proc, err := os.StartProcess(sp.Argv[0], sp.Argv, &os.ProcAttr{Dir: dir, Env: sp.Env,
+		Files: []*os.File{os.Stdin, os.Stdout, os.Stderr, theirs, result}})
+	theirs.Close()
+	// The runtime holds the result channel; its reader sees EOF when the
+	// runtime and what it started are gone.
+	result.Close()
+	if err != nil {
+		return fail("starting "+sp.Argv[0], err)
+	}
+	kill := func() { _ = proc.Kill() }
+	if t != nil {
+		// The transformer's first use pays for its tables: now, not in
+		// the run.
+		_, _ = t("warm.ts", nil)
+	}
+	var one [1]byte
+	if n, err := ours.Read(one[:]); n != 1 {
+		kill()
+		reapUntil(proc.Pid)
+		return fail("waiting for "+sp.Argv[0]+" to load", fmt.Errorf("it ended first (%v)", err))
+	}
+	if _, err := status.WriteString("ready\n"); err != nil {
+		kill()
+		return exitSetup
+	}
+	var d delivery
+	err = dec.Decode(&d)
+	for _, f := range d.Files {
+		if err == nil && !strings.HasPrefix(filepath.Clean(f.Path), "/work/") {
+			err = fmt.Errorf("file %s: a warm jail's files go under /work", f.Path)
+		}
+		if err == nil {
+			err = writeFile(f.Path, f.Data, f.Mode)
+		}
+	}
+	if err != nil {
+		kill()
+		return fail("receiving the program", err)
+	}
+	if _, ok := transform(&spec{Transform: d.Transform}, t); !ok {
+		// The program's own mistake, on its stderr: it did not run.
+		kill()
+		reapUntil(proc.Pid)
+		_, _ = status.WriteString("exit 1\n")
+		return 0
+	}
+	if d.Env == nil {
+		d.Env = []string{} // a JSON array, always
+	}
+	err = json.NewEncoder(ours).Encode(d.Env)
+	ours.Close()
+	if err != nil {
+		kill()
+		return fail("handing the program its environment", err)
+	}
+	ws := reapUntil(proc.Pid)
+	if ws.Signaled() {
+		_, _ = fmt.Fprintf(status, "signal %d\n", int(ws.Signal()))
+	} else {
+		_, _ = fmt.Fprintf(status, "exit %d\n", ws.ExitStatus())
+	}
+	return 0
+}
+
+// reapUntil reaps every child (the namespace's orphans come to init)
+// until pid has exited, and returns its status.
+func reapUntil(pid int) unix.WaitStatus {
+	for {
+		var ws unix.WaitStatus
+		got, err := unix.Wait4(-1, &ws, 0, nil)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil || got == pid {
+			return ws
+		}
+	}
 }
 
 // build makes the program's root: a tmpfs holding the system paths and
@@ -142,6 +249,21 @@ func build(sp *spec) error {
 		fmt.Sprintf("mode=1777,size=%d,nr_inodes=%d", sp.TmpSize, 1<<14)); err != nil {
 		return fmt.Errorf("mounting /tmp: %w", err)
 	}
+	if sp.Warm {
+		// A warm jail's program arrives after the root is sealed: /work
+		// is a tmpfs of its own, left writable, for init to write it.
+		if err := mkdirIn("/work"); err != nil {
+			return err
+		}
+		if err := unix.Mount("tmpfs", "/newroot/work", "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, fmt.Sprintf("mode=0755,size=%d", maxSpec)); err != nil {
+			return fmt.Errorf("mounting /work: %w", err)
+		}
+	}
+	for i, o := range sp.Overlays {
+		if err := mountOverlay(i, o); err != nil {
+			return err
+		}
+	}
 	for _, f := range sp.Files {
 		if err := writeIn(f.Path, f.Data, f.Mode); err != nil {
 			return err
@@ -162,6 +284,31 @@ func build(sp *spec) error {
 		return fmt.Errorf("detaching the staging root: %w", err)
 	}
 	return unix.Chdir("/")
+}
+
+// mountOverlay shows the host directory o.Source at o.Target, read-only
+// below and writable above, the writes kept on the run's /tmp.
+func mountOverlay(i int, o Overlay) error {
+	if strings.ContainsAny(o.Target, ",:") || !filepath.IsAbs(o.Target) {
+		return fmt.Errorf("overlay %s: the target must be an absolute path without ',' or ':'", o.Target)
+	}
+	if err := bindHost(o.Source, o.Target, false, false); err != nil {
+		return err
+	}
+	// Hidden from a program's casual listing of /tmp, not from the
+	// program: it is its own writes.
+	up := fmt.Sprintf("/newroot/tmp/.capbridge-overlay-%d", i)
+	for _, d := range []string{up + "/upper", up + "/work"} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return err
+		}
+	}
+	target := "/newroot" + filepath.Clean(o.Target)
+	opts := "lowerdir=" + target + ",upperdir=" + up + "/upper,workdir=" + up + "/work,userxattr"
+	if err := unix.Mount("overlay", target, "overlay", unix.MS_NOSUID|unix.MS_NODEV, opts); err != nil {
+		return fmt.Errorf("overlay %s: %w (overlayfs in a user namespace needs Linux 5.11 or later)", o.Target, err)
+	}
+	return nil
 }
 
 // sealRoot makes the root and /dev read-only, once the transforms have
@@ -396,6 +543,17 @@ func writeIn(p string, data []byte, mode uint32) error {
 		return err
 	}
 	return os.WriteFile(target, data, os.FileMode(mode&0o777))
+}
+
+// writeFile writes a file at a path of the jail's root, after the pivot.
+func writeFile(p string, data []byte, mode uint32) error {
+	if mode == 0 {
+		mode = 0o644
+	}
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		return err
+	}
+	return os.WriteFile(p, data, os.FileMode(mode&0o777))
 }
 
 func touch(p string) error {

@@ -114,6 +114,10 @@ type Config struct {
 	// Transformer applies a Program's transforms in wrapped mode (the
 	// built-in jail applies them inside, with MaybeInit's).
 	Transformer Transformer
+	// Cgroup, when set (DetectCgroup, then Prepare), gives each run a
+	// cgroup v2 of its own below it, with its Limits: the run's processes
+	// together, a wrapper's too, are bounded in memory, processes and CPU.
+	Cgroup *Cgroup
 }
 
 // DefaultSystem is the host's runtime view: binaries, libraries, and the
@@ -139,6 +143,17 @@ type Bind struct {
 	Writable bool
 }
 
+// Overlay makes a host directory visible at Target and writable there:
+// the program's writes land on the run's /tmp (counted against its size)
+// and vanish with the run; the host directory is never written. It needs
+// the built-in jail (an overlay filesystem mounted in the jail's user
+// namespace, Linux 5.11 and later). A build cache is the use: read from
+// what was prepared, written for one run only.
+type Overlay struct {
+	Source string // host directory
+	Target string // absolute path in the jail, without ',' or ':'
+}
+
 // Transform is a file the jail's init rewrites before the program runs:
 // From is read, passed to the Transformer given to MaybeInit, and the
 // output written to To (TypeScript's types stripped, for instance). A
@@ -159,6 +174,7 @@ type Program struct {
 	Dir       string   // the working directory in the jail; default /tmp
 	Files     []File
 	Binds     []Bind
+	Overlays  []Overlay
 	Transform []Transform
 	// WallClock ends the run, and everything it started, this long after
 	// it begins (required).

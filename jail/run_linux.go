@@ -1,6 +1,7 @@
 package jail
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -18,7 +19,40 @@ import (
 
 // runBuiltin runs p in the built-in jail.
 func (c *Config) runBuiltin(ctx context.Context, p *Program) (*Outcome, error) {
-	sp := c.spec(p)
+	j, err := c.startInit(c.spec(p))
+	if err != nil {
+		return nil, err
+	}
+	defer j.closeAll()
+	// All of it: init reads the spec to its end.
+	j.specW.Close()
+	return j.supervise(ctx, p, false)
+}
+
+// started is a jail's init, started, with the ends of its pipes that are
+// ours.
+type started struct {
+	cmd     *exec.Cmd
+	specW   *os.File // the spec and, for a warm jail, the delivery after it
+	status  *bufio.Reader
+	statR   *os.File
+	outR    *os.File
+	errR    *os.File
+	resR    *os.File
+	closers []*os.File
+	cgDone  func()
+}
+
+func (j *started) closeAll() {
+	for _, f := range j.closers {
+		f.Close()
+	}
+	j.cgDone()
+}
+
+// startInit starts a jail's init with sp, writes the spec and returns,
+// the spec pipe still open.
+func (c *Config) startInit(sp *spec) (*started, error) {
 	payload, err := json.Marshal(sp)
 	if err != nil {
 		return nil, fmt.Errorf("jail: encoding the spec: %w", err)
@@ -30,21 +64,12 @@ func (c *Config) runBuiltin(ctx context.Context, p *Program) (*Outcome, error) {
 	if exe == "" {
 		exe = "/proc/self/exe"
 	}
-	uid, gid := os.Getuid(), os.Getgid()
-	if uid == 0 {
-		uid, gid = c.ids()
-	}
-
-	var closers []*os.File
-	closeAll := func() {
-		for _, f := range closers {
-			f.Close()
-		}
-	}
+	uid, gid := c.RunIDs()
+	j := &started{cgDone: func() {}}
 	pipe := func() (r, w *os.File, err error) {
 		r, w, err = os.Pipe()
 		if err == nil {
-			closers = append(closers, r, w)
+			j.closers = append(j.closers, r, w)
 		}
 		return r, w, err
 	}
@@ -54,10 +79,11 @@ func (c *Config) runBuiltin(ctx context.Context, p *Program) (*Outcome, error) {
 	outR, outW, err4 := pipe()
 	errR, errW, err5 := pipe()
 	if err := errors.Join(err1, err2, err3, err4, err5); err != nil {
-		closeAll()
+		j.closeAll()
 		return nil, fmt.Errorf("jail: %w", err)
 	}
-	defer closeAll()
+	j.specW, j.statR, j.outR, j.errR, j.resR = specW, statR, outR, errR, resR
+	j.status = bufio.NewReaderSize(io.LimitReader(statR, maxStatus), 512)
 
 	cmd := exec.Command(exe)
 	cmd.Args = []string{"capbridge-jail"}
@@ -79,18 +105,44 @@ func (c *Config) runBuiltin(ctx context.Context, p *Program) (*Outcome, error) {
 		// The jail dies with whoever started it.
 		Pdeathsig: syscall.SIGKILL,
 	}
-	start := time.Now()
-	if err := cmd.Start(); err != nil {
+	cgStarted, cgDone, err := c.intoCgroup(cmd.SysProcAttr)
+	if err != nil {
+		j.closeAll()
+		return nil, fmt.Errorf("%w: %v", ErrSetup, err)
+	}
+	// Removed once the program, and so its namespace, is gone.
+	j.cgDone = cgDone
+	err = cmd.Start()
+	cgStarted()
+	if err != nil {
+		j.closeAll()
 		return nil, fmt.Errorf("%w: starting the jail's init: %v (are unprivileged user namespaces enabled? see docs/jail.md)", ErrSetup, err)
 	}
+	j.cmd = cmd
 	// The child holds its ends now; ours must go, or no reader sees EOF.
 	for _, f := range []*os.File{specR, resW, statW, outW, errW} {
 		f.Close()
 	}
+	if _, err := specW.Write(payload); err != nil {
+		// Init died before reading its spec; what it said is on status.
+		_ = cmd.Process.Kill()
+		msg, _ := io.ReadAll(j.status)
+		_ = cmd.Wait()
+		j.closeAll()
+		return nil, fmt.Errorf("%w: sending the spec: %v %s", ErrSetup, err, strings.TrimSpace(string(msg)))
+	}
+	return j, nil
+}
+
+// supervise runs the started jail to its end under p's wall clock and
+// output bounds and ctx. A warm jail's status ends with how its program
+// ended; a cold one's is empty unless its setup failed.
+func (j *started) supervise(ctx context.Context, p *Program, warm bool) (*Outcome, error) {
+	cmd := j.cmd
 	if p.Started != nil {
 		p.Started()
 	}
-
+	start := time.Now()
 	out := &Outcome{Ended: EndedExit}
 	var (
 		mu     sync.Mutex
@@ -114,10 +166,6 @@ func (c *Config) runBuiltin(ctx context.Context, p *Program) (*Outcome, error) {
 	defer stopCtx()
 
 	var wg sync.WaitGroup
-	wg.Go(func() {
-		_, _ = specW.Write(payload)
-		specW.Close()
-	})
 	maxOut := p.MaxOutput
 	if maxOut <= 0 {
 		maxOut = DefaultMaxOutput
@@ -125,19 +173,19 @@ func (c *Config) runBuiltin(ctx context.Context, p *Program) (*Outcome, error) {
 	total := &outputBudget{limit: maxOut, over: func() { kill(EndedOutput) }}
 	stdout := &headBuffer{max: orDefault(p.MaxStdout, DefaultMaxStdout)}
 	stderr := &tailBuffer{max: orDefault(p.MaxStderr, DefaultMaxStderr)}
-	wg.Go(func() { drain(outR, stdout, total) })
-	wg.Go(func() { drain(errR, stderr, total) })
+	wg.Go(func() { drain(j.outR, stdout, total) })
+	wg.Go(func() { drain(j.errR, stderr, total) })
 	var result []byte
 	var resultTrunc bool
 	wg.Go(func() {
-		result, _ = io.ReadAll(io.LimitReader(resR, MaxResult+1))
+		result, _ = io.ReadAll(io.LimitReader(j.resR, MaxResult+1))
 		if len(result) > MaxResult {
 			result, resultTrunc = result[:MaxResult], true
 		}
-		_, _ = io.Copy(io.Discard, resR)
+		_, _ = io.Copy(io.Discard, j.resR)
 	})
-	status, _ := io.ReadAll(io.LimitReader(statR, maxStatus+1))
-	_, _ = io.Copy(io.Discard, statR)
+	status, _ := io.ReadAll(j.status)
+	_, _ = io.Copy(io.Discard, j.statR)
 
 	waitErr := cmd.Wait()
 	out.Took = time.Since(start)
@@ -147,9 +195,6 @@ func (c *Config) runBuiltin(ctx context.Context, p *Program) (*Outcome, error) {
 		out.Ended = ended
 	}
 	mu.Unlock()
-	if len(status) > 0 && !killed {
-		return nil, fmt.Errorf("%w: %s", ErrSetup, strings.TrimSpace(string(status)))
-	}
 	out.Stdout, out.StdoutBytes = stdout.buf, stdout.n
 	out.Stderr, out.StderrBytes = stderr.bytes(), stderr.n
 	out.Result, out.ResultTruncated = result, resultTrunc
@@ -161,7 +206,30 @@ func (c *Config) runBuiltin(ctx context.Context, p *Program) (*Outcome, error) {
 	if waitErr != nil && !errors.As(waitErr, &ee) {
 		return nil, fmt.Errorf("jail: waiting for the program: %w", waitErr)
 	}
+	if warm && !killed {
+		// Init outlived the program to report how it ended.
+		var n int
+		switch line := strings.TrimSpace(string(status)); {
+		case scanf(line, "exit %d", &n):
+			out.ExitCode, out.Signal = n, ""
+		case scanf(line, "signal %d", &n):
+			out.ExitCode, out.Signal = -1, syscall.Signal(n).String()
+		default:
+			return nil, fmt.Errorf("%w: %s", ErrSetup, line)
+		}
+		return out, nil
+	}
+	if len(status) > 0 && !killed {
+		return nil, fmt.Errorf("%w: %s", ErrSetup, strings.TrimSpace(string(status)))
+	}
 	return out, nil
+}
+
+// scanf reports whether s is exactly format with one integer filled in.
+func scanf(s, format string, n *int) bool {
+	var rest string
+	k, _ := fmt.Sscanf(s+" .", format+" %s", n, &rest)
+	return k == 2 && rest == "."
 }
 
 // spec is what init needs for p under c.
@@ -176,9 +244,18 @@ func (c *Config) spec(p *Program) *spec {
 	}
 	return &spec{
 		Argv: p.Argv, Env: p.Env, Dir: p.Dir, Hostname: "jail",
-		System: system, Binds: p.Binds, Files: p.Files, Transform: p.Transform,
+		System: system, Binds: p.Binds, Overlays: p.Overlays, Files: p.Files, Transform: p.Transform,
 		TmpSize: tmp, Limits: c.Limits.withDefaults(), Seccomp: !c.NoSeccomp,
 	}
+}
+
+// RunIDs are the host uid and gid a jail's programs run as: capbridge's
+// own, or, as root, c.UID and c.GID (nobody by default).
+func (c *Config) RunIDs() (uid, gid int) {
+	if os.Getuid() != 0 {
+		return os.Getuid(), os.Getgid()
+	}
+	return c.ids()
 }
 
 // ids are the host uid and gid a jail runs as when capbridge is root.
@@ -197,4 +274,114 @@ func (c *Config) ids() (int, int) {
 // us.
 func wrapAttr() *syscall.SysProcAttr {
 	return &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+}
+
+// prestartWait bounds how long a warm jail may take to get ready.
+const prestartWait = 2 * time.Minute
+
+// Prestart builds a jail for p and starts its runtime, which waits for
+// its program: Warm.Run delivers that and runs it. p holds what every
+// run of the runtime shares (Argv, Env, Dir, Binds, Overlays, and Files
+// outside /work); its WallClock and output bounds are Run's. Its /work is
+// a writable tmpfs of its own, where a delivery's files go. Prestart
+// returns once the runtime is started (init says so), or fails.
+func (c *Config) Prestart(p *Program) (*Warm, error) {
+	if len(c.Wrap) > 0 {
+		return nil, fmt.Errorf("%w: a warm jail is the built-in one's", ErrSetup)
+	}
+	if len(p.Argv) == 0 {
+		return nil, errors.New("jail: a program needs an argv")
+	}
+	sp := c.spec(p)
+	sp.Warm = true
+	j, err := c.startInit(sp)
+	if err != nil {
+		return nil, err
+	}
+	ready := make(chan string, 1)
+	go func() {
+		line, _ := j.status.ReadString('\n')
+		ready <- line
+	}()
+	timer := time.NewTimer(prestartWait)
+	defer timer.Stop()
+	var line string
+	select {
+	case line = <-ready:
+	case <-timer.C:
+		_ = j.cmd.Process.Kill()
+		line = <-ready
+	}
+	if line != "ready\n" {
+		_ = j.cmd.Process.Kill()
+		rest, _ := io.ReadAll(j.status)
+		_ = j.cmd.Wait()
+		j.closeAll()
+		return nil, fmt.Errorf("%w: %s", ErrSetup, strings.TrimSpace(line+string(rest)))
+	}
+	return &Warm{j: j}, nil
+}
+
+// Warm is a prestarted jail: its runtime waits for a program. It runs one
+// program, once (Run), or is closed unused (Close); a jail is never
+// reused. Run and Close may be called concurrently; Close after Run waits
+// for it.
+type Warm struct {
+	j    *started
+	mu   sync.Mutex
+	used bool
+}
+
+// Run delivers p to the warm jail and runs it to its end, as Config.Run
+// does: p's Files (under /work) and Transform, its Env (which the runtime
+// is handed on its file descriptor 3, a JSON array of "KEY=value", to
+// set), its WallClock, output bounds and Started. Its Argv, Dir, Binds and
+// Overlays were Prestart's and must be empty.
+func (w *Warm) Run(ctx context.Context, p *Program) (*Outcome, error) {
+	w.mu.Lock()
+	if w.used {
+		w.mu.Unlock()
+		return nil, errors.New("jail: a warm jail runs one program")
+	}
+	w.used = true
+	w.mu.Unlock()
+	j := w.j
+	defer j.closeAll()
+	switch {
+	case p.WallClock <= 0:
+		_ = j.cmd.Process.Kill()
+		_ = j.cmd.Wait()
+		return nil, errors.New("jail: a program needs a wall clock")
+	case len(p.Argv) > 0 || p.Dir != "" || len(p.Binds) > 0 || len(p.Overlays) > 0:
+		_ = j.cmd.Process.Kill()
+		_ = j.cmd.Wait()
+		return nil, errors.New("jail: a warm jail's argv, directory, binds and overlays are its prestart's")
+	}
+	d, err := json.Marshal(&delivery{Files: p.Files, Transform: p.Transform, Env: p.Env})
+	if err == nil && len(d) > maxSpec {
+		err = fmt.Errorf("the program's files come to %d bytes, more than %d", len(d), maxSpec)
+	}
+	if err == nil {
+		_, err = j.specW.Write(d)
+	}
+	j.specW.Close()
+	if err != nil {
+		_ = j.cmd.Process.Kill()
+		_ = j.cmd.Wait()
+		return nil, fmt.Errorf("%w: delivering the program: %v", ErrSetup, err)
+	}
+	return j.supervise(ctx, p, true)
+}
+
+// Close ends a warm jail that was never run; after Run it does nothing.
+func (w *Warm) Close() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.used {
+		return
+	}
+	w.used = true
+	_ = w.j.cmd.Process.Kill()
+	_ = w.j.cmd.Wait()
+	w.j.closeAll()
 }

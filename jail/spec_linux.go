@@ -9,11 +9,22 @@ type spec struct {
 	Hostname  string      `json:"hostname"`
 	System    []string    `json:"system"`
 	Binds     []Bind      `json:"binds"`
+	Overlays  []Overlay   `json:"overlays"`
 	Files     []File      `json:"files"`
 	Transform []Transform `json:"transform"`
 	TmpSize   int64       `json:"tmp_size"`
 	Limits    Limits      `json:"limits"`
 	Seccomp   bool        `json:"seccomp"`
+	// Warm: init starts the runtime and waits for a delivery (after the
+	// spec, on the same descriptor) before the program runs.
+	Warm bool `json:"warm"`
+}
+
+// delivery is what a warm jail's init is sent when its program is to run.
+type delivery struct {
+	Files     []File      `json:"files"`
+	Transform []Transform `json:"transform"`
+	Env       []string    `json:"env"`
 }
 
 // The file descriptors a jail's init is started with, beyond 0, 1 and 2.

@@ -32,9 +32,13 @@ import (
 //	wrap = ["bwrap", "--unshare-all", "--die-with-parent", "--new-session", "--ro-bind", "/usr", "/usr",
 //	        "--symlink", "usr/bin", "/bin", "--symlink", "usr/lib", "/lib", "--symlink", "usr/lib64", "/lib64",
 //	        "--ro-bind", "{files}/work", "/work", "--ro-bind", "{files}/capbridge", "/capbridge",
+//	        "--ro-bind-try", "{files}/node_modules", "/node_modules",
 //	        "--bind", "{bind:/run/capbridge/call.sock}", "/run/capbridge/call.sock",
 //	        "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--chdir", "/tmp", "--"]
 func (c *Config) runWrapped(ctx context.Context, p *Program) (*Outcome, error) {
+	if len(p.Overlays) > 0 {
+		return nil, fmt.Errorf("%w: the program needs an overlay (%s), which only the built-in jail makes", ErrSetup, p.Overlays[0].Target)
+	}
 	dir, err := os.MkdirTemp("", "capbridge-run-")
 	if err != nil {
 		return nil, fmt.Errorf("jail: %w", err)
@@ -84,13 +88,19 @@ func (c *Config) runWrapped(ctx context.Context, p *Program) (*Outcome, error) {
 	cmd.Env = p.Env
 	cmd.Dir = dir
 	cmd.SysProcAttr = wrapAttr()
-	return supervise(ctx, cmd, p, func() { _ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) })
+	cgStarted, cgDone, err := c.intoCgroup(cmd.SysProcAttr)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrSetup, err)
+	}
+	defer cgDone()
+	return supervise(ctx, cmd, p, cgStarted, func() { _ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) })
 }
 
 // supervise starts cmd with the program's streams and result channel,
 // enforces the wall clock and the output bound with kill, and collects
-// the outcome.
-func supervise(ctx context.Context, cmd *exec.Cmd, p *Program, killFn func()) (*Outcome, error) {
+// the outcome. started is called once cmd has been started (or failed
+// to).
+func supervise(ctx context.Context, cmd *exec.Cmd, p *Program, started, killFn func()) (*Outcome, error) {
 	outR, outW, err := os.Pipe()
 	if err != nil {
 		return nil, fmt.Errorf("jail: %w", err)
@@ -118,7 +128,9 @@ func supervise(ctx context.Context, cmd *exec.Cmd, p *Program, killFn func()) (*
 	defer null.Close()
 	cmd.ExtraFiles = []*os.File{null, resW}
 	start := time.Now()
-	if err := cmd.Start(); err != nil {
+	err = cmd.Start()
+	started()
+	if err != nil {
 		return nil, fmt.Errorf("%w: starting %s: %v", ErrSetup, cmd.Path, err)
 	}
 	outW.Close()

@@ -22,6 +22,7 @@ import (
 
 	"github.com/capbridge/capbridge/bridge"
 	"github.com/capbridge/capbridge/bridge/config"
+	"github.com/capbridge/capbridge/jail"
 	"github.com/capbridge/capbridge/mcpwire"
 )
 
@@ -75,8 +76,11 @@ type doctorReport struct {
 	Sockets  []socketReport `json:"sockets,omitempty"`
 	Servers  []serverReport `json:"servers,omitempty"`
 	Shutdown *shutdownCheck `json:"shutdown,omitempty"`
-	Problems []finding      `json:"problems"`
-	Warnings []finding      `json:"warnings"`
+	// Jail is what the jail of capbridge mcp and capbridge run would get
+	// here; what it lacks is a note, neither a problem nor a warning.
+	Jail     jailReport `json:"jail"`
+	Problems []finding  `json:"problems"`
+	Warnings []finding  `json:"warnings"`
 }
 
 // finding is one problem or warning: where, what, and what to do.
@@ -85,6 +89,15 @@ type finding struct {
 	Problem string `json:"problem"`
 	Fix     string `json:"fix"`
 }
+
+type jailReport struct {
+	Cgroup jail.CgroupStatus `json:"cgroup"`
+	Fix    string            `json:"fix,omitempty"`
+}
+
+// cgroupFix is what to do where runs get no cgroup v2 limits.
+const cgroupFix = "for limits on a run as a whole, run capbridge on a cgroup v2 host (systemd.unified_cgroup_hierarchy=1) " +
+	"in a delegated cgroup: systemd-run --user -p Delegate=yes capbridge mcp …, or a service with Delegate=yes"
 
 type configReport struct {
 	Source  string   `json:"source"` // the file(s) read, or "built-in demo"
@@ -147,6 +160,9 @@ func (r *doctorReport) warn(where, problem, fix string) {
 // doctor runs the checks. It never listens and never serves.
 func doctor(cfgPath, mcpConfig string, opts config.EditorOptions) *doctorReport {
 	r := &doctorReport{Problems: []finding{}, Warnings: []finding{}}
+	if _, r.Jail.Cgroup = jail.DetectCgroup(); !r.Jail.Cgroup.Available {
+		r.Jail.Fix = cgroupFix
+	}
 	cfg, _, warnings, err := loadServeConfig(cfgPath, mcpConfig, opts)
 	r.Config.Source = cmp.Or(strings.TrimSpace(cfgPath+" "+mcpConfig), "built-in demo")
 	if err != nil {
@@ -431,6 +447,12 @@ func (r *doctorReport) print(w io.Writer) {
 		line("config", "ok", fmt.Sprintf("%s: %d server(s): %s", src, len(r.Config.Servers), strings.Join(r.Config.Servers, ", ")))
 	} else {
 		line("config", "FAIL", src)
+	}
+	if r.Jail.Cgroup.Available {
+		line("jail", "ok", r.Jail.Cgroup.String())
+	} else {
+		line("jail", "note", r.Jail.Cgroup.String())
+		more("fix: " + r.Jail.Fix)
 	}
 	for _, s := range r.Sockets {
 		text := s.Key + " " + s.Path

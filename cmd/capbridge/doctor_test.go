@@ -12,6 +12,7 @@ import (
 
 	"github.com/capbridge/capbridge/internal/testkit/leakcheck"
 	"github.com/capbridge/capbridge/internal/testkit/mcptest"
+	"github.com/capbridge/capbridge/jail"
 )
 
 // TestDoctor runs doctor with the real binary, built once, against the
@@ -35,6 +36,11 @@ func TestDoctor(t *testing.T) {
 		r := doctorJSON(t, bin, env, exitOK)
 		if !r.OK || r.Config.Source != "built-in demo" || len(r.Servers) != 1 || len(r.Problems) != 0 {
 			t.Fatalf("report: %+v", r)
+		}
+		// The jail's cgroup v2 limits, or why there are none here (a
+		// note: this project's CI host has cgroup v1 controllers).
+		if _, st := jail.DetectCgroup(); r.Jail.Cgroup != st || (!st.Available && (r.Jail.Fix == "" || !strings.Contains(out, "jail      note  no cgroup v2 limits: "+st.Reason))) {
+			t.Errorf("jail: %+v; this host: %+v\n%s", r.Jail, st, out)
 		}
 		s := r.Servers[0]
 		// Every phase measured, from the events doctor reads: a renamed

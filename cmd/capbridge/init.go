@@ -16,7 +16,7 @@ import (
 )
 
 func runInit(args []string, stdout, stderr io.Writer) int {
-	fs := newCmdFlags("init", "capbridge init [--from EDITOR-CONFIG [--workspace DIR]] [--out FILE] [--force]", `
+	fs := newCmdFlags("init", "capbridge init [--from EDITOR-CONFIG [--workspace DIR]] [--out FILE] [--force] | --mcp-host HOST [-c capbridge.toml] [--mcp-host-config FILE]", `
 Write a commented capbridge.toml: every key of the [bridge] table and of a
 server's table, commented out at its default, and, with --from, the stdio
 servers of an editor's MCP config (Claude Desktop, Claude Code, Cursor,
@@ -24,17 +24,33 @@ Windsurf, VS Code or Codex) as [mcp.NAME] tables. capbridge.toml has no
 variables, so the editor's ${VAR} placeholders are expanded as serve
 --mcp-config would expand them, and each table says which it used. The file
 is checked with serve's reader before it is written. It refuses to replace
-an existing file without --force.`)
+an existing file without --force.
+
+With --mcp-host (claude-code, claude-desktop, cursor, vscode) it writes
+instead the entry that adds capbridge mcp, with -c's config, to that MCP
+host: Claude Code's command line, or the JSON entry the others take; with
+--mcp-host-config it adds that entry to the host's config file (created if
+missing; its other servers and comments kept).`)
 	from := fs.String("from", "", "an editor's MCP config whose stdio servers to convert")
 	workspace := fs.String("workspace", "", "what ${workspaceFolder} expands to in --from (default: that file's directory)")
 	out := fs.String("out", "capbridge.toml", `where to write ("-": standard output)`)
-	force := fs.Bool("force", false, "replace --out if it exists")
+	force := fs.Bool("force", false, "replace --out if it exists (with --mcp-host-config: the capbridge entry)")
+	host := fs.String("mcp-host", "", "write the entry for this MCP host instead: claude-code, claude-desktop, cursor or vscode")
+	hostCfg := fs.String("c", "capbridge.toml", "with --mcp-host: the capbridge.toml the entry's capbridge mcp reads")
+	hostFile := fs.String("mcp-host-config", "", "with --mcp-host: add the entry to this host config file (claude_desktop_config.json, .cursor/mcp.json, .vscode/mcp.json)")
 	pos, code, ok := fs.parse(args, stdout, stderr)
 	if !ok {
 		return code
 	}
 	if len(pos) != 0 {
 		return fs.usageError(stderr, "unexpected argument %q; init takes only flags", pos[0])
+	}
+	if *host != "" {
+		if err := mcpHostEntry(*host, *hostCfg, *hostFile, *force, stdout); err != nil {
+			fmt.Fprintln(stderr, err)
+			return exitConfig
+		}
+		return exitOK
 	}
 	data, secret, err := initConfig(*from, *workspace, *out)
 	if err != nil {

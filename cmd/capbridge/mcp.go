@@ -26,23 +26,40 @@ func runMCP(args []string, stdout, stderr io.Writer) int {
 Serve MCP on stdin and stdout for an MCP host (Claude Code, Claude Desktop,
 VS Code, Cursor, any agent): code mode over every configured server. Its
 tools are search and describe (over the servers' tools) and run, which runs
-a TypeScript or Python program in a jail with the servers' façades
+a TypeScript, Python (or, with --languages, Go) program in a jail with the servers' façades
 importable, under a grant for that run alone. The run tool's description
 carries the servers' typed surface.
 
 It boots its own bridge from the usual configuration (or an editor's, as
 serve does), on sockets of its own, or attaches to a running serve through
 its control socket (--attach), so one bridge serves a harness and a host.
+With --listen it serves Streamable HTTP at http://ADDR/mcp instead (both
+eras: sessions for 2025-03-26..2025-11-25 clients, stateless 2026-07-28);
+on the loopback it refuses other Host and Origin names (DNS rebinding),
+and off it a bearer token (--token-file) is required.
+
 Logs go to stderr. Add it to Claude Code with:
   claude mcp add capbridge -- capbridge mcp --mcp-config ~/.cursor/mcp.json`)
 	ff := addFrontFlags(fs)
 	budget := fs.Int("description-budget", codemode.DefaultDescriptionBudget, "bytes of the run tool's description that may carry the servers' surfaces")
+	listen := fs.String("listen", "", "serve Streamable HTTP on this address (host:port; 127.0.0.1:0 picks a port) at /mcp, instead of stdio")
+	tokenFile := fs.String("token-file", "", "a file holding the bearer token HTTP clients must send (required off the loopback; default $CAPBRIDGE_MCP_TOKEN)")
+	origins := fs.String("allow-origin", "", "comma-separated Origin values (https://app.example) allowed besides the loopback's")
 	pos, code, ok := fs.parse(args, stdout, stderr)
 	if !ok {
 		return code
 	}
 	if len(pos) != 0 {
 		return fs.usageError(stderr, "unexpected argument %q", pos[0])
+	}
+	var web *httpFront
+	if *listen != "" {
+		var err error
+		if web, err = newHTTPFront(*listen, *tokenFile, *origins); err != nil {
+			fmt.Fprintln(stderr, "capbridge mcp:", err)
+			return exitConfig
+		}
+		defer web.ln.Close()
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
@@ -58,6 +75,9 @@ Logs go to stderr. Add it to Claude Code with:
 	}
 	srv := &mcpserver.Server{Name: "capbridge", Version: version(), Tools: tools,
 		Instructions: "Code mode over MCP servers: write a program that calls their tools as typed functions and run it with the run tool; search and describe show what it can call."}
+	if web != nil {
+		return web.serve(ctx, srv, f.log)
+	}
 	f.log.Info().Strs("languages", f.runner.Languages()).Msg("serving MCP on stdio")
 	if err := srv.Serve(ctx, os.Stdin, stdout); err != nil {
 		f.log.Error().Err(err).Msg("the MCP session ended")
@@ -72,9 +92,10 @@ type frontFlags struct {
 	cfgPath, mcpConfig, workspace, attach string
 	strict                                bool
 	servers, languages                    string
-	tsClient, pyClient, node, python      string
+	tsClient, pyClient, node, python, gob string
 	timeout, maxTimeout                   time.Duration
 	wrap                                  string
+	warm                                  int
 }
 
 func addFrontFlags(fs *cmdFlags) *frontFlags {
@@ -85,14 +106,16 @@ func addFrontFlags(fs *cmdFlags) *frontFlags {
 	fs.BoolVar(&f.strict, "strict", false, "make configuration warnings errors")
 	fs.StringVar(&f.attach, "attach", "", "use the running capbridge serve whose control socket this is, instead of booting a bridge")
 	fs.StringVar(&f.servers, "servers", "", "comma-separated servers a program may reach (default: all)")
-	fs.StringVar(&f.languages, "languages", "", "comma-separated languages offered, the first being the surface's (default: typescript,python, those that can run here)")
-	fs.StringVar(&f.tsClient, "ts-client", os.Getenv("CAPBRIDGE_TS_CLIENT"), "the TypeScript client's package directory, capwire/ts with `npm ci` run in it (default $CAPBRIDGE_TS_CLIENT, else ./capwire/ts)")
-	fs.StringVar(&f.pyClient, "py-client", os.Getenv("CAPBRIDGE_PY_CLIENT"), "the Python client's directory, capwire/python (default $CAPBRIDGE_PY_CLIENT, else ./capwire/python)")
+	fs.StringVar(&f.languages, "languages", "", "comma-separated languages offered (typescript, python, go), the first being the surface's (default: typescript,python, those that can run here; go's first start compiles its build cache)")
+	fs.StringVar(&f.tsClient, "ts-client", os.Getenv("CAPBRIDGE_TS_CLIENT"), "a checkout's TypeScript client (capwire/ts) to use instead of the one built in, for developing it (default $CAPBRIDGE_TS_CLIENT)")
+	fs.StringVar(&f.pyClient, "py-client", os.Getenv("CAPBRIDGE_PY_CLIENT"), "a checkout's Python client (capwire/python) to use instead of the one built in, for developing it (default $CAPBRIDGE_PY_CLIENT)")
 	fs.StringVar(&f.node, "node", "", "the node binary (default: node on PATH)")
 	fs.StringVar(&f.python, "python", "", "the python3 binary (default: /usr/bin/python3, else python3 on PATH)")
+	fs.StringVar(&f.gob, "go", "", "the go binary, for --languages …,go (default: go on PATH)")
 	fs.DurationVar(&f.timeout, "timeout", codemode.DefaultTimeout, "a run's default wall clock")
 	fs.DurationVar(&f.maxTimeout, "max-timeout", codemode.MaxTimeout, "the longest wall clock a run may ask for")
 	fs.StringVar(&f.wrap, "wrap", "", "run programs under this jail command instead of the built-in jail (space-separated; see docs/jail.md)")
+	fs.IntVar(&f.warm, "warm", 1, "prestarted jails kept ready per language (typescript, python), each for one run; 0 runs every program cold")
 	return f
 }
 
@@ -108,6 +131,9 @@ type front struct {
 }
 
 func (f *front) close() {
+	if f.runner != nil {
+		f.runner.Close()
+	}
 	if f.b != nil {
 		if err := f.b.Shutdown(f.grace); err != nil {
 			f.log.Error().Err(err).Msg("shutdown could not confirm every server's exit")
@@ -166,8 +192,8 @@ func (ff *frontFlags) start(ctx context.Context, stderr io.Writer) (*front, int)
 		}
 		control = cfg.Bridge.ControlSocket
 	}
-	cfg := codemode.Config{Control: control, Jail: jc, Node: ff.node, Python: ff.python,
-		TSClient: orCwd(ff.tsClient, "capwire/ts"), PyClient: orCwd(ff.pyClient, "capwire/python"),
+	cfg := codemode.Config{Control: control, Jail: jc, Node: ff.node, Python: ff.python, Go: ff.gob,
+		TSClient: ff.tsClient, PyClient: ff.pyClient, Warm: ff.warm,
 		DefaultTimeout: ff.timeout, MaxTimeout: ff.maxTimeout}
 	if ff.servers != "" {
 		cfg.Servers = strings.Split(ff.servers, ",")
@@ -182,17 +208,13 @@ func (ff *frontFlags) start(ctx context.Context, stderr io.Writer) (*front, int)
 		return nil, exitConfig
 	}
 	f.runner = r
+	if err := r.Prewarm(ctx); err != nil {
+		log.Warn().Err(err).Msg("no warm jails: every run starts cold")
+	}
+	if st := r.CgroupStatus(); st.Available {
+		log.Info().Str("cgroup", st.Dir).Msg("each run gets a cgroup v2 of its own: memory, pids and cpu limits")
+	} else {
+		log.Warn().Str("reason", st.Reason).Msg("runs get no cgroup v2 limits")
+	}
 	return f, exitOK
-}
-
-// orCwd is path, or rel under the working directory when path is empty.
-func orCwd(path, rel string) string {
-	if path != "" {
-		return path
-	}
-	wd, err := os.Getwd()
-	if err != nil {
-		return rel
-	}
-	return filepath.Join(wd, rel)
 }

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -47,12 +48,15 @@ func TestMCPEndToEnd(t *testing.T) {
 	if err := os.WriteFile(cfg, []byte(toml), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	root, _ := filepath.Abs("../..")
 	sdk := filepath.Join(interop.Dir(), "node_modules", "@modelcontextprotocol", "sdk")
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, node, "testdata/mcpclient.mjs", sdk, bin, notes,
-		"mcp", "-c", cfg, "--ts-client", filepath.Join(root, "capwire", "ts"), "--py-client", filepath.Join(root, "capwire", "python"))
+	script, _ := filepath.Abs("testdata/mcpclient.mjs")
+	// From a directory with no checkout, without CAPBRIDGE_*_CLIENT: the
+	// binary carries its clients, as a `go install`ed one must.
+	cmd := exec.CommandContext(ctx, node, script, sdk, bin, notes, "mcp", "-c", cfg)
+	cmd.Dir = dir
+	cmd.Env = withoutEnv("CAPBRIDGE_TS_CLIENT", "CAPBRIDGE_PY_CLIENT")
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
@@ -118,6 +122,18 @@ func TestMCPEndToEnd(t *testing.T) {
 		t.Errorf("a program's connection to 127.0.0.1: %+v", got.Denied)
 	}
 	t.Logf("progress notifications: %d", got.Progress)
+}
+
+// withoutEnv is this process's environment less the named variables.
+func withoutEnv(names ...string) []string {
+	var out []string
+	for _, kv := range os.Environ() {
+		k, _, _ := strings.Cut(kv, "=")
+		if !slices.Contains(names, k) {
+			out = append(out, kv)
+		}
+	}
+	return out
 }
 
 func tomlList(ss []string) string {

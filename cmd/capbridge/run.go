@@ -14,14 +14,14 @@ import (
 )
 
 func runRun(args []string, stdout, stderr io.Writer) int {
-	fs := newCmdFlags("run", "capbridge run [--lang typescript|python] [-c capbridge.toml | --attach CONTROL] [flags] FILE|-", `
+	fs := newCmdFlags("run", "capbridge run [--lang typescript|python|go] [-c capbridge.toml | --attach CONTROL] [flags] FILE|-", `
 Run one program in the jail, as capbridge mcp's run tool does: the façades
 of the servers it may reach are importable (TypeScript: import * as m from
-"./m.js"; Python: import m), under a grant for this run alone. It prints
+"./m.js"; Python: import m; Go: import "mcp/m"), under a grant for this run alone. It prints
 the program's stdout and stderr as they were kept, and exits with its exit
 status (--json: the whole result, accounting included, as JSON).`)
 	ff := addFrontFlags(fs)
-	lang := fs.String("lang", "", "the program's language (default: from FILE's extension, .ts or .py)")
+	lang := fs.String("lang", "", "the program's language (default: from FILE's extension, .ts, .py or .go)")
 	asJSON := fs.Bool("json", false, "print the run's result as JSON")
 	pos, code, ok := fs.parse(args, stdout, stderr)
 	if !ok {
@@ -47,13 +47,17 @@ status (--json: the whole result, accounting included, as JSON).`)
 			*lang = codemode.TypeScript
 		case strings.HasSuffix(pos[0], ".py"):
 			*lang = codemode.Python
+		case strings.HasSuffix(pos[0], ".go"):
+			*lang = codemode.Go
 		default:
-			return fs.usageError(stderr, "say --lang: %q does not end in .ts or .py", pos[0])
+			return fs.usageError(stderr, "say --lang: %q does not end in .ts, .py or .go", pos[0])
 		}
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 	ff.languages = *lang
+	// One program: a warm jail would be started only to be thrown away.
+	ff.warm = 0
 	f, code := ff.start(ctx, stderr)
 	if f == nil {
 		return code

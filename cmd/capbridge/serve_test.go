@@ -31,6 +31,7 @@ import (
 func TestMain(m *testing.M) {
 	mcptest.MaybeServe()
 	maybeBrowse()
+	maybeHarness()
 	leakcheck.Main(m)
 }
 

@@ -3,6 +3,11 @@
 # failing that, a top-level variable named result) and writes it to the
 # result channel (file descriptor 4) as JSON, then exits, so an open
 # capwire connection cannot keep the run alive.
+#
+# Warm (CAPBRIDGE_WARM set): it starts before its program exists, loads
+# the client, says so with one byte on descriptor 3, then waits there for
+# its environment (the run's token), a JSON array of "KEY=value" that the
+# jail's init writes once the program is in /work.
 import ast
 import asyncio
 import json
@@ -12,6 +17,17 @@ import traceback
 
 sys.path[:0] = ["/work", "/capbridge/python"]
 _RESULT = "__capbridge_result__"
+
+if os.environ.pop("CAPBRIDGE_WARM", None):
+    import capwire  # noqa: F401  (loaded before the program exists)
+
+    os.write(3, b"r")
+    with os.fdopen(3, encoding="utf-8") as f:
+        os.environ.update(kv.split("=", 1) for kv in json.load(f))
+    # /work was empty when the import system first looked.
+    import importlib
+
+    importlib.invalidate_caches()
 
 
 def _compile(path):

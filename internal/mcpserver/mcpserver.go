@@ -1,10 +1,11 @@
 // Package mcpserver implements the server side of MCP for a tools-only
-// server over stdio: the initialize handshake of the four legacy revisions
-// and the stateless 2026-07-28 revision (server/discover, versions carried
-// in each request's _meta), tools/list, tools/call run concurrently and
-// bounded, notifications/cancelled ending a call's context, and
-// notifications/progress for a call that asked for it. It is what
-// `capbridge mcp` speaks to an MCP host.
+// server, over stdio (Server.Serve) and Streamable HTTP (HTTP): the
+// initialize handshake of the four legacy revisions and the stateless
+// 2026-07-28 revision (server/discover, versions carried in each
+// request's _meta), tools/list, tools/call run concurrently and bounded,
+// cancellation ending a call's context, and notifications/progress for a
+// call that asked for it. It is what `capbridge mcp` speaks to an MCP
+// host.
 package mcpserver
 
 import (
@@ -183,19 +184,14 @@ func (c *conn) handle(ctx context.Context, line []byte) {
 	}
 	switch req.Method {
 	case "initialize":
-		c.initialize(req)
+		res, _ := c.srv.initialize(req.Params)
+		c.writeResult(req.ID, false, res)
 	case "server/discover":
-		c.writeResult(req.ID, true, map[string]any{
-			"supportedVersions": append([]string{modernVersion}, legacyVersions...),
-			"capabilities":      c.capabilities(),
-			"instructions":      c.srv.Instructions,
-			"ttlMs":             0,
-			"cacheScope":        "public",
-		})
+		c.writeResult(req.ID, true, c.srv.discover())
 	case "ping":
 		c.writeResult(req.ID, modern, map[string]any{})
 	case "tools/list":
-		c.writeResult(req.ID, modern, c.list(modern))
+		c.writeResult(req.ID, modern, c.srv.list(modern))
 	case "tools/call":
 		c.call(ctx, req, m, modern)
 	default:
@@ -203,33 +199,44 @@ func (c *conn) handle(ctx context.Context, line []byte) {
 	}
 }
 
-func (c *conn) capabilities() map[string]any {
+func capabilities() map[string]any {
 	return map[string]any{"tools": map[string]any{"listChanged": false}}
 }
 
-func (c *conn) initialize(req request) {
+// initialize answers initialize, and says which version it agreed.
+func (s *Server) initialize(params json.RawMessage) (map[string]any, string) {
 	var p struct {
 		ProtocolVersion string `json:"protocolVersion"`
 	}
-	_ = json.Unmarshal(req.Params, &p)
+	_ = json.Unmarshal(params, &p)
 	v := legacyVersions[0]
 	if slices.Contains(legacyVersions, p.ProtocolVersion) {
 		v = p.ProtocolVersion
 	}
 	res := map[string]any{
 		"protocolVersion": v,
-		"capabilities":    c.capabilities(),
-		"serverInfo":      map[string]any{"name": c.srv.Name, "version": c.srv.Version},
+		"capabilities":    capabilities(),
+		"serverInfo":      map[string]any{"name": s.Name, "version": s.Version},
 	}
-	if c.srv.Instructions != "" {
-		res["instructions"] = c.srv.Instructions
+	if s.Instructions != "" {
+		res["instructions"] = s.Instructions
 	}
-	c.writeResult(req.ID, false, res)
+	return res, v
 }
 
-func (c *conn) list(modern bool) map[string]any {
-	tools := make([]map[string]any, 0, len(c.srv.Tools))
-	for _, t := range c.srv.Tools {
+func (s *Server) discover() map[string]any {
+	return map[string]any{
+		"supportedVersions": append([]string{modernVersion}, legacyVersions...),
+		"capabilities":      capabilities(),
+		"instructions":      s.Instructions,
+		"ttlMs":             0,
+		"cacheScope":        "public",
+	}
+}
+
+func (s *Server) list(modern bool) map[string]any {
+	tools := make([]map[string]any, 0, len(s.Tools))
+	for _, t := range s.Tools {
 		e := map[string]any{"name": t.Name, "description": t.Description, "inputSchema": t.InputSchema}
 		if t.Title != "" {
 			e["title"] = t.Title
@@ -242,6 +249,56 @@ func (c *conn) list(modern bool) map[string]any {
 		out["ttlMs"], out["cacheScope"] = 0, "public"
 	}
 	return out
+}
+
+// tool is the tool named name, or nil.
+func (s *Server) tool(name string) *Tool {
+	for i := range s.Tools {
+		if s.Tools[i].Name == name {
+			return &s.Tools[i]
+		}
+	}
+	return nil
+}
+
+// callParams are tools/call's params.
+type callParams struct {
+	Name      string          `json:"name"`
+	Arguments json.RawMessage `json:"arguments"`
+}
+
+// args are the call's arguments, {} when none were sent.
+func (p *callParams) args() json.RawMessage {
+	if len(p.Arguments) == 0 || string(p.Arguments) == "null" {
+		return json.RawMessage("{}")
+	}
+	return p.Arguments
+}
+
+// callResult is a tool's Result as CallToolResult.
+func callResult(res *Result) map[string]any {
+	out := map[string]any{"content": []any{map[string]any{"type": "text", "text": res.Text}}, "isError": res.IsError}
+	if res.Structured != nil {
+		out["structuredContent"] = res.Structured
+	}
+	return out
+}
+
+// callErrorCode is the JSON-RPC code for a Call's error.
+func callErrorCode(err error) int {
+	if errors.Is(err, ErrBadParams) {
+		return codeInvalidParams
+	}
+	return codeInternal
+}
+
+// stamp adds what a 2026-07-28 result carries.
+func (s *Server) stamp(modern bool, result map[string]any) map[string]any {
+	if modern {
+		result["resultType"] = "complete"
+		result["_meta"] = map[string]any{"io.modelcontextprotocol/serverInfo": map[string]any{"name": s.Name, "version": s.Version}}
+	}
+	return result
 }
 
 func (c *conn) notification(req request) {
@@ -263,28 +320,17 @@ func (c *conn) notification(req request) {
 }
 
 func (c *conn) call(ctx context.Context, req request, m meta, modern bool) {
-	var p struct {
-		Name      string          `json:"name"`
-		Arguments json.RawMessage `json:"arguments"`
-	}
+	var p callParams
 	if err := json.Unmarshal(req.Params, &p); err != nil {
 		c.writeError(req.ID, codeInvalidParams, "tools/call params: "+err.Error())
 		return
 	}
-	var tool *Tool
-	for i := range c.srv.Tools {
-		if c.srv.Tools[i].Name == p.Name {
-			tool = &c.srv.Tools[i]
-		}
-	}
+	tool := c.srv.tool(p.Name)
 	if tool == nil {
 		c.writeError(req.ID, codeInvalidParams, "unknown tool: "+p.Name)
 		return
 	}
-	args := p.Arguments
-	if len(args) == 0 || string(args) == "null" {
-		args = json.RawMessage("{}")
-	}
+	args := p.args()
 	key := string(req.ID)
 	callCtx, cancel := context.WithCancel(ctx)
 	c.mu.Lock()
@@ -306,22 +352,7 @@ func (c *conn) call(ctx context.Context, req request, m meta, modern bool) {
 	}
 	progress := func(float64, float64, string) {}
 	if tok := m.Meta.ProgressToken; len(tok) > 0 && string(tok) != "null" {
-		var pmu sync.Mutex
-		progress = func(done, total float64, msg string) {
-			pmu.Lock()
-			defer pmu.Unlock()
-			if callCtx.Err() != nil {
-				return
-			}
-			params := map[string]any{"progressToken": tok, "progress": done}
-			if total > 0 {
-				params["total"] = total
-			}
-			if msg != "" {
-				params["message"] = msg
-			}
-			c.write(map[string]any{"jsonrpc": "2.0", "method": "notifications/progress", "params": params})
-		}
+		progress = progressFunc(callCtx, tok, c.write)
 	}
 	c.wg.Go(func() {
 		defer cancel()
@@ -335,27 +366,15 @@ func (c *conn) call(ctx context.Context, req request, m meta, modern bool) {
 			return
 		}
 		if err != nil {
-			code := codeInternal
-			if errors.Is(err, ErrBadParams) {
-				code = codeInvalidParams
-			}
-			c.writeError(req.ID, code, err.Error())
+			c.writeError(req.ID, callErrorCode(err), err.Error())
 			return
 		}
-		out := map[string]any{"content": []any{map[string]any{"type": "text", "text": res.Text}}, "isError": res.IsError}
-		if res.Structured != nil {
-			out["structuredContent"] = res.Structured
-		}
-		c.writeResult(req.ID, modern, out)
+		c.writeResult(req.ID, modern, callResult(res))
 	})
 }
 
 func (c *conn) writeResult(id json.RawMessage, modern bool, result map[string]any) {
-	if modern {
-		result["resultType"] = "complete"
-		result["_meta"] = map[string]any{"io.modelcontextprotocol/serverInfo": map[string]any{"name": c.srv.Name, "version": c.srv.Version}}
-	}
-	c.write(map[string]any{"jsonrpc": "2.0", "id": id, "result": result})
+	c.write(map[string]any{"jsonrpc": "2.0", "id": id, "result": c.srv.stamp(modern, result)})
 }
 
 func (c *conn) writeError(id json.RawMessage, code int, msg string) {

@@ -30,9 +30,9 @@ func testServer(started chan<- struct{}) *Server {
 	}}
 }
 
-// session runs Serve over pipes and returns a function that sends one
+// stdioSession runs Serve over pipes and returns a function that sends one
 // line and one that reads the next message.
-func session(t *testing.T, s *Server) (send func(string), next func() map[string]any, done func()) {
+func stdioSession(t *testing.T, s *Server) (send func(string), next func() map[string]any, done func()) {
 	inR, inW := io.Pipe()
 	outR, outW := io.Pipe()
 	errc := make(chan error, 1)
@@ -72,7 +72,7 @@ func session(t *testing.T, s *Server) (send func(string), next func() map[string
 func TestLegacySession(t *testing.T) {
 	defer leakcheck.Check(t)()
 	started := make(chan struct{}, 1)
-	send, next, done := session(t, testServer(started))
+	send, next, done := stdioSession(t, testServer(started))
 	defer done()
 	send(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"c","version":"1"}}}`)
 	if r := next()["result"].(map[string]any); r["protocolVersion"] != "2025-06-18" {
@@ -119,7 +119,7 @@ func jsonOf(v any) string { b, _ := json.Marshal(v); return string(b) }
 
 func TestModernSession(t *testing.T) {
 	defer leakcheck.Check(t)()
-	send, next, done := session(t, testServer(make(chan struct{}, 1)))
+	send, next, done := stdioSession(t, testServer(make(chan struct{}, 1)))
 	defer done()
 	const meta = `"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}`
 	send(`{"jsonrpc":"2.0","id":1,"method":"server/discover","params":{` + meta + `}}`)

@@ -115,6 +115,25 @@ func Children() []string {
 	return out
 }
 
+// Named lists the pids of every process on the host whose command line
+// holds marker: for a test that left a process with a unique argument
+// (`sleep 123456.789`) wherever it may have gone, a jail's PID namespace
+// or a session of its own, to find it, or to see that it is gone.
+func Named(marker string) []int {
+	var out []int
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || pid == os.Getpid() {
+			continue
+		}
+		if b, err := os.ReadFile("/proc/" + e.Name() + "/cmdline"); err == nil && bytes.Contains(b, []byte(marker)) {
+			out = append(out, pid)
+		}
+	}
+	return out
+}
+
 func waitChildren() []string { return poll(Children) }
 
 func waitGoroutines(before map[string]bool) []string {

@@ -1,0 +1,90 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/capbridge/capbridge/internal/mcpserver"
+)
+
+// httpFront is capbridge mcp's Streamable HTTP listener, opened before the
+// bridge boots so a bad address fails at once.
+type httpFront struct {
+	ln      net.Listener
+	local   bool
+	token   string
+	origins []string
+}
+
+// newHTTPFront opens addr. Off the loopback a bearer token is required:
+// from tokenFile, else $CAPBRIDGE_MCP_TOKEN.
+func newHTTPFront(addr, tokenFile, origins string) (*httpFront, error) {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return nil, fmt.Errorf("--listen %q: %v (give host:port, 127.0.0.1:8080)", addr, err)
+	}
+	ip := net.ParseIP(strings.Trim(host, "[]"))
+	local := strings.EqualFold(host, "localhost") || (ip != nil && ip.IsLoopback())
+	h := &httpFront{local: local, token: os.Getenv("CAPBRIDGE_MCP_TOKEN")}
+	if tokenFile != "" {
+		b, err := os.ReadFile(tokenFile)
+		if err != nil {
+			return nil, fmt.Errorf("--token-file: %v", err)
+		}
+		h.token = strings.TrimSpace(string(b))
+		if h.token == "" {
+			return nil, fmt.Errorf("--token-file %s is empty", tokenFile)
+		}
+	}
+	if !local && h.token == "" {
+		return nil, fmt.Errorf("--listen %s is not on the loopback: anyone who reaches it could run programs with your servers; "+
+			"give a bearer token (--token-file FILE, or $CAPBRIDGE_MCP_TOKEN), or listen on 127.0.0.1", addr)
+	}
+	for _, o := range strings.Split(origins, ",") {
+		if o = strings.TrimSpace(o); o != "" {
+			h.origins = append(h.origins, o)
+		}
+	}
+	if h.ln, err = net.Listen("tcp", addr); err != nil {
+		return nil, fmt.Errorf("--listen: %v", err)
+	}
+	return h, nil
+}
+
+// serve serves srv until ctx ends, then stops taking requests, ends the
+// sessions and waits (bounded) for the calls running.
+func (h *httpFront) serve(ctx context.Context, srv *mcpserver.Server, log zerolog.Logger) int {
+	handler := &mcpserver.HTTP{Server: srv, Token: h.token, Local: h.local, Origins: h.origins}
+	mux := http.NewServeMux()
+	mux.Handle("/mcp", handler)
+	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: time.Minute,
+		IdleTimeout: 2 * time.Minute, MaxHeaderBytes: 64 << 10,
+		BaseContext: func(net.Listener) context.Context { return ctx }}
+	url := "http://" + h.ln.Addr().String() + "/mcp"
+	log.Info().Str("url", url).Bool("token", h.token != "").Msg("serving MCP on Streamable HTTP")
+	errc := make(chan error, 1)
+	go func() { errc <- hs.Serve(h.ln) }()
+	select {
+	case err := <-errc:
+		log.Error().Err(err).Msg("the HTTP server stopped")
+		handler.Close()
+		return exitError
+	case <-ctx.Done():
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	handler.Close()
+	if err := hs.Shutdown(sctx); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		log.Warn().Err(err).Msg("requests still open at shutdown were cut")
+		_ = hs.Close()
+	}
+	return exitOK
+}

@@ -1,0 +1,544 @@
+package mcpserver
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"crypto/subtle"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+)
+
+// MCP over Streamable HTTP (one endpoint, POST; MCP's transports
+// chapter). Both eras share it:
+//
+//   - 2025-03-26 to 2025-11-25: initialize mints a session, whose id the
+//     client sends as Mcp-Session-Id on every later request (400 without
+//     it, 404 for one that ended); DELETE ends it; GET (a stream the server
+//     would push on) is 405, as this server pushes nothing; a call is
+//     cancelled by notifications/cancelled, not by a closed stream.
+//   - 2026-07-28: no session; every request carries its version in _meta,
+//     mirrored in MCP-Protocol-Version, and its method (and a tool's name)
+//     in Mcp-Method and Mcp-Name, which must match (400, HeaderMismatch);
+//     closing a call's response stream cancels it.
+//
+// A tools/call that asked for progress is answered as an SSE stream of
+// its progress notifications and then its response; everything else as
+// one JSON object.
+
+// Bounds of the HTTP carrier.
+const (
+	maxBody        = 4 << 20 // one JSON-RPC message in a POST
+	maxSessions    = 64      // live legacy sessions; the longest idle goes first
+	sessionIdle    = 30 * time.Minute
+	codeHeaderMism = -32020
+)
+
+// HTTP serves a Server over Streamable HTTP. Its fields must not change
+// once it serves; ServeHTTP may be called concurrently; Close ends every
+// session and waits for their calls.
+type HTTP struct {
+	Server *Server
+	// Token, when set, is the bearer token every request must carry
+	// (Authorization: Bearer TOKEN); 401 otherwise.
+	Token string
+	// Local makes it a local server (it listens on loopback): a request
+	// whose Host or Origin names another host is refused (403), which is
+	// what keeps a web page from reaching it by DNS rebinding.
+	Local bool
+	// Origins are the further Origin values allowed ("https://app.example").
+	Origins []string
+
+	once     sync.Once
+	mu       sync.Mutex
+	sessions map[string]*session
+	closed   bool
+	now      func() time.Time
+}
+
+// session is a legacy client's session.
+type session struct {
+	id       string
+	version  string
+	ctx      context.Context
+	cancel   context.CancelFunc
+	mu       sync.Mutex
+	inflight map[string]context.CancelFunc // by the JSON of the request id
+	lastUsed time.Time
+	wg       sync.WaitGroup
+}
+
+func (h *HTTP) init() {
+	h.once.Do(func() {
+		h.sessions = map[string]*session{}
+		if h.now == nil {
+			h.now = time.Now
+		}
+	})
+}
+
+// Close ends every session, cancelling its calls, and waits for them.
+func (h *HTTP) Close() {
+	h.init()
+	h.mu.Lock()
+	h.closed = true
+	all := make([]*session, 0, len(h.sessions))
+	for _, s := range h.sessions {
+		all = append(all, s)
+	}
+	h.sessions = map[string]*session{}
+	h.mu.Unlock()
+	for _, s := range all {
+		s.cancel()
+		s.wg.Wait()
+	}
+}
+
+func (h *HTTP) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	h.init()
+	if !h.hostAllowed(r) {
+		httpError(w, http.StatusForbidden, codeInvalidRequest, "this Host or Origin may not reach the server")
+		return
+	}
+	if h.Token != "" {
+		tok, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+		if !ok || subtle.ConstantTimeCompare([]byte(tok), []byte(h.Token)) != 1 {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="capbridge"`)
+			httpError(w, http.StatusUnauthorized, codeInvalidRequest, "a bearer token is required")
+			return
+		}
+	}
+	switch r.Method {
+	case http.MethodPost:
+		h.post(w, r)
+	case http.MethodDelete:
+		s, status := h.session(r)
+		if s == nil {
+			httpError(w, status, codeInvalidRequest, http.StatusText(status)+": Mcp-Session-Id")
+			return
+		}
+		h.end(s)
+		w.WriteHeader(http.StatusNoContent)
+	default:
+		w.Header().Set("Allow", "POST, DELETE")
+		httpError(w, http.StatusMethodNotAllowed, codeInvalidRequest, "this server sends nothing unasked: POST requests")
+	}
+}
+
+// hostAllowed checks Host and Origin against DNS rebinding: a local
+// server answers only names of the loopback, and any Origin must be the
+// loopback's or one configured.
+func (h *HTTP) hostAllowed(r *http.Request) bool {
+	if h.Local && !loopbackName(r.Host) {
+		return false
+	}
+	o := r.Header.Get("Origin")
+	if o == "" {
+		return true
+	}
+	if slices.Contains(h.Origins, o) {
+		return true
+	}
+	u, err := url.Parse(o)
+	return err == nil && h.Local && loopbackName(u.Host)
+}
+
+// loopbackName reports whether host[:port] names the loopback.
+func loopbackName(hostport string) bool {
+	host := hostport
+	if h, _, err := net.SplitHostPort(hostport); err == nil {
+		host = h
+	}
+	host = strings.TrimSuffix(strings.TrimPrefix(host, "["), "]")
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+func (h *HTTP) post(w http.ResponseWriter, r *http.Request) {
+	if ct, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type")); ct != "application/json" {
+		httpError(w, http.StatusUnsupportedMediaType, codeInvalidRequest, "the body must be application/json")
+		return
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
+	if err != nil {
+		httpError(w, http.StatusRequestEntityTooLarge, codeInvalidRequest, fmt.Sprintf("a message of at most %d bytes", maxBody))
+		return
+	}
+	var req request
+	if err := json.Unmarshal(body, &req); err != nil {
+		if t := bytes.TrimSpace(body); len(t) > 0 && t[0] == '[' {
+			httpError(w, http.StatusBadRequest, codeInvalidRequest, "batches are not supported")
+			return
+		}
+		httpError(w, http.StatusBadRequest, codeParse, "parse error: "+err.Error())
+		return
+	}
+	isRequest := len(req.ID) > 0 && string(req.ID) != "null"
+	if req.JSONRPC != "2.0" || (req.Method == "" && !isRequest) {
+		httpError(w, http.StatusBadRequest, codeInvalidRequest, "not a JSON-RPC 2.0 message")
+		return
+	}
+	if req.Method == "" {
+		w.WriteHeader(http.StatusAccepted) // a response: this server asked nothing
+		return
+	}
+	var m meta
+	_ = json.Unmarshal(req.Params, &m)
+	if m.Meta.Version != "" {
+		h.modern(w, r, req, m, isRequest)
+		return
+	}
+	h.legacy(w, r, req, m, isRequest)
+}
+
+// modern serves one 2026-07-28 message.
+func (h *HTTP) modern(w http.ResponseWriter, r *http.Request, req request, m meta, isRequest bool) {
+	mismatch := func(what, got, want string) {
+		reply(w, http.StatusBadRequest, errorMsg(req.ID, codeHeaderMism,
+			fmt.Sprintf("Header mismatch: %s header value %q does not match body value %q", what, got, want), nil))
+	}
+	if v := r.Header.Get("Mcp-Protocol-Version"); v != m.Meta.Version {
+		mismatch("MCP-Protocol-Version", v, m.Meta.Version)
+		return
+	}
+	if m.Meta.Version != modernVersion {
+		reply(w, http.StatusBadRequest, errorMsg(req.ID, codeUnsupportedVer, "Unsupported protocol version",
+			map[string]any{"supported": []string{modernVersion}, "requested": m.Meta.Version}))
+		return
+	}
+	if !isRequest {
+		w.WriteHeader(http.StatusAccepted)
+		return
+	}
+	if got := r.Header.Get("Mcp-Method"); got != req.Method {
+		mismatch("Mcp-Method", got, req.Method)
+		return
+	}
+	s := h.Server
+	switch req.Method {
+	case "server/discover":
+		reply(w, http.StatusOK, resultMsg(req.ID, s.stamp(true, s.discover())))
+	case "tools/list":
+		reply(w, http.StatusOK, resultMsg(req.ID, s.stamp(true, s.list(true))))
+	case "tools/call":
+		var p callParams
+		if err := json.Unmarshal(req.Params, &p); err != nil {
+			reply(w, http.StatusOK, errorMsg(req.ID, codeInvalidParams, "tools/call params: "+err.Error(), nil))
+			return
+		}
+		if got := headerValue(r.Header.Get("Mcp-Name")); got != p.Name {
+			mismatch("Mcp-Name", got, p.Name)
+			return
+		}
+		// Closing the response stream is the cancellation.
+		h.call(w, r.Context(), req, m, p, true)
+	default:
+		reply(w, http.StatusNotFound, errorMsg(req.ID, codeNoMethod, "method not found: "+req.Method, nil))
+	}
+}
+
+// headerValue decodes MCP's "=?base64?…?=" sentinel form.
+func headerValue(v string) string {
+	if inner, ok := strings.CutPrefix(v, "=?base64?"); ok {
+		if inner, ok = strings.CutSuffix(inner, "?="); ok {
+			if b, err := base64.StdEncoding.DecodeString(inner); err == nil {
+				return string(b)
+			}
+		}
+	}
+	return v
+}
+
+// legacy serves one message of a 2025-03-26..2025-11-25 client.
+func (h *HTTP) legacy(w http.ResponseWriter, r *http.Request, req request, m meta, isRequest bool) {
+	if v := r.Header.Get("Mcp-Protocol-Version"); v != "" && !slices.Contains(legacyVersions, v) {
+		httpError(w, http.StatusBadRequest, codeInvalidRequest, "unsupported MCP-Protocol-Version "+v+"; supported: "+strings.Join(append([]string{modernVersion}, legacyVersions...), ", "))
+		return
+	}
+	if req.Method == "initialize" {
+		if !isRequest {
+			httpError(w, http.StatusBadRequest, codeInvalidRequest, "initialize is a request")
+			return
+		}
+		res, v := h.Server.initialize(req.Params)
+		s, err := h.open(v)
+		if err != nil {
+			reply(w, http.StatusServiceUnavailable, errorMsg(req.ID, codeInternal, err.Error(), nil))
+			return
+		}
+		w.Header().Set("Mcp-Session-Id", s.id)
+		reply(w, http.StatusOK, resultMsg(req.ID, res))
+		return
+	}
+	s, status := h.session(r)
+	if s == nil {
+		httpError(w, status, codeInvalidRequest, http.StatusText(status)+": Mcp-Session-Id")
+		return
+	}
+	if !isRequest {
+		if req.Method == "notifications/cancelled" {
+			var p struct {
+				RequestID json.RawMessage `json:"requestId"`
+			}
+			if json.Unmarshal(req.Params, &p) == nil {
+				s.mu.Lock()
+				cancel := s.inflight[string(p.RequestID)]
+				s.mu.Unlock()
+				if cancel != nil {
+					cancel()
+				}
+			}
+		}
+		w.WriteHeader(http.StatusAccepted)
+		return
+	}
+	srv := h.Server
+	switch req.Method {
+	case "ping":
+		reply(w, http.StatusOK, resultMsg(req.ID, map[string]any{}))
+	case "tools/list":
+		reply(w, http.StatusOK, resultMsg(req.ID, srv.list(false)))
+	case "tools/call":
+		var p callParams
+		if err := json.Unmarshal(req.Params, &p); err != nil {
+			reply(w, http.StatusOK, errorMsg(req.ID, codeInvalidParams, "tools/call params: "+err.Error(), nil))
+			return
+		}
+		key := string(req.ID)
+		// The call lives with the session, not the connection: a client
+		// that loses the stream has not cancelled (it sends
+		// notifications/cancelled for that).
+		ctx, cancel := context.WithCancel(s.ctx)
+		defer cancel()
+		s.mu.Lock()
+		_, dup := s.inflight[key]
+		full := len(s.inflight) >= maxInFlight
+		if !dup && !full {
+			s.inflight[key] = cancel
+			s.wg.Add(1)
+		}
+		s.mu.Unlock()
+		switch {
+		case dup:
+			reply(w, http.StatusOK, errorMsg(req.ID, codeInvalidRequest, "a request with this id is still in flight", nil))
+			return
+		case full:
+			reply(w, http.StatusOK, errorMsg(req.ID, codeInternal, fmt.Sprintf("%d calls are running already; try again when one ends", maxInFlight), nil))
+			return
+		}
+		defer func() {
+			s.mu.Lock()
+			delete(s.inflight, key)
+			s.mu.Unlock()
+			s.wg.Done()
+		}()
+		h.call(w, ctx, req, m, p, false)
+	default:
+		reply(w, http.StatusOK, errorMsg(req.ID, codeNoMethod, "method not found: "+req.Method, nil))
+	}
+}
+
+// call runs a tool for one POST and writes its response: as JSON, or as
+// an SSE stream of progress then the response when the caller asked for
+// progress. A cancelled call is not answered.
+func (h *HTTP) call(w http.ResponseWriter, ctx context.Context, req request, m meta, p callParams, modern bool) {
+	tool := h.Server.tool(p.Name)
+	if tool == nil {
+		reply(w, http.StatusOK, errorMsg(req.ID, codeInvalidParams, "unknown tool: "+p.Name, nil))
+		return
+	}
+	progress := func(float64, float64, string) {}
+	var stream *sse
+	if tok := m.Meta.ProgressToken; len(tok) > 0 && string(tok) != "null" {
+		stream = startSSE(w)
+		progress = progressFunc(ctx, tok, stream.send)
+	}
+	res, err := tool.Call(ctx, p.args(), progress)
+	if ctx.Err() != nil {
+		return // cancelled: the receiver SHOULD not respond (MCP, cancellation)
+	}
+	var msg map[string]any
+	if err != nil {
+		msg = errorMsg(req.ID, callErrorCode(err), err.Error(), nil)
+	} else {
+		msg = resultMsg(req.ID, h.Server.stamp(modern, callResult(res)))
+	}
+	if stream != nil {
+		stream.send(msg)
+		return
+	}
+	reply(w, http.StatusOK, msg)
+}
+
+// progressFunc sends notifications/progress for tok through emit until
+// ctx ends; progress reports are serialised.
+func progressFunc(ctx context.Context, tok json.RawMessage, emit func(any)) Progress {
+	var mu sync.Mutex
+	return func(done, total float64, message string) {
+		mu.Lock()
+		defer mu.Unlock()
+		if ctx.Err() != nil {
+			return
+		}
+		params := map[string]any{"progressToken": tok, "progress": done}
+		if total > 0 {
+			params["total"] = total
+		}
+		if message != "" {
+			params["message"] = message
+		}
+		emit(map[string]any{"jsonrpc": "2.0", "method": "notifications/progress", "params": params})
+	}
+}
+
+// sse is a response written as Server-Sent Events, one message each.
+type sse struct {
+	mu sync.Mutex
+	w  http.ResponseWriter
+	rc *http.ResponseController
+}
+
+func startSSE(w http.ResponseWriter) *sse {
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.Header().Set("Cache-Control", "no-cache")
+	w.Header().Set("X-Accel-Buffering", "no")
+	w.WriteHeader(http.StatusOK)
+	s := &sse{w: w, rc: http.NewResponseController(w)}
+	_ = s.rc.Flush()
+	return s
+}
+
+func (s *sse) send(msg any) {
+	b, err := json.Marshal(msg)
+	if err != nil {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	_, _ = fmt.Fprintf(s.w, "event: message\ndata: %s\n\n", b)
+	_ = s.rc.Flush()
+}
+
+// open makes a session, ending the longest idle one when there are
+// maxSessions, or those idle past sessionIdle.
+func (h *HTTP) open(version string) (*session, error) {
+	var b [16]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	s := &session{id: hex.EncodeToString(b[:]), version: version, ctx: ctx, cancel: cancel,
+		inflight: map[string]context.CancelFunc{}, lastUsed: h.now()}
+	var gone []*session
+	h.mu.Lock()
+	if h.closed {
+		h.mu.Unlock()
+		cancel()
+		return nil, errors.New("mcpserver: shutting down")
+	}
+	for id, o := range h.sessions {
+		if h.now().Sub(o.lastUsed) > sessionIdle && o.idle() {
+			delete(h.sessions, id)
+			gone = append(gone, o)
+		}
+	}
+	if len(h.sessions) >= maxSessions {
+		var oldest *session
+		for _, o := range h.sessions {
+			if o.idle() && (oldest == nil || o.lastUsed.Before(oldest.lastUsed)) {
+				oldest = o
+			}
+		}
+		if oldest == nil {
+			h.mu.Unlock()
+			cancel()
+			return nil, fmt.Errorf("mcpserver: %d sessions are busy; end one (DELETE) or try again", maxSessions)
+		}
+		delete(h.sessions, oldest.id)
+		gone = append(gone, oldest)
+	}
+	h.sessions[s.id] = s
+	h.mu.Unlock()
+	for _, o := range gone {
+		o.cancel()
+	}
+	return s, nil
+}
+
+// idle reports whether no call of s runs.
+func (s *session) idle() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.inflight) == 0
+}
+
+// session is the request's session, or nil with the status to answer:
+// 400 without Mcp-Session-Id, 404 for one that is not (or no longer)
+// known.
+func (h *HTTP) session(r *http.Request) (*session, int) {
+	id := r.Header.Get("Mcp-Session-Id")
+	if id == "" {
+		return nil, http.StatusBadRequest
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	s := h.sessions[id]
+	if s == nil {
+		return nil, http.StatusNotFound
+	}
+	s.lastUsed = h.now()
+	return s, 0
+}
+
+// end ends a session: its calls are cancelled.
+func (h *HTTP) end(s *session) {
+	h.mu.Lock()
+	delete(h.sessions, s.id)
+	h.mu.Unlock()
+	s.cancel()
+}
+
+func resultMsg(id json.RawMessage, result map[string]any) map[string]any {
+	return map[string]any{"jsonrpc": "2.0", "id": id, "result": result}
+}
+
+func errorMsg(id json.RawMessage, code int, msg string, data any) map[string]any {
+	e := map[string]any{"code": code, "message": msg}
+	if data != nil {
+		e["data"] = data
+	}
+	if len(id) == 0 {
+		id = json.RawMessage("null")
+	}
+	return map[string]any{"jsonrpc": "2.0", "id": id, "error": e}
+}
+
+// httpError answers status with a JSON-RPC error that has no id.
+func httpError(w http.ResponseWriter, status, code int, msg string) {
+	reply(w, status, errorMsg(nil, code, msg, nil))
+}
+
+func reply(w http.ResponseWriter, status int, msg map[string]any) {
+	b, err := json.Marshal(msg)
+	if err != nil {
+		status, b = http.StatusInternalServerError, []byte(`{"jsonrpc":"2.0","id":null,"error":{"code":-32603,"message":"encoding the reply"}}`)
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_, _ = w.Write(b)
+}

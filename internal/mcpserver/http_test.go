@@ -1,0 +1,315 @@
+package mcpserver
+
+import (
+	"bufio"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/capbridge/capbridge/internal/testkit/leakcheck"
+)
+
+// httpClient posts JSON-RPC messages to one endpoint with chosen headers.
+type httpClient struct {
+	t   *testing.T
+	url string
+	hdr http.Header
+}
+
+// post sends body with c's headers and extra, and returns the response.
+func (c *httpClient) post(body string, extra ...string) *http.Response {
+	c.t.Helper()
+	req, err := http.NewRequest(http.MethodPost, c.url, strings.NewReader(body))
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	req.Header = c.hdr.Clone()
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	for i := 0; i+1 < len(extra); i += 2 {
+		req.Header.Set(extra[i], extra[i+1])
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	return resp
+}
+
+// decode reads a JSON response's body, checking its status.
+func decode(t *testing.T, resp *http.Response, status int) map[string]any {
+	t.Helper()
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != status {
+		t.Fatalf("status %d, want %d: %s", resp.StatusCode, status, b)
+	}
+	if len(b) == 0 {
+		return nil
+	}
+	var m map[string]any
+	if err := json.Unmarshal(b, &m); err != nil {
+		t.Fatalf("body %q: %v", b, err)
+	}
+	return m
+}
+
+// events reads an SSE response's messages as they come.
+func events(t *testing.T, resp *http.Response) <-chan map[string]any {
+	t.Helper()
+	if ct := resp.Header.Get("Content-Type"); ct != "text/event-stream" {
+		t.Fatalf("content type %q, want an SSE stream", ct)
+	}
+	ch := make(chan map[string]any, 16)
+	go func() {
+		defer close(ch)
+		defer resp.Body.Close()
+		sc := bufio.NewScanner(resp.Body)
+		for sc.Scan() {
+			if d, ok := strings.CutPrefix(sc.Text(), "data: "); ok {
+				var m map[string]any
+				if json.Unmarshal([]byte(d), &m) == nil {
+					ch <- m
+				}
+			}
+		}
+	}()
+	return ch
+}
+
+func recv(t *testing.T, ch <-chan map[string]any) map[string]any {
+	t.Helper()
+	select {
+	case m, ok := <-ch:
+		if !ok {
+			t.Fatal("the stream ended")
+		}
+		return m
+	case <-time.After(time.Minute):
+		t.Fatal("nothing on the stream in a minute")
+		return nil
+	}
+}
+
+func errCode(m map[string]any) any {
+	e, _ := m["error"].(map[string]any)
+	return e["code"]
+}
+
+// The legacy era over HTTP: initialize mints a session; a request without
+// it is 400, with an unknown one 404; a call that asked for progress is an
+// SSE stream of progress then its response; notifications/cancelled ends
+// a call, which is not answered; DELETE ends the session; GET is 405; an
+// unsupported MCP-Protocol-Version is 400.
+func TestHTTPLegacy(t *testing.T) {
+	defer leakcheck.Check(t)()
+	started := make(chan struct{}, 1)
+	h := &HTTP{Server: testServer(started), Local: true}
+	ts := httptest.NewServer(h)
+	defer ts.Close()
+	defer h.Close()
+	c := &httpClient{t: t, url: ts.URL + "/mcp", hdr: http.Header{}}
+
+	resp := c.post(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"c","version":"1"}}}`)
+	sid := resp.Header.Get("Mcp-Session-Id")
+	if r := decode(t, resp, 200)["result"].(map[string]any); r["protocolVersion"] != "2025-06-18" || len(sid) != 32 {
+		t.Fatalf("initialize: %v, session %q", r, sid)
+	}
+	if m := decode(t, c.post(`{"jsonrpc":"2.0","id":2,"method":"tools/list"}`), 400); m["error"] == nil {
+		t.Errorf("without a session: %v", m)
+	}
+	decode(t, c.post(`{"jsonrpc":"2.0","id":2,"method":"tools/list"}`, "Mcp-Session-Id", "0123"), 404)
+	c.hdr.Set("Mcp-Session-Id", sid)
+	c.hdr.Set("Mcp-Protocol-Version", "2025-06-18")
+	decode(t, c.post(`{"jsonrpc":"2.0","method":"notifications/initialized"}`), 202)
+	if tools := decode(t, c.post(`{"jsonrpc":"2.0","id":2,"method":"tools/list"}`), 200)["result"].(map[string]any)["tools"].([]any); len(tools) != 2 {
+		t.Fatalf("tools/list: %v", tools)
+	}
+	if r := decode(t, c.post(`{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"echo","arguments":{"a":1}}}`), 200)["result"].(map[string]any); r["content"].([]any)[0].(map[string]any)["text"] != `{"a":1}` {
+		t.Fatalf("echo: %v", r)
+	}
+	decode(t, c.post(`{"jsonrpc":"2.0","id":4,"method":"ping"}`, "Mcp-Protocol-Version", "2099-01-01"), 400)
+
+	// A long call, with progress, cancelled by notification: its stream
+	// carries the progress and then ends unanswered.
+	stream := events(t, c.post(`{"jsonrpc":"2.0","id":"b","method":"tools/call","params":{"name":"block","_meta":{"progressToken":"p"}}}`))
+	if p := recv(t, stream); p["method"] != "notifications/progress" || p["params"].(map[string]any)["progressToken"] != "p" {
+		t.Fatalf("progress: %v", p)
+	}
+	<-started
+	decode(t, c.post(`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":"b"}}`), 202)
+	for m := range stream {
+		t.Errorf("after its cancellation, the call's stream carried %v", m)
+	}
+
+	req, _ := http.NewRequest(http.MethodGet, c.url, nil)
+	req.Header = c.hdr.Clone()
+	if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode != 405 {
+		t.Errorf("GET: %v, %v", resp, err)
+	} else {
+		resp.Body.Close()
+	}
+	req, _ = http.NewRequest(http.MethodDelete, c.url, nil)
+	req.Header = c.hdr.Clone()
+	if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode != 204 {
+		t.Errorf("DELETE: %v, %v", resp, err)
+	} else {
+		resp.Body.Close()
+	}
+	decode(t, c.post(`{"jsonrpc":"2.0","id":5,"method":"ping"}`), 404)
+}
+
+// The 2026-07-28 era over HTTP: no session; the headers must mirror the
+// body (HeaderMismatch, 400, -32020); an unsupported version is 400 with
+// the supported list; an unknown method is 404 with -32601; a call with
+// progress is an SSE stream, and closing it cancels the call.
+func TestHTTPModern(t *testing.T) {
+	defer leakcheck.Check(t)()
+	started := make(chan struct{}, 1)
+	cancelled := make(chan struct{})
+	srv := testServer(started)
+	srv.Tools = append(srv.Tools, Tool{Name: "wait", InputSchema: json.RawMessage(`{"type":"object"}`),
+		Call: func(ctx context.Context, _ json.RawMessage, p Progress) (*Result, error) {
+			p(1, 0, "waiting")
+			<-ctx.Done()
+			close(cancelled)
+			return &Result{Text: "never sent"}, nil
+		}})
+	h := &HTTP{Server: srv, Local: true}
+	ts := httptest.NewServer(h)
+	defer ts.Close()
+	defer h.Close()
+	c := &httpClient{t: t, url: ts.URL + "/mcp", hdr: http.Header{"Mcp-Protocol-Version": {"2026-07-28"}}}
+	const meta = `"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}`
+
+	r := decode(t, c.post(`{"jsonrpc":"2.0","id":1,"method":"server/discover","params":{`+meta+`}}`, "Mcp-Method", "server/discover"), 200)
+	if res := r["result"].(map[string]any); res["resultType"] != "complete" || !strings.Contains(jsonOf(res["supportedVersions"]), "2026-07-28") {
+		t.Fatalf("discover: %v", r)
+	}
+	if resp := c.post(`{"jsonrpc":"2.0","id":1,"method":"server/discover","params":{`+meta+`}}`, "Mcp-Method", "server/discover"); resp.Header.Get("Mcp-Session-Id") != "" {
+		t.Error("a 2026-07-28 response carries a session id")
+	} else {
+		resp.Body.Close()
+	}
+	for _, bad := range []struct{ body, method, name, version string }{
+		{`{"jsonrpc":"2.0","id":2,"method":"tools/list","params":{` + meta + `}}`, "tools/call", "", "2026-07-28"},
+		{`{"jsonrpc":"2.0","id":2,"method":"tools/list","params":{` + meta + `}}`, "tools/list", "", "2025-11-25"},
+		{`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"echo",` + meta + `}}`, "tools/call", "other", "2026-07-28"},
+		{`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"echo",` + meta + `}}`, "tools/call", "", "2026-07-28"},
+	} {
+		if m := decode(t, c.post(bad.body, "Mcp-Method", bad.method, "Mcp-Name", bad.name, "Mcp-Protocol-Version", bad.version), 400); errCode(m) != float64(codeHeaderMism) {
+			t.Errorf("%s with Mcp-Method %q, Mcp-Name %q, version %q: %v, want HeaderMismatch", bad.body, bad.method, bad.name, bad.version, m)
+		}
+	}
+	// Mcp-Name in MCP's base64 form.
+	enc := "=?base64?" + base64.StdEncoding.EncodeToString([]byte("echo")) + "?="
+	if m := decode(t, c.post(`{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"echo","arguments":{"b":2},`+meta+`}}`,
+		"Mcp-Method", "tools/call", "Mcp-Name", enc), 200); m["result"].(map[string]any)["resultType"] != "complete" {
+		t.Errorf("a call: %v", m)
+	}
+	m := decode(t, c.post(`{"jsonrpc":"2.0","id":4,"method":"tools/list","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2099-01-01"}}}`,
+		"Mcp-Method", "tools/list", "Mcp-Protocol-Version", "2099-01-01"), 400)
+	if errCode(m) != float64(codeUnsupportedVer) || !strings.Contains(jsonOf(m), `"supported":["2026-07-28"]`) {
+		t.Errorf("an unsupported version: %v", m)
+	}
+	if m := decode(t, c.post(`{"jsonrpc":"2.0","id":5,"method":"resources/list","params":{`+meta+`}}`, "Mcp-Method", "resources/list"), 404); errCode(m) != float64(codeNoMethod) {
+		t.Errorf("an unknown method: %v", m)
+	}
+
+	// Closing the response stream is the cancellation.
+	ctx, cancel := context.WithCancel(context.Background())
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, c.url, strings.NewReader(
+		`{"jsonrpc":"2.0","id":6,"method":"tools/call","params":{"name":"wait","_meta":{"progressToken":1,"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}}`))
+	req.Header = c.hdr.Clone()
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Mcp-Method", "tools/call")
+	req.Header.Set("Mcp-Name", "wait")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := recv(t, events(t, resp)); p["method"] != "notifications/progress" {
+		t.Fatalf("progress: %v", p)
+	}
+	cancel()
+	select {
+	case <-cancelled:
+	case <-time.After(time.Minute):
+		t.Fatal("closing the stream did not cancel the call")
+	}
+}
+
+// DNS rebinding and authentication: a local server refuses a Host or an
+// Origin that is not the loopback's (403); a token, when set, is required
+// (401 without it).
+func TestHTTPGuards(t *testing.T) {
+	defer leakcheck.Check(t)()
+	h := &HTTP{Server: testServer(make(chan struct{}, 1)), Local: true, Token: "s3cret", Origins: []string{"https://app.example"}}
+	ts := httptest.NewServer(h)
+	defer ts.Close()
+	defer h.Close()
+	const ping = `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25"}}`
+	c := &httpClient{t: t, url: ts.URL + "/mcp", hdr: http.Header{}}
+	resp := c.post(ping)
+	if resp.StatusCode != 401 || !strings.HasPrefix(resp.Header.Get("WWW-Authenticate"), "Bearer") {
+		t.Errorf("without a token: %d %v", resp.StatusCode, resp.Header)
+	}
+	resp.Body.Close()
+	decode(t, c.post(ping, "Authorization", "Bearer wrong"), 401)
+	c.hdr.Set("Authorization", "Bearer s3cret")
+	decode(t, c.post(ping), 200)
+	decode(t, c.post(ping, "Origin", "http://localhost:5173"), 200)
+	decode(t, c.post(ping, "Origin", "https://app.example"), 200)
+	decode(t, c.post(ping, "Origin", "https://evil.example"), 403)
+	req, _ := http.NewRequest(http.MethodPost, c.url, strings.NewReader(ping))
+	req.Header = c.hdr.Clone()
+	req.Header.Set("Content-Type", "application/json")
+	req.Host = "evil.example:80"
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil || resp.StatusCode != 403 {
+		t.Errorf("a rebound Host: %v, %v", resp, err)
+	}
+	if resp != nil {
+		resp.Body.Close()
+	}
+	decode(t, c.post(`[{"jsonrpc":"2.0","id":1,"method":"ping"}]`), 400)
+	decode(t, c.post(`not json`), 400)
+}
+
+// FuzzHTTP: whatever a POST carries, the handler answers with a status
+// and never panics.
+func FuzzHTTP(f *testing.F) {
+	for _, s := range []string{
+		`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18"}}`,
+		`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"echo","arguments":[1],"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}}`,
+		`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":{}}}`,
+		`{"jsonrpc":"2.0","id":3}`, `[]`, "\x00\xff",
+	} {
+		f.Add(s, "2026-07-28", "tools/call", "echo")
+	}
+	h := &HTTP{Server: &Server{Name: "f", Version: "1", Tools: []Tool{{Name: "echo", InputSchema: json.RawMessage(`{"type":"object"}`),
+		Call: func(_ context.Context, args json.RawMessage, _ Progress) (*Result, error) {
+			return &Result{Text: string(args)}, nil
+		}}}}}
+	defer h.Close()
+	f.Fuzz(func(t *testing.T, body, version, method, name string) {
+		req := httptest.NewRequest(http.MethodPost, "/mcp", strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		for k, v := range map[string]string{"Mcp-Protocol-Version": version, "Mcp-Method": method, "Mcp-Name": name} {
+			if !strings.ContainsAny(v, "\r\n\x00") {
+				req.Header.Set(k, v)
+			}
+		}
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, req)
+		if w.Code < 200 || w.Code > 599 {
+			t.Fatalf("status %d", w.Code)
+		}
+	})
+}
