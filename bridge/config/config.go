@@ -70,6 +70,7 @@
 package config
 
 import (
+	"bytes"
 	"cmp"
 	"errors"
 	"fmt"
@@ -402,6 +403,7 @@ func Load(name string, data []byte) (*Config, error) {
 	if len(data) > maxFileSize {
 		return nil, fmt.Errorf("%s: %w", name, ErrTooLarge)
 	}
+	data = bytes.TrimPrefix(data, utf8BOM) // as a Windows editor saves it
 	var doc map[string]any
 	if err := toml.Unmarshal(data, &doc); err != nil {
 		var de *toml.DecodeError
