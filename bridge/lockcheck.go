@@ -22,17 +22,21 @@ type lockPolicy struct {
 }
 
 // lockedTool turns a listed tool into its lock form: every member a
-// model or program relies on, annotations as the specification spells
-// them.
+// model or program relies on, the annotations whole (a key the
+// specification does not define yet is still the server's claim, and a
+// change to it is still a change).
 func lockedTool(t mcpwire.Tool) (*lock.Tool, error) {
 	l := lock.Listed{Name: t.Name, Title: t.Title, Description: t.Description,
-		InputSchema: t.InputSchema, OutputSchema: t.OutputSchema, Meta: t.Meta}
+		InputSchema: t.InputSchema, OutputSchema: t.OutputSchema, Icons: t.Icons, Execution: t.Execution, Meta: t.Meta}
 	if a := t.Annotations; a != nil {
-		b, err := json.Marshal(listedAnnotations{a.Title, a.ReadOnlyHint, a.DestructiveHint, a.IdempotentHint, a.OpenWorldHint})
-		if err != nil {
-			return nil, err
+		l.Annotations = a.Raw
+		if l.Annotations == nil {
+			b, err := json.Marshal(listedAnnotations{a.Title, a.ReadOnlyHint, a.DestructiveHint, a.IdempotentHint, a.OpenWorldHint})
+			if err != nil {
+				return nil, err
+			}
+			l.Annotations = b
 		}
-		l.Annotations = b
 	}
 	return lock.NewTool(l)
 }

@@ -122,6 +122,9 @@ type server struct {
 	// lock holds each listing to the lock; nil: no lock. Set by New
 	// before run starts.
 	lock *lockPolicy
+	// hinted is every tool the server has marked destructiveHint: true
+	// in any listing (noteHints); guarded by mu.
+	hinted map[string]bool
 
 	metrics *serverSeries // set by newMetrics; nil records nothing
 }

@@ -64,6 +64,7 @@
 //	tools.deny       = ["delete_repo"]               # these are absent
 //	stderr_to_caller = false                         # show the end of its stderr (redacted, 2 KiB) in denials
 //	destructive      = ["delete_repo"]               # callable only by a grant that names them or allows destructive
+//	not_destructive  = ["move_file"]                 # overrides the server's destructiveHint: true (honoured by default)
 //
 //	[mcp.github.restrict.create_issue]              # argument guards of one tool, by JSON Pointer
 //	"/repo" = { prefix = "acme/" }                  # also: values = [...], pattern = "re", min = 0, max = 10, optional = true
@@ -177,8 +178,15 @@ type Server struct {
 	StderrToCaller bool
 	// Destructive names the tools the operator declares destructive: a
 	// grant calls one only if it names it or allows destructive tools.
-	// A server's own destructiveHint is shown, never trusted.
+	// A tool the server marks destructiveHint: true is destructive too
+	// (a hint that asks for more care is honoured), unless it is named
+	// in NotDestructive; a server's claim that a tool is not destructive
+	// is never trusted.
 	Destructive []string
+	// NotDestructive names tools the operator overrides a server's
+	// destructiveHint for: they are not destructive whatever the server
+	// says.
+	NotDestructive []string
 	// Restrict is every argument guard, sorted by tool then pointer.
 	Restrict []Guard
 	// Strict makes a tools.allow, tools.deny, destructive or restrict
@@ -610,6 +618,8 @@ func (r *reader) servers(t map[string]any) []Server {
 				r.boolean(k2, v, &s.StderrToCaller)
 			case "destructive":
 				r.strs(k2, v, &s.Destructive)
+			case "not_destructive":
+				r.strs(k2, v, &s.NotDestructive)
 			case "restrict":
 				r.restrict(k2, v, &s)
 			default:
@@ -658,6 +668,11 @@ func (r *reader) checkServer(key string, st map[string]any, s *Server) {
 			r.fail(key+".tools", "name each tool in allow or deny, not both", "tool %q is both allowed and denied", d)
 		}
 	}
+	for _, d := range s.NotDestructive {
+		if slices.Contains(s.Destructive, d) {
+			r.fail(key+".not_destructive", "name each tool in destructive or not_destructive, not both", "tool %q is declared destructive and not destructive", d)
+		}
+	}
 }
 
 // InflightPerGrant is the most calls of one grant that run at the server
@@ -688,7 +703,7 @@ func (s *Server) UnmatchedTools(has func(name string) bool) []string {
 	for _, l := range []struct {
 		key   string
 		names []string
-	}{{"tools.allow", s.ToolsAllow}, {"tools.deny", s.ToolsDeny}, {"destructive", s.Destructive}, {"restrict", guarded}} {
+	}{{"tools.allow", s.ToolsAllow}, {"tools.deny", s.ToolsDeny}, {"destructive", s.Destructive}, {"not_destructive", s.NotDestructive}, {"restrict", guarded}} {
 		for _, n := range l.names {
 			if !has(n) {
 				out = append(out, fmt.Sprintf("%s %q", l.key, n))

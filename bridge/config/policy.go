@@ -315,3 +315,7 @@ func (s *Server) Guards(tool string) []Guard {
 
 // IsDestructive reports whether the operator declared tool destructive.
 func (s *Server) IsDestructive(tool string) bool { return slices.Contains(s.Destructive, tool) }
+
+// IsNotDestructive reports whether the operator overrode a destructive
+// hint for tool (not_destructive).
+func (s *Server) IsNotDestructive(tool string) bool { return slices.Contains(s.NotDestructive, tool) }

@@ -89,7 +89,8 @@ var serverSpec = []keySpec{
 	{name: "max_queue_per_grant", kind: kindCountOrZero, doc: "one grant's share of max_queue; default half of it"},
 	{name: "tools", kind: kindTools, doc: "tools.allow: only these are generated and callable; tools.deny: these are absent"},
 	{name: "stderr_to_caller", kind: kindBool, doc: "show callers the end of the server's stderr (env values redacted, at most 2 KiB) when it fails; default false: only the operator sees it"},
-	{name: "destructive", kind: kindStrings, doc: "tools the operator declares destructive: callable only by a grant that names them (--tools) or allows destructive tools (--allow-destructive); the server's own annotations are hints, never trusted"},
+	{name: "destructive", kind: kindStrings, doc: "tools the operator declares destructive: callable only by a grant that names them (--tools) or allows destructive tools (--allow-destructive); a tool the server marks destructiveHint: true is destructive too, and stays so for the life of the process"},
+	{name: "not_destructive", kind: kindStrings, doc: "tools whose server's destructiveHint: true the operator overrides: not destructive; a server's claim that a tool is not destructive is never needed nor trusted"},
 	{name: "restrict", kind: kindRestrict, doc: `argument guards: a table per tool, in it a table per JSON Pointer into the arguments ("/path") with values, prefix, pattern, min, max and optional; a call that breaks one is denied not_granted`},
 }
 

@@ -36,10 +36,16 @@ an existing file without --force.`)
 	if len(pos) != 0 {
 		return fs.usageError(stderr, "unexpected argument %q; init takes only flags", pos[0])
 	}
-	data, secret, err := initConfig(*from, *workspace, *out)
+	data, secret, warnings, err := initConfig(*from, *workspace, *out)
 	if err != nil {
 		fmt.Fprintln(stderr, err)
 		return exitConfig
+	}
+	// What was left out is said on screen as well as in the file, whose
+	// end nobody may read: a remote server silently missing from the
+	// config is a tool that silently stops working.
+	for _, w := range warnings {
+		fmt.Fprintf(stderr, "capbridge init: left out: %v\n", w)
 	}
 	if *out == "-" {
 		_, _ = stdout.Write(data)
@@ -82,8 +88,9 @@ func writeNew(path string, data []byte, mode os.FileMode, force bool) error {
 
 // initConfig renders the file, and checks that serve's reader takes it.
 // secret reports whether it holds env values or expanded variables,
-// either of which may be a credential.
-func initConfig(from, workspace, out string) (data []byte, secret bool, err error) {
+// either of which may be a credential; warnings are the entries of the
+// editor's file that were left out (remote or disabled servers).
+func initConfig(from, workspace, out string) (data []byte, secret bool, warnings config.ErrorList, err error) {
 	var b strings.Builder
 	b.WriteString(initHeader)
 	if from != "" {
@@ -94,9 +101,10 @@ func initConfig(from, workspace, out string) (data []byte, secret bool, err erro
 	if from == "" {
 		b.WriteString(initNoServers)
 	} else {
-		servers, warnings, err := convertEditor(from, workspace)
+		var servers []convertedServer
+		servers, warnings, err = convertEditor(from, workspace)
 		if err != nil {
-			return nil, false, err
+			return nil, false, nil, err
 		}
 		for _, s := range servers {
 			writeServer(&b, s)
@@ -118,9 +126,9 @@ func initConfig(from, workspace, out string) (data []byte, secret bool, err erro
 		name = "(standard output)"
 	}
 	if _, err := config.Load(name, data); err != nil {
-		return nil, false, fmt.Errorf("capbridge init: the file would not load, so it is not written:\n%v", err)
+		return nil, false, nil, fmt.Errorf("capbridge init: the file would not load, so it is not written:\n%v", err)
 	}
-	return data, secret, nil
+	return data, secret, warnings, nil
 }
 
 // convertedServer is an editor's server with the variables its entry

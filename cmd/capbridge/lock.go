@@ -9,6 +9,7 @@ import (
 	"maps"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"slices"
 	"strings"
 	"syscall"
@@ -140,7 +141,8 @@ written, 2 bad command line, 4 configuration error.`)
 	return exitOK
 }
 
-// readLock reads and decodes a lock file.
+// readLock reads and decodes a lock file, once it has checked who may
+// have written it (trustedFile).
 func readLock(path string) (*lock.File, error) {
 	f, err := os.Open(path)
 	if err != nil {
@@ -150,6 +152,9 @@ func readLock(path string) (*lock.File, error) {
 		return nil, err
 	}
 	defer f.Close()
+	if err := trustedFile(f, path); err != nil {
+		return nil, err
+	}
 	data, err := io.ReadAll(io.LimitReader(f, lock.MaxFileSize+1))
 	if err != nil {
 		return nil, fmt.Errorf("%s: %v", path, err)
@@ -214,4 +219,48 @@ func plural(n int, noun string) string {
 		return "1 " + noun
 	}
 	return fmt.Sprintf("%d %ss", n, noun)
+}
+
+// trustedFile checks who may have written the open file f (at path): a
+// lock decides which tools are served, and its digests detect damage,
+// not forgery (whoever can write the file can compute them). So it must
+// belong to capbridge's user or root and be writable by no one else,
+// and so must its directory, whose writers can replace it: the group's
+// write bit is allowed only for capbridge's own group (a user-private
+// group, as many systems give each user), and a directory writable by
+// everyone only when it is sticky, as /tmp is.
+func trustedFile(f *os.File, path string) error {
+	fi, err := f.Stat()
+	if err != nil {
+		return err
+	}
+	if err := writableByOthers(fi, path, "lock file"); err != nil {
+		return err
+	}
+	dir := filepath.Dir(path)
+	di, err := os.Stat(dir)
+	if err != nil {
+		return err
+	}
+	return writableByOthers(di, dir, "the lock's directory")
+}
+
+// writableByOthers says how someone other than capbridge's user (or
+// root) could write fi, or nil.
+func writableByOthers(fi os.FileInfo, path, what string) error {
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok {
+		return fmt.Errorf("%s %s: cannot read its owner", what, path)
+	}
+	mode := fi.Mode()
+	sticky := fi.IsDir() && mode&os.ModeSticky != 0
+	switch {
+	case int(st.Uid) != os.Geteuid() && st.Uid != 0:
+		return fmt.Errorf("%s %s belongs to uid %d, not to capbridge's user (uid %d) or root: its owner decides which tools are served; chown it", what, path, st.Uid, os.Geteuid())
+	case mode.Perm()&0o002 != 0 && !sticky:
+		return fmt.Errorf("%s %s is writable by every user (mode %04o): any of them decides which tools are served; chmod o-w %s", what, path, mode.Perm(), path)
+	case mode.Perm()&0o020 != 0 && int(st.Gid) != os.Getegid() && !sticky:
+		return fmt.Errorf("%s %s is writable by group %d (mode %04o), not capbridge's own: its members decide which tools are served; chmod g-w %s", what, path, st.Gid, mode.Perm(), path)
+	}
+	return nil
 }

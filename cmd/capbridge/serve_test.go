@@ -59,6 +59,7 @@ func TestServe(t *testing.T) {
 	})
 	t.Run("audit_path", func(t *testing.T) { testAuditPath(t, bin) })
 	t.Run("lock", func(t *testing.T) { testServeLock(t, bin) })
+	t.Run("lock others can write", func(t *testing.T) { testServeLockTrust(t, bin) })
 	t.Run("ready when the sockets are open", func(t *testing.T) {
 		dir := shortTempDir(t)
 		cfg := filepath.Join(dir, "capbridge.toml")
