@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -71,7 +73,7 @@ type server struct {
 	// server's stderr lines, requests and notifications through it.
 	log    zerolog.Logger
 	logs   *auditlog.Limiter // log's limiter; flushed when the server ends
-	redact *redact.Redactor  // the values of cfg.Env, for what callers are told
+	redact *redact.Redactor  // the values of its environment (secretsOf), for what callers are told
 	audit  zerolog.Logger
 	opts   bootOptions
 
@@ -135,7 +137,7 @@ func newServer(cfg config.Server, log, audit zerolog.Logger, o bootOptions, prog
 		cfg:        cfg,
 		log:        log,
 		logs:       logs,
-		redact:     redact.New(cfg.Env),
+		redact:     redact.New(secretsOf(cfg, os.LookupEnv)),
 		audit:      audit,
 		opts:       o,
 		jitter:     equalJitter,
@@ -147,6 +149,22 @@ func newServer(cfg config.Server, log, audit zerolog.Logger, o bootOptions, prog
 	}
 	s.launch = s.start
 	return s
+}
+
+// secretsOf is every variable the server runs with, by name: its env,
+// and the values it inherits from capbridge's environment (inherit_env),
+// looked up with lookup. Any of them may be a credential (a token
+// exported in the shell that started capbridge and passed through), and
+// a server may print any of them.
+func secretsOf(cfg config.Server, lookup func(string) (string, bool)) map[string]string {
+	out := make(map[string]string, len(cfg.Env)+len(cfg.InheritEnv))
+	for _, name := range cfg.InheritEnv {
+		if v, ok := lookup(name); ok {
+			out[name] = v
+		}
+	}
+	maps.Copy(out, cfg.Env) // a value given explicitly wins, as at spawn
+	return out
 }
 
 // bootOptions carry what boot needs beyond the server's own config.
