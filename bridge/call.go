@@ -70,6 +70,9 @@ func (b *Bridge) call(ctx context.Context, req callRequest) outcome {
 		return deny(capwire.CodeShuttingDown, "capbridge is shutting down")
 	}
 	defer b.flight.Retire()
+	if o, blocked := b.auditBlocked(req.grant); blocked {
+		return o
+	}
 	s, ok := b.servers[req.server]
 	switch {
 	case !ok:

@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -82,6 +83,12 @@ type Grant struct {
 	ctx    context.Context // cancelled, with the reason as cause, on revoke or expiry
 	cancel context.CancelCauseFunc
 	timer  *time.Timer
+
+	// The grant's audit budget (audit.go): bytes left, lines dropped once
+	// it was spent, and whether that was announced.
+	auditLeft    atomic.Int64
+	auditDropped atomic.Int64
+	auditSpent   atomic.Bool
 }
 
 // Context is done when the grant is revoked or expires; context.Cause
@@ -229,6 +236,16 @@ func grantIDOf(token string) string {
 		return ""
 	}
 	return id
+}
+
+// live1 returns the live grant with id, or nil.
+func (t *grantTable) live1(id string) *Grant {
+	if id == "" {
+		return nil
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.byID[id]
 }
 
 // revoke ends the grant named by id or token. It reports whether a live

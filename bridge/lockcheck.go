@@ -120,14 +120,14 @@ func (s *server) reportDrift(p *lockPolicy, drift map[string][]lock.Drift, absen
 		for i, x := range d {
 			details[i] = string(x.Class) + ": " + x.Detail
 		}
-		s.log.Warn().Str("tool", name).Str("drift", driftClasses(d)).Strs("detail", details).Str("action", action).
+		s.log.Warn().Str("tool", clip(name)).Str("drift", driftClasses(d)).Strs("detail", clipAll(details)).Str("action", action).
 			Msg("tool differs from the lock; run capbridge skew to review it, capbridge lock to approve it")
-		s.audit.Warn().Str("event", "lock_drift").Str("server", s.cfg.Name).Str("tool", name).
+		s.audit.Warn().Str("event", "lock_drift").Str("server", s.cfg.Name).Str("tool", clip(name)).
 			Str("drift", driftClasses(d)).Str("action", action).Msg("tool differs from the lock")
 	}
 	if len(absent) > 0 && p.entry != nil {
-		s.log.Warn().Strs("tools", absent).Msg("tools the lock does not name are not served; run capbridge lock to approve them")
-		s.audit.Warn().Str("event", "lock_absent").Str("server", s.cfg.Name).Strs("tools", absent).Msg("tools not in the lock")
+		s.log.Warn().Strs("tools", clipAll(absent)).Msg("tools the lock does not name are not served; run capbridge lock to approve them")
+		s.audit.Warn().Str("event", "lock_absent").Str("server", s.cfg.Name).Strs("tools", clipAll(absent)).Msg("tools not in the lock")
 	}
 }
 

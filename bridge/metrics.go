@@ -115,6 +115,8 @@ type metrics struct {
 	grantsEnded  [len(grantEnds)]*vm.Counter
 	bytesIn      *vm.Counter
 	bytesOut     *vm.Counter
+	// auditLostBy counts audit lines lost, by auditLostReasons.
+	auditLostBy [len(auditLostReasons)]*vm.Counter
 
 	mu         sync.Mutex
 	toolSeries int // calls_total series with a tool label, at most maxToolSeries
@@ -176,6 +178,15 @@ func newMetrics(b *Bridge) *metrics {
 		set.NewGauge(`capbridge_connections_open{socket="`+s+`"}`, func() float64 { return float64(b.openConns(i == 1)) })
 	}
 	set.NewGauge("capbridge_grants_live", func() float64 { return float64(b.grants.live()) })
+	for i, r := range auditLostReasons {
+		m.auditLostBy[i] = set.NewCounter(`capbridge_audit_lines_lost_total{reason="` + r + `"}`)
+	}
+	set.NewGauge("capbridge_audit_writable", func() float64 {
+		if b.auditOut != nil && b.auditOut.Broken() {
+			return 0
+		}
+		return 1
+	})
 	for _, name := range b.order {
 		s := b.servers[name]
 		l := `{server="` + labelValue(name) + `"}`
@@ -285,6 +296,22 @@ func (ss *serverSeries) counter(ts *toolSeries, i int) *vm.Counter {
 	c := m.set.GetOrCreateCounter(`capbridge_calls_total{server="` + ss.name + `",tool="` + ts.label + `",outcome="` + outcomeNames[i] + `"}`)
 	ts.outcomes[i].Store(c)
 	return c
+}
+
+// auditLostReasons are the reason labels of
+// capbridge_audit_lines_lost_total (audit.go).
+var auditLostReasons = [...]string{lostWrite, lostBudget, lostRate}
+
+// auditLost counts n audit lines lost for reason.
+func (m *metrics) auditLost(reason string, n int) {
+	if m == nil {
+		return
+	}
+	for i, r := range auditLostReasons {
+		if r == reason {
+			m.auditLostBy[i].Add(n)
+		}
+	}
 }
 
 // denied counts a denial sent to a caller, from either socket.

@@ -215,7 +215,7 @@ func (s *server) filter(listed []mcpwire.Tool) []mcpwire.Tool {
 			slices.Contains(s.cfg.ToolsDeny, t.Name):
 			continue
 		case t.NeedsTasks():
-			s.log.Warn().Str("tool", t.Name).Msg("tool requires MCP tasks, which capbridge does not speak; leaving it out")
+			s.log.Warn().Str("tool", clip(t.Name)).Msg("tool requires MCP tasks, which capbridge does not speak; leaving it out")
 			continue
 		}
 		out = append(out, t)

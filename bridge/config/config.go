@@ -39,6 +39,8 @@
 //	log_level        = "info"                        # debug | info | warn | error
 //	audit_values     = false                         # log argument and result values
 //	audit_path       = "/var/log/capbridge/audit.log" # the audit trail's own file (append-only, 0600); default: with the logs
+//	audit_fail       = "closed"                      # closed: refuse calls while the trail cannot be written | open: serve, count the loss
+//	audit_grant_budget = "64MiB"                     # audit bytes one grant may cause; then as audit_fail says
 //	metrics_listen   = "127.0.0.1:9464"              # Prometheus metrics over HTTP, loopback only; default none
 //	lock             = "capbridge.lock"              # the approved surface (capbridge lock); relative to this file
 //	lock_mode        = "enforce"                     # enforce: a drifted tool is withheld | warn: served, reported
@@ -130,6 +132,15 @@ type Bridge struct {
 	// AuditPath, when set, is the file the audit trail goes to, apart
 	// from the operational logs: opened for appending, created 0600.
 	AuditPath string
+	// AuditFail is what happens to calls while the audit trail cannot
+	// be written (a full disk, a closed pipe): AuditFailClosed refuses
+	// them, AuditFailOpen serves them and counts the lines lost.
+	AuditFail string
+	// AuditGrantBudget bounds the bytes of audit lines one grant's
+	// connections and calls may write, so that no program can fill the
+	// disk through the trail. Once spent, the grant's calls are refused
+	// (AuditFailClosed) or served unaudited and counted (AuditFailOpen).
+	AuditGrantBudget int
 	// MetricsListen is the loopback host:port serve offers /metrics on;
 	// "" serves none (capbridge metrics still reads them).
 	MetricsListen string
@@ -287,6 +298,20 @@ const (
 	maxCountSetting = 1 << 20
 )
 
+// The audit trail's failure modes (audit_fail) and its budget per grant.
+const (
+	AuditFailClosed = "closed"
+	AuditFailOpen   = "open"
+	// DefaultAuditGrantBudget is about 200 000 call lines (about 320
+	// bytes each without audit_values): more than a code-mode execution
+	// makes, far less than a disk.
+	DefaultAuditGrantBudget = 64 << 20
+	minAuditGrantBudget     = 64 << 10
+	maxAuditGrantBudget     = 64 << 30
+)
+
+var auditFails = []string{AuditFailClosed, AuditFailOpen}
+
 // MaxDuration bounds every duration setting, so a typo cannot turn a
 // bound into no bound; a client waiting on a server's call_timeout or
 // max_call_timeout, which it cannot read, knows the call ends by then.
@@ -327,6 +352,8 @@ func Defaults() *Config {
 		LogFormat:            "auto",
 		LogLevel:             "info",
 		LockMode:             LockEnforce,
+		AuditFail:            AuditFailClosed,
+		AuditGrantBudget:     DefaultAuditGrantBudget,
 	}}
 }
 
@@ -529,6 +556,10 @@ func (r *reader) bridge(t map[string]any, b *Bridge) {
 			r.boolean(key, v, &b.AuditValues)
 		case "audit_path":
 			r.path(key, v, &b.AuditPath)
+		case "audit_fail":
+			r.enum(key, v, auditFails, &b.AuditFail)
+		case "audit_grant_budget":
+			r.size(key, v, minAuditGrantBudget, maxAuditGrantBudget, &b.AuditGrantBudget)
 		case "metrics_listen":
 			r.loopback(key, v, &b.MetricsListen)
 		case "lock":

@@ -345,13 +345,19 @@ const initBridge = `
 
 # Logging: JSON lines unless on a terminal; audit_values adds argument and
 # result values to the audit trail (off: they may hold secrets). The audit
-# trail (one line per connection and per call, never rate-limited) goes with
-# the logs unless audit_path gives it a file of its own, opened for
-# appending and created mode 0600.
+# trail (one line per connection and per call) goes with the logs unless
+# audit_path gives it a file of its own, opened for appending and created
+# mode 0600; SIGHUP reopens it.
 # log_format   = "auto" # auto | json | console
 # log_level    = "info" # debug | info | warn | error
 # audit_values = false
 # audit_path   = "/var/lib/capbridge/audit.log"
+
+# While the audit trail cannot be written, "closed" refuses calls and "open"
+# serves them and counts the lines lost; a grant whose lines reach
+# audit_grant_budget bytes is treated the same way.
+# audit_fail         = "closed" # closed | open
+# audit_grant_budget = "64MiB"
 
 # Prometheus metrics at http://127.0.0.1:9464/metrics; loopback only.
 # metrics_listen = "127.0.0.1:9464" # default: no listener ("capbridge metrics" still reads them)
@@ -399,9 +405,12 @@ const initServerKeys = `
 # stderr_to_caller = false
 #
 # Policy, enforced before a call leaves capbridge (docs/lock.md): destructive
-# tools only for grants that name them or --allow-destructive; argument
-# guards by JSON Pointer (values, prefix, pattern, min, max, optional).
-# destructive = ["delete_observations", "delete_relations"]
+# tools only for grants that name them or --allow-destructive (a tool the
+# server marks destructiveHint: true is destructive too, unless named in
+# not_destructive); argument guards by JSON Pointer (values, prefix,
+# pattern, min, max, optional; "/paths/*" guards every element).
+# destructive     = ["delete_observations", "delete_relations"]
+# not_destructive = ["delete_entities"]
 # restrict.search_nodes = { "/query" = { pattern = "[^\\n]{1,200}" } }
 `
 

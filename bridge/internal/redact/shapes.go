@@ -25,7 +25,7 @@ var shapes = []shape{
 	{name: "api-key", re: regexp.MustCompile(`\b(?:sk-[A-Za-z0-9_-]{16,}|[rs]k_(?:live|test)_[A-Za-z0-9]{16,}|xox[abposr]-[A-Za-z0-9-]{10,}|glpat-[A-Za-z0-9_-]{20,}|AIza[0-9A-Za-z_-]{35})`)},
 	{name: "aws", re: regexp.MustCompile(`\b(?:AKIA|ASIA|AGPA|AIDA|AROA|ANPA|ANVA|AIPA)[A-Z0-9]{16}\b`)},
 	{name: "jwt", re: regexp.MustCompile(`\beyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}`)},
-	{name: "secret", re: regexp.MustCompile(`(?i)(\b[a-z0-9_.-]*(?:password|passwd|secret|token|api_?key|access_?key|credential)s?["']?\s*[:=]\s*["']?)[^\s"',;&]{6,}`), keep: true},
+	{name: "secret", re: regexp.MustCompile(`(?i)(\b[a-z0-9_.-]*(?:password|passwd|secret|token|api_?key|access_?key|credential)s?["']?\s*[:=]\s*["']?)[^\s"',;&\[][^\s"',;&]{5,}`), keep: true},
 }
 
 // cutShape matches, at the very end of a tail, a credential's start that
