@@ -122,6 +122,8 @@ type Bridge struct {
 	// why (refuseAtAccept); lingerWG waits for them.
 	lingering atomic.Int64
 	lingerWG  sync.WaitGroup
+	// metricsOpen counts the metrics listener's open connections.
+	metricsOpen atomic.Int64
 	// reportStop ends the refusal reporter that Serve starts; Shutdown
 	// closes it and waits on reported.
 	reportStop chan struct{}

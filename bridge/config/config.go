@@ -141,8 +141,9 @@ type Bridge struct {
 	// disk through the trail. Once spent, the grant's calls are refused
 	// (AuditFailClosed) or served unaudited and counted (AuditFailOpen).
 	AuditGrantBudget int
-	// MetricsListen is the loopback host:port serve offers /metrics on;
-	// "" serves none (capbridge metrics still reads them).
+	// MetricsListen is where serve offers /metrics: a loopback
+	// host:port, or "unix:" and the absolute path of a socket (mode
+	// 0600); "" serves none (capbridge metrics still reads them).
 	MetricsListen string
 	// Lock is the lock file serve holds the servers' tools to (absolute:
 	// a relative path in the file is resolved against its directory);
@@ -311,6 +312,13 @@ const (
 )
 
 var auditFails = []string{AuditFailClosed, AuditFailOpen}
+
+// MetricsUnixPrefix marks a metrics_listen that is a Unix socket's path.
+const MetricsUnixPrefix = "unix:"
+
+// maxSocketPath is the longest path a Unix socket address holds (108
+// bytes with its NUL, on Linux).
+const maxSocketPath = 107
 
 // MaxDuration bounds every duration setting, so a typo cannot turn a
 // bound into no bound; a client waiting on a server's call_timeout or
@@ -791,14 +799,24 @@ func (r *reader) path(key string, v any, dst *string) {
 }
 
 // loopback reads a listen address that must be a loopback IP and a
-// port: metrics name servers, tools and call rates, which are the host's
-// business, so they are never offered to the network directly.
+// port, or a Unix socket's path after "unix:": metrics name servers,
+// tools and call rates, which are the host's business, so they are never
+// offered to the network directly. A loopback port is open to every local
+// user; the socket, mode 0600, to capbridge's user alone.
 func (r *reader) loopback(key string, v any, dst *string) {
 	var s string
 	if !r.str(key, v, &s) {
 		return
 	}
-	const fix = `write "127.0.0.1:9464" (or "[::1]:9464"); to scrape from elsewhere, run a local agent or a tunnel that forwards it`
+	const fix = `write "127.0.0.1:9464" (or "[::1]:9464"), or "unix:/run/capbridge/metrics.sock" to keep them from other local users; to scrape from elsewhere, run a local agent or a tunnel that forwards it`
+	if path, ok := strings.CutPrefix(s, MetricsUnixPrefix); ok {
+		if !strings.HasPrefix(path, "/") || len(path) > maxSocketPath {
+			r.fail(key, fix, "%q is not an absolute socket path of at most %d bytes", path, maxSocketPath)
+			return
+		}
+		*dst = s
+		return
+	}
 	host, port, err := net.SplitHostPort(s)
 	if err != nil {
 		r.fail(key, fix, "%q is not host:port", s)

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -170,6 +169,9 @@ cannot be opened, 5 shutdown that could not confirm every server exited.`)
 		}()
 	}
 	b := bridge.New(opts)
+	if err := b.ReserveDescriptors(); err != nil {
+		log.Warn().Err(err).Msg("not enough file descriptors for every budget")
+	}
 	hupDone := make(chan struct{})
 	go func() {
 		defer close(hupDone)
@@ -238,7 +240,7 @@ cannot be opened, 5 shutdown that could not confirm every server exited.`)
 	var metricsAddr string
 	metricsDone := make(chan struct{}) // closed once the metrics listener has stopped
 	if cfg.Bridge.MetricsListen != "" {
-		l, err := net.Listen("tcp", cfg.Bridge.MetricsListen)
+		l, addr, err := b.ListenMetrics()
 		if err != nil {
 			log.Error().Err(err).Str("metrics_listen", cfg.Bridge.MetricsListen).Msg("cannot listen for metrics; choose a free port in metrics_listen")
 			err := b.Shutdown(0)
@@ -248,7 +250,7 @@ cannot be opened, 5 shutdown that could not confirm every server exited.`)
 			}
 			return exitBoot
 		}
-		metricsAddr = l.Addr().String()
+		metricsAddr = addr
 		go func() {
 			defer close(metricsDone)
 			if err := b.ServeMetrics(l); err != nil {

@@ -29,6 +29,7 @@ import (
 // survives the package's tests fails the run. The test binary doubles as
 // the mcptest server, for the servers the lock tests configure.
 func TestMain(m *testing.M) {
+	maybeActAsChild()
 	mcptest.MaybeServe()
 	leakcheck.Main(m)
 }
@@ -59,6 +60,8 @@ func TestServe(t *testing.T) {
 	})
 	t.Run("audit_path", func(t *testing.T) { testAuditPath(t, bin) })
 	t.Run("SIGHUP reopens the audit file", func(t *testing.T) { testSIGHUP(t, bin) })
+	t.Run("metrics port flooded", func(t *testing.T) { testMetricsFlood(t, bin) })
+	t.Run("metrics on a unix socket", func(t *testing.T) { testMetricsUnixSocket(t, bin) })
 	t.Run("lock", func(t *testing.T) { testServeLock(t, bin) })
 	t.Run("lock others can write", func(t *testing.T) { testServeLockTrust(t, bin) })
 	t.Run("ready when the sockets are open", func(t *testing.T) {
