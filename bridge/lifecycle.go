@@ -28,8 +28,11 @@ type table struct {
 	client *mcpwire.Client
 	tools  map[string]mcpwire.Tool
 	listed []mcpwire.Tool // the same tools, in the server's order
-	gen    *codegen.Generated
-	all    int // how many tools the server listed, before the filters
+	// unlocked is the listing after tools.allow and tools.deny, before
+	// the lock: what locking the server would approve (Surface).
+	unlocked []mcpwire.Tool
+	gen      *codegen.Generated
+	all      int // how many tools the server listed, before the filters
 	// drift is each tool that differs from the lock, by its drift
 	// classes: withheld (absent from tools) under enforce, served under
 	// warn. Nil without a lock.
@@ -273,6 +276,7 @@ func (s *server) list(ctx context.Context, client *mcpwire.Client) (*table, erro
 	}
 	hinted := s.noteHints(listed)
 	tools := s.filter(listed)
+	unlocked := tools
 	for _, e := range s.cfg.UnmatchedTools(func(name string) bool {
 		return slices.ContainsFunc(listed, func(t mcpwire.Tool) bool { return t.Name == name })
 	}) {
@@ -296,7 +300,7 @@ func (s *server) list(ctx context.Context, client *mcpwire.Client) (*table, erro
 	if err != nil {
 		return nil, fmt.Errorf("generating its façade: %w", err)
 	}
-	t := &table{client: client, tools: make(map[string]mcpwire.Tool, len(tools)), listed: tools, gen: gen, all: len(listed), destructive: s.destructiveSet(hinted)}
+	t := &table{client: client, tools: make(map[string]mcpwire.Tool, len(tools)), listed: tools, unlocked: unlocked, gen: gen, all: len(listed), destructive: s.destructiveSet(hinted)}
 	for name, d := range drift {
 		if t.drift == nil {
 			t.drift = map[string]string{}

@@ -131,11 +131,12 @@ func (s *server) reportDrift(p *lockPolicy, drift map[string][]lock.Drift, absen
 	}
 }
 
-// Surface locks what each ready server serves now (after tools.allow and
-// tools.deny, and after the lock when the bridge holds one), with the
-// serverInfo it gave at initialize: what capbridge lock writes and skew
-// compares. A server that is not ready is left out, with the reason it
-// is not.
+// Surface locks what each ready server lists now, after tools.allow and
+// tools.deny and before any lock the bridge holds it to (what locking it
+// would approve), with the serverInfo it gave at initialize: what
+// capbridge lock writes and skew compares, from a bridge booted for the
+// purpose or from a running one. A server that is not ready is left out,
+// with the reason it is not.
 func (b *Bridge) Surface() (map[string]*lock.Server, map[string]error) {
 	out := map[string]*lock.Server{}
 	var down map[string]error
@@ -145,7 +146,7 @@ func (b *Bridge) Surface() (map[string]*lock.Server, map[string]error) {
 		if err == nil {
 			si := t.client.Initialize().ServerInfo
 			var ls *lock.Server
-			if ls, err = lockedServer(lock.Info{Name: si.Name, Version: si.Version, Title: si.Title}, t.listed); err == nil {
+			if ls, err = lockedServer(lock.Info{Name: si.Name, Version: si.Version, Title: si.Title}, t.unlocked); err == nil {
 				out[name] = ls
 				continue
 			}

@@ -77,6 +77,12 @@ func (c *Client) Listing(ctx context.Context, r *ListingRequest) (*Listed, error
 	return request[Listed](ctx, c, opListing, r, replyListed)
 }
 
+// Surface fetches the lock of the tool surface the bridge serves (see
+// Surface).
+func (c *Client) Surface(ctx context.Context) (*Surface, error) {
+	return request[Surface](ctx, c, opSurface, &SurfaceRequest{}, replySurface)
+}
+
 // Metrics fetches the bridge's metrics in the Prometheus text format.
 func (c *Client) Metrics(ctx context.Context) (*Metrics, error) {
 	return request[Metrics](ctx, c, opMetrics, &MetricsRequest{}, replyMetrics)

@@ -28,6 +28,7 @@ const (
 	opListing  = "listing"
 	opCall     = "call"
 	opMetrics  = "metrics"
+	opSurface  = "surface"
 
 	replyGranted   = "granted"
 	replyRevoked   = "revoked"
@@ -37,6 +38,7 @@ const (
 	replyFound     = "found"
 	replyListed    = "listed"
 	replyMetrics   = "metrics"
+	replySurface   = "surface"
 	replyError     = "error"
 )
 
@@ -203,6 +205,23 @@ type Listed struct {
 	// `capbridge gen --listing` reads, and carries each tool's inputSchema
 	// for clients that type arguments.
 	Listing string `msgpack:"listing"`
+}
+
+// SurfaceRequest asks for the tool surface the bridge serves, locked
+// ("surface"): what capbridge lock writes, taken from a running bridge
+// instead of servers started for the purpose. It has no fields.
+type SurfaceRequest struct{}
+
+// Surface answers a surface request ("surface").
+type Surface struct {
+	// Lock is a lock file (internal/lock's format, version and digests)
+	// of every ready server's tools as it lists them now, after
+	// tools.allow and tools.deny and before any lock the bridge holds
+	// them to: what locking those servers would approve.
+	Lock string `msgpack:"lock"`
+	// Down names each server that is not ready, with why; the lock has
+	// no entry for it.
+	Down map[string]string `msgpack:"down,omitempty"`
 }
 
 // CallRequest calls a tool with operator authority ("call"). It is

@@ -13,11 +13,13 @@ import (
 	"slices"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/rs/zerolog"
 
 	"github.com/capbridge/capbridge/bridge"
 	"github.com/capbridge/capbridge/bridge/config"
+	"github.com/capbridge/capbridge/bridge/control"
 	"github.com/capbridge/capbridge/internal/lock"
 )
 
@@ -25,10 +27,13 @@ import (
 // neither the command line nor the config names a lock.
 const defaultLockFile = "capbridge.lock"
 
-// surfaceFlags are the flags lock and skew share: which servers to boot.
+// surfaceFlags are the flags lock and skew share: which servers to boot,
+// or which running capbridge to ask.
 type surfaceFlags struct {
 	config, mcpConfig, workspace string
 	strict                       bool
+	running                      bool
+	control                      string
 }
 
 func addSurfaceFlags(fs *cmdFlags) *surfaceFlags {
@@ -37,7 +42,34 @@ func addSurfaceFlags(fs *cmdFlags) *surfaceFlags {
 	fs.StringVar(&sf.mcpConfig, "mcp-config", "", "an editor's MCP config whose stdio servers to boot")
 	fs.StringVar(&sf.workspace, "workspace", "", "what ${workspaceFolder} expands to in --mcp-config (default: that file's directory)")
 	fs.BoolVar(&sf.strict, "strict", false, "make warnings errors, as serve --strict does: a tools.allow, tools.deny, destructive or restrict entry that names no tool fails that server")
+	fs.BoolVar(&sf.running, "running", false, "read the surface from the running capbridge (its control socket: --control, else -c's control_socket, else $"+envControl+") instead of starting the servers again")
+	fs.StringVar(&sf.control, "control", "", "with --running: the control socket of the running capbridge")
 	return sf
+}
+
+// surface is the live surface: read from the running capbridge
+// (--running), else from servers booted for the purpose.
+func (sf *surfaceFlags) surface(cfg *config.Config, log zerolog.Logger) (*lock.File, map[string]error, error) {
+	if !sf.running {
+		return bootSurface(cfg, log)
+	}
+	cf := &clientFlags{control: sf.control, config: sf.config, timeout: 60 * time.Second}
+	got, err := withControl(cf, func(ctx context.Context, c *control.Client) (*control.Surface, error) { return c.Surface(ctx) })
+	if err != nil {
+		return nil, nil, err
+	}
+	lf, err := lock.Decode([]byte(got.Lock))
+	if err != nil {
+		return nil, nil, fmt.Errorf("the running capbridge's surface: %w", err)
+	}
+	var down map[string]error
+	for name, why := range got.Down {
+		if down == nil {
+			down = map[string]error{}
+		}
+		down[name] = errors.New(why)
+	}
+	return lf, down, nil
 }
 
 // load reads the config the flags name.
@@ -87,12 +119,13 @@ func surfaceLog(stderr io.Writer, cfg *config.Config) zerolog.Logger {
 }
 
 func runLock(args []string, stdout, stderr io.Writer) int {
-	fs := newCmdFlags("lock", "capbridge lock [-c capbridge.toml | --mcp-config EDITOR-CONFIG] [--out capbridge.lock] [--strict]", `
+	fs := newCmdFlags("lock", "capbridge lock [-c capbridge.toml | --mcp-config EDITOR-CONFIG] [--running] [--out capbridge.lock] [--strict]", `
 Approve the tool surface: boot the configured servers (as serve does, with no
-sockets), list their tools, apply tools.allow and tools.deny, and write the
-lock: per server its serverInfo and revision, per tool the full descriptor
-(name, title, description, input and output schemas, annotations, _meta) with
-a SHA-256 digest of each part and of the whole. The file is canonical JSON:
+sockets), or with --running ask the capbridge serving them, list their tools,
+apply tools.allow and tools.deny, and write the lock: per server its
+serverInfo and revision, per tool the full descriptor (name, title,
+description, input and output schemas, annotations, icons, execution, _meta)
+with a SHA-256 digest of each part and of the whole. The file is canonical JSON:
 locking unchanged servers again writes the same bytes. serve --lock (or
 [bridge] lock) then serves only the locked tools, and withholds any that
 change; capbridge skew shows what moved. The format is in docs/lock.md.
@@ -114,7 +147,7 @@ written, 2 bad command line, 4 configuration error.`)
 		fmt.Fprintln(stderr, err)
 		return exitSurfaceConfig
 	}
-	live, down, err := bootSurface(cfg, surfaceLog(stderr, cfg))
+	live, down, err := sf.surface(cfg, surfaceLog(stderr, cfg))
 	if err != nil {
 		fmt.Fprintln(stderr, "capbridge lock:", err)
 		return exitError

@@ -264,3 +264,57 @@ func testServeLock(t *testing.T, bin string) {
 		t.Fatalf("serve: %v", err)
 	}
 }
+
+// capbridge lock --running reads the surface of the capbridge that
+// serves the config, through its control socket, instead of starting the
+// servers again: the same bytes as locking by booting them, and, while
+// serve holds its servers to a lock, what the servers list before that
+// lock (a withheld tool included), so that approving a drift needs no
+// second copy of every server. skew --running compares the same way.
+func testLockRunning(t *testing.T, bin string) {
+	dir := shortTempDir(t)
+	cfg := writeLockConfig(t, dir, approved, "") // serve holds it to capbridge.lock
+	booted := filepath.Join(dir, "capbridge.lock")
+	if _, errOut, code := runInProcess("lock", "-c", cfg); code != exitOK {
+		t.Fatalf("lock: %s", errOut)
+	}
+	srv, _ := startServe(t, bin, nil, "serve", "-c", cfg)
+	running := filepath.Join(dir, "running.lock")
+	if out, errOut, code := runCLI(t, bin, nil, "lock", "-c", cfg, "--running", "--out", running); code != exitOK {
+		t.Fatalf("lock --running: exit %d\n%s%s", code, out, errOut)
+	}
+	a, _ := os.ReadFile(booted)
+	b, _ := os.ReadFile(running)
+	if len(a) == 0 || !bytes.Equal(a, b) {
+		t.Fatalf("lock --running wrote other bytes than lock:\n%s\n---\n%s", a, b)
+	}
+	if _, err := srv.stop(); err != nil {
+		t.Fatal(err)
+	}
+
+	// The server moves; serve holds it to the approved lock, withholding
+	// the moved tools; lock --running still sees them.
+	writeLockConfig(t, dir, moved, "")
+	booted = filepath.Join(dir, "moved.lock")
+	if _, errOut, code := runInProcess("lock", "-c", cfg, "--out", booted); code != exitOK {
+		t.Fatalf("lock: %s", errOut)
+	}
+	srv, _ = startServe(t, bin, nil, "serve", "-c", cfg)
+	if out, errOut, code := runCLI(t, bin, nil, "skew", "-c", cfg, "--running", "--lock", running); code != exitDrift || !strings.Contains(out, "s.add: meta_changed") {
+		t.Fatalf("skew --running: exit %d\n%s%s", code, out, errOut)
+	}
+	if out, errOut, code := runCLI(t, bin, nil, "lock", "-c", cfg, "--running", "--out", running+".new"); code != exitOK {
+		t.Fatalf("lock --running under a lock: exit %d\n%s%s", code, out, errOut)
+	}
+	a, _ = os.ReadFile(booted)
+	b, _ = os.ReadFile(running + ".new")
+	if !bytes.Equal(a, b) {
+		t.Fatalf("lock --running under a lock left out what the lock withholds:\n%s\n---\n%s", a, b)
+	}
+	if _, err := srv.stop(); err != nil {
+		t.Fatal(err)
+	}
+	if _, errOut, code := runCLI(t, bin, nil, "lock", "-c", cfg, "--running", "--out", running+".none"); code != exitError || !strings.Contains(errOut, "cannot reach capbridge") {
+		t.Fatalf("lock --running with nothing running: exit %d, %s", code, errOut)
+	}
+}
