@@ -1,8 +1,11 @@
 package config
 
 import (
+	"bytes"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/capbridge/capbridge/internal/jsonlex"
 )
 
 // Case folding of argument keys, for restrict guards.
@@ -25,7 +28,7 @@ import (
 // the few pairs the mappings join beyond the orbits (the dotless ı and
 // the dotted İ with I, as .NET's invariant upper-casing joins them).
 // ASCII, the common case, takes a byte-wise path.
-func appendFold(dst []byte, s string) []byte {
+func appendFold[S ~string | ~[]byte](dst []byte, s S) []byte {
 	for i := 0; i < len(s); {
 		c := s[i]
 		if c < utf8.RuneSelf {
@@ -36,11 +39,21 @@ func appendFold(dst []byte, s string) []byte {
 			i++
 			continue
 		}
-		r, n := utf8.DecodeRuneInString(s[i:])
+		r, n := utf8.DecodeRuneInString(string(s[i:min(i+utf8.UTFMax, len(s))]))
 		dst = utf8.AppendRune(dst, foldRune(r))
 		i += n
 	}
 	return dst
+}
+
+// appendFoldKey appends the fold of a validated JSON string (with its
+// quotes): its text, escapes decoded.
+func appendFoldKey(dst, raw []byte) []byte {
+	body := raw[1 : len(raw)-1]
+	if bytes.IndexByte(body, '\\') < 0 {
+		return appendFold(dst, body)
+	}
+	return appendFold(dst, jsonlex.Unquote(raw))
 }
 
 // foldRune is one rune's fold (see appendFold).

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"math"
@@ -97,9 +98,9 @@ func FoldCollision(args []byte) *Violation {
 // folder finds keys that fold together. Its scratch space is reused
 // across the objects of one argument tree.
 type folder struct {
-	buf  []byte // the folded keys of the object in hand, back to back
-	ends []int  // where each one ends in buf
-	keys []string
+	buf  []byte   // the folded keys of the object in hand, back to back
+	ends []int    // where each one ends in buf
+	keys [][]byte // the keys as written (quoted), for the message
 }
 
 // smallObject is the member count up to which keys are compared pairwise
@@ -114,14 +115,13 @@ func (fc *folder) collisions(v, path []byte) *Violation {
 	case '{':
 		fc.buf, fc.ends, fc.keys = fc.buf[:0], fc.ends[:0], fc.keys[:0]
 		_ = jsonlex.EachMember(v, func(k, _ []byte) error {
-			key := jsonlex.Unquote(k)
-			fc.buf = appendFold(fc.buf, key)
+			fc.buf = appendFoldKey(fc.buf, k)
 			fc.ends = append(fc.ends, len(fc.buf))
-			fc.keys = append(fc.keys, key)
+			fc.keys = append(fc.keys, k)
 			return nil
 		})
 		if i, j := fc.duplicate(); i >= 0 {
-			a, b := fc.keys[i], fc.keys[j]
+			a, b := jsonlex.Unquote(fc.keys[i]), jsonlex.Unquote(fc.keys[j])
 			return &Violation{
 				Pointer: string(pointer.AppendToken(path, b)),
 				Rule:    fmt.Sprintf("keys %s and %s differ only in case, and a server that ignores case reads them as one; send one of them", quoted(a), quoted(b)),
@@ -154,17 +154,17 @@ var errStop = errors.New("stop")
 // hand that fold to one, or -1, -1.
 func (fc *folder) duplicate() (int, int) {
 	n := len(fc.ends)
-	folded := func(i int) string {
+	folded := func(i int) []byte {
 		start := 0
 		if i > 0 {
 			start = fc.ends[i-1]
 		}
-		return string(fc.buf[start:fc.ends[i]])
+		return fc.buf[start:fc.ends[i]]
 	}
 	if n <= smallObject {
 		for j := 1; j < n; j++ {
 			for i := 0; i < j; i++ {
-				if folded(i) == folded(j) {
+				if bytes.Equal(folded(i), folded(j)) {
 					return i, j
 				}
 			}
@@ -174,10 +174,10 @@ func (fc *folder) duplicate() (int, int) {
 	seen := make(map[string]int, n)
 	for j := range n {
 		f := folded(j)
-		if i, ok := seen[f]; ok {
+		if i, ok := seen[string(f)]; ok {
 			return i, j
 		}
-		seen[f] = j
+		seen[string(f)] = j
 	}
 	return -1, -1
 }
