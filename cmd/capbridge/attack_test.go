@@ -144,7 +144,6 @@ func testMetricsFlood(t *testing.T, bin string) {
 		t.Fatalf("ready line %q: %v", line, err)
 	}
 
-	var attackers []*exec.Cmd
 	for range 2 {
 		a := exec.Command(os.Args[0])
 		a.Env = append(os.Environ(), envFlood+"="+ready.Metrics+" 10000")
@@ -159,7 +158,6 @@ func testMetricsFlood(t *testing.T, bin string) {
 		if err := a.Start(); err != nil {
 			t.Fatal(err)
 		}
-		attackers = append(attackers, a)
 		t.Cleanup(func() { stdin.Close(); _ = a.Wait() })
 		held, err := bufio.NewReader(out).ReadString('\n')
 		if err != nil || !strings.HasPrefix(held, "holding ") {
