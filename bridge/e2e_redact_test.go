@@ -18,7 +18,9 @@ func TestStderrToCallerRedactsInheritedAndShapes(t *testing.T) {
 	const inherited = "inherited-secret-0123456789"
 	t.Setenv("CB_TEST_INHERITED_TOKEN", inherited)
 	s := config.NewServer("leaky", "/bin/sh")
-	s.Args = []string{"-c", `echo "token is $CB_TEST_INHERITED_TOKEN" >&2; ` +
+	// It reads the first request before it fails, so the failure is its
+	// exit (with its stderr), not a write to a pipe it already closed.
+	s.Args = []string{"-c", `read -r first; echo "token is $CB_TEST_INHERITED_TOKEN" >&2; ` +
 		`echo "using ghp_0123456789abcdefghijABCDEFGHIJ012345 and AKIAIOSFODNN7EXAMPLE" >&2; ` +
 		`echo "Authorization: Bearer abcdefghijklmnop0123" >&2; ` +
 		`echo "remote https://deploy:hunter2hunter2@git.example.com/repo" >&2; exit 3`}
