@@ -6,13 +6,11 @@ import (
 	"encoding/hex"
 	"io"
 	"os"
-	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/rs/zerolog"
 
@@ -21,39 +19,6 @@ import (
 	"github.com/capbridge/capbridge/internal/testkit/leakcheck"
 	"github.com/capbridge/capbridge/internal/testkit/mcptest"
 )
-
-// startBridgeOpts is startBridge with the Options given (Config, Log
-// and Audit are filled in when left empty), for tests of what an Option
-// changes.
-func startBridgeOpts(t *testing.T, o Options, tweak func(*config.Config), servers ...config.Server) *testBridge {
-	t.Helper()
-	dir, err := os.MkdirTemp("", "cb")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	cfg := config.Defaults()
-	cfg.Bridge.CallSocket = filepath.Join(dir, "call.sock")
-	cfg.Bridge.ControlSocket = filepath.Join(dir, "control.sock")
-	cfg.Bridge.ShutdownGrace = 2 * time.Second
-	cfg.Bridge.WriteTimeout = time.Minute
-	cfg.Servers = servers
-	if tweak != nil {
-		tweak(cfg)
-	}
-	o.Config = cfg
-	tb := &testBridge{Bridge: New(o), t: t, dir: dir, served: make(chan struct{})}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	tb.Boot(ctx)
-	if err := tb.Listen(); err != nil {
-		_ = tb.Shutdown(0)
-		t.Fatal(err)
-	}
-	go func() { tb.Serve(); close(tb.served) }()
-	t.Cleanup(tb.shutdown)
-	return tb
-}
 
 // counter reads one series of the bridge's metrics, 0 when absent.
 func (tb *testBridge) counter(series string) float64 {

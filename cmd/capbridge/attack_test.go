@@ -10,7 +10,6 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -132,12 +131,7 @@ func testMetricsFlood(t *testing.T, bin string) {
 		t.Skipf("the attackers need 10 000 descriptors each; the hard limit is %d", lim.Max)
 	}
 	dir := shortTempDir(t)
-	cfg := filepath.Join(dir, "capbridge.toml")
-	toml := "[bridge]\ncall_socket = \"" + dir + "/call.sock\"\ncontrol_socket = \"" + dir + "/control.sock\"\n" +
-		"metrics_listen = \"127.0.0.1:0\"\nlog_format = \"json\"\n\n[mcp.demo]\ncommand = \"" + bin + "\"\nargs = [\"demo-server\"]\n"
-	if err := os.WriteFile(cfg, []byte(toml), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	cfg := demoConfig(t, dir, bin, "metrics_listen = \"127.0.0.1:0\"\nlog_format = \"json\"\n")
 	srv, line := startServe(t, os.Args[0], []string{envExecNofile + "=256"}, bin, "serve", "-c", cfg)
 	var ready struct{ Metrics string }
 	if err := json.Unmarshal([]byte(line), &ready); err != nil || ready.Metrics == "" {
@@ -200,12 +194,7 @@ func testMetricsFlood(t *testing.T, bin string) {
 func testMetricsUnixSocket(t *testing.T, bin string) {
 	dir := shortTempDir(t)
 	sock := dir + "/metrics.sock"
-	cfg := filepath.Join(dir, "capbridge.toml")
-	toml := "[bridge]\ncall_socket = \"" + dir + "/call.sock\"\ncontrol_socket = \"" + dir + "/control.sock\"\n" +
-		"metrics_listen = \"unix:" + sock + "\"\n\n[mcp.demo]\ncommand = \"" + bin + "\"\nargs = [\"demo-server\"]\n"
-	if err := os.WriteFile(cfg, []byte(toml), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	cfg := demoConfig(t, dir, bin, "metrics_listen = \"unix:"+sock+"\"\n")
 	srv, line := startServe(t, bin, nil, "serve", "-c", cfg)
 	if !strings.Contains(line, `"metrics":"unix:`+sock+`"`) {
 		t.Errorf("ready line %s", line)

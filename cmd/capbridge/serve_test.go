@@ -408,6 +408,20 @@ func datagram(t *testing.T, c *net.UnixConn) string {
 	return string(buf[:n])
 }
 
+// demoConfig writes a capbridge.toml in dir serving the built-in demo
+// server of bin, on sockets in dir, with bridgeKeys added to [bridge],
+// and returns its path.
+func demoConfig(t *testing.T, dir, bin, bridgeKeys string) string {
+	t.Helper()
+	cfg := filepath.Join(dir, "capbridge.toml")
+	toml := "[bridge]\ncall_socket = \"" + dir + "/call.sock\"\ncontrol_socket = \"" + dir + "/control.sock\"\n" +
+		bridgeKeys + "\n[mcp.demo]\ncommand = \"" + bin + "\"\nargs = [\"demo-server\"]\n"
+	if err := os.WriteFile(cfg, []byte(toml), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return cfg
+}
+
 // shortTempDir is a fresh directory whose paths fit a Unix socket
 // address (t.TempDir's can exceed its 108 bytes).
 func shortTempDir(t *testing.T) string {
@@ -426,12 +440,7 @@ func shortTempDir(t *testing.T) string {
 func testAuditPath(t *testing.T, bin string) {
 	dir := shortTempDir(t)
 	audit := filepath.Join(dir, "audit.log")
-	cfg := filepath.Join(dir, "capbridge.toml")
-	toml := "[bridge]\ncall_socket = \"" + dir + "/call.sock\"\ncontrol_socket = \"" + dir + "/control.sock\"\n" +
-		"audit_path = \"" + audit + "\"\nlog_format = \"json\"\n\n[mcp.demo]\ncommand = \"" + bin + "\"\nargs = [\"demo-server\"]\n"
-	if err := os.WriteFile(cfg, []byte(toml), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	cfg := demoConfig(t, dir, bin, "audit_path = \""+audit+"\"\nlog_format = \"json\"\n")
 	srv, _ := startServe(t, bin, nil, "serve", "-c", cfg)
 	const calls = 3
 	for i := range calls {
@@ -480,12 +489,7 @@ func testAuditPath(t *testing.T, bin string) {
 func testSIGHUP(t *testing.T, bin string) {
 	dir := shortTempDir(t)
 	audit := filepath.Join(dir, "audit.log")
-	cfg := filepath.Join(dir, "capbridge.toml")
-	toml := "[bridge]\ncall_socket = \"" + dir + "/call.sock\"\ncontrol_socket = \"" + dir + "/control.sock\"\n" +
-		"audit_path = \"" + audit + "\"\nlog_format = \"json\"\n\n[mcp.demo]\ncommand = \"" + bin + "\"\nargs = [\"demo-server\"]\n"
-	if err := os.WriteFile(cfg, []byte(toml), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	cfg := demoConfig(t, dir, bin, "audit_path = \""+audit+"\"\nlog_format = \"json\"\n")
 	srv, _ := startServe(t, bin, nil, "serve", "-c", cfg)
 	calls := 0
 	call := func() {
