@@ -8,7 +8,6 @@ import (
 	"net"
 	"os/user"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -22,7 +21,6 @@ import (
 	"github.com/capbridge/capbridge/bridge/internal/unixsock"
 	"github.com/capbridge/capbridge/capwire"
 	"github.com/capbridge/capbridge/internal/lock"
-	"github.com/capbridge/capbridge/internal/truncate"
 	"github.com/capbridge/capbridge/mcpwire"
 )
 
@@ -37,8 +35,14 @@ type Options struct {
 	// are waiting or 5 ms after the first, and Shutdown writes the rest.
 	// A line then costs a copy, not a write system call, which at one
 	// line per call is most of what the audit trail costs. It must take
-	// several lines in one Write (zerolog's ConsoleWriter does not).
+	// several lines in one Write (zerolog's ConsoleWriter does not),
+	// unless AuditWriteThrough is set. A write to it that fails is
+	// counted and logged, and under audit_fail = "closed" stops the calls
+	// until a write succeeds (audit.go).
 	AuditWriter io.Writer
+	// AuditWriteThrough writes each audit line to AuditWriter as it
+	// comes, for a writer that takes one line per Write.
+	AuditWriteThrough bool
 	// ClientVersion is sent as clientInfo.version to every server.
 	ClientVersion string
 	// Cgroups, when set, runs each server in a cgroup of its own (see
@@ -76,7 +80,13 @@ type Bridge struct {
 	// auditOut batches audit's lines when Options.AuditWriter is set;
 	// Shutdown flushes it. Nil otherwise.
 	auditOut *auditlog.Batch
-	ver      string
+	// auditClosed is audit_fail = "closed": no call while the trail
+	// cannot be written or under a grant whose audit budget is spent.
+	auditClosed bool
+	// strangerAudit rate-limits audit's lines that no grant pays for
+	// (audit.go).
+	strangerAudit *auditlog.Limiter
+	ver           string
 	// logs rate-limits log per message (refused connections, chiefly);
 	// Shutdown flushes its counts.
 	logs *auditlog.Limiter
@@ -117,6 +127,8 @@ type Bridge struct {
 	// why (refuseAtAccept); lingerWG waits for them.
 	lingering atomic.Int64
 	lingerWG  sync.WaitGroup
+	// metricsOpen counts the metrics listener's open connections.
+	metricsOpen atomic.Int64
 	// reportStop ends the refusal reporter that Serve starts; Shutdown
 	// closes it and waits on reported.
 	reportStop chan struct{}
@@ -140,10 +152,21 @@ func New(o Options) *Bridge {
 		reportStop: make(chan struct{}),
 	}
 	b.log, b.logs = auditlog.Limit(o.Log)
+	if o.Config.Bridge.AuditGrantBudget <= 0 {
+		o.Config.Bridge.AuditGrantBudget = config.DefaultAuditGrantBudget
+	}
+	b.auditClosed = auditClosedMode(o.Config)
 	if o.AuditWriter != nil {
-		b.auditOut = auditlog.NewBatch(o.AuditWriter, auditlog.BatchBytes, auditlog.BatchDelay)
+		size := auditlog.BatchBytes
+		if o.AuditWriteThrough {
+			size = 0
+		}
+		b.auditOut = auditlog.NewBatch(o.AuditWriter, size, auditlog.BatchDelay)
+		b.auditOut.OnLost = b.auditLost
 		b.audit = o.Audit.Output(b.auditOut)
 	}
+	_, b.strangerAudit = auditlog.Limit(b.audit)
+	b.strangerAudit.OnDrop = func() { b.metrics.auditLost(lostRate, 1) }
 	bo := bootOptions{clientName: "capbridge", clientVersion: o.ClientVersion, surfaceBudget: o.Config.Bridge.SurfaceBudget, maxLine: o.Config.Bridge.MaxFrame, cgroups: o.Cgroups, tokenDir: o.TokenDir}
 	for _, s := range o.Config.Servers {
 		b.servers[s.Name] = newServer(s, o.Log, b.audit, bo, o.Progress)
@@ -465,64 +488,6 @@ func (b *Bridge) eachConn(f func(net.Conn)) {
 	}
 }
 
-// auditCall writes the one audit line of a call: who, what, how big, how
-// long, and how it ended. Argument and result values are logged only when
-// audit_values is set, each capped at maxAuditValue bytes.
-func (b *Bridge) auditCall(g *Grant, peer PeerCred, server, tool string, o outcome, took time.Duration) {
-	b.metrics.retired(server, tool, o, took)
-	ev := b.audit.Info().Str("event", "call")
-	if g != nil {
-		ev = ev.Str("grant", g.ID)
-		if g.run != nil {
-			ev = ev.Str("run", g.run.ID)
-		}
-		g.usage.calls.Add(1)
-		g.usage.argBytes.Add(int64(o.argBytes))
-		g.usage.resultBytes.Add(int64(o.resultBytes))
-		if o.denial != nil {
-			g.usage.denied.Add(1)
-		}
-	} else {
-		ev = ev.Str("grant", "operator")
-	}
-	code := "ok"
-	if o.denial != nil {
-		code = o.denial.Code
-	} else if o.result.IsError {
-		code = "tool_error"
-	}
-	ev = ev.Int32("peer_pid", peer.PID).Uint32("peer_uid", peer.UID).
-		Str("server", server).Str("tool", tool).
-		Int("arg_bytes", o.argBytes).Int("result_bytes", o.resultBytes).
-		Dur("took", took).Str("outcome", code)
-	if o.policy != "" {
-		ev = ev.Str("policy", o.policy)
-	}
-	if o.transport != "" {
-		ev = ev.Str("transport", o.transport)
-	}
-	if o.httpStatus != 0 {
-		ev = ev.Int("http_status", o.httpStatus)
-	}
-	if b.cfg.Bridge.AuditValues {
-		if o.argValues != nil {
-			ev = ev.RawJSON("args", o.argValues)
-		}
-		if o.result != nil {
-			var text strings.Builder
-			for _, c := range o.result.Content {
-				if c.Type == "text" && text.Len() < maxAuditValue {
-					text.WriteString(truncate.String(c.Text, min(len(c.Text), maxAuditValue-text.Len())))
-				}
-			}
-			ev = ev.Str("result_text", text.String())
-		} else if o.denial != nil {
-			ev = ev.Str("message", o.denial.Message)
-		}
-	}
-	ev.Msg("call")
-}
-
 // Servers lists the configured servers in name order.
 func (b *Bridge) Servers() []string { return b.order }
 
@@ -544,7 +509,14 @@ func (b *Bridge) Grant(spec GrantSpec) (*Grant, string, error) {
 		}
 		spec.seen[name] = t
 	}
-	return b.metrics.granted(b.grants.issue(b.ctx, spec))
+	g, token, err := b.metrics.granted(b.grants.issue(b.ctx, spec))
+	if err == nil {
+		// Before the token is handed out, so before any line of the
+		// grant's.
+		g.auditLeft.Store(int64(b.cfg.Bridge.AuditGrantBudget))
+		b.auditEnded(g)
+	}
+	return g, token, err
 }
 
 // Revoke ends a grant by id or token.

@@ -75,6 +75,9 @@ func (b *Bridge) call(ctx context.Context, req callRequest) outcome {
 		return deny(capwire.CodeShuttingDown, "capbridge is shutting down")
 	}
 	defer b.flight.Retire()
+	if o, blocked := b.auditBlocked(req.grant); blocked {
+		return o
+	}
 	s, ok := b.servers[req.server]
 	switch {
 	case !ok:
@@ -101,7 +104,7 @@ func (b *Bridge) call(ctx context.Context, req callRequest) outcome {
 	if req.grant != nil && !sameSurface(req.grant.seen[req.server], t, tool) {
 		return deny(capwire.CodeSurfaceChanged, "server "+quote(req.server)+" re-listed its tools since this grant was issued, and "+quote(req.tool)+" is not the tool this grant's façade describes; get a new grant")
 	}
-	policy, ok := destructiveDecision(&s.cfg, req.grant, req.server, req.tool)
+	policy, ok := destructiveDecision(t, req.grant, req.server, req.tool)
 	if !ok {
 		o := deny(capwire.CodeNotGranted, "tool "+quote(req.tool)+" of server "+quote(req.server)+" is destructive: only a grant that names it, or allows destructive tools, may call it")
 		o.policy = policy

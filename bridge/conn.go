@@ -106,11 +106,13 @@ func (b *Bridge) serveCallConn(nc net.Conn, peer PeerCred, st *stranger) {
 			b.refusals.hello.Add(1)
 		}
 		if tokenGrant != "" {
-			b.audit.Info().Str("event", "refused").Str("grant", tokenGrant).Int32("peer_pid", peer.PID).Uint32("peer_uid", peer.UID).Err(refusal).Msg("handshake failed")
+			b.refusedAudit(tokenGrant).Str("event", "refused").Str("grant", tokenGrant).Int32("peer_pid", peer.PID).Uint32("peer_uid", peer.UID).Err(refusal).Msg("handshake failed")
 		}
 		return
 	}
-	b.audit.Info().Str("event", "connect").Str("grant", c.grant.ID).Int32("peer_pid", peer.PID).Uint32("peer_uid", peer.UID).Msg("connected")
+	if b.charge(c.grant, auditLineCost) {
+		b.audit.Info().Str("event", "connect").Str("grant", c.grant.ID).Int32("peer_pid", peer.PID).Uint32("peer_uid", peer.UID).Msg("connected")
+	}
 	c.serve()
 }
 

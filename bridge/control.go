@@ -17,6 +17,7 @@ import (
 	"github.com/capbridge/capbridge/bridge/internal/unixsock"
 	"github.com/capbridge/capbridge/capwire"
 	"github.com/capbridge/capbridge/codegen"
+	"github.com/capbridge/capbridge/internal/lock"
 	"github.com/capbridge/capbridge/internal/truncate"
 )
 
@@ -142,6 +143,21 @@ func (h *controlHandler) Status(context.Context) (*control.Status, error) {
 	st.Connections = len(b.open)
 	b.mu.Unlock()
 	return st, nil
+}
+
+func (h *controlHandler) Surface(context.Context, *control.SurfaceRequest) (*control.Surface, error) {
+	servers, down := h.b.Surface()
+	out := &control.Surface{Lock: string(lock.New(servers).Encode())}
+	for name, err := range down {
+		if out.Down == nil {
+			out.Down = map[string]string{}
+		}
+		out.Down[name] = err.Error()
+	}
+	if len(out.Lock) > control.MaxFrame-(1<<20) {
+		return nil, &control.Error{Code: control.CodeInternal, Message: "the lock is larger than a control frame; run capbridge lock without --running"}
+	}
+	return out, nil
 }
 
 func (h *controlHandler) Metrics(context.Context, *control.MetricsRequest) (*control.Metrics, error) {

@@ -5,7 +5,9 @@
 // The package is the service core; each part names where it lives:
 //
 //   - Lifecycle (bridge.go): New, Start/Boot, Listen, Serve and Shutdown,
-//     the accept loops of the call and control sockets, the audit line.
+//     the accept loops of the call and control sockets.
+//   - Audit (audit.go): the audit line, each grant's audit budget, and
+//     what a trail that cannot be written does to calls (audit_fail).
 //   - Admission (admit.go): connections per peer uid before and after the
 //     hello, eviction of silent strangers, bytes held for partial frames.
 //   - Calls (conn.go, call.go): one call-socket connection's workers and
@@ -23,8 +25,9 @@
 //     decisions the audit records, and what a listing that drifted from
 //     the lock serves.
 //   - Control (control.go): the owner-only control socket's handler.
-//   - Metrics (metrics.go): Prometheus exposition and the optional
-//     listener.
+//   - Metrics (metrics.go, metrics_listen.go): Prometheus exposition and
+//     the optional listener, its connection cap, and the descriptor
+//     limit every budget needs.
 //   - Preflight (preflight.go): the socket checks doctor runs without
 //     binding.
 //
@@ -33,8 +36,9 @@
 // fairshare (per-server fair admission among grants, and the account of
 // calls in flight that shutdown drains), unixsock (sockets with their
 // final mode, stale-socket clearing, peer credentials), auditlog (line
-// batching and per-message log rate limits) and redact (a server's
-// secrets replaced in what callers are told). Configuration, including
+// batching that knows when a write failed, and per-message log rate
+// limits) and redact (a server's secrets, and credential shapes,
+// replaced in what callers are told). Configuration, including
 // the evaluation of restrict guards, is [github.com/capbridge/capbridge/bridge/config];
 // the control plane's wire is [github.com/capbridge/capbridge/bridge/control].
 package bridge

@@ -97,6 +97,12 @@ type Grant struct {
 	ctx    context.Context // cancelled, with the reason as cause, on revoke or expiry
 	cancel context.CancelCauseFunc
 	timer  *time.Timer
+
+	// The grant's audit budget (audit.go): bytes left, lines dropped once
+	// it was spent, and whether that was announced.
+	auditLeft    atomic.Int64
+	auditDropped atomic.Int64
+	auditSpent   atomic.Bool
 }
 
 // RunInfo names the program run a grant was issued for.
@@ -285,6 +291,16 @@ func grantIDOf(token string) string {
 		return ""
 	}
 	return id
+}
+
+// live1 returns the live grant with id, or nil.
+func (t *grantTable) live1(id string) *Grant {
+	if id == "" {
+		return nil
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.byID[id]
 }
 
 // revoke ends the grant named by id or token. It returns the grant it

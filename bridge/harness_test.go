@@ -80,6 +80,13 @@ func startBridge(t *testing.T, tweak func(*config.Config), servers ...config.Ser
 // and audit trail.
 func startBridgeLog(t *testing.T, log zerolog.Logger, tweak func(*config.Config), servers ...config.Server) *testBridge {
 	t.Helper()
+	return startBridgeOpts(t, Options{Log: log, Audit: log}, tweak, servers...)
+}
+
+// startBridgeOpts is startBridge with the Options given (their Config is
+// the test's, tweak applied), for tests of what an Option changes.
+func startBridgeOpts(t *testing.T, o Options, tweak func(*config.Config), servers ...config.Server) *testBridge {
+	t.Helper()
 	// Socket paths must fit 108 bytes; t.TempDir's can be long.
 	dir, err := os.MkdirTemp("", "cb")
 	if err != nil {
@@ -99,7 +106,8 @@ func startBridgeLog(t *testing.T, log zerolog.Logger, tweak func(*config.Config)
 	if tweak != nil {
 		tweak(cfg)
 	}
-	tb := &testBridge{Bridge: New(Options{Config: cfg, Log: log, Audit: log}), t: t, dir: dir, served: make(chan struct{})}
+	o.Config = cfg
+	tb := &testBridge{Bridge: New(o), t: t, dir: dir, served: make(chan struct{})}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	tb.Boot(ctx)

@@ -10,11 +10,13 @@ import (
 	"net/http"
 	"os"
 	"slices"
+	"strconv"
 	"time"
 
 	"github.com/capbridge/capbridge/bridge/config"
 	"github.com/capbridge/capbridge/codegen"
 	"github.com/capbridge/capbridge/internal/argcheck"
+	"github.com/capbridge/capbridge/internal/lock"
 	"github.com/capbridge/capbridge/internal/mcpauth"
 	"github.com/capbridge/capbridge/internal/truncate"
 	"github.com/capbridge/capbridge/mcpwire"
@@ -30,8 +32,11 @@ type table struct {
 	client *mcpwire.Client
 	tools  map[string]mcpwire.Tool
 	listed []mcpwire.Tool // the same tools, in the server's order
-	gen    *codegen.Generated
-	all    int // how many tools the server listed, before the filters
+	// unlocked is the listing after tools.allow and tools.deny, before
+	// the lock: what locking the server would approve (Surface).
+	unlocked []mcpwire.Tool
+	gen      *codegen.Generated
+	all      int // how many tools the server listed, before the filters
 	// drift is each tool that differs from the lock, by its drift
 	// classes: withheld (absent from tools) under enforce, served under
 	// warn. Nil without a lock.
@@ -39,6 +44,11 @@ type table struct {
 	// checks are the input schemas the bridge checks arguments against
 	// before forwarding, by tool: those argcheck can judge exactly.
 	checks map[string]*argcheck.Schema
+	// destructive is every tool a grant must name, or allow destructive
+	// tools, to call: the operator's destructive list, and each tool the
+	// server has marked destructiveHint: true in any listing since
+	// capbridge started, less not_destructive.
+	destructive map[string]bool
 }
 
 // withheldList is each withheld tool as "name: classes", sorted.
@@ -132,7 +142,9 @@ func (s *server) run(ctx context.Context) {
 		s.metrics.booted(began, t)
 		now := false
 		if err == nil {
-			s.publish(t)
+			if old := s.publish(t); old != nil {
+				s.reportRelist("restart", old, t)
+			}
 			served := time.Now()
 			err = s.serve(ctx, t)
 			if ctx.Err() != nil {
@@ -363,7 +375,14 @@ func (s *server) list(ctx context.Context, client *mcpwire.Client) (*table, erro
 	if err != nil {
 		return nil, err
 	}
+	if name := duplicateTool(listed); name != "" {
+		// Which of the two the server runs cannot be told from here, so
+		// neither is served: not even the copy a lock approves.
+		return nil, fmt.Errorf("the server lists tool %s twice, with no way to tell which definition it runs; none of its tools is served until it lists each once", quote(name))
+	}
+	hinted := s.noteHints(listed)
 	tools := s.filter(listed)
+	unlocked := tools
 	for _, e := range s.cfg.UnmatchedTools(func(name string) bool {
 		return slices.ContainsFunc(listed, func(t mcpwire.Tool) bool { return t.Name == name })
 	}) {
@@ -387,7 +406,7 @@ func (s *server) list(ctx context.Context, client *mcpwire.Client) (*table, erro
 	if err != nil {
 		return nil, fmt.Errorf("generating its façade: %w", err)
 	}
-	t := &table{client: client, tools: make(map[string]mcpwire.Tool, len(tools)), listed: tools, gen: gen, all: len(listed)}
+	t := &table{client: client, tools: make(map[string]mcpwire.Tool, len(tools)), listed: tools, unlocked: unlocked, gen: gen, all: len(listed), destructive: s.destructiveSet(hinted)}
 	for name, d := range drift {
 		if t.drift == nil {
 			t.drift = map[string]string{}
@@ -430,9 +449,8 @@ func (s *server) serve(ctx context.Context, t *table) error {
 				}
 				continue
 			}
-			s.audit.Info().Str("event", "relist").Str("server", s.cfg.Name).Int("tools", len(nt.tools)).
-				Strs("added", missing(nt, t)).Strs("removed", missing(t, nt)).Strs("changed", changed(t, nt)).Msg("server tools changed")
 			s.publish(nt)
+			s.reportRelist("list_changed", t, nt)
 			s.metrics.listed(nt)
 			t = nt
 		}
@@ -451,21 +469,68 @@ func missing(a, b *table) []string {
 	return out
 }
 
-// changed lists the tools in both whose input schemas differ, sorted.
-func changed(a, b *table) []string {
-	var out []string
+// changes returns each tool in both tables that differs in any part a
+// lock records (schemas, description, annotations, icons, execution,
+// _meta), by its classes ("description_changed,annotations_changed").
+// A new description or a flipped destructiveHint changes what a model
+// is told and what a tool does as surely as a new schema does.
+func changes(a, b *table) map[string]string {
+	out := map[string]string{}
 	for name, t := range a.tools {
-		if u, ok := b.tools[name]; ok && !bytes.Equal(t.InputSchema, u.InputSchema) {
-			out = append(out, name)
+		u, ok := b.tools[name]
+		if !ok {
+			continue
+		}
+		lt, err1 := lockedTool(t)
+		lu, err2 := lockedTool(u)
+		switch {
+		case err1 != nil || err2 != nil:
+			out[name] = "unreadable"
+		case lt.Digest != lu.Digest:
+			out[name] = driftClasses(lock.CompareTool("", lt, lu))
 		}
 	}
-	slices.Sort(out)
 	return out
 }
 
-// publish makes t the live table: the server is ready.
-func (s *server) publish(t *table) {
+// reportRelist records what a new listing (after tools/list_changed, or
+// the first after a restart) changed from the one before: an audit line
+// naming the tools added, removed and changed with each change's
+// classes, and a warning per changed tool, so that a tool that changes
+// its meaning under a running grant is seen even without a lock. A
+// restart that changed nothing is not reported; a list_changed always
+// is.
+func (s *server) reportRelist(cause string, old, nt *table) {
+	added, removed, changed := missing(nt, old), missing(old, nt), changes(old, nt)
+	if cause != "list_changed" && len(added)+len(removed)+len(changed) == 0 {
+		return
+	}
+	names := slices.Sorted(maps.Keys(changed))
+	classes := make([]string, len(names))
+	for i, name := range names {
+		classes[i] = clip(name) + ": " + changed[name]
+		ev := s.log.Warn().Str("tool", clip(name)).Str("changes", changed[name]).Str("cause", cause)
+		if before, after := destructiveHint(old.tools[name]), destructiveHint(nt.tools[name]); before != after {
+			ev = ev.Str("destructive_hint", before+" → "+after)
+		}
+		ev.Msg("a tool changed since the server last listed it; review it (capbridge describe), and lock the surface to withhold such changes")
+	}
+	s.audit.Info().Str("event", "relist").Str("server", s.cfg.Name).Str("cause", cause).Int("tools", len(nt.tools)).
+		Strs("added", clipAll(added)).Strs("removed", clipAll(removed)).Strs("changed", clipAll(names)).Strs("changes", classes).Msg("server tools changed")
+}
+
+func destructiveHint(t mcpwire.Tool) string {
+	if t.Annotations == nil || t.Annotations.DestructiveHint == nil {
+		return "absent"
+	}
+	return strconv.FormatBool(*t.Annotations.DestructiveHint)
+}
+
+// publish makes t the live table: the server is ready. It returns the
+// table t replaces, nil at the first boot.
+func (s *server) publish(t *table) *table {
 	s.mu.Lock()
+	old := s.cur
 	s.cur, s.live = t, t.client
 	s.state, s.reason, s.tail = StateReady, "", nil
 	first := s.settleFirst()
@@ -476,6 +541,7 @@ func (s *server) publish(t *table) {
 	if first != nil {
 		close(first)
 	}
+	return old
 }
 
 // failed records a failed boot attempt. A remote server that needs a

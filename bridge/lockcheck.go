@@ -22,17 +22,21 @@ type lockPolicy struct {
 }
 
 // lockedTool turns a listed tool into its lock form: every member a
-// model or program relies on, annotations as the specification spells
-// them.
+// model or program relies on, the annotations whole (a key the
+// specification does not define yet is still the server's claim, and a
+// change to it is still a change).
 func lockedTool(t mcpwire.Tool) (*lock.Tool, error) {
 	l := lock.Listed{Name: t.Name, Title: t.Title, Description: t.Description,
-		InputSchema: t.InputSchema, OutputSchema: t.OutputSchema, Meta: t.Meta}
+		InputSchema: t.InputSchema, OutputSchema: t.OutputSchema, Icons: t.Icons, Execution: t.Execution, Meta: t.Meta}
 	if a := t.Annotations; a != nil {
-		b, err := json.Marshal(listedAnnotations{a.Title, a.ReadOnlyHint, a.DestructiveHint, a.IdempotentHint, a.OpenWorldHint})
-		if err != nil {
-			return nil, err
+		l.Annotations = a.Raw
+		if l.Annotations == nil {
+			b, err := json.Marshal(listedAnnotations{a.Title, a.ReadOnlyHint, a.DestructiveHint, a.IdempotentHint, a.OpenWorldHint})
+			if err != nil {
+				return nil, err
+			}
+			l.Annotations = b
 		}
-		l.Annotations = b
 	}
 	return lock.NewTool(l)
 }
@@ -116,22 +120,23 @@ func (s *server) reportDrift(p *lockPolicy, drift map[string][]lock.Drift, absen
 		for i, x := range d {
 			details[i] = string(x.Class) + ": " + x.Detail
 		}
-		s.log.Warn().Str("tool", name).Str("drift", driftClasses(d)).Strs("detail", details).Str("action", action).
+		s.log.Warn().Str("tool", clip(name)).Str("drift", driftClasses(d)).Strs("detail", clipAll(details)).Str("action", action).
 			Msg("tool differs from the lock; run capbridge skew to review it, capbridge lock to approve it")
-		s.audit.Warn().Str("event", "lock_drift").Str("server", s.cfg.Name).Str("tool", name).
+		s.audit.Warn().Str("event", "lock_drift").Str("server", s.cfg.Name).Str("tool", clip(name)).
 			Str("drift", driftClasses(d)).Str("action", action).Msg("tool differs from the lock")
 	}
 	if len(absent) > 0 && p.entry != nil {
-		s.log.Warn().Strs("tools", absent).Msg("tools the lock does not name are not served; run capbridge lock to approve them")
-		s.audit.Warn().Str("event", "lock_absent").Str("server", s.cfg.Name).Strs("tools", absent).Msg("tools not in the lock")
+		s.log.Warn().Strs("tools", clipAll(absent)).Msg("tools the lock does not name are not served; run capbridge lock to approve them")
+		s.audit.Warn().Str("event", "lock_absent").Str("server", s.cfg.Name).Strs("tools", clipAll(absent)).Msg("tools not in the lock")
 	}
 }
 
-// Surface locks what each ready server serves now (after tools.allow and
-// tools.deny, and after the lock when the bridge holds one), with the
-// serverInfo it gave at initialize: what capbridge lock writes and skew
-// compares. A server that is not ready is left out, with the reason it
-// is not.
+// Surface locks what each ready server lists now, after tools.allow and
+// tools.deny and before any lock the bridge holds it to (what locking it
+// would approve), with the serverInfo it gave at initialize: what
+// capbridge lock writes and skew compares, from a bridge booted for the
+// purpose or from a running one. A server that is not ready is left out,
+// with the reason it is not.
 func (b *Bridge) Surface() (map[string]*lock.Server, map[string]error) {
 	out := map[string]*lock.Server{}
 	var down map[string]error
@@ -141,7 +146,7 @@ func (b *Bridge) Surface() (map[string]*lock.Server, map[string]error) {
 		if err == nil {
 			si := t.client.Initialize().ServerInfo
 			var ls *lock.Server
-			if ls, err = lockedServer(lock.Info{Name: si.Name, Version: si.Version, Title: si.Title}, t.listed); err == nil {
+			if ls, err = lockedServer(lock.Info{Name: si.Name, Version: si.Version, Title: si.Title}, t.unlocked); err == nil {
 				out[name] = ls
 				continue
 			}

@@ -4,11 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/rs/zerolog"
 
@@ -24,30 +21,8 @@ import (
 // holding its servers to lf in mode, its audit trail in audit.
 func startLocked(t *testing.T, lf *lock.File, mode string, audit *syncBuffer, servers ...config.Server) *testBridge {
 	t.Helper()
-	dir, err := os.MkdirTemp("", "cb")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	cfg := config.Defaults()
-	cfg.Bridge.CallSocket = filepath.Join(dir, "call.sock")
-	cfg.Bridge.ControlSocket = filepath.Join(dir, "control.sock")
-	cfg.Bridge.ShutdownGrace = 2 * time.Second
-	cfg.Bridge.WriteTimeout = time.Minute
-	cfg.Bridge.LockMode = mode
-	cfg.Servers = servers
 	log := zerolog.New(audit)
-	tb := &testBridge{Bridge: New(Options{Config: cfg, Log: log, Audit: log, Lock: lf}), t: t, dir: dir, served: make(chan struct{})}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	tb.Boot(ctx)
-	if err := tb.Listen(); err != nil {
-		_ = tb.Shutdown(0)
-		t.Fatal(err)
-	}
-	go func() { tb.Serve(); close(tb.served) }()
-	t.Cleanup(tb.shutdown)
-	return tb
+	return startBridgeOpts(t, Options{Log: log, Audit: log, Lock: lf}, func(c *config.Config) { c.Bridge.LockMode = mode }, servers...)
 }
 
 // lockOf boots sc once, unlocked, and locks what it lists: what

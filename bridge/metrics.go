@@ -115,6 +115,8 @@ type metrics struct {
 	grantsEnded  [len(grantEnds)]*vm.Counter
 	bytesIn      *vm.Counter
 	bytesOut     *vm.Counter
+	// auditLostBy counts audit lines lost, by auditLostReasons.
+	auditLostBy [len(auditLostReasons)]*vm.Counter
 
 	mu         sync.Mutex
 	toolSeries int // calls_total series with a tool label, at most maxToolSeries
@@ -175,7 +177,17 @@ func newMetrics(b *Bridge) *metrics {
 		m.accepted[i] = set.NewCounter(`capbridge_connections_accepted_total{socket="` + s + `"}`)
 		set.NewGauge(`capbridge_connections_open{socket="`+s+`"}`, func() float64 { return float64(b.openConns(i == 1)) })
 	}
+	set.NewGauge(`capbridge_connections_open{socket="metrics"}`, func() float64 { return float64(b.metricsOpen.Load()) })
 	set.NewGauge("capbridge_grants_live", func() float64 { return float64(b.grants.live()) })
+	for i, r := range auditLostReasons {
+		m.auditLostBy[i] = set.NewCounter(`capbridge_audit_lines_lost_total{reason="` + r + `"}`)
+	}
+	set.NewGauge("capbridge_audit_writable", func() float64 {
+		if b.auditOut != nil && b.auditOut.Broken() {
+			return 0
+		}
+		return 1
+	})
 	for _, name := range b.order {
 		s := b.servers[name]
 		l := `{server="` + labelValue(name) + `"}`
@@ -285,6 +297,22 @@ func (ss *serverSeries) counter(ts *toolSeries, i int) *vm.Counter {
 	c := m.set.GetOrCreateCounter(`capbridge_calls_total{server="` + ss.name + `",tool="` + ts.label + `",outcome="` + outcomeNames[i] + `"}`)
 	ts.outcomes[i].Store(c)
 	return c
+}
+
+// auditLostReasons are the reason labels of
+// capbridge_audit_lines_lost_total (audit.go).
+var auditLostReasons = [...]string{lostWrite, lostBudget, lostRate}
+
+// auditLost counts n audit lines lost for reason.
+func (m *metrics) auditLost(reason string, n int) {
+	if m == nil {
+		return
+	}
+	for i, r := range auditLostReasons {
+		if r == reason {
+			m.auditLostBy[i].Add(n)
+		}
+	}
 }
 
 // denied counts a denial sent to a caller, from either socket.
@@ -433,10 +461,11 @@ func (b *Bridge) WriteMetrics(w io.Writer) {
 // MetricsContentType is the Content-Type of what WriteMetrics writes.
 const MetricsContentType = "text/plain; version=0.0.4; charset=utf-8"
 
-// ServeMetrics serves WriteMetrics over HTTP on l (metrics_listen's
-// loopback listener) at /metrics, to GET and HEAD, until Shutdown, and
-// closes l. A scrape is bounded: 5 s to send its header (of at most 8
-// KiB), 10 s to take the reply.
+// ServeMetrics serves WriteMetrics over HTTP on l (ListenMetrics's
+// listener) at /metrics, to GET and HEAD, until Shutdown, and closes l.
+// At most maxMetricsConns connections are open at once, and each is
+// bounded in time (metrics_listen.go): whatever the port is sent, the
+// call and control sockets keep accepting.
 func (b *Bridge) ServeMetrics(l net.Listener) error {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /metrics", func(w http.ResponseWriter, _ *http.Request) {
@@ -445,16 +474,16 @@ func (b *Bridge) ServeMetrics(l net.Listener) error {
 	})
 	srv := &http.Server{
 		Handler:           mux,
-		ReadHeaderTimeout: 5 * time.Second,
-		ReadTimeout:       5 * time.Second,
-		WriteTimeout:      10 * time.Second,
-		IdleTimeout:       time.Minute,
-		MaxHeaderBytes:    8 << 10,
+		ReadHeaderTimeout: metricsHeaderTimeout,
+		ReadTimeout:       metricsRequestTimeout,
+		WriteTimeout:      metricsWriteTimeout,
+		IdleTimeout:       metricsIdleTimeout,
+		MaxHeaderBytes:    metricsMaxHeader,
 		ErrorLog:          log.New(b.log, "metrics listener: ", 0),
 	}
 	// Scrapes go on while Shutdown drains the calls; b.ctx ends after.
 	defer context.AfterFunc(b.ctx, func() { srv.Close() })()
-	if err := srv.Serve(l); !errors.Is(err, http.ErrServerClosed) {
+	if err := srv.Serve(newLimitListener(l, maxMetricsConns, &b.metricsOpen)); !errors.Is(err, http.ErrServerClosed) {
 		return fmt.Errorf("bridge: serving metrics: %w", err)
 	}
 	return nil

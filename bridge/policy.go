@@ -1,7 +1,8 @@
 package bridge
 
 import (
-	"github.com/capbridge/capbridge/bridge/config"
+	"maps"
+
 	"github.com/capbridge/capbridge/mcpwire"
 )
 
@@ -19,12 +20,13 @@ const (
 	policyWarnDrift         = "allowed_despite_drift" // lock_mode warn served a drifted tool
 )
 
-// destructiveDecision applies destructive = [...] to a call of tool on
-// server s under g (nil: the operator's authority, which declares the
-// rule and is bound by it only as far as it chooses to call). It returns
-// the decision, and whether the call may go on.
-func destructiveDecision(s *config.Server, g *Grant, server, tool string) (string, bool) {
-	if !s.IsDestructive(tool) {
+// destructiveDecision applies the destructive tools of table t (the
+// operator's list and the server's hints, table.destructive) to a call of
+// tool on server under g (nil: the operator's authority, which declares
+// the rule and is bound by it only as far as it chooses to call). It
+// returns the decision, and whether the call may go on.
+func destructiveDecision(t *table, g *Grant, server, tool string) (string, bool) {
+	if !t.destructive[tool] {
 		return "", true
 	}
 	switch {
@@ -41,19 +43,66 @@ func destructiveDecision(s *config.Server, g *Grant, server, tool string) (strin
 // checkPolicy checks the policy against the tools a listing serves: a
 // restrict guard whose pointer names no argument of its tool's schema
 // fails the listing (it is a configuration error, and a guard that
-// matches nothing must not pass for one that holds), and a tool the
-// server hints is destructive but the operator did not declare is
-// pointed out, since the hint is the server's word alone.
+// matches nothing must not pass for one that holds).
 func (s *server) checkPolicy(tools []mcpwire.Tool) error {
 	byName := make(map[string][]byte, len(tools))
 	for _, t := range tools {
 		byName[t.Name] = t.InputSchema
-		if a := t.Annotations; a != nil && a.DestructiveHint != nil && *a.DestructiveHint && !s.cfg.IsDestructive(t.Name) {
-			s.log.Info().Str("tool", t.Name).Msg("the server hints this tool is destructive; list it in destructive to require a grant that names it")
-		}
 	}
 	if errs := s.cfg.CheckGuards(func(tool string) ([]byte, bool) { b, ok := byName[tool]; return b, ok }); len(errs) > 0 {
 		return errs
 	}
 	return nil
+}
+
+// noteHints records the tools listed marks destructiveHint: true, and
+// returns every tool so marked since capbridge started. A server's hint
+// that a tool is destructive can only make capbridge more careful, so it
+// is honoured; its claim that a tool is not (the hint false, absent, or
+// withdrawn in a later listing) is never trusted, so a hint once given
+// stays for the life of the process, across re-listings and restarts.
+func (s *server) noteHints(listed []mcpwire.Tool) map[string]bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, t := range listed {
+		if a := t.Annotations; a != nil && a.DestructiveHint != nil && *a.DestructiveHint && !s.hinted[t.Name] {
+			if s.hinted == nil {
+				s.hinted = map[string]bool{}
+			}
+			s.hinted[t.Name] = true
+			if s.cfg.IsNotDestructive(t.Name) {
+				s.log.Info().Str("tool", clip(t.Name)).Msg("the server marks this tool destructive; not_destructive overrides it")
+			} else if !s.cfg.IsDestructive(t.Name) {
+				s.log.Info().Str("tool", clip(t.Name)).Msg("the server marks this tool destructive: only a grant that names it, or allows destructive tools, may call it (not_destructive overrides)")
+			}
+		}
+	}
+	return maps.Clone(s.hinted)
+}
+
+// destructiveSet is the destructive tools of a listing: the operator's,
+// and the server's hints (noteHints), less not_destructive.
+func (s *server) destructiveSet(hinted map[string]bool) map[string]bool {
+	out := make(map[string]bool, len(s.cfg.Destructive)+len(hinted))
+	for _, name := range s.cfg.Destructive {
+		out[name] = true
+	}
+	for name := range hinted {
+		if !s.cfg.IsNotDestructive(name) {
+			out[name] = true
+		}
+	}
+	return out
+}
+
+// duplicateTool returns a name listed twice, or "".
+func duplicateTool(listed []mcpwire.Tool) string {
+	seen := make(map[string]bool, len(listed))
+	for _, t := range listed {
+		if seen[t.Name] {
+			return t.Name
+		}
+		seen[t.Name] = true
+	}
+	return ""
 }

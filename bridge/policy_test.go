@@ -2,13 +2,10 @@ package bridge
 
 import (
 	"testing"
-
-	"github.com/capbridge/capbridge/bridge/config"
 )
 
 func TestDestructiveDecision(t *testing.T) {
-	s := config.NewServer("s", "/x")
-	s.Destructive = []string{"rm"}
+	tab := &table{destructive: map[string]bool{"rm": true}}
 	every := &Grant{servers: map[string]map[string]bool{"s": nil}}
 	named := &Grant{servers: map[string]map[string]bool{"s": {"rm": true}}}
 	opted := &Grant{servers: map[string]map[string]bool{"s": nil}, allowDestructive: true}
@@ -24,7 +21,7 @@ func TestDestructiveDecision(t *testing.T) {
 		{opted, "rm", policyDestructiveOptIn, true},
 		{nil, "rm", policyOperator, true},
 	} {
-		got, ok := destructiveDecision(&s, c.g, "s", c.tool)
+		got, ok := destructiveDecision(tab, c.g, "s", c.tool)
 		if got != c.want || ok != c.ok {
 			t.Errorf("%s: %q %v, want %q %v", c.tool, got, ok, c.want, c.ok)
 		}

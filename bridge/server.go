@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net/url"
 	"os"
 	"slices"
@@ -78,7 +79,7 @@ type server struct {
 	// server's stderr lines, requests and notifications through it.
 	log    zerolog.Logger
 	logs   *auditlog.Limiter // log's limiter; flushed when the server ends
-	redact *redact.Redactor  // the values of cfg.Env, for what callers are told
+	redact *redact.Redactor  // the values of its environment (secretsOf), for what callers are told
 	audit  zerolog.Logger
 	opts   bootOptions
 
@@ -129,6 +130,9 @@ type server struct {
 	// lock holds each listing to the lock; nil: no lock. Set by New
 	// before run starts.
 	lock *lockPolicy
+	// hinted is every tool the server has marked destructiveHint: true
+	// in any listing (noteHints); guarded by mu.
+	hinted map[string]bool
 
 	metrics *serverSeries // set by newMetrics; nil records nothing
 }
@@ -139,7 +143,7 @@ func newServer(cfg config.Server, log, audit zerolog.Logger, o bootOptions, prog
 		cfg:        cfg,
 		log:        log,
 		logs:       logs,
-		redact:     redact.New(secretValues(cfg)),
+		redact:     redact.New(secretsOf(cfg, os.LookupEnv)),
 		audit:      audit,
 		opts:       o,
 		jitter:     equalJitter,
@@ -153,27 +157,34 @@ func newServer(cfg config.Server, log, audit zerolog.Logger, o bootOptions, prog
 	return s
 }
 
-// secretValues are the values of a server's configuration that must
-// not reach a caller: its env, and a remote server's credentials that
-// come from capbridge's environment (those from files are read at boot,
-// never logged, and never part of an error).
-func secretValues(cfg config.Server) map[string]string {
-	rm := cfg.Remote
-	if rm == nil {
-		return cfg.Env
-	}
-	out := map[string]string{}
-	add := func(name, variable string) {
-		if v, ok := os.LookupEnv(variable); ok && variable != "" {
+// secretsOf is every value the server runs with that may be a
+// credential, by name, looked up with lookup: its env, the values it
+// inherits from capbridge's environment (inherit_env: a token exported in
+// the shell that started capbridge and passed through), and a remote
+// server's credentials taken from capbridge's environment (those from
+// files are read at boot, never logged, and never part of an error). A
+// server may print any of them.
+func secretsOf(cfg config.Server, lookup func(string) (string, bool)) map[string]string {
+	out := make(map[string]string, len(cfg.Env)+len(cfg.InheritEnv))
+	for _, name := range cfg.InheritEnv {
+		if v, ok := lookup(name); ok {
 			out[name] = v
 		}
 	}
-	for h, variable := range rm.HeaderEnv {
-		add(h, variable)
-	}
-	add("bearer_token", rm.BearerTokenEnv)
-	if rm.OAuth != nil {
-		add("client_secret", rm.OAuth.ClientSecretEnv)
+	maps.Copy(out, cfg.Env) // a value given explicitly wins, as at spawn
+	if rm := cfg.Remote; rm != nil {
+		add := func(name, variable string) {
+			if v, ok := lookup(variable); ok && variable != "" {
+				out[name] = v
+			}
+		}
+		for h, variable := range rm.HeaderEnv {
+			add(h, variable)
+		}
+		add("bearer_token", rm.BearerTokenEnv)
+		if rm.OAuth != nil {
+			add("client_secret", rm.OAuth.ClientSecretEnv)
+		}
 	}
 	return out
 }

@@ -306,7 +306,7 @@ func (c *Client) initialize(ctx context.Context) error {
 	c.init = ir
 	c.car.negotiated(ir.ProtocolVersion)
 	c.batch.Store(ir.ProtocolVersion == batchVersion)
-	c.log.Info().Str("version", ir.ProtocolVersion).Str("server_name", ir.ServerInfo.Name).Str("server_version", ir.ServerInfo.Version).Msg("mcpwire: initialized")
+	c.log.Info().Str("version", previewString(ir.ProtocolVersion)).Str("server_name", previewString(ir.ServerInfo.Name)).Str("server_version", previewString(ir.ServerInfo.Version)).Msg("mcpwire: initialized")
 	return c.notify(ctx, "notifications/initialized", nil)
 }
 

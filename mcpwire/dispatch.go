@@ -213,3 +213,7 @@ func (c *Client) stray(line []byte, why error) {
 func preview(b []byte) string {
 	return truncate.Ellipsis(string(b[:min(len(b), strayPreview+utf8.UTFMax)]), strayPreview)
 }
+
+// previewString is preview of a string the server chose (its name, its
+// version, an error's message), where a log repeats it.
+func previewString(s string) string { return truncate.Ellipsis(s, strayPreview) }

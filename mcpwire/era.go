@@ -348,7 +348,7 @@ func anyLegacy(sup []string) bool {
 func (c *Client) startModern(ctx context.Context) error {
 	c.m.era.Store(uint32(EraModern))
 	info := c.ServerInfo()
-	c.log.Info().Str("version", mcpproto.ModernVersion).Str("server_name", info.Name).Str("server_version", info.Version).Msg("mcpwire: speaking the modern era")
+	c.log.Info().Str("version", mcpproto.ModernVersion).Str("server_name", previewString(info.Name)).Str("server_version", previewString(info.Version)).Msg("mcpwire: speaking the modern era")
 	if d := c.m.disc; d != nil && d.ToolsListChanged {
 		return c.listen(ctx)
 	}
@@ -383,7 +383,7 @@ func (c *Client) modernResponse(m *mcpproto.Message) bool {
 	}
 	c.m.subID.Store(0)
 	if m.Error != nil {
-		c.log.Warn().Int64("code", m.Error.Code).Str("message", m.Error.Message).Msg("mcpwire: subscriptions/listen refused; tools/list_changed will not arrive")
+		c.log.Warn().Int64("code", m.Error.Code).Str("message", previewString(m.Error.Message)).Msg("mcpwire: subscriptions/listen refused; tools/list_changed will not arrive")
 	} else {
 		c.log.Info().Msg("mcpwire: server ended the subscriptions/listen stream")
 	}

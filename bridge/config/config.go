@@ -40,6 +40,8 @@
 //	log_level        = "info"                        # debug | info | warn | error
 //	audit_values     = false                         # log argument and result values
 //	audit_path       = "/var/log/capbridge/audit.log" # the audit trail's own file (append-only, 0600); default: with the logs
+//	audit_fail       = "closed"                      # closed: refuse calls while the trail cannot be written | open: serve, count the loss
+//	audit_grant_budget = "64MiB"                     # audit bytes one grant may cause; then as audit_fail says
 //	metrics_listen   = "127.0.0.1:9464"              # Prometheus metrics over HTTP, loopback only; default none
 //	lock             = "capbridge.lock"              # the approved surface (capbridge lock); relative to this file
 //	lock_mode        = "enforce"                     # enforce: a drifted tool is withheld | warn: served, reported
@@ -65,12 +67,14 @@
 //	tools.deny       = ["delete_repo"]               # these are absent
 //	stderr_to_caller = false                         # show the end of its stderr (redacted, 2 KiB) in denials
 //	destructive      = ["delete_repo"]               # callable only by a grant that names them or allows destructive
+//	not_destructive  = ["move_file"]                 # overrides the server's destructiveHint: true (honoured by default)
 //
 //	[mcp.github.restrict.create_issue]              # argument guards of one tool, by JSON Pointer
 //	"/repo" = { prefix = "acme/" }                  # also: values = [...], pattern = "re", min = 0, max = 10, optional = true
 package config
 
 import (
+	"bytes"
 	"cmp"
 	"errors"
 	"fmt"
@@ -130,8 +134,18 @@ type Bridge struct {
 	// AuditPath, when set, is the file the audit trail goes to, apart
 	// from the operational logs: opened for appending, created 0600.
 	AuditPath string
-	// MetricsListen is the loopback host:port serve offers /metrics on;
-	// "" serves none (capbridge metrics still reads them).
+	// AuditFail is what happens to calls while the audit trail cannot
+	// be written (a full disk, a closed pipe): AuditFailClosed refuses
+	// them, AuditFailOpen serves them and counts the lines lost.
+	AuditFail string
+	// AuditGrantBudget bounds the bytes of audit lines one grant's
+	// connections and calls may write, so that no program can fill the
+	// disk through the trail. Once spent, the grant's calls are refused
+	// (AuditFailClosed) or served unaudited and counted (AuditFailOpen).
+	AuditGrantBudget int
+	// MetricsListen is where serve offers /metrics: a loopback
+	// host:port, or "unix:" and the absolute path of a socket (mode
+	// 0600); "" serves none (capbridge metrics still reads them).
 	MetricsListen string
 	// Lock is the lock file serve holds the servers' tools to (absolute:
 	// a relative path in the file is resolved against its directory);
@@ -178,8 +192,15 @@ type Server struct {
 	StderrToCaller bool
 	// Destructive names the tools the operator declares destructive: a
 	// grant calls one only if it names it or allows destructive tools.
-	// A server's own destructiveHint is shown, never trusted.
+	// A tool the server marks destructiveHint: true is destructive too
+	// (a hint that asks for more care is honoured), unless it is named
+	// in NotDestructive; a server's claim that a tool is not destructive
+	// is never trusted.
 	Destructive []string
+	// NotDestructive names tools the operator overrides a server's
+	// destructiveHint for: they are not destructive whatever the server
+	// says.
+	NotDestructive []string
 	// Restrict is every argument guard, sorted by tool then pointer.
 	Restrict []Guard
 	// Strict makes a tools.allow, tools.deny, destructive or restrict
@@ -285,6 +306,27 @@ const (
 	maxCountSetting = 1 << 20
 )
 
+// The audit trail's failure modes (audit_fail) and its budget per grant.
+const (
+	AuditFailClosed = "closed"
+	AuditFailOpen   = "open"
+	// DefaultAuditGrantBudget is about 200 000 call lines (about 320
+	// bytes each without audit_values): more than a code-mode execution
+	// makes, far less than a disk.
+	DefaultAuditGrantBudget = 64 << 20
+	minAuditGrantBudget     = 64 << 10
+	maxAuditGrantBudget     = 64 << 30
+)
+
+var auditFails = []string{AuditFailClosed, AuditFailOpen}
+
+// MetricsUnixPrefix marks a metrics_listen that is a Unix socket's path.
+const MetricsUnixPrefix = "unix:"
+
+// maxSocketPath is the longest path a Unix socket address holds (108
+// bytes with its NUL, on Linux).
+const maxSocketPath = 107
+
 // MaxDuration bounds every duration setting, so a typo cannot turn a
 // bound into no bound; a client waiting on a server's call_timeout or
 // max_call_timeout, which it cannot read, knows the call ends by then.
@@ -326,6 +368,8 @@ func Defaults() *Config {
 		LogFormat:            "auto",
 		LogLevel:             "info",
 		LockMode:             LockEnforce,
+		AuditFail:            AuditFailClosed,
+		AuditGrantBudget:     DefaultAuditGrantBudget,
 	}}
 }
 
@@ -410,6 +454,7 @@ func Load(name string, data []byte) (*Config, error) {
 	if len(data) > maxFileSize {
 		return nil, fmt.Errorf("%s: %w", name, ErrTooLarge)
 	}
+	data = bytes.TrimPrefix(data, utf8BOM) // as a Windows editor saves it
 	var doc map[string]any
 	if err := toml.Unmarshal(data, &doc); err != nil {
 		var de *toml.DecodeError
@@ -529,6 +574,10 @@ func (r *reader) bridge(t map[string]any, b *Bridge) {
 			r.boolean(key, v, &b.AuditValues)
 		case "audit_path":
 			r.path(key, v, &b.AuditPath)
+		case "audit_fail":
+			r.enum(key, v, auditFails, &b.AuditFail)
+		case "audit_grant_budget":
+			r.size(key, v, minAuditGrantBudget, maxAuditGrantBudget, &b.AuditGrantBudget)
 		case "metrics_listen":
 			r.loopback(key, v, &b.MetricsListen)
 		case "lock":
@@ -618,6 +667,8 @@ func (r *reader) servers(t map[string]any) []Server {
 				r.boolean(k2, v, &s.StderrToCaller)
 			case "destructive":
 				r.strs(k2, v, &s.Destructive)
+			case "not_destructive":
+				r.strs(k2, v, &s.NotDestructive)
 			case "restrict":
 				r.restrict(k2, v, &s)
 			default:
@@ -673,6 +724,11 @@ func (r *reader) checkServer(key string, st map[string]any, s *Server) {
 			r.fail(key+".tools", "name each tool in allow or deny, not both", "tool %q is both allowed and denied", d)
 		}
 	}
+	for _, d := range s.NotDestructive {
+		if slices.Contains(s.Destructive, d) {
+			r.fail(key+".not_destructive", "name each tool in destructive or not_destructive, not both", "tool %q is declared destructive and not destructive", d)
+		}
+	}
 }
 
 // InflightPerGrant is the most calls of one grant that run at the server
@@ -703,7 +759,7 @@ func (s *Server) UnmatchedTools(has func(name string) bool) []string {
 	for _, l := range []struct {
 		key   string
 		names []string
-	}{{"tools.allow", s.ToolsAllow}, {"tools.deny", s.ToolsDeny}, {"destructive", s.Destructive}, {"restrict", guarded}} {
+	}{{"tools.allow", s.ToolsAllow}, {"tools.deny", s.ToolsDeny}, {"destructive", s.Destructive}, {"not_destructive", s.NotDestructive}, {"restrict", guarded}} {
 		for _, n := range l.names {
 			if !has(n) {
 				out = append(out, fmt.Sprintf("%s %q", l.key, n))
@@ -760,14 +816,24 @@ func (r *reader) path(key string, v any, dst *string) {
 }
 
 // loopback reads a listen address that must be a loopback IP and a
-// port: metrics name servers, tools and call rates, which are the host's
-// business, so they are never offered to the network directly.
+// port, or a Unix socket's path after "unix:": metrics name servers,
+// tools and call rates, which are the host's business, so they are never
+// offered to the network directly. A loopback port is open to every local
+// user; the socket, mode 0600, to capbridge's user alone.
 func (r *reader) loopback(key string, v any, dst *string) {
 	var s string
 	if !r.str(key, v, &s) {
 		return
 	}
-	const fix = `write "127.0.0.1:9464" (or "[::1]:9464"); to scrape from elsewhere, run a local agent or a tunnel that forwards it`
+	const fix = `write "127.0.0.1:9464" (or "[::1]:9464"), or "unix:/run/capbridge/metrics.sock" to keep them from other local users; to scrape from elsewhere, run a local agent or a tunnel that forwards it`
+	if path, ok := strings.CutPrefix(s, MetricsUnixPrefix); ok {
+		if !strings.HasPrefix(path, "/") || len(path) > maxSocketPath {
+			r.fail(key, fix, "%q is not an absolute socket path of at most %d bytes", path, maxSocketPath)
+			return
+		}
+		*dst = s
+		return
+	}
 	host, port, err := net.SplitHostPort(s)
 	if err != nil {
 		r.fail(key, fix, "%q is not host:port", s)

@@ -38,6 +38,8 @@ surface_budget = "32KiB"
 log_format = "json"
 log_level = "debug"
 audit_values = true
+audit_fail = "open"
+audit_grant_budget = "1MiB"
 metrics_listen = "[::1]:9464"
 
 [mcp.github]
@@ -83,17 +85,19 @@ func TestLoadFull(t *testing.T) {
 		MaxConnsPerGrant: 4, MaxConnsPerUID: 100,
 		MaxUnauthConnections: 32, MaxUnauthPerUID: 8,
 		HelloTimeout: time.Second, IdleTimeout: time.Minute, FrameTimeout: 5 * time.Second,
-		MaxPartialBytes: 32 << 20,
-		MaxResultText:   65536,
-		MaxResultData:   DefaultMaxResultData,
-		WriteTimeout:    2 * time.Second,
-		ShutdownGrace:   15 * time.Second,
-		SurfaceBudget:   32 << 10,
-		LogFormat:       "json",
-		LogLevel:        "debug",
-		AuditValues:     true,
-		MetricsListen:   "[::1]:9464",
-		LockMode:        LockEnforce,
+		MaxPartialBytes:  32 << 20,
+		MaxResultText:    65536,
+		MaxResultData:    DefaultMaxResultData,
+		WriteTimeout:     2 * time.Second,
+		ShutdownGrace:    15 * time.Second,
+		SurfaceBudget:    32 << 10,
+		LogFormat:        "json",
+		LogLevel:         "debug",
+		AuditValues:      true,
+		AuditFail:        AuditFailOpen,
+		AuditGrantBudget: 1 << 20,
+		MetricsListen:    "[::1]:9464",
+		LockMode:         LockEnforce,
 	}
 	if !reflect.DeepEqual(cfg.Bridge, want) {
 		t.Errorf("bridge:\n got %+v\nwant %+v", cfg.Bridge, want)
@@ -106,7 +110,7 @@ func TestLoadFull(t *testing.T) {
 		!reflect.DeepEqual(fs.ToolsDeny, []string{"write_file"}) || fs.ToolsAllow != nil ||
 		!reflect.DeepEqual(fs.InheritEnv, bound.InheritEnv()) || fs.CallTimeout != DefaultCallTimeout ||
 		fs.MaxInflight != DefaultMaxInflight || fs.MaxQueue != DefaultMaxQueue ||
-		fs.MaxInflightPerGrant != DefaultMaxInflight/2 || fs.MaxQueuePerGrant != DefaultMaxQueue/2 || fs.Line != 46 ||
+		fs.MaxInflightPerGrant != DefaultMaxInflight/2 || fs.MaxQueuePerGrant != DefaultMaxQueue/2 || fs.Line != 48 ||
 		fs.Restart != RestartOnFailure || fs.RestartBackoff != DefaultRestartBackoff || fs.RestartMax != DefaultRestartMax || fs.File != "capbridge.toml" {
 		t.Errorf("fs = %+v", fs)
 	}
@@ -121,7 +125,7 @@ func TestLoadFull(t *testing.T) {
 		Restart: RestartAlways, RestartBackoff: 2 * time.Second, RestartMax: 30 * time.Second,
 		MaxInflight: 4, MaxQueue: 0, MaxInflightPerGrant: 3, MaxQueuePerGrant: 0,
 		ToolsAllow: []string{"create_issue", "list_issues"},
-		File:       "capbridge.toml", Line: 29,
+		File:       "capbridge.toml", Line: 31,
 	}
 	if !reflect.DeepEqual(gh, wantGH) {
 		t.Errorf("github:\n got %+v\nwant %+v", gh, wantGH)

@@ -217,6 +217,10 @@ func (l *editorLoader) expand(e *editorEntry, field, v string) string {
 // trailing commas with spaces, so every offset, and so every line, is the
 // original file's.
 func (l *editorLoader) loadJSON(raw []byte) []*editorEntry {
+	raw = bytes.TrimPrefix(raw, utf8BOM)
+	if !l.checkDepth(raw) {
+		return nil
+	}
 	data, err := hujson.Standardize(slices.Clone(raw))
 	if err != nil {
 		line, col := 0, 0
@@ -248,6 +252,10 @@ func lineAt(data []byte, offset int64) int {
 }
 
 func (j *jsonFile) load() []*editorEntry {
+	if at, first, key := duplicateMember(j.data); at >= 0 {
+		j.fail(at, "", "keep one of them: JSON readers disagree on which one counts", "%q appears twice in one object (first on line %d)", key, lineAt(j.data, first))
+		return nil
+	}
 	dec := json.NewDecoder(bytes.NewReader(j.data))
 	var top map[string]json.RawMessage
 	if err := dec.Decode(&top); err != nil {
@@ -373,6 +381,7 @@ func jsonKind(goKind string) string {
 // loadCodex reads Codex's config.toml, whose [mcp_servers.<name>] tables
 // are the servers; the rest of the file is Codex's and is not looked at.
 func (l *editorLoader) loadCodex(data []byte) []*editorEntry {
+	data = bytes.TrimPrefix(data, utf8BOM)
 	var doc map[string]any
 	if err := toml.Unmarshal(data, &doc); err != nil {
 		var de *toml.DecodeError

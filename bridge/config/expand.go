@@ -10,7 +10,9 @@ import (
 // editors write:
 //
 //	${VAR}              the environment variable VAR (Claude Code, Cursor)
-//	${VAR:-default}     VAR, or default when VAR is unset or empty
+//	${VAR:-default}     VAR, or default when VAR is unset or empty; the
+//	                    default may hold placeholders (${A:-${B}}), expanded
+//	                    only when it is used
 //	${env:VAR}          VAR (VS Code, Cursor)
 //	${HOME}, ${userHome} the home directory, from $HOME
 //	${workspaceFolder}  the workspace directory (--workspace)
@@ -29,9 +31,17 @@ type unresolved struct {
 	msg, fix    string
 }
 
+// maxNesting bounds placeholders inside defaults: ${A:-${B:-${C}}} is
+// three deep, and nobody writes ten.
+const maxNesting = 8
+
 // expand returns s with every placeholder replaced, or the first one that
 // cannot be.
 func (x *expander) expand(s string) (string, *unresolved) {
+	return x.expandDepth(s, 0)
+}
+
+func (x *expander) expandDepth(s string, depth int) (string, *unresolved) {
 	if !strings.Contains(s, "${") {
 		return s, nil
 	}
@@ -43,21 +53,41 @@ func (x *expander) expand(s string) (string, *unresolved) {
 			return b.String(), nil
 		}
 		b.WriteString(s[:i])
-		end := strings.IndexByte(s[i:], '}')
+		end := closingBrace(s[i+2:])
 		if end < 0 {
 			return "", &unresolved{placeholder: s[i:], msg: "has an unterminated ${", fix: "close it with }, or write the text without ${"}
 		}
-		ph := s[i : i+end+1]
-		v, u := x.resolve(ph, ph[2:len(ph)-1])
+		ph := s[i : i+2+end+1]
+		v, u := x.resolve(ph, ph[2:len(ph)-1], depth)
 		if u != nil {
 			return "", u
 		}
 		b.WriteString(v)
-		s = s[i+end+1:]
+		s = s[i+len(ph):]
 	}
 }
 
-func (x *expander) resolve(ph, body string) (string, *unresolved) {
+// closingBrace returns the index in s (the text after a "${") of the '}'
+// that closes it, counting the placeholders nested in a default
+// (${A:-${B}}), or -1.
+func closingBrace(s string) int {
+	open := 0
+	for i := 0; i < len(s); i++ {
+		switch {
+		case s[i] == '$' && i+1 < len(s) && s[i+1] == '{':
+			open++
+			i++
+		case s[i] == '}':
+			if open == 0 {
+				return i
+			}
+			open--
+		}
+	}
+	return -1
+}
+
+func (x *expander) resolve(ph, body string, depth int) (string, *unresolved) {
 	name, def, hasDef := strings.Cut(body, ":-")
 	switch {
 	case strings.HasPrefix(body, "input:"):
@@ -81,7 +111,12 @@ func (x *expander) resolve(ph, body string) (string, *unresolved) {
 		return v, nil
 	}
 	if hasDef {
-		return def, nil
+		// The default is expanded only when it is used, as a shell does:
+		// ${A:-${B}} needs B only when A is unset or empty.
+		if depth >= maxNesting {
+			return "", &unresolved{placeholder: ph, msg: fmt.Sprintf("nests placeholders more than %d deep", maxNesting), fix: "write fewer nested defaults"}
+		}
+		return x.expandDepth(def, depth+1)
 	}
 	return "", &unresolved{placeholder: ph, msg: fmt.Sprintf("uses %s and %s is not set", ph, name),
 		fix: fmt.Sprintf("export %s before starting capbridge, or write ${%s:-default}", name, name)}

@@ -1,15 +1,12 @@
 package config
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"maps"
-	"math"
 	"path/filepath"
 	"regexp"
 	"slices"
-	"strconv"
 	"strings"
 
 	"github.com/capbridge/capbridge/internal/pointer"
@@ -34,13 +31,15 @@ var lockModes = []string{LockEnforce, LockWarn}
 // every rule given. A guard is checked before the call leaves the
 // bridge; a violation is refused not_granted.
 type Guard struct {
-	Tool    string
-	Pointer string   // "/path", "/options/mode"; never "" (the whole arguments)
+	Tool string
+	// Pointer is "/path", "/options/mode", or with a Wildcard segment
+	// "/paths/*" (every element); never "" (the whole arguments).
+	Pointer string
 	Values  []any    // allowed values: string, int64, float64 or bool; nil: any
-	Prefix  *string  // the value is a string starting with it, with no ".." segment
+	Prefix  *string  // the value is a string starting with it, with no way out of it (pathEscape)
 	Pattern *Pattern // the value is a string the expression matches whole
-	Min     *float64 // the value is a number at least this
-	Max     *float64 // the value is a number at most this
+	Min     *Bound   // the value is a number at least this, compared exactly
+	Max     *Bound   // the value is a number at most this, compared exactly
 	// Optional lets the argument be absent. By default a guarded
 	// argument must be given: a server's default is not something the
 	// operator approved.
@@ -49,6 +48,9 @@ type Guard struct {
 	Key  string // "mcp.fs.restrict.write_file./path", for messages
 	File string
 	Line int
+
+	tokens []string  // Pointer's reference tokens, unescaped
+	nums   []decimal // the numbers among Values
 }
 
 // Pattern is a guard's regular expression: RE2, matched against the
@@ -131,15 +133,15 @@ func (r *reader) guard(key, tool, ptr string, rules map[string]any) (Guard, bool
 			}
 			g.Pattern = &Pattern{Text: p, re: re}
 		case "min", "max":
-			n, ok := number(v)
+			n, ok := newBound(v)
 			if !ok {
 				r.fail(rk, "write a number, unquoted", "must be a number, not %s", describe(v))
 				continue
 			}
 			if k == "min" {
-				g.Min = &n
+				g.Min = n
 			} else {
-				g.Max = &n
+				g.Max = n
 			}
 		case "optional":
 			r.boolean(rk, v, &g.Optional)
@@ -154,21 +156,13 @@ func (r *reader) guard(key, tool, ptr string, rules map[string]any) (Guard, bool
 		r.fail(key, "give at least one of values, prefix, pattern, min or max", "a guard with no rule restricts nothing")
 		return g, false
 	}
-	if g.Min != nil && g.Max != nil && *g.Min > *g.Max {
-		r.fail(key+".min", "make min at most max", "min %v is more than max %v", *g.Min, *g.Max)
+	if g.Min != nil && g.Max != nil && g.Min.dec.cmp(g.Max.dec) > 0 {
+		r.fail(key+".min", "make min at most max", "min %s is more than max %s", g.Min.Text, g.Max.Text)
 		return g, false
 	}
+	g.tokens = pointer.Tokens(ptr)
+	g.nums = numbersOf(g.Values)
 	return g, true
-}
-
-func number(v any) (float64, bool) {
-	switch n := v.(type) {
-	case int64:
-		return float64(n), true
-	case float64:
-		return n, !math.IsNaN(n) && !math.IsInf(n, 0)
-	}
-	return 0, false
 }
 
 // checkPointer returns why p is not a JSON Pointer to an argument, or "".
@@ -187,137 +181,6 @@ func checkPointer(p string) string {
 		}
 	}
 	return ""
-}
-
-// Violation is a restrict guard a call's arguments broke: the pointer and
-// the rule, for the denial's message and path.
-type Violation struct {
-	Pointer, Rule string
-}
-
-// CheckArgs evaluates guards (a tool's, from Server.Guards) on a call's
-// arguments (JSON, as they will be sent), and returns the first violation
-// in pointer order, or nil. Arguments that are not a JSON object cannot
-// hold a guarded value, so every guard that is not optional is broken.
-func CheckArgs(guards []Guard, args []byte) *Violation {
-	if len(guards) == 0 {
-		return nil
-	}
-	dec := json.NewDecoder(bytes.NewReader(args))
-	dec.UseNumber()
-	var root any
-	if err := dec.Decode(&root); err != nil {
-		return &Violation{Rule: "the arguments are not a JSON object"}
-	}
-	for i := range guards {
-		g := &guards[i]
-		v, found := lookupPointer(root, pointer.Tokens(g.Pointer))
-		if !found {
-			if g.Optional {
-				continue
-			}
-			return &Violation{g.Pointer, "the argument is required by policy"}
-		}
-		if rule := breaks(g, v); rule != "" {
-			return &Violation{g.Pointer, rule}
-		}
-	}
-	return nil
-}
-
-// lookupPointer follows JSON Pointer tokens through a decoded value.
-func lookupPointer(v any, tokens []string) (any, bool) {
-	for _, tok := range tokens {
-		switch x := v.(type) {
-		case map[string]any:
-			next, ok := x[tok]
-			if !ok {
-				return nil, false
-			}
-			v = next
-		case []any:
-			i, err := strconv.ParseUint(tok, 10, 31)
-			if err != nil || int(i) >= len(x) || (len(tok) > 1 && tok[0] == '0') {
-				return nil, false
-			}
-			v = x[i]
-		default:
-			return nil, false
-		}
-	}
-	return v, true
-}
-
-// breaks returns the first rule of g that v breaks, described, or "".
-func breaks(g *Guard, v any) string {
-	s, isString := v.(string)
-	n, isNumber := v.(json.Number)
-	if g.Values != nil && !oneOf(v, g.Values) {
-		return "values: not one of the allowed values"
-	}
-	if g.Prefix != nil {
-		if !isString || !strings.HasPrefix(s, *g.Prefix) {
-			return "prefix: must be a string starting with " + strconv.Quote(*g.Prefix)
-		}
-		// A path under the prefix must stay under it.
-		if hasDotDot(s) {
-			return "prefix: must not contain a \"..\" segment"
-		}
-	}
-	if g.Pattern != nil && (!isString || !g.Pattern.MatchString(s)) {
-		return "pattern: must be a string matching " + strconv.Quote(g.Pattern.Text)
-	}
-	if g.Min != nil || g.Max != nil {
-		f, err := n.Float64()
-		if !isNumber || err != nil || math.IsInf(f, 0) {
-			return "range: must be a number"
-		}
-		if g.Min != nil && f < *g.Min {
-			return "range: must be at least " + strconv.FormatFloat(*g.Min, 'g', -1, 64)
-		}
-		if g.Max != nil && f > *g.Max {
-			return "range: must be at most " + strconv.FormatFloat(*g.Max, 'g', -1, 64)
-		}
-	}
-	return ""
-}
-
-// oneOf compares a decoded argument with the allowed values: strings and
-// booleans exactly, numbers by value (3 and 3.0 are one number).
-func oneOf(v any, allowed []any) bool {
-	for _, a := range allowed {
-		switch x := v.(type) {
-		case string, bool:
-			if x == a {
-				return true
-			}
-		case json.Number:
-			f, err := x.Float64()
-			if err != nil {
-				return false
-			}
-			switch y := a.(type) {
-			case int64:
-				if f == float64(y) {
-					return true
-				}
-			case float64:
-				if f == y {
-					return true
-				}
-			}
-		}
-	}
-	return false
-}
-
-func hasDotDot(s string) bool {
-	for _, seg := range strings.FieldsFunc(s, func(r rune) bool { return r == '/' || r == '\\' }) {
-		if seg == ".." {
-			return true
-		}
-	}
-	return false
 }
 
 // lockPath reads bridge.lock: a path, absolute or relative to the
@@ -359,25 +222,61 @@ func (s *Server) CheckGuards(schemaOf func(tool string) ([]byte, bool)) ErrorLis
 }
 
 // resolveInSchema follows tokens through a JSON Schema's properties (and
-// an array's items, for a numeric token) and says where it fails, or ""
-// when each token names something the schema declares.
+// an array's items, for a Wildcard token) and says where it fails, or ""
+// when each token names something the schema declares. A guard must be
+// able to match: a wildcard needs an array, whose items it guards. A
+// numeric token names one element of a tuple (prefixItems, or an items
+// array); on a list (items) it would guard that element only, and leave
+// every other element unguarded, so it is refused for the wildcard.
 func resolveInSchema(schema []byte, tokens []string) string {
 	node := schema
 	for i, tok := range tokens {
 		var n struct {
-			Properties map[string]json.RawMessage `json:"properties"`
-			Items      json.RawMessage            `json:"items"`
+			Properties  map[string]json.RawMessage `json:"properties"`
+			Items       json.RawMessage            `json:"items"`
+			PrefixItems []json.RawMessage          `json:"prefixItems"`
 		}
 		if json.Unmarshal(node, &n) != nil {
 			return "the schema at " + where(tokens[:i]) + " is not an object schema"
+		}
+		var tuple []json.RawMessage
+		if len(n.Items) > 0 && n.Items[0] == '[' {
+			// Draft 4 to 2019-09 spell a tuple "items": [...].
+			if json.Unmarshal(n.Items, &tuple) != nil {
+				return "the schema at " + where(tokens[:i]) + " has malformed items"
+			}
+			n.Items = nil
+		}
+		tuple = append(n.PrefixItems, tuple...)
+		if tok == Wildcard {
+			switch {
+			case n.Items != nil:
+				node = n.Items
+				continue
+			case len(tuple) > 0:
+				for _, el := range tuple {
+					if why := resolveInSchema(el, tokens[i+1:]); why != "" {
+						return why
+					}
+				}
+				return ""
+			}
+			return where(tokens[:i]) + " is not declared as an array (its schema has no items), so " + where(tokens[:i+1]) + " can match nothing"
 		}
 		if p, ok := n.Properties[tok]; ok {
 			node = p
 			continue
 		}
-		if _, err := strconv.ParseUint(tok, 10, 31); err == nil && n.Items != nil {
-			node = n.Items
-			continue
+		if idx, ok := arrayIndex(tok); ok {
+			if idx < len(tuple) {
+				node = tuple[idx]
+				continue
+			}
+			if n.Items != nil {
+				rest := append(append([]string{}, tokens[:i]...), Wildcard)
+				rest = append(rest, tokens[i+1:]...)
+				return fmt.Sprintf("%s guards element %d of the list %s only, and leaves every other element unguarded; write %s to guard each element", where(tokens[:i+1]), idx, where(tokens[:i]), where(rest))
+			}
 		}
 		if len(n.Properties) == 0 {
 			return where(tokens[:i]) + " declares no properties"
@@ -396,7 +295,11 @@ func where(tokens []string) string {
 	if len(tokens) == 0 {
 		return "the arguments"
 	}
-	return "/" + strings.Join(tokens, "/")
+	var b []byte
+	for _, t := range tokens {
+		b = pointer.AppendToken(b, t)
+	}
+	return string(b)
 }
 
 // Guards returns the guards of tool, in pointer order.
@@ -412,3 +315,7 @@ func (s *Server) Guards(tool string) []Guard {
 
 // IsDestructive reports whether the operator declared tool destructive.
 func (s *Server) IsDestructive(tool string) bool { return slices.Contains(s.Destructive, tool) }
+
+// IsNotDestructive reports whether the operator overrode a destructive
+// hint for tool (not_destructive).
+func (s *Server) IsNotDestructive(tool string) bool { return slices.Contains(s.NotDestructive, tool) }

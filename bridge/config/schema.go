@@ -68,8 +68,10 @@ var bridgeSpec = []keySpec{
 	{name: "log_format", kind: kindEnum, enum: []string{"auto", "json", "console"}, doc: `default "auto": console on a terminal, else JSON lines`},
 	{name: "log_level", kind: kindEnum, enum: []string{"debug", "info", "warn", "error"}, doc: `default "info"`},
 	{name: "audit_values", kind: kindBool, doc: "log argument and result values in the audit trail; default false"},
-	{name: "audit_path", kind: kindPath, doc: "the audit trail's own file, opened for appending and created mode 0600; default: the audit lines go with the logs"},
-	{name: "metrics_listen", kind: kindLoopback, doc: `serve Prometheus metrics at http://HOST:PORT/metrics, a loopback address only ("127.0.0.1:9464"); default none`},
+	{name: "audit_path", kind: kindPath, doc: "the audit trail's own file, opened for appending and created mode 0600; SIGHUP reopens it (for logrotate); default: the audit lines go with the logs"},
+	{name: "audit_fail", kind: kindEnum, enum: auditFails, doc: `what calls get while the audit trail cannot be written (a full disk): closed refuses them "overloaded" until it can; open serves them and counts the lines lost; default "closed"`},
+	{name: "audit_grant_budget", kind: kindSize, lo: minAuditGrantBudget, hi: maxAuditGrantBudget, doc: `bytes of audit lines one grant may cause; once spent its calls are refused (audit_fail closed) or served unaudited and counted (open); default "64MiB"`},
+	{name: "metrics_listen", kind: kindLoopback, doc: `serve Prometheus metrics at /metrics: on a loopback address ("127.0.0.1:9464"), which every local user can reach, or on a Unix socket only capbridge's user can ("unix:/run/capbridge/metrics.sock", mode 0600); at most 32 connections, idle ones closed after 5 s; default none`},
 	{name: "lock", kind: kindFile, doc: "the lock file (capbridge lock) serve holds every server's tools to, absolute or relative to this file; a tool it does not name is absent; default none"},
 	{name: "lock_mode", kind: kindEnum, enum: lockModes, doc: `enforce: a tool that differs from the lock is withheld and its calls denied surface_changed; warn: it is served and the drift reported; default "enforce"`},
 }
@@ -93,7 +95,8 @@ var serverSpec = []keySpec{
 	{name: "max_queue_per_grant", kind: kindCountOrZero, doc: "one grant's share of max_queue; default half of it"},
 	{name: "tools", kind: kindTools, doc: "tools.allow: only these are generated and callable; tools.deny: these are absent"},
 	{name: "stderr_to_caller", kind: kindBool, doc: "show callers the end of the server's stderr (env values redacted, at most 2 KiB) when it fails; default false: only the operator sees it"},
-	{name: "destructive", kind: kindStrings, doc: "tools the operator declares destructive: callable only by a grant that names them (--tools) or allows destructive tools (--allow-destructive); the server's own annotations are hints, never trusted"},
+	{name: "destructive", kind: kindStrings, doc: "tools the operator declares destructive: callable only by a grant that names them (--tools) or allows destructive tools (--allow-destructive); a tool the server marks destructiveHint: true is destructive too, and stays so for the life of the process"},
+	{name: "not_destructive", kind: kindStrings, doc: "tools whose server's destructiveHint: true the operator overrides: not destructive; a server's claim that a tool is not destructive is never needed nor trusted"},
 	{name: "restrict", kind: kindRestrict, doc: `argument guards: a table per tool, in it a table per JSON Pointer into the arguments ("/path") with values, prefix, pattern, min, max and optional; a call that breaks one is denied not_granted`},
 }
 
@@ -188,7 +191,7 @@ func (k keySpec) schema() map[string]any {
 	case kindEnvNames:
 		return map[string]any{"type": "array", "items": str(envName.String())}
 	case kindLoopback:
-		return str(`^(127\.[0-9]{1,3}\.[0-9]{1,3}\.[0-9]{1,3}|\[::1\]):[0-9]{1,5}$`)
+		return str(`^((127\.[0-9]{1,3}\.[0-9]{1,3}\.[0-9]{1,3}|\[::1\]):[0-9]{1,5}|unix:/.+)$`)
 	case kindFile:
 		return map[string]any{"type": "string", "minLength": 1}
 	case kindRestrict:

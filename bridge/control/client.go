@@ -82,6 +82,12 @@ func (c *Client) Resources(ctx context.Context, r *ResourcesRequest) (*ResourceL
 	return request[ResourceList](ctx, c, opResources, r, replyResourced)
 }
 
+// Surface fetches the lock of the tool surface the bridge serves (see
+// Surface).
+func (c *Client) Surface(ctx context.Context) (*Surface, error) {
+	return request[Surface](ctx, c, opSurface, &SurfaceRequest{}, replySurface)
+}
+
 // Metrics fetches the bridge's metrics in the Prometheus text format.
 func (c *Client) Metrics(ctx context.Context) (*Metrics, error) {
 	return request[Metrics](ctx, c, opMetrics, &MetricsRequest{}, replyMetrics)

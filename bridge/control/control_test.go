@@ -50,6 +50,10 @@ func (*fakeHandler) Metrics(context.Context, *MetricsRequest) (*Metrics, error) 
 	return &Metrics{Text: "# TYPE capbridge_grants_live gauge\ncapbridge_grants_live 1\n"}, nil
 }
 
+func (*fakeHandler) Surface(context.Context, *SurfaceRequest) (*Surface, error) {
+	return &Surface{Lock: "{\"version\":1}\n", Down: map[string]string{"d": "failed"}}, nil
+}
+
 func (*fakeHandler) Status(context.Context) (*Status, error) {
 	return &Status{Servers: []ServerStatus{{Name: "s", State: "ready", PID: 7}}, Grants: 1, Connections: 2}, nil
 }
@@ -152,6 +156,9 @@ func TestRoundTrips(t *testing.T) {
 	want := Status{Servers: []ServerStatus{{Name: "s", State: "ready", PID: 7}}, Grants: 1, Connections: 2}
 	if st, err := c.Status(ctx); err != nil || !reflect.DeepEqual(*st, want) {
 		t.Errorf("status: %+v, %v", st, err)
+	}
+	if sf, err := c.Surface(ctx); err != nil || sf.Lock != "{\"version\":1}\n" || sf.Down["d"] != "failed" {
+		t.Errorf("surface: %+v, %v", sf, err)
 	}
 	if m, err := c.Metrics(ctx); err != nil || m.Text != "# TYPE capbridge_grants_live gauge\ncapbridge_grants_live 1\n" {
 		t.Errorf("metrics: %+v, %v", m, err)

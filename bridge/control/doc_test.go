@@ -100,6 +100,7 @@ func TestSpecMatchesCode(t *testing.T) {
 		opResources: {replyResourced, ResourcesRequest{}, ResourceList{}},
 		opCall:      {"result or denied", CallRequest{}, struct{}{}}, // the reply is capwire's
 		opMetrics:   {replyMetrics, MetricsRequest{}, Metrics{}},
+		opSurface:   {replySurface, SurfaceRequest{}, Surface{}},
 	}
 	if got, want := slices.Sorted(maps.Keys(s.replies)), slices.Sorted(maps.Keys(ops)); !slices.Equal(got, want) {
 		t.Fatalf("the spec's requests are %v, the code's %v", got, want)

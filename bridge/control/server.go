@@ -33,6 +33,7 @@ type Handler interface {
 	// client hangs up while the call runs.
 	Call(ctx context.Context, r *CallRequest) (*capwire.Result, error)
 	Metrics(ctx context.Context, r *MetricsRequest) (*Metrics, error)
+	Surface(ctx context.Context, r *SurfaceRequest) (*Surface, error)
 }
 
 // errHangup is the cause a call's context ends with when the control
@@ -135,8 +136,10 @@ func (s *Server) answer(ctx context.Context, conn net.Conn, frame, dst []byte) [
 		return s.call(ctx, conn, h.ID, frame, dst)
 	case opMetrics:
 		return handle(dst, h, replyMetrics, frame, func(r *MetricsRequest) (*Metrics, error) { return s.Handler.Metrics(ctx, r) })
+	case opSurface:
+		return handle(dst, h, replySurface, frame, func(r *SurfaceRequest) (*Surface, error) { return s.Handler.Surface(ctx, r) })
 	}
-	return appendError(dst, h.ID, errorf(CodeUnknownRequest, "unknown control request %q (known: grant, revoke, status, facade, describe, search, listing, resources, call, metrics)", truncate.Ellipsis(h.T, 64)))
+	return appendError(dst, h.ID, errorf(CodeUnknownRequest, "unknown control request %q (known: grant, revoke, status, facade, describe, search, listing, resources, call, metrics, surface)", truncate.Ellipsis(h.T, 64)))
 }
 
 // handle decodes a request of type Req from frame, runs it and appends

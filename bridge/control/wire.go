@@ -29,6 +29,7 @@ const (
 	opResources = "resources"
 	opCall      = "call"
 	opMetrics   = "metrics"
+	opSurface   = "surface"
 
 	replyGranted   = "granted"
 	replyRevoked   = "revoked"
@@ -39,6 +40,7 @@ const (
 	replyListed    = "listed"
 	replyResourced = "resource_list"
 	replyMetrics   = "metrics"
+	replySurface   = "surface"
 	replyError     = "error"
 )
 
@@ -263,6 +265,23 @@ type ResourceList struct {
 	// server sent it; "[]" when it has none (or no resources capability).
 	Resources string `msgpack:"resources"`
 	Templates string `msgpack:"templates"`
+}
+
+// SurfaceRequest asks for the tool surface the bridge serves, locked
+// ("surface"): what capbridge lock writes, taken from a running bridge
+// instead of servers started for the purpose. It has no fields.
+type SurfaceRequest struct{}
+
+// Surface answers a surface request ("surface").
+type Surface struct {
+	// Lock is a lock file (internal/lock's format, version and digests)
+	// of every ready server's tools as it lists them now, after
+	// tools.allow and tools.deny and before any lock the bridge holds
+	// them to: what locking those servers would approve.
+	Lock string `msgpack:"lock"`
+	// Down names each server that is not ready, with why; the lock has
+	// no entry for it.
+	Down map[string]string `msgpack:"down,omitempty"`
 }
 
 // CallRequest calls a tool with operator authority ("call"). It is

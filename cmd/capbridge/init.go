@@ -52,10 +52,16 @@ missing; its other servers and comments kept).`)
 		}
 		return exitOK
 	}
-	data, secret, err := initConfig(*from, *workspace, *out)
+	data, secret, warnings, err := initConfig(*from, *workspace, *out)
 	if err != nil {
 		fmt.Fprintln(stderr, err)
 		return exitConfig
+	}
+	// What was left out is said on screen as well as in the file, whose
+	// end nobody may read: a remote server silently missing from the
+	// config is a tool that silently stops working.
+	for _, w := range warnings {
+		fmt.Fprintf(stderr, "capbridge init: left out: %v\n", w)
 	}
 	if *out == "-" {
 		_, _ = stdout.Write(data)
@@ -98,8 +104,9 @@ func writeNew(path string, data []byte, mode os.FileMode, force bool) error {
 
 // initConfig renders the file, and checks that serve's reader takes it.
 // secret reports whether it holds env values or expanded variables,
-// either of which may be a credential.
-func initConfig(from, workspace, out string) (data []byte, secret bool, err error) {
+// either of which may be a credential; warnings are the entries of the
+// editor's file that were left out (remote or disabled servers).
+func initConfig(from, workspace, out string) (data []byte, secret bool, warnings config.ErrorList, err error) {
 	var b strings.Builder
 	b.WriteString(initHeader)
 	if from != "" {
@@ -110,9 +117,10 @@ func initConfig(from, workspace, out string) (data []byte, secret bool, err erro
 	if from == "" {
 		b.WriteString(initNoServers)
 	} else {
-		servers, warnings, err := convertEditor(from, workspace)
+		var servers []convertedServer
+		servers, warnings, err = convertEditor(from, workspace)
 		if err != nil {
-			return nil, false, err
+			return nil, false, nil, err
 		}
 		for _, s := range servers {
 			writeServer(&b, s)
@@ -134,9 +142,9 @@ func initConfig(from, workspace, out string) (data []byte, secret bool, err erro
 		name = "(standard output)"
 	}
 	if _, err := config.Load(name, data); err != nil {
-		return nil, false, fmt.Errorf("capbridge init: the file would not load, so it is not written:\n%v", err)
+		return nil, false, nil, fmt.Errorf("capbridge init: the file would not load, so it is not written:\n%v", err)
 	}
-	return data, secret, nil
+	return data, secret, warnings, nil
 }
 
 // convertedServer is an editor's server with the variables its entry
@@ -390,13 +398,19 @@ const initBridge = `
 
 # Logging: JSON lines unless on a terminal; audit_values adds argument and
 # result values to the audit trail (off: they may hold secrets). The audit
-# trail (one line per connection and per call, never rate-limited) goes with
-# the logs unless audit_path gives it a file of its own, opened for
-# appending and created mode 0600.
+# trail (one line per connection and per call) goes with the logs unless
+# audit_path gives it a file of its own, opened for appending and created
+# mode 0600; SIGHUP reopens it.
 # log_format   = "auto" # auto | json | console
 # log_level    = "info" # debug | info | warn | error
 # audit_values = false
 # audit_path   = "/var/lib/capbridge/audit.log"
+
+# While the audit trail cannot be written, "closed" refuses calls and "open"
+# serves them and counts the lines lost; a grant whose lines reach
+# audit_grant_budget bytes is treated the same way.
+# audit_fail         = "closed" # closed | open
+# audit_grant_budget = "64MiB"
 
 # Prometheus metrics at http://127.0.0.1:9464/metrics; loopback only.
 # metrics_listen = "127.0.0.1:9464" # default: no listener ("capbridge metrics" still reads them)
@@ -444,9 +458,12 @@ const initServerKeys = `
 # stderr_to_caller = false
 #
 # Policy, enforced before a call leaves capbridge (docs/lock.md): destructive
-# tools only for grants that name them or --allow-destructive; argument
-# guards by JSON Pointer (values, prefix, pattern, min, max, optional).
-# destructive = ["delete_observations", "delete_relations"]
+# tools only for grants that name them or --allow-destructive (a tool the
+# server marks destructiveHint: true is destructive too, unless named in
+# not_destructive); argument guards by JSON Pointer (values, prefix,
+# pattern, min, max, optional; "/paths/*" guards every element).
+# destructive     = ["delete_observations", "delete_relations"]
+# not_destructive = ["delete_entities"]
 # restrict.search_nodes = { "/query" = { pattern = "[^\\n]{1,200}" } }
 #
 # A remote server has url instead of command (docs/remote.md): Streamable

@@ -32,11 +32,6 @@ func hostAnswers(t *testing.T, what string, argv []string) {
 	}
 }
 
-// demoConfig is a capbridge.toml serving the built-in demo server.
-func demoConfig(t *testing.T, bin string) string {
-	return writeConfig(t, shortTempDir(t), "[mcp.demo]\ncommand = \""+bin+"\"\nargs = [\"demo-server\"]\n")
-}
-
 // capbridge init --mcp-host writes each host's entry, which starts
 // capbridge mcp and answers tools/list; with --mcp-host-config it adds the
 // entry to the host's file, keeping its other servers and comments, and
@@ -47,7 +42,7 @@ func TestInitMCPHost(t *testing.T) {
 	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
-	cfg := demoConfig(t, bin)
+	cfg := demoConfig(t, shortTempDir(t), bin, "")
 	for _, host := range []string{"claude-code", "claude-desktop", "cursor", "vscode"} {
 		out, errOut, code := runCLI(t, bin, nil, "init", "--mcp-host", host, "-c", cfg)
 		if code != 0 {
@@ -119,7 +114,7 @@ func TestREADMEHostEntries(t *testing.T) {
 	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
-	cfg := demoConfig(t, bin)
+	cfg := demoConfig(t, shortTempDir(t), bin, "")
 	readme, err := os.ReadFile("../../README.md")
 	if err != nil {
 		t.Fatal(err)

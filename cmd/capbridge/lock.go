@@ -9,14 +9,17 @@ import (
 	"maps"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"slices"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/rs/zerolog"
 
 	"github.com/capbridge/capbridge/bridge"
 	"github.com/capbridge/capbridge/bridge/config"
+	"github.com/capbridge/capbridge/bridge/control"
 	"github.com/capbridge/capbridge/internal/lock"
 )
 
@@ -24,10 +27,13 @@ import (
 // neither the command line nor the config names a lock.
 const defaultLockFile = "capbridge.lock"
 
-// surfaceFlags are the flags lock and skew share: which servers to boot.
+// surfaceFlags are the flags lock and skew share: which servers to boot,
+// or which running capbridge to ask.
 type surfaceFlags struct {
 	config, mcpConfig, workspace string
 	strict                       bool
+	running                      bool
+	control                      string
 }
 
 func addSurfaceFlags(fs *cmdFlags) *surfaceFlags {
@@ -36,7 +42,34 @@ func addSurfaceFlags(fs *cmdFlags) *surfaceFlags {
 	fs.StringVar(&sf.mcpConfig, "mcp-config", "", "an editor's MCP config whose stdio servers to boot")
 	fs.StringVar(&sf.workspace, "workspace", "", "what ${workspaceFolder} expands to in --mcp-config (default: that file's directory)")
 	fs.BoolVar(&sf.strict, "strict", false, "make warnings errors, as serve --strict does: a tools.allow, tools.deny, destructive or restrict entry that names no tool fails that server")
+	fs.BoolVar(&sf.running, "running", false, "read the surface from the running capbridge (its control socket: --control, else -c's control_socket, else $"+envControl+") instead of starting the servers again")
+	fs.StringVar(&sf.control, "control", "", "with --running: the control socket of the running capbridge")
 	return sf
+}
+
+// surface is the live surface: read from the running capbridge
+// (--running), else from servers booted for the purpose.
+func (sf *surfaceFlags) surface(cfg *config.Config, log zerolog.Logger) (*lock.File, map[string]error, error) {
+	if !sf.running {
+		return bootSurface(cfg, log)
+	}
+	cf := &clientFlags{control: sf.control, config: sf.config, timeout: 60 * time.Second}
+	got, err := withControl(cf, func(ctx context.Context, c *control.Client) (*control.Surface, error) { return c.Surface(ctx) })
+	if err != nil {
+		return nil, nil, err
+	}
+	lf, err := lock.Decode([]byte(got.Lock))
+	if err != nil {
+		return nil, nil, fmt.Errorf("the running capbridge's surface: %w", err)
+	}
+	var down map[string]error
+	for name, why := range got.Down {
+		if down == nil {
+			down = map[string]error{}
+		}
+		down[name] = errors.New(why)
+	}
+	return lf, down, nil
 }
 
 // load reads the config the flags name.
@@ -86,12 +119,13 @@ func surfaceLog(stderr io.Writer, cfg *config.Config) zerolog.Logger {
 }
 
 func runLock(args []string, stdout, stderr io.Writer) int {
-	fs := newCmdFlags("lock", "capbridge lock [-c capbridge.toml | --mcp-config EDITOR-CONFIG] [--out capbridge.lock] [--strict]", `
+	fs := newCmdFlags("lock", "capbridge lock [-c capbridge.toml | --mcp-config EDITOR-CONFIG] [--running] [--out capbridge.lock] [--strict]", `
 Approve the tool surface: boot the configured servers (as serve does, with no
-sockets), list their tools, apply tools.allow and tools.deny, and write the
-lock: per server its serverInfo and revision, per tool the full descriptor
-(name, title, description, input and output schemas, annotations, _meta) with
-a SHA-256 digest of each part and of the whole. The file is canonical JSON:
+sockets), or with --running ask the capbridge serving them, list their tools,
+apply tools.allow and tools.deny, and write the lock: per server its
+serverInfo and revision, per tool the full descriptor (name, title,
+description, input and output schemas, annotations, icons, execution, _meta)
+with a SHA-256 digest of each part and of the whole. The file is canonical JSON:
 locking unchanged servers again writes the same bytes. serve --lock (or
 [bridge] lock) then serves only the locked tools, and withholds any that
 change; capbridge skew shows what moved. The format is in docs/lock.md.
@@ -113,7 +147,7 @@ written, 2 bad command line, 4 configuration error.`)
 		fmt.Fprintln(stderr, err)
 		return exitSurfaceConfig
 	}
-	live, down, err := bootSurface(cfg, surfaceLog(stderr, cfg))
+	live, down, err := sf.surface(cfg, surfaceLog(stderr, cfg))
 	if err != nil {
 		fmt.Fprintln(stderr, "capbridge lock:", err)
 		return exitError
@@ -140,7 +174,8 @@ written, 2 bad command line, 4 configuration error.`)
 	return exitOK
 }
 
-// readLock reads and decodes a lock file.
+// readLock reads and decodes a lock file, once it has checked who may
+// have written it (trustedFile).
 func readLock(path string) (*lock.File, error) {
 	f, err := os.Open(path)
 	if err != nil {
@@ -150,6 +185,9 @@ func readLock(path string) (*lock.File, error) {
 		return nil, err
 	}
 	defer f.Close()
+	if err := trustedFile(f, path); err != nil {
+		return nil, err
+	}
 	data, err := io.ReadAll(io.LimitReader(f, lock.MaxFileSize+1))
 	if err != nil {
 		return nil, fmt.Errorf("%s: %v", path, err)
@@ -214,4 +252,48 @@ func plural(n int, noun string) string {
 		return "1 " + noun
 	}
 	return fmt.Sprintf("%d %ss", n, noun)
+}
+
+// trustedFile checks who may have written the open file f (at path): a
+// lock decides which tools are served, and its digests detect damage,
+// not forgery (whoever can write the file can compute them). So it must
+// belong to capbridge's user or root and be writable by no one else,
+// and so must its directory, whose writers can replace it: the group's
+// write bit is allowed only for capbridge's own group (a user-private
+// group, as many systems give each user), and a directory writable by
+// everyone only when it is sticky, as /tmp is.
+func trustedFile(f *os.File, path string) error {
+	fi, err := f.Stat()
+	if err != nil {
+		return err
+	}
+	if err := writableByOthers(fi, path, "lock file"); err != nil {
+		return err
+	}
+	dir := filepath.Dir(path)
+	di, err := os.Stat(dir)
+	if err != nil {
+		return err
+	}
+	return writableByOthers(di, dir, "the lock's directory")
+}
+
+// writableByOthers says how someone other than capbridge's user (or
+// root) could write fi, or nil.
+func writableByOthers(fi os.FileInfo, path, what string) error {
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok {
+		return fmt.Errorf("%s %s: cannot read its owner", what, path)
+	}
+	mode := fi.Mode()
+	sticky := fi.IsDir() && mode&os.ModeSticky != 0
+	switch {
+	case int(st.Uid) != os.Geteuid() && st.Uid != 0:
+		return fmt.Errorf("%s %s belongs to uid %d, not to capbridge's user (uid %d) or root: its owner decides which tools are served; chown it", what, path, st.Uid, os.Geteuid())
+	case mode.Perm()&0o002 != 0 && !sticky:
+		return fmt.Errorf("%s %s is writable by every user (mode %04o): any of them decides which tools are served; chmod o-w %s", what, path, mode.Perm(), path)
+	case mode.Perm()&0o020 != 0 && int(st.Gid) != os.Getegid() && !sticky:
+		return fmt.Errorf("%s %s is writable by group %d (mode %04o), not capbridge's own: its members decide which tools are served; chmod g-w %s", what, path, st.Gid, mode.Perm(), path)
+	}
+	return nil
 }

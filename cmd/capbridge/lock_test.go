@@ -156,6 +156,60 @@ func TestServeRefusesMisspelledGuard(t *testing.T) {
 	}
 }
 
+// A lock decides which tools are served and its digests do not prove
+// who wrote it, so serve (and skew) refuse one that another user could
+// have written: writable by everyone, writable by a group not
+// capbridge's, owned by someone else, or in a directory others can
+// write. Each refusal names the fix. (serve runs as the built binary,
+// bounded in time: a serve that accepted the lock would serve.)
+func testServeLockTrust(t *testing.T, bin string) {
+	dir := shortTempDir(t)
+	cfg := writeLockConfig(t, dir, approved, "")
+	path := filepath.Join(dir, "capbridge.lock")
+	if _, errOut, code := runInProcess("lock", "-c", cfg); code != exitOK {
+		t.Fatalf("lock: %s", errOut)
+	}
+	other := os.Getegid() + 1
+	for _, c := range []struct {
+		name    string
+		prepare func() error
+		want    string
+	}{
+		{"world-writable", func() error { return os.Chmod(path, 0o666) }, "chmod o-w " + path},
+		{"group-writable, another group", func() error {
+			if err := os.Chmod(path, 0o664); err != nil {
+				return err
+			}
+			return os.Chown(path, -1, other)
+		}, "chmod g-w " + path},
+		{"another owner", func() error {
+			if os.Geteuid() != 0 {
+				t.Skip("chown to another user needs root")
+			}
+			return os.Chown(path, 65534, -1)
+		}, "not to capbridge's user"},
+		{"directory others can write", func() error { return os.Chmod(dir, 0o777) }, "chmod o-w " + dir},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			defer func() {
+				_ = os.Chmod(dir, 0o700)
+				_ = os.Chmod(path, 0o644)
+				_ = os.Chown(path, os.Geteuid(), os.Getegid())
+			}()
+			if err := c.prepare(); err != nil {
+				t.Skipf("cannot prepare: %v", err)
+			}
+			_, errOut, code := runCLI(t, bin, nil, "serve", "-c", cfg)
+			if code != exitConfig || !strings.Contains(errOut, c.want) {
+				t.Fatalf("serve: exit %d, stderr %q; want exit %d and %q", code, errOut, exitConfig, c.want)
+			}
+			if _, errOut, code := runInProcess("skew", "-c", cfg); code != exitSurfaceConfig || !strings.Contains(errOut, c.want) {
+				t.Fatalf("skew: exit %d, stderr %q", code, errOut)
+			}
+		})
+	}
+}
+
 // serve --lock, through the built binary: the drifted tools are
 // withheld (status names them with their classes; a call is denied
 // surface_changed), the unchanged one is served, a new one is absent;
@@ -208,5 +262,59 @@ func testServeLock(t *testing.T, bin string) {
 	}
 	if _, err := srv.stop(); err != nil {
 		t.Fatalf("serve: %v", err)
+	}
+}
+
+// capbridge lock --running reads the surface of the capbridge that
+// serves the config, through its control socket, instead of starting the
+// servers again: the same bytes as locking by booting them, and, while
+// serve holds its servers to a lock, what the servers list before that
+// lock (a withheld tool included), so that approving a drift needs no
+// second copy of every server. skew --running compares the same way.
+func testLockRunning(t *testing.T, bin string) {
+	dir := shortTempDir(t)
+	cfg := writeLockConfig(t, dir, approved, "") // serve holds it to capbridge.lock
+	booted := filepath.Join(dir, "capbridge.lock")
+	if _, errOut, code := runInProcess("lock", "-c", cfg); code != exitOK {
+		t.Fatalf("lock: %s", errOut)
+	}
+	srv, _ := startServe(t, bin, nil, "serve", "-c", cfg)
+	running := filepath.Join(dir, "running.lock")
+	if out, errOut, code := runCLI(t, bin, nil, "lock", "-c", cfg, "--running", "--out", running); code != exitOK {
+		t.Fatalf("lock --running: exit %d\n%s%s", code, out, errOut)
+	}
+	a, _ := os.ReadFile(booted)
+	b, _ := os.ReadFile(running)
+	if len(a) == 0 || !bytes.Equal(a, b) {
+		t.Fatalf("lock --running wrote other bytes than lock:\n%s\n---\n%s", a, b)
+	}
+	if _, err := srv.stop(); err != nil {
+		t.Fatal(err)
+	}
+
+	// The server moves; serve holds it to the approved lock, withholding
+	// the moved tools; lock --running still sees them.
+	writeLockConfig(t, dir, moved, "")
+	booted = filepath.Join(dir, "moved.lock")
+	if _, errOut, code := runInProcess("lock", "-c", cfg, "--out", booted); code != exitOK {
+		t.Fatalf("lock: %s", errOut)
+	}
+	srv, _ = startServe(t, bin, nil, "serve", "-c", cfg)
+	if out, errOut, code := runCLI(t, bin, nil, "skew", "-c", cfg, "--running", "--lock", running); code != exitDrift || !strings.Contains(out, "s.add: meta_changed") {
+		t.Fatalf("skew --running: exit %d\n%s%s", code, out, errOut)
+	}
+	if out, errOut, code := runCLI(t, bin, nil, "lock", "-c", cfg, "--running", "--out", running+".new"); code != exitOK {
+		t.Fatalf("lock --running under a lock: exit %d\n%s%s", code, out, errOut)
+	}
+	a, _ = os.ReadFile(booted)
+	b, _ = os.ReadFile(running + ".new")
+	if !bytes.Equal(a, b) {
+		t.Fatalf("lock --running under a lock left out what the lock withholds:\n%s\n---\n%s", a, b)
+	}
+	if _, err := srv.stop(); err != nil {
+		t.Fatal(err)
+	}
+	if _, errOut, code := runCLI(t, bin, nil, "lock", "-c", cfg, "--running", "--out", running+".none"); code != exitError || !strings.Contains(errOut, "cannot reach capbridge") {
+		t.Fatalf("lock --running with nothing running: exit %d, %s", code, errOut)
 	}
 }

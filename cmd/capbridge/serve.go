@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -111,22 +110,33 @@ cannot be opened, 5 shutdown that could not confirm every server exited.`)
 		Lock:          locked,
 		TokenDir:      tokenDir(),
 	}
-	if !console {
-		// JSON lines can be batched; the console writer takes one per Write.
-		opts.AuditWriter = stderr
+	// The audit trail always has a writer of the bridge's own, which
+	// knows when a write fails (audit_fail).
+	opts.AuditWriter = stderr // JSON lines, batched
+	if console {
+		// The console writer takes one line per Write.
+		opts.AuditWriter, opts.AuditWriteThrough = zerolog.ConsoleWriter{Out: stderr, TimeFormat: time.TimeOnly}, true
 	}
-	if p := cfg.Bridge.AuditPath; p != "" {
-		f, err := openAudit(p)
+	// SIGHUP reopens the audit file, and does nothing else: logrotate's
+	// postrotate kill -HUP, and a systemd ExecReload, must not stop the
+	// service. Caught from here on, before anything is started.
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	audit := &auditFile{path: cfg.Bridge.AuditPath}
+	if audit.path != "" {
+		f, err := openAudit(audit.path)
 		if err != nil {
 			log.Error().Err(err).Msg("cannot open the audit trail")
 			return exitConfig
 		}
 		// Closed after Shutdown, which writes the last batch.
-		defer f.Close()
+		audit.f = f
+		defer audit.close()
 		// Its own JSON lines at info whatever log_level says: the
 		// audit trail is a record, not a diagnostic.
 		opts.Audit = zerolog.New(f).With().Timestamp().Logger()
-		opts.AuditWriter = f
+		opts.AuditWriter, opts.AuditWriteThrough = f, false
 	}
 	if isTerminal(stderr) {
 		opts.Progress = progressLines(stderr)
@@ -160,6 +170,18 @@ cannot be opened, 5 shutdown that could not confirm every server exited.`)
 		}()
 	}
 	b := bridge.New(opts)
+	if err := b.ReserveDescriptors(); err != nil {
+		log.Warn().Err(err).Msg("not enough file descriptors for every budget")
+	}
+	hupDone := make(chan struct{})
+	go func() {
+		defer close(hupDone)
+		for range hup {
+			audit.reopen(b, log)
+		}
+	}()
+	// Before the audit file closes: no reopen races the last batch.
+	defer func() { signal.Stop(hup); close(hup); <-hupDone }()
 	// The sockets first: a second capbridge on the same paths fails here
 	// before it spawns anything, and calls are answered (a server not yet
 	// ready: server_unavailable, "starting") while the servers boot.
@@ -219,7 +241,7 @@ cannot be opened, 5 shutdown that could not confirm every server exited.`)
 	var metricsAddr string
 	metricsDone := make(chan struct{}) // closed once the metrics listener has stopped
 	if cfg.Bridge.MetricsListen != "" {
-		l, err := net.Listen("tcp", cfg.Bridge.MetricsListen)
+		l, addr, err := b.ListenMetrics()
 		if err != nil {
 			log.Error().Err(err).Str("metrics_listen", cfg.Bridge.MetricsListen).Msg("cannot listen for metrics; choose a free port in metrics_listen")
 			err := b.Shutdown(0)
@@ -229,7 +251,7 @@ cannot be opened, 5 shutdown that could not confirm every server exited.`)
 			}
 			return exitBoot
 		}
-		metricsAddr = l.Addr().String()
+		metricsAddr = addr
 		go func() {
 			defer close(metricsDone)
 			if err := b.ServeMetrics(l); err != nil {
@@ -313,6 +335,49 @@ func openAudit(path string) (*os.File, error) {
 		return nil, err
 	}
 	return f, nil
+}
+
+// auditFile is serve's audit file, which SIGHUP reopens.
+type auditFile struct {
+	path string // "" when the audit trail goes with the logs
+	mu   sync.Mutex
+	f    *os.File
+}
+
+// reopen opens the audit file's path afresh, with openAudit's checks, and
+// moves the trail to it: what is batched goes to the old file, then the
+// old file is closed. A rename by logrotate leaves the old file under its
+// new name; whatever stops the new one opening leaves the trail where it
+// was, and says so.
+func (a *auditFile) reopen(b *bridge.Bridge, log zerolog.Logger) {
+	if a.path == "" {
+		log.Info().Msg("SIGHUP: the audit trail goes with the logs, to stderr; there is no file to reopen")
+		return
+	}
+	f, err := openAudit(a.path)
+	if err != nil {
+		log.Error().Err(err).Msg("SIGHUP: cannot reopen the audit trail; it stays in the file it was in")
+		return
+	}
+	old, err := b.SwapAuditWriter(f)
+	if err != nil {
+		log.Error().Err(err).Msg("SIGHUP: writing the audit lines waiting for the old file")
+	}
+	a.mu.Lock()
+	a.f = f
+	a.mu.Unlock()
+	if c, ok := old.(io.Closer); ok {
+		_ = c.Close()
+	}
+	log.Info().Str("audit_path", a.path).Msg("SIGHUP: reopened the audit trail")
+}
+
+func (a *auditFile) close() {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.f != nil {
+		_ = a.f.Close()
+	}
 }
 
 // progressLines returns a Progress hook that writes one short line per

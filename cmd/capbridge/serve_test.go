@@ -29,6 +29,7 @@ import (
 // survives the package's tests fails the run. The test binary doubles as
 // the mcptest server, for the servers the lock tests configure.
 func TestMain(m *testing.M) {
+	maybeActAsChild()
 	mcptest.MaybeServe()
 	maybeBrowse()
 	maybeHarness()
@@ -60,7 +61,12 @@ func TestServe(t *testing.T) {
 		}
 	})
 	t.Run("audit_path", func(t *testing.T) { testAuditPath(t, bin) })
+	t.Run("SIGHUP reopens the audit file", func(t *testing.T) { testSIGHUP(t, bin) })
+	t.Run("metrics port flooded", func(t *testing.T) { testMetricsFlood(t, bin) })
+	t.Run("metrics on a unix socket", func(t *testing.T) { testMetricsUnixSocket(t, bin) })
 	t.Run("lock", func(t *testing.T) { testServeLock(t, bin) })
+	t.Run("lock others can write", func(t *testing.T) { testServeLockTrust(t, bin) })
+	t.Run("lock a running capbridge", func(t *testing.T) { testLockRunning(t, bin) })
 	t.Run("ready when the sockets are open", func(t *testing.T) {
 		dir := shortTempDir(t)
 		cfg := filepath.Join(dir, "capbridge.toml")
@@ -404,6 +410,20 @@ func datagram(t *testing.T, c *net.UnixConn) string {
 	return string(buf[:n])
 }
 
+// demoConfig writes a capbridge.toml in dir serving the built-in demo
+// server of bin, on sockets in dir, with bridgeKeys added to [bridge],
+// and returns its path.
+func demoConfig(t *testing.T, dir, bin, bridgeKeys string) string {
+	t.Helper()
+	cfg := filepath.Join(dir, "capbridge.toml")
+	toml := "[bridge]\ncall_socket = \"" + dir + "/call.sock\"\ncontrol_socket = \"" + dir + "/control.sock\"\n" +
+		bridgeKeys + "\n[mcp.demo]\ncommand = \"" + bin + "\"\nargs = [\"demo-server\"]\n"
+	if err := os.WriteFile(cfg, []byte(toml), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return cfg
+}
+
 // shortTempDir is a fresh directory whose paths fit a Unix socket
 // address (t.TempDir's can exceed its 108 bytes).
 func shortTempDir(t *testing.T) string {
@@ -422,12 +442,7 @@ func shortTempDir(t *testing.T) string {
 func testAuditPath(t *testing.T, bin string) {
 	dir := shortTempDir(t)
 	audit := filepath.Join(dir, "audit.log")
-	cfg := filepath.Join(dir, "capbridge.toml")
-	toml := "[bridge]\ncall_socket = \"" + dir + "/call.sock\"\ncontrol_socket = \"" + dir + "/control.sock\"\n" +
-		"audit_path = \"" + audit + "\"\nlog_format = \"json\"\n\n[mcp.demo]\ncommand = \"" + bin + "\"\nargs = [\"demo-server\"]\n"
-	if err := os.WriteFile(cfg, []byte(toml), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	cfg := demoConfig(t, dir, bin, "audit_path = \""+audit+"\"\nlog_format = \"json\"\n")
 	srv, _ := startServe(t, bin, nil, "serve", "-c", cfg)
 	const calls = 3
 	for i := range calls {
@@ -466,5 +481,66 @@ func testAuditPath(t *testing.T, bin string) {
 	_, errOut, code := runCLI(t, bin, nil, "serve", "-c", cfg)
 	if code != exitConfig || !strings.Contains(errOut, "chmod 600 "+audit) {
 		t.Errorf("serve with a readable audit file: exit %d, stderr %q; want %d and the fix", code, errOut, exitConfig)
+	}
+}
+
+// logrotate renames the audit file and sends SIGHUP (postrotate kill
+// -HUP, or a systemd ExecReload): serve reopens the file under its name
+// and carries on, every call audited in one file or the other, none
+// lost; SIGTERM still ends it cleanly, sockets removed.
+func testSIGHUP(t *testing.T, bin string) {
+	dir := shortTempDir(t)
+	audit := filepath.Join(dir, "audit.log")
+	cfg := demoConfig(t, dir, bin, "audit_path = \""+audit+"\"\nlog_format = \"json\"\n")
+	srv, _ := startServe(t, bin, nil, "serve", "-c", cfg)
+	calls := 0
+	call := func() {
+		t.Helper()
+		calls++
+		if out, errOut, code := runCLI(t, bin, nil, "call", "-c", cfg, "demo", "echo", fmt.Sprintf(`{"text":"call %d"}`, calls)); code != 0 {
+			t.Fatalf("call: exit %d, %q, %q", code, out, errOut)
+		}
+	}
+	callLines := func(path string) int {
+		data, _ := os.ReadFile(path)
+		return strings.Count(string(data), `"event":"call"`)
+	}
+	for range 3 {
+		call()
+	}
+	rotated := audit + ".1"
+	if err := os.Rename(audit, rotated); err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.cmd.Process.Signal(syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	// Calls go on until one is audited in the reopened file: serve
+	// reopening is the event waited for, bounded by a backstop.
+	limit := time.Now().Add(60 * time.Second)
+	for callLines(audit) == 0 {
+		if time.Now().After(limit) {
+			t.Fatalf("after SIGHUP and %d calls, nothing in a new %s; serve stderr:\n%s", calls, audit, srv.stderr.String())
+		}
+		call()
+	}
+	call()
+	rest, err := srv.stop()
+	if err != nil || len(rest) != 0 {
+		t.Fatalf("serve after SIGHUP and SIGTERM: %v, stdout %q; stderr:\n%s", err, rest, srv.stderr.String())
+	}
+	if old, cur := callLines(rotated), callLines(audit); old < 3 || old+cur != calls {
+		t.Errorf("%d call lines in the rotated file, %d in the new one; want at least 3 and %d in all", old, cur, calls)
+	}
+	if fi, err := os.Stat(audit); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Errorf("the reopened file: %v, %v; want mode 0600", fi, err)
+	}
+	if !strings.Contains(srv.stderr.String(), "SIGHUP: reopened the audit trail") {
+		t.Errorf("serve did not say it reopened the trail:\n%s", srv.stderr.String())
+	}
+	for _, sock := range []string{"call.sock", "control.sock"} {
+		if _, err := os.Lstat(filepath.Join(dir, sock)); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("%s left behind: %v", sock, err)
+		}
 	}
 }

@@ -31,12 +31,14 @@ type skewReport struct {
 }
 
 func runSkew(args []string, stdout, stderr io.Writer) int {
-	fs := newCmdFlags("skew", "capbridge skew [-c capbridge.toml | --mcp-config EDITOR-CONFIG] [--lock capbridge.lock] [--json]", `
+	fs := newCmdFlags("skew", "capbridge skew [-c capbridge.toml | --mcp-config EDITOR-CONFIG] [--running] [--lock capbridge.lock] [--json]", `
 Compare the live tool surface with the lock: boot the configured servers as
-capbridge lock does, and report every difference by class: tool_added,
-tool_removed, input_schema_widened, input_schema_narrowed,
-input_schema_changed, output_schema_changed, description_changed,
-annotations_changed, meta_changed, server_not_locked, server_not_configured.
+capbridge lock does (or with --running ask the capbridge serving them), and
+report every difference by class: tool_added, tool_removed,
+input_schema_widened, input_schema_narrowed, input_schema_changed,
+output_schema_changed, description_changed, annotations_changed,
+icons_changed, execution_changed, meta_changed, server_not_locked,
+server_not_configured.
 Exit status: 0 no drift, 1 a server did not boot (its surface could not be
 compared), 2 bad command line, 3 drift, 4 the configuration or the lock file
 cannot be read or is invalid.`)
@@ -61,7 +63,7 @@ cannot be read or is invalid.`)
 		fmt.Fprintln(stderr, "capbridge skew:", err)
 		return exitSurfaceConfig
 	}
-	live, down, err := bootSurface(cfg, surfaceLog(stderr, cfg))
+	live, down, err := sf.surface(cfg, surfaceLog(stderr, cfg))
 	if err != nil {
 		fmt.Fprintln(stderr, "capbridge skew:", err)
 		return exitError

@@ -26,6 +26,8 @@ const (
 	OutputSchemaChanged Class = "output_schema_changed"
 	DescriptionChanged  Class = "description_changed" // title or description
 	AnnotationsChanged  Class = "annotations_changed"
+	IconsChanged        Class = "icons_changed"
+	ExecutionChanged    Class = "execution_changed" // execution, taskSupport among it
 	MetaChanged         Class = "meta_changed"
 	ServerNotLocked     Class = "server_not_locked"
 	ServerNotConfigured Class = "server_not_configured"
@@ -64,6 +66,8 @@ func CompareTool(server string, locked, live *Tool) []Drift {
 		{PartOutputSchema, OutputSchemaChanged},
 		{PartDescription, DescriptionChanged},
 		{PartAnnotations, AnnotationsChanged},
+		{PartIcons, IconsChanged},
+		{PartExecution, ExecutionChanged},
 		{PartMeta, MetaChanged},
 	} {
 		if a, b := locked.Digests[p.part], live.Digests[p.part]; a != b {

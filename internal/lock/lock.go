@@ -6,8 +6,13 @@
 // as untrusted and warns of servers that change a tool's meaning after it
 // was approved. A lock records every part of each tool a model or a
 // program relies on — name, title, description, input and output
-// schemas, annotations and _meta — so that a change to any of them is
+// schemas, annotations (every key, the specification's and any other),
+// icons, execution and _meta — so that a change to any of them is
 // caught, classified (Diff) and, at serve time, withheld.
+//
+// The digests detect damage and hand edits, not forgery: whoever can
+// write the file can compute them. Who may write it is the file
+// system's business, which capbridge serve checks before it trusts one.
 //
 // The file is canonical JSON: objects with sorted keys, no insignificant
 // white space beyond a fixed indentation, no HTML escaping, so that
@@ -80,6 +85,8 @@ type Tool struct {
 	InputSchema  json.RawMessage   `json:"inputSchema"`
 	OutputSchema json.RawMessage   `json:"outputSchema,omitempty"`
 	Annotations  json.RawMessage   `json:"annotations,omitempty"`
+	Icons        json.RawMessage   `json:"icons,omitempty"`
+	Execution    json.RawMessage   `json:"execution,omitempty"`
 	Meta         json.RawMessage   `json:"_meta,omitempty"`
 	Digests      map[string]string `json:"digests"`
 	Digest       string            `json:"digest"`
@@ -92,6 +99,8 @@ const (
 	PartInputSchema  = "inputSchema"
 	PartOutputSchema = "outputSchema"
 	PartAnnotations  = "annotations"
+	PartIcons        = "icons"
+	PartExecution    = "execution"
 	PartMeta         = "_meta"
 )
 
@@ -102,6 +111,8 @@ type Listed struct {
 	InputSchema              []byte
 	OutputSchema             []byte // nil when absent
 	Annotations              []byte // nil when absent
+	Icons                    []byte // nil when absent
+	Execution                []byte // nil when absent
 	Meta                     []byte // nil when absent
 }
 
@@ -118,6 +129,8 @@ func NewTool(l Listed) (*Tool, error) {
 		{PartInputSchema, l.InputSchema, &t.InputSchema},
 		{PartOutputSchema, l.OutputSchema, &t.OutputSchema},
 		{PartAnnotations, l.Annotations, &t.Annotations},
+		{PartIcons, l.Icons, &t.Icons},
+		{PartExecution, l.Execution, &t.Execution},
 		{PartMeta, l.Meta, &t.Meta},
 	} {
 		if m.in == nil {
@@ -146,7 +159,7 @@ func (t *Tool) seal() {
 		PartDescription: digest(desc),
 		PartInputSchema: digest(t.InputSchema),
 	}
-	for part, raw := range map[string]json.RawMessage{PartOutputSchema: t.OutputSchema, PartAnnotations: t.Annotations, PartMeta: t.Meta} {
+	for part, raw := range map[string]json.RawMessage{PartOutputSchema: t.OutputSchema, PartAnnotations: t.Annotations, PartIcons: t.Icons, PartExecution: t.Execution, PartMeta: t.Meta} {
 		if raw != nil {
 			t.Digests[part] = digest(raw)
 		}
@@ -275,7 +288,7 @@ func (t *Tool) check(key string) error {
 	// The file is indented, so the raw members are read back in their
 	// canonical form; the digests then say whether they are the ones
 	// locked.
-	for _, raw := range []*json.RawMessage{&t.InputSchema, &t.OutputSchema, &t.Annotations, &t.Meta} {
+	for _, raw := range []*json.RawMessage{&t.InputSchema, &t.OutputSchema, &t.Annotations, &t.Icons, &t.Execution, &t.Meta} {
 		if *raw == nil {
 			continue
 		}

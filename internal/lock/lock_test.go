@@ -249,3 +249,36 @@ func FuzzDecode(f *testing.F) {
 		}
 	})
 }
+
+// Icons and execution are parts of their own: digested, compared, and a
+// change to either is a drift of its class.
+func TestIconsAndExecutionAreLocked(t *testing.T) {
+	base := Listed{Name: "t", InputSchema: []byte(`{}`), Icons: []byte(`[{"src":"a"}]`), Execution: []byte(`{"taskSupport":"forbidden"}`)}
+	locked, err := NewTool(base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if locked.Digests[PartIcons] == "" || locked.Digests[PartExecution] == "" {
+		t.Fatalf("digests %v", locked.Digests)
+	}
+	moved := base
+	moved.Icons, moved.Execution = []byte(`[{"src":"b"}]`), []byte(`{"taskSupport":"optional"}`)
+	live, err := NewTool(moved)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var classes []Class
+	for _, d := range CompareTool("s", locked, live) {
+		classes = append(classes, d.Class)
+	}
+	if len(classes) != 2 || classes[0] != IconsChanged || classes[1] != ExecutionChanged {
+		t.Fatalf("drift %v", classes)
+	}
+	f := New(map[string]*Server{"s": {Tools: map[string]*Tool{"t": locked}}})
+	f.Servers["s"].seal()
+	f.seal()
+	back, err := Decode(f.Encode())
+	if err != nil || back.Servers["s"].Tools["t"].Digest != locked.Digest {
+		t.Fatalf("round trip: %v", err)
+	}
+}

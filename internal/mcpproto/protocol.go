@@ -33,6 +33,9 @@ type ToolAnnotations struct {
 	DestructiveHint *bool
 	IdempotentHint  *bool
 	OpenWorldHint   *bool
+	// Raw is the annotations object as the server sent it, keys this
+	// client does not know included (what a lock records).
+	Raw []byte
 }
 
 // Tool is one tools/list entry. Schemas, icons, _meta and execution stay
@@ -439,7 +442,7 @@ func decodeAnnotations(v []byte) (*ToolAnnotations, string, string) {
 	if v[0] != '{' {
 		return nil, "expected object, found " + kindName(v), "/annotations"
 	}
-	a := &ToolAnnotations{}
+	a := &ToolAnnotations{Raw: v}
 	var why, at string
 	hint := func(dst **bool, mv []byte, name string) {
 		b, w := boolean(mv)

@@ -3,8 +3,11 @@ package auditlog
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
+	"os"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -154,5 +157,78 @@ func TestLogLimiter(t *testing.T) {
 	lim.Flush()
 	if len(sink.lines(t)) != n {
 		t.Error("a second flush reported again")
+	}
+}
+
+// fillingWriter is a disk that fills: it takes room bytes, then writes
+// what fits and fails with ENOSPC, as write(2) does.
+type fillingWriter struct {
+	b    bytes.Buffer
+	room int
+}
+
+func (w *fillingWriter) Write(p []byte) (int, error) {
+	if len(p) <= w.room {
+		w.room -= len(p)
+		return w.b.Write(p)
+	}
+	n := w.room
+	w.b.Write(p[:n])
+	w.room = 0
+	return n, syscall.ENOSPC
+}
+
+// A write that fails loses its lines, every one of them counted and
+// reported, and the batch is broken until a write succeeds; the line a
+// short write cut is ended before the next, so the lines after it are
+// whole; Swap moves to a new writer without losing what was buffered.
+func TestBatchWriteFailures(t *testing.T) {
+	w := &fillingWriter{room: 10}
+	l := NewBatch(w, 1<<10, time.Hour)
+	var reported int
+	var why error
+	l.OnLost = func(n int, err error) { reported += n; why = err }
+	for _, s := range []string{"line-one\n", "line-two\n", "line-three\n"} {
+		l.Write([]byte(s))
+	}
+	if err := l.Flush(); !errors.Is(err, syscall.ENOSPC) {
+		t.Fatalf("flush onto a full disk: %v", err)
+	}
+	// "line-one\n" fit (9 bytes), then "l" of line-two: two lines lost.
+	if !l.Broken() || l.Lost() != 2 || reported != 2 || !errors.Is(why, syscall.ENOSPC) {
+		t.Fatalf("broken %v, lost %d, reported %d (%v)", l.Broken(), l.Lost(), reported, why)
+	}
+	w.room = 1 << 10 // room again
+	l.Write([]byte("line-four\n"))
+	if err := l.Flush(); err != nil || l.Broken() {
+		t.Fatalf("after room was made: %v, broken %v", err, l.Broken())
+	}
+	if got := w.b.String(); got != "line-one\nl\nline-four\n" {
+		t.Fatalf("written %q", got)
+	}
+	var next bytes.Buffer
+	l.Write([]byte("line-five\n"))
+	old, err := l.Swap(&next)
+	if err != nil || old != w || !strings.HasSuffix(w.b.String(), "line-five\n") {
+		t.Fatalf("swap: %v, old %v, %q", err, old, w.b.String())
+	}
+	l.Write([]byte("line-six\n"))
+	l.Close()
+	if next.String() != "line-six\n" {
+		t.Fatalf("after the swap: %q", next.String())
+	}
+
+	// A write-through batch (size 0) onto /dev/full loses each line.
+	full, err := os.OpenFile("/dev/full", os.O_WRONLY, 0)
+	if err != nil {
+		t.Skipf("no /dev/full: %v", err)
+	}
+	defer full.Close()
+	through := NewBatch(full, 0, 0)
+	for range 3 {
+		through.Write([]byte("x\n"))
+	}
+	if !through.Broken() || through.Lost() != 3 {
+		t.Fatalf("/dev/full: broken %v, lost %d", through.Broken(), through.Lost())
 	}
 }

@@ -18,8 +18,9 @@ import (
 // that passes, or when the limiter is flushed. Stderr has room for a
 // server's boot banner and a stack trace.
 //
-// The audit trail is not behind a limiter: it is one line per call,
-// always, on its own logger.
+// The audit trail's lines that a grant pays for (auditGrantBudget) are
+// not behind a limiter; those no grant pays for (a handshake refused for
+// a token naming no live grant) are.
 var (
 	// DefaultRate is the rate of a message that has none of its own.
 	DefaultRate = Rate{Burst: 20, Every: time.Second}
@@ -52,6 +53,9 @@ func RateOf(msg string) Rate {
 type Limiter struct {
 	out zerolog.Logger   // where the summaries go: the logger without the hook
 	now func() time.Time // injected by tests
+	// OnDrop, when set before the first line, is called for each line
+	// discarded, for a caller that counts them. It must not block.
+	OnDrop func()
 
 	mu      sync.Mutex
 	buckets map[string]*logBucket
@@ -76,6 +80,9 @@ func (l *Limiter) Run(e *zerolog.Event, _ zerolog.Level, msg string) {
 	pass, held := l.take(msg)
 	if !pass {
 		e.Discard()
+		if l.OnDrop != nil {
+			l.OnDrop()
+		}
 		return
 	}
 	if held > 0 {

@@ -1,8 +1,12 @@
-// Package redact replaces the secrets a server was given in what the
-// server says, before capbridge repeats it to a caller.
+// Package redact replaces secrets in what a server says, before
+// capbridge repeats it to a caller: the values the server was given (its
+// env and the variables it inherited), and whatever has the shape of a
+// credential (bearer tokens, API keys of the common services, AWS access
+// key ids, URL userinfo, private keys, "password=…").
 package redact
 
 import (
+	"bytes"
 	"cmp"
 	"maps"
 	"slices"
@@ -21,8 +25,9 @@ const (
 	minRedacted = 4
 )
 
-// Redactor replaces the values of a server's env in text the server
-// produced. It is built once per server and safe for concurrent use.
+// Redactor replaces the values of a server's environment, and
+// credential shapes, in text the server produced. It is built once per
+// server and safe for concurrent use.
 type Redactor struct {
 	whole *strings.Replacer // nil when there is nothing to redact
 	// secrets are the values redacted, longest first, for the edges of a
@@ -32,7 +37,8 @@ type Redactor struct {
 
 type secret struct{ name, value string }
 
-// New returns a Redactor of the values in env, named by their keys.
+// New returns a Redactor of the values in env, named by their keys: the
+// variables the server runs with, given and inherited alike.
 func New(env map[string]string) *Redactor {
 	r := &Redactor{}
 	for _, name := range slices.Sorted(maps.Keys(env)) {
@@ -56,28 +62,38 @@ func New(env map[string]string) *Redactor {
 
 func (s secret) marker() string { return "[redacted:" + s.name + "]" }
 
-// Text returns s with every whole occurrence of a secret replaced. It is
-// for text the bridge composed around what the server sent (a reason, an
-// error message), where a secret can only appear whole.
+// Text returns s with every whole occurrence of a secret, and every
+// credential shape, replaced. It is for text the bridge composed around
+// what the server sent (a reason, an error message), where a secret can
+// only appear whole.
 func (r *Redactor) Text(s string) string {
-	if r.whole == nil {
-		return s
+	if r.whole != nil {
+		s = r.whole.Replace(s)
 	}
-	return r.whole.Replace(s)
+	return redactShapes(s)
 }
 
-// Tail renders a stderr tail for a caller: valid UTF-8, secrets
-// replaced, then cut to its last MaxTail bytes. A tail is the
-// end of a ring that may start in the middle of a secret, and a server
-// that died mid-write may leave one cut off at its end, so a secret's
-// suffix at the start and its prefix at the end, at least minRedacted
-// bytes of either, are replaced too. The cut comes after the redaction,
-// so it can split a marker but never expose part of a secret.
+// Tail renders a stderr tail for a caller: valid UTF-8, secrets and
+// credential shapes replaced, then cut to its last MaxTail bytes. A tail
+// is the end of a ring that may start in the middle of a secret, and a
+// server that died mid-write may leave one cut off at its end, so a
+// secret's suffix at the start and its prefix at the end, at least
+// minRedacted bytes of either, are replaced too; a tail longer than
+// MaxTail loses its first line, which a shape may have lost the start
+// of, and a shape's prefix at the very end is redacted with whatever
+// follows it. The cut comes after the redaction, so it can split a
+// marker but never expose part of a secret.
 func (r *Redactor) Tail(b []byte) string {
+	if len(b) > MaxTail {
+		if i := bytes.IndexByte(b, '\n'); i >= 0 {
+			b = b[i+1:]
+		}
+	}
 	s := strings.TrimSpace(truncate.Tail(b, -1))
 	if r.whole != nil {
 		s = r.edges(r.whole.Replace(s))
 	}
+	s = cutShape.ReplaceAllLiteralString(redactShapes(s), "[redacted:cut]")
 	if len(s) > MaxTail {
 		const mark = "…"
 		s = mark + truncate.Suffix(s, MaxTail-len(mark))

@@ -3,6 +3,7 @@ package redact
 import (
 	"strings"
 	"testing"
+	"unicode/utf8"
 )
 
 func TestRedactor(t *testing.T) {
@@ -61,4 +62,66 @@ func TestOverlap(t *testing.T) {
 			t.Errorf("overlap(%q, %q) = %d, want %d", tc.a, tc.b, got, tc.want)
 		}
 	}
+}
+
+// Credentials recognised by their shape are redacted though capbridge
+// never saw their values, in messages and in tails, whole or cut short
+// by a server that died mid-write; ordinary text is left alone.
+func TestRedactShapes(t *testing.T) {
+	r := New(nil)
+	for _, tc := range []struct{ in, want string }{
+		{"Authorization: Bearer eyJhbGciOi.payload.sig-12345", "Authorization: Bearer [redacted:authorization]"},
+		{"using key sk-ant-api03-abcdefghijklmnopqrstuv", "using key [redacted:api-key]"},
+		{"sk-proj-ABCDEFGHIJKLMNOPqrstuvwx1234", "[redacted:api-key]"},
+		{"GITHUB_TOKEN ghp_0123456789abcdefghijABCDEFGHIJ012345 rejected", "GITHUB_TOKEN [redacted:github] rejected"},
+		{"github_pat_11ABCDEFG0123456789_abcdefghijklmnop", "[redacted:github]"},
+		{"aws AKIAIOSFODNN7EXAMPLE denied", "aws [redacted:aws] denied"},
+		{"clone https://x-access-token:s3cr3tT0k3n@github.com/a/b failed", "clone https://[redacted:url-userinfo]github.com/a/b failed"},
+		{"postgres://admin:hunter2@db:5432/app", "postgres://[redacted:url-userinfo]db:5432/app"},
+		{"slack xoxb-123456789012-abcdefghij", "slack [redacted:api-key]"},
+		{"config: password=hunter2hunter2 retry", "config: password=[redacted:secret] retry"},
+		{`{"api_key": "abcdef123456"}`, `{"api_key": "[redacted:secret]"}`},
+		{"-----BEGIN RSA PRIVATE KEY-----\nMIIE\n-----END RSA PRIVATE KEY-----\nafter", "[redacted:private-key]\nafter"},
+		{"jwt eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.SflKxwRJSMeKKF2QT4fwpM", "jwt [redacted:jwt]"},
+		{"file not found: /srv/data/a.txt (see https://example.com/docs)", "file not found: /srv/data/a.txt (see https://example.com/docs)"},
+		{"skip-tests is not a key", "skip-tests is not a key"},
+	} {
+		if got := r.Text(tc.in); got != tc.want {
+			t.Errorf("Text(%q) = %q, want %q", tc.in, got, tc.want)
+		}
+	}
+	for _, tc := range []struct{ in, want string }{
+		{"fatal: auth failed for ghp_0123456", "fatal: auth failed for [redacted:cut]"},
+		{"sending Authorization: Bearer abc", "sending Authorization: [redacted:cut]"},
+		{"key:\n-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEAAAA", "key:\n[redacted:private-key]"},
+	} {
+		if got := r.Tail([]byte(tc.in)); got != tc.want {
+			t.Errorf("Tail(%q) = %q, want %q", tc.in, got, tc.want)
+		}
+	}
+	// A tail longer than shown loses its first, possibly cut, line.
+	long := "p_0123456789abcdefghijABCDEF is the rest of a token\n" + strings.Repeat("x", MaxTail) + "\nend"
+	if got := r.Tail([]byte(long)); strings.Contains(got, "0123456789abcdef") {
+		t.Errorf("the cut first line of a long tail survived: %.60q", got)
+	}
+}
+
+// Whatever a server prints, its tail is valid UTF-8 within MaxTail, and
+// holds no secret of its env whole.
+func FuzzTail(f *testing.F) {
+	for _, s := range []string{"token abcd1234", "ghp_0123456789abcdefghijABCDEF", "\xff\xfe", "d1234 x abcd12", "Bearer " + strings.Repeat("a", 3000)} {
+		f.Add([]byte(s))
+	}
+	r := New(map[string]string{"TOKEN": "abcd1234", "KEY": "s3cr3t-value"})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		got := r.Tail(b)
+		if !utf8.ValidString(got) || len(got) > MaxTail {
+			t.Fatalf("Tail = %d bytes, valid %v", len(got), utf8.ValidString(got))
+		}
+		for _, secret := range []string{"abcd1234", "s3cr3t-value"} {
+			if strings.Contains(got, secret) {
+				t.Fatalf("Tail(%q) = %q holds %q", b, got, secret)
+			}
+		}
+	})
 }

@@ -1,0 +1,45 @@
+package bridge
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/capbridge/capbridge/bridge/config"
+	"github.com/capbridge/capbridge/internal/testkit/leakcheck"
+)
+
+// With stderr_to_caller on, what a failing server printed reaches the
+// program that called it, with every secret out: the values the server
+// inherited from capbridge's environment (not only its env table), and
+// credentials recognisable by their shape that capbridge never saw.
+func TestStderrToCallerRedactsInheritedAndShapes(t *testing.T) {
+	defer leakcheck.Check(t)()
+	const inherited = "inherited-secret-0123456789"
+	t.Setenv("CB_TEST_INHERITED_TOKEN", inherited)
+	s := config.NewServer("leaky", "/bin/sh")
+	// It reads the first request before it fails, so the failure is its
+	// exit (with its stderr), not a write to a pipe it already closed.
+	s.Args = []string{"-c", `read -r first; echo "token is $CB_TEST_INHERITED_TOKEN" >&2; ` +
+		`echo "using ghp_0123456789abcdefghijABCDEFGHIJ012345 and AKIAIOSFODNN7EXAMPLE" >&2; ` +
+		`echo "Authorization: Bearer abcdefghijklmnop0123" >&2; ` +
+		`echo "remote https://deploy:hunter2hunter2@git.example.com/repo" >&2; exit 3`}
+	s.InheritEnv = append(s.InheritEnv, "CB_TEST_INHERITED_TOKEN")
+	s.StderrToCaller = true
+	tb := startBridge(t, nil, neverRestart(s))
+	c := tb.dial(tb.grant(map[string][]string{"leaky": nil}))
+	ctx, cancel := context.WithTimeout(context.Background(), backstop)
+	defer cancel()
+	_, err := c.Call(ctx, "leaky", "anything", map[string]any{})
+	d := denial(t, err)
+	if !strings.Contains(d.Message, "stderr tail") || !strings.Contains(d.Message, "[redacted:CB_TEST_INHERITED_TOKEN]") {
+		t.Fatalf("the denial does not show the redacted tail: %s", d.Message)
+	}
+	for _, secret := range []string{inherited, "ghp_0123456789", "AKIAIOSFODNN7EXAMPLE", "abcdefghijklmnop0123", "hunter2"} {
+		if strings.Contains(d.Message, secret) {
+			t.Errorf("the caller was shown %q: %s", secret, d.Message)
+		}
+	}
+	c.Close()
+	tb.shutdown()
+}
