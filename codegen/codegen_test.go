@@ -106,7 +106,7 @@ func TestGoldenContent(t *testing.T) {
 		"\tFilter APIGetUserFilter `json:\"filter\" msgpack:\"filter\"`\n",
 		"func DecodeAPIGetUser(r *capwire.Result) (APIGetUserOutput, error) {",
 		"func RunQuery(ctx context.Context, args map[string]any) (*capwire.Result, error) {",
-		"Its arguments are passed whole, as a map from wire name to value: input",
+		"Its arguments are passed whole, as a map from wire name to value (or nil:",
 		// A union of constants is an enum with its constants.
 		"SearchModeFast SearchMode = \"fast\"",
 	} {

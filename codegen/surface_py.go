@@ -32,7 +32,7 @@ func (f *fFile) pySurface(b *strings.Builder, fn *fFunc, lv detail) {
 	case fn.tp.whole != "" && a != nil:
 		b.WriteString("(args: " + f.types[a] + ")")
 	case fn.tp.whole != "":
-		b.WriteString("(args: dict[str, Any])")
+		b.WriteString("(args: dict[str, Any]" + optionalPy(fn) + ")")
 		if note != "" {
 			note += "; "
 		}
@@ -204,7 +204,7 @@ func (f *fFile) pySignature(fn *fFunc) string {
 	case fn.tp.whole != "" && a != nil:
 		s += "args: " + f.types[a]
 	case fn.tp.whole != "":
-		s += "args: dict[str, Any]"
+		s += "args: dict[str, Any]" + optionalPy(fn)
 	case a != nil:
 		var parts []string
 		for i, fl := range a.fields {
@@ -217,4 +217,13 @@ func (f *fFile) pySignature(fn *fFunc) string {
 		s += "*, " + strings.Join(parts, ", ")
 	}
 	return s + ")"
+}
+
+// optionalPy marks whole arguments a call may leave out, as the surface
+// marks an optional field.
+func optionalPy(fn *fFunc) string {
+	if fn.tp.optional {
+		return " = ..."
+	}
+	return ""
 }

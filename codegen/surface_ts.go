@@ -31,7 +31,7 @@ func (f *fFile) tsSurface(b *strings.Builder, fn *fFunc, lv detail) {
 	open := false // the declaration's last line is still to end
 	switch a := argsOf(fn); {
 	case fn.tp.whole != "":
-		b.WriteString("(args: { [key: string]: unknown })")
+		b.WriteString("(args" + optionalTS(fn) + ": { [key: string]: unknown })")
 		open = true
 		if note != "" {
 			note += "; "
@@ -170,7 +170,7 @@ func (f *fFile) tsSignature(fn *fFunc) string {
 	s := f.module + "." + fn.name + "("
 	switch a := argsOf(fn); {
 	case fn.tp.whole != "":
-		s += "{ [key: string]: unknown }"
+		s += "args" + optionalTS(fn) + ": { [key: string]: unknown }"
 	case a != nil:
 		var parts []string
 		for _, fl := range a.fields {
@@ -183,4 +183,12 @@ func (f *fFile) tsSignature(fn *fFunc) string {
 		s += "{ " + strings.Join(parts, "; ") + " }"
 	}
 	return s + ")"
+}
+
+// optionalTS marks whole arguments a call may leave out.
+func optionalTS(fn *fFunc) string {
+	if fn.tp.optional {
+		return "?"
+	}
+	return ""
 }

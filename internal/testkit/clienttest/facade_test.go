@@ -19,7 +19,9 @@ import (
 
 // facadeWant is what both façade programs print. Server t is mcptest
 // playing testdata/facades/t.tools.json, whose content tool declares its
-// kinds integers although they are strings; the grant leaves out slow.
+// kinds integers although they are strings, and whose hang and
+// cancellations tools declare no properties, closed and open (both are
+// called with no arguments); the grant leaves out slow.
 // The weather is server-everything's fixed answer for Chicago.
 const facadeWant = `servers: everything,t
 echo: Echo: hello façade is_error=false
