@@ -356,6 +356,73 @@ class ClientTest(unittest.TestCase):
             state["loop"].call_soon_threadsafe(state["stop"].set_result, None)
             t.join(30)
 
+    def test_blocking_capbridge_capability(self) -> None:
+        ready = threading.Event()
+        state: dict[str, Any] = {}
+        got: list[tuple[str, str, Any]] = []
+
+        async def serve() -> None:
+            def answer(p: Peer, m: Msg) -> None:
+                if m["t"] == "cancel":
+                    got.append(("cancel", "", None))
+                    return
+                got.append((m["cap"], m["op"], m["args"]))
+                op = m["op"]
+                if op == "describe":
+                    p.send(text(m["id"], "async def echo()"))
+                elif op == "search":
+                    p.send({"t": "result", "id": m["id"], "is_error": False, "content": [],
+                            "structured": {"matches": [{"server": "t", "tool": "echo", "score": 5}]}})
+                elif op == "read_resource":
+                    p.send({"t": "result", "id": m["id"], "is_error": False,
+                            "content": [{"type": "other", "kind": "resource", "uri": m["args"]["uri"], "text": "R"}]})
+                elif op == "start":
+                    p.send(text(m["id"], "h1"))
+                elif op == "collect" and m["args"]["handle"] == "h1":
+                    p.send(text(m["id"], "done"))
+                elif op == "collect":
+                    pass  # never answered: the caller's timeout ends the wait
+                elif op == "drop":
+                    p.send({"t": "result", "id": m["id"], "is_error": False, "content": []})
+            cb = await self.capbridge(answer)
+            state["path"] = cb.path
+            state["stop"] = asyncio.get_running_loop().create_future()
+            state["loop"] = asyncio.get_running_loop()
+            ready.set()
+            await state["stop"]
+            await cb.stop()
+            await asyncio.sleep(0)
+
+        t = threading.Thread(target=lambda: asyncio.run(asyncio.wait_for(serve(), 60)))
+        t.start()
+        try:
+            self.assertTrue(ready.wait(30))
+            with capwire.BlockingClient.dial(state["path"], "tok") as c:
+                self.assertEqual(c.describe("t", "echo"), "async def echo()")
+                self.assertEqual(c.search("echo back", 3), [{"server": "t", "tool": "echo", "score": 5}])
+                r = c.read_resource("t", "file:///a")
+                self.assertEqual((r.content[0].kind, r.content[0].uri, r.content[0].text), ("resource", "file:///a", "R"))
+                h = c.start("t", "echo", {"s": "x"})
+                self.assertEqual(h, "h1")
+                self.assertEqual(c.collect(h).text(), "done")
+                with self.assertRaises(TimeoutError):
+                    c.collect("h2", timeout=0.03)
+                c.drop("h2")
+            cap = capwire.CAP_BRIDGE
+            self.assertEqual(got, [
+                (cap, "describe", {"server": "t", "tools": ["echo"], "lang": "python"}),
+                (cap, "search", {"query": "echo back", "limit": 3, "lang": "python"}),
+                (cap, "read_resource", {"server": "t", "uri": "file:///a"}),
+                (cap, "start", {"server": "t", "tool": "echo", "args": {"s": "x"}}),
+                (cap, "collect", {"handle": "h1"}),
+                (cap, "collect", {"handle": "h2"}),
+                ("cancel", "", None),
+                (cap, "drop", {"handle": "h2"}),
+            ])
+        finally:
+            state["loop"].call_soon_threadsafe(state["stop"].set_result, None)
+            t.join(30)
+
 
 if __name__ == "__main__":
     unittest.main()
