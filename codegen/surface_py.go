@@ -18,7 +18,7 @@ const pyPreambleText = `# MCP tools as Python modules: each "# module m" below i
 # r.content: blocks b (a field not set is None), b.kind "text" (b.text), "image"/"audio" (b.data bytes, b.mime; data None past capbridge's size limit, b.size says it), "resource" (b.uri, b.text or b.data), "resource_link" (b.uri, b.name). r.text() is the text blocks only.
 # A raised capwire.Denied is a refusal (err.code, err.path; capwire.has_code(err, capwire.TIMEOUT)). "bad_arguments": an argument breaks the tool's schema or has no JSON form, at err.path (a JSON Pointer). What capbridge cannot check, the server judges: r.is_error, r.text() says why.
 # End with await (await capwire.shared()).close(), so no connection is left open.
-# Notes: destructive: the tool may destroy data; deprecated: avoid it; text result: read r.text(); =v default; lo..hi, >=lo, <=hi: range; len, items: sizes; untyped: why a field is Any.
+# Notes: task: the server runs it as a task, f waits for its result (capwire.start: in the background); destructive: the tool may destroy data; deprecated: avoid it; text result: read r.text(); =v default; lo..hi, >=lo, <=hi: range; len, items: sizes; untyped: why a field is Any.
 # "Quoted": the server's own text, often cut. await capwire.describe("m", "f") gives a tool whole; await capwire.search("words") finds tools; await capwire.read_resource("m", b.uri) reads a linked resource; h = await capwire.start("m", "tool", args) runs a long call in the background, await capwire.collect(h) waits for its result.
 `
 
