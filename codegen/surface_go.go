@@ -17,7 +17,7 @@ import (
 // goPreambleText is the Go preamble: how to import, call, read results
 // and errors, and what the surface's own notation means.
 const goPreambleText = `// MCP tools as Go packages: each "// package p" below is imported as "<module>/p", with "context" and "github.com/capbridge/capbridge/capwire".
-// Call: r, err := p.F(ctx, p.FArgs{Field: v}); p.F(ctx) takes no arguments; p.F(ctx, map[string]any{...}) takes them whole.
+// Call: r, err := p.F(ctx, p.FArgs{Field: v}); p.F(ctx) takes no arguments; p.F(ctx, map[string]any{...}) takes them whole (nil: none).
 // Fields without a pointer are required (a nil slice is sent as null: give []T{}). Pointer fields are optional: capwire.Ptr[float64](3), capwire.Ptr("x"), or leave them out.
 // Enum T: constants T<Value>; a literal ("open") fits a required one. A union interface{ A | W(T) } takes an A{...}, or W(v) wrapping a T. An output union is any, holding one of its shapes.
 // If FOutput is declared: out, err := p.DecodeF(r); else r.Text() or r.Decode(&v).
