@@ -110,10 +110,11 @@ func ParseListing(data []byte) ([]Tool, error) {
 // listingDigest is the hex SHA-256 of the canonical form of tools: for every
 // tool in order, each field as an 8-byte big-endian length and its bytes
 // (name, title, description, input schema, output schema — schemas
-// compacted when they are valid JSON, raw otherwise — then one byte per hint:
-// 0 absent, 1 false, 2 true; then one byte, 1 when it runs as a task). Framing by length makes the form unambiguous;
-// compaction makes it independent of whitespace but not of member order,
-// which the generated parameter order depends on.
+// compacted when they are valid JSON, raw otherwise — then one byte per
+// hint: 0 absent, 1 false, 2 true; then one byte, 1 when it runs as a
+// task). Framing by length makes the form unambiguous; compaction makes
+// it independent of whitespace but not of member order, which the
+// generated parameter order depends on.
 func listingDigest(tools []Tool) string {
 	h := sha256.New()
 	var n [8]byte
