@@ -248,14 +248,7 @@ func (s *server) filter(listed []mcpwire.Tool) []mcpwire.Tool {
 func toCodegen(tools []mcpwire.Tool) []codegen.Tool {
 	out := make([]codegen.Tool, len(tools))
 	for i, t := range tools {
-		ct := codegen.Tool{Name: t.Name, Title: t.Title, Description: t.Description, InputSchema: t.InputSchema, OutputSchema: t.OutputSchema}
-		if a := t.Annotations; a != nil {
-			if ct.Title == "" {
-				ct.Title = a.Title
-			}
-			ct.Hints = codegen.Hints{ReadOnly: a.ReadOnlyHint, Destructive: a.DestructiveHint, Idempotent: a.IdempotentHint, OpenWorld: a.OpenWorldHint}
-		}
-		out[i] = ct
+		out[i] = codegen.ToolOf(t)
 	}
 	return out
 }

@@ -24,6 +24,7 @@ import (
 	"time"
 
 	"github.com/capbridge/capbridge/bridge/control"
+	tsclient "github.com/capbridge/capbridge/capwire/ts"
 	"github.com/capbridge/capbridge/jail"
 )
 
@@ -67,11 +68,10 @@ var runnerTS []byte
 //go:embed runner/runner.py
 var runnerPy []byte
 
-// msgpackJS is the TypeScript client's one dependency, bundled
-// (TestMsgpackBundle keeps it what capwire/ts pins).
-//
-//go:embed runner/msgpack.mjs
-var msgpackJS []byte
+// StripTypes is the jail's Transformer for TypeScript: it compiles a
+// program's text to the JavaScript Node runs (capwire/ts.StripTypes,
+// which compiles the client too).
+var StripTypes = tsclient.StripTypes
 
 // Config configures a Runner.
 type Config struct {
