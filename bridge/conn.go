@@ -226,6 +226,7 @@ func (c *callConn) lead() (*capserver.Call, context.Context) {
 				var callCancel context.CancelCauseFunc
 				callCtx, callCancel = context.WithCancelCause(c.ctx)
 				c.inflight[m.ID] = callCancel
+				c.grant.usage.begin()
 			}
 			c.mu.Unlock()
 			switch {
@@ -315,6 +316,7 @@ func (c *callConn) run(ctx context.Context, m *capserver.Call) {
 	cancel(nil)
 	o = c.send(m.ID, o, others)
 	c.b.auditCall(c.grant, c.peer, server, op, o, time.Since(start))
+	c.grant.usage.end()
 }
 
 // send writes the reply for id, turning a result too large for a frame

@@ -107,7 +107,7 @@ func (h *controlHandler) Grant(_ context.Context, r *control.GrantRequest) (*con
 	return &control.Granted{Token: token, Grant: g.ID, ExpiresMS: g.Expires.UnixMilli()}, nil
 }
 
-func (h *controlHandler) Revoke(_ context.Context, r *control.RevokeRequest) (*control.Revoked, error) {
+func (h *controlHandler) Revoke(ctx context.Context, r *control.RevokeRequest) (*control.Revoked, error) {
 	g := h.b.grants.revoke(r.Grant)
 	id := grantIDOf(r.Grant)
 	if id == "" && !strings.HasPrefix(r.Grant, tokenPrefix) {
@@ -117,6 +117,13 @@ func (h *controlHandler) Revoke(_ context.Context, r *control.RevokeRequest) (*c
 	if g == nil {
 		return &control.Revoked{}, nil
 	}
+	// The calls still running under the grant end now, answered revoked
+	// (or with their results, if they were being sent): wait for them to
+	// be counted, so the totals are every call the program made. A reply
+	// waits at most a write, so write_timeout bounds the wait.
+	ctx, cancel := context.WithTimeout(ctx, h.b.cfg.Bridge.WriteTimeout)
+	g.usage.settled(ctx)
+	cancel()
 	u := g.Usage()
 	if run := g.Run(); run != nil && r.Run != nil {
 		// The run's own line: what ran, for whom, how it ended and what
