@@ -243,9 +243,34 @@ func procStatus(pid int) (rss int64, threads, fds int, err error) {
 	return rss, threads, len(ents), err
 }
 
-// cpuOf is pid's user+system CPU from /proc/PID/stat (10 ms ticks).
+// cpuOf is pid's CPU: the sum of its threads' se.sum_exec_runtime
+// (/proc/PID/task/*/sched, nanosecond accounting, in ms) where the kernel
+// shows it, else user+system from /proc/PID/stat in 10 ms ticks, which a
+// server's boot of a few milliseconds does not reach.
 func cpuOf(pid int) (time.Duration, error) {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	base := "/proc/" + strconv.Itoa(pid)
+	if tasks, _ := filepath.Glob(base + "/task/*/sched"); len(tasks) > 0 {
+		var sum float64
+		found := false
+		for _, t := range tasks {
+			b, err := os.ReadFile(t)
+			if err != nil {
+				continue // the thread exited meanwhile
+			}
+			for line := range strings.SplitSeq(string(b), "\n") {
+				if v, ok := strings.CutPrefix(line, "se.sum_exec_runtime"); ok {
+					f, err := strconv.ParseFloat(strings.TrimSpace(strings.TrimLeft(v, " :")), 64)
+					if err == nil {
+						sum, found = sum+f, true
+					}
+				}
+			}
+		}
+		if found {
+			return time.Duration(sum * float64(time.Millisecond)), nil
+		}
+	}
+	b, err := os.ReadFile(base + "/stat")
 	if err != nil {
 		return 0, err
 	}
