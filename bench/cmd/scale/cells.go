@@ -191,9 +191,9 @@ func measureServers(ctx context.Context, bin, tmp string, n int) (serversSample,
 	return s, errors.Join(err, b.stop())
 }
 
-// soakResult is the soak: calls at 32 in flight on one connection, the
-// server SIGKILLed every KillEvery calls, and the bridge's memory,
-// threads and descriptors at each kill.
+// soakResult is the soak: calls at 32 in flight on soakConns
+// connections, the server SIGKILLed every KillEvery calls, and the
+// bridge's memory, threads and descriptors at each kill.
 type soakResult struct {
 	Calls      int              `json:"calls"`
 	KillEvery  int              `json:"kill_every"`
@@ -219,17 +219,22 @@ type soakPoint struct {
 // the soak is spent calling rather than waiting out restart backoff.
 const soakServer = "restart_backoff = \"20ms\"\nrestart_max = \"100ms\"\n"
 
+// soakConns is how many programs the soak's calls come from, each with
+// a grant of its own: a grant may cause at most audit_grant_budget (64
+// MiB) of audit lines, about a hundred thousand calls, after which its
+// calls are refused; a million calls are many programs' work.
+const soakConns = 16
+
 func soak(ctx context.Context, bin, tmp string, p plan, log io.Writer) (*soakResult, error) {
 	r := &soakResult{Calls: p.soakCalls, KillEvery: p.soakKillAt, Denied: map[string]int64{}}
 	b, err := startBridge(ctx, bin, tmp, 1, soakServer)
 	if err != nil {
 		return r, err
 	}
-	cs, err := b.dial(ctx, 1, perGrant, "s0")
+	cs, err := b.dial(ctx, soakConns, 1, "s0")
 	if err != nil {
 		return r, errors.Join(err, b.stop())
 	}
-	c := cs[0]
 	var mu sync.Mutex
 	var next, done atomic.Int64
 	var wg sync.WaitGroup
@@ -267,7 +272,8 @@ func soak(ctx context.Context, bin, tmp string, p plan, log io.Writer) (*soakRes
 		}
 		killDone <- kerr
 	}()
-	for range inFlight {
+	for g := range inFlight {
+		c := cs[g%len(cs)]
 		wg.Go(func() {
 			for {
 				i := next.Add(1) - 1

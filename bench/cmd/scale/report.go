@@ -239,7 +239,7 @@ func (rep *report) markdown() string {
 		b.WriteString("\n![boot time and RSS against servers](servers.svg)\n\n")
 	}
 	if s := rep.Soak; s != nil {
-		fmt.Fprintf(&b, "## Soak (cell 9)\n\n%d calls at 32 in flight on one connection, the server SIGKILLed every %d calls (restart_backoff 20ms, restart_max 100ms); %.0f s. Results %d, denials %d %v, unanswered %d; kills %d, restarts %d.\n\n| calls | RSS MiB | threads | fds |\n|---|---|---|---|\n",
+		fmt.Fprintf(&b, "## Soak (cell 9)\n\n%d calls at 32 in flight on 16 connections, each its own grant, the server SIGKILLed every %d calls (restart_backoff 20ms, restart_max 100ms); %.0f s. Results %d, denials %d %v, unanswered %d; kills %d, restarts %d.\n\n| calls | RSS MiB | threads | fds |\n|---|---|---|---|\n",
 			s.Calls, s.KillEvery, s.WallS, s.Results, s.Denials, s.Denied, s.Unanswered, s.Kills, s.Restarts)
 		for _, pt := range s.Points {
 			fmt.Fprintf(&b, "| %d | %.1f | %d | %d |\n", pt.Calls, mib(pt.RSS), pt.Threads, pt.FDs)
