@@ -9,7 +9,7 @@ SERVERS := internal/testkit/interop/servers
 CLIENT_TS := capwire/ts
 CONFORMANCE := internal/testkit/conformance
 
-.PHONY: test deps mypy bwrap fmt-check vet staticcheck gotest benchtest stress bench bench-peers bench-runs conformance-server writability
+.PHONY: test deps mypy bwrap fmt-check vet staticcheck gotest benchtest stress bench bench-peers bench-scale bench-soak bench-runs conformance-server writability
 
 test: deps fmt-check vet staticcheck gotest benchtest
 
@@ -92,6 +92,16 @@ writability: deps
 # writes bench/peers-out/{results.json,results.md,chart.svg}.
 bench-peers:
 	cd bench && go run ./cmd/peers
+
+# How capbridge's cost grows with programs connected, idle connections and
+# servers owned (bench/cmd/scale): writes bench/scale-out/.
+bench-scale:
+	cd bench && go run ./cmd/scale
+
+# The soak: a million calls at 32 in flight, the server killed every
+# hundred thousand; a benchmark, not a test. Writes bench/soak-out/.
+bench-soak:
+	cd bench && go run ./cmd/scale -cells soak -runs 1 -out soak-out
 
 # A code-mode run's overhead to the program's first instruction and to its
 # end, per language, cold and warm (bench/cmd/runs): writes

@@ -113,14 +113,26 @@ func measureAll(ctx context.Context, runs int, p plan, sel selection, quick bool
 		}
 		ver = strings.TrimPrefix(strings.TrimSpace(string(out)), "capbridge ")
 	}
+	var crelay, crelaySkip string
+	if sel.has("c-relay") {
+		if crelay, crelaySkip, err = buildCRelay(ctx, tmp); err != nil {
+			return err
+		}
+		if crelaySkip != "" {
+			fmt.Fprintf(log, "c-relay skipped: %s\n", crelaySkip)
+		}
+	}
 	argv, senv := rawecho.Command()
 	hargv, henv := rawecho.HTTPCommand()
-	e := &env{serverArgv: argv, serverEnv: senv, httpArgv: hargv, httpEnv: henv, capbridge: bin, tmp: tmp}
+	e := &env{serverArgv: argv, serverEnv: senv, httpArgv: hargv, httpEnv: henv, capbridge: bin, crelay: crelay, crelaySkip: crelaySkip, tmp: tmp}
 
 	started := time.Now().UTC()
 	samples := runAll(ctx, e, runs, p, sel, func(s sample) {
 		if s.Err != "" {
 			fmt.Fprintf(log, "run %d  %-22s %-10s FAILED: %s\n", s.Run, s.Cell, s.Client, s.Err)
+			return
+		}
+		if s.Skipped != "" {
 			return
 		}
 		fmt.Fprintf(log, "run %d  %-22s %-10s n=%-6d p50 %8s µs  p99 %8s µs  %8s calls/s\n", s.Run, s.Cell, s.Client, s.N, num(s.P50us), num(s.P99us), num(s.CallsPerS))

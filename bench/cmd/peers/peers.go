@@ -50,7 +50,11 @@ type env struct {
 	httpArgv  []string
 	httpEnv   []string
 	capbridge string // path of the capbridge binary
-	tmp       string // a directory the run owns
+	// crelay is the C relay's binary; "" when it was not built, and
+	// then crelaySkip says why c-relay's samples are skipped.
+	crelay     string
+	crelaySkip string
+	tmp        string // a directory the run owns
 }
 
 // A client is one of the compared clients.
@@ -64,6 +68,7 @@ type client struct {
 var clients = []client{
 	{"raw", startRaw},
 	{"raw-relay", startRawRelay},
+	{"c-relay", startCRelay},
 	{"mcp-go", startMCPGo},
 	{"go-sdk", startGoSDK},
 	{"capbridge", startCapbridge},

@@ -86,49 +86,51 @@ func TestRunUsage(t *testing.T) {
 // out (or that failed in every run) is "not measured": no value, no
 // ratio against a missing client, never "met".
 func TestGoalsNotMeasured(t *testing.T) {
-	small1, small32, large1 := cells[0], cells[1], cells[2]
+	small1, small32, large1, large32 := cells[0], cells[1], cells[2], cells[3]
 	ok := func(c cell, client string, p50, cps, bridge float64) sample {
-		return sample{Cell: c, Client: client, N: 1, P50us: p50, CallsPerS: cps, CPUus: map[string]float64{"bridge": bridge}}
+		return sample{Cell: c, Client: client, N: 1, P50us: p50, CallsPerS: cps, CPUus: map[string]float64{"bridge": bridge, "server": 10}}
 	}
 	everything := []sample{
-		ok(small1, "raw", 40, 0, 0), ok(small1, "mcp-go", 200, 0, 0), ok(small1, "capbridge", 80, 0, 30),
-		ok(small32, "mcp-go", 0, 1000, 0), ok(small32, "go-sdk", 0, 100, 0), ok(small32, "capbridge", 0, 1500, 10),
-		ok(large1, "go-sdk", 1000, 0, 0), ok(large1, "capbridge", 200, 0, 0),
+		ok(small1, "c-relay", 100, 0, 30), ok(small1, "mcp-go", 200, 0, 0), ok(small1, "capbridge", 110, 0, 30),
+		ok(small32, "c-relay", 0, 1000, 10), ok(small32, "mcp-go", 0, 500, 0), ok(small32, "capbridge", 0, 900, 10),
+		ok(large1, "c-relay", 100, 0, 30), ok(large1, "capbridge", 120, 0, 40),
+		ok(large32, "c-relay", 0, 1000, 10), ok(large32, "capbridge", 0, 900, 10),
 	}
 	without := func(drop func(sample) bool) []sample {
 		return slices.DeleteFunc(slices.Clone(everything), drop)
 	}
+	all := func(v string) map[string]string { return map[string]string{"1": v, "2": v, "3": v, "4": v} }
 	for _, tc := range []struct {
 		name    string
 		samples []sample
 		want    map[string]string // goal -> verdict
 		unmeas  []string          // checks, by What prefix, not measured
 	}{
-		{"everything", everything, map[string]string{"a": "met", "b": "met", "c": "met", "d": "met"}, nil},
-		{"raw and capbridge only", without(func(s sample) bool { return s.Client != "raw" && s.Client != "capbridge" }),
-			map[string]string{"a": "not measured", "b": "not measured", "c": "not measured", "d": "met"},
-			[]string{"64 B, 1 in flight: capbridge p50 / mcp-go", "64 B, 32 in flight: capbridge calls/s / mcp-go", "64 B, 32 in flight: capbridge calls/s / go-sdk", "16 KiB"}},
-		{"no capbridge", without(func(s sample) bool { return s.Client == "capbridge" }),
-			map[string]string{"a": "not measured", "b": "not measured", "c": "not measured", "d": "not measured"},
+		{"everything", everything, all("met"), nil},
+		{"c-relay skipped", append(without(func(s sample) bool { return s.Client == "c-relay" }),
+			sample{Cell: small1, Client: "c-relay", Skipped: "no C compiler"}),
+			map[string]string{"1": "not measured", "2": "not measured", "3": "not measured", "4": "not measured"},
+			[]string{"64 B, 1 in flight: capbridge p50 / c-relay", "64 B, 32 in flight: capbridge calls/s / c-relay", "16 KiB", "64 B, 1 in flight: bridge", "64 B, 1 in flight: server"}},
+		{"no capbridge", without(func(s sample) bool { return s.Client == "capbridge" }), all("not measured"),
 			[]string{"64 B", "16 KiB"}},
 		{"64 B in flight 1 only", without(func(s sample) bool { return s.Cell != small1 }),
-			map[string]string{"a": "met", "b": "not measured", "c": "not measured", "d": "not measured"},
+			map[string]string{"1": "met", "2": "not measured", "3": "not measured", "4": "not measured"},
 			[]string{"64 B, 32", "16 KiB"}},
 		{"capbridge failed at 16 KiB", append(without(func(s sample) bool { return s.Cell == large1 && s.Client == "capbridge" }),
 			sample{Cell: large1, Client: "capbridge", Err: "broken"}),
-			map[string]string{"a": "met", "b": "met", "c": "not measured", "d": "met"}, []string{"16 KiB"}},
+			map[string]string{"1": "met", "2": "met", "3": "not measured", "4": "not measured"}, []string{"16 KiB, 1"}},
 		{"a measured failure outweighs a missing check", append(without(func(s sample) bool { return s.Client == "mcp-go" || (s.Cell == small1 && s.Client == "capbridge") }),
 			ok(small1, "capbridge", 200, 0, 30)),
-			map[string]string{"a": "not met", "b": "not measured", "c": "met", "d": "met"},
+			map[string]string{"1": "not met", "2": "not measured", "3": "met", "4": "met"},
 			[]string{"64 B, 1 in flight: capbridge p50 / mcp-go", "64 B, 32 in flight: capbridge calls/s / mcp-go"}},
-		{"nothing", nil, map[string]string{"a": "not measured", "b": "not measured", "c": "not measured", "d": "not measured"}, []string{"64 B", "16 KiB"}},
+		{"nothing", nil, all("not measured"), []string{"64 B", "16 KiB"}},
 	} {
 		for _, g := range goals(tc.samples, 1) {
 			if got := g.verdict(); got != tc.want[g.ID] {
-				t.Errorf("%s: goal (%s) is %q, want %q: %+v", tc.name, g.ID, got, tc.want[g.ID], g.Checks)
+				t.Errorf("%s: goal %s is %q, want %q: %+v", tc.name, g.ID, got, tc.want[g.ID], g.Checks)
 			}
 			if g.Met != (tc.want[g.ID] == "met") {
-				t.Errorf("%s: goal (%s) Met = %v with verdict %q", tc.name, g.ID, g.Met, g.verdict())
+				t.Errorf("%s: goal %s Met = %v with verdict %q", tc.name, g.ID, g.Met, g.verdict())
 			}
 			for _, ck := range g.Checks {
 				wantUnmeasured := slices.ContainsFunc(tc.unmeas, func(p string) bool { return strings.HasPrefix(ck.What, p) })
@@ -159,8 +161,8 @@ func TestMarkdownNotMeasured(t *testing.T) {
 	for _, want := range []string{
 		"Measured: clients raw; cells 64B/1.",
 		"| 64 B | 1 | raw | 1 | 10 | 40.0 (40.0–40.0) |",
-		"| (a) | 64 B, 1 in flight: capbridge p50 / raw p50 | – | – | <= 2.50 | not measured |",
-		"- goal (a): not measured", "- goal (d): not measured",
+		"| 1 | 64 B, 1 in flight: capbridge p50 / c-relay p50 | – | – | <= 1.15 | not measured |",
+		"- goal 1: not measured", "- goal 4: not measured",
 		"| 64 B, 1 in flight: capbridge p50 / raw-relay p50 | – | not measured |",
 	} {
 		if !strings.Contains(md, want) {

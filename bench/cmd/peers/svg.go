@@ -11,7 +11,7 @@ import (
 
 // clientColors are the bar colours, in the order of clients, so a client
 // keeps its colour in a run that measures only some of them.
-var clientColors = []string{"#7f7f7f", "#bcbd22", "#1f77b4", "#ff7f0e", "#2ca02c"}
+var clientColors = []string{"#7f7f7f", "#bcbd22", "#8c564b", "#1f77b4", "#ff7f0e", "#2ca02c", "#c7c7c7", "#aec7e8", "#ffbb78", "#98df8a"}
 
 func colorOf(name string) string {
 	if i := slices.IndexFunc(clients, func(cl client) bool { return cl.name == name }); i >= 0 && i < len(clientColors) {
