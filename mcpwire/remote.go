@@ -105,6 +105,14 @@ const (
 // ErrHTTP is matched by every *HTTPError.
 var ErrHTTP = errors.New("mcpwire: HTTP exchange failed")
 
+// ErrAuthorization is matched by the *HTTPError of a request the server
+// refused (401 or 403) and the Authorizer could not answer: no
+// credentials yet (a person's login is needed), a token the
+// authorization server would not issue or refresh, scopes it would not
+// grant. Its Unwrap is the Authorizer's error. It says nothing of the
+// server's era or transport, so a handshake never falls back on it.
+var ErrAuthorization = errors.New("mcpwire: authorization failed")
+
 // ErrSessionExpired is the death reason when a Streamable HTTP server
 // answers 404 to a request carrying its session: the session is gone,
 // calls in flight fail, and the owner starts a new client (the spec: the
@@ -129,6 +137,9 @@ type HTTPError struct {
 	Body string
 	// Err is the underlying error, if any.
 	Err error
+	// Unauthorized: the server refused the request and the Authorizer
+	// could not answer (Err is its error); matches ErrAuthorization.
+	Unauthorized bool
 }
 
 func (e *HTTPError) Error() string {
@@ -150,8 +161,44 @@ func (e *HTTPError) Error() string {
 	return s
 }
 
-// Is makes every HTTPError match ErrHTTP.
-func (e *HTTPError) Is(target error) bool { return target == ErrHTTP }
+// Is makes every HTTPError match ErrHTTP, and one the Authorizer could
+// not answer ErrAuthorization.
+func (e *HTTPError) Is(target error) bool {
+	return target == ErrHTTP || (target == ErrAuthorization && e.Unauthorized)
+}
+
+// authorizedDo sends the request build makes, with auth's credentials;
+// when the server refuses it (401, or 403) and auth answers the
+// challenge with new credentials, it is built and sent once more. When
+// auth cannot answer, the error is an *HTTPError matching
+// ErrAuthorization, naming method. build is called for each attempt
+// (a body is read once).
+func authorizedDo(ctx context.Context, hc *http.Client, auth Authorizer, method string, build func() (*http.Request, error)) (*http.Response, error) {
+	for try := 0; ; try++ {
+		req, err := build()
+		if err != nil {
+			return nil, err
+		}
+		if auth != nil {
+			if err := auth.Authorize(ctx, req.Header); err != nil {
+				return nil, &HTTPError{Method: method, Reason: err.Error(), Err: err, Unauthorized: true}
+			}
+		}
+		resp, err := hc.Do(req)
+		if err != nil || auth == nil || try > 0 || (resp.StatusCode != http.StatusUnauthorized && resp.StatusCode != http.StatusForbidden) {
+			return resp, err
+		}
+		retry, aerr := auth.Challenge(ctx, resp)
+		if aerr != nil {
+			drainBody(resp)
+			return nil, &HTTPError{Method: method, Status: resp.StatusCode, ContentType: mediaType(resp), Reason: aerr.Error(), Err: aerr, Unauthorized: true}
+		}
+		if !retry {
+			return resp, nil
+		}
+		drainBody(resp)
+	}
+}
 
 // Unwrap exposes the underlying error.
 func (e *HTTPError) Unwrap() error { return e.Err }
