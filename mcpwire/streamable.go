@@ -535,6 +535,14 @@ func (h *httpCarrier) getStream(opened chan struct{}) {
 			if h.base.Err() != nil {
 				return
 			}
+			if unreachable(err) {
+				// The stream that carries the server's own messages
+				// cannot be had again: the server is gone, as a process
+				// that exited is, and the owner's restart policy applies
+				// now rather than at the next call.
+				h.c.die(fmt.Errorf("mcpwire: GET %s: %w", shownURL(h.u), err))
+				return
+			}
 			h.c.log.Debug().Err(err).Msg("mcpwire: opening the GET stream failed")
 		case resp.StatusCode == http.StatusMethodNotAllowed:
 			drainBody(resp)
@@ -612,6 +620,10 @@ func (h *httpCarrier) listenStream(ctx context.Context, id int64, line []byte, o
 		switch {
 		case err != nil:
 			if ctx.Err() != nil {
+				return
+			}
+			if unreachable(err) {
+				h.c.die(fmt.Errorf("mcpwire: %s %s: %w", http.MethodPost, shownURL(h.u), err))
 				return
 			}
 			h.c.log.Debug().Err(err).Msg("mcpwire: opening the subscriptions/listen stream failed")
