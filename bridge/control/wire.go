@@ -159,6 +159,9 @@ type ServerStatus struct {
 	Protocol      string `msgpack:"protocol,omitempty" json:"protocol,omitempty"`
 	ServerName    string `msgpack:"server_name,omitempty" json:"server_name,omitempty"`
 	ServerVersion string `msgpack:"server_version,omitempty" json:"server_version,omitempty"`
+	// Login, when set, says that a person's login must be renewed, and
+	// the command: calls need scopes the login's token lacks.
+	Login string `msgpack:"login,omitempty" json:"login,omitempty"`
 }
 
 // FacadeRequest asks for a server's façade ("facade").
