@@ -62,20 +62,28 @@ func lockPath(flagValue string, cfg *config.Config) string {
 // surface, and the servers that did not boot with why. Warnings (an
 // allow or deny entry that names no tool) go to log.
 func bootSurface(cfg *config.Config, log zerolog.Logger) (*lock.File, map[string]error, error) {
+	live, down, _, err := bootSurfaceDropped(cfg, log)
+	return live, down, err
+}
+
+// bootSurfaceDropped is bootSurface with the tools each server's client
+// dropped from its listing, with why (Bridge.Dropped).
+func bootSurfaceDropped(cfg *config.Config, log zerolog.Logger) (*lock.File, map[string]error, map[string]map[string]string, error) {
 	b := bridge.New(bridge.Options{Config: cfg, Log: log, Audit: zerolog.Nop(), ClientVersion: version(), TokenDir: tokenDir()})
 	ctx, cancel := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer cancel()
 	b.Boot(ctx)
 	interrupted := ctx.Err() != nil
 	servers, down := b.Surface()
+	dropped := b.Dropped()
 	shutErr := b.Shutdown(0)
 	if interrupted {
-		return nil, nil, errors.New("interrupted while the servers booted")
+		return nil, nil, nil, errors.New("interrupted while the servers booted")
 	}
 	if shutErr != nil {
 		log.Warn().Err(shutErr).Msg("could not confirm every server's exit")
 	}
-	return lock.New(servers), down, nil
+	return lock.New(servers), down, dropped, nil
 }
 
 // surfaceLog is the log lock and skew give the servers' boot: warnings
