@@ -229,7 +229,8 @@ type HTTPOptions struct {
 }
 
 // HTTPClient returns the HTTP client a remote server is reached with: a
-// pooled keep-alive transport (HTTP/2 where TLS offers it), the system's
+// pooled keep-alive transport (HTTP/2 where TLS offers it; plain http
+// with no proxy is exchanged by the caller itself, h1Transport), the system's
 // roots plus CAFile, the client certificate when given, HTTPS_PROXY and
 // NO_PROXY from the environment, and redirects followed only within the
 // request's origin.
@@ -260,9 +261,10 @@ func HTTPClient(o HTTPOptions) (*http.Client, error) {
 	if conns <= 0 {
 		conns = 64
 	}
+	dialer := &net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}
 	tr := &http.Transport{
 		Proxy:               http.ProxyFromEnvironment,
-		DialContext:         (&net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		DialContext:         dialer.DialContext,
 		TLSClientConfig:     tc,
 		ForceAttemptHTTP2:   true,
 		MaxIdleConns:        conns,
@@ -275,7 +277,7 @@ func HTTPClient(o HTTPOptions) (*http.Client, error) {
 		TLSHandshakeTimeout:   10 * time.Second,
 		ExpectContinueTimeout: time.Second,
 	}
-	return &http.Client{Transport: tr, CheckRedirect: sameOrigin}, nil
+	return &http.Client{Transport: &fastTransport{h1: newH1Transport(dialer.DialContext, conns), base: tr}, CheckRedirect: sameOrigin}, nil
 }
 
 // sameOrigin follows a redirect only within the first request's origin

@@ -29,6 +29,11 @@ type StoredAuthorizer struct {
 
 	mu    sync.Mutex
 	saved *Saved
+	// looked: the store was read once. Without a saved login nothing is
+	// sent, and the store is read again only when the server refuses a
+	// request (Challenge), not on every request: a server that needs no
+	// login costs no file access per call.
+	looked bool
 }
 
 // NewStoredAuthorizer returns the authorizer of server's saved login.
@@ -43,6 +48,10 @@ func (a *StoredAuthorizer) Authorize(ctx context.Context, h http.Header) error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.saved == nil {
+		if a.looked {
+			return nil
+		}
+		a.looked = true
 		sv, err := a.store.Load(a.server)
 		if errors.Is(err, ErrNeedsLogin) {
 			return nil
