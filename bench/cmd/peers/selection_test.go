@@ -88,12 +88,16 @@ func TestRunUsage(t *testing.T) {
 func TestGoalsNotMeasured(t *testing.T) {
 	small1, small32, large1 := cells[0], cells[1], cells[2]
 	ok := func(c cell, client string, p50, cps, bridge float64) sample {
-		return sample{Cell: c, Client: client, N: 1, P50us: p50, CallsPerS: cps, CPUus: map[string]float64{"bridge": bridge}}
+		return sample{Cell: c, Client: client, N: 1, P50us: p50, CallsPerS: cps, CPUus: map[string]float64{"bridge": bridge, "client": bridge}}
 	}
 	everything := []sample{
 		ok(small1, "raw", 40, 0, 0), ok(small1, "mcp-go", 200, 0, 0), ok(small1, "capbridge", 80, 0, 30),
 		ok(small32, "mcp-go", 0, 1000, 0), ok(small32, "go-sdk", 0, 100, 0), ok(small32, "capbridge", 0, 1500, 10),
 		ok(large1, "go-sdk", 1000, 0, 0), ok(large1, "capbridge", 200, 0, 0),
+		// Over HTTP the faster SDK is mcp-go at 1 in flight (p50 100
+		// against 150) and at 32 (1000 calls/s against 500).
+		ok(small1, "mcp-go-http", 100, 0, 50), ok(small1, "go-sdk-http", 150, 0, 20), ok(small1, "capbridge-http", 80, 0, 40),
+		ok(small32, "mcp-go-http", 0, 1000, 30), ok(small32, "go-sdk-http", 0, 500, 10), ok(small32, "capbridge-http", 0, 2000, 20),
 	}
 	without := func(drop func(sample) bool) []sample {
 		return slices.DeleteFunc(slices.Clone(everything), drop)
@@ -104,24 +108,30 @@ func TestGoalsNotMeasured(t *testing.T) {
 		want    map[string]string // goal -> verdict
 		unmeas  []string          // checks, by What prefix, not measured
 	}{
-		{"everything", everything, map[string]string{"a": "met", "b": "met", "c": "met", "d": "met"}, nil},
+		{"everything", everything, map[string]string{"a": "met", "b": "met", "c": "met", "d": "met", "http-a": "met", "http-b": "met", "http-d": "met"}, nil},
 		{"raw and capbridge only", without(func(s sample) bool { return s.Client != "raw" && s.Client != "capbridge" }),
-			map[string]string{"a": "not measured", "b": "not measured", "c": "not measured", "d": "met"},
-			[]string{"64 B, 1 in flight: capbridge p50 / mcp-go", "64 B, 32 in flight: capbridge calls/s / mcp-go", "64 B, 32 in flight: capbridge calls/s / go-sdk", "16 KiB"}},
-		{"no capbridge", without(func(s sample) bool { return s.Client == "capbridge" }),
-			map[string]string{"a": "not measured", "b": "not measured", "c": "not measured", "d": "not measured"},
+			map[string]string{"a": "not measured", "b": "not measured", "c": "not measured", "d": "met", "http-a": "not measured", "http-b": "not measured", "http-d": "not measured"},
+			[]string{"64 B, 1 in flight: capbridge p50 / mcp-go", "64 B, 32 in flight: capbridge calls/s / mcp-go", "64 B, 32 in flight: capbridge calls/s / go-sdk", "16 KiB",
+				"64 B, 1 in flight: capbridge-http", "64 B, 32 in flight: capbridge-http"}},
+		{"no capbridge", without(func(s sample) bool { return strings.HasPrefix(s.Client, "capbridge") }),
+			map[string]string{"a": "not measured", "b": "not measured", "c": "not measured", "d": "not measured", "http-a": "not measured", "http-b": "not measured", "http-d": "not measured"},
 			[]string{"64 B", "16 KiB"}},
 		{"64 B in flight 1 only", without(func(s sample) bool { return s.Cell != small1 }),
-			map[string]string{"a": "met", "b": "not measured", "c": "not measured", "d": "not measured"},
+			map[string]string{"a": "met", "b": "not measured", "c": "not measured", "d": "not measured", "http-a": "met", "http-b": "not measured", "http-d": "not measured"},
 			[]string{"64 B, 32", "16 KiB"}},
 		{"capbridge failed at 16 KiB", append(without(func(s sample) bool { return s.Cell == large1 && s.Client == "capbridge" }),
 			sample{Cell: large1, Client: "capbridge", Err: "broken"}),
-			map[string]string{"a": "met", "b": "met", "c": "not measured", "d": "met"}, []string{"16 KiB"}},
+			map[string]string{"a": "met", "b": "met", "c": "not measured", "d": "met", "http-a": "met", "http-b": "met", "http-d": "met"}, []string{"16 KiB"}},
 		{"a measured failure outweighs a missing check", append(without(func(s sample) bool { return s.Client == "mcp-go" || (s.Cell == small1 && s.Client == "capbridge") }),
 			ok(small1, "capbridge", 200, 0, 30)),
-			map[string]string{"a": "not met", "b": "not measured", "c": "met", "d": "met"},
+			map[string]string{"a": "not met", "b": "not measured", "c": "met", "d": "met", "http-a": "met", "http-b": "met", "http-d": "met"},
 			[]string{"64 B, 1 in flight: capbridge p50 / mcp-go", "64 B, 32 in flight: capbridge calls/s / mcp-go"}},
-		{"nothing", nil, map[string]string{"a": "not measured", "b": "not measured", "c": "not measured", "d": "not measured"}, []string{"64 B", "16 KiB"}},
+		// The faster SDK is the one the cell's own measure picks, and a
+		// slower capbridge fails against it whatever the other SDK does.
+		{"slower than the faster SDK over HTTP", append(without(func(s sample) bool { return s.Cell == small1 && s.Client == "capbridge-http" }),
+			ok(small1, "capbridge-http", 95, 0, 60)),
+			map[string]string{"a": "met", "b": "met", "c": "met", "d": "met", "http-a": "not met", "http-b": "met", "http-d": "not met"}, nil},
+		{"nothing", nil, map[string]string{"a": "not measured", "b": "not measured", "c": "not measured", "d": "not measured", "http-a": "not measured", "http-b": "not measured", "http-d": "not measured"}, []string{"64 B", "16 KiB"}},
 	} {
 		for _, g := range goals(tc.samples, 1) {
 			if got := g.verdict(); got != tc.want[g.ID] {
@@ -171,7 +181,7 @@ func TestMarkdownNotMeasured(t *testing.T) {
 		t.Errorf("results.md has rows beyond the one measured:\n%s", md)
 	}
 	var svg bytes.Buffer
-	if err := writeSVG(&svg, rep.Rows, ""); err != nil || strings.Count(svg.String(), "<title>") != 2 {
+	if err := writeSVG(&svg, rep.Rows, "t", ""); err != nil || strings.Count(svg.String(), "<title>") != 2 {
 		t.Errorf("chart.svg: %v, %d bars, want 2", err, strings.Count(svg.String(), "<title>"))
 	}
 }
