@@ -51,8 +51,8 @@ type env struct {
 	httpArgv    []string
 	httpEnv     []string
 	http2025Env []string
-	capbridge string // path of the capbridge binary
-	tmp       string // a directory the run owns
+	capbridge   string // path of the capbridge binary
+	tmp         string // a directory the run owns
 }
 
 // A client is one of the compared clients.
