@@ -7,7 +7,7 @@ STATICCHECK_VERSION := v0.8.2
 TOOLS := $(CURDIR)/.tools/staticcheck-$(STATICCHECK_VERSION)
 SERVERS := internal/testkit/interop/servers
 CLIENT_TS := capwire/ts
-CONFORMANCE := internal/testkit/conformance
+CONFORMANCE := conformance
 
 .PHONY: test deps mypy bwrap fmt-check vet staticcheck gotest benchtest stress bench bench-peers bench-scale bench-soak bench-runs conformance conformance-server writability
 
