@@ -9,9 +9,9 @@ SERVERS := internal/testkit/interop/servers
 CLIENT_TS := capwire/ts
 CONFORMANCE := conformance
 
-.PHONY: test deps mypy bwrap fmt-check vet staticcheck gotest benchtest stress bench bench-peers bench-scale bench-soak bench-runs conformance conformance-server writability
+.PHONY: test deps mypy bwrap fmt-check vet staticcheck gotest benchtest imagetest image stress bench bench-peers bench-scale bench-soak bench-runs conformance conformance-server writability
 
-test: deps fmt-check vet staticcheck gotest benchtest conformance
+test: deps fmt-check vet staticcheck gotest benchtest imagetest conformance
 
 deps: $(SERVERS)/node_modules/.package-lock.json $(CLIENT_TS)/node_modules/.package-lock.json $(CONFORMANCE)/node_modules/.package-lock.json $(TOOLS)/staticcheck mypy bwrap
 
@@ -57,6 +57,7 @@ vet:
 
 staticcheck: $(TOOLS)/staticcheck
 	$(TOOLS)/staticcheck ./...
+	cd deploy/image && $(TOOLS)/staticcheck ./...
 
 gotest:
 	go test -race -count=1 -timeout 20m ./...
@@ -69,6 +70,21 @@ gotest:
 # end-to-end test (one -quick run) so the harness cannot rot.
 benchtest:
 	cd bench && go vet ./... && go test -count=1 ./...
+
+# deploy/image is its own module too (go-containerregistry stays out of
+# capbridge's): its test builds the image, reads it back and runs the
+# capbridge in its layer.
+imagetest:
+	cd deploy/image && go vet ./... && go test -count=1 ./...
+
+# capbridge's container image, without a container daemon: a static
+# capbridge on an empty base, user 65532, written as a tarball for
+# `docker load`, `podman load` or `crane push` (docs/operating.md).
+# IMAGE_ARCH=arm64 builds another platform's.
+IMAGE_ARCH ?= $(shell go env GOARCH)
+image:
+	CGO_ENABLED=0 GOOS=linux GOARCH=$(IMAGE_ARCH) go build -trimpath -buildvcs=auto -o bin/capbridge-linux-$(IMAGE_ARCH) ./cmd/capbridge
+	cd deploy/image && go run . -binary ../../bin/capbridge-linux-$(IMAGE_ARCH) -o ../../bin/capbridge-image-$(IMAGE_ARCH).tar
 
 # The official MCP conformance suite's client scenarios, every one, run
 # against capbridge as a user runs it ($(CONFORMANCE)/client starts a real
