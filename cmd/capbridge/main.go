@@ -14,8 +14,10 @@ import (
 	"io"
 	"maps"
 	"os"
+	"runtime"
 	"runtime/debug"
 	"slices"
+	"strings"
 
 	"github.com/capbridge/capbridge/codemode"
 	"github.com/capbridge/capbridge/jail"
@@ -59,7 +61,7 @@ func commands() map[string]command {
 		"skew":        {"compare the servers' live tools with capbridge.lock (exit 3 on drift)", runSkew},
 		"status":      {"show the servers, grants and connections of the running capbridge", runStatus},
 		"tools":       {"list the running capbridge's tools and their parameters (--surface: what a model is shown)", runTools},
-		"version":     {"print the version of this build", runVersion},
+		"version":     {"print this build's version and commit (also --version)", runVersion},
 	}
 }
 
@@ -75,6 +77,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
 		usage(stderr, cmds)
 		return exitUsage
+	}
+	if args[0] == "--version" || args[0] == "-version" {
+		// What other tools answer --version with; `capbridge version`.
+		args = []string{"version"}
 	}
 	if args[0] == "-h" || args[0] == "--help" || (args[0] == "help" && len(args) == 1) {
 		usage(stdout, cmds)
@@ -106,7 +112,11 @@ func sortedKeys(m map[string]command) []string {
 }
 
 func runVersion(args []string, stdout, stderr io.Writer) int {
-	fs := newCmdFlags("version", "capbridge version", "Print the version of this build.")
+	fs := newCmdFlags("version", "capbridge version", `
+Print this build's module version, the commit it was built from (marked
+modified when the checkout had uncommitted changes) and that commit's
+time, and the Go toolchain and platform, all from the build info the Go
+toolchain stamps. capbridge --version prints the same.`)
 	pos, code, ok := fs.parse(args, stdout, stderr)
 	if !ok {
 		return code
@@ -114,17 +124,58 @@ func runVersion(args []string, stdout, stderr io.Writer) int {
 	if len(pos) != 0 {
 		return fs.usageError(stderr, "takes no arguments")
 	}
-	fmt.Fprintln(stdout, "capbridge", version())
+	bi, ok := debug.ReadBuildInfo()
+	fmt.Fprint(stdout, versionText(bi, ok))
 	return exitOK
 }
 
-// version is the module version when built from a tagged module, else the
-// VCS revision the toolchain stamped, else "devel".
+// versionText is what version prints for the build info bi (ok=false: the
+// binary carries none). A tagged go install has the tag as its module
+// version and no VCS settings (it was built from the module proxy's zip);
+// a go build in a checkout has a version the toolchain derived from the
+// commit and its tags, and the commit itself.
+func versionText(bi *debug.BuildInfo, ok bool) string {
+	if !ok {
+		return "capbridge devel (this binary carries no build info)\n"
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "capbridge %s\n", version1(bi))
+	set := map[string]string{}
+	for _, s := range bi.Settings {
+		set[s.Key] = s.Value
+	}
+	if rev := set["vcs.revision"]; rev != "" {
+		if set["vcs.modified"] == "true" {
+			rev += " (modified: built with uncommitted changes)"
+		}
+		fmt.Fprintf(&b, "commit    %s\n", rev)
+	}
+	if t := set["vcs.time"]; t != "" {
+		fmt.Fprintf(&b, "committed %s\n", t)
+	}
+	if bi.Main.Sum != "" {
+		fmt.Fprintf(&b, "module    %s %s %s\n", bi.Main.Path, bi.Main.Version, bi.Main.Sum)
+	}
+	platform := set["GOOS"] + "/" + set["GOARCH"]
+	if platform == "/" {
+		platform = runtime.GOOS + "/" + runtime.GOARCH
+	}
+	fmt.Fprintf(&b, "built by  %s for %s\n", bi.GoVersion, platform)
+	return b.String()
+}
+
+// version is this build's version in one word, for an MCP clientInfo or
+// serverInfo: the module version when the toolchain stamped one, else
+// "devel" with the commit.
 func version() string {
 	bi, ok := debug.ReadBuildInfo()
 	if !ok {
 		return "devel"
 	}
+	return version1(bi)
+}
+
+func version1(bi *debug.BuildInfo) string {
 	if v := bi.Main.Version; v != "" && v != "(devel)" {
 		return v
 	}

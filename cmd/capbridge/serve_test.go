@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"debug/buildinfo"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -48,6 +49,20 @@ func TestServe(t *testing.T) {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
 	t.Run("quick start", func(t *testing.T) { testQuickStart(t, bin) })
+	t.Run("version", func(t *testing.T) {
+		// The binary prints its own build info, whichever way it was
+		// stamped, for both spellings.
+		bi, err := buildinfo.ReadFile(bin)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := versionText(bi, true)
+		for _, args := range [][]string{{"version"}, {"--version"}} {
+			if out, stderr, code := runCLI(t, bin, nil, args...); code != 0 || out != want {
+				t.Errorf("capbridge %s: exit %d, stdout\n%s\nstderr %s\nwant\n%s", args[0], code, out, stderr, want)
+			}
+		}
+	})
 	t.Run("SIGTERM under load", func(t *testing.T) { testSIGTERMUnderLoad(t, bin) })
 	t.Run("config error", func(t *testing.T) {
 		dir := t.TempDir()
