@@ -22,6 +22,7 @@ import (
 
 	"github.com/capbridge/capbridge/bridge"
 	"github.com/capbridge/capbridge/bridge/config"
+	"github.com/capbridge/capbridge/internal/truncate"
 	"github.com/capbridge/capbridge/jail"
 	"github.com/capbridge/capbridge/mcpwire"
 )
@@ -50,7 +51,7 @@ as serve --strict does.`)
 	if len(pos) != 0 {
 		return fs.usageError(stderr, "unexpected argument %q; doctor takes only flags", pos[0])
 	}
-	r := doctor(*cfgPath, *mcpConfig, config.EditorOptions{Workspace: *workspace, Strict: *strict})
+	r := doctor(*cfgPath, *mcpConfig, config.EditorOptions{Workspace: *workspace, Strict: *strict}, stderr)
 	if *asJSON {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
@@ -160,8 +161,9 @@ func (r *doctorReport) warn(where, problem, fix string) {
 	r.Warnings = append(r.Warnings, finding{where, problem, fix})
 }
 
-// doctor runs the checks. It never listens and never serves.
-func doctor(cfgPath, mcpConfig string, opts config.EditorOptions) *doctorReport {
+// doctor runs the checks. It never listens and never serves. While the
+// servers boot it writes to progress which of them are still starting.
+func doctor(cfgPath, mcpConfig string, opts config.EditorOptions, progress io.Writer) *doctorReport {
 	r := &doctorReport{Problems: []finding{}, Warnings: []finding{}}
 	if _, r.Jail.Cgroup = jail.DetectCgroup(); !r.Jail.Cgroup.Available {
 		r.Jail.Fix = cgroupFix
@@ -217,7 +219,15 @@ func doctor(cfgPath, mcpConfig string, opts config.EditorOptions) *doctorReport 
 	ctx, cancel := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer cancel()
 	start := time.Now()
+	watchCtx, stopWatch := context.WithCancel(ctx)
+	watched := make(chan struct{})
+	go func() {
+		defer close(watched)
+		events.watch(watchCtx, progress, r.Config.Servers, start)
+	}()
 	outcomes := b.Boot(ctx)
+	stopWatch()
+	<-watched
 	interrupted := ctx.Err() != nil
 	shutErr := b.Shutdown(0)
 
@@ -608,6 +618,58 @@ func (l *bootEvents) Write(p []byte) (int, error) {
 		se.events = append(se.events, e)
 	}
 	return len(p), nil
+}
+
+// progressEvery is how often doctor says which servers are still
+// starting. A cold npx or uvx fetches a package before the server
+// answers, which can take a minute: without a word, that looks like a
+// hang.
+const progressEvery = 5 * time.Second
+
+// maxProgressStderr bounds the stderr line a progress line quotes.
+const maxProgressStderr = 160
+
+// watch writes to w, every progressEvery until ctx is done, one line per
+// server of servers that is neither ready nor failed: how long it has been
+// starting, how far it got, and the last line it wrote to stderr (npx and
+// uvx say there what they are fetching).
+func (l *bootEvents) watch(ctx context.Context, w io.Writer, servers []string, start time.Time) {
+	tick := time.NewTicker(progressEvery)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case now := <-tick.C:
+			for _, name := range servers {
+				if line, ok := l.progress(name, now.Sub(start)); ok {
+					fmt.Fprintln(w, line)
+				}
+			}
+		}
+	}
+}
+
+// progress is server's progress line after elapsed, or ok=false once its
+// boot has ended.
+func (l *bootEvents) progress(server string, elapsed time.Duration) (line string, ok bool) {
+	rec := l.of(server)
+	phase := "starting"
+	for _, e := range rec.events {
+		switch e.Message {
+		case evReady, evFailed, evDied:
+			return "", false
+		case evStarted:
+			phase = "started (pid " + strconv.Itoa(e.PID) + "), waiting for its answer to initialize"
+		case evInitialized, evModern:
+			phase = "initialized, listing its tools"
+		}
+	}
+	line = fmt.Sprintf("capbridge doctor: %s still starting after %s: %s", server, elapsed.Round(time.Second), phase)
+	if n := len(rec.stderr); n > 0 {
+		line += "; its last stderr line: " + strconv.Quote(truncate.Ellipsis(rec.stderr[n-1], maxProgressStderr))
+	}
+	return line, true
 }
 
 // of returns what was recorded for server.
