@@ -72,7 +72,7 @@ the operator declared destructive is callable only if --tools names it or
 	tools := fs.String("tools", "", "comma-separated server:tool pairs limiting a server to those tools")
 	var ttl ttlFlag
 	fs.Var(&ttl, "ttl", "how long the grant lives, from 1s to 24h (default 10m)")
-	peerUID := fs.Int("peer-uid", -1, "only a peer with this uid may use the grant")
+	peerUID := fs.Int("peer-uid", -1, "only a peer with this uid may use the grant (-1: any peer the call socket lets in)")
 	allowDestructive := fs.Bool("allow-destructive", false, "let the grant call the servers' destructive tools without naming each in --tools")
 	resources := fs.String("resources", "", "comma-separated servers, among --servers, whose resources the program may read")
 	pos, code, ok := fs.parse(args, stdout, stderr)

@@ -36,13 +36,14 @@ tools/list, then stop them all and confirm every process exited. Each
 problem says what to do next. With no config it checks the built-in demo
 server, as serve runs it.
 Exit status: 0 when everything is fine, 1 on any problem, 2 on a bad
-command line. Warnings (a skipped editor entry, a tools.allow or tools.deny
-entry that names no tool) do not change it; --strict makes them problems,
-as serve --strict does.`)
+command line. Warnings (a disabled editor entry, which is skipped; a
+tools.allow, tools.deny, destructive or restrict entry that names no tool)
+do not change it; --strict makes the second kind problems, as serve
+--strict fails such a server.`)
 	cfgPath := fs.String("c", "", "capbridge.toml to check (default: none, which checks the built-in demo server)")
 	mcpConfig := fs.String("mcp-config", "", "an editor's MCP config to check, as serve --mcp-config reads it")
 	workspace := fs.String("workspace", "", "what ${workspaceFolder} expands to in --mcp-config (default: that file's directory)")
-	strict := fs.Bool("strict", false, "check as serve --strict runs: a remote editor entry, or a tools.allow or tools.deny entry that names no tool, is a problem")
+	strict := fs.Bool("strict", false, "check as serve --strict runs: a tools.allow, tools.deny, destructive or restrict entry that names no tool is a problem")
 	asJSON := fs.Bool("json", false, "print the report as JSON, for scripts")
 	pos, code, ok := fs.parse(args, stdout, stderr)
 	if !ok {

@@ -24,20 +24,31 @@ import (
 // result (--listing, offline), or else fetched from the running capbridge,
 // which generated them at boot (--control).
 func runGen(args []string, stdout, stderr io.Writer) int {
-	fs := newCmdFlags("gen", "capbridge gen --server NAME [--listing FILE | -c FILE | --control PATH] [--lang go|ts|python] --out DIR", "Write a server's façade and its surface, for the language's import, into DIR.")
-	listing := fs.String("listing", "", "saved tools/list result: {\"tools\":[…]} or a bare array (required)")
+	fs := newCmdFlags("gen", "capbridge gen --server NAME [--listing FILE | -c FILE | --control PATH] [--lang go|ts|python] --out DIR", `
+Write a server's façade and its surface, for the language's import, into
+DIR: generated here from a saved tools/list result (--listing FILE, which
+capbridge listing prints), or else fetched from the running capbridge,
+which generated them at boot (found by --control, -c, $`+envControl+` or
+serve's default).`)
+	listing := fs.String("listing", "", "generate from this saved tools/list result ({\"tools\":[…]} or a bare array), offline, instead of fetching from the running capbridge")
 	server := fs.String("server", "", "the server's name, sent verbatim in every call (required)")
 	lang := fs.String("lang", "go", "language of the façade: go, ts or python")
-	out := fs.String("out", "", "directory to write <package>/ into (required)")
-	budget := fs.Int("surface-budget", codegen.DefaultSurfaceBudget, "surface size budget in bytes (with --listing)")
+	out := fs.String("out", "", "directory to write into: Go's package as DIR/<package>/, TypeScript's and Python's modules and client beside each other (required)")
+	budget := fs.Int("surface-budget", codegen.DefaultSurfaceBudget, "surface size budget in bytes (with --listing; the running capbridge's is its own)")
 	cf := addClientFlags(fs, false)
 	pos, code, ok := fs.parse(args, stdout, stderr)
 	if !ok {
 		return code
 	}
-	if len(pos) != 0 || *server == "" || *out == "" {
-		fmt.Fprintln(stderr, "usage: capbridge gen --server NAME [--listing FILE | -c FILE | --control PATH] [--lang go|ts|python] --out DIR")
-		return exitUsage
+	switch {
+	case len(pos) != 0:
+		return fs.usageError(stderr, "unexpected argument %q; gen takes only flags", pos[0])
+	case *server == "":
+		return fs.usageError(stderr, "--server is required")
+	case *out == "":
+		return fs.usageError(stderr, "--out is required")
+	case *listing == "" && flagGiven(fs, "surface-budget"):
+		return fs.usageError(stderr, "--surface-budget applies to --listing only: the running capbridge generated its façades at boot")
 	}
 	ext, ok := sourceExt[codegen.Lang(*lang)]
 	if !ok {

@@ -44,7 +44,7 @@ login's token carries (status says so), login asks for them too.
 
 --client-metadata URL prints the client metadata document to publish at
 URL (an https URL of your own) for oauth.client_metadata_url.`)
-	sf := addSurfaceFlags(fs)
+	sf := addRemoteConfigFlags(fs, "the capbridge.toml where NAME is defined (with neither this nor --mcp-config there is only the built-in demo, which has no remote server)")
 	browser := fs.String("browser", "", "the command that opens the authorization URL, given as its last argument (default: $BROWSER, else xdg-open)")
 	metadata := fs.String("client-metadata", "", "print capbridge's client metadata document for this https URL, and exit")
 	pos, code, ok := fs.parse(args, stdout, stderr)
@@ -133,14 +133,14 @@ URL (an https URL of your own) for oauth.client_metadata_url.`)
 }
 
 func runLogout(args []string, stdout, stderr io.Writer) int {
-	fs := newCmdFlags("logout", "capbridge logout [-c capbridge.toml] NAME", `
+	fs := newCmdFlags("logout", "capbridge logout [-c capbridge.toml | --mcp-config EDITOR-CONFIG] NAME", `
 Forget the login saved for the remote server NAME (its tokens under
 $XDG_STATE_HOME/capbridge/oauth), revoking its tokens first at the
 authorization server when it offers revocation (RFC 7009). A running serve
 keeps the access token it holds until the server refuses it (at once, where
 the tokens were revoked). -c names the config whose ca_file and client
 certificate reach the authorization server, if it needs them.`)
-	sf := addSurfaceFlags(fs)
+	sf := addRemoteConfigFlags(fs, "the capbridge.toml where NAME is defined, for its ca_file and client certificate (default: none; the saved login alone)")
 	pos, code, ok := fs.parse(args, stdout, stderr)
 	if !ok {
 		return code
@@ -189,6 +189,16 @@ certificate reach the authorization server, if it needs them.`)
 	}
 	fmt.Fprintf(stdout, "logged out of %s\n", name)
 	return exitOK
+}
+
+// addRemoteConfigFlags registers the flags login and logout read the
+// remote server's definition with; cfgUsage says what -c is for.
+func addRemoteConfigFlags(fs *cmdFlags, cfgUsage string) *surfaceFlags {
+	sf := &surfaceFlags{}
+	fs.StringVar(&sf.config, "c", "", cfgUsage)
+	fs.StringVar(&sf.mcpConfig, "mcp-config", "", "an editor's MCP config where NAME is defined, as serve --mcp-config reads it")
+	fs.StringVar(&sf.workspace, "workspace", "", "what ${workspaceFolder} expands to in --mcp-config (default: that file's directory)")
+	return sf
 }
 
 // revokeWait bounds logout's revocation requests.

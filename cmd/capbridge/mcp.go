@@ -103,7 +103,7 @@ func addFrontFlags(fs *cmdFlags) *frontFlags {
 	fs.StringVar(&f.cfgPath, "c", "", "capbridge.toml whose servers to serve (default: none, which serves the built-in demo server)")
 	fs.StringVar(&f.mcpConfig, "mcp-config", "", "an editor's MCP config whose stdio servers to serve (as serve takes it)")
 	fs.StringVar(&f.workspace, "workspace", "", "what ${workspaceFolder} expands to in --mcp-config")
-	fs.BoolVar(&f.strict, "strict", false, "make configuration warnings errors")
+	fs.BoolVar(&f.strict, "strict", false, "make warnings errors, as serve --strict does: a tools.allow, tools.deny, destructive or restrict entry that names no tool fails that server (without --attach)")
 	fs.StringVar(&f.attach, "attach", "", "use the running capbridge serve whose control socket this is, instead of booting a bridge")
 	fs.StringVar(&f.servers, "servers", "", "comma-separated servers a program may reach (default: all)")
 	fs.BoolVar(&f.allowDestructive, "allow-destructive", false, "let programs call destructive tools (the config's destructive lists, and tools their servers mark destructiveHint: true); refused by default")
@@ -163,6 +163,9 @@ func (ff *frontFlags) start(ctx context.Context, stderr io.Writer) (*front, int)
 		}
 		for _, w := range warnings {
 			log.Warn().Str("file", w.File).Int("line", w.Line).Str("key", w.Key).Str("fix", w.Fix).Msg(w.Msg)
+		}
+		for i := range cfg.Servers {
+			cfg.Servers[i].Strict = ff.strict
 		}
 		// Sockets of its own, so it never meets a serve on the configured
 		// paths. Under root the jail runs as another uid (jail.Config.UID),
