@@ -76,6 +76,7 @@ func TestServe(t *testing.T) {
 		}
 	})
 	t.Run("audit_path", func(t *testing.T) { testAuditPath(t, bin) })
+	t.Run("the pod manifest's config", func(t *testing.T) { testPodConfig(t, bin) })
 	t.Run("SIGHUP reopens the audit file", func(t *testing.T) { testSIGHUP(t, bin) })
 	t.Run("metrics port flooded", func(t *testing.T) { testMetricsFlood(t, bin) })
 	t.Run("metrics on a unix socket", func(t *testing.T) { testMetricsUnixSocket(t, bin) })
