@@ -131,8 +131,7 @@ func TestH1Reuse(t *testing.T) {
 // before reuse sees its end, and a new connection serves the request.
 func TestH1ServerClosedIdle(t *testing.T) {
 	t.Cleanup(leakcheck.Check(t))
-	var cs *countingServer
-	cs = newCountingServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	cs := newCountingServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, _ = w.Write([]byte("ok"))
 	}))
 	cs.Config.SetKeepAlivesEnabled(true)

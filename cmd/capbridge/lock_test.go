@@ -321,12 +321,12 @@ func testLockRunning(t *testing.T, bin string) {
 }
 
 // A 2026-07-28 tool whose x-mcp-header annotation breaks the revision is
-// dropped by capbridge, and skew says so beside tool_removed, with why.
-func TestSkewNamesDroppedTool(t *testing.T) {
-	t.Cleanup(leakcheck.Check(t))
+// dropped by capbridge, and skew says so beside tool_removed, with why:
+// booting the servers itself, and asking a running capbridge.
+func testSkewNamesDroppedTool(t *testing.T, bin string) {
 	valid := lockTool("route", "routes", `{"type":"object","properties":{"region":{"type":"string","x-mcp-header":"Region"}}}`, "")
 	invalid := lockTool("route", "routes", `{"type":"object","properties":{"regions":{"type":"array","items":{"type":"string","x-mcp-header":"Region"}}}}`, "")
-	dir := t.TempDir()
+	dir := shortTempDir(t)
 	serve := func(tool json.RawMessage) string {
 		face := mcptest.NewHTTP(mcptest.Scenario{Era: mcptest.EraModernOnly, Tools: []json.RawMessage{tool}}, mcptest.HTTPOptions{})
 		ts := httptest.NewServer(face)
@@ -335,7 +335,8 @@ func TestSkewNamesDroppedTool(t *testing.T) {
 			ts.Close()
 		})
 		path := filepath.Join(dir, "capbridge.toml")
-		if err := os.WriteFile(path, []byte("[bridge]\nlock = \"capbridge.lock\"\n\n[mcp.web]\nurl = \""+ts.URL+"/mcp\"\n"), 0o644); err != nil {
+		toml := "[bridge]\ncall_socket = \"" + dir + "/call.sock\"\ncontrol_socket = \"" + dir + "/control.sock\"\nlock = \"capbridge.lock\"\n\n[mcp.web]\nurl = \"" + ts.URL + "/mcp\"\n"
+		if err := os.WriteFile(path, []byte(toml), 0o644); err != nil {
 			t.Fatal(err)
 		}
 		return path
@@ -343,11 +344,21 @@ func TestSkewNamesDroppedTool(t *testing.T) {
 	if _, stderr, code := runInProcess("lock", "-c", serve(valid)); code != exitOK {
 		t.Fatalf("lock: exit %d %s", code, stderr)
 	}
-	stdout, stderr, code := runInProcess("skew", "-c", serve(invalid))
-	if code != exitDrift || !strings.Contains(stdout, "web.route: tool_removed: dropped by capbridge, though the server lists it: x-mcp-header at") {
+	cfg := serve(invalid)
+	const want = "web.route: tool_removed: dropped by capbridge, though the server lists it: x-mcp-header at"
+	stdout, stderr, code := runInProcess("skew", "-c", cfg)
+	if code != exitDrift || !strings.Contains(stdout, want) {
 		t.Fatalf("skew: exit %d\n%s\n%s", code, stdout, stderr)
 	}
 	if !strings.Contains(stderr, `tool dropped: its x-mcp-header declaration is invalid`) || !strings.Contains(stderr, `"tool":"route"`) {
 		t.Fatalf("the log does not name the dropped tool:\n%s", stderr)
+	}
+
+	srv, _ := startServe(t, bin, nil, "serve", "-c", cfg)
+	if out, errOut, code := runCLI(t, bin, nil, "skew", "-c", cfg, "--running"); code != exitDrift || !strings.Contains(out, want) {
+		t.Errorf("skew --running: exit %d\n%s%s", code, out, errOut)
+	}
+	if _, err := srv.stop(); err != nil {
+		t.Fatal(err)
 	}
 }
