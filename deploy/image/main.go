@@ -289,12 +289,15 @@ func write(img v1.Image, tag, out, oci string) error {
 	return nil
 }
 
+// notInTag matches what an image tag may not hold ([A-Za-z0-9_.-] only).
+var notInTag = regexp.MustCompile(`[^A-Za-z0-9_.-]`)
+
 // tagSafe turns a module version into a valid image tag: "+" (semver's
 // build metadata, such as +dirty) and "(devel)"'s parentheses are not
 // allowed there.
 func tagSafe(v string) string {
 	v = strings.Trim(v, "()")
-	v = regexp.MustCompile(`[^A-Za-z0-9_.-]`).ReplaceAllString(v, "-")
+	v = notInTag.ReplaceAllString(v, "-")
 	if len(v) > 128 {
 		v = v[:128]
 	}

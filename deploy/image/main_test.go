@@ -267,3 +267,16 @@ func sameContent(t *testing.T, a, b v1.Image) bool {
 	}
 	return slices.Equal(ids(a), ids(b))
 }
+
+func TestTagSafe(t *testing.T) {
+	for in, want := range map[string]string{
+		"v1.2.3":  "v1.2.3",
+		"(devel)": "devel",
+		"v1.2.4-0.20261204205521-0123456789ab+dirty": "v1.2.4-0.20261204205521-0123456789ab-dirty",
+		"": "devel",
+	} {
+		if got := tagSafe(in); got != want {
+			t.Errorf("tagSafe(%q) = %q; want %q", in, got, want)
+		}
+	}
+}
