@@ -88,7 +88,8 @@ func TestUsageLinesNameRealFlags(t *testing.T) {
 // login and logout read a remote server's definition; they boot nothing
 // and ask no running capbridge, so lock's --running, --control and
 // --strict are not theirs. gen's --surface-budget shapes only a façade it
-// generates itself.
+// generates itself. A flag whose help says it works "with" another is
+// refused without it.
 func TestFlagsThatWouldLie(t *testing.T) {
 	t.Setenv(envControl, t.TempDir()+"/none.sock")
 	for _, tc := range []struct {
@@ -99,6 +100,13 @@ func TestFlagsThatWouldLie(t *testing.T) {
 		{[]string{"login", "--control", "x", "web"}, "not defined: -control"},
 		{[]string{"logout", "--strict", "web"}, "not defined: -strict"},
 		{[]string{"gen", "--server", "s", "--out", "x", "--surface-budget", "1000"}, "--surface-budget applies to --listing only"},
+		// A flag that means something only beside another is refused
+		// alone, not ignored.
+		{[]string{"lock", "--control", "x"}, "use it with --running"},
+		{[]string{"skew", "--control", "x"}, "use it with --running"},
+		{[]string{"tools", "--lang", "ts"}, "use it with --surface"},
+		{[]string{"tools", "--surface", "--json"}, "do not apply to it"},
+		{[]string{"tools", "--surface", "--schema"}, "do not apply to it"},
 	} {
 		var stderr bytes.Buffer
 		if code := run(tc.args, io.Discard, &stderr); code != exitUsage || !strings.Contains(stderr.String(), tc.msg) {

@@ -42,7 +42,7 @@ func addSurfaceFlags(fs *cmdFlags) *surfaceFlags {
 	fs.StringVar(&sf.mcpConfig, "mcp-config", "", "an editor's MCP config whose stdio servers to boot")
 	fs.StringVar(&sf.workspace, "workspace", "", "what ${workspaceFolder} expands to in --mcp-config (default: that file's directory)")
 	fs.BoolVar(&sf.strict, "strict", false, "make warnings errors, as serve --strict does: a tools.allow, tools.deny, destructive or restrict entry that names no tool fails that server")
-	fs.BoolVar(&sf.running, "running", false, "read the surface from the running capbridge (its control socket: --control, else -c's control_socket, else $"+envControl+") instead of starting the servers again")
+	fs.BoolVar(&sf.running, "running", false, "read the surface from the running capbridge (its control socket: --control, else -c's control_socket, else $"+envControl+", else serve's default) instead of starting the servers again")
 	fs.StringVar(&sf.control, "control", "", "with --running: the control socket of the running capbridge")
 	return sf
 }
@@ -73,6 +73,15 @@ func (sf *surfaceFlags) surface(cfg *config.Config, log zerolog.Logger) (*lock.F
 }
 
 // load reads the config the flags name.
+// misused names a flag given that means nothing without another, for a
+// usage error; "" when there is none.
+func (sf *surfaceFlags) misused() string {
+	if sf.control != "" && !sf.running {
+		return "--control names the running capbridge to ask: use it with --running"
+	}
+	return ""
+}
+
 func (sf *surfaceFlags) load() (*config.Config, error) {
 	cfg, _, _, err := loadServeConfig(sf.config, sf.mcpConfig, config.EditorOptions{Workspace: sf.workspace, Strict: sf.strict})
 	if err != nil {
@@ -143,6 +152,9 @@ written, 2 bad command line, 4 configuration error.`)
 	}
 	if len(pos) != 0 {
 		return fs.usageError(stderr, "unexpected argument %q; lock takes only flags", pos[0])
+	}
+	if msg := sf.misused(); msg != "" {
+		return fs.usageError(stderr, "%s", msg)
 	}
 	cfg, err := sf.load()
 	if err != nil {

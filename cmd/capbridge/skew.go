@@ -52,6 +52,9 @@ cannot be read or is invalid.`)
 	if len(pos) != 0 {
 		return fs.usageError(stderr, "unexpected argument %q; skew takes only flags", pos[0])
 	}
+	if msg := sf.misused(); msg != "" {
+		return fs.usageError(stderr, "%s", msg)
+	}
 	cfg, err := sf.load()
 	if err != nil {
 		fmt.Fprintln(stderr, err)

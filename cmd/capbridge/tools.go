@@ -36,6 +36,12 @@ go, ts or python.`)
 	if !ok {
 		return code
 	}
+	switch {
+	case !*surface && flagGiven(fs, "lang"):
+		return fs.usageError(stderr, "--lang is the surface's language: use it with --surface")
+	case *surface && (*schema || cf.json):
+		return fs.usageError(stderr, "--surface prints the surfaces as a model reads them; --schema and --json do not apply to it")
+	}
 	if _, err := codegen.Preamble(codegen.Lang(*lang)); err != nil {
 		fmt.Fprintf(stderr, "capbridge tools: --lang %q: no surface for it (go, ts or python)\n", *lang)
 		return exitUsage
