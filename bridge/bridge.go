@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"os/user"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -61,6 +63,10 @@ type Options struct {
 	// (lockcheck.go), in Config.Bridge.LockMode. A server the lock has
 	// no entry for serves no tools.
 	Lock *lock.File
+
+	// now is the clock grants and their quotas read (time.Now when
+	// nil): the package's tests set it to step a rate's refill.
+	now func() time.Time
 }
 
 // Bridge is the running service. New prepares it; Listen opens the
@@ -150,6 +156,9 @@ func New(o Options) *Bridge {
 		connsIdle:  make(chan struct{}),
 		partial:    capserver.NewBudget(o.Config.Bridge.MaxPartialBytes),
 		reportStop: make(chan struct{}),
+	}
+	if o.now != nil {
+		b.grants.now = o.now
 	}
 	b.log, b.logs = auditlog.Limit(o.Log)
 	if o.Config.Bridge.AuditGrantBudget <= 0 {
@@ -509,6 +518,8 @@ func (b *Bridge) Grant(spec GrantSpec) (*Grant, string, error) {
 		}
 		spec.seen[name] = t
 	}
+	// The operator's default quotas, with the request's set over them.
+	spec.Quotas = b.cfg.GrantQuotas(slices.Collect(maps.Keys(spec.Servers)), spec.Quotas)
 	g, token, err := b.metrics.granted(b.grants.issue(b.ctx, spec))
 	if err == nil {
 		// Before the token is handed out, so before any line of the

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/capbridge/capbridge/bridge/config"
+	"github.com/capbridge/capbridge/bridge/internal/quota"
 	"github.com/capbridge/capbridge/capwire"
 	"github.com/capbridge/capbridge/interchange"
 	"github.com/capbridge/capbridge/internal/truncate"
@@ -151,6 +152,19 @@ func (b *Bridge) call(ctx context.Context, req callRequest) outcome {
 		o.denial.Path = f.Path
 		return o
 	}
+	// Quotas last among the checks: a call refused for its arguments or
+	// by policy spends none, and one that passes them is charged before
+	// it waits for admission.
+	var q *quota.Set
+	var charge quota.Charge
+	var began time.Time
+	if req.grant != nil && req.grant.quota != nil {
+		q, began = req.grant.quota, b.grants.now()
+		var ex *quota.Exceeded
+		if charge, ex = q.Take(req.server, req.tool, int64(len(args)), began); ex != nil {
+			return b.quotaDenial(ex)
+		}
+	}
 	switch {
 	case t.drift[req.tool] != "":
 		policy = policyWarnDrift
@@ -175,6 +189,9 @@ func (b *Bridge) call(ctx context.Context, req callRequest) outcome {
 	}
 	release, waited, err := s.admit(ctx, req.grant, idle)
 	if err != nil {
+		if q != nil {
+			q.Refund(charge)
+		}
 		if oe := (*overloadError)(nil); errors.As(err, &oe) {
 			return deny(capwire.CodeOverloaded, oe.message())
 		}
@@ -213,6 +230,22 @@ func (b *Bridge) call(ctx context.Context, req callRequest) outcome {
 	o.policy = policy
 	if b.cfg.Bridge.AuditValues && len(args) <= maxAuditValue {
 		o.argValues = append([]byte(nil), args...)
+	}
+	if q != nil {
+		q.Settle(charge, int64(o.resultBytes), b.grants.now().Sub(began))
+	}
+	return o
+}
+
+// quotaDenial is the quota_exceeded denial of a call ex refused: which
+// quota, and, for a rate, when it refills.
+func (b *Bridge) quotaDenial(ex *quota.Exceeded) outcome {
+	b.metrics.quotaExceeded(ex.Kind)
+	o := deny(capwire.CodeQuotaExceeded, ex.Message())
+	o.denial.Quota = ex.Name()
+	if ex.RefillIn > 0 {
+		// Rounded up, so a caller that waits this long finds its token.
+		o.denial.RetryMS = uint64((ex.RefillIn + time.Millisecond - 1) / time.Millisecond)
 	}
 	return o
 }

@@ -76,7 +76,7 @@ func (b *Bridge) meta(ctx context.Context, g *Grant, peer PeerCred, op string, a
 		if o, ok := metaArgs(args, &a); !ok {
 			return o, capwire.CapBridge, op
 		}
-		return b.readResource(ctx, g, a, timeoutMS), a.Server, "resources/read"
+		return b.readResource(ctx, g, a, timeoutMS), a.Server, readOp
 	case OpStart:
 		var a startArgs
 		if o, ok := metaArgs(args, &a); !ok {

@@ -15,6 +15,7 @@ import (
 
 	vm "github.com/VictoriaMetrics/metrics"
 
+	"github.com/capbridge/capbridge/bridge/internal/quota"
 	"github.com/capbridge/capbridge/capwire"
 	"github.com/capbridge/capbridge/internal/truncate"
 )
@@ -68,7 +69,7 @@ var denialCodes = [...]string{
 	capwire.CodeUnknownTool, capwire.CodeBadArguments, capwire.CodeServerUnavailable,
 	capwire.CodeTimeout, capwire.CodeCancelled, capwire.CodeServerError,
 	capwire.CodeResultMalformed, capwire.CodeResultTooLarge, capwire.CodeOverloaded,
-	capwire.CodeRevoked, capwire.CodeShuttingDown,
+	capwire.CodeRevoked, capwire.CodeShuttingDown, capwire.CodeQuotaExceeded,
 }
 
 const numOutcomes = firstDenialOutcome + len(denialCodes)
@@ -117,6 +118,8 @@ type metrics struct {
 	bytesOut     *vm.Counter
 	// auditLostBy counts audit lines lost, by auditLostReasons.
 	auditLostBy [len(auditLostReasons)]*vm.Counter
+	// quotaBy counts calls refused by a quota, by its kind.
+	quotaBy map[quota.Kind]*vm.Counter
 
 	mu         sync.Mutex
 	toolSeries int // calls_total series with a tool label, at most maxToolSeries
@@ -182,6 +185,12 @@ func newMetrics(b *Bridge) *metrics {
 	for i, r := range auditLostReasons {
 		m.auditLostBy[i] = set.NewCounter(`capbridge_audit_lines_lost_total{reason="` + r + `"}`)
 	}
+	m.quotaBy = make(map[quota.Kind]*vm.Counter, len(quota.Kinds))
+	for _, k := range quota.Kinds {
+		m.quotaBy[k] = set.NewCounter(`capbridge_quota_exceeded_total{quota="` + string(k) + `"}`)
+	}
+	// Each busy live grant's usage and quotas, read when scraped.
+	set.RegisterMetricsWriter(b.writeGrantSeries)
 	set.NewGauge("capbridge_audit_writable", func() float64 {
 		if b.auditOut != nil && b.auditOut.Broken() {
 			return 0
@@ -313,6 +322,14 @@ func (m *metrics) auditLost(reason string, n int) {
 			m.auditLostBy[i].Add(n)
 		}
 	}
+}
+
+// quotaExceeded counts a call a quota of kind k refused.
+func (m *metrics) quotaExceeded(k quota.Kind) {
+	if m == nil {
+		return
+	}
+	m.quotaBy[k].Inc()
 }
 
 // denied counts a denial sent to a caller, from either socket.

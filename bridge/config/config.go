@@ -90,6 +90,7 @@ import (
 
 	"github.com/pelletier/go-toml/v2"
 
+	"github.com/capbridge/capbridge/bridge/internal/quota"
 	"github.com/capbridge/capbridge/internal/bound"
 )
 
@@ -97,6 +98,9 @@ import (
 type Config struct {
 	Bridge  Bridge
 	Servers []Server // sorted by name; names are unique
+	// Quota is the [quota] table: every grant's default quotas on all
+	// its calls (quota.go).
+	Quota quota.Limits
 }
 
 // Bridge holds the [bridge] table.
@@ -212,6 +216,11 @@ type Server struct {
 	// Remote is set for a server reached over HTTP (url instead of
 	// command); nil for one capbridge starts.
 	Remote *Remote
+
+	// Quota is every grant's default quotas on this server's calls, and
+	// ToolQuotas on each tool's, by wire name ([mcp.X.quota], quota.go).
+	Quota      quota.Limits
+	ToolQuotas map[string]quota.Limits
 
 	// Where the server was defined, for messages that come later (a
 	// failed boot names the file and line the operator must look at).
@@ -476,8 +485,10 @@ func Load(name string, data []byte) (*Config, error) {
 			if t, ok := r.table(k, doc[k]); ok {
 				cfg.Servers = r.servers(t)
 			}
+		case "quota":
+			r.quota(k, doc[k], &cfg.Quota, nil)
 		default:
-			r.unknown(k, k, []string{"bridge", "mcp"})
+			r.unknown(k, k, topKeys)
 		}
 	}
 	if len(r.errs) > 0 {
@@ -485,6 +496,9 @@ func Load(name string, data []byte) (*Config, error) {
 	}
 	return cfg, nil
 }
+
+// topKeys are the tables a capbridge.toml may have.
+var topKeys = []string{"bridge", "mcp", "quota"}
 
 // reader accumulates errors while walking a decoded document.
 type reader struct {
@@ -671,6 +685,8 @@ func (r *reader) servers(t map[string]any) []Server {
 				r.strs(k2, v, &s.NotDestructive)
 			case "restrict":
 				r.restrict(k2, v, &s)
+			case "quota":
+				r.quota(k2, v, &s.Quota, &s.ToolQuotas)
 			default:
 				if !r.remoteKey(k2, k, v, &s) {
 					r.unknown(k2, k, serverKeys)
@@ -744,8 +760,8 @@ func (s *Server) QueuePerGrant() int {
 	return max(0, min(s.MaxQueuePerGrant, s.MaxQueue))
 }
 
-// UnmatchedTools returns the tools.allow, tools.deny, destructive and
-// restrict entries that name no tool the server lists (has reports
+// UnmatchedTools returns the tools.allow, tools.deny, destructive,
+// restrict and quota.tools entries that name no tool the server lists (has reports
 // whether it lists one), each as `tools.allow "name"`: a typo there
 // silently exposes, hides or leaves unguarded a tool.
 func (s *Server) UnmatchedTools(has func(name string) bool) []string {
@@ -755,11 +771,12 @@ func (s *Server) UnmatchedTools(has func(name string) bool) []string {
 			guarded = append(guarded, g.Tool)
 		}
 	}
+	quotaed := slices.Sorted(maps.Keys(s.ToolQuotas))
 	var out []string
 	for _, l := range []struct {
 		key   string
 		names []string
-	}{{"tools.allow", s.ToolsAllow}, {"tools.deny", s.ToolsDeny}, {"destructive", s.Destructive}, {"not_destructive", s.NotDestructive}, {"restrict", guarded}} {
+	}{{"tools.allow", s.ToolsAllow}, {"tools.deny", s.ToolsDeny}, {"destructive", s.Destructive}, {"not_destructive", s.NotDestructive}, {"restrict", guarded}, {"quota.tools", quotaed}} {
 		for _, n := range l.names {
 			if !has(n) {
 				out = append(out, fmt.Sprintf("%s %q", l.key, n))
@@ -944,6 +961,23 @@ var sizeUnits = []struct {
 	mul    int64
 }{{"GiB", 1 << 30}, {"MiB", 1 << 20}, {"KiB", 1 << 10}, {"B", 1}}
 
+// ParseSize reads a byte count as capbridge.toml writes one: a number,
+// with a B, KiB, MiB or GiB suffix or none; at most hi bytes.
+func ParseSize(s string, hi int64) (int64, bool) {
+	num, mul := s, int64(1)
+	for _, u := range sizeUnits {
+		if strings.HasSuffix(s, u.suffix) {
+			num, mul = strings.TrimSpace(strings.TrimSuffix(s, u.suffix)), u.mul
+			break
+		}
+	}
+	m, err := strconv.ParseInt(num, 10, 64)
+	if err != nil || m < 0 || m > hi/mul {
+		return 0, false
+	}
+	return m * mul, true
+}
+
 func (r *reader) size(key string, v any, lo, hi int64, dst *int) {
 	fix := fmt.Sprintf(`write a byte count from %d to %d, or a string such as "64KiB" or "16MiB"`, lo, hi)
 	var n int64
@@ -951,19 +985,11 @@ func (r *reader) size(key string, v any, lo, hi int64, dst *int) {
 	case int64:
 		n = x
 	case string:
-		num, mul := x, int64(1)
-		for _, u := range sizeUnits {
-			if strings.HasSuffix(x, u.suffix) {
-				num, mul = strings.TrimSpace(strings.TrimSuffix(x, u.suffix)), u.mul
-				break
-			}
-		}
-		m, err := strconv.ParseInt(num, 10, 64)
-		if err != nil || m < 0 || m > hi/mul {
+		var ok bool
+		if n, ok = ParseSize(x, hi); !ok {
 			r.fail(key, fix, "bad size %q", x)
 			return
 		}
-		n = m * mul
 	default:
 		r.fail(key, fix, "bad size %s", describe(v))
 		return
