@@ -213,6 +213,10 @@ func (s *server) sleep(ctx context.Context, d time.Duration) bool {
 // launch makes one boot attempt within startup_timeout: spawn,
 // handshake, tools/list, façade. On failure no process is left.
 func (s *server) start(ctx context.Context) (*table, error) {
+	if s.cfg.Unresolved() {
+		// Started so, it would get "${cmd:…}" in its environment.
+		return nil, errors.New("its secret references were not resolved (config.ResolveSecrets), so it is not started")
+	}
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.StartupTimeout)
 	defer cancel()
 	if s.cfg.Remote != nil {

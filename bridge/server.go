@@ -80,8 +80,12 @@ type server struct {
 	log    zerolog.Logger
 	logs   *auditlog.Limiter // log's limiter; flushed when the server ends
 	redact *redact.Redactor  // the values of its environment (secretsOf), for what callers are told
-	audit  zerolog.Logger
-	opts   bootOptions
+	// secrets replaces the values its secret references resolved to
+	// (config.ResolveSecrets) in what the operator is told (status's
+	// reason and stderr tail); nil when it has none.
+	secrets *strings.Replacer
+	audit   zerolog.Logger
+	opts    bootOptions
 
 	// launch makes one boot attempt (start, or a test's stand-in);
 	// jitter spreads each backoff wait; onProgress, when set, hears of
@@ -144,6 +148,7 @@ func newServer(cfg config.Server, log, audit zerolog.Logger, o bootOptions, prog
 		log:        log,
 		logs:       logs,
 		redact:     redact.New(secretsOf(cfg, os.LookupEnv)),
+		secrets:    redact.Values(cfg.SecretValues()),
 		audit:      audit,
 		opts:       o,
 		jitter:     equalJitter,
@@ -172,6 +177,9 @@ func secretsOf(cfg config.Server, lookup func(string) (string, bool)) map[string
 		}
 	}
 	maps.Copy(out, cfg.Env) // a value given explicitly wins, as at spawn
+	// What its secret references resolved to, headers' included, whole
+	// and each part ("Bearer ${cmd:…}" and the token alone).
+	maps.Copy(out, cfg.SecretValues())
 	if rm := cfg.Remote; rm != nil {
 		add := func(name, variable string) {
 			if v, ok := lookup(variable); ok && variable != "" {
@@ -492,9 +500,16 @@ func (s *server) status() serverStatus {
 	return s.statusLocked()
 }
 
-// statusLocked is status; the caller holds mu.
-func (s *server) statusLocked() serverStatus {
-	st := serverStatus{
+// statusLocked is status; the caller holds mu. What it says of the
+// server's own words (the reason, the stderr tail) has the server's
+// resolved secrets redacted.
+func (s *server) statusLocked() (st serverStatus) {
+	defer func() {
+		if s.secrets != nil {
+			st.Reason, st.StderrTail = s.secrets.Replace(st.Reason), s.secrets.Replace(st.StderrTail)
+		}
+	}()
+	st = serverStatus{
 		Name: s.cfg.Name, State: string(s.state), Reason: s.reason,
 		Inflight: s.adm.Running(), Abandoned: s.abandoned.Load(), Queued: s.adm.Queued(), Calls: s.calls.Load(), Errors: s.errs.Load(),
 		StderrTail: truncate.Tail(s.tail, -1),

@@ -49,7 +49,7 @@
 //	[mcp.github]                                     # one table per server; name: letters, digits, _ and -
 //	command          = "npx"                         # required; argv[0], never a shell string
 //	args             = ["-y", "@modelcontextprotocol/server-github"]
-//	env              = { GITHUB_TOKEN = "…" }        # passed explicitly
+//	env              = { GITHUB_TOKEN = "${cmd:op read op://ci/gh}" } # passed explicitly; values may reference secrets (secrets.go)
 //	inherit_env      = ["PATH", "HOME", "LANG"]      # names passed through; default mcpwire's (internal/bound.InheritEnv)
 //	cwd              = "/srv/github"
 //	startup_timeout  = "2m"                          # spawn, handshake and tools/list, each attempt
@@ -71,6 +71,9 @@
 //
 //	[mcp.github.restrict.create_issue]              # argument guards of one tool, by JSON Pointer
 //	"/repo" = { prefix = "acme/" }                  # also: values = [...], pattern = "re", min = 0, max = 10, optional = true
+//
+//	[mcp.github.quota]                              # each grant's quotas on this server (quota.go); [quota]: on all its calls
+//	rate = 5                                        # also burst, calls, bytes_in, bytes_out, time; tools.NAME per tool
 package config
 
 import (
@@ -221,6 +224,13 @@ type Server struct {
 	// ToolQuotas on each tool's, by wire name ([mcp.X.quota], quota.go).
 	Quota      quota.Limits
 	ToolQuotas map[string]quota.Limits
+
+	// Refs are the env and header values that hold placeholders, as
+	// written; ResolveSecrets expands them into Env and Remote.Headers
+	// and records what it resolved in Secrets (secrets.go).
+	Refs            []Ref
+	Secrets         map[string]string
+	secretsResolved bool
 
 	// Where the server was defined, for messages that come later (a
 	// failed boot names the file and line the operator must look at).
@@ -647,6 +657,9 @@ func (r *reader) servers(t map[string]any) []Server {
 				r.strs(k2, v, &s.Args)
 			case "env":
 				r.env(k2, v, &s.Env)
+				for _, k := range slices.Sorted(maps.Keys(s.Env)) {
+					r.template(k2+"."+k, "env."+k, s.Env[k], &s.Refs)
+				}
 			case "inherit_env":
 				r.envNames(k2, v, &s.InheritEnv)
 			case "cwd":

@@ -93,7 +93,12 @@ cannot be opened, 5 shutdown that could not confirm every server exited.`)
 	if os.Getenv("GOMAXPROCS") == "" {
 		runtime.GOMAXPROCS(cfg.Bridge.Procs)
 	}
-	log, console := newLogger(stderr, cfg.Bridge.LogFormat, cfg.Bridge.LogLevel)
+	// Everything serve writes goes through secrets: what the config's
+	// secret references resolved to is replaced, whatever a server prints
+	// and whatever an error quotes.
+	tty := isTerminal(stderr)
+	secrets := bridge.NewSecretWriter(stderr, cfg)
+	log, console := newLoggerTTY(secrets, tty, cfg.Bridge.LogFormat, cfg.Bridge.LogLevel)
 	for _, w := range warnings {
 		log.Warn().Str("file", w.File).Int("line", w.Line).Str("key", w.Key).Str("fix", w.Fix).Msg(w.Msg)
 	}
@@ -112,10 +117,10 @@ cannot be opened, 5 shutdown that could not confirm every server exited.`)
 	}
 	// The audit trail always has a writer of the bridge's own, which
 	// knows when a write fails (audit_fail).
-	opts.AuditWriter = stderr // JSON lines, batched
+	opts.AuditWriter = secrets // JSON lines, batched
 	if console {
 		// The console writer takes one line per Write.
-		opts.AuditWriter, opts.AuditWriteThrough = zerolog.ConsoleWriter{Out: stderr, TimeFormat: time.TimeOnly}, true
+		opts.AuditWriter, opts.AuditWriteThrough = zerolog.ConsoleWriter{Out: secrets, TimeFormat: time.TimeOnly}, true
 	}
 	// SIGHUP reopens the audit file, and does nothing else: logrotate's
 	// postrotate kill -HUP, and a systemd ExecReload, must not stop the
@@ -123,9 +128,9 @@ cannot be opened, 5 shutdown that could not confirm every server exited.`)
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)
-	audit := &auditFile{path: cfg.Bridge.AuditPath}
+	audit := &auditFile{path: cfg.Bridge.AuditPath, cfg: cfg}
 	if audit.path != "" {
-		f, err := openAudit(audit.path)
+		f, err := audit.open()
 		if err != nil {
 			log.Error().Err(err).Msg("cannot open the audit trail")
 			return exitConfig
@@ -138,8 +143,8 @@ cannot be opened, 5 shutdown that could not confirm every server exited.`)
 		opts.Audit = zerolog.New(f).With().Timestamp().Logger()
 		opts.AuditWriter, opts.AuditWriteThrough = f, false
 	}
-	if isTerminal(stderr) {
-		opts.Progress = progressLines(stderr)
+	if tty {
+		opts.Progress = progressLines(secrets)
 	}
 	// Before any server starts: whatever a server leaves behind when its
 	// parent dies (a browser that setsid() out of the process group)
@@ -263,6 +268,8 @@ cannot be opened, 5 shutdown that could not confirm every server exited.`)
 	}
 
 	ready, _ := json.Marshal(readyLine{Ready: true, CallSocket: cfg.Bridge.CallSocket, ControlSocket: cfg.Bridge.ControlSocket, Metrics: metricsAddr, Servers: states})
+	// A failed server's reason is its own words, which may quote a secret.
+	ready = []byte(secrets.Text(string(ready)))
 	// The file first: a harness that saw the line on stdout may look for
 	// the file next, and must find it.
 	if *readyFile != "" {
@@ -340,8 +347,19 @@ func openAudit(path string) (*os.File, error) {
 // auditFile is serve's audit file, which SIGHUP reopens.
 type auditFile struct {
 	path string // "" when the audit trail goes with the logs
+	cfg  *config.Config
 	mu   sync.Mutex
-	f    *os.File
+	f    io.WriteCloser // the file, through a SecretWriter
+}
+
+// open opens the audit file's path (openAudit) behind a SecretWriter of
+// the config's secrets.
+func (a *auditFile) open() (io.WriteCloser, error) {
+	f, err := openAudit(a.path)
+	if err != nil {
+		return nil, err
+	}
+	return bridge.NewSecretWriter(f, a.cfg), nil
 }
 
 // reopen opens the audit file's path afresh, with openAudit's checks, and
@@ -354,7 +372,7 @@ func (a *auditFile) reopen(b *bridge.Bridge, log zerolog.Logger) {
 		log.Info().Msg("SIGHUP: the audit trail goes with the logs, to stderr; there is no file to reopen")
 		return
 	}
-	f, err := openAudit(a.path)
+	f, err := a.open()
 	if err != nil {
 		log.Error().Err(err).Msg("SIGHUP: cannot reopen the audit trail; it stays in the file it was in")
 		return
@@ -402,10 +420,23 @@ func progressLines(w io.Writer) func(bridge.Progress) {
 }
 
 // loadServeConfig reads the config file and the editor config, or, when
-// neither is given, returns the defaults with the built-in demo server.
-// The editor config's warnings (servers it skipped) are returned for the
-// log.
+// neither is given, returns the defaults with the built-in demo server,
+// and resolves their secret references (config.ResolveSecrets). The
+// editor config's warnings (servers it skipped) are returned for the log.
 func loadServeConfig(cfgPath, mcpConfig string, opts config.EditorOptions) (cfg *config.Config, demo bool, warnings config.ErrorList, err error) {
+	cfg, demo, warnings, err = loadConfigFiles(cfgPath, mcpConfig, opts)
+	if err != nil {
+		return nil, false, nil, err
+	}
+	if err := config.ResolveSecrets(cfg, systemSecrets()); err != nil {
+		return nil, false, nil, err
+	}
+	return cfg, demo, warnings, nil
+}
+
+// loadConfigFiles is loadServeConfig without resolving the secret
+// references: doctor reports them one by one.
+func loadConfigFiles(cfgPath, mcpConfig string, opts config.EditorOptions) (cfg *config.Config, demo bool, warnings config.ErrorList, err error) {
 	cfg = config.Defaults()
 	if cfgPath != "" {
 		data, err := readBounded(cfgPath)
@@ -472,7 +503,13 @@ func readBounded(path string) ([]byte, error) {
 // newLogger returns the logger writing to w, and whether it writes the
 // console format rather than JSON lines.
 func newLogger(w io.Writer, format, level string) (zerolog.Logger, bool) {
-	console := format == "console" || (format == "auto" && isTerminal(w))
+	return newLoggerTTY(w, isTerminal(w), format, level)
+}
+
+// newLoggerTTY is newLogger for a writer that is not itself the terminal
+// (a SecretWriter over it): tty says whether what it writes to is one.
+func newLoggerTTY(w io.Writer, tty bool, format, level string) (zerolog.Logger, bool) {
+	console := format == "console" || (format == "auto" && tty)
 	if console {
 		w = zerolog.ConsoleWriter{Out: w, TimeFormat: time.TimeOnly}
 	}
