@@ -79,17 +79,18 @@ func (b *Bridge) call(ctx context.Context, req callRequest) outcome {
 	if o, blocked := b.auditBlocked(req.grant); blocked {
 		return o
 	}
-	s, ok := b.servers[req.server]
+	s, ok := b.lookup(req.server)
 	switch {
 	case !ok:
 		return deny(capwire.CodeUnknownCapability, "no MCP server is called "+quote(req.server))
 	case req.grant != nil && !req.grant.Reaches(req.server):
 		return deny(capwire.CodeNotGranted, "this grant does not reach server "+quote(req.server))
 	}
-	t, err := s.ready()
-	if err != nil {
-		return deny(capwire.CodeServerUnavailable, s.unavailableMessage(err))
+	s, t, refused := b.enter(req.server, s)
+	if refused != nil {
+		return *refused
 	}
+	defer s.leave()
 	tool, ok := t.tools[req.tool]
 	if !ok {
 		if d, withheld := t.drift[req.tool]; withheld {
@@ -137,7 +138,7 @@ func (b *Bridge) call(ctx context.Context, req callRequest) outcome {
 	}
 	args := callArgs.JSON()
 	*bufp = args[:0]
-	guards := s.cfg.Guards(req.tool)
+	guards := s.cfg().Guards(req.tool)
 	if v := config.CheckArgs(guards, args); v != nil {
 		o := deny(capwire.CodeNotGranted, "the arguments break the operator's policy at "+quote(v.Pointer)+": "+v.Rule)
 		o.denial.Path = v.Pointer
@@ -182,9 +183,9 @@ func (b *Bridge) call(ctx context.Context, req callRequest) outcome {
 	// renews (MCP 2025-11-25, "Timeouts": a client MAY reset its timeout
 	// on progress and SHOULD always enforce a maximum), up to
 	// max_call_timeout.
-	idle, hard := s.cfg.CallTimeout, s.cfg.MaxCallTimeout
+	idle, hard := s.cfg().CallTimeout, s.cfg().MaxCallTimeout
 	if req.timeoutMS > 0 {
-		idle = time.Duration(min(req.timeoutMS, uint64(s.cfg.MaxCallTimeout/time.Millisecond))) * time.Millisecond
+		idle = time.Duration(min(req.timeoutMS, uint64(s.cfg().MaxCallTimeout/time.Millisecond))) * time.Millisecond
 		hard = idle
 	}
 	release, waited, err := s.admit(ctx, req.grant, idle)

@@ -69,7 +69,7 @@ func (h *controlHandler) Grant(_ context.Context, r *control.GrantRequest) (*con
 	}
 	// Checked here, as well as by Grant, to give each refusal its code.
 	for name, tools := range r.Servers {
-		s, ok := b.servers[name]
+		s, ok := b.lookup(name)
 		if !ok {
 			return nil, &control.Error{Code: control.CodeUnknownServer, Message: "no server is called " + quote(name)}
 		}
@@ -165,10 +165,12 @@ const maxRunID = 64
 
 func (h *controlHandler) Status(context.Context) (*control.Status, error) {
 	b := h.b
-	st := &control.Status{Grants: b.grants.live(), Procs: runtime.GOMAXPROCS(0), CallSocket: b.cfg.Bridge.CallSocket, Servers: make([]control.ServerStatus, 0, len(b.order))}
-	for _, name := range b.order {
-		st.Servers = append(st.Servers, control.ServerStatus(b.servers[name].status()))
+	servers := b.serverList()
+	st := &control.Status{Grants: b.grants.live(), Procs: runtime.GOMAXPROCS(0), CallSocket: b.cfg.Bridge.CallSocket, Servers: make([]control.ServerStatus, 0, len(servers))}
+	for _, s := range servers {
+		st.Servers = append(st.Servers, control.ServerStatus(s.status()))
 	}
+	st.Reloaded = b.lastReload.Load()
 	b.mu.Lock()
 	st.Connections = len(b.open)
 	b.mu.Unlock()
@@ -215,7 +217,7 @@ func (h *controlHandler) Facade(_ context.Context, r *control.FacadeRequest) (*c
 // Go at boot; another language is generated from the same listing on
 // first request and kept with it.
 func (h *controlHandler) generated(server, lang string) (*codegen.Generated, error) {
-	s, ok := h.b.servers[server]
+	s, ok := h.b.lookup(server)
 	if !ok {
 		return nil, &control.Error{Code: control.CodeUnknownServer, Message: "no server is called " + quote(server)}
 	}
@@ -282,8 +284,9 @@ func (h *controlHandler) Search(_ context.Context, r *control.SearchRequest) (*c
 	names := r.Servers
 	if len(names) == 0 {
 		// Every server with a façade; one whose boot failed has none.
-		for _, name := range h.b.order {
-			if gen, err := h.b.servers[name].facade(); err == nil {
+		for _, s := range h.b.serverList() {
+			name := s.name()
+			if gen, err := s.facade(); err == nil {
 				if gen, err = inLang(gen, r.Lang); err != nil {
 					return nil, err
 				}
@@ -319,7 +322,11 @@ func (h *controlHandler) Listing(_ context.Context, r *control.ListingRequest) (
 	}
 	// The façade exists, so a table is published; tables are never
 	// written again.
-	listed := h.b.servers[r.Server].current().listed
+	s, ok := h.b.lookup(r.Server)
+	if !ok {
+		return nil, &control.Error{Code: control.CodeUnknownServer, Message: "no server is called " + quote(r.Server)}
+	}
+	listed := s.current().listed
 	tools := make([]listedTool, len(listed))
 	for i, t := range listed {
 		lt := listedTool{Name: t.Name, Title: t.Title, Description: t.Description, InputSchema: t.InputSchema,

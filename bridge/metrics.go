@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log"
+	"maps"
 	"net"
 	"net/http"
 	"strings"
@@ -101,14 +102,16 @@ var outcomeIndex = func() map[string]int {
 // A nil *metrics records nothing: the bridge's benchmark measures the
 // call path with and without it.
 //
-// Concurrency: every hook may be called from any goroutine. servers and
-// denials are fixed at New; a server's tool table is replaced whole at
+// Concurrency: every hook may be called from any goroutine. denials are
+// fixed at New; servers grows (under mu, copied on write) as reloads add
+// servers, and a name keeps its series for the bridge's life, across
+// restarts and replacements; a server's tool table is replaced whole at
 // each boot and read through an atomic pointer.
 type metrics struct {
 	b   *Bridge
 	set *vm.Set
 
-	servers map[string]*serverSeries
+	servers atomic.Pointer[map[string]*serverSeries]
 	denials []*vm.Counter // by outcome index; result and is_error unused
 
 	accepted     [2]*vm.Counter // by socket: call, control
@@ -164,7 +167,6 @@ func newMetrics(b *Bridge) *metrics {
 	set := vm.NewSet()
 	m := &metrics{
 		b: b, set: set,
-		servers:      make(map[string]*serverSeries, len(b.order)),
 		denials:      make([]*vm.Counter, len(outcomeNames)),
 		grantsIssued: set.NewCounter("capbridge_grants_issued_total"),
 		bytesIn:      set.NewCounter(`capbridge_call_socket_bytes_total{direction="in"}`),
@@ -197,40 +199,67 @@ func newMetrics(b *Bridge) *metrics {
 		}
 		return 1
 	})
-	for _, name := range b.order {
-		s := b.servers[name]
-		l := `{server="` + labelValue(name) + `"}`
-		ss := &serverSeries{
-			m: m, name: labelValue(name),
-			latency: set.NewPrometheusHistogramExt("capbridge_call_duration_seconds"+l, callBuckets),
-			bootsBy: [2]*vm.Counter{
-				set.NewCounter(`capbridge_server_boots_total{server="` + labelValue(name) + `",outcome="ready"}`),
-				set.NewCounter(`capbridge_server_boots_total{server="` + labelValue(name) + `",outcome="failed"}`),
-			},
-			restart:  set.NewCounter("capbridge_server_restarts_total" + l),
-			bootDur:  set.NewGauge("capbridge_server_boot_seconds"+l, nil),
-			untooled: &toolSeries{},
-		}
-		set.NewGauge("capbridge_calls_inflight"+l, func() float64 { return float64(s.adm.Running()) })
-		set.NewGauge("capbridge_calls_abandoned"+l, func() float64 { return float64(s.abandoned.Load()) })
-		set.NewGauge("capbridge_calls_queued"+l, func() float64 { return float64(s.adm.Queued()) })
-		for _, st := range []State{StateStarting, StateReady, StateFailed, StateDead, StateRetired} {
-			set.NewGauge(`capbridge_server_state{server="`+labelValue(name)+`",state="`+string(st)+`"}`, func() float64 {
-				s.mu.Lock()
-				defer s.mu.Unlock()
-				if s.state == st {
-					return 1
-				}
-				return 0
-			})
-		}
-		m.servers[name] = ss
-		s.metrics = ss
+	m.servers.Store(&map[string]*serverSeries{})
+	for _, s := range b.serverList() {
+		s.metrics = m.seriesFor(s.name())
 	}
 	// Go runtime and process series (goroutines, memory, descriptors,
 	// CPU): read when scraped.
 	set.RegisterMetricsWriter(vm.WriteProcessMetrics)
 	return m
+}
+
+// seriesFor returns the series of the server called name, creating them
+// for a name the bridge has not served before. Its gauges read the
+// server in force under that name, whichever process it is now; a
+// removed server's read zero.
+func (m *metrics) seriesFor(name string) *serverSeries {
+	if m == nil {
+		return nil
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if ss := (*m.servers.Load())[name]; ss != nil {
+		return ss
+	}
+	b, set := m.b, m.set
+	l := `{server="` + labelValue(name) + `"}`
+	ss := &serverSeries{
+		m: m, name: labelValue(name),
+		latency: set.NewPrometheusHistogramExt("capbridge_call_duration_seconds"+l, callBuckets),
+		bootsBy: [2]*vm.Counter{
+			set.NewCounter(`capbridge_server_boots_total{server="` + labelValue(name) + `",outcome="ready"}`),
+			set.NewCounter(`capbridge_server_boots_total{server="` + labelValue(name) + `",outcome="failed"}`),
+		},
+		restart:  set.NewCounter("capbridge_server_restarts_total" + l),
+		bootDur:  set.NewGauge("capbridge_server_boot_seconds"+l, nil),
+		untooled: &toolSeries{},
+	}
+	gauge := func(f func(*server) int64) func() float64 {
+		return func() float64 {
+			if s := b.srv(name); s != nil {
+				return float64(f(s))
+			}
+			return 0
+		}
+	}
+	set.NewGauge("capbridge_calls_inflight"+l, gauge(func(s *server) int64 { return s.adm.Running() }))
+	set.NewGauge("capbridge_calls_abandoned"+l, gauge(func(s *server) int64 { return s.abandoned.Load() }))
+	set.NewGauge("capbridge_calls_queued"+l, gauge(func(s *server) int64 { return s.adm.Queued() }))
+	for _, st := range []State{StateStarting, StateReady, StateFailed, StateDead, StateRetired} {
+		set.NewGauge(`capbridge_server_state{server="`+labelValue(name)+`",state="`+string(st)+`"}`, gauge(func(s *server) int64 {
+			s.mu.Lock()
+			defer s.mu.Unlock()
+			if s.state == st {
+				return 1
+			}
+			return 0
+		}))
+	}
+	next := maps.Clone(*m.servers.Load())
+	next[name] = ss
+	m.servers.Store(&next)
+	return ss
 }
 
 // openConns counts the open connections of one socket.
@@ -251,7 +280,7 @@ func (m *metrics) retired(server, tool string, o outcome, took time.Duration) {
 	if m == nil {
 		return
 	}
-	ss := m.servers[server]
+	ss := (*m.servers.Load())[server]
 	if ss == nil {
 		return
 	}

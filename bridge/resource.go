@@ -26,7 +26,7 @@ type readArgs struct {
 // "resource" block per entry, text counted against max_result_text and
 // bytes against max_result_data.
 func (b *Bridge) readResource(ctx context.Context, g *Grant, a readArgs, timeoutMS uint64) outcome {
-	s, ok := b.servers[a.Server]
+	s, ok := b.lookup(a.Server)
 	switch {
 	case !ok || !g.Reaches(a.Server):
 		return deny(capwire.CodeNotGranted, "this grant does not reach server "+quote(a.Server))
@@ -37,10 +37,11 @@ func (b *Bridge) readResource(ctx context.Context, g *Grant, a readArgs, timeout
 		o.denial.Path = "/uri"
 		return o
 	}
-	t, err := s.ready()
-	if err != nil {
-		return deny(capwire.CodeServerUnavailable, s.unavailableMessage(err))
+	s, t, refused := b.enter(a.Server, s)
+	if refused != nil {
+		return *refused
 	}
+	defer s.leave()
 	// A read counts against the grant's quotas as a call of the server's
 	// "resources/read", its URI as its argument bytes.
 	var charge quota.Charge
@@ -51,9 +52,9 @@ func (b *Bridge) readResource(ctx context.Context, g *Grant, a readArgs, timeout
 			return b.quotaDenial(ex)
 		}
 	}
-	idle, hard := s.cfg.CallTimeout, s.cfg.MaxCallTimeout
+	idle, hard := s.cfg().CallTimeout, s.cfg().MaxCallTimeout
 	if timeoutMS > 0 {
-		idle = time.Duration(min(timeoutMS, uint64(s.cfg.MaxCallTimeout/time.Millisecond))) * time.Millisecond
+		idle = time.Duration(min(timeoutMS, uint64(s.cfg().MaxCallTimeout/time.Millisecond))) * time.Millisecond
 		hard = idle
 	}
 	release, waited, err := s.admit(ctx, g, idle)
@@ -108,7 +109,7 @@ const readOp = "resources/read"
 // resources and resource templates, each listing bounded by the server's
 // call_timeout. A server without resources (-32601) has none.
 func (h *controlHandler) Resources(ctx context.Context, r *control.ResourcesRequest) (*control.ResourceList, error) {
-	s, ok := h.b.servers[r.Server]
+	s, ok := h.b.lookup(r.Server)
 	if !ok {
 		return nil, &control.Error{Code: control.CodeUnknownServer, Message: "no server is called " + quote(r.Server)}
 	}
@@ -121,7 +122,7 @@ func (h *controlHandler) Resources(ctx context.Context, r *control.ResourcesRequ
 		list func(context.Context) ([][]byte, error)
 		dst  *string
 	}{{t.client.ListResources, &out.Resources}, {t.client.ListResourceTemplates, &out.Templates}} {
-		lctx, cancel := context.WithTimeout(ctx, s.cfg.CallTimeout)
+		lctx, cancel := context.WithTimeout(ctx, s.cfg().CallTimeout)
 		items, err := l.list(lctx)
 		cancel()
 		var rpc *mcpwire.RPCError

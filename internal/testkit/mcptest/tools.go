@@ -63,6 +63,8 @@ var catalogue = []tool{
 	{"running", "Answers the other calls in flight at the server, by request id, as text lines and as structuredContent {running}.", noArgs, (*server).running},
 	{"calls", "Answers how many tools/call requests the server accepted before this one, and the bytes of their params.arguments as sent, as text and as structuredContent {calls, arg_bytes}.", noArgs, (*server).callsTool},
 	{"meta", "Answers the call's params._meta as sent, as structuredContent {meta} (null when absent), and its traceparent as text.", noArgs, (*server).metaTool},
+	{"gate", "Waits until a file exists at path (looking every 10 ms, at most MaxWait), then answers like echo: a call a test holds in flight and releases when it chooses.",
+		`{"type":"object","properties":{"path":{"type":"string"},"text":{"type":"string"}},"required":["path"]}`, (*server).gate},
 	{"print_env", "Writes the value of the environment variable name to stderr, then answers ok.",
 		`{"type":"object","properties":{"name":{"type":"string"}},"required":["name"]}`, (*server).printEnv},
 }
@@ -596,4 +598,37 @@ func (s *server) printEnv(c *call) {
 	}
 	s.logf("%s=%s", a.Name, os.Getenv(a.Name))
 	s.answer(c, textResult("ok"))
+}
+
+// gate answers once a file exists at the path given: the test creates it
+// when it wants its calls to end. It gives up, unanswered, when the call
+// is cancelled, the server ends, or MaxWait passes.
+func (s *server) gate(c *call) {
+	var a struct {
+		Path string
+		Text string
+	}
+	if !s.decodeArgs(c, &a) {
+		return
+	}
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	limit := time.NewTimer(MaxWait)
+	defer limit.Stop()
+	for {
+		if _, err := os.Stat(a.Path); err == nil {
+			s.answer(c, textResult(a.Text))
+			return
+		}
+		select {
+		case <-tick.C:
+		case <-c.cancelled:
+			return
+		case <-s.hard.Done():
+			return
+		case <-limit.C:
+			s.answer(c, errorResult("gate: %s did not appear within %s", a.Path, MaxWait))
+			return
+		}
+	}
 }

@@ -1,0 +1,308 @@
+package bridge
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/rs/zerolog"
+
+	"github.com/capbridge/capbridge/bridge/config"
+	"github.com/capbridge/capbridge/bridge/control"
+	"github.com/capbridge/capbridge/capwire"
+	"github.com/capbridge/capbridge/internal/lock"
+	"github.com/capbridge/capbridge/internal/testkit/leakcheck"
+	"github.com/capbridge/capbridge/internal/testkit/mcptest"
+)
+
+// tomlServer renders an [mcp.NAME] table running the mcptest child for
+// sc, with extra lines.
+func tomlServer(name string, sc mcptest.Scenario, extra string) string {
+	argv, env := mcptest.Command(sc)
+	var b strings.Builder
+	b.WriteString("[mcp." + name + "]\ncommand = " + strconv.Quote(argv[0]) + "\nargs = [")
+	for i, a := range argv[1:] {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(strconv.Quote(a))
+	}
+	b.WriteString("]\nstartup_timeout = \"30s\"\nenv = { ")
+	for i, kv := range env {
+		k, v, _ := strings.Cut(kv, "=")
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(k + " = " + strconv.Quote(v))
+	}
+	b.WriteString(" }\n" + extra + "\n")
+	return b.String()
+}
+
+// reloadable is a bridge serving the config file at path, which its
+// Reload reads again as serve's does: the file, with the harness's
+// sockets and timings set over it.
+type reloadable struct {
+	*testBridge
+	path string
+}
+
+func startReloadable(t *testing.T, text string) *reloadable {
+	t.Helper()
+	dir := t.TempDir()
+	r := &reloadable{path: filepath.Join(dir, "capbridge.toml")}
+	r.write(t, text)
+	var tb *testBridge
+	var once sync.Once
+	ready := make(chan struct{})
+	load := func() (*config.Config, *lock.File, error) {
+		data, err := os.ReadFile(r.path)
+		if err != nil {
+			return nil, nil, err
+		}
+		cfg, err := config.Load(r.path, data)
+		if err != nil {
+			return nil, nil, err
+		}
+		<-ready
+		b := tb.cfg.Bridge
+		cfg.Bridge.CallSocket, cfg.Bridge.ControlSocket = b.CallSocket, b.ControlSocket
+		cfg.Bridge.ShutdownGrace, cfg.Bridge.WriteTimeout = b.ShutdownGrace, b.WriteTimeout
+		return cfg, nil, config.ResolveSecrets(cfg, config.SecretSources{LookupEnv: os.LookupEnv})
+	}
+	data, err := os.ReadFile(r.path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, err := config.Load(r.path, data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := zerolog.Nop()
+	if testing.Verbose() {
+		log = zerolog.New(zerolog.NewTestWriter(t))
+	}
+	tb = startBridgeOpts(t, Options{Log: log, Audit: log, Reload: load}, nil, first.Servers...)
+	once.Do(func() { close(ready) })
+	r.testBridge = tb
+	return r
+}
+
+func (r *reloadable) write(t *testing.T, text string) {
+	t.Helper()
+	if err := os.WriteFile(r.path, []byte(text), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A reload adds, removes and replaces a server and changes a policy while
+// 32 calls are in flight on two other servers and 2 on the one replaced:
+// none of those calls fails, the replaced one retires once its calls are
+// done, the busy servers keep their processes, the policy holds for the next call,
+// the connection and the grant carry on to the replacement, and the
+// removed and replaced processes exit. A config that does not validate,
+// or that changes what takes a restart, is refused whole, naming the
+// file and line, and nothing changes.
+func TestReloadUnderLoad(t *testing.T) {
+	defer leakcheck.Check(t)()
+	gateDir := t.TempDir()
+	gate := filepath.Join(gateDir, "open")
+	// The busy servers' share per grant is all of max_inflight, so the
+	// grant's 16 held calls leave it room for one more.
+	busy := "max_inflight_per_grant = 32"
+	base := tomlServer("busy1", mcptest.Scenario{}, busy) + tomlServer("busy2", mcptest.Scenario{}, busy)
+	r := startReloadable(t, base+tomlServer("old", mcptest.Scenario{}, "")+tomlServer("swap", mcptest.Scenario{ServerName: "before"}, ""))
+	ctx, cancel := context.WithTimeout(context.Background(), backstop)
+	defer cancel()
+	ctl := r.control()
+	g, err := ctl.Grant(ctx, &control.GrantRequest{Servers: map[string][]string{"busy1": nil, "busy2": nil, "old": nil, "swap": nil}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := r.dial(g.Token)
+
+	// 16 calls held in flight on each busy server.
+	var wg sync.WaitGroup
+	failed := make(chan error, 34)
+	for i := range 32 {
+		server := []string{"busy1", "busy2"}[i%2]
+		wg.Go(func() {
+			res, err := c.Call(ctx, server, "gate", map[string]any{"path": gate, "text": "done"})
+			if err == nil && (res.IsError || res.Text() != "done") {
+				err = errors.New("result " + res.Text())
+			}
+			if err != nil {
+				failed <- err
+			}
+		})
+	}
+	// And 2 on the server the reload replaces: they finish on its old
+	// process, which retires only then.
+	for range 2 {
+		wg.Go(func() {
+			res, err := c.Call(ctx, "swap", "gate", map[string]any{"path": gate, "text": "done"})
+			if err == nil && (res.IsError || res.Text() != "done") {
+				err = errors.New("result " + res.Text())
+			}
+			if err != nil {
+				failed <- err
+			}
+		})
+	}
+	eventually(t, "34 calls in flight", func() bool {
+		return r.srv("busy1").status().Inflight == 16 && r.srv("busy2").status().Inflight == 16 && r.srv("swap").status().Inflight == 2
+	})
+	pid := func(name string) int { return r.srv(name).status().PID }
+	busy1, busy2, swapBefore := pid("busy1"), pid("busy2"), pid("swap")
+	oldServer, oldSwap := r.srv("old"), r.srv("swap")
+
+	// Refused whole: a mistake names its file and line, a [bridge]
+	// change that needs a restart is named; nothing changes.
+	r.write(t, base+tomlServer("swap", mcptest.Scenario{}, "")+"[mcp.new]\ncomand = \"/bin/x\"\n")
+	_, err = ctl.Reload(ctx)
+	var ce *control.Error
+	if !errors.As(err, &ce) || ce.Code != control.CodeBadConfig || !strings.Contains(ce.Message, r.path+":") || !strings.Contains(ce.Message, "comand") {
+		t.Fatalf("a config with a mistake: %v, want bad_config naming %s and the key", err, r.path)
+	}
+	r.write(t, "[bridge]\nmax_frame = \"1MiB\"\n"+base)
+	if _, err = ctl.Reload(ctx); !errors.As(err, &ce) || !strings.Contains(ce.Message, "[bridge] max_frame changed, which takes a restart") {
+		t.Fatalf("a [bridge] change: %v", err)
+	}
+	if pid("swap") != swapBefore || r.srv("old") != oldServer || r.srv("new") != nil {
+		t.Fatal("a refused reload changed the servers")
+	}
+	st, err := ctl.Status(ctx)
+	if err != nil || st.Reloaded == nil || !strings.Contains(st.Reloaded.Error, "takes a restart") {
+		t.Fatalf("status after a refused reload: %+v, %v", st.Reloaded, err)
+	}
+
+	// Applied: old removed, new added, swap replaced (its server name,
+	// and so its environment, changed), busy2's policy changed.
+	r.write(t, tomlServer("busy1", mcptest.Scenario{}, busy)+tomlServer("busy2", mcptest.Scenario{}, busy+"\ntools.deny = [\"add\"]")+
+		tomlServer("new", mcptest.Scenario{}, "")+tomlServer("swap", mcptest.Scenario{ServerName: "after"}, ""))
+	rl, err := ctl.Reload(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(rl.Added, []string{"new"}) || !slices.Equal(rl.Removed, []string{"old"}) || !slices.Equal(rl.Replaced, []string{"swap"}) ||
+		!slices.Equal(rl.Changed, []string{"busy2"}) || !slices.Equal(rl.Unchanged, []string{"busy1"}) || rl.Trigger != "control" {
+		t.Fatalf("reloaded %+v", rl)
+	}
+	if pid("busy1") != busy1 || pid("busy2") != busy2 {
+		t.Errorf("pids %d %d, want the busy servers' own %d %d", pid("busy1"), pid("busy2"), busy1, busy2)
+	}
+	if st := r.srv("swap").status(); st.State != string(StateReady) || st.PID == swapBefore || st.ServerName != "after" {
+		t.Errorf("swap after the reload: %+v, want a new ready process", st)
+	}
+	// The same connection and grant: the replacement serves it, the
+	// policy holds, the removed server is gone.
+	if res, err := c.Call(ctx, "swap", "echo", map[string]any{"text": "hi"}); err != nil || res.Text() != "hi" {
+		t.Errorf("swap through the old connection: %v, %v", res, err)
+	}
+	if _, err := c.Call(ctx, "busy2", "add", map[string]any{"a": 1, "b": 2}); !errors.Is(err, capwire.ErrUnknownTool) {
+		t.Errorf("busy2's denied tool: %v, want unknown_tool", err)
+	}
+	if _, err := c.Call(ctx, "busy1", "add", map[string]any{"a": 1, "b": 2}); err != nil {
+		t.Errorf("busy1's add: %v", err)
+	}
+	if _, err := c.Call(ctx, "old", "echo", map[string]any{"text": "x"}); !errors.Is(err, capwire.ErrUnknownCapability) {
+		t.Errorf("the removed server: %v, want unknown_capability", err)
+	}
+	g2, err := ctl.Grant(ctx, &control.GrantRequest{Servers: map[string][]string{"new": nil}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "new ready", func() bool { return r.srv("new").status().State == string(StateReady) })
+	if res, err := r.dial(g2.Token).Call(ctx, "new", "echo", map[string]any{"text": "new"}); err != nil || res.Text() != "new" {
+		t.Errorf("the added server: %v, %v", res, err)
+	}
+	eventually(t, "the removed server retired", func() bool { return oldServer.status().State == string(StateRetired) })
+	if st := oldSwap.status(); st.State != string(StateReady) || st.Inflight != 2 {
+		t.Errorf("the replaced server with its calls in flight: %+v, want ready with 2 calls", st)
+	}
+
+	// Released: every call held across the reloads succeeds.
+	if err := os.WriteFile(gate, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	wg.Wait()
+	close(failed)
+	for err := range failed {
+		t.Errorf("a call in flight across the reload failed: %v", err)
+	}
+	eventually(t, "the replaced server retired once its calls were done", func() bool { return oldSwap.status().State == string(StateRetired) })
+	if st := r.srv("busy2").status(); st.PID != busy2 || st.Restarts != 0 {
+		t.Errorf("busy2 after the calls: %+v", st)
+	}
+	c.Close()
+	ctl.Close()
+	r.shutdown()
+}
+
+// A reload without a configuration to read is refused.
+func TestReloadWithoutConfig(t *testing.T) {
+	defer leakcheck.Check(t)()
+	tb := startBridge(t, nil, mcptestServer("t", mcptest.Scenario{}))
+	ctl := tb.control()
+	if _, err := ctl.Reload(context.Background()); !errors.Is(err, &control.Error{Code: control.CodeBadConfig}) {
+		t.Errorf("reload: %v, want bad_config", err)
+	}
+	ctl.Close()
+	tb.shutdown()
+}
+
+func TestSnake(t *testing.T) {
+	for in, want := range map[string]string{"MaxConnsPerUID": "max_conns_per_uid", "AllowedUIDs": "allowed_uids", "CallSocket": "call_socket", "MaxFrame": "max_frame", "Procs": "procs", "MaxUnauthPerUID": "max_unauth_per_uid", "LockMode": "lock_mode"} {
+		if got := snake(in); got != want {
+			t.Errorf("snake(%s) = %s, want %s", in, got, want)
+		}
+	}
+}
+
+// A call that looked up a server a reload then took out of the set goes
+// to the server in force under its name; with none, it is denied
+// unknown_capability, and a server drained but still in the set (a second
+// reload under way) says try again. Only leave's count keeps a drained
+// server from retiring.
+func TestEnterDraining(t *testing.T) {
+	defer leakcheck.Check(t)()
+	tb := startBridge(t, nil, mcptestServer("a", mcptest.Scenario{}), mcptestServer("b", mcptest.Scenario{}))
+	defer tb.shutdown()
+	eventually(t, "a and b ready", func() bool {
+		return tb.srv("a").status().State == string(StateReady) && tb.srv("b").status().State == string(StateReady)
+	})
+	a, b := tb.srv("a"), tb.srv("b")
+	s, _, refused := tb.enter("a", a)
+	if refused != nil || s != a {
+		t.Fatalf("enter a: %v, %v", s, refused)
+	}
+	drained := a.drain()
+	select {
+	case <-drained:
+		t.Fatal("drained with a call entered")
+	default:
+	}
+	if _, _, refused := tb.enter("a", a); refused == nil || refused.denial.Code != capwire.CodeServerUnavailable || !strings.Contains(refused.denial.Message, "try again") {
+		t.Errorf("a drained server still in the set: %+v", refused)
+	}
+	a.leave()
+	<-drained
+	prev := tb.set.Load()
+	tb.set.Store(newServerSet([]*server{b}))
+	if _, _, refused := tb.enter("a", a); refused == nil || refused.denial.Code != capwire.CodeUnknownCapability {
+		t.Errorf("a server a reload removed: %+v", refused)
+	}
+	b2 := tb.newServer(*b.cfg(), nil)
+	tb.set.Store(newServerSet([]*server{a, b2}))
+	b.drain()
+	if _, _, refused := tb.enter("b", b); refused == nil || refused.denial.Code != capwire.CodeServerUnavailable || !strings.Contains(refused.denial.Message, "starting") {
+		t.Errorf("a replacement that has not booted answers for it: %+v", refused)
+	}
+	tb.set.Store(prev)
+}
