@@ -360,6 +360,39 @@ of its stderr), the live grants and the open connections.`)
 	return exitOK
 }
 
+func runReload(args []string, stdout, stderr io.Writer) int {
+	fs := newCmdFlags("reload", "capbridge reload [flags]", `
+Have the running capbridge read its config files (and lock) again and apply
+them without a restart: added servers boot, removed ones finish their calls
+and stop, a server whose command, args, env, cwd, url or headers changed is
+replaced once its calls finish (the new process boots first), and tools,
+destructive, restrict, timeouts, quotas and the lock apply from the next
+call. Unchanged servers, grants and connections are untouched. A config that
+does not validate is refused whole, naming its file:line, and the running
+one stays. [bridge] settings other than lock and lock_mode need a restart.
+Prints what changed; status shows the last reload.`)
+	cf := addClientFlags(fs, true)
+	pos, code, ok := fs.parse(args, stdout, stderr)
+	if !ok {
+		return code
+	}
+	if len(pos) != 0 {
+		return fs.usageError(stderr, "unexpected argument %q; reload takes only flags", pos[0])
+	}
+	r, err := withControl(cf, func(ctx context.Context, c *control.Client) (*control.Reloaded, error) { return c.Reload(ctx) })
+	if err != nil {
+		fmt.Fprintln(stderr, "capbridge reload:", explain(err))
+		return exitError
+	}
+	if cf.json {
+		b, _ := json.Marshal(r)
+		fmt.Fprintf(stdout, "%s\n", b)
+		return exitOK
+	}
+	fmt.Fprintln(stdout, "reloaded:", reloadSummary(r))
+	return exitOK
+}
+
 // quotaLine renders one scope's quotas and use: "github: calls 3/10,
 // rate 5/s (2.0 tokens)".
 func quotaLine(q control.QuotaUsage) string {

@@ -10,6 +10,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"sync"
 	"syscall"
 	"time"
@@ -19,7 +20,9 @@ import (
 
 	"github.com/capbridge/capbridge/bridge"
 	"github.com/capbridge/capbridge/bridge/config"
+	"github.com/capbridge/capbridge/cmd/capbridge/internal/confwatch"
 	"github.com/capbridge/capbridge/cmd/capbridge/internal/demoserver"
+	"github.com/capbridge/capbridge/internal/lock"
 	"github.com/capbridge/capbridge/mcpwire"
 )
 
@@ -42,7 +45,8 @@ server. The sockets open first; each server boots in parallel and takes
 calls once it is ready, and is restarted as its restart policy says. It
 prints one JSON line once ready (by default when every server is ready or
 has failed its first attempt; --ready-when=sockets: as soon as the sockets
-are open) and notifies $NOTIFY_SOCKET.
+are open) and notifies $NOTIFY_SOCKET. capbridge reload, or --watch, applies
+a changed config without a restart; SIGHUP only reopens the audit file.
 Exit status: 0 clean shutdown, 1 runtime error, 2 bad command line,
 3 configuration error, 4 boot failure under --require-all or sockets that
 cannot be opened, 5 shutdown that could not confirm every server exited.`)
@@ -56,6 +60,7 @@ cannot be opened, 5 shutdown that could not confirm every server exited.`)
 	callSocket := fs.String("call-socket", "", "override [bridge] call_socket")
 	controlSocket := fs.String("control-socket", "", "override [bridge] control_socket")
 	lockFlag := fs.String("lock", "", "serve only the tools this lock approves (capbridge lock), withholding any that changed; overrides [bridge] lock")
+	watch := fs.Bool("watch", false, "apply the config files (and the lock) when they change, as capbridge reload does: once a change has held for a second; a config that does not validate is refused and logged, and the running one stays")
 	pos, code, ok := fs.parse(args, stdout, stderr)
 	if !ok {
 		return code
@@ -69,26 +74,23 @@ cannot be opened, 5 shutdown that could not confirm every server exited.`)
 	case *readyWhen == "sockets" && *requireAll:
 		return fs.usageError(stderr, "--require-all waits for every server's boot; use it with --ready-when=all")
 	}
-	cfg, demo, warnings, err := loadServeConfig(*cfgPath, *mcpConfig, config.EditorOptions{Workspace: *workspace, Strict: *strict})
+	if *watch && *cfgPath == "" && *mcpConfig == "" {
+		return fs.usageError(stderr, "--watch watches the config files; give -c or --mcp-config")
+	}
+	// load reads the configuration as given on the command line, at boot
+	// and at each reload.
+	load := func() (*config.Config, bool, config.ErrorList, error) {
+		cfg, demo, warnings, err := loadServeConfig(*cfgPath, *mcpConfig, config.EditorOptions{Workspace: *workspace, Strict: *strict})
+		if err != nil {
+			return nil, false, nil, err
+		}
+		serveOverrides(cfg, *strict, *callSocket, *controlSocket)
+		return cfg, demo, warnings, nil
+	}
+	cfg, demo, warnings, err := load()
 	if err != nil {
 		fmt.Fprintln(stderr, err)
 		return exitConfig
-	}
-	for i := range cfg.Servers {
-		cfg.Servers[i].Strict = *strict
-	}
-	if *callSocket != "" {
-		cfg.Bridge.CallSocket = *callSocket
-	}
-	if *controlSocket != "" {
-		cfg.Bridge.ControlSocket = *controlSocket
-	}
-	call, control := config.DefaultSockets(os.Getenv("XDG_RUNTIME_DIR"), os.Getuid())
-	if cfg.Bridge.CallSocket == "" {
-		cfg.Bridge.CallSocket = call
-	}
-	if cfg.Bridge.ControlSocket == "" {
-		cfg.Bridge.ControlSocket = control
 	}
 	if os.Getenv("GOMAXPROCS") == "" {
 		runtime.GOMAXPROCS(cfg.Bridge.Procs)
@@ -114,6 +116,26 @@ cannot be opened, 5 shutdown that could not confirm every server exited.`)
 		ClientVersion: version(),
 		Lock:          locked,
 		TokenDir:      tokenDir(),
+	}
+	if !demo {
+		// capbridge reload and --watch read the files again, as given
+		// on the command line; the secrets of what they read are
+		// redacted before any of it runs.
+		opts.Reload = func() (*config.Config, *lock.File, error) {
+			cfg, _, warnings, err := load()
+			if err != nil {
+				return nil, nil, err
+			}
+			for _, w := range warnings {
+				log.Warn().Str("file", w.File).Int("line", w.Line).Str("key", w.Key).Str("fix", w.Fix).Msg(w.Msg)
+			}
+			lf, err := serveLock(cfg, *lockFlag, log)
+			if err != nil {
+				return nil, nil, err
+			}
+			return cfg, lf, nil
+		}
+		opts.Secrets = secrets.Set
 	}
 	// The audit trail always has a writer of the bridge's own, which
 	// knows when a write fails (audit_fail).
@@ -286,7 +308,26 @@ cannot be opened, 5 shutdown that could not confirm every server exited.`)
 	}
 	log.Info().Str("call_socket", cfg.Bridge.CallSocket).Str("control_socket", cfg.Bridge.ControlSocket).Str("metrics", metricsAddr).Msg("ready")
 
+	watchDone := make(chan struct{})
+	watchCtx, stopWatch := context.WithCancel(context.Background())
+	if *watch {
+		paths := []string{*cfgPath, *mcpConfig, cfg.Bridge.Lock}
+		paths = slices.DeleteFunc(paths, func(p string) bool { return p == "" })
+		log.Info().Strs("files", paths).Msg("watching the configuration: a change is applied once it has held for a second")
+		go func() {
+			defer close(watchDone)
+			confwatch.Watch(watchCtx, confwatch.Options{Paths: paths}, func() {
+				// Reload logs and audits what changed, or why it refused.
+				_, _ = b.Reload(watchCtx, "watch")
+			})
+		}()
+	} else {
+		close(watchDone)
+	}
+
 	sig := <-sigs
+	stopWatch()
+	<-watchDone
 	log.Info().Str("signal", sig.String()).Dur("grace", cfg.Bridge.ShutdownGrace).Msg("shutting down")
 	_ = notify(os.Getenv("NOTIFY_SOCKET"), "STOPPING=1")
 	err = b.Shutdown(cfg.Bridge.ShutdownGrace)
@@ -298,6 +339,27 @@ cannot be opened, 5 shutdown that could not confirm every server exited.`)
 	}
 	log.Info().Msg("stopped")
 	return exitOK
+}
+
+// serveOverrides applies serve's flags to cfg, and the default sockets
+// where neither the flags nor the file set them.
+func serveOverrides(cfg *config.Config, strict bool, callSocket, controlSocket string) {
+	for i := range cfg.Servers {
+		cfg.Servers[i].Strict = strict
+	}
+	if callSocket != "" {
+		cfg.Bridge.CallSocket = callSocket
+	}
+	if controlSocket != "" {
+		cfg.Bridge.ControlSocket = controlSocket
+	}
+	call, control := config.DefaultSockets(os.Getenv("XDG_RUNTIME_DIR"), os.Getuid())
+	if cfg.Bridge.CallSocket == "" {
+		cfg.Bridge.CallSocket = call
+	}
+	if cfg.Bridge.ControlSocket == "" {
+		cfg.Bridge.ControlSocket = control
+	}
 }
 
 // readyLine is what serve prints once it serves. Servers maps each
