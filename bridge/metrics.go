@@ -201,7 +201,7 @@ func newMetrics(b *Bridge) *metrics {
 	})
 	m.servers.Store(&map[string]*serverSeries{})
 	for _, s := range b.serverList() {
-		s.metrics = m.seriesFor(s.name())
+		s.metrics = m.seriesFor(s.name(), s.cfg().Remote != nil)
 	}
 	// Go runtime and process series (goroutines, memory, descriptors,
 	// CPU): read when scraped.
@@ -213,12 +213,13 @@ func newMetrics(b *Bridge) *metrics {
 // for a name the bridge has not served before. Its gauges read the
 // server in force under that name, whichever process it is now; a
 // removed server's read zero.
-func (m *metrics) seriesFor(name string) *serverSeries {
+func (m *metrics) seriesFor(name string, remote bool) *serverSeries {
 	if m == nil {
 		return nil
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	m.transportSeries(name, remote)
 	if ss := (*m.servers.Load())[name]; ss != nil {
 		return ss
 	}
@@ -246,7 +247,7 @@ func (m *metrics) seriesFor(name string) *serverSeries {
 	set.NewGauge("capbridge_calls_inflight"+l, gauge(func(s *server) int64 { return s.adm.Running() }))
 	set.NewGauge("capbridge_calls_abandoned"+l, gauge(func(s *server) int64 { return s.abandoned.Load() }))
 	set.NewGauge("capbridge_calls_queued"+l, gauge(func(s *server) int64 { return s.adm.Queued() }))
-	for _, st := range []State{StateStarting, StateReady, StateFailed, StateDead, StateRetired} {
+	for _, st := range []State{StateStarting, StateReady, StateFailed, StateDead, StateBackoff, StateNeedsLogin, StateRetired} {
 		set.NewGauge(`capbridge_server_state{server="`+labelValue(name)+`",state="`+string(st)+`"}`, gauge(func(s *server) int64 {
 			s.mu.Lock()
 			defer s.mu.Unlock()
@@ -260,6 +261,26 @@ func (m *metrics) seriesFor(name string) *serverSeries {
 	next[name] = ss
 	m.servers.Store(&next)
 	return ss
+}
+
+// transportSeries registers the transport info series of the server
+// called name, once each: 1 for the transport in use, 0 for the other a
+// remote server may fall back to (an info series to join on; a label on
+// every series would only repeat it). A reload that makes a stdio server
+// remote under the same name adds the remote ones beside stdio's.
+func (m *metrics) transportSeries(name string, remote bool) {
+	transports := []string{"stdio"}
+	if remote {
+		transports = []string{"streamable-http", "sse"}
+	}
+	for _, tr := range transports {
+		m.set.GetOrCreateGauge(`capbridge_server_transport{server="`+labelValue(name)+`",transport="`+tr+`"}`, func() float64 {
+			if s := m.b.srv(name); s != nil && s.transportNow() == tr {
+				return 1
+			}
+			return 0
+		})
+	}
 }
 
 // openConns counts the open connections of one socket.

@@ -304,7 +304,7 @@ func (b *Bridge) newServer(cfg config.Server, lp *lockPolicy) *server {
 	s := newServer(cfg, b.rawLog, b.audit, b.bootOpts, b.progress)
 	s.lock.Store(lp)
 	if b.metrics != nil {
-		s.metrics = b.metrics.seriesFor(cfg.Name)
+		s.metrics = b.metrics.seriesFor(cfg.Name, cfg.Remote != nil)
 	}
 	return s
 }

@@ -3,12 +3,14 @@ package bridge
 import (
 	"context"
 	"errors"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/rs/zerolog"
@@ -19,6 +21,7 @@ import (
 	"github.com/capbridge/capbridge/internal/lock"
 	"github.com/capbridge/capbridge/internal/testkit/leakcheck"
 	"github.com/capbridge/capbridge/internal/testkit/mcptest"
+	"github.com/capbridge/capbridge/mcpwire"
 )
 
 // tomlServer renders an [mcp.NAME] table running the mcptest child for
@@ -51,6 +54,7 @@ func tomlServer(name string, sc mcptest.Scenario, extra string) string {
 type reloadable struct {
 	*testBridge
 	path string
+	lock atomic.Pointer[lock.File] // the lock a reload reads; nil: none
 }
 
 func startReloadable(t *testing.T, text string) *reloadable {
@@ -74,7 +78,7 @@ func startReloadable(t *testing.T, text string) *reloadable {
 		b := tb.cfg.Bridge
 		cfg.Bridge.CallSocket, cfg.Bridge.ControlSocket = b.CallSocket, b.ControlSocket
 		cfg.Bridge.ShutdownGrace, cfg.Bridge.WriteTimeout = b.ShutdownGrace, b.WriteTimeout
-		return cfg, nil, config.ResolveSecrets(cfg, config.SecretSources{LookupEnv: os.LookupEnv})
+		return cfg, r.lock.Load(), config.ResolveSecrets(cfg, config.SecretSources{LookupEnv: os.LookupEnv})
 	}
 	data, err := os.ReadFile(r.path)
 	if err != nil {
@@ -305,4 +309,142 @@ func TestEnterDraining(t *testing.T) {
 		t.Errorf("a replacement that has not booted answers for it: %+v", refused)
 	}
 	tb.set.Store(prev)
+}
+
+// A remote server reloads as a process does: a changed url, or changed
+// headers, replaces its session make before break (a call held on the
+// old session finishes there), and the stdio server beside it keeps its
+// process.
+func TestReloadRemote(t *testing.T) {
+	t.Cleanup(leakcheck.Check(t)) // after the HTTP faces' cleanups
+	face := func(name string) string {
+		f := mcptest.NewHTTP(mcptest.Scenario{ServerName: name}, mcptest.HTTPOptions{})
+		ts := httptest.NewServer(f)
+		t.Cleanup(func() {
+			f.Close()
+			ts.Close()
+		})
+		return ts.URL + "/mcp"
+	}
+	urlA, urlB := face("a"), face("b")
+	remote := func(url, extra string) string {
+		return "[mcp.web]\nurl = " + strconv.Quote(url) + "\nstartup_timeout = \"30s\"\n" + extra + "\n"
+	}
+	local := tomlServer("local", mcptest.Scenario{}, "")
+	r := startReloadable(t, local+remote(urlA, ""))
+	ctx, cancel := context.WithTimeout(context.Background(), backstop)
+	defer cancel()
+	ctl := r.control()
+	g, err := ctl.Grant(ctx, &control.GrantRequest{Servers: map[string][]string{"local": nil, "web": nil}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := r.dial(g.Token)
+	localPID := r.srv("local").status().PID
+	if st := r.srv("web").status(); st.ServerName != "a" {
+		t.Fatalf("web before: %+v", st)
+	}
+
+	gate := filepath.Join(t.TempDir(), "open")
+	held := make(chan error, 1)
+	go func() {
+		res, err := c.Call(ctx, "web", "gate", map[string]any{"path": gate, "text": "done"})
+		if err == nil && res.Text() != "done" {
+			err = errors.New("result " + res.Text())
+		}
+		held <- err
+	}()
+	eventually(t, "a call held on the first session", func() bool { return r.srv("web").status().Inflight == 1 })
+	first := r.srv("web")
+
+	for _, step := range []struct {
+		what, text, want string
+	}{
+		{"a changed url", local + remote(urlB, ""), "b"},
+		{"changed headers", local + remote(urlB, `headers = { "X-Team" = "core" }`), "b"},
+	} {
+		before := r.srv("web")
+		r.write(t, step.text)
+		rl, err := ctl.Reload(ctx)
+		if err != nil {
+			t.Fatalf("%s: %v", step.what, err)
+		}
+		if !slices.Equal(rl.Replaced, []string{"web"}) || !slices.Equal(rl.Unchanged, []string{"local"}) {
+			t.Errorf("%s: reloaded %+v, want web replaced, local unchanged", step.what, rl)
+		}
+		now := r.srv("web")
+		if now == before || now.status().ServerName != step.want || now.status().State != string(StateReady) {
+			t.Errorf("%s: web after: %+v", step.what, now.status())
+		}
+		if res, err := c.Call(ctx, "web", "echo", map[string]any{"text": "hi"}); err != nil || res.Text() != "hi" {
+			t.Errorf("%s: a call on the same connection: %v, %v", step.what, res, err)
+		}
+	}
+	if st := r.srv("local").status(); st.PID != localPID {
+		t.Errorf("local's pid %d, want its own %d", st.PID, localPID)
+	}
+	if err := os.WriteFile(gate, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-held; err != nil {
+		t.Errorf("the call held across the replacement: %v", err)
+	}
+	eventually(t, "the first session retired", func() bool { return first.status().State == string(StateRetired) })
+	c.Close()
+	ctl.Close()
+	r.shutdown()
+}
+
+// A lock a reload brings holds the next call to the tools it approves,
+// and one a reload takes away frees them again; the server keeps its
+// process throughout.
+func TestReloadLock(t *testing.T) {
+	defer leakcheck.Check(t)()
+	text := tomlServer("t", mcptest.Scenario{}, "")
+	r := startReloadable(t, text)
+	ctx, cancel := context.WithTimeout(context.Background(), backstop)
+	defer cancel()
+	ctl := r.control()
+	g, err := ctl.Grant(ctx, &control.GrantRequest{Servers: map[string][]string{"t": nil}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := r.dial(g.Token)
+	pid := r.srv("t").status().PID
+	var echo []mcpwire.Tool
+	for _, tool := range r.srv("t").current().raw {
+		if tool.Name == "echo" {
+			echo = append(echo, tool)
+		}
+	}
+	entry, err := lockedServer(lock.Info{Name: "mcptest"}, echo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, step := range []struct {
+		what   string
+		lf     *lock.File
+		addErr error
+	}{
+		{"a lock approving echo alone", &lock.File{Version: 1, Servers: map[string]*lock.Server{"t": entry}}, capwire.ErrUnknownTool},
+		{"no lock", nil, nil},
+	} {
+		r.lock.Store(step.lf)
+		rl, err := ctl.Reload(ctx)
+		if err != nil || !slices.Equal(rl.Changed, []string{"t"}) {
+			t.Fatalf("%s: reload %+v, %v; want t changed", step.what, rl, err)
+		}
+		if _, err := c.Call(ctx, "t", "add", map[string]any{"a": 1, "b": 2}); !errors.Is(err, step.addErr) {
+			t.Errorf("%s: add: %v, want %v", step.what, err, step.addErr)
+		}
+		if res, err := c.Call(ctx, "t", "echo", map[string]any{"text": "hi"}); err != nil || res.Text() != "hi" {
+			t.Errorf("%s: echo: %v, %v", step.what, res, err)
+		}
+		if got := r.srv("t").status().PID; got != pid {
+			t.Errorf("%s: pid %d, want the server's own %d", step.what, got, pid)
+		}
+	}
+	c.Close()
+	ctl.Close()
+	r.shutdown()
 }
