@@ -13,6 +13,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/capbridge/capbridge/bridge/config"
+	"github.com/capbridge/capbridge/bridge/control"
 	"github.com/capbridge/capbridge/capwire"
 	"github.com/capbridge/capbridge/internal/lock"
 	"github.com/capbridge/capbridge/internal/testkit/leakcheck"
@@ -172,11 +173,7 @@ func TestRemoteMetrics(t *testing.T) {
 	}
 	ctl := tb.control()
 	defer ctl.Close()
-	m, err := ctl.Metrics(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, want := range []string{
+	wants := []string{
 		`capbridge_server_transport{server="local",transport="stdio"} 1`,
 		`capbridge_server_transport{server="web",transport="streamable-http"} 1`,
 		`capbridge_server_transport{server="web",transport="sse"} 0`,
@@ -185,11 +182,22 @@ func TestRemoteMetrics(t *testing.T) {
 		`capbridge_calls_total{server="web",tool="echo",outcome="server_unavailable"} 1`,
 		`capbridge_calls_total{server="old",tool="echo",outcome="result"} 1`,
 		`capbridge_server_state{server="web",state="ready"} 1`,
-	} {
-		if !strings.Contains(m.Text, want+"\n") {
-			t.Errorf("the metrics lack %s", want)
-		}
 	}
+	// A call is counted once its reply is on its way, so the counts are
+	// waited for; a series missing for good fails at the backstop.
+	var m *control.Metrics
+	eventually(t, "every call counted", func() bool {
+		var err error
+		if m, err = ctl.Metrics(ctx); err != nil {
+			t.Fatal(err)
+		}
+		for _, want := range wants {
+			if !strings.Contains(m.Text, want+"\n") {
+				return false
+			}
+		}
+		return true
+	})
 	if !strings.Contains(m.Text, `capbridge_server_state{server="locked",state="backoff"} 1`) || !strings.Contains(m.Text, `capbridge_server_state{server="locked",state="needs_login"} 0`) {
 		t.Errorf("a server refused 401 (no login store here) is not in backoff:\n%s", m.Text)
 	}
