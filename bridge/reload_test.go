@@ -6,6 +6,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -447,4 +448,64 @@ func TestReloadLock(t *testing.T) {
 	c.Close()
 	ctl.Close()
 	r.shutdown()
+}
+
+// Every setting of a server has its place in a reload: a change to it
+// either replaces the server (processOf) or changes its policy in place
+// (policyOf), never both, unless it is where the server was written or
+// a record of what the others hold (Refs and Secrets, whose values are
+// in Env and Remote). A field added to config.Server without a place
+// fails here, rather than being ignored by every reload.
+func TestReloadClassifiesEverySetting(t *testing.T) {
+	derived := map[string]bool{"Refs": true, "Secrets": true, "File": true, "Line": true}
+	typ := reflect.TypeFor[config.Server]()
+	for i := range typ.NumField() {
+		name := typ.Field(i).Name
+		if !typ.Field(i).IsExported() {
+			continue // the reader's own bookkeeping
+		}
+		var s config.Server
+		setNonZero(t, reflect.ValueOf(&s).Elem().Field(i))
+		inProcess := !reflect.ValueOf(processOf(s)).Field(i).IsZero()
+		inPolicy := !reflect.ValueOf(policyOf(s)).Field(i).IsZero()
+		switch {
+		case derived[name] && (inProcess || inPolicy):
+			t.Errorf("%s is where the server was written or a record of other settings, yet a reload compares it", name)
+		case !derived[name] && inProcess == inPolicy:
+			t.Errorf("%s: in processOf %v, in policyOf %v; want exactly one", name, inProcess, inPolicy)
+		}
+	}
+}
+
+// setNonZero gives v a value that is not its type's zero.
+func setNonZero(t *testing.T, v reflect.Value) {
+	t.Helper()
+	switch v.Kind() {
+	case reflect.String:
+		v.SetString("x")
+	case reflect.Bool:
+		v.SetBool(true)
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		v.SetInt(1)
+	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		v.SetUint(1)
+	case reflect.Float32, reflect.Float64:
+		v.SetFloat(1)
+	case reflect.Slice:
+		v.Set(reflect.MakeSlice(v.Type(), 1, 1))
+	case reflect.Map:
+		v.Set(reflect.MakeMap(v.Type()))
+	case reflect.Pointer:
+		v.Set(reflect.New(v.Type().Elem()))
+	case reflect.Struct:
+		for i := range v.NumField() {
+			if v.Field(i).CanSet() {
+				setNonZero(t, v.Field(i))
+				return
+			}
+		}
+		t.Fatalf("%s has no field to set", v.Type())
+	default:
+		t.Fatalf("no non-zero value for a %s", v.Type())
+	}
 }
