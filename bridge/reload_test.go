@@ -28,25 +28,7 @@ import (
 // tomlServer renders an [mcp.NAME] table running the mcptest child for
 // sc, with extra lines.
 func tomlServer(name string, sc mcptest.Scenario, extra string) string {
-	argv, env := mcptest.Command(sc)
-	var b strings.Builder
-	b.WriteString("[mcp." + name + "]\ncommand = " + strconv.Quote(argv[0]) + "\nargs = [")
-	for i, a := range argv[1:] {
-		if i > 0 {
-			b.WriteString(", ")
-		}
-		b.WriteString(strconv.Quote(a))
-	}
-	b.WriteString("]\nstartup_timeout = \"30s\"\nenv = { ")
-	for i, kv := range env {
-		k, v, _ := strings.Cut(kv, "=")
-		if i > 0 {
-			b.WriteString(", ")
-		}
-		b.WriteString(k + " = " + strconv.Quote(v))
-	}
-	b.WriteString(" }\n" + extra + "\n")
-	return b.String()
+	return "[mcp." + name + "]\n" + mcptest.TOML(sc) + "startup_timeout = \"30s\"\n" + extra + "\n"
 }
 
 // reloadable is a bridge serving the config file at path, which its

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -31,23 +30,11 @@ func secretsConfig(t *testing.T, dir, extra string) string {
 	if err := os.WriteFile(filepath.Join(dir, "token"), []byte(testSecrets["SECRET_FILE"]+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	argv, env := mcptest.Command(mcptest.Scenario{})
 	var b strings.Builder
 	b.WriteString("[bridge]\ncall_socket = \"" + dir + "/call.sock\"\ncontrol_socket = \"" + dir + "/control.sock\"\n")
 	b.WriteString("audit_path = \"" + dir + "/audit.log\"\nlog_format = \"json\"\n" + extra + "\n")
-	b.WriteString("[mcp.s]\ncommand = " + strconv.Quote(argv[0]) + "\nargs = [")
-	for i, a := range argv[1:] {
-		if i > 0 {
-			b.WriteString(", ")
-		}
-		b.WriteString(strconv.Quote(a))
-	}
-	b.WriteString("]\nrestart = \"never\"\nstderr_to_caller = true\nenv = { ")
-	for _, kv := range env {
-		k, v, _ := strings.Cut(kv, "=")
-		b.WriteString(k + " = " + strconv.Quote(v) + ", ")
-	}
-	b.WriteString(`SECRET_FILE = "${file:token}", SECRET_CMD = "${cmd:echo ` + testSecrets["SECRET_CMD"] + `}", SECRET_ENV = "${env:CB_TEST_SECRET}" }` + "\n")
+	b.WriteString("[mcp.s]\n" + mcptest.TOML(mcptest.Scenario{}, `SECRET_FILE = "${file:token}"`, `SECRET_CMD = "${cmd:echo `+testSecrets["SECRET_CMD"]+`}"`, `SECRET_ENV = "${env:CB_TEST_SECRET}"`))
+	b.WriteString("restart = \"never\"\nstderr_to_caller = true\n")
 	path := filepath.Join(dir, "capbridge.toml")
 	if err := os.WriteFile(path, []byte(b.String()), 0o644); err != nil {
 		t.Fatal(err)
