@@ -7,6 +7,9 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/capbridge/capbridge/bridge"
+	"github.com/capbridge/capbridge/bridge/config"
 )
 
 // While servers boot, doctor says every progressEvery which are still
@@ -76,5 +79,32 @@ func TestDoctorBootProgress(t *testing.T) {
 		}
 		cancel()
 		<-done
+	})
+}
+
+// doctor writes progress through the config's secret redaction: a
+// server's stderr line that prints a resolved secret is quoted without
+// it.
+func TestDoctorBootProgressRedacts(t *testing.T) {
+	const secret = "tok-7f3a9c1e55b2"
+	cfg := &config.Config{Servers: []config.Server{{Name: "memory", Secrets: map[string]string{"env API_TOKEN": secret}}}}
+	synctest.Test(t, func(t *testing.T) {
+		events := &bootEvents{byServer: map[string]*serverEvents{}}
+		b, _ := json.Marshal(map[string]any{"server": "memory", "message": evStderr, "stderr": "connecting with API_TOKEN=" + secret})
+		events.Write(b)
+		var out syncBuffer
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			events.watch(ctx, bridge.NewSecretWriter(&out, cfg), []string{"memory"}, time.Now())
+		}()
+		time.Sleep(progressEvery)
+		synctest.Wait()
+		cancel()
+		<-done
+		if got := out.String(); strings.Contains(got, secret) || !strings.Contains(got, "connecting with API_TOKEN=") {
+			t.Errorf("progress line %q: want the stderr line without the secret", got)
+		}
 	})
 }
