@@ -272,7 +272,9 @@ func (fr *frameReader) readPartial(dst []byte, n int) ([]byte, error) {
 	dst = append(dst, fr.buf[fr.r:fr.w]...)
 	fr.release() // the frame's bytes are in dst now
 	defer func() {
-		if fr.budget != nil && fr.charged > 0 {
+		// Under the budget's lock, inside settle: another connection's
+		// charge may evict this frame, and zero its charge, at any time.
+		if fr.budget != nil {
 			fr.budget.settle(fr)
 		}
 	}()
