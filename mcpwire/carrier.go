@@ -88,4 +88,7 @@ type outbound struct {
 	name string
 	// args are tools/call's arguments (for x-mcp-header mirroring).
 	args Args
+	// traceparent is tools/call's CallOptions.Traceparent, for the
+	// header.
+	traceparent string
 }
