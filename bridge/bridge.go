@@ -23,6 +23,7 @@ import (
 	"github.com/capbridge/capbridge/bridge/internal/unixsock"
 	"github.com/capbridge/capbridge/capwire"
 	"github.com/capbridge/capbridge/internal/lock"
+	"github.com/capbridge/capbridge/internal/telemetry"
 	"github.com/capbridge/capbridge/mcpwire"
 )
 
@@ -63,6 +64,10 @@ type Options struct {
 	// (lockcheck.go), in Config.Bridge.LockMode. A server the lock has
 	// no entry for serves no tools.
 	Lock *lock.File
+	// Tracer, when not nil, records the calls' and servers' spans
+	// (trace.go); Shutdown flushes it, within its own bound, and shuts it
+	// down. Nil: traces are off, and cost the call path nothing.
+	Tracer *telemetry.Tracer
 
 	// now is the clock grants and their quotas read (time.Now when
 	// nil): the package's tests set it to step a rate's refill.
@@ -108,6 +113,7 @@ type Bridge struct {
 	started startedCalls      // calls programs started, to collect later
 	flight  *fairshare.Flight // every call admitted and not yet retired
 	metrics *metrics
+	tracer  *telemetry.Tracer // nil: traces off
 
 	callL, ctlL *unixsock.Listener
 	// acceptors counts the accept loops. Serve adds to it, under mu and
@@ -156,6 +162,7 @@ func New(o Options) *Bridge {
 		connsIdle:  make(chan struct{}),
 		partial:    capserver.NewBudget(o.Config.Bridge.MaxPartialBytes),
 		reportStop: make(chan struct{}),
+		tracer:     o.Tracer,
 	}
 	if o.now != nil {
 		b.grants.now = o.now
@@ -176,7 +183,7 @@ func New(o Options) *Bridge {
 	}
 	_, b.strangerAudit = auditlog.Limit(b.audit)
 	b.strangerAudit.OnDrop = func() { b.metrics.auditLost(lostRate, 1) }
-	bo := bootOptions{clientName: "capbridge", clientVersion: o.ClientVersion, surfaceBudget: o.Config.Bridge.SurfaceBudget, maxLine: o.Config.Bridge.MaxFrame, cgroups: o.Cgroups, tokenDir: o.TokenDir}
+	bo := bootOptions{clientName: "capbridge", clientVersion: o.ClientVersion, surfaceBudget: o.Config.Bridge.SurfaceBudget, maxLine: o.Config.Bridge.MaxFrame, cgroups: o.Cgroups, tokenDir: o.TokenDir, tracer: o.Tracer}
 	for _, s := range o.Config.Servers {
 		b.servers[s.Name] = newServer(s, o.Log, b.audit, bo, o.Progress)
 		if o.Lock != nil {
@@ -470,6 +477,9 @@ func (b *Bridge) shutdown(graceOver <-chan time.Time, connBound time.Duration) e
 		if err := b.auditOut.Close(); err != nil {
 			b.log.Error().Err(err).Msg("writing the audit trail")
 		}
+	}
+	if err := b.tracer.Shutdown(); err != nil {
+		b.log.Error().Err(err).Msg("traces not sent at shutdown are lost")
 	}
 	b.logs.Flush()
 	return errors.Join(errs...)

@@ -292,12 +292,13 @@ func (c *callConn) end() {
 // run executes one call and sends its one reply.
 func (c *callConn) run(ctx context.Context, m *capserver.Call) {
 	start := time.Now()
+	tp, span := c.b.startCallTrace(m)
 	server, hasPrefix := strings.CutPrefix(m.Cap, capwire.CapPrefix)
 	op := m.Op
 	var o outcome
 	switch {
 	case hasPrefix:
-		o = c.b.call(ctx, callRequest{server: server, tool: m.Op, args: m.Args, timeoutMS: m.TimeoutMS, grant: c.grant, peer: c.peer})
+		o = c.b.call(ctx, callRequest{server: server, tool: m.Op, args: m.Args, timeoutMS: m.TimeoutMS, grant: c.grant, peer: c.peer, traceparent: tp, span: span})
 	case m.Cap == capwire.CapBridge:
 		o, server, op = c.b.meta(ctx, c.grant, c.peer, m.Op, m.Args, m.TimeoutMS)
 	default:
@@ -322,6 +323,7 @@ func (c *callConn) run(ctx context.Context, m *capserver.Call) {
 		c.grant.usage.denied.Add(1)
 	}
 	c.b.auditCall(c.grant, c.peer, server, op, sent, took)
+	endCallTrace(span, c.grant, server, op, &sent)
 }
 
 // send writes the reply for id, turning a result too large for a frame

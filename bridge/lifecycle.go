@@ -138,7 +138,9 @@ func (s *server) run(ctx context.Context) {
 			s.setState(StateStarting, "")
 		}
 		began := time.Now()
-		t, err := s.launch(ctx)
+		octx, op := s.startOp(ctx, bootOp(attempt))
+		t, err := s.launch(octx)
+		s.endOp(op, t, err)
 		s.metrics.booted(began, t)
 		now := false
 		if err == nil {
@@ -399,7 +401,7 @@ func (s *server) list(ctx context.Context, client *mcpwire.Client) (*table, erro
 	if err != nil {
 		return nil, err
 	}
-	s.reportDrift(s.lock, drift, absent)
+	s.reportDrift(ctx, s.lock, drift, absent)
 	if err := s.checkPolicy(tools); err != nil {
 		return nil, err
 	}
@@ -444,8 +446,10 @@ func (s *server) serve(ctx context.Context, t *table) error {
 			return t.client.Err()
 		case <-t.client.ToolsChanged():
 			ctxL, cancel := context.WithTimeout(ctx, s.cfg.StartupTimeout)
+			ctxL, op := s.startOp(ctxL, relistOp)
 			nt, err := s.list(ctxL, t.client)
 			err = s.bounded(ctxL, err)
+			s.endOp(op, nt, err)
 			cancel()
 			if err != nil {
 				if ctx.Err() == nil && t.client.Err() == nil {

@@ -20,6 +20,7 @@ import (
 	"github.com/capbridge/capbridge/bridge"
 	"github.com/capbridge/capbridge/bridge/config"
 	"github.com/capbridge/capbridge/cmd/capbridge/internal/demoserver"
+	"github.com/capbridge/capbridge/internal/telemetry"
 	"github.com/capbridge/capbridge/mcpwire"
 )
 
@@ -174,6 +175,18 @@ cannot be opened, 5 shutdown that could not confirm every server exited.`)
 			}
 		}()
 	}
+	// Traces, when [telemetry] or the OTEL_* environment asks for them.
+	// The exporter connects lazily: an absent collector costs the spans,
+	// never the service. Shutdown flushes what is queued, within
+	// shutdown_timeout.
+	tracer, err := telemetry.New(cfg.Telemetry, os.Getenv, version(), func(err error) {
+		log.Warn().Err(err).Msg("OpenTelemetry: spans not exported")
+	})
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return exitConfig
+	}
+	opts.Tracer = tracer
 	b := bridge.New(opts)
 	if err := b.ReserveDescriptors(); err != nil {
 		log.Warn().Err(err).Msg("not enough file descriptors for every budget")
