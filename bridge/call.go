@@ -208,8 +208,8 @@ func (b *Bridge) call(ctx context.Context, req callRequest) outcome {
 	// A call given up on after it reached the server keeps its slot
 	// (holdSlot) while the caller is answered at once.
 	var answered <-chan struct{}
-	opts := mcpwire.CallOptions{IdleTimeout: idle, MaxTimeout: hard, Abandoned: func(a <-chan struct{}) { answered = a }}
-	requestTrace(&req, t, &opts)
+	opts := mcpwire.CallOptions{IdleTimeout: idle, MaxTimeout: hard, Abandoned: func(a <-chan struct{}) { answered = a },
+		Traceparent: requestTrace(req.span, req.traceparent, req.server, req.tool, t)}
 	var res *mcpwire.CallToolResult
 	if tool.NeedsTasks() {
 		// The server answers with a task handle; the call follows it to
@@ -231,7 +231,7 @@ func (b *Bridge) call(ctx context.Context, req callRequest) outcome {
 	} else {
 		o = b.reduce(res)
 	}
-	endRequestTrace(&req, &o)
+	endRequestTrace(req.span, o.denial, o.result)
 	o.transport = t.client.Transport()
 	o.argBytes = len(args)
 	o.policy = policy

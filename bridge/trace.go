@@ -4,9 +4,9 @@ import (
 	"context"
 
 	"github.com/capbridge/capbridge/bridge/internal/capserver"
+	"github.com/capbridge/capbridge/capwire"
 	"github.com/capbridge/capbridge/internal/telemetry"
 	"github.com/capbridge/capbridge/internal/truncate"
-	"github.com/capbridge/capbridge/mcpwire"
 )
 
 // The call path's tracing hooks. With traces off (b.tracer nil) each is a
@@ -28,30 +28,31 @@ func (b *Bridge) startCallTrace(m *capserver.Call) (string, *telemetry.Call) {
 	return "", nil
 }
 
-// requestTrace starts the MCP request's span of req, when traced, and
-// sets the traceparent the request carries: the request span's, else the
-// program's passed through.
-func requestTrace(req *callRequest, t *table, opts *mcpwire.CallOptions) {
-	opts.Traceparent = req.traceparent
-	if req.span != nil {
-		opts.Traceparent = req.span.StartRequest(req.server, req.tool, t.client.Transport())
+// requestTrace starts the MCP request's span when the call has one
+// (span), and returns the traceparent the request carries: that span's,
+// else the program's passed through (tp). It takes no pointer into the
+// call's frame, so nothing there escapes to the heap with traces off.
+func requestTrace(span *telemetry.Call, tp, server, tool string, t *table) string {
+	if span == nil {
+		return tp
 	}
+	return span.StartRequest(server, tool, t.client.Transport())
 }
 
 // endRequestTrace ends the MCP request's span with what the request came
-// to.
-func endRequestTrace(req *callRequest, o *outcome) {
-	if req.span == nil {
+// to: a denial, or a result (isError or not).
+func endRequestTrace(span *telemetry.Call, d *capwire.Denied, r *capwire.Result) {
+	if span == nil {
 		return
 	}
 	failure := ""
 	switch {
-	case o.denial != nil:
-		failure = o.denial.Code
-	case o.result != nil && o.result.IsError:
+	case d != nil:
+		failure = d.Code
+	case r != nil && r.IsError:
 		failure = "tool_error"
 	}
-	req.span.EndRequest(failure)
+	span.EndRequest(failure)
 }
 
 // endCallTrace ends the capwire call's span with the outcome the program

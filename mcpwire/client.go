@@ -495,7 +495,11 @@ func (c *Client) request(ctx context.Context, method string, params []byte, args
 	}
 	sent, why := false, err
 	if err == nil {
-		sent, why = c.car.roundTrip(ctx, cl, outbound{method: method, name: name, args: args, traceparent: opt.Traceparent}, line, gather)
+		ob := outbound{method: method, name: name, args: args}
+		if method == "tools/call" {
+			copy(ob.traceparent[:], opt.Traceparent) // its shape checked by appendCallTool
+		}
+		sent, why = c.car.roundTrip(ctx, cl, ob, line, gather)
 	}
 	if cap(line) <= maxPooledLine {
 		*bp = line[:0]

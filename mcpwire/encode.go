@@ -146,7 +146,7 @@ func errInvalid(s string) error { return invalidError(s) }
 // and a header as it is. Whether its ids are zeros is the caller's
 // concern.
 func traceparentShape(tp string) bool {
-	if len(tp) != 55 {
+	if len(tp) != traceparentLen {
 		return false
 	}
 	for i := 0; i < len(tp); i++ {

@@ -105,8 +105,8 @@ func (h *httpCarrier) header(ctx context.Context, hd http.Header, o outbound, ac
 			hd["Mcp-Name"] = []string{headerValue(o.name)}
 		}
 	}
-	if o.traceparent != "" {
-		hd["Traceparent"] = []string{o.traceparent}
+	if tp := o.traceparentHeader(); tp != "" {
+		hd["Traceparent"] = []string{tp}
 	}
 	if params := h.c.headerParamsOf(o.name); o.method == "tools/call" && len(params) > 0 && h.c.Era() == EraModern {
 		err := paramHeaders(params, o.args.JSON(), hd.Set)
