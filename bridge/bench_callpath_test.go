@@ -5,7 +5,6 @@ import (
 	"context"
 	"io"
 	"os"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -127,9 +126,12 @@ func (c *echoConn) Shutdown() (mcpwire.Exit, error) {
 // BenchmarkCallPath measures the bridge side of one tools/call whose
 // result is one text block of 64 B, 1 KiB and 16 KiB, against an
 // in-process server: the arguments converted from MessagePack and sent,
-// the arguments checked against the tool's input schema, the result line
-// framed, decoded and reduced to the capability result. Everything but
-// the server's canned reply is the production code path.
+// the arguments checked against the tool's input schema (found by the
+// tool's name, as the call path finds it), the result line framed,
+// decoded and reduced to the capability result. Everything but the
+// server's canned reply is the production code path. 64B_unchecked is
+// the same call without the schema check, the baseline its cost is
+// measured against in the same run (docs/perf/argcheck.md).
 func BenchmarkCallPath(b *testing.B) {
 	// {"text": "<64 bytes>"} as MessagePack.
 	mp := append([]byte{0x81, 0xa4, 't', 'e', 'x', 't', 0xd9, 64}, strings.Repeat("a", 64)...)
@@ -138,12 +140,17 @@ func BenchmarkCallPath(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
+	checks := map[string]*argcheck.Schema{"echo": schema}
 	cfg := config.Config{}
 	cfg.Bridge.MaxResultText = config.DefaultMaxResultText
 	br := &Bridge{cfg: &cfg}
-	for _, n := range []int{64, 1 << 10, 16 << 10} {
-		b.Run(strconv.Itoa(n)+"B", func(b *testing.B) {
-			text := strings.Repeat("y", n)
+	for _, tc := range []struct {
+		name    string
+		n       int
+		checked bool
+	}{{"64B", 64, true}, {"64B_unchecked", 64, false}, {"1024B", 1 << 10, true}, {"16384B", 16 << 10, true}} {
+		b.Run(tc.name, func(b *testing.B) {
+			text := strings.Repeat("y", tc.n)
 			ctx := context.Background()
 			c, err := mcpwire.Connect(ctx, newEchoConn(text), mcpwire.Config{Era: mcpwire.EraLegacy})
 			if err != nil {
@@ -152,25 +159,46 @@ func BenchmarkCallPath(b *testing.B) {
 			defer c.Close()
 			buf := make([]byte, 0, 4<<10)
 			b.ReportAllocs()
-			b.SetBytes(int64(n))
+			b.SetBytes(int64(tc.n))
 			for b.Loop() {
 				args, err := callPathArgs(buf[:0], mp)
 				if err != nil {
 					b.Fatal(err)
 				}
-				if f := schema.Check(mp); f != nil {
-					b.Fatal(f)
+				if tc.checked {
+					if f := checks["echo"].Check(mp); f != nil {
+						b.Fatal(f)
+					}
 				}
 				res, err := c.CallTool(ctx, "echo", args, mcpwire.CallOptions{})
 				if err != nil {
 					b.Fatal(err)
 				}
 				o := br.reduce(res)
-				if o.result == nil || len(o.result.Content) != 1 || len(o.result.Content[0].Text) != n {
+				if o.result == nil || len(o.result.Content) != 1 || len(o.result.Content[0].Text) != tc.n {
 					b.Fatalf("outcome %+v", o)
 				}
 			}
 		})
+	}
+}
+
+// BenchmarkCallPathCheck is what the schema check adds to
+// BenchmarkCallPath/64B, alone: the tool's schema found by its name and
+// the 64-byte call's arguments checked against it, as the call path does.
+func BenchmarkCallPathCheck(b *testing.B) {
+	mp := append([]byte{0x81, 0xa4, 't', 'e', 'x', 't', 0xd9, 64}, strings.Repeat("a", 64)...)
+	schema, err := argcheck.Compile([]byte(`{"type":"object","properties":{"text":{"type":"string"}},"required":["text"]}`))
+	if err != nil {
+		b.Fatal(err)
+	}
+	checks := map[string]*argcheck.Schema{"echo": schema}
+	tool := "echo"
+	b.ReportAllocs()
+	for b.Loop() {
+		if f := checks[tool].Check(mp); f != nil {
+			b.Fatal(f)
+		}
 	}
 }
 

@@ -226,6 +226,7 @@ func (c *callConn) lead() (*capserver.Call, context.Context) {
 				var callCancel context.CancelCauseFunc
 				callCtx, callCancel = context.WithCancelCause(c.ctx)
 				c.inflight[m.ID] = callCancel
+				c.grant.usage.begin()
 			}
 			c.mu.Unlock()
 			switch {
@@ -323,6 +324,7 @@ func (c *callConn) run(ctx context.Context, m *capserver.Call) {
 		c.grant.usage.denied.Add(1)
 	}
 	c.b.auditCall(c.grant, c.peer, server, op, sent, took)
+	c.grant.usage.end()
 	endCallTrace(span, c.grant, server, op, &sent)
 }
 

@@ -126,7 +126,7 @@ func (h *controlHandler) Grant(_ context.Context, r *control.GrantRequest) (*con
 	return &control.Granted{Token: token, Grant: g.ID, ExpiresMS: g.Expires.UnixMilli()}, nil
 }
 
-func (h *controlHandler) Revoke(_ context.Context, r *control.RevokeRequest) (*control.Revoked, error) {
+func (h *controlHandler) Revoke(ctx context.Context, r *control.RevokeRequest) (*control.Revoked, error) {
 	g := h.b.grants.revoke(r.Grant)
 	id := grantIDOf(r.Grant)
 	if id == "" && !strings.HasPrefix(r.Grant, tokenPrefix) {
@@ -136,9 +136,14 @@ func (h *controlHandler) Revoke(_ context.Context, r *control.RevokeRequest) (*c
 		h.b.audit.Info().Str("event", "revoke").Str("grant", truncate.Ellipsis(id, 64)).Bool("found", false).Msg("grant revoked")
 		return &control.Revoked{}, nil
 	}
-	// The grant's totals, what a harness bills or caps an execution by:
-	// the calls retired under it by now (those still in flight settle
-	// revoked, and are counted in the metrics, not here).
+	// The grant's totals, what a harness bills or caps an execution by.
+	// The calls still running under the grant end now, answered revoked
+	// (or with their results, if they were being sent): wait for them to
+	// be counted, so the totals are every call the program made. A reply
+	// waits at most a write, so write_timeout bounds the wait.
+	ctx, cancel := context.WithTimeout(ctx, h.b.cfg.Bridge.WriteTimeout)
+	g.usage.settled(ctx)
+	cancel()
 	u := g.Usage()
 	h.b.audit.Info().Str("event", "revoke").Str("grant", g.ID).Bool("found", true).
 		Int64("calls", u.Calls).Int64("denied", u.Denied).Int64("arg_bytes", u.ArgBytes).Int64("result_bytes", u.ResultBytes).
@@ -179,6 +184,9 @@ func (h *controlHandler) Status(context.Context) (*control.Status, error) {
 func (h *controlHandler) Surface(context.Context, *control.SurfaceRequest) (*control.Surface, error) {
 	servers, down := h.b.Surface()
 	out := &control.Surface{Lock: string(lock.New(servers).Encode())}
+	if d := h.b.Dropped(); len(d) > 0 {
+		out.Dropped = d
+	}
 	for name, err := range down {
 		if out.Down == nil {
 			out.Down = map[string]string{}

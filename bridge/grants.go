@@ -133,8 +133,56 @@ type Usage struct {
 	Took                                 time.Duration
 }
 
+// grantUsage is a grant's accounting. A call counts from its admission
+// on the grant's connection (begin) until its audit line has counted it
+// (end), so that a revoke can wait for the calls still running under the
+// grant (settled) and report them too, not only those that finished
+// before it came.
+//
+// Concurrency: every method may be called from any goroutine. The call
+// path touches two atomics; mu and idle are for a waiting revoke alone.
 type grantUsage struct {
 	calls, denied, argBytes, resultBytes, took atomic.Int64
+
+	running atomic.Int64
+	waiters atomic.Int32
+	mu      sync.Mutex
+	idle    chan struct{} // closed when running reaches zero while a revoke waits
+}
+
+// begin counts a call admitted under the grant.
+func (u *grantUsage) begin() { u.running.Add(1) }
+
+// end uncounts a call once its usage is counted.
+func (u *grantUsage) end() {
+	if u.running.Add(-1) == 0 && u.waiters.Load() > 0 {
+		u.mu.Lock()
+		if u.idle != nil {
+			close(u.idle)
+			u.idle = nil
+		}
+		u.mu.Unlock()
+	}
+}
+
+// settled waits until no call runs under the grant, or ctx is done.
+func (u *grantUsage) settled(ctx context.Context) {
+	u.waiters.Add(1)
+	defer u.waiters.Add(-1)
+	u.mu.Lock()
+	if u.running.Load() == 0 {
+		u.mu.Unlock()
+		return
+	}
+	if u.idle == nil {
+		u.idle = make(chan struct{})
+	}
+	idle := u.idle
+	u.mu.Unlock()
+	select {
+	case <-idle:
+	case <-ctx.Done():
+	}
 }
 
 // Usage reports what was done under the grant so far.

@@ -199,3 +199,40 @@ func TestGrantFollowsParent(t *testing.T) {
 	<-g.Context().Done()
 	tab.closeAll(errors.New("test over"))
 }
+
+// A revoke waits for the calls running under the grant to be counted,
+// and no longer than its context allows.
+func TestGrantUsageSettled(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var u grantUsage
+		u.settled(context.Background()) // nothing runs: at once
+		u.begin()
+		u.begin()
+		done := make(chan struct{})
+		go func() { u.settled(context.Background()); close(done) }()
+		synctest.Wait()
+		u.end()
+		synctest.Wait()
+		select {
+		case <-done:
+			t.Fatal("settled with a call still running")
+		default:
+		}
+		u.end()
+		synctest.Wait()
+		select {
+		case <-done:
+		default:
+			t.Fatal("still waiting after the last call ended")
+		}
+		u.begin()
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		start := time.Now()
+		u.settled(ctx)
+		if took := time.Since(start); took != time.Second {
+			t.Errorf("settled gave up after %v, want its context's second", took)
+		}
+		u.end()
+	})
+}

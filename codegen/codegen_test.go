@@ -106,7 +106,7 @@ func TestGoldenContent(t *testing.T) {
 		"\tFilter APIGetUserFilter `json:\"filter\" msgpack:\"filter\"`\n",
 		"func DecodeAPIGetUser(r *capwire.Result) (APIGetUserOutput, error) {",
 		"func RunQuery(ctx context.Context, args map[string]any) (*capwire.Result, error) {",
-		"Its arguments are passed whole, as a map from wire name to value: input",
+		"Its arguments are passed whole, as a map from wire name to value (or nil:",
 		// A union of constants is an enum with its constants.
 		"SearchModeFast SearchMode = \"fast\"",
 	} {
@@ -463,6 +463,50 @@ func TestSurfaceLadder(t *testing.T) {
 	}
 }
 
+// A tool the server runs as a task says so on every rung, in every
+// language, and in its description; the others do not.
+func TestTaskLabel(t *testing.T) {
+	tools, err := readListing(t, "testdata/npm-everything.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, lang := range []Lang{Go, TypeScript, Python} {
+		name := map[Lang]string{Go: "SimulateResearchQuery", TypeScript: "simulateResearchQuery", Python: "simulate_research_query"}[lang]
+		budget := 1 << 30
+		for level := SurfaceFull; level <= SurfaceIndex; level++ {
+			g, err := Generate("everything", tools, Options{Lang: lang, SurfaceBudget: budget})
+			if err != nil || g.Level != level {
+				t.Fatalf("%s: budget %d: level %v, %v", lang, budget, g.Level, err)
+			}
+			all := g.Surface
+			if g.Pages != nil {
+				all = strings.Join(g.Pages, "")
+			}
+			var line string
+			for l := range strings.Lines(all) {
+				if strings.Contains(l, name) {
+					line = l
+				}
+			}
+			label := regexp.MustCompile(` task(, |\n)`)
+			if !label.MatchString(line) || len(label.FindAllString(all, -1)) != 1 {
+				t.Errorf("%s %v: the task tool's line %q, %d task labels", lang, level, line, len(label.FindAllString(all, -1)))
+			}
+			budget = len(g.Surface) - 1
+		}
+		g, err := Generate("everything", tools, Options{Lang: lang})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d, err := g.Describe(name); err != nil || !strings.Contains(d, "task, ") {
+			t.Errorf("%s: describe: %v\n%s", lang, err, d)
+		}
+		if !strings.Contains(string(g.Source), "The server runs it as an MCP task") {
+			t.Errorf("%s: the source does not say the tool runs as a task", lang)
+		}
+	}
+}
+
 // TestDescribeSearch: what a lean rung leaves out is servable.
 func TestDescribeSearch(t *testing.T) {
 	tools, err := readListing(t, "testdata/npm-filesystem.json")
@@ -510,8 +554,9 @@ func TestListingDigest(t *testing.T) {
 	if listingDigest(a) != listingDigest(b) {
 		t.Error("whitespace changed the digest")
 	}
-	if listingDigest(b) == listingDigest(c) || listingDigest(b) == listingDigest(d) {
-		t.Error("a description or hint did not change the digest")
+	task := []Tool{{Name: "a", InputSchema: []byte(`{"type":"object"}`), Task: true}}
+	if listingDigest(b) == listingDigest(c) || listingDigest(b) == listingDigest(d) || listingDigest(b) == listingDigest(task) {
+		t.Error("a description, hint or task did not change the digest")
 	}
 	// Length framing: moving bytes between fields changes the digest.
 	e := []Tool{{Name: "ab", Title: "c", InputSchema: []byte(`{}`)}}
@@ -565,8 +610,14 @@ func TestParseListing(t *testing.T) {
 		t.Fatal(err)
 	}
 	h := tools[0].Hints
-	if tools[0].Title != "T" || h.ReadOnly == nil || !*h.ReadOnly || h.Destructive != nil || len(tools[0].OutputSchema) == 0 {
+	if tools[0].Title != "T" || h.ReadOnly == nil || !*h.ReadOnly || h.Destructive != nil || len(tools[0].OutputSchema) == 0 || tools[0].Task {
 		t.Errorf("parsed %+v", tools[0])
+	}
+	// Only "required" is a task: an optional one the bridge calls plainly.
+	tools, err = ParseListing([]byte(`[{"name":"r","inputSchema":{},"execution":{"taskSupport":"required"}},
+		{"name":"o","inputSchema":{},"execution":{"taskSupport":"optional"}}]`))
+	if err != nil || !tools[0].Task || tools[1].Task {
+		t.Errorf("task support: %+v, %v", tools, err)
 	}
 	var le *ListingError
 	if _, err := ParseListing([]byte(`{"tools":[{"name":"a","inputSchema":{}},{"name":"b","inputSchema":{},"description":5}]}`)); !errors.As(err, &le) || le.Index != 1 {

@@ -141,7 +141,10 @@ func (f *fFile) funcDoc(fn *fFunc, object string) []string {
 	t := fn.tp.tool
 	paras := []string{fmt.Sprintf("Calls tool %s of server %s.", commentQuote(t.Name), commentQuote(f.server)), toolDescription(t)}
 	if fn.tp.whole != "" {
-		paras = append(paras, "Its arguments are passed whole, as "+object+" from wire name to value: "+cleanText(fn.tp.whole, maxParamNote)+".")
+		paras = append(paras, "Its arguments are passed whole, as "+object+" from wire name to value"+wholeNote(fn.tp, "left out")+cleanText(fn.tp.whole, maxParamNote)+".")
+	}
+	if t.Task {
+		paras = append(paras, taskDoc("capwire.start"))
 	}
 	if h := hintText(t.Hints); h != "" {
 		paras = append(paras, "Server hints (unverified): "+h+".")
@@ -275,4 +278,20 @@ func (f *fFile) shapeOfDef(d *typeDef, lit func(string) string) string {
 		}
 		return "[" + lit("union") + ", [" + strings.Join(parts, ", ") + "]]"
 	}
+}
+
+// wholeNote is what a function's doc says before why its arguments are
+// passed whole: that they may be left out (none: how the language says
+// so) when the schema requires nothing.
+func wholeNote(tp *toolPlan, none string) string {
+	if tp.optional {
+		return " (or " + none + ": the schema requires none): "
+	}
+	return ": "
+}
+
+// taskDoc is what a function's doc says of a tool the server runs as an
+// MCP task; start is the language's call that runs it in the background.
+func taskDoc(start string) string {
+	return "The server runs it as an MCP task: the call waits for the task's result, as long as the server works, within the call's deadline; cancelling the call cancels the task. " + start + " runs it in the background, to collect later."
 }

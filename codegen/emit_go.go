@@ -532,7 +532,11 @@ func (f *goFile) writeFunc(b *strings.Builder, fn *goFunc) {
 	commentLines(b, "", toolDescription(t))
 	if fn.tp.whole != "" {
 		b.WriteString("//\n")
-		commentLines(b, "", "Its arguments are passed whole, as a map from wire name to value: "+cleanText(fn.tp.whole, maxParamNote)+".")
+		commentLines(b, "", "Its arguments are passed whole, as a map from wire name to value"+wholeNote(fn.tp, "nil")+cleanText(fn.tp.whole, maxParamNote)+".")
+	}
+	if t.Task {
+		b.WriteString("//\n")
+		commentLines(b, "", taskDoc("capwire.Start"))
 	}
 	if h := hintText(t.Hints); h != "" {
 		fmt.Fprintf(b, "//\n// Server hints (unverified): %s.\n", h)

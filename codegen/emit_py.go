@@ -256,6 +256,8 @@ func (f *fFile) writePyFunc(b *strings.Builder, fn *fFunc) {
 	switch {
 	case fn.tp.whole != "" && a != nil:
 		fmt.Fprintf(b, "    args: %q,\n    *,\n", f.types[a])
+	case fn.tp.whole != "" && fn.tp.optional:
+		b.WriteString("    args: dict[str, typing.Any] | None = None,\n    *,\n")
 	case fn.tp.whole != "":
 		b.WriteString("    args: dict[str, typing.Any],\n    *,\n")
 	case a != nil:

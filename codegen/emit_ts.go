@@ -212,7 +212,7 @@ func (f *fFile) writeTSFunc(b *strings.Builder, fn *fFunc, form tsForm) {
 	args, arg := "", "{}"
 	switch a := argsOf(fn); {
 	case fn.tp.whole != "":
-		args, arg = "args: { [key: string]: unknown }, ", "args"
+		args, arg = "args"+optionalTS(fn)+": { [key: string]: unknown }, ", "args"
 	case a != nil:
 		args, arg = "args: "+f.types[a]+", ", "args"
 	}

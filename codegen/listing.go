@@ -26,6 +26,25 @@ type Tool struct {
 	InputSchema  json.RawMessage
 	OutputSchema json.RawMessage
 	Hints        Hints
+	// Task marks a tool the server runs only as an MCP task
+	// (execution.taskSupport "required", 2025-11-25; the tasks extension
+	// of 2026-07-28): the bridge follows the task, so a call waits for its
+	// result however long the server works, and the surface says so.
+	Task bool
+}
+
+// ToolOf is the generator's view of a tool the MCP client read: the
+// bridge's live listing and ParseListing's saved one become the same
+// Tool.
+func ToolOf(t mcpproto.Tool) Tool {
+	ct := Tool{Name: t.Name, Title: t.Title, Description: t.Description, InputSchema: t.InputSchema, OutputSchema: t.OutputSchema, Task: t.NeedsTasks()}
+	if a := t.Annotations; a != nil {
+		if ct.Title == "" {
+			ct.Title = a.Title
+		}
+		ct.Hints = Hints{ReadOnly: a.ReadOnlyHint, Destructive: a.DestructiveHint, Idempotent: a.IdempotentHint, OpenWorld: a.OpenWorldHint}
+	}
+	return ct
 }
 
 // Hints are the tool annotations of the MCP specification (2025-06-18,
@@ -58,10 +77,10 @@ func (e *ListingError) Is(target error) bool { return target == ErrBadListing }
 // Index names the offending tool.
 //
 // It reads a listing by the very rules the bridge's MCP client reads a
-// live server's (internal/mcpproto): a listing is refused here exactly
-// when the bridge would refuse it from the server, and a tool that needs
-// MCP tasks is left out here exactly as the bridge leaves it out, so
-// every function generated from a listing is one the bridge serves.
+// live server's (internal/mcpproto), and each tool as the bridge does
+// (ToolOf): a listing is refused here exactly when the bridge would
+// refuse it from the server, so every function generated from a listing
+// is one the bridge serves, as the bridge describes it.
 func ParseListing(data []byte) ([]Tool, error) {
 	if len(data) > MaxListingBytes {
 		return nil, &ListingError{-1, fmt.Sprintf("%d bytes is over the %d-byte limit", len(data), MaxListingBytes)}
@@ -83,14 +102,7 @@ func ParseListing(data []byte) ([]Tool, error) {
 	}
 	tools := make([]Tool, 0, len(listed))
 	for _, t := range listed {
-		ct := Tool{Name: t.Name, Title: t.Title, Description: t.Description, InputSchema: t.InputSchema, OutputSchema: t.OutputSchema}
-		if a := t.Annotations; a != nil {
-			if ct.Title == "" {
-				ct.Title = a.Title
-			}
-			ct.Hints = Hints{ReadOnly: a.ReadOnlyHint, Destructive: a.DestructiveHint, Idempotent: a.IdempotentHint, OpenWorld: a.OpenWorldHint}
-		}
-		tools = append(tools, ct)
+		tools = append(tools, ToolOf(t))
 	}
 	return tools, nil
 }
@@ -98,10 +110,11 @@ func ParseListing(data []byte) ([]Tool, error) {
 // listingDigest is the hex SHA-256 of the canonical form of tools: for every
 // tool in order, each field as an 8-byte big-endian length and its bytes
 // (name, title, description, input schema, output schema — schemas
-// compacted when they are valid JSON, raw otherwise — then one byte per hint:
-// 0 absent, 1 false, 2 true). Framing by length makes the form unambiguous;
-// compaction makes it independent of whitespace but not of member order,
-// which the generated parameter order depends on.
+// compacted when they are valid JSON, raw otherwise — then one byte per
+// hint: 0 absent, 1 false, 2 true; then one byte, 1 when it runs as a
+// task). Framing by length makes the form unambiguous; compaction makes
+// it independent of whitespace but not of member order, which the
+// generated parameter order depends on.
 func listingDigest(tools []Tool) string {
 	h := sha256.New()
 	var n [8]byte
@@ -135,7 +148,11 @@ func listingDigest(tools []Tool) string {
 		field([]byte(t.Description))
 		field(compact(t.InputSchema))
 		field(compact(t.OutputSchema))
-		h.Write([]byte{hint(t.Hints.ReadOnly), hint(t.Hints.Destructive), hint(t.Hints.Idempotent), hint(t.Hints.OpenWorld)})
+		var task byte
+		if t.Task {
+			task = 1
+		}
+		h.Write([]byte{hint(t.Hints.ReadOnly), hint(t.Hints.Destructive), hint(t.Hints.Idempotent), hint(t.Hints.OpenWorld), task})
 	}
 	return hex.EncodeToString(h.Sum(nil))
 }

@@ -110,13 +110,15 @@ type variant struct {
 
 // toolPlan is the plan of one tool. args is nil when the input schema
 // cannot be read as an object with properties; whole then says why, and
-// the tool takes its arguments as one untyped object.
+// the tool takes its arguments as one untyped object, which optional
+// says a call may leave out (the schema declares and requires nothing).
 type toolPlan struct {
-	tool   *Tool
-	args   *typeDef
-	whole  string
-	output *typ // nil: no output schema
-	defs   []*typeDef
+	tool     *Tool
+	args     *typeDef
+	whole    string
+	optional bool
+	output   *typ // nil: no output schema
+	defs     []*typeDef
 }
 
 // planner plans the schemas of one tool.
@@ -132,7 +134,7 @@ type planner struct {
 func planTool(t *Tool) toolPlan {
 	tp := toolPlan{tool: t}
 	in := &planner{byRef: map[*node]*typeDef{}, busy: map[*node]bool{}}
-	tp.args, tp.whole = in.planArgs(t.InputSchema)
+	tp.args, tp.whole, tp.optional = in.planArgs(t.InputSchema)
 	tp.defs = in.defs
 	if len(t.OutputSchema) > 0 {
 		out := &planner{byRef: map[*node]*typeDef{}, busy: map[*node]bool{}}
@@ -155,49 +157,67 @@ func readRoot(raw json.RawMessage) (*node, string) {
 	return root, ""
 }
 
-// planArgs plans an inputSchema as the record of a tool's arguments.
-func (p *planner) planArgs(raw json.RawMessage) (*typeDef, string) {
+// planArgs plans an inputSchema as the record of a tool's arguments, or
+// says why it takes them whole and whether they may be left out.
+//
+// A schema that declares no properties and requires none is two things
+// in practice. Closed (additionalProperties false), or with properties
+// declared empty, it is a tool without arguments: an empty record, so
+// the function takes none. Otherwise ({"type": "object"}, or a schema
+// for undeclared keys) it constrains nothing a signature could say: the
+// arguments are taken whole, and may be left out, so the call with none
+// needs no placeholder.
+func (p *planner) planArgs(raw json.RawMessage) (*typeDef, string, bool) {
 	root, why := readRoot(raw)
 	if why != "" {
-		return nil, "input " + why
+		return nil, "input " + why, false
 	}
 	p.root = root
 	if root.kind != kindObject {
-		return nil, "input schema is not a JSON object"
+		return nil, "input schema is not a JSON object", false
 	}
 	if t := root.get("type"); t != nil && !(t.kind == kindString && t.str == "object") {
-		return nil, `input schema's type is not "object"`
+		return nil, `input schema's type is not "object"`, false
 	}
 	s := root
 	if all := root.get("allOf"); all != nil {
 		merged, why := p.mergeAllOf(root)
 		if why != "" {
-			return nil, "input schema's allOf: " + why
+			return nil, "input schema's allOf: " + why, false
 		}
 		s = merged
 	}
 	for _, k := range []string{"$ref", "anyOf", "oneOf", "not", "if"} {
 		if root.get(k) != nil {
-			return nil, "input schema uses " + k + " at the top level"
+			return nil, "input schema uses " + k + " at the top level", false
 		}
 	}
-	props := s.get("properties")
-	if props == nil {
-		return nil, "input schema declares no properties"
+	r := s.get("required")
+	if r != nil && !stringArray(r) {
+		return nil, "input schema's required is not an array of strings", false
 	}
-	if props.kind != kindObject {
-		return nil, "input schema's properties is not an object"
+	requires := r != nil && len(r.elems) > 0
+	props := s.get("properties")
+	ap := s.get("additionalProperties")
+	closed := ap != nil && ap.kind == kindBool && !ap.b
+	undeclared := ap != nil && ap.kind == kindObject || s.get("patternProperties") != nil
+	switch {
+	case props == nil && closed && !requires:
+		props = &node{kind: kindObject}
+	case props == nil:
+		return nil, "input schema declares no properties", !requires
+	case props.kind != kindObject:
+		return nil, "input schema's properties is not an object", false
+	case len(props.keys) == 0 && undeclared && !requires:
+		return nil, "input schema declares no properties", true
 	}
 	if len(props.keys) > maxFields {
-		return nil, fmt.Sprintf("input schema declares more than %d properties", maxFields)
-	}
-	if r := s.get("required"); r != nil && !stringArray(r) {
-		return nil, "input schema's required is not an array of strings"
+		return nil, fmt.Sprintf("input schema declares more than %d properties", maxFields), false
 	}
 	d := &typeDef{kind: dRecord, hint: []string{"args"}}
 	p.defs = append(p.defs, d)
 	p.fillRecord(d, s, nil, 0)
-	return d, ""
+	return d, "", false
 }
 
 // planRoot plans a whole schema (an outputSchema) as one type.

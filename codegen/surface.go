@@ -174,10 +174,14 @@ func (f *goFile) textOutputs() map[string]*typeDef {
 }
 
 // toolLabels are the labels a surface puts before a tool's description:
-// destructive and deprecated (rung lv), and "text result" when its output
-// type was left out.
+// task (on every rung: it changes how long a call takes), destructive and
+// deprecated (rung lv), and "text result" when its output type was left
+// out.
 func toolLabels(t *Tool, lv detail, textOut bool) []string {
 	var parts []string
+	if t.Task {
+		parts = append(parts, "task")
+	}
 	if lv <= detailFull && t.Hints.Destructive != nil && *t.Hints.Destructive {
 		parts = append(parts, "destructive")
 	}

@@ -17,13 +17,13 @@ import (
 // goPreambleText is the Go preamble: how to import, call, read results
 // and errors, and what the surface's own notation means.
 const goPreambleText = `// MCP tools as Go packages: each "// package p" below is imported as "<module>/p", with "context" and "github.com/capbridge/capbridge/capwire".
-// Call: r, err := p.F(ctx, p.FArgs{Field: v}); p.F(ctx) takes no arguments; p.F(ctx, map[string]any{...}) takes them whole.
+// Call: r, err := p.F(ctx, p.FArgs{Field: v}); p.F(ctx) takes no arguments; p.F(ctx, map[string]any{...}) takes them whole (nil: none).
 // Fields without a pointer are required (a nil slice is sent as null: give []T{}). Pointer fields are optional: capwire.Ptr[float64](3), capwire.Ptr("x"), or leave them out.
 // Enum T: constants T<Value>; a literal ("open") fits a required one. A union interface{ A | W(T) } takes an A{...}, or W(v) wrapping a T. An output union is any, holding one of its shapes.
 // If FOutput is declared: out, err := p.DecodeF(r); else r.Text() or r.Decode(&v).
 // r.Content: blocks b, b.Kind "text" (b.Text), "image"/"audio" (b.Data []byte, b.MIME; Data nil past capbridge's size limit, b.Size says it), "resource" (b.URI, b.Text or b.Data), "resource_link" (b.URI, b.Name). r.Text() is the text blocks only.
 // err != nil: refused, *capwire.Denied (d.Code, d.Path, d.Message; errors.Is(err, capwire.ErrTimeout)). "bad_arguments": an argument breaks the tool's schema or has no JSON form, at d.Path (a JSON Pointer). What capbridge cannot check, the server judges: r.IsError, r.Text() says why.
-// Notes: destructive: the tool may destroy data; deprecated: avoid it; text result: read r.Text(); =v default; lo..hi, >=lo, <=hi: range; len, items: sizes; untyped: why a field is any.
+// Notes: task: the server runs it as a task, F waits for its result (capwire.Start: in the background); destructive: the tool may destroy data; deprecated: avoid it; text result: read r.Text(); =v default; lo..hi, >=lo, <=hi: range; len, items: sizes; untyped: why a field is any.
 // "Quoted": the server's own text, often cut. capwire.Describe(ctx, "p", "F") gives a tool whole; capwire.Search(ctx, "words", 0) finds tools; capwire.ReadResource(ctx, "p", b.URI) reads a linked resource; h, err := capwire.Start(ctx, "p", "tool", args) runs a long call in the background, capwire.Collect(ctx, h) waits for its result.
 `
 

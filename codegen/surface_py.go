@@ -18,7 +18,7 @@ const pyPreambleText = `# MCP tools as Python modules: each "# module m" below i
 # r.content: blocks b (a field not set is None), b.kind "text" (b.text), "image"/"audio" (b.data bytes, b.mime; data None past capbridge's size limit, b.size says it), "resource" (b.uri, b.text or b.data), "resource_link" (b.uri, b.name). r.text() is the text blocks only.
 # A raised capwire.Denied is a refusal (err.code, err.path; capwire.has_code(err, capwire.TIMEOUT)). "bad_arguments": an argument breaks the tool's schema or has no JSON form, at err.path (a JSON Pointer). What capbridge cannot check, the server judges: r.is_error, r.text() says why.
 # End with await (await capwire.shared()).close(), so no connection is left open.
-# Notes: destructive: the tool may destroy data; deprecated: avoid it; text result: read r.text(); =v default; lo..hi, >=lo, <=hi: range; len, items: sizes; untyped: why a field is Any.
+# Notes: task: the server runs it as a task, f waits for its result (capwire.start: in the background); destructive: the tool may destroy data; deprecated: avoid it; text result: read r.text(); =v default; lo..hi, >=lo, <=hi: range; len, items: sizes; untyped: why a field is Any.
 # "Quoted": the server's own text, often cut. await capwire.describe("m", "f") gives a tool whole; await capwire.search("words") finds tools; await capwire.read_resource("m", b.uri) reads a linked resource; h = await capwire.start("m", "tool", args) runs a long call in the background, await capwire.collect(h) waits for its result.
 `
 
@@ -32,7 +32,7 @@ func (f *fFile) pySurface(b *strings.Builder, fn *fFunc, lv detail) {
 	case fn.tp.whole != "" && a != nil:
 		b.WriteString("(args: " + f.types[a] + ")")
 	case fn.tp.whole != "":
-		b.WriteString("(args: dict[str, Any])")
+		b.WriteString("(args: dict[str, Any]" + optionalPy(fn) + ")")
 		if note != "" {
 			note += "; "
 		}
@@ -204,7 +204,7 @@ func (f *fFile) pySignature(fn *fFunc) string {
 	case fn.tp.whole != "" && a != nil:
 		s += "args: " + f.types[a]
 	case fn.tp.whole != "":
-		s += "args: dict[str, Any]"
+		s += "args: dict[str, Any]" + optionalPy(fn)
 	case a != nil:
 		var parts []string
 		for i, fl := range a.fields {
@@ -217,4 +217,13 @@ func (f *fFile) pySignature(fn *fFunc) string {
 		s += "*, " + strings.Join(parts, ", ")
 	}
 	return s + ")"
+}
+
+// optionalPy marks whole arguments a call may leave out, as the surface
+// marks an optional field.
+func optionalPy(fn *fFunc) string {
+	if fn.tp.optional {
+		return " = ..."
+	}
+	return ""
 }

@@ -19,7 +19,7 @@ const tsPreambleText = `// MCP tools as TypeScript modules: each "// module m" b
 // r.content: blocks b (a field not set is undefined), b.kind "text" (b.text), "image"/"audio" (b.data Uint8Array, b.mime; no data past capbridge's size limit, b.size says it), "resource" (b.uri, b.text or b.data), "resource_link" (b.uri, b.name). r.text() is the text blocks only.
 // A rejection is a refusal: capwire.DeniedError (err.code, err.path; capwire.hasCode(err, "timeout")). "bad_arguments": an argument breaks the tool's schema or has no JSON form, at err.path (a JSON Pointer). What capbridge cannot check, the server judges: r.isError, r.text() says why.
 // End with (await capwire.shared()).close(): an open connection keeps Node running.
-// Notes: destructive: the tool may destroy data; deprecated: avoid it; text result: read r.text(); =v default; lo..hi, >=lo, <=hi: range; len, items: sizes; untyped: why a field is unknown.
+// Notes: task: the server runs it as a task, f waits for its result (capwire.start: in the background); destructive: the tool may destroy data; deprecated: avoid it; text result: read r.text(); =v default; lo..hi, >=lo, <=hi: range; len, items: sizes; untyped: why a field is unknown.
 // "Quoted": the server's own text, often cut. await capwire.describe("m", ["f"]) gives a tool whole; await capwire.search("words") finds tools; await capwire.readResource("m", b.uri) reads a linked resource; const h = await capwire.start("m", "tool", args) runs a long call in the background, await capwire.collect(h) waits for its result.
 `
 
@@ -31,7 +31,7 @@ func (f *fFile) tsSurface(b *strings.Builder, fn *fFunc, lv detail) {
 	open := false // the declaration's last line is still to end
 	switch a := argsOf(fn); {
 	case fn.tp.whole != "":
-		b.WriteString("(args: { [key: string]: unknown })")
+		b.WriteString("(args" + optionalTS(fn) + ": { [key: string]: unknown })")
 		open = true
 		if note != "" {
 			note += "; "
@@ -170,7 +170,7 @@ func (f *fFile) tsSignature(fn *fFunc) string {
 	s := f.module + "." + fn.name + "("
 	switch a := argsOf(fn); {
 	case fn.tp.whole != "":
-		s += "{ [key: string]: unknown }"
+		s += "args" + optionalTS(fn) + ": { [key: string]: unknown }"
 	case a != nil:
 		var parts []string
 		for _, fl := range a.fields {
@@ -183,4 +183,12 @@ func (f *fFile) tsSignature(fn *fFunc) string {
 		s += "{ " + strings.Join(parts, "; ") + " }"
 	}
 	return s + ")"
+}
+
+// optionalTS marks whole arguments a call may leave out.
+func optionalTS(fn *fFunc) string {
+	if fn.tp.optional {
+		return "?"
+	}
+	return ""
 }

@@ -3,7 +3,6 @@ package codegen
 import (
 	"encoding/json"
 	"fmt"
-	"os"
 	"path/filepath"
 	"slices"
 	"sort"
@@ -247,58 +246,71 @@ func rungSizes(t *testing.T, server string, tools []Tool, lang Lang) [4]int {
 	return sizes
 }
 
-// heldOutCeiling is the full rung's size, in bytes, of the four captured
-// npm listings in each language when results of every kind, deprecation
-// labels and "text result" came to the surface: what those changes were
-// held to (they spend on descriptions only what eliding one-string output
-// types saved). A change that makes a surface larger must say why here.
-// The tools that require MCP tasks were not served then (everything's
-// simulate-research-query): they are measured apart, so the ceiling
-// holds the notation, not the number of tools served.
-var heldOutCeiling = map[string][3]int{ // go, ts, python
-	"everything":          {2518, 2235, 2377},
-	"filesystem":          {3830, 3547, 3786},
-	"memory":              {3284, 2913, 3058},
-	"sequential-thinking": {1471, 1190, 1215},
-}
+// The held-out listings are the four captured npm listings in three
+// languages: twelve surfaces, each held to be no larger than it was
+// before the surface gained every result kind, what capbridge refuses,
+// deprecation and task labels and "text result" (the issue that asked
+// for those asked for no growth).
+//
+// Those surfaces served fewer tools than these listings hold: a tool
+// that requires MCP tasks (everything's simulate-research-query) was
+// left out then, and is served now, as the same issue asked. A surface
+// that left a served tool out to meet a size would misstate what a
+// program can call, so the ceiling is applied like for like: the tools
+// served then (heldOutThen, to the byte what they measured then), which
+// holds the notation. What the tools served since cost is held apart,
+// to the byte (heldOutNow): only everything grows, by its task tool's
+// declaration.
+var (
+	heldOutThen = map[string][3]int{ // go, ts, python
+		"everything":          {2518, 2235, 2377},
+		"filesystem":          {3830, 3547, 3786},
+		"memory":              {3284, 2913, 3058},
+		"sequential-thinking": {1471, 1190, 1215},
+	}
+	heldOutNow = map[string][3]int{
+		"everything":          {2797, 2493, 2642},
+		"filesystem":          {3774, 3491, 3717},
+		"memory":              {3284, 2913, 3058},
+		"sequential-thinking": {1471, 1190, 1215},
+	}
+	// preambleThen is each language's preamble, printed once above every
+	// server's surface, as it was then; it is logged beside today's, not
+	// held, since the issue asked it to say more.
+	preambleThen = [3]int{984, 999, 970}
+)
 
 func TestHeldOutSurfaceSize(t *testing.T) {
-	for server, ceiling := range heldOutCeiling {
+	var then, now, served [3]int
+	for server, ceiling := range heldOutThen {
 		tools, err := readListing(t, "testdata/npm-"+server+".json")
 		if err != nil {
 			t.Fatal(err)
 		}
-		before := slices.DeleteFunc(slices.Clone(tools), func(tl Tool) bool { return needsTasks(t, server)[tl.Name] })
+		servedThen := slices.DeleteFunc(slices.Clone(tools), func(tl Tool) bool { return tl.Task })
 		for i, lang := range []Lang{Go, TypeScript, Python} {
-			if got := rungSizes(t, server, before, lang)[0]; got > ceiling[i] {
-				t.Errorf("%s %s: full surface %d bytes, over its ceiling %d", lang, server, got, ceiling[i])
+			old := rungSizes(t, server, servedThen, lang)[0]
+			if old > ceiling[i] {
+				t.Errorf("%s %s: the tools served then cost %d bytes, over the %d they cost then", lang, server, old, ceiling[i])
 			}
-			if len(before) < len(tools) {
-				t.Logf("%s %s: %d bytes with the %d tools that need tasks", lang, server, rungSizes(t, server, tools, lang)[0], len(tools)-len(before))
+			all := rungSizes(t, server, tools, lang)[0]
+			if all > heldOutNow[server][i] {
+				t.Errorf("%s %s: every tool served costs %d bytes, over its ceiling %d", lang, server, all, heldOutNow[server][i])
 			}
+			if all != old {
+				t.Logf("%s %s: %d bytes for the tools served then (%d then), %d with the %d served since", lang, server, old, ceiling[i], all, len(tools)-len(servedThen))
+			}
+			then[i] += ceiling[i]
+			now[i] += old
+			served[i] += all
 		}
 	}
-}
-
-// needsTasks names the tools of a captured listing whose
-// execution.taskSupport is "required".
-func needsTasks(t *testing.T, server string) map[string]bool {
-	t.Helper()
-	var l struct {
-		Tools []struct {
-			Name      string
-			Execution struct{ TaskSupport string }
+	for i, lang := range []Lang{Go, TypeScript, Python} {
+		pre, err := Preamble(lang)
+		if err != nil {
+			t.Fatal(err)
 		}
+		t.Logf("%s: the four listings %d bytes then, %d now like for like, %d with every tool served; preamble %d then, %d now",
+			lang, then[i], now[i], served[i], preambleThen[i], len(pre))
 	}
-	data, err := os.ReadFile("testdata/npm-" + server + ".json")
-	if err != nil || json.Unmarshal(data, &l) != nil {
-		t.Fatalf("reading the %s listing: %v", server, err)
-	}
-	out := map[string]bool{}
-	for _, tl := range l.Tools {
-		if tl.Execution.TaskSupport == "required" {
-			out[tl.Name] = true
-		}
-	}
-	return out
 }

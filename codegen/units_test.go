@@ -122,47 +122,55 @@ func typeString(t typ) string {
 
 func TestPlanSchema(t *testing.T) {
 	for _, tc := range []struct {
-		name, schema string
-		whole        bool
-		fields       string // "wire:type[!]" for each field, ! when required
+		name, schema    string
+		whole, optional bool   // taken whole; and then, may be left out
+		fields          string // "wire:type[!]" for each field, ! when required
 	}{
 		{"scalars", `{"type":"object","properties":{"s":{"type":"string"},"i":{"type":"integer"},"n":{"type":"number"},"b":{"type":"boolean"},"l":{"type":"array","items":{"type":"integer"}}},"required":["b","s"]}`,
-			false, "s:string! b:bool! i:int n:number l:[]int"},
-		{"string enum", `{"type":"object","properties":{"e":{"enum":["a","b"]}}}`, false, "e:enum:e"},
-		{"integer enum", `{"type":"object","properties":{"e":{"type":"integer","enum":[1,2]}}}`, false, "e:enum:e"},
-		{"nullable", `{"type":"object","properties":{"x":{"type":["string","null"]}},"required":["x"]}`, false, "x:string?!"},
-		{"nullable via anyOf", `{"type":"object","properties":{"x":{"anyOf":[{"type":"integer"},{"type":"null"}]}}}`, false, "x:int?"},
-		{"ref", `{"type":"object","$defs":{"s":{"type":"string"}},"properties":{"x":{"$ref":"#/$defs/s"}}}`, false, "x:string"},
-		{"ref cycle", `{"type":"object","$defs":{"a":{"$ref":"#/$defs/a"}},"properties":{"x":{"$ref":"#/$defs/a"}},"required":["x"]}`, false, "x:any!"},
-		{"recursive record", `{"type":"object","$defs":{"N":{"type":"object","properties":{"next":{"$ref":"#/$defs/N"}}}},"properties":{"x":{"$ref":"#/$defs/N"}}}`, false, "x:record:N"},
-		{"ref escapes", `{"type":"object","$defs":{"a/b":{"type":"string"}},"properties":{"x":{"$ref":"#/$defs/a~1b"}}}`, false, "x:string"},
-		{"ref into array", `{"type":"object","d":[{"type":"string"}],"properties":{"x":{"$ref":"#/d/0"},"y":{"$ref":"#/d/1"}}}`, false, "x:string y:any"},
-		{"array of objects", `{"type":"object","properties":{"xs":{"type":"array","items":{"type":"object","properties":{"a":{"type":"string"}}}}},"required":["xs"]}`, false, "xs:[]record:xs.item!"},
-		{"open object", `{"type":"object","properties":{"m":{"type":"object"}}}`, false, "m:map:any"},
-		{"map", `{"type":"object","properties":{"m":{"type":"object","additionalProperties":{"type":"number"}}}}`, false, "m:map:number"},
-		{"discriminated", `{"type":"object","properties":{"u":{"oneOf":[{"type":"object","properties":{"k":{"const":"a"}}},{"type":"object","properties":{"k":{"const":"b"}}}]}}}`, false, "u:union:u"},
-		{"const union", `{"type":"object","properties":{"u":{"oneOf":[{"const":"a"},{"const":"b"}]}}}`, false, "u:enum:u"},
-		{"mixed enum", `{"type":"object","properties":{"e":{"enum":[1,"a"]}}}`, false, "e:any"},
-		{"huge integer enum", `{"type":"object","properties":{"e":{"type":"integer","enum":[1,18446744073709551616]}}}`, false, "e:any"},
-		{"tuple", `{"type":"object","properties":{"t":{"type":"array","items":[{"type":"string"}]}}}`, false, "t:any"},
-		{"required undeclared", `{"type":"object","properties":{},"required":["ghost"]}`, false, "ghost:any!"},
-		{"top allOf", `{"type":"object","allOf":[{"properties":{"a":{"type":"string"}},"required":["a"]},{"properties":{"b":{"type":"integer"}}}]}`, false, "a:string! b:int"},
-		{"empty properties", `{"type":"object","properties":{}}`, false, ""},
-		{"no properties", `{"type":"object"}`, true, ""},
-		{"not object", `[1]`, true, ""},
-		{"top anyOf", `{"anyOf":[],"properties":{}}`, true, ""},
-		{"top type array", `{"type":["object","null"],"properties":{}}`, true, ""},
-		{"duplicate key", `{"type":"object","properties":{"a":{"type":"string","type":"object"}}}`, true, ""},
-		{"trailing data", `{"type":"object","properties":{}} {}`, true, ""},
-		{"invalid", `{"type":`, true, ""},
-		{"empty", ``, true, ""},
-		{"deep", strings.Repeat(`{"a":`, 100) + `1` + strings.Repeat(`}`, 100), true, ""},
-		{"required not strings", `{"type":"object","properties":{},"required":[1]}`, true, ""},
+			false, false, "s:string! b:bool! i:int n:number l:[]int"},
+		{"string enum", `{"type":"object","properties":{"e":{"enum":["a","b"]}}}`, false, false, "e:enum:e"},
+		{"integer enum", `{"type":"object","properties":{"e":{"type":"integer","enum":[1,2]}}}`, false, false, "e:enum:e"},
+		{"nullable", `{"type":"object","properties":{"x":{"type":["string","null"]}},"required":["x"]}`, false, false, "x:string?!"},
+		{"nullable via anyOf", `{"type":"object","properties":{"x":{"anyOf":[{"type":"integer"},{"type":"null"}]}}}`, false, false, "x:int?"},
+		{"ref", `{"type":"object","$defs":{"s":{"type":"string"}},"properties":{"x":{"$ref":"#/$defs/s"}}}`, false, false, "x:string"},
+		{"ref cycle", `{"type":"object","$defs":{"a":{"$ref":"#/$defs/a"}},"properties":{"x":{"$ref":"#/$defs/a"}},"required":["x"]}`, false, false, "x:any!"},
+		{"recursive record", `{"type":"object","$defs":{"N":{"type":"object","properties":{"next":{"$ref":"#/$defs/N"}}}},"properties":{"x":{"$ref":"#/$defs/N"}}}`, false, false, "x:record:N"},
+		{"ref escapes", `{"type":"object","$defs":{"a/b":{"type":"string"}},"properties":{"x":{"$ref":"#/$defs/a~1b"}}}`, false, false, "x:string"},
+		{"ref into array", `{"type":"object","d":[{"type":"string"}],"properties":{"x":{"$ref":"#/d/0"},"y":{"$ref":"#/d/1"}}}`, false, false, "x:string y:any"},
+		{"array of objects", `{"type":"object","properties":{"xs":{"type":"array","items":{"type":"object","properties":{"a":{"type":"string"}}}}},"required":["xs"]}`, false, false, "xs:[]record:xs.item!"},
+		{"open object", `{"type":"object","properties":{"m":{"type":"object"}}}`, false, false, "m:map:any"},
+		{"map", `{"type":"object","properties":{"m":{"type":"object","additionalProperties":{"type":"number"}}}}`, false, false, "m:map:number"},
+		{"discriminated", `{"type":"object","properties":{"u":{"oneOf":[{"type":"object","properties":{"k":{"const":"a"}}},{"type":"object","properties":{"k":{"const":"b"}}}]}}}`, false, false, "u:union:u"},
+		{"const union", `{"type":"object","properties":{"u":{"oneOf":[{"const":"a"},{"const":"b"}]}}}`, false, false, "u:enum:u"},
+		{"mixed enum", `{"type":"object","properties":{"e":{"enum":[1,"a"]}}}`, false, false, "e:any"},
+		{"huge integer enum", `{"type":"object","properties":{"e":{"type":"integer","enum":[1,18446744073709551616]}}}`, false, false, "e:any"},
+		{"tuple", `{"type":"object","properties":{"t":{"type":"array","items":[{"type":"string"}]}}}`, false, false, "t:any"},
+		{"required undeclared", `{"type":"object","properties":{},"required":["ghost"]}`, false, false, "ghost:any!"},
+		{"top allOf", `{"type":"object","allOf":[{"properties":{"a":{"type":"string"}},"required":["a"]},{"properties":{"b":{"type":"integer"}}}]}`, false, false, "a:string! b:int"},
+		{"empty properties", `{"type":"object","properties":{}}`, false, false, ""},
+		// No properties and none required: no arguments when closed or
+		// declared empty; else taken whole, and a call may leave them out.
+		{"no properties", `{"type":"object"}`, true, true, ""},
+		{"no properties, closed", `{"type":"object","additionalProperties":false}`, false, false, ""},
+		{"no properties, open", `{"type":"object","additionalProperties":true}`, true, true, ""},
+		{"no properties, a map", `{"type":"object","properties":{},"additionalProperties":{"type":"string"}}`, true, true, ""},
+		{"no properties, patterns", `{"type":"object","properties":{},"patternProperties":{"^x":{}}}`, true, true, ""},
+		{"no properties, required", `{"type":"object","required":["q"]}`, true, false, ""},
+		{"no properties, closed, required", `{"type":"object","additionalProperties":false,"required":["q"]}`, true, false, ""},
+		{"not object", `[1]`, true, false, ""},
+		{"top anyOf", `{"anyOf":[],"properties":{}}`, true, false, ""},
+		{"top type array", `{"type":["object","null"],"properties":{}}`, true, false, ""},
+		{"duplicate key", `{"type":"object","properties":{"a":{"type":"string","type":"object"}}}`, true, false, ""},
+		{"trailing data", `{"type":"object","properties":{}} {}`, true, false, ""},
+		{"invalid", `{"type":`, true, false, ""},
+		{"empty", ``, true, false, ""},
+		{"deep", strings.Repeat(`{"a":`, 100) + `1` + strings.Repeat(`}`, 100), true, false, ""},
+		{"required not strings", `{"type":"object","properties":{},"required":[1]}`, true, false, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tp := planTool(&Tool{Name: "t", InputSchema: []byte(tc.schema)})
-			if (tp.whole != "") != tc.whole {
-				t.Fatalf("whole = %q, want whole %v", tp.whole, tc.whole)
+			if (tp.whole != "") != tc.whole || tp.optional != tc.optional {
+				t.Fatalf("whole = %q, optional %v; want whole %v, optional %v", tp.whole, tp.optional, tc.whole, tc.optional)
 			}
 			var got []string
 			if tp.args != nil {

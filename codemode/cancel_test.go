@@ -81,7 +81,7 @@ func TestRunCancelled(t *testing.T) {
 if os.fork() == 0:
     os.setsid()
     os.execv("/bin/sleep", ["sleep", "` + marker + `"])
-await t.hang({})
+await t.hang()
 `
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()

@@ -24,6 +24,7 @@ import (
 	"time"
 
 	"github.com/capbridge/capbridge/bridge/control"
+	tsclient "github.com/capbridge/capbridge/capwire/ts"
 	"github.com/capbridge/capbridge/jail"
 )
 
@@ -67,11 +68,10 @@ var runnerTS []byte
 //go:embed runner/runner.py
 var runnerPy []byte
 
-// msgpackJS is the TypeScript client's one dependency, bundled
-// (TestMsgpackBundle keeps it what capwire/ts pins).
-//
-//go:embed runner/msgpack.mjs
-var msgpackJS []byte
+// StripTypes is the jail's Transformer for TypeScript: it compiles a
+// program's text to the JavaScript Node runs (capwire/ts.StripTypes,
+// which compiles the client too).
+var StripTypes = tsclient.StripTypes
 
 // Config configures a Runner.
 type Config struct {
@@ -85,6 +85,11 @@ type Config struct {
 	// Servers are the servers a run may reach; nil means every server the
 	// bridge has. A run names a subset, or gets them all.
 	Servers []string
+	// AllowDestructive lets a run call the tools its servers' operator
+	// declared destructive, or the servers marked destructiveHint: true.
+	// It is the operator's choice, never the program's: a run's grant
+	// otherwise refuses them not_granted.
+	AllowDestructive bool
 	// Languages offered, in the order tool descriptions show them; nil
 	// means TypeScript and Python, those whose runtime is present. Go is
 	// offered when named: its first start here compiles the standard
@@ -355,7 +360,7 @@ func (r *Runner) Run(ctx context.Context, req Request) (*Result, error) {
 		grantServers[s] = nil
 	}
 	ttl := uint64((timeout + grantSlack) / time.Millisecond)
-	g, err := cc.Grant(ctx, &control.GrantRequest{Servers: grantServers, TTLMS: &ttl,
+	g, err := cc.Grant(ctx, &control.GrantRequest{Servers: grantServers, TTLMS: &ttl, AllowDestructive: r.cfg.AllowDestructive,
 		Run: &control.Run{ID: runID, Language: req.Language, CodeSHA256: hex.EncodeToString(sum[:])}})
 	if err != nil {
 		return nil, fmt.Errorf("codemode: granting the run: %w", err)

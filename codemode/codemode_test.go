@@ -3,8 +3,6 @@ package codemode
 import (
 	"context"
 	"os"
-	"path/filepath"
-	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -20,12 +18,6 @@ func TestMain(m *testing.M) {
 	jail.MaybeInit(StripTypes)
 	mcptest.MaybeServe()
 	leakcheck.Main(m)
-}
-
-// repo is the repository's root, where the clients' packages are.
-func repo() string {
-	_, file, _, _ := runtime.Caller(0)
-	return filepath.Dir(filepath.Dir(file))
 }
 
 // newRunner starts a bridge serving mcptest as "t" and a Runner on it.

@@ -175,14 +175,17 @@ func (r *Runner) runDescription(ctx context.Context, offered []string, budget in
 		"The program has no network and no files but a writable /tmp; it reaches only the servers its run names (all by default), " +
 		"until it ends or its timeout passes. The result is its exit status, stdout (the first 64 KiB), stderr (the last 8 KiB), " +
 		"the value it returns, and the calls it made.\n\n")
+	if !r.cfg.AllowDestructive {
+		b.WriteString("Destructive tools (labelled destructive below) are refused, not_granted: the operator has not allowed them.\n\n")
+	}
 	for _, l := range langs {
 		switch l {
 		case TypeScript:
 			b.WriteString("TypeScript (Node, ES module, top-level await): import a server as " + importLine(l, "SERVER") +
-				" Calls return a Result: r.text(), r.structured, r.is_error. Return a value with `export default value;`.\n")
+				" Calls return a Result: r.text(), r.structured, r.isError, r.content (blocks of every kind). Return a value with `export default value;`.\n")
 		case Python:
 			b.WriteString("Python 3 (top-level await works): import a server as `" + importLine(l, "SERVER") +
-				"`. Calls are async, keyword-only, and return a Result: r.text(), r.structured, r.is_error. " +
+				"`. Calls are async, keyword-only, and return a Result: r.text(), r.structured, r.is_error, r.content (blocks of every kind). " +
 				"The value of the last expression (or a variable named result) is returned.\n")
 		case Go:
 			b.WriteString("Go (package main, built by go run in a module named " + goModule + "; the slowest to start, about half a second): import a server as `" +

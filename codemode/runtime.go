@@ -50,26 +50,20 @@ func resolveTS(cfg *Config) (*runtimeInfo, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: typescript: %v", ErrUnavailable, err)
 	}
-	src, err := clientFiles(cfg.TSClient, "src", tsclient.Source, "src", "*.ts")
+	var src fs.FS // nil: the binary's own
+	if cfg.TSClient != "" {
+		src = os.DirFS(cfg.TSClient)
+	}
+	// The client is built here once, from its source, so no build step
+	// and no network is needed: every run gets the same package, its one
+	// dependency bundled in it.
+	pkg, err := tsclient.Package(src)
 	if err != nil {
 		return nil, fmt.Errorf("%w: typescript: the client: %v", ErrUnavailable, err)
 	}
-	// The client is compiled here once, from its source, so no build step
-	// and no network is needed: every run gets the same JavaScript, and
-	// its one dependency, bundled.
-	const pkg = "/node_modules/@capbridge/capwire"
-	files := []jail.File{
-		{Path: "/capbridge/runner.mjs", Data: runnerTS},
-		{Path: pkg + "/package.json", Data: []byte(`{"name":"@capbridge/capwire","type":"module","exports":"./index.js"}`)},
-		{Path: "/node_modules/@msgpack/msgpack/package.json", Data: []byte(`{"name":"@msgpack/msgpack","type":"module","exports":"./index.mjs"}`)},
-		{Path: "/node_modules/@msgpack/msgpack/index.mjs", Data: msgpackJS},
-	}
-	for _, f := range src {
-		js, err := StripTypes(f.name, f.data)
-		if err != nil {
-			return nil, fmt.Errorf("%w: typescript: compiling the client: %v", ErrUnavailable, err)
-		}
-		files = append(files, jail.File{Path: pkg + "/" + strings.TrimSuffix(f.name, ".ts") + ".js", Data: js})
+	files := []jail.File{{Path: "/capbridge/runner.mjs", Data: runnerTS}}
+	for _, f := range pkg {
+		files = append(files, jail.File{Path: "/node_modules/@capbridge/capwire/" + f.Path, Data: f.Data})
 	}
 	rt := &runtimeInfo{lang: TypeScript, codegenLang: "ts", facadeExt: ".ts",
 		argv:  []string{node, "/capbridge/runner.mjs"},

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 
 	pyclient "github.com/capbridge/capbridge/capwire/python"
+	tsclient "github.com/capbridge/capbridge/capwire/ts"
 	"github.com/capbridge/capbridge/codegen"
 )
 
@@ -29,7 +30,6 @@ func runGen(args []string, stdout, stderr io.Writer) int {
 	lang := fs.String("lang", "go", "language of the façade: go, ts or python")
 	out := fs.String("out", "", "directory to write <package>/ into (required)")
 	budget := fs.Int("surface-budget", codegen.DefaultSurfaceBudget, "surface size budget in bytes (with --listing)")
-	capwireTS := fs.String("capwire-ts", "", "with --lang ts: capwire's built TypeScript package (capwire/ts after npm run build), linked as DIR/node_modules/@capbridge/capwire")
 	cf := addClientFlags(fs, false)
 	pos, code, ok := fs.parse(args, stdout, stderr)
 	if !ok {
@@ -50,7 +50,7 @@ func runGen(args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintf(stderr, "capbridge gen: %s\n", explain(err))
 			return exitError
 		}
-		files := facadeFiles{source: []byte(f.Source), js: []byte(f.JS), dts: []byte(f.DTS), capwireTS: *capwireTS}
+		files := facadeFiles{source: []byte(f.Source), js: []byte(f.JS), dts: []byte(f.DTS)}
 		return writeFacade(*out, codegen.Lang(*lang), f.Module, ext, files, f.Preamble+"\n"+f.Surface, stdout, stderr, "from the running capbridge")
 	}
 	f, err := os.Open(*listing)
@@ -84,7 +84,7 @@ func runGen(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "capbridge gen: %v\n", err)
 		return exitError
 	}
-	files := facadeFiles{source: g.Source, js: g.JS, dts: g.DTS, capwireTS: *capwireTS}
+	files := facadeFiles{source: g.Source, js: g.JS, dts: g.DTS}
 	return writeFacade(*out, codegen.Lang(*lang), g.ModuleName, ext, files, preamble+"\n"+g.Surface, stdout, stderr,
 		fmt.Sprintf("%d tools, surface %d bytes (%s), listing sha256 %s", len(tools), len(g.Surface), g.Level, g.ListingSHA256))
 }
@@ -94,17 +94,18 @@ var sourceExt = map[codegen.Lang]string{codegen.Go: ".go", codegen.TypeScript: "
 
 // facadeFiles are what gen writes for one façade beside its surface.
 type facadeFiles struct {
-	source    []byte
-	js, dts   []byte // TypeScript: the module as JavaScript, and its declarations
-	capwireTS string // TypeScript: the built capwire package to link, if given
+	source  []byte
+	js, dts []byte // TypeScript: the module as JavaScript, and its declarations
 }
 
 // writeFacade writes module's files (its source has extension ext) and
 // its surface in lang into out: a Go package in its own directory; a
 // TypeScript module beside the others, as .ts and as .js with .d.ts (and
-// a package.json making .js an ES module, unless one is there), so Node
-// runs it as it is; a Python module beside the others, with the capwire
-// package beside it, so `import m` works from out with nothing installed.
+// a package.json making .js an ES module, unless one is there), with the
+// capwire client as node_modules/@capbridge/capwire, so Node runs it and
+// tsc checks against it as they are; a Python module beside the others,
+// with the capwire package beside it. Either way the import works from
+// out with nothing installed.
 func writeFacade(out string, lang codegen.Lang, module, ext string, files facadeFiles, surface string, stdout, stderr io.Writer, summary string) int {
 	type file struct {
 		path    string
@@ -123,6 +124,22 @@ func writeFacade(out string, lang codegen.Lang, module, ext string, files facade
 		write = append(write, file{path: filepath.Join(out, module+".js"), content: files.js},
 			file{path: filepath.Join(out, module+".d.ts"), content: files.dts},
 			file{path: filepath.Join(out, "package.json"), content: []byte("{\"type\": \"module\", \"private\": true}\n"), keep: true})
+		// The client, built from the source this binary carries, where
+		// Node and tsc resolve "@capbridge/capwire" from out; a stale
+		// copy (or link) is replaced whole.
+		pkg, err := tsclient.Package(nil)
+		if err != nil {
+			fmt.Fprintf(stderr, "capbridge gen: %v\n", err)
+			return exitError
+		}
+		dir := filepath.Join(out, "node_modules", "@capbridge", "capwire")
+		if err := os.RemoveAll(dir); err != nil {
+			fmt.Fprintf(stderr, "capbridge gen: %v\n", err)
+			return exitError
+		}
+		for _, f := range pkg {
+			write = append(write, file{path: filepath.Join(dir, filepath.FromSlash(f.Path)), content: f.Data})
+		}
 	case codegen.Python:
 		err := fs.WalkDir(pyclient.Client, "capwire", func(p string, d fs.DirEntry, err error) error {
 			if err != nil || d.IsDir() {
@@ -150,38 +167,6 @@ func writeFacade(out string, lang codegen.Lang, module, ext string, files facade
 			return exitError
 		}
 	}
-	if lang == codegen.TypeScript && files.capwireTS != "" {
-		if code := linkCapwireTS(out, files.capwireTS, stderr); code != exitOK {
-			return code
-		}
-	}
 	fmt.Fprintf(stdout, "%s, %s: %s\n", src, surf, summary)
-	return exitOK
-}
-
-// linkCapwireTS links out/node_modules/@capbridge/capwire to pkg, a built
-// capwire TypeScript package, so the façades' import resolves from out.
-func linkCapwireTS(out, pkg string, stderr io.Writer) int {
-	abs, err := filepath.Abs(pkg)
-	if err == nil {
-		_, err = os.Stat(filepath.Join(abs, "package.json"))
-	}
-	if err != nil {
-		fmt.Fprintf(stderr, "capbridge gen: --capwire-ts %s is not a package: %v\n", pkg, err)
-		return exitUsage
-	}
-	link := filepath.Join(out, "node_modules", "@capbridge", "capwire")
-	if err := os.MkdirAll(filepath.Dir(link), 0o755); err != nil {
-		fmt.Fprintf(stderr, "capbridge gen: %v\n", err)
-		return exitError
-	}
-	if cur, err := os.Readlink(link); err == nil && cur == abs {
-		return exitOK
-	}
-	_ = os.Remove(link) // a stale link to another build
-	if err := os.Symlink(abs, link); err != nil {
-		fmt.Fprintf(stderr, "capbridge gen: %v\n", err)
-		return exitError
-	}
 	return exitOK
 }

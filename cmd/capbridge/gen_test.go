@@ -2,12 +2,15 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/capbridge/capbridge/codegen"
 )
@@ -45,8 +48,9 @@ func TestGen(t *testing.T) {
 // gen lays out each language's façade where the import its preamble
 // shows finds it, with one surface file per server and language, so all
 // three share one directory: TypeScript as .ts and as .js with .d.ts (an
-// ES module by package.json), Python with the capwire package beside it,
-// so the module imports from a fresh process with nothing installed.
+// ES module by package.json) and the capwire client in node_modules,
+// Python with the capwire package beside it, so the module imports from a
+// fresh process with nothing installed.
 func TestGenLanguages(t *testing.T) {
 	listing := filepath.Join("..", "..", "codegen", "testdata", "npm-filesystem.json")
 	out := t.TempDir()
@@ -76,26 +80,23 @@ func TestGenLanguages(t *testing.T) {
 	for _, e := range entries {
 		names = append(names, e.Name())
 	}
-	want := []string{"capwire", "filesystem", "filesystem.d.ts", "filesystem.js", "filesystem.py", "filesystem.surface.go.txt", "filesystem.surface.python.txt", "filesystem.surface.ts.txt", "filesystem.ts", "package.json"}
+	want := []string{"capwire", "filesystem", "filesystem.d.ts", "filesystem.js", "filesystem.py", "filesystem.surface.go.txt", "filesystem.surface.python.txt", "filesystem.surface.ts.txt", "filesystem.ts", "node_modules", "package.json"}
 	if !slices.Equal(names, want) {
 		t.Errorf("written: %q, want %q", names, want)
 	}
-	if node, err := exec.LookPath("node"); err == nil {
-		// The JavaScript form parses as the ES module package.json makes it.
-		if got, err := exec.Command(node, "--check", filepath.Join(out, "filesystem.js")).CombinedOutput(); err != nil {
-			t.Errorf("node --check filesystem.js: %v\n%s", err, got)
+	t.Run("typescript", func(t *testing.T) { checkTSDir(t, out) })
+	t.Run("python", func(t *testing.T) {
+		py, err := exec.LookPath("python3")
+		if err != nil {
+			t.Skipf("python3 is not installed (%v): the Python import is not tried", err)
 		}
-	}
-	py, err := exec.LookPath("python3")
-	if err != nil {
-		t.Skipf("python3 is not installed (%v): the Python import is not tried", err)
-	}
-	// Nothing on the path but the directory: capwire is beside the module.
-	cmd := exec.Command(py, "-B", "-I", "-c", "import sys; sys.path.insert(0, '.'); import filesystem, capwire; print(filesystem.read_text_file.__name__, capwire.CAP_BRIDGE)")
-	cmd.Dir = out
-	if got, err := cmd.CombinedOutput(); err != nil || string(got) != "read_text_file capbridge\n" {
-		t.Errorf("import filesystem from %s: %v\n%s", out, err, got)
-	}
+		// Nothing on the path but the directory: capwire is beside the module.
+		cmd := exec.Command(py, "-B", "-I", "-c", "import sys; sys.path.insert(0, '.'); import filesystem, capwire; print(filesystem.read_text_file.__name__, capwire.CAP_BRIDGE)")
+		cmd.Dir = out
+		if got, err := cmd.CombinedOutput(); err != nil || string(got) != "read_text_file capbridge\n" {
+			t.Errorf("import filesystem from %s: %v\n%s", out, err, got)
+		}
+	})
 }
 
 func TestGenRefusals(t *testing.T) {
@@ -133,5 +134,55 @@ func TestGenRefusals(t *testing.T) {
 				t.Fatal("a refused server left files behind")
 			}
 		})
+	}
+}
+
+// checkTSDir checks that the TypeScript façade directory gen wrote runs
+// as it is: the installed Node, with nothing on its paths and nothing
+// installed but what gen wrote, imports the façade, which loads the
+// client (its bundled @msgpack/msgpack with it) and calls as far as a
+// program without capbridge's environment gets; and the pinned tsc, in
+// strict settings checking every declaration, type-checks a program
+// against the façade and the client.
+func checkTSDir(t *testing.T, out string) {
+	t.Helper()
+	node, err := exec.LookPath("node")
+	if err != nil {
+		t.Skipf("node is not installed (%v): the TypeScript façade is not tried", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, node, "--input-type=module", "-e", `import * as fs from "./filesystem.js";
+import * as capwire from "@capbridge/capwire";
+console.log(typeof fs.readTextFile, capwire.encodeArgs({ path: "/a" }).length);
+await fs.readTextFile({ path: "/a" }).catch((e) => console.log(e instanceof capwire.NoEnvError));`)
+	cmd.Dir, cmd.Env = out, []string{"PATH=/nonexistent"}
+	if got, err := cmd.CombinedOutput(); err != nil || string(got) != "function 9\ntrue\n" {
+		t.Errorf("node, importing the façade from %s: %v\n%s", out, err, got)
+	}
+	pinned, _ := filepath.Abs(filepath.Join("..", "..", "capwire", "ts", "node_modules"))
+	tsc := filepath.Join(pinned, "typescript", "bin", "tsc")
+	if _, err := os.Stat(tsc); err != nil {
+		t.Fatalf("%v: run `make deps` (npm ci in capwire/ts)", err)
+	}
+	program := `import * as capwire from "@capbridge/capwire";
+import { readTextFile, listAllowedDirectories } from "./filesystem.js";
+const r: capwire.Result = await readTextFile({ path: "/a", head: 2 });
+console.log(r.isError, r.text(), (await listAllowedDirectories()).content.length);
+await (await capwire.shared()).close();
+`
+	if err := os.WriteFile(filepath.Join(out, "program.ts"), []byte(program), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	conf := `{"compilerOptions": {"strict": true, "target": "ES2022", "lib": ["ES2022"], "module": "NodeNext", "moduleResolution": "NodeNext",
+"types": ["node"], "typeRoots": [` + strconv.Quote(filepath.Join(pinned, "@types")) + `], "exactOptionalPropertyTypes": true,
+"noUncheckedIndexedAccess": true, "skipLibCheck": false, "noEmit": true}, "files": ["program.ts"]}`
+	if err := os.WriteFile(filepath.Join(out, "tsconfig.json"), []byte(conf), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd = exec.CommandContext(ctx, node, tsc, "-p", "tsconfig.json")
+	cmd.Dir = out
+	if got, err := cmd.CombinedOutput(); err != nil {
+		t.Errorf("tsc, checking a program against the façade in %s: %v\n%s", out, err, got)
 	}
 }

@@ -39,7 +39,13 @@ func TestInitTemplate(t *testing.T) {
 	// are prose.
 	setting := regexp.MustCompile(`(?m)^# ((\[[a-z.]+\])|([a-z_.]+ *= .*))$`)
 	uncommented := setting.ReplaceAllString(out, "$1")
-	all, err := config.Load("init, uncommented", []byte(uncommented))
+	// A secret file must be readable when the config is loaded: the
+	// example's stands in for one on this machine.
+	secret := filepath.Join(t.TempDir(), "token")
+	if err := os.WriteFile(secret, []byte("t\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	all, err := config.Load("init, uncommented", []byte(strings.ReplaceAll(uncommented, "/run/secrets/github-mcp-token", secret)))
 	if err != nil {
 		t.Fatalf("init's file with every key uncommented does not load:\n%v\n%s", err, uncommented)
 	}
@@ -230,18 +236,18 @@ func TestInitRefusesOverwrite(t *testing.T) {
 	}
 }
 
-// A remote server init cannot convert is named on screen, not only in a
-// comment at the end of a file nobody may read to the end.
+// A server init leaves out (here a disabled one) is named on screen, not
+// only in a comment at the end of a file nobody may read to the end.
 func TestInitSaysWhatItLeavesOut(t *testing.T) {
 	dir := t.TempDir()
 	from := filepath.Join(dir, ".mcp.json")
-	doc := `{"mcpServers": {"local": {"command": "/bin/true"}, "linear": {"type": "http", "url": "https://mcp.linear.app/mcp"}}}`
+	doc := `{"mcpServers": {"local": {"command": "/bin/true"}, "linear": {"type": "http", "url": "https://mcp.linear.app/mcp", "disabled": true}}}`
 	if err := os.WriteFile(from, []byte(doc), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	out := filepath.Join(dir, "capbridge.toml")
 	_, errOut, code := runInProcess("init", "--from", from, "--out", out)
-	if code != exitOK || !strings.Contains(errOut, "left out") || !strings.Contains(errOut, `"linear"`) {
-		t.Fatalf("exit %d, stderr %q; want the remote server named on stderr", code, errOut)
+	if code != exitOK || !strings.Contains(errOut, "left out") || !strings.Contains(errOut, "mcpServers.linear") {
+		t.Fatalf("exit %d, stderr %q; want the disabled server named on stderr", code, errOut)
 	}
 }

@@ -90,7 +90,7 @@ Logs go to stderr. Add it to Claude Code with:
 // how programs run.
 type frontFlags struct {
 	cfgPath, mcpConfig, workspace, attach string
-	strict                                bool
+	strict, allowDestructive              bool
 	servers, languages                    string
 	tsClient, pyClient, node, python, gob string
 	timeout, maxTimeout                   time.Duration
@@ -106,6 +106,7 @@ func addFrontFlags(fs *cmdFlags) *frontFlags {
 	fs.BoolVar(&f.strict, "strict", false, "make configuration warnings errors")
 	fs.StringVar(&f.attach, "attach", "", "use the running capbridge serve whose control socket this is, instead of booting a bridge")
 	fs.StringVar(&f.servers, "servers", "", "comma-separated servers a program may reach (default: all)")
+	fs.BoolVar(&f.allowDestructive, "allow-destructive", false, "let programs call destructive tools (the config's destructive lists, and tools their servers mark destructiveHint: true); refused by default")
 	fs.StringVar(&f.languages, "languages", "", "comma-separated languages offered (typescript, python, go), the first being the surface's (default: typescript,python, those that can run here; go's first start compiles its build cache)")
 	fs.StringVar(&f.tsClient, "ts-client", os.Getenv("CAPBRIDGE_TS_CLIENT"), "a checkout's TypeScript client (capwire/ts) to use instead of the one built in, for developing it (default $CAPBRIDGE_TS_CLIENT)")
 	fs.StringVar(&f.pyClient, "py-client", os.Getenv("CAPBRIDGE_PY_CLIENT"), "a checkout's Python client (capwire/python) to use instead of the one built in, for developing it (default $CAPBRIDGE_PY_CLIENT)")
@@ -193,7 +194,7 @@ func (ff *frontFlags) start(ctx context.Context, stderr io.Writer) (*front, int)
 		control = cfg.Bridge.ControlSocket
 	}
 	cfg := codemode.Config{Control: control, Jail: jc, Node: ff.node, Python: ff.python, Go: ff.gob,
-		TSClient: ff.tsClient, PyClient: ff.pyClient, Warm: ff.warm,
+		TSClient: ff.tsClient, PyClient: ff.pyClient, Warm: ff.warm, AllowDestructive: ff.allowDestructive,
 		DefaultTimeout: ff.timeout, MaxTimeout: ff.maxTimeout}
 	if ff.servers != "" {
 		cfg.Servers = strings.Split(ff.servers, ",")

@@ -54,7 +54,7 @@ func TestMCPEndToEnd(t *testing.T) {
 	script, _ := filepath.Abs("testdata/mcpclient.mjs")
 	// From a directory with no checkout, without CAPBRIDGE_*_CLIENT: the
 	// binary carries its clients, as a `go install`ed one must.
-	cmd := exec.CommandContext(ctx, node, script, sdk, bin, notes, "mcp", "-c", cfg)
+	cmd := exec.CommandContext(ctx, node, script, sdk, bin, notes, "mcp", "-c", cfg, "--allow-destructive")
 	cmd.Dir = dir
 	cmd.Env = withoutEnv("CAPBRIDGE_TS_CLIENT", "CAPBRIDGE_PY_CLIENT")
 	var stderr strings.Builder

@@ -223,7 +223,7 @@ func TestMCPAttach(t *testing.T) {
 if os.fork() == 0:
     os.setsid()
     os.execv("/bin/sleep", ["sleep", "` + marker + `"])
-await t.hang({})
+await t.hang()
 `
 	host.send(map[string]any{"jsonrpc": "2.0", "id": "run-1", "method": "tools/call", "params": map[string]any{
 		"name": "run", "arguments": map[string]any{"language": "python", "code": code, "timeout": 300},

@@ -52,6 +52,11 @@ func rawConnOf(c any) syscall.RawConn {
 	return rc
 }
 
+// Pollable returns the RawConn of c when c is a pollable, non-blocking
+// descriptor, on which a callback may read or write with RawSyscall as
+// RawReader and RawWriter do; nil otherwise.
+func Pollable(c any) syscall.RawConn { return rawConnOf(c) }
+
 // RawReader returns a reader for r whose reads take the raw path when r
 // is a pollable descriptor, and r itself otherwise. A read that fails
 // because r was closed or its deadline passed returns errors matching the

@@ -31,6 +31,7 @@ type sampleJob struct {
 	Warm      int    `json:"warm"`
 	CapNS     int64  `json:"cap_ns"`
 	Capbridge string `json:"capbridge"`
+	CRelay    string `json:"crelay"`
 	Tmp       string `json:"tmp"`
 }
 
@@ -55,7 +56,8 @@ func maybeSample() {
 	} else {
 		argv, senv := rawecho.Command()
 		hargv, henv := rawecho.HTTPCommand()
-		e := &env{serverArgv: argv, serverEnv: senv, httpArgv: hargv, httpEnv: henv, capbridge: job.Capbridge, tmp: job.Tmp}
+		_, h25env := rawecho.HTTP2025Command()
+		e := &env{serverArgv: argv, serverEnv: senv, httpArgv: hargv, httpEnv: henv, http2025Env: h25env, capbridge: job.Capbridge, crelay: job.CRelay, tmp: job.Tmp}
 		p := plan{small: job.Small, large: job.Large, warm: job.Warm, cap: time.Duration(job.CapNS)}
 		s = measure(context.Background(), e, cl, job.Cell, p)
 	}
@@ -87,7 +89,10 @@ func clientNamed(name string) (client, bool) {
 // sample.
 func measureApart(ctx context.Context, e *env, cl client, c cell, p plan) sample {
 	fail := func(err error) sample { return sample{Cell: c, Client: cl.name, Err: err.Error()} }
-	job, err := json.Marshal(sampleJob{Client: cl.name, Cell: c, Small: p.small, Large: p.large, Warm: p.warm, CapNS: int64(p.cap), Capbridge: e.capbridge, Tmp: e.tmp})
+	if cl.name == "c-relay" && e.crelaySkip != "" {
+		return sample{Cell: c, Client: cl.name, Skipped: e.crelaySkip}
+	}
+	job, err := json.Marshal(sampleJob{Client: cl.name, Cell: c, Small: p.small, Large: p.large, Warm: p.warm, CapNS: int64(p.cap), Capbridge: e.capbridge, CRelay: e.crelay, Tmp: e.tmp})
 	if err != nil {
 		return fail(err)
 	}

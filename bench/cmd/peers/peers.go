@@ -45,12 +45,18 @@ type proc struct {
 type env struct {
 	serverArgv []string
 	serverEnv  []string // added to the inherited environment
-	// httpArgv and httpEnv start the same server behind HTTP
-	// (rawecho.HTTPCommand).
-	httpArgv  []string
-	httpEnv   []string
-	capbridge string // path of the capbridge binary
-	tmp       string // a directory the run owns
+	// httpArgv and httpEnv start the same server behind HTTP, both
+	// eras (rawecho.HTTPCommand); http2025Env the same for the 2025 era
+	// alone (rawecho.HTTP2025Command).
+	httpArgv    []string
+	httpEnv     []string
+	http2025Env []string
+	capbridge   string // path of the capbridge binary
+	// crelay is the C relay's binary; "" when it was not built, and
+	// then crelaySkip says why c-relay's samples are skipped.
+	crelay     string
+	crelaySkip string
+	tmp        string // a directory the run owns
 }
 
 // A client is one of the compared clients.
@@ -64,6 +70,7 @@ type client struct {
 var clients = []client{
 	{"raw", startRaw},
 	{"raw-relay", startRawRelay},
+	{"c-relay", startCRelay},
 	{"mcp-go", startMCPGo},
 	{"go-sdk", startGoSDK},
 	{"capbridge", startCapbridge},
@@ -71,6 +78,7 @@ var clients = []client{
 	{"mcp-go-http", startMCPGoHTTP},
 	{"go-sdk-http", startGoSDKHTTP},
 	{"capbridge-http", startCapbridgeHTTP},
+	{"capbridge-http-2025", startCapbridgeHTTP2025},
 }
 
 // stopGrace bounds how long a child is given to exit after its input is

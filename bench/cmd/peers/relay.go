@@ -156,14 +156,22 @@ func startRawRelay(ctx context.Context, e *env, text string, inflight int) (peer
 		return nil, err
 	}
 	sock := filepath.Join(dir, "relay.sock")
+	cmd := exec.Command(e.serverArgv[0], e.serverArgv[1:]...)
+	cmd.Env = append(withoutVars(os.Environ(), relayEnv, rawecho.Env), relayEnv+"="+sock, "GORACE=atexit_sleep_ms=0")
+	return startRelayed(ctx, "raw-relay", cmd, dir, sock, text, inflight)
+}
+
+// startRelayed starts cmd, a relay that listens on sock, prints "ready
+// PID\n" (its server's pid) on stdout and relays one connection to its
+// server, then connects raw's client to it through sock. The relay owns
+// dir, removed once it is gone.
+func startRelayed(ctx context.Context, name string, cmd *exec.Cmd, dir, sock, text string, inflight int) (peer, error) {
 	pr, pw, err := os.Pipe()
 	if err != nil {
 		os.RemoveAll(dir)
 		return nil, err
 	}
 	defer pr.Close()
-	cmd := exec.Command(e.serverArgv[0], e.serverArgv[1:]...)
-	cmd.Env = append(withoutVars(os.Environ(), relayEnv, rawecho.Env), relayEnv+"="+sock, "GORACE=atexit_sleep_ms=0")
 	cmd.Stdout = pw
 	cmd.Stderr = os.Stderr
 	err = cmd.Start()
@@ -176,7 +184,7 @@ func startRawRelay(ctx context.Context, e *env, text string, inflight int) (peer
 		_ = cmd.Process.Kill()
 		_ = waitProc(cmd)
 		os.RemoveAll(dir)
-		return nil, fmt.Errorf("raw-relay: %w", err)
+		return nil, fmt.Errorf("%s: %w", name, err)
 	}
 
 	lines := make(chan string, 1)
@@ -205,7 +213,7 @@ func startRawRelay(ctx context.Context, e *env, text string, inflight int) (peer
 	// Take returns (its own socket, or the *net.UnixConn itself) close
 	// their write side.
 	conn := unixconn.Take(c)
-	p, err := newRawPeer(ctx, "raw-relay", rawLink{
+	p, err := newRawPeer(ctx, name, rawLink{
 		r: conn, w: conn, closeWrite: conn.(interface{ CloseWrite() error }).CloseWrite,
 		wait: func() error {
 			err := waitProc(cmd)

@@ -10,7 +10,9 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
+	"unsafe"
 
 	"github.com/capbridge/capbridge/capwire"
 	"github.com/capbridge/capbridge/internal/framewrite"
@@ -21,10 +23,20 @@ import (
 // not make capbridge hold more than this for it.
 const MaxHello = 4 << 10
 
-// readAhead is each connection's read buffer. Small frames (most calls)
-// arrive whole in one read and are taken from it without touching the
-// budget; it is a fixed cost of every open connection.
-const readAhead = 16 << 10
+// readAhead is a connection's read buffer while it holds bytes. Frames up
+// to about this size (a call with a 16 KiB text and its envelope, with
+// room to spare) arrive whole in one read and are taken from it without
+// touching the budget.
+//
+// A connection holds one only while bytes it read wait to be consumed:
+// between frames it goes back to a pool, and a connection waiting for
+// its peer's next frame takes one only once bytes have arrived (see
+// idleRead). So an idle connection costs no read buffer, and the buffers
+// in use at once are bounded by the connections in the middle of a frame
+// (at most max_connections, each for at most the frame timeout).
+const readAhead = 32 << 10
+
+var aheadPool = sync.Pool{New: func() any { return new([readAhead]byte) }}
 
 // growStep is the least a partial frame's buffer grows by. It grows by at
 // most what it already holds beyond that, so the buffer follows the bytes
@@ -141,12 +153,17 @@ type frameReader struct {
 	// rd reads conn: with raw non-blocking reads under the poller where
 	// the connection allows (framewrite.RawReader), saving the runtime's
 	// per-read bookkeeping on the hot path.
-	rd      io.Reader
+	rd io.Reader
+	// rc is conn's descriptor where it has one: a read with nothing
+	// buffered waits on it holding no buffer (idleRead).
+	rc      syscall.RawConn
 	budget  *Budget // nil: partial frames are bounded only by the frame limit
 	timeout time.Duration
 
-	buf  []byte
-	r, w int // buf[r:w] is read and not yet consumed
+	ahead *[readAhead]byte // from aheadPool while bytes are buffered; else nil
+	buf   []byte           // ahead's bytes, or nil
+	r, w  int              // buf[r:w] is read and not yet consumed
+	errno syscall.Errno    // idleRead's failure
 
 	// base is the read deadline outside a frame (the hello's, or none);
 	// armed says a frame's own deadline is in force instead.
@@ -158,7 +175,22 @@ type frameReader struct {
 }
 
 func newFrameReader(conn net.Conn, budget *Budget, timeout time.Duration) *frameReader {
-	return &frameReader{conn: conn, rd: framewrite.RawReader(conn), budget: budget, timeout: timeout, buf: make([]byte, readAhead)}
+	return &frameReader{conn: conn, rd: framewrite.RawReader(conn), rc: framewrite.Pollable(conn), budget: budget, timeout: timeout}
+}
+
+// take gives fr a read-ahead buffer, empty.
+func (fr *frameReader) take() {
+	fr.ahead = aheadPool.Get().(*[readAhead]byte)
+	fr.buf, fr.r, fr.w = fr.ahead[:], 0, 0
+}
+
+// release returns fr's read-ahead buffer, which holds nothing unconsumed,
+// to the pool.
+func (fr *frameReader) release() {
+	if fr.ahead != nil {
+		aheadPool.Put(fr.ahead)
+		fr.ahead, fr.buf, fr.r, fr.w = nil, nil, 0, 0
+	}
 }
 
 // setBase sets the read deadline outside frames; zero means none.
@@ -238,7 +270,7 @@ func (fr *frameReader) readPartial(dst []byte, n int) ([]byte, error) {
 	}
 	start := len(dst)
 	dst = append(dst, fr.buf[fr.r:fr.w]...)
-	fr.r, fr.w = 0, 0
+	fr.release() // the frame's bytes are in dst now
 	defer func() {
 		if fr.budget != nil && fr.charged > 0 {
 			fr.budget.settle(fr)
@@ -303,8 +335,19 @@ func (fr *frameReader) failed(err error, inside string, got int) error {
 	return fmt.Errorf("capserver: reading frame: %w", err)
 }
 
-// fill reads more bytes into buf after those not yet consumed.
+// fill reads more bytes into buf after those not yet consumed. With
+// nothing unconsumed it gives the buffer back and waits holding none
+// (idleRead).
 func (fr *frameReader) fill() error {
+	if fr.r == fr.w {
+		fr.release()
+		if fr.rc != nil {
+			return fr.idleFill()
+		}
+	}
+	if fr.buf == nil {
+		fr.take()
+	}
 	if fr.r > 0 {
 		fr.w = copy(fr.buf, fr.buf[fr.r:fr.w])
 		fr.r = 0
@@ -318,4 +361,45 @@ func (fr *frameReader) fill() error {
 		err = io.ErrNoProgress
 	}
 	return err
+}
+
+// idleFill waits for bytes with nothing buffered, holding no buffer: the
+// poller calls idleRead when the descriptor may be readable, and it takes
+// a buffer only for a read that returns bytes. The errors are those of
+// the connection's own Read: net.ErrClosed once closed,
+// os.ErrDeadlineExceeded past the read deadline, io.EOF at the end.
+func (fr *frameReader) idleFill() error {
+	fr.errno = 0
+	if err := fr.rc.Read(fr.idleRead); err != nil {
+		return err
+	}
+	switch {
+	case fr.errno != 0:
+		return os.NewSyscallError("read", fr.errno)
+	case fr.buf == nil:
+		return io.EOF
+	}
+	return nil
+}
+
+// idleRead is idleFill's RawConn callback: false means wait for
+// readiness.
+func (fr *frameReader) idleRead(fd uintptr) bool {
+	a := aheadPool.Get().(*[readAhead]byte)
+	for {
+		n, _, e := syscall.RawSyscall(syscall.SYS_READ, fd, uintptr(unsafe.Pointer(&a[0])), readAhead)
+		switch {
+		case e == syscall.EINTR:
+			continue
+		case e == syscall.EAGAIN:
+			aheadPool.Put(a)
+			return false
+		case e != 0 || n == 0:
+			aheadPool.Put(a)
+			fr.errno = e
+			return true
+		}
+		fr.ahead, fr.buf, fr.r, fr.w = a, a[:], 0, int(n)
+		return true
+	}
 }

@@ -4,11 +4,14 @@ import (
 	"context"
 	"errors"
 	"net"
+	"os"
+	"strings"
 	"testing"
 	"testing/synctest"
 	"time"
 
 	"github.com/capbridge/capbridge/capwire"
+	"github.com/capbridge/capbridge/internal/testkit/leakcheck"
 )
 
 // pipeConn is one server Conn over net.Pipe, inside a synctest bubble,
@@ -197,4 +200,66 @@ func charged(b *Budget, fr *frameReader) int64 {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return fr.charged
+}
+
+// A connection holds a read-ahead buffer only while bytes it read wait to
+// be consumed: one waiting for its peer's next frame holds none. A call
+// with a 16 KiB text, sent in one write, is read whole from the buffer,
+// and one split across writes is still read whole.
+func TestIdleHoldsNoBuffer(t *testing.T) {
+	defer leakcheck.Check(t)()
+	path, ln := listen(t)
+	p := &peer{path: path, ln: ln}
+	defer p.stop()
+	conns := make(chan net.Conn, 1)
+	p.serve(func(c net.Conn) { conns <- c })
+	c := dialRaw(t, path)
+	defer c.conn.Close()
+	var sc *Conn
+	select {
+	case nc := <-conns:
+		sc = New(nc, Config{})
+	case <-time.After(waitFor):
+		t.Fatal("no connection accepted")
+	}
+	defer sc.Close()
+	if sc.fr.rc == nil {
+		t.Fatal("a Unix socket is not read on the raw path")
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := sc.Handshake(context.Background(), testAuth)
+		done <- err
+	}()
+	c.hello()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	text := strings.Repeat("x", 16<<10)
+	call := frameOf(m("t", "call", "id", 1, "cap", "mcp.s", "op", "echo", "args", m("text", text)))
+	for _, split := range []int{len(call), 3, len(call) - 100} {
+		go func() {
+			c.conn.Write(call[:split])
+			c.conn.Write(call[split:])
+		}()
+		got, err := sc.Read()
+		if err != nil {
+			t.Fatalf("split at %d: %v", split, err)
+		}
+		if cl, ok := got.(*Call); !ok || cl.ID != 1 || !strings.Contains(string(cl.Args), text) {
+			t.Fatalf("split at %d: read %#v", split, got)
+		}
+		got.(*Call).Release()
+	}
+	// The next Read finds nothing buffered: it gives the buffer back
+	// before it waits (here, for a deadline already past).
+	if err := sc.conn.SetReadDeadline(time.Unix(1, 0)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sc.Read(); !errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("Read past the deadline: %v", err)
+	}
+	if sc.fr.ahead != nil || sc.fr.buf != nil {
+		t.Errorf("a reader waiting for a frame holds a %d-byte buffer", len(sc.fr.buf))
+	}
 }

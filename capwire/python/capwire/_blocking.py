@@ -87,6 +87,33 @@ class BlockingClient:
         """Like Client.call, blocking."""
         return self._loop.run(self._client.call(server, tool, args, timeout=timeout, traceparent=traceparent))
 
+    def describe(self, server: str, *tools: str, timeout: Optional[float] = None) -> str:
+        """Like Client.describe, blocking: the named tools' whole
+        declarations, in Python."""
+        return self._loop.run(self._client.describe(server, *tools, timeout=timeout))
+
+    def search(self, query: str, limit: int = 0, *, timeout: Optional[float] = None) -> list[dict[str, Any]]:
+        """Like Client.search, blocking: the granted tools matching query,
+        best first."""
+        return self._loop.run(self._client.search(query, limit, timeout=timeout))
+
+    def read_resource(self, server: str, uri: str, *, timeout: Optional[float] = None) -> Result:
+        """Like Client.read_resource, blocking."""
+        return self._loop.run(self._client.read_resource(server, uri, timeout=timeout))
+
+    def start(self, server: str, tool: str, args: object = None, *, timeout: Optional[float] = None) -> str:
+        """Like Client.start, blocking: the background call's handle, at once."""
+        return self._loop.run(self._client.start(server, tool, args, timeout=timeout))
+
+    def collect(self, handle: str, *, timeout: Optional[float] = None) -> Result:
+        """Like Client.collect, blocking: a timeout (or an exception in this
+        thread while it waits) leaves the call running, to collect again."""
+        return self._loop.run(self._client.collect(handle, timeout=timeout))
+
+    def drop(self, handle: str, *, timeout: Optional[float] = None) -> None:
+        """Like Client.drop, blocking."""
+        self._loop.run(self._client.drop(handle, timeout=timeout))
+
     def close(self) -> None:
         """Closes the connection and stops the loop thread. Idempotent."""
         with self._lock:

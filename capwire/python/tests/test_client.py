@@ -5,12 +5,13 @@ must end in a typed error, never a hang."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import shutil
 import tempfile
 import threading
 import unittest
-from typing import Any, Awaitable, Callable, Optional
+from typing import Any, Awaitable, Callable, Iterator, Optional
 
 import capwire
 from capwire import Closed, Denied, Fatal, WireError, has_code
@@ -346,14 +347,15 @@ class ClientTest(unittest.TestCase):
         self.assertFalse(c.closed)
         await c.close()
 
-    def test_blocking_client(self) -> None:
+    @contextlib.contextmanager
+    def threaded_capbridge(self, answer: Callable[[Peer, Msg], None]) -> Iterator[str]:
+        """A scripted capbridge on its own event loop in another thread, for
+        the blocking client, which runs a loop of its own; yields its socket
+        path and stops it on exit."""
         ready = threading.Event()
         state: dict[str, Any] = {}
 
         async def serve() -> None:
-            def answer(p: Peer, m: Msg) -> None:
-                if m.get("op") == "echo":
-                    p.send(text(m["id"], "sync " + m["args"]["s"]))
             cb = await self.capbridge(answer)
             state["path"] = cb.path
             state["stop"] = asyncio.get_running_loop().create_future()
@@ -367,7 +369,18 @@ class ClientTest(unittest.TestCase):
         t.start()
         try:
             self.assertTrue(ready.wait(30))
-            with capwire.BlockingClient.dial(state["path"], "tok") as c:
+            yield state["path"]
+        finally:
+            if "loop" in state:
+                state["loop"].call_soon_threadsafe(state["stop"].set_result, None)
+            t.join(30)
+
+    def test_blocking_client(self) -> None:
+        def answer(p: Peer, m: Msg) -> None:
+            if m.get("op") == "echo":
+                p.send(text(m["id"], "sync " + m["args"]["s"]))
+        with self.threaded_capbridge(answer) as path:
+            with capwire.BlockingClient.dial(path, "tok") as c:
                 self.assertEqual(c.servers, ("t",))
                 results: list[str] = []
                 threads = [threading.Thread(target=lambda i=i: results.append(c.call("t", "echo", {"s": str(i)}).text()))
@@ -380,10 +393,55 @@ class ClientTest(unittest.TestCase):
                 with self.assertRaises(TimeoutError):
                     c.call("t", "hang", timeout=0.03)
             self.assertTrue(c.closed)
-        finally:
-            state["loop"].call_soon_threadsafe(state["stop"].set_result, None)
-            t.join(30)
 
+    def test_blocking_capbridge_capability(self) -> None:
+        got: list[tuple[str, str, Any]] = []
+
+        def answer(p: Peer, m: Msg) -> None:
+            if m["t"] == "cancel":
+                got.append(("cancel", "", None))
+                return
+            got.append((m["cap"], m["op"], m["args"]))
+            op = m["op"]
+            if op == "describe":
+                p.send(text(m["id"], "async def echo()"))
+            elif op == "search":
+                p.send({"t": "result", "id": m["id"], "is_error": False, "content": [],
+                        "structured": {"matches": [{"server": "t", "tool": "echo", "score": 5}]}})
+            elif op == "read_resource":
+                p.send({"t": "result", "id": m["id"], "is_error": False,
+                        "content": [{"type": "other", "kind": "resource", "uri": m["args"]["uri"], "text": "R"}]})
+            elif op == "start":
+                p.send(text(m["id"], "h1"))
+            elif op == "collect" and m["args"]["handle"] == "h1":
+                p.send(text(m["id"], "done"))
+            elif op == "drop":
+                p.send({"t": "result", "id": m["id"], "is_error": False, "content": []})
+            # Any other collect is never answered: the caller's timeout ends it.
+
+        with self.threaded_capbridge(answer) as path:
+            with capwire.BlockingClient.dial(path, "tok") as c:
+                self.assertEqual(c.describe("t", "echo"), "async def echo()")
+                self.assertEqual(c.search("echo back", 3), [{"server": "t", "tool": "echo", "score": 5}])
+                r = c.read_resource("t", "file:///a")
+                self.assertEqual((r.content[0].kind, r.content[0].uri, r.content[0].text), ("resource", "file:///a", "R"))
+                h = c.start("t", "echo", {"s": "x"})
+                self.assertEqual(h, "h1")
+                self.assertEqual(c.collect(h).text(), "done")
+                with self.assertRaises(TimeoutError):
+                    c.collect("h2", timeout=0.03)
+                c.drop("h2")
+        cap = capwire.CAP_BRIDGE
+        self.assertEqual(got, [
+            (cap, "describe", {"server": "t", "tools": ["echo"], "lang": "python"}),
+            (cap, "search", {"query": "echo back", "limit": 3, "lang": "python"}),
+            (cap, "read_resource", {"server": "t", "uri": "file:///a"}),
+            (cap, "start", {"server": "t", "tool": "echo", "args": {"s": "x"}}),
+            (cap, "collect", {"handle": "h1"}),
+            (cap, "collect", {"handle": "h2"}),
+            ("cancel", "", None),
+            (cap, "drop", {"handle": "h2"}),
+        ])
 
 if __name__ == "__main__":
     unittest.main()

@@ -104,7 +104,7 @@ func TestTypeScript(t *testing.T) {
 	})
 	t.Run("exports", func(t *testing.T) { checkExports(t, dir) })
 	t.Run("end to end", func(t *testing.T) {
-		e2e(t, dir, nil, node, filepath.Join(dir, "dist", "e2e", "program.js"))
+		e2e(t, dir, nil, e2eWant, node, filepath.Join(dir, "dist", "e2e", "program.js"))
 	})
 }
 
@@ -139,7 +139,7 @@ func checkExports(t *testing.T, dir string) {
 // TestPython runs capwire/python's unittest suites (the spec's worked
 // example byte for byte, the codec's refusals, both clients against a
 // scripted capbridge), byte-compiles and type-checks the package, and
-// runs its end-to-end program.
+// runs its end-to-end programs, asyncio's and the blocking client's.
 func TestPython(t *testing.T) {
 	py := need(t, "python3")
 	pkg := filepath.Join(root(), "capwire", "python")
@@ -154,7 +154,10 @@ func TestPython(t *testing.T) {
 	})
 	t.Run("compiles", func(t *testing.T) { compilePython(t, py, pkg) })
 	t.Run("end to end", func(t *testing.T) {
-		e2e(t, pkg, []string{"PYTHONPATH=" + pkg}, py, "-B", filepath.Join(pkg, "e2e", "program.py"))
+		e2e(t, pkg, []string{"PYTHONPATH=" + pkg}, e2eWant, py, "-B", filepath.Join(pkg, "e2e", "program.py"))
+	})
+	t.Run("end to end, blocking", func(t *testing.T) {
+		e2e(t, pkg, []string{"PYTHONPATH=" + pkg}, blockingWant, py, "-B", "-W", "error::ResourceWarning", filepath.Join(pkg, "e2e", "blocking.py"))
 	})
 }
 

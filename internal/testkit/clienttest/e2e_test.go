@@ -40,15 +40,27 @@ cancelled at the server: hang
 not_granted: not_granted
 `
 
+// blockingWant is what Python's blocking end-to-end program prints.
+const blockingWant = `servers: t
+echo: hello blocking
+describe: echo
+search: echo
+link: file:///mcptest/link.txt read: the linked text
+collected: later
+collect: gave up
+dropped at the server: hang
+collect after drop: bad_arguments
+`
+
 var grantedTools = []string{"echo", "content", "add", "fail", "hang", "cancellations"}
 
-// e2e runs an end-to-end program, TypeScript's or Python's: it boots a
-// real bridge serving the mcptest server, mints a grant through the
-// control plane and runs argv with only the socket and the token in its
-// environment (plus what the interpreter needs), releasing the program's
-// cancellation once the bridge reports its hang call in flight at the
-// server.
-func e2e(t *testing.T, dir string, env []string, argv ...string) {
+// e2e runs an end-to-end program, TypeScript's or Python's, which must
+// print want: it boots a real bridge serving the mcptest server, mints a
+// grant through the control plane and runs argv with only the socket and
+// the token in its environment (plus what the interpreter needs),
+// releasing the program's cancellation once the bridge reports its hang
+// call in flight at the server.
+func e2e(t *testing.T, dir string, env []string, want string, argv ...string) {
 	defer leakcheck.Check(t)()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -60,8 +72,8 @@ func e2e(t *testing.T, dir string, env []string, argv ...string) {
 		t.Fatal(err)
 	}
 	env = append([]string{"CAPBRIDGE_SOCKET=" + srv.CallSocket(), "CAPBRIDGE_TOKEN=" + granted.Token, "PATH=" + os.Getenv("PATH")}, env...)
-	if out := runProgram(t, ctx, ctl, dir, env, argv...); out != e2eWant {
-		t.Errorf("program output:\n%s\nwant:\n%s", out, e2eWant)
+	if out := runProgram(t, ctx, ctl, dir, env, argv...); out != want {
+		t.Errorf("program output:\n%s\nwant:\n%s", out, want)
 	}
 }
 

@@ -11,6 +11,7 @@ import (
 
 	"github.com/capbridge/capbridge/bridge/bridgetest"
 	"github.com/capbridge/capbridge/bridge/control"
+	tsclient "github.com/capbridge/capbridge/capwire/ts"
 	"github.com/capbridge/capbridge/internal/testkit/interop"
 	"github.com/capbridge/capbridge/internal/testkit/leakcheck"
 	"github.com/capbridge/capbridge/internal/testkit/mcptest"
@@ -18,7 +19,9 @@ import (
 
 // facadeWant is what both façade programs print. Server t is mcptest
 // playing testdata/facades/t.tools.json, whose content tool declares its
-// kinds integers although they are strings; the grant leaves out slow.
+// kinds integers although they are strings, and whose hang and
+// cancellations tools declare no properties, closed and open (both are
+// called with no arguments); the grant leaves out slow.
 // The weather is server-everything's fixed answer for Chicago.
 const facadeWant = `servers: everything,t
 echo: Echo: hello façade is_error=false
@@ -109,7 +112,7 @@ func TestFacades(t *testing.T) {
 			writeFile(t, filepath.Join(dir, f.Module+".d.ts"), f.DTS)
 			writeFile(t, filepath.Join(out, f.Module+".js"), f.JS)
 		}
-		linkCapwireTS(t, node, dir)
+		installCapwireTS(t, dir)
 		copyFile(t, filepath.Join("testdata", "facades", "program.ts"), filepath.Join(dir, "program.ts"))
 		// The program's own strict settings, as a user would have them.
 		capTS := filepath.Join(root(), "capwire", "ts")
@@ -144,21 +147,21 @@ func TestFacades(t *testing.T) {
 	})
 }
 
-// linkCapwireTS compiles capwire/ts into a package directory shaped as npm
-// installs it (package.json, dist/, its node_modules) and links it as
-// dir/node_modules/@capbridge/capwire, so a program in dir imports
-// "@capbridge/capwire" as a user's would: through the package's exports.
-func linkCapwireTS(t *testing.T, node, dir string) {
+// installCapwireTS writes the capwire client into dir as capbridge gen
+// does (capwire/ts.Package: compiled from the embedded sources, with
+// their declarations and @msgpack/msgpack bundled), so a program in dir
+// imports "@capbridge/capwire" as a user's would: through the package's
+// exports, with nothing else installed.
+func installCapwireTS(t *testing.T, dir string) {
 	t.Helper()
-	pkg := filepath.Join(root(), "capwire", "ts")
-	built := buildTS(t, node)
-	copyFile(t, filepath.Join(pkg, "package.json"), filepath.Join(built, "package.json"))
-	scope := filepath.Join(dir, "node_modules", "@capbridge")
-	if err := os.MkdirAll(scope, 0o755); err != nil {
+	files, err := tsclient.Package(nil)
+	if err != nil {
 		t.Fatal(err)
 	}
-	if err := os.Symlink(built, filepath.Join(scope, "capwire")); err != nil {
-		t.Fatal(err)
+	for _, f := range files {
+		p := filepath.Join(dir, "node_modules", "@capbridge", "capwire", filepath.FromSlash(f.Path))
+		mkdir(t, filepath.Dir(p))
+		writeFile(t, p, string(f.Data))
 	}
 }
 

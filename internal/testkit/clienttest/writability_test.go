@@ -158,7 +158,7 @@ func writabilityGo(t *testing.T, dir string, facades map[string]string) func(str
 }
 
 // writabilityTS writes the TypeScript façades and programs side by side
-// (import from "./m.js"), links @capbridge/capwire, and compiles them with
+// (import from "./m.js"), installs @capbridge/capwire as gen does, and compiles them with
 // tsc --strict.
 func writabilityTS(t *testing.T, node, dir string, facades map[string]string) func(string) []string {
 	var files []string
@@ -171,7 +171,7 @@ func writabilityTS(t *testing.T, node, dir string, facades map[string]string) fu
 		files = append(files, jsonString(task+".ts"))
 	}
 	slices.Sort(files)
-	linkCapwireTS(t, node, dir)
+	installCapwireTS(t, dir)
 	capTS := filepath.Join(root(), "capwire", "ts")
 	writeFile(t, filepath.Join(dir, "tsconfig.json"), `{"compilerOptions":{"strict":true,"target":"ES2022","lib":["ES2022"],
 "module":"NodeNext","moduleResolution":"NodeNext","types":["node"],"typeRoots":[`+jsonString(filepath.Join(capTS, "node_modules", "@types"))+`],

@@ -776,8 +776,13 @@ func (s *server) toolsCall(f inbound) {
 	go func() {
 		defer s.callWG.Done()
 		defer func() {
+			// Normally its answer retired it already (retire); a call
+			// that ends unanswered is retired here, unless its id was
+			// reused since by a new call.
 			s.mu.Lock()
-			delete(s.calls, c.key)
+			if s.calls[c.key] == c {
+				delete(s.calls, c.key)
+			}
 			s.mu.Unlock()
 		}()
 		t.run(s, c)
@@ -816,8 +821,18 @@ func (s *server) writeResultChecked(id json.RawMessage, result any) error {
 	if err != nil {
 		return err
 	}
+	s.retire(id)
 	s.writeLine(b)
 	return nil
+}
+
+// retire forgets the call with id before its answer is written: a client
+// may reuse an id once it has the answer, and the running tool must not
+// list a call whose answer it has seen.
+func (s *server) retire(id json.RawMessage) {
+	s.mu.Lock()
+	delete(s.calls, string(id))
+	s.mu.Unlock()
 }
 
 func (s *server) writeError(id json.RawMessage, code int, msg string) {

@@ -1,5 +1,5 @@
-// @msgpack/msgpack 3.1.3, bundled by codemode's TestMsgpackBundle for the programs
-// capbridge runs. Generated: do not edit. Its license (ISC):
+// @msgpack/msgpack 3.1.3, bundled by capwire/ts's TestMsgpackBundle for the
+// package capbridge builds. Generated: do not edit. Its license (ISC):
 //
 // Copyright 2019 The MessagePack Community.
 //

@@ -1,0 +1,317 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/capbridge/capbridge/capwire"
+)
+
+// inFlight is the calls in flight in all, in the conns and soak cells.
+const inFlight = 32
+
+// perGrant is how many connections share a grant: the default
+// max_conns_per_grant.
+const perGrant = 16
+
+// text is each call's 64-byte argument.
+var text = strings.Repeat("0123456789abcdef", 4)
+
+// callTimeout bounds one call: a call that takes longer is unanswered.
+const callTimeout = time.Minute
+
+// connsSample is one bridge with n programs connected and 32 calls in
+// flight spread over all of them.
+type connsSample struct {
+	Run       int     `json:"run"`
+	Conns     int     `json:"conns"`
+	N         int     `json:"n"`
+	CallsPerS float64 `json:"calls_per_s"`
+	P50us     float64 `json:"p50_us"`
+	P99us     float64 `json:"p99_us"`
+}
+
+func measureConns(ctx context.Context, bin, tmp string, n, calls int) (connsSample, error) {
+	s := connsSample{Conns: n}
+	b, err := startBridge(ctx, bin, tmp, 1, "")
+	if err != nil {
+		return s, err
+	}
+	cs, err := b.dial(ctx, n, perGrant, "s0")
+	if err != nil {
+		return s, errors.Join(err, b.stop())
+	}
+	// Every connection warm, and checked, before the clock starts.
+	for _, c := range cs {
+		if err = echo(ctx, c, "s0", text); err != nil {
+			break
+		}
+	}
+	var lat []time.Duration
+	var wall time.Duration
+	if err == nil {
+		lat, wall, err = spread(ctx, cs, calls)
+	}
+	closeAll(cs)
+	if err = errors.Join(err, b.stop()); err != nil {
+		return s, err
+	}
+	slices.Sort(lat)
+	s.N = len(lat)
+	s.CallsPerS = float64(len(lat)) / wall.Seconds()
+	s.P50us = us(lat[(len(lat)-1)/2])
+	s.P99us = us(lat[(len(lat)-1)*99/100])
+	return s, nil
+}
+
+func us(d time.Duration) float64 { return float64(d) / float64(time.Microsecond) }
+
+// spread makes calls calls with inFlight of them in flight, the k-th call
+// of caller g on connection (g + inFlight·k) mod len(cs), so that every
+// connection carries calls and at most inFlight are in flight in all.
+func spread(ctx context.Context, cs []*capwire.Client, calls int) ([]time.Duration, time.Duration, error) {
+	lat := make([]time.Duration, calls)
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	var once sync.Once
+	var firstErr error
+	start := time.Now()
+	for g := range inFlight {
+		wg.Go(func() {
+			for k := 0; ; k++ {
+				i := next.Add(1) - 1
+				if i >= int64(calls) {
+					return
+				}
+				c := cs[(g+inFlight*k)%len(cs)]
+				cctx, cancel := context.WithTimeout(ctx, callTimeout)
+				t0 := time.Now()
+				err := echo(cctx, c, "s0", text)
+				lat[i] = time.Since(t0)
+				cancel()
+				if err != nil {
+					once.Do(func() { firstErr = err })
+					next.Store(int64(calls))
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	return lat, time.Since(start), firstErr
+}
+
+// memorySample is the bridge's resident memory with its servers booted
+// and no program connected, then with idle authenticated connections
+// that have each made one call.
+type memorySample struct {
+	Run     int   `json:"run"`
+	Servers int   `json:"servers"`
+	Idle    int   `json:"idle"`
+	RSSBase int64 `json:"rss_base"`
+	RSSIdle int64 `json:"rss_idle"`
+}
+
+func measureMemory(ctx context.Context, bin, tmp string, servers, idle int) (memorySample, error) {
+	s := memorySample{Servers: servers, Idle: idle}
+	b, err := startBridge(ctx, bin, tmp, servers, "")
+	if err != nil {
+		return s, err
+	}
+	names := make([]string, servers)
+	for i := range names {
+		names[i] = fmt.Sprintf("s%d", i)
+	}
+	// One call to each server first, so that both figures have paid for
+	// what the first call sets up.
+	cs, err := b.dial(ctx, 1, perGrant, names...)
+	for i := 0; err == nil && i < servers; i++ {
+		err = echo(ctx, cs[0], names[i], text)
+	}
+	closeAll(cs)
+	if err == nil {
+		s.RSSBase, _, _, err = procStatus(b.cmd.Process.Pid)
+	}
+	if err == nil {
+		cs, err = b.dial(ctx, idle, perGrant, names...)
+		for i := 0; err == nil && i < len(cs); i++ {
+			err = echo(ctx, cs[i], names[i%servers], text)
+		}
+		if err == nil {
+			s.RSSIdle, _, _, err = procStatus(b.cmd.Process.Pid)
+		}
+		closeAll(cs)
+	}
+	return s, errors.Join(err, b.stop())
+}
+
+// serversSample is a bridge booting n stdio servers: from serve's start
+// to its ready line (every server ready), its resident memory then, and
+// the CPU its servers spent to get there.
+type serversSample struct {
+	Run         int     `json:"run"`
+	Servers     int     `json:"servers"`
+	ReadyMS     float64 `json:"ready_ms"`
+	RSS         int64   `json:"rss"`
+	ServerCPUms float64 `json:"server_cpu_ms"`
+}
+
+func measureServers(ctx context.Context, bin, tmp string, n int) (serversSample, error) {
+	s := serversSample{Servers: n}
+	b, err := startBridge(ctx, bin, tmp, n, "")
+	if err != nil {
+		return s, err
+	}
+	s.ReadyMS = float64(b.booted) / float64(time.Millisecond)
+	s.RSS, _, _, err = procStatus(b.cmd.Process.Pid)
+	if err == nil {
+		status, serr := b.status(ctx)
+		err = serr
+		if serr == nil {
+			var cpu time.Duration
+			for _, sv := range status.Servers {
+				c, cerr := cpuOf(sv.PID)
+				if cerr != nil {
+					err = cerr
+					break
+				}
+				cpu += c
+			}
+			s.ServerCPUms = float64(cpu) / float64(time.Millisecond)
+		}
+	}
+	return s, errors.Join(err, b.stop())
+}
+
+// soakResult is the soak: calls at 32 in flight on soakConns
+// connections, the server SIGKILLed every KillEvery calls, and the
+// bridge's memory, threads and descriptors at each kill.
+type soakResult struct {
+	Calls      int              `json:"calls"`
+	KillEvery  int              `json:"kill_every"`
+	Results    int64            `json:"results"`
+	Denials    int64            `json:"denials"`
+	Unanswered int64            `json:"unanswered"`
+	Kills      int              `json:"kills"`
+	Restarts   int64            `json:"restarts"`
+	WallS      float64          `json:"wall_s"`
+	Points     []soakPoint      `json:"points"`
+	Denied     map[string]int64 `json:"denied_by_code"`
+}
+
+type soakPoint struct {
+	Calls   int   `json:"calls"`
+	RSS     int64 `json:"rss"`
+	Threads int   `json:"threads"`
+	FDs     int   `json:"fds"`
+}
+
+// soakServer lets a killed server come back within tens of
+// milliseconds (the default backoff starts at 1 s and doubles), so that
+// the soak is spent calling rather than waiting out restart backoff.
+const soakServer = "restart_backoff = \"20ms\"\nrestart_max = \"100ms\"\n"
+
+// soakConns is how many programs the soak's calls come from, each with
+// a grant of its own: a grant may cause at most audit_grant_budget (64
+// MiB) of audit lines, about a hundred thousand calls, after which its
+// calls are refused; a million calls are many programs' work.
+const soakConns = 16
+
+func soak(ctx context.Context, bin, tmp string, p plan, log io.Writer) (*soakResult, error) {
+	r := &soakResult{Calls: p.soakCalls, KillEvery: p.soakKillAt, Denied: map[string]int64{}}
+	b, err := startBridge(ctx, bin, tmp, 1, soakServer)
+	if err != nil {
+		return r, err
+	}
+	cs, err := b.dial(ctx, soakConns, 1, "s0")
+	if err != nil {
+		return r, errors.Join(err, b.stop())
+	}
+	var mu sync.Mutex
+	var next, done atomic.Int64
+	var wg sync.WaitGroup
+	point := func(n int) {
+		rss, th, fds, err := procStatus(b.cmd.Process.Pid)
+		if err == nil {
+			r.Points = append(r.Points, soakPoint{Calls: n, RSS: rss, Threads: th, FDs: fds})
+			fmt.Fprintf(log, "soak  %8d calls  RSS %.1f MiB  threads %d  fds %d\n", n, mib(rss), th, fds)
+		}
+	}
+	point(0)
+	start := time.Now()
+	// The kills and the checkpoints run on their own goroutine, at each
+	// multiple of KillEvery completed calls.
+	kill := make(chan int, p.soakCalls/p.soakKillAt+1)
+	killDone := make(chan error, 1)
+	go func() {
+		var kerr error
+		for n := range kill {
+			point(n)
+			if n >= p.soakCalls {
+				continue
+			}
+			st, err := b.status(ctx)
+			if err != nil {
+				kerr = err
+				continue
+			}
+			for _, sv := range st.Servers {
+				if sv.PID > 0 {
+					_ = syscall.Kill(sv.PID, syscall.SIGKILL)
+					r.Kills++
+				}
+			}
+		}
+		killDone <- kerr
+	}()
+	for g := range inFlight {
+		c := cs[g%len(cs)]
+		wg.Go(func() {
+			for {
+				i := next.Add(1) - 1
+				if i >= int64(p.soakCalls) {
+					return
+				}
+				cctx, cancel := context.WithTimeout(ctx, p.soakTimeout)
+				res, err := c.Call(cctx, "s0", "echo", map[string]any{"text": text})
+				cancel()
+				var d *capwire.Denied
+				mu.Lock()
+				switch {
+				case err == nil && !res.IsError && len(res.Content) == 1 && res.Content[0].Text == text:
+					r.Results++
+				case errors.As(err, &d):
+					r.Denials++
+					r.Denied[d.Code]++
+				default:
+					r.Unanswered++
+				}
+				mu.Unlock()
+				if n := done.Add(1); n%int64(p.soakKillAt) == 0 {
+					kill <- int(n)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(kill)
+	kerr := <-killDone
+	r.WallS = time.Since(start).Seconds()
+	if st, err := b.status(ctx); err == nil && len(st.Servers) == 1 {
+		r.Restarts = st.Servers[0].Restarts
+	}
+	closeAll(cs)
+	err = errors.Join(kerr, b.stop())
+	if r.Unanswered > 0 {
+		err = errors.Join(err, fmt.Errorf("%d calls unanswered", r.Unanswered))
+	}
+	return r, err
+}
