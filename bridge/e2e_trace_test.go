@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/rs/zerolog"
+	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
 
 	"github.com/capbridge/capbridge/bridge/config"
 	"github.com/capbridge/capbridge/capwire"
@@ -15,7 +16,6 @@ import (
 	"github.com/capbridge/capbridge/internal/testkit/leakcheck"
 	"github.com/capbridge/capbridge/internal/testkit/mcptest"
 	"github.com/capbridge/capbridge/internal/testkit/otlprecv"
-	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
 )
 
 // The program's span, as a façade call made under it sends it.
@@ -42,10 +42,7 @@ func tracedBridge(t *testing.T, protocol string, o Options, servers ...config.Se
 	if err != nil || tr == nil {
 		t.Fatalf("telemetry.New = %v, %v", tr, err)
 	}
-	o.Tracer = tr
-	if o.Log.GetLevel() == zerolog.DebugLevel && o.Audit.GetLevel() == zerolog.DebugLevel {
-		o.Log, o.Audit = zerolog.Nop(), zerolog.Nop()
-	}
+	o.Tracer, o.Log, o.Audit = tr, zerolog.Nop(), zerolog.Nop()
 	return startBridgeOpts(t, o, nil, servers...), recv
 }
 
