@@ -186,6 +186,9 @@ cannot be opened, 5 shutdown that could not confirm every server exited.`)
 		fmt.Fprintln(stderr, err)
 		return exitConfig
 	}
+	if tracer != nil {
+		log.Info().Msg("exporting traces over OTLP ([telemetry], OTEL_* environment)")
+	}
 	opts.Tracer = tracer
 	b := bridge.New(opts)
 	if err := b.ReserveDescriptors(); err != nil {
