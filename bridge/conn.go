@@ -293,7 +293,7 @@ func (c *callConn) end() {
 // run executes one call and sends its one reply.
 func (c *callConn) run(ctx context.Context, m *capserver.Call) {
 	start := time.Now()
-	tp, span := c.b.startCallTrace(m)
+	tp, span := c.b.startCallTrace(m.Traceparent, m.Cap)
 	server, hasPrefix := strings.CutPrefix(m.Cap, capwire.CapPrefix)
 	op := m.Op
 	var o outcome
@@ -301,7 +301,7 @@ func (c *callConn) run(ctx context.Context, m *capserver.Call) {
 	case hasPrefix:
 		o = c.b.call(ctx, callRequest{server: server, tool: m.Op, args: m.Args, timeoutMS: m.TimeoutMS, grant: c.grant, peer: c.peer, traceparent: tp, span: span})
 	case m.Cap == capwire.CapBridge:
-		o, server, op = c.b.meta(ctx, c.grant, c.peer, m.Op, m.Args, m.TimeoutMS)
+		o, server, op = c.b.meta(ctx, c.grant, c.peer, m.Op, m.Args, m.TimeoutMS, m.Traceparent)
 	default:
 		o = deny(capwire.CodeUnknownCapability, "capability "+quote(m.Cap)+" is neither an MCP server's (mcp.<server>) nor capbridge's")
 	}

@@ -289,3 +289,34 @@ func TestTraceRedactsSecrets(t *testing.T) {
 		}
 	}
 }
+
+// A call started in the background (capbridge's start, then collect) is
+// traced as a call of its own under the start's traceparent: its span is
+// the program span's child, its MCP request's is under it, and the
+// server sees that one.
+func TestTraceStartedCall(t *testing.T) {
+	t.Cleanup(leakcheck.Check(t))
+	tb, recv := tracedBridge(t, telemetry.ProtocolHTTP, Options{}, mcptestServer("s", mcptest.Scenario{}))
+	c := tb.dial(tb.grant(map[string][]string{"s": nil}))
+	ctx, cancel := context.WithTimeout(context.Background(), backstop)
+	defer cancel()
+	h, err := c.Start(capwire.WithTraceparent(ctx, programTP), "s", "meta", map[string]any{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := c.Collect(ctx, h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Close()
+	tb.shutdown()
+	spans := recv.Spans()
+	calls := spanNamed(spans, "capwire mcp.s", "s")
+	if len(calls) != 1 || calls[0].ParentID != programSpan || calls[0].TraceID != programTrace || calls[0].Attrs["capbridge.tool"] != "meta" {
+		t.Fatalf("the started call's spans: %+v", calls)
+	}
+	reqs := childrenOf(spans, calls[0])
+	if len(reqs) != 1 || r.Text() != "00-"+programTrace+"-"+reqs[0].SpanID+"-01" {
+		t.Fatalf("the server saw %q; the request spans are %+v", r.Text(), reqs)
+	}
+}

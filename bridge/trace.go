@@ -3,7 +3,6 @@ package bridge
 import (
 	"context"
 
-	"github.com/capbridge/capbridge/bridge/internal/capserver"
 	"github.com/capbridge/capbridge/capwire"
 	"github.com/capbridge/capbridge/internal/telemetry"
 	"github.com/capbridge/capbridge/internal/truncate"
@@ -14,16 +13,17 @@ import (
 // is names, ids, codes and sizes, never argument or result values, and
 // never a server's own words unredacted.
 
-// startCallTrace starts the span of the capwire call m (nil when traces
-// are off) and returns the traceparent its MCP request is to carry with
-// traces off: the program's own, when it is valid, passed on unchanged,
-// so a program's trace reaches the server through an untraced capbridge.
-func (b *Bridge) startCallTrace(m *capserver.Call) (string, *telemetry.Call) {
+// startCallTrace starts the span of a capwire call to capability cap
+// under the program's traceparent (nil when traces are off), and returns
+// the traceparent its MCP request is to carry with traces off: the
+// program's own, when it is valid, passed on unchanged, so a program's
+// trace reaches the server through an untraced capbridge.
+func (b *Bridge) startCallTrace(traceparent, cap string) (string, *telemetry.Call) {
 	if b.tracer != nil {
-		return "", b.tracer.StartCall(m.Traceparent, m.Cap)
+		return "", b.tracer.StartCall(traceparent, cap)
 	}
-	if m.Traceparent != "" && telemetry.Valid(m.Traceparent) {
-		return m.Traceparent, nil
+	if traceparent != "" && telemetry.Valid(traceparent) {
+		return traceparent, nil
 	}
 	return "", nil
 }
