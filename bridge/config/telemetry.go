@@ -76,15 +76,7 @@ func (r *reader) telemetry(key string, v any, dst *telemetry.Config) {
 
 // ratio reads a number from 0 to 1.
 func (r *reader) ratio(key string, v any, dst *float64) bool {
-	var f float64
-	switch x := v.(type) {
-	case int64:
-		f = float64(x)
-	case float64:
-		f = x
-	default:
-		f = -1
-	}
+	f := number(v)
 	if !(f >= 0 && f <= 1) {
 		r.fail(key, "write a number from 0 to 1, such as 0.25", "bad ratio %s", describe(v))
 		return false
