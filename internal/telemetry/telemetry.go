@@ -29,6 +29,8 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	semconv "go.opentelemetry.io/otel/semconv/v1.40.0"
 	"go.opentelemetry.io/otel/trace"
+
+	"github.com/capbridge/capbridge/internal/truncate"
 )
 
 // Bounds of what one span and the export queue hold.
@@ -41,6 +43,9 @@ const (
 	maxQueue = 2048
 	// exportTimeout bounds one export request.
 	exportTimeout = 10 * time.Second
+	// maxName cuts what a program or a server chose in a span's name (a
+	// capability, a tool), which the attribute limit does not reach.
+	maxName = 128
 )
 
 // Tracer makes capbridge's spans and exports them. A nil *Tracer is off.
@@ -149,7 +154,7 @@ func (t *Tracer) StartCall(traceparent, cap string) *Call {
 	if sc, ok := Parse(traceparent); ok {
 		ctx = trace.ContextWithRemoteSpanContext(ctx, sc)
 	}
-	ctx, span := t.tr.Start(ctx, "capwire "+cap, trace.WithSpanKind(trace.SpanKindServer))
+	ctx, span := t.tr.Start(ctx, "capwire "+truncate.Ellipsis(cap, maxName), trace.WithSpanKind(trace.SpanKindServer))
 	return &Call{t: t, ctx: ctx, span: span}
 }
 
@@ -160,7 +165,7 @@ func (c *Call) StartRequest(server, tool, transport string) string {
 	if c == nil {
 		return ""
 	}
-	_, c.req = c.t.tr.Start(c.ctx, "tools/call "+tool, trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(
+	_, c.req = c.t.tr.Start(c.ctx, "tools/call "+truncate.Ellipsis(tool, maxName), trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(
 		attribute.String("mcp.method.name", "tools/call"),
 		attribute.String("gen_ai.operation.name", "execute_tool"),
 		attribute.String("gen_ai.tool.name", tool),

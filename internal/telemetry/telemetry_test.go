@@ -7,6 +7,9 @@ import (
 	"testing"
 	"time"
 
+	"go.opentelemetry.io/otel/codes"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
 )
 
@@ -185,5 +188,47 @@ func TestShutdownBounded(t *testing.T) {
 		}
 	case <-time.After(time.Minute): // a backstop: the bound is 100 ms
 		t.Fatal("Shutdown did not return within its bound")
+	}
+}
+
+// recorded is a Tracer whose spans a test reads as they end, with the
+// limits New sets.
+func recorded() (*Tracer, *tracetest.SpanRecorder) {
+	sr := tracetest.NewSpanRecorder()
+	limits := sdktrace.NewSpanLimits()
+	limits.AttributeValueLengthLimit = maxAttrValue
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(sr), sdktrace.WithRawSpanLimits(limits))
+	return &Tracer{tp: tp, tr: tp.Tracer("test"), timeout: time.Second}, sr
+}
+
+// What a program chose (a capability, a tool) is bounded in a span, in
+// its name and in its attributes, however long it was: a hostile program
+// cannot make the export queue hold megabytes per span.
+func TestSpanBounds(t *testing.T) {
+	tr, sr := recorded()
+	long := strings.Repeat("x", 1<<20)
+	c := tr.StartCall("", "mcp."+long)
+	_ = c.StartRequest(long, long, "stdio")
+	c.EndRequest("server_error")
+	c.End(Outcome{Grant: "g", Server: long, Tool: long, Result: "denied", Code: "unknown_tool"})
+	spans := sr.Ended()
+	if len(spans) != 2 {
+		t.Fatalf("%d spans ended, want 2", len(spans))
+	}
+	for _, s := range spans {
+		if len(s.Name()) > maxName+32 {
+			t.Errorf("a span name of %d bytes", len(s.Name()))
+		}
+		for _, kv := range s.Attributes() {
+			if n := len(kv.Value.String()); n > maxAttrValue {
+				t.Errorf("attribute %s of %d bytes", kv.Key, n)
+			}
+		}
+	}
+	if req, call := spans[0], spans[1]; req.Parent().SpanID() != call.SpanContext().SpanID() || req.SpanKind() != trace.SpanKindClient || call.SpanKind() != trace.SpanKindServer {
+		t.Errorf("request %v under %v, kinds %v and %v", req.Parent(), call.SpanContext(), req.SpanKind(), call.SpanKind())
+	}
+	if call := spans[1]; call.Status().Code != codes.Error || call.Status().Description != "unknown_tool" {
+		t.Errorf("call status %+v", call.Status())
 	}
 }
