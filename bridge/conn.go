@@ -293,14 +293,15 @@ func (c *callConn) end() {
 // run executes one call and sends its one reply.
 func (c *callConn) run(ctx context.Context, m *capserver.Call) {
 	start := time.Now()
+	tp, span := c.b.startCallTrace(m.Traceparent, m.Cap)
 	server, hasPrefix := strings.CutPrefix(m.Cap, capwire.CapPrefix)
 	op := m.Op
 	var o outcome
 	switch {
 	case hasPrefix:
-		o = c.b.call(ctx, callRequest{server: server, tool: m.Op, args: m.Args, timeoutMS: m.TimeoutMS, grant: c.grant, peer: c.peer})
+		o = c.b.call(ctx, callRequest{server: server, tool: m.Op, args: m.Args, timeoutMS: m.TimeoutMS, grant: c.grant, peer: c.peer, traceparent: tp, span: span})
 	case m.Cap == capwire.CapBridge:
-		o, server, op = c.b.meta(ctx, c.grant, c.peer, m.Op, m.Args, m.TimeoutMS)
+		o, server, op = c.b.meta(ctx, c.grant, c.peer, m.Op, m.Args, m.TimeoutMS, m.Traceparent)
 	default:
 		o = deny(capwire.CodeUnknownCapability, "capability "+quote(m.Cap)+" is neither an MCP server's (mcp.<server>) nor capbridge's")
 	}
@@ -324,6 +325,7 @@ func (c *callConn) run(ctx context.Context, m *capserver.Call) {
 	}
 	c.b.auditCall(c.grant, c.peer, server, op, sent, took)
 	c.grant.usage.end()
+	endCallTrace(span, c.grant, server, op, &sent)
 }
 
 // send writes the reply for id, turning a result too large for a frame

@@ -144,7 +144,9 @@ func (s *server) run(ctx context.Context) {
 			s.setState(StateStarting, "")
 		}
 		began := time.Now()
-		t, err := s.launch(ctx)
+		octx, op := s.startOp(ctx, bootOp(attempt))
+		t, err := s.launch(octx)
+		s.endOp(op, t, err)
 		if err == nil {
 			var perr error
 			if t, perr = s.underPolicy(t); perr != nil {
@@ -404,7 +406,7 @@ func (s *server) list(ctx context.Context, client *mcpwire.Client) (*table, erro
 	if err != nil {
 		return nil, err
 	}
-	return s.build(client, listed, s.cfg(), s.lock.Load(), false)
+	return s.build(ctx, client, listed, s.cfg(), s.lock.Load(), false)
 }
 
 // build makes the table of a listing under a policy: conf's tools.allow,
@@ -413,7 +415,7 @@ func (s *server) list(ctx context.Context, client *mcpwire.Client) (*table, erro
 // policy rebuilds the live table from the listing it kept (raw). A dry
 // build reports and records nothing: a reload checks a new policy with
 // it before applying anything.
-func (s *server) build(client *mcpwire.Client, listed []mcpwire.Tool, conf *config.Server, lp *lockPolicy, dry bool) (*table, error) {
+func (s *server) build(ctx context.Context, client *mcpwire.Client, listed []mcpwire.Tool, conf *config.Server, lp *lockPolicy, dry bool) (*table, error) {
 	if name := duplicateTool(listed); name != "" {
 		// Which of the two the server runs cannot be told from here, so
 		// neither is served: not even the copy a lock approves.
@@ -437,7 +439,7 @@ func (s *server) build(client *mcpwire.Client, listed []mcpwire.Tool, conf *conf
 		return nil, err
 	}
 	if !dry {
-		s.reportDrift(lp, drift, absent)
+		s.reportDrift(ctx, lp, drift, absent)
 	}
 	if err := checkPolicy(tools, conf); err != nil {
 		return nil, err
@@ -495,8 +497,10 @@ func (s *server) serve(ctx context.Context, t *table) error {
 			done <- err
 		case <-t.client.ToolsChanged():
 			ctxL, cancel := context.WithTimeout(ctx, s.cfg().StartupTimeout)
+			ctxL, op := s.startOp(ctxL, relistOp)
 			nt, err := s.list(ctxL, t.client)
 			err = s.bounded(ctxL, err)
+			s.endOp(op, nt, err)
 			cancel()
 			if err != nil {
 				if ctx.Err() == nil && t.client.Err() == nil {
@@ -524,7 +528,7 @@ func (s *server) underPolicy(t *table) (*table, error) {
 		if t.conf == conf && t.lock == lp {
 			return t, nil
 		}
-		nt, err := s.build(t.client, t.raw, conf, lp, false)
+		nt, err := s.build(context.Background(), t.client, t.raw, conf, lp, false)
 		if err != nil {
 			return t, err
 		}

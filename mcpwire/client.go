@@ -122,6 +122,14 @@ type CallOptions struct {
 	// bounds a server's concurrent work keeps the call's slot until
 	// answered closes, with its own time limit.
 	Abandoned func(answered <-chan struct{})
+	// Traceparent, when not "", is the W3C trace context of the caller's
+	// span for this call (a valid version-00 traceparent; the caller
+	// checks it). The tools/call request carries it as
+	// _meta.traceparent, the convention of MCP's SEP-414, and, over
+	// Streamable HTTP, as the traceparent header too (W3C Trace Context
+	// §3). A legacy HTTP+SSE message may share its POST with others, so
+	// it carries it in _meta only.
+	Traceparent string
 
 	// task is the "task" member CallToolTask adds to tools/call.
 	task []byte
@@ -521,13 +529,17 @@ func (c *Client) request(ctx context.Context, method string, params []byte, args
 	var line []byte
 	var err error
 	if method == "tools/call" {
-		line, err = appendCallTool((*bp)[:0], id, name, args, c.callMeta(), opt.task)
+		line, err = appendCallTool((*bp)[:0], id, name, args, c.callMeta(), opt.task, opt.Traceparent)
 	} else {
 		line = appendRequest((*bp)[:0], id, method, params)
 	}
 	sent, why := false, err
 	if err == nil {
-		sent, why = c.car.roundTrip(ctx, cl, outbound{method: method, name: name, args: args}, line, gather)
+		ob := outbound{method: method, name: name, args: args}
+		if method == "tools/call" {
+			copy(ob.traceparent[:], opt.Traceparent) // its shape checked by appendCallTool
+		}
+		sent, why = c.car.roundTrip(ctx, cl, ob, line, gather)
 	}
 	if cap(line) <= maxPooledLine {
 		*bp = line[:0]
