@@ -261,9 +261,6 @@ func (s *server) clientConfig() mcpwire.Config {
 		// The bridge admits at most max_inflight calls plus the queue;
 		// the client's own bound is a backstop above that.
 		MaxInFlight: s.cfg.MaxInflight,
-		// The per-server cap applies after tools.allow and tools.deny:
-		// list what the generator can plan, then count what is exposed.
-		MaxTools: codegen.MaxListedTools,
 	}
 }
 
@@ -398,9 +395,6 @@ func (s *server) list(ctx context.Context, client *mcpwire.Client) (*table, erro
 	s.reportDrift(s.lock, drift, absent)
 	if err := s.checkPolicy(tools); err != nil {
 		return nil, err
-	}
-	if len(tools) > codegen.MaxTools {
-		return nil, fmt.Errorf("%d tools are left after tools.allow and tools.deny, more than the %d a server may expose", len(tools), codegen.MaxTools)
 	}
 	gen, err := codegen.Generate(s.cfg.Name, toCodegen(tools), codegen.Options{SurfaceBudget: s.opts.surfaceBudget})
 	if err != nil {

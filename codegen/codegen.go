@@ -28,24 +28,22 @@ import (
 	"sync"
 	"unicode/utf8"
 
+	"github.com/capbridge/capbridge/internal/bound"
 	"github.com/capbridge/capbridge/internal/truncate"
 )
 
 // Limits.
 const (
-	// MaxTools is the most tools one server may expose, counted after the
-	// operator's allow and deny lists; the bridge applies it. Generate
-	// itself takes up to MaxListedTools, so it never refuses a listing
-	// the bridge admitted.
-	MaxTools = 256
-	// MaxListedTools bounds the work of one Generate call, and so the
-	// listing a bridge reads from a server before its allow and deny
-	// lists pick the tools it exposes.
-	MaxListedTools = 4096
-	// MaxListingBytes caps the saved listing ParseListing reads; it is the
-	// line cap of the MCP stdio client, so one listing costs at most what one
-	// message may.
-	MaxListingBytes = 16 << 20
+	// MaxTools bounds the work of one Generate call: the most tools one
+	// server may list (bound.MaxTools), which is also what the bridge's
+	// MCP client reads, so Generate never refuses a listing the bridge
+	// admitted.
+	MaxTools = bound.MaxTools
+	// MaxListingBytes caps the saved listing ParseListing reads: room for
+	// MaxTools tools of 4 KiB each, several times the size of the tools of
+	// real servers, so any listing the bridge serves can be saved and read
+	// back.
+	MaxListingBytes = MaxTools * 4 << 10
 	// DefaultSurfaceBudget is the surface size, in bytes, used when
 	// Options.SurfaceBudget is zero.
 	DefaultSurfaceBudget = 64 << 10
@@ -185,8 +183,9 @@ type Generated struct {
 	tools  []Tool // as given to Generate, which never changes them
 	budget int
 
-	mu    sync.Mutex          // guards other
-	other map[Lang]*Generated // In's results
+	mu     sync.Mutex          // guards other
+	render sync.Mutex          // serialises docs' decl after Generate: it reads the emitter's memos
+	other  map[Lang]*Generated // In's results
 }
 
 // Generate plans, names, emits and verifies the façade of one server.
@@ -202,8 +201,8 @@ func Generate(server string, tools []Tool, opts Options) (*Generated, error) {
 	if err := checkServerName(server); err != nil {
 		return nil, err
 	}
-	if len(tools) > MaxListedTools {
-		return nil, fmt.Errorf("%w: %d tools, the limit is %d", ErrTooManyTools, len(tools), MaxListedTools)
+	if len(tools) > MaxTools {
+		return nil, fmt.Errorf("%w: %d tools, the limit is %d", ErrTooManyTools, len(tools), MaxTools)
 	}
 	plans := make([]toolPlan, len(tools))
 	for i := range tools {

@@ -11,6 +11,8 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/capbridge/capbridge/internal/testkit/bigtools"
 )
 
 var update = flag.Bool("update", false, "rewrite the .golden files under testdata")
@@ -236,7 +238,7 @@ var hostile = map[string]error{
 	"schema-weird-types":           nil,
 	"surface-forge-positions":      nil,
 	"tools-256":                    nil,
-	"tools-300":                    ErrBadListing,
+	"tools-300":                    nil,
 }
 
 // TestHostile runs the hostile corpus: each listing yields a verified
@@ -351,7 +353,7 @@ func intentFor(t *testing.T, g *Generated, tools []Tool) intent {
 
 func TestGenerateRefusals(t *testing.T) {
 	tool := Tool{Name: "t", InputSchema: []byte(`{"type":"object","properties":{}}`)}
-	many := make([]Tool, MaxListedTools+1)
+	many := make([]Tool, MaxTools+1)
 	for i := range many {
 		many[i] = Tool{Name: fmt.Sprintf("t%d", i), InputSchema: tool.InputSchema}
 	}
@@ -625,6 +627,19 @@ func TestParseListing(t *testing.T) {
 	}
 	if _, err := ParseListing(make([]byte, MaxListingBytes+1)); !errors.Is(err, ErrBadListing) {
 		t.Errorf("oversized listing: %v", err)
+	}
+	if _, err := ParseListing(bigtools.Page(nil, 0, MaxTools, MaxTools, "")); err != nil {
+		t.Errorf("a listing of MaxTools realistic tools: %v", err)
+	}
+	many := []byte(`{"tools":[`)
+	for i := range MaxTools + 1 {
+		if i > 0 {
+			many = append(many, ',')
+		}
+		many = fmt.Appendf(many, `{"name":"t%d","inputSchema":{}}`, i)
+	}
+	if _, err := ParseListing(append(many, "]}"...)); !errors.Is(err, ErrBadListing) || !strings.Contains(err.Error(), "over the limit") {
+		t.Errorf("a listing of MaxTools+1 tools: %v", err)
 	}
 }
 
