@@ -396,7 +396,10 @@ func (s *server) list(ctx context.Context, client *mcpwire.Client) (*table, erro
 	if err := s.checkPolicy(tools); err != nil {
 		return nil, err
 	}
-	gen, err := codegen.Generate(s.cfg.Name, toCodegen(tools), codegen.Options{SurfaceBudget: s.opts.surfaceBudget})
+	// The surface, names and descriptions now; the source when a façade
+	// is asked for (control's facade): writing and verifying it is most
+	// of a big listing's cost, and calls do not wait on it.
+	gen, err := codegen.Generate(s.cfg.Name, toCodegen(tools), codegen.Options{SurfaceBudget: s.opts.surfaceBudget, SurfaceOnly: true})
 	if err != nil {
 		return nil, fmt.Errorf("generating its façade: %w", err)
 	}

@@ -742,3 +742,42 @@ func TestSurfaceForgery(t *testing.T) {
 		})
 	}
 }
+
+// TestSurfaceOnly: without its source a façade has the same surface,
+// descriptions and search as with it, in every language In gives, and
+// WithSource writes the source, the same bytes as a full generation, once.
+func TestSurfaceOnly(t *testing.T) {
+	tools := largeListing()
+	for _, lang := range []Lang{Go, TypeScript, Python} {
+		full, err := Generate("large", tools, Options{Lang: lang})
+		if err != nil {
+			t.Fatal(err)
+		}
+		lean, err := Generate("large", tools, Options{Lang: lang, SurfaceOnly: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if lean.Source != nil || lean.JS != nil || lean.DTS != nil {
+			t.Errorf("%s: a surface-only façade has source", lang)
+		}
+		if lean.Surface != full.Surface || lean.Level != full.Level || strings.Join(lean.Pages, "") != strings.Join(full.Pages, "") || lean.ModuleName != full.ModuleName || lean.ListingSHA256 != full.ListingSHA256 {
+			t.Errorf("%s: the surface differs without the source", lang)
+		}
+		a, _ := lean.Describe()
+		b, _ := full.Describe()
+		if a != b || fmt.Sprint(lean.Search("browser action 7", 5)) != fmt.Sprint(full.Search("browser action 7", 5)) {
+			t.Errorf("%s: describe or search differs without the source", lang)
+		}
+		if other, err := lean.In(Python); err != nil || other.Source != nil || lang != Python && other == lean {
+			t.Errorf("%s: In(python) of a surface-only façade: %v", lang, err)
+		}
+		written, err := lean.WithSource()
+		if err != nil {
+			t.Fatal(err)
+		}
+		again, _ := lean.WithSource()
+		if !bytes.Equal(written.Source, full.Source) || !bytes.Equal(written.JS, full.JS) || !bytes.Equal(written.DTS, full.DTS) || again != written {
+			t.Errorf("%s: WithSource did not write the full source once", lang)
+		}
+	}
+}
