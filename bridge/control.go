@@ -155,6 +155,9 @@ func (h *controlHandler) Status(context.Context) (*control.Status, error) {
 func (h *controlHandler) Surface(context.Context, *control.SurfaceRequest) (*control.Surface, error) {
 	servers, down := h.b.Surface()
 	out := &control.Surface{Lock: string(lock.New(servers).Encode())}
+	if d := h.b.Dropped(); len(d) > 0 {
+		out.Dropped = d
+	}
 	for name, err := range down {
 		if out.Down == nil {
 			out.Down = map[string]string{}

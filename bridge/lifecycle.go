@@ -293,7 +293,11 @@ func (s *server) dial(ctx context.Context) (*mcpwire.Client, error) {
 		// A person's login (capbridge login), if one was saved; none is
 		// needed until the server answers 401, which then says
 		// needs_login.
-		r.Auth = mcpauth.NewStoredAuthorizer(mcpauth.Store{Dir: s.opts.tokenDir}, s.cfg.Name, hc)
+		login := mcpauth.NewStoredAuthorizer(mcpauth.Store{Dir: s.opts.tokenDir}, s.cfg.Name, hc)
+		r.Auth = login
+		s.mu.Lock()
+		s.login = login
+		s.mu.Unlock()
 	}
 	return mcpwire.Dial(ctx, r, s.clientConfig())
 }
@@ -316,6 +320,15 @@ func (s *server) authorizer(rm *config.Remote, hc *http.Client) (*mcpauth.Author
 		if creds.Key, err = mcpauth.ParsePrivateKey(pem); err != nil {
 			return nil, fmt.Errorf("[mcp.%s] oauth.private_key_file %s: %w", s.cfg.Name, o.PrivateKeyFile, err)
 		}
+	}
+	if o.Grant == config.GrantIDJAG {
+		idpSecret, err := o.IDPClientSecret(s.cfg.Name, os.LookupEnv, os.ReadFile)
+		if err != nil {
+			return nil, err
+		}
+		name := s.cfg.Name
+		creds.IdentityAssertion = &mcpauth.IdentityAssertion{IDPIssuer: o.IDPIssuer, IDPClientID: o.IDPClientID, IDPClientSecret: idpSecret,
+			IDToken: func() (string, error) { return o.IDToken(name, os.LookupEnv, os.ReadFile) }}
 	}
 	return mcpauth.NewAuthorizer(rm.URL, creds, hc)
 }

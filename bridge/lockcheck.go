@@ -144,7 +144,7 @@ func (b *Bridge) Surface() (map[string]*lock.Server, map[string]error) {
 		s := b.servers[name]
 		t, err := s.ready()
 		if err == nil {
-			si := t.client.Initialize().ServerInfo
+			si := t.client.ServerInfo() // of either era: initialize's, or server/discover's _meta
 			var ls *lock.Server
 			if ls, err = lockedServer(lock.Info{Name: si.Name, Version: si.Version, Title: si.Title}, t.unlocked); err == nil {
 				out[name] = ls
@@ -157,4 +157,23 @@ func (b *Bridge) Surface() (map[string]*lock.Server, map[string]error) {
 		down[name] = errors.New(s.unavailableMessage(err))
 	}
 	return out, down
+}
+
+// Dropped names, per ready server, the tools mcpwire left out of its last
+// listing because their declaration breaks the server's revision (a
+// 2026-07-28 tool whose x-mcp-header annotation is invalid), each with
+// why: capbridge skew says so beside tool_removed, which is all a lock
+// comparison can see.
+func (b *Bridge) Dropped() map[string]map[string]string {
+	out := map[string]map[string]string{}
+	for _, name := range b.order {
+		t, err := b.servers[name].ready()
+		if err != nil || t.client == nil {
+			continue
+		}
+		if d := t.client.Dropped(); len(d) > 0 {
+			out[name] = d
+		}
+	}
+	return out
 }

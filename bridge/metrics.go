@@ -205,7 +205,23 @@ func newMetrics(b *Bridge) *metrics {
 		set.NewGauge("capbridge_calls_inflight"+l, func() float64 { return float64(s.adm.Running()) })
 		set.NewGauge("capbridge_calls_abandoned"+l, func() float64 { return float64(s.abandoned.Load()) })
 		set.NewGauge("capbridge_calls_queued"+l, func() float64 { return float64(s.adm.Queued()) })
-		for _, st := range []State{StateStarting, StateReady, StateFailed, StateDead, StateRetired} {
+		// The transport a server is reached by, as an info series to
+		// join on (a label on every series would only repeat it): 1 for
+		// the transport in use, 0 for the other a remote server may fall
+		// back to.
+		transports := []string{"stdio"}
+		if s.cfg.Remote != nil {
+			transports = []string{"streamable-http", "sse"}
+		}
+		for _, tr := range transports {
+			set.NewGauge(`capbridge_server_transport{server="`+labelValue(name)+`",transport="`+tr+`"}`, func() float64 {
+				if s.transportNow() == tr {
+					return 1
+				}
+				return 0
+			})
+		}
+		for _, st := range []State{StateStarting, StateReady, StateFailed, StateDead, StateBackoff, StateNeedsLogin, StateRetired} {
 			set.NewGauge(`capbridge_server_state{server="`+labelValue(name)+`",state="`+string(st)+`"}`, func() float64 {
 				s.mu.Lock()
 				defer s.mu.Unlock()

@@ -20,6 +20,7 @@ import (
 	"github.com/capbridge/capbridge/bridge/internal/fairshare"
 	"github.com/capbridge/capbridge/bridge/internal/redact"
 	"github.com/capbridge/capbridge/codegen"
+	"github.com/capbridge/capbridge/internal/mcpauth"
 	"github.com/capbridge/capbridge/internal/truncate"
 	"github.com/capbridge/capbridge/mcpwire"
 )
@@ -99,6 +100,9 @@ type server struct {
 	// the client run has not shut down yet; retire closes it.
 	cur  *table
 	live *mcpwire.Client
+	// login is the authorizer of a person's saved login the last
+	// connection used, for the step-up status shows; nil for others.
+	login *mcpauth.StoredAuthorizer
 	// The restart record, for status: the last exit's wait status, the
 	// current backoff wait and when it ends.
 	lastExit    string
@@ -477,6 +481,9 @@ type serverStatus struct {
 	Protocol      string `msgpack:"protocol,omitempty"`
 	ServerName    string `msgpack:"server_name,omitempty"`
 	ServerVersion string `msgpack:"server_version,omitempty"`
+	// Login, when set, says that a person's login must be renewed and
+	// how: a remote server wants scopes the login's token lacks.
+	Login string `msgpack:"login,omitempty"`
 }
 
 func (s *server) status() serverStatus {
@@ -501,6 +508,11 @@ func (s *server) statusLocked() serverStatus {
 	if rm := s.cfg.Remote; rm != nil {
 		st.Transport, st.URL = rm.Transport, shownURL(rm.URL)
 	}
+	if s.login != nil {
+		if want := s.login.StepUp(); len(want) > 0 {
+			st.Login = fmt.Sprintf("calls need the scopes %q, which the login's token lacks: run `capbridge login %s`", strings.Join(want, " "), s.cfg.Name)
+		}
+	}
 	switch s.state {
 	case StateReady:
 		st.StderrTail = truncate.Tail(s.cur.client.StderrTail(), -1)
@@ -520,6 +532,21 @@ func (s *server) statusLocked() serverStatus {
 		st.BackoffMS, st.NextAttemptMS = s.wait.Milliseconds(), s.nextAttempt.UnixMilli()
 	}
 	return st
+}
+
+// transportNow is how the server is reached: stdio for a process; for a
+// remote server the transport its last connection spoke, or the
+// configured one before the first.
+func (s *server) transportNow() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch {
+	case s.cfg.Remote == nil:
+		return "stdio"
+	case s.cur != nil && s.cur.client != nil:
+		return s.cur.client.Transport()
+	}
+	return s.cfg.Remote.Transport
 }
 
 // snapshot returns the server's state, and why it is not serving.

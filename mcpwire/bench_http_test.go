@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strconv"
+	"syscall"
 	"testing"
 
 	"github.com/capbridge/capbridge/internal/jsonlex"
@@ -119,4 +120,53 @@ func BenchmarkHTTPClient(b *testing.B) {
 			}
 		}
 	})
+}
+
+// BenchmarkHTTPSerial is one call in flight at a time over each
+// transport the carrier may use, against the same in-process server:
+// net/http's Transport (goroutine hand-offs to its connection's read and
+// write loops) and h1Transport (the caller exchanges itself). It reports
+// the process's context switches per call (the server's included, the
+// same for both).
+func BenchmarkHTTPSerial(b *testing.B) {
+	ts := httptest.NewServer(echoHTTP())
+	defer ts.Close()
+	for _, tc := range []struct {
+		name string
+		hc   func() *http.Client
+	}{
+		{"net-http", func() *http.Client {
+			return &http.Client{Transport: http.DefaultTransport.(*http.Transport).Clone(), CheckRedirect: sameOrigin}
+		}},
+		{"h1", func() *http.Client { hc, _ := HTTPClient(HTTPOptions{}); return hc }},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			hc := tc.hc()
+			defer hc.CloseIdleConnections()
+			c, err := Dial(context.Background(), Remote{URL: ts.URL, Client: hc}, Config{})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer c.Close()
+			args := JSONArgs([]byte(`{"text":"` + benchText + `"}`))
+			b.ReportAllocs()
+			before := contextSwitches()
+			b.ResetTimer()
+			for b.Loop() {
+				res, err := c.CallTool(context.Background(), "echo", args, CallOptions{})
+				if err != nil || len(res.Content) != 1 {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(contextSwitches()-before)/float64(b.N), "ctxsw/op")
+		})
+	}
+}
+
+// contextSwitches is the process's voluntary and involuntary context
+// switches so far.
+func contextSwitches() int64 {
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return ru.Nvcsw + ru.Nivcsw
 }

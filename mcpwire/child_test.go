@@ -482,3 +482,25 @@ func TestChildPidAndStderrTail(t *testing.T) {
 		t.Error(err)
 	}
 }
+
+// A server that closes its stdin and exits before reading a byte (a
+// wrapper that cannot find its package, say) fails the start with its
+// exit status and what it printed, whichever the client meets first: the
+// broken pipe of its write or the end of stdout.
+func TestChildGoneBeforeFirstWrite(t *testing.T) {
+	defer leakcheck.Check(t)()
+	cmd := Command{
+		Argv:       []string{"/bin/sh", "-c", `exec 0<&-; echo "npm error 404 Not Found - the package does not exist" >&2; exit 3`},
+		StdinGrace: waitFor, TermGrace: waitFor, KillGrace: waitFor, ExitDrain: waitFor,
+	}
+	for range 20 {
+		_, err := Start(context.Background(), cmd, Config{})
+		var de *DeadError
+		if !errors.As(err, &de) || !errors.Is(err, ErrExited) || !strings.Contains(err.Error(), "exit status 3") {
+			t.Fatalf("err = %v, want the server's exit status", err)
+		}
+		if !strings.Contains(string(de.Stderr), "the package does not exist") {
+			t.Fatalf("stderr tail %q lacks what the server printed (err %v)", de.Stderr, err)
+		}
+	}
+}

@@ -168,8 +168,13 @@ type Client struct {
 	strayLines, strayBytes atomic.Int64
 
 	// hdr is each tool's x-mcp-header annotations, from the last listing
-	// over Streamable HTTP in the 2026-07-28 era (xheader.go).
-	hdr atomic.Pointer[map[string][]headerParam]
+	// over Streamable HTTP in the 2026-07-28 era (xheader.go); dropped
+	// the tools that listing left out for an invalid annotation, with
+	// why. relistMu makes the calls refused -32020 on one listing share
+	// one re-listing (headerRetry).
+	hdr      atomic.Pointer[map[string][]headerParam]
+	dropped  atomic.Pointer[map[string]string]
+	relistMu sync.Mutex
 
 	exit    Exit
 	exitErr error
@@ -426,7 +431,11 @@ func (c *Client) Ping(ctx context.Context) error {
 // and a late reply is ignored.
 func (c *Client) CallTool(ctx context.Context, name string, args Args, opt CallOptions) (*CallToolResult, error) {
 	deadline := time.Now().Add(c.maxTimeout(opt))
+	seen := c.hdr.Load()
 	raw, err := c.request(ctx, "tools/call", nil, args, name, opt, true)
+	if err != nil && c.Era() == EraModern && isHeaderMismatch(err) && c.car.kind() == "streamable-http" {
+		raw, err = c.headerRetry(ctx, name, args, opt, seen, err)
+	}
 	if err != nil {
 		if c.Era() == EraModern {
 			err = requirement("tools/call", err)
@@ -434,6 +443,37 @@ func (c *Client) CallTool(ctx context.Context, name string, args Args, opt CallO
 		return nil, err
 	}
 	return c.callResult(ctx, raw, deadline, nil)
+}
+
+// isHeaderMismatch reports whether err is the server's -32020
+// HeaderMismatch.
+func isHeaderMismatch(err error) bool {
+	var rpc *RPCError
+	return errors.As(err, &rpc) && rpc.Code == mcpproto.CodeHeaderMismatch
+}
+
+// headerRetry answers a -32020 HeaderMismatch to a tools/call over
+// Streamable HTTP in 2026-07-28: the Mcp-Param headers mirrored from the
+// listing this client saw (seen) do not match what the server expects,
+// which means its tool's x-mcp-header annotations moved since. The tools
+// are listed again, once for all the calls refused on that listing, the
+// owner is told (ToolsChanged) so its own listing follows, and the call
+// is sent once more: the server refuses a mismatched request before it
+// runs it, so nothing is done twice. A second refusal is the call's
+// answer; a failed re-listing leaves the first one.
+func (c *Client) headerRetry(ctx context.Context, name string, args Args, opt CallOptions, seen *map[string][]headerParam, first error) (jsonlex.Value, error) {
+	c.relistMu.Lock()
+	if c.hdr.Load() == seen {
+		if _, err := c.ListTools(ctx); err != nil {
+			c.relistMu.Unlock()
+			c.log.Warn().Err(err).Str("tool", preview([]byte(name))).Msg("mcpwire: re-listing after a header mismatch failed")
+			return jsonlex.Value{}, first
+		}
+		c.signalToolsChanged()
+	}
+	c.relistMu.Unlock()
+	c.log.Info().Str("tool", preview([]byte(name))).Msg("mcpwire: the server refused the call's headers (-32020); listed the tools again and sending it once more")
+	return c.request(ctx, "tools/call", nil, args, name, opt, true)
 }
 
 // request performs one round trip. For tools/call the line is built from

@@ -272,6 +272,10 @@ func (c *Client) probe(ctx context.Context) (bool, error) {
 		return false, nil
 	case errors.As(err, &rpc):
 		return c.probeRefused(rpc)
+	case errors.Is(err, ErrAuthorization):
+		// Refused for want of authorization: that says nothing of the
+		// era, and initialize would only be refused too.
+		return false, err
 	case errors.Is(err, ErrHTTP):
 		// Over HTTP a legacy server refuses the probe with an error
 		// status and no modern JSON-RPC error (the Streamable HTTP
@@ -285,6 +289,15 @@ func (c *Client) probe(ctx context.Context) (bool, error) {
 		return false, err // dead, or ctx ended
 	}
 	d, err := mcpproto.DecodeDiscoverResult(raw.Bytes())
+	if err != nil && c.cfg.Era != EraModern && !hasMember(raw.Bytes(), "supportedVersions") {
+		// A result that names no versions at all is no 2026-07-28
+		// answer: a legacy server that answers every method it does not
+		// know with an empty result (some mock and gateway servers do).
+		// Meet it with initialize; a result that names versions and is
+		// malformed still fails.
+		c.log.Info().Msg("mcpwire: server/discover answered without supportedVersions; speaking the legacy era")
+		return false, nil
+	}
 	if err != nil {
 		return false, err
 	}
@@ -323,6 +336,16 @@ func (c *Client) probeRefused(rpc *RPCError) (bool, error) {
 	}
 	c.log.Info().Int64("code", rpc.Code).Msg("mcpwire: server/discover refused; speaking the legacy era")
 	return false, nil
+}
+
+// hasMember reports whether the JSON object obj has the member key.
+func hasMember(obj []byte, key string) bool {
+	found := false
+	_ = jsonlex.EachMember(obj, func(k, _ []byte) error {
+		found = found || jsonlex.KeyIs(k, key)
+		return nil
+	})
+	return found
 }
 
 func slicesContains(s []string, v string) bool {

@@ -251,6 +251,12 @@ func TestProbeOutcomes(t *testing.T) {
 			}},
 		{name: "-32020", answer: `{"jsonrpc":"2.0","id":0,"error":{"code":-32020,"message":"mismatch"}}`,
 			check: func(err error) bool { var re *RequirementError; return errors.As(err, &re) }},
+		// A server that answers every method it does not know with an
+		// empty result (the conformance suite's mock servers do) is met
+		// with initialize; a modern client refuses it.
+		{name: "empty discover result", answer: `{"jsonrpc":"2.0","id":0,"result":{}}`, era: EraLegacy},
+		{name: "modern required, empty discover result", cfg: Config{Era: EraModern}, answer: `{"jsonrpc":"2.0","id":0,"result":{}}`,
+			check: func(err error) bool { return errors.Is(err, ErrProtocol) }},
 		{name: "malformed discover result", answer: `{"jsonrpc":"2.0","id":0,"result":{"supportedVersions":"2026-07-28","capabilities":{}}}`,
 			check: func(err error) bool { return errors.Is(err, ErrProtocol) }},
 		{name: "modern required, legacy server", cfg: Config{Era: EraModern}, answer: `{"jsonrpc":"2.0","id":0,"error":{"code":-32601,"message":"Method not found"}}`,

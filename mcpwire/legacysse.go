@@ -70,19 +70,20 @@ func openSSE(ctx context.Context, u *url.URL, r Remote, cfg Config) (*sseConn, e
 	// whether it came first).
 	stop := context.AfterFunc(hctx, cancel)
 	defer stop()
-	req, err := http.NewRequestWithContext(sctx, http.MethodGet, u.String(), nil)
+	resp, err := authorizedDo(hctx, s.hc, r.Auth, "GET (HTTP+SSE)", func() (*http.Request, error) {
+		req, err := http.NewRequestWithContext(sctx, http.MethodGet, u.String(), nil)
+		if err != nil {
+			return nil, err
+		}
+		s.header(req.Header)
+		req.Header["Accept"] = hAcceptSSE
+		return req, nil
+	})
 	if err != nil {
 		cancel()
-		return nil, err
-	}
-	if err := s.header(hctx, req.Header); err != nil {
-		cancel()
-		return nil, err
-	}
-	req.Header["Accept"] = hAcceptSSE
-	resp, err := s.hc.Do(req)
-	if err != nil {
-		cancel()
+		if errors.Is(err, ErrAuthorization) {
+			return nil, err
+		}
 		if hctx.Err() != nil {
 			return nil, fmt.Errorf("mcpwire: the SSE stream at %s did not open in time: %w", shownURL(u), hctx.Err())
 		}
@@ -124,17 +125,14 @@ func openSSE(ctx context.Context, u *url.URL, r Remote, cfg Config) (*sseConn, e
 	}
 }
 
-func (s *sseConn) header(ctx context.Context, h http.Header) error {
+// header puts the operator's headers on a request; authorizedDo adds
+// the authorizer's.
+func (s *sseConn) header(h http.Header) {
 	for k, v := range s.r.Header {
 		h[k] = v
 	}
-	if s.r.Auth != nil {
-		return s.r.Auth.Authorize(ctx, h)
-	}
-	return nil
 }
 
-// Read returns the next message of the stream as a line.
 func (s *sseConn) Read(p []byte) (int, error) {
 	for len(s.pending) == 0 {
 		ev, err := s.dec.Next()
@@ -189,15 +187,15 @@ func (s *sseConn) Write(p []byte) (int, error) {
 }
 
 func (s *sseConn) post(ctx context.Context, line []byte) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, s.endpoint, bytes.NewReader(line))
-	if err != nil {
-		return err
-	}
-	if err := s.header(ctx, req.Header); err != nil {
-		return err
-	}
-	req.Header["Content-Type"] = hJSON
-	resp, err := s.hc.Do(req)
+	resp, err := authorizedDo(ctx, s.hc, s.r.Auth, "POST (HTTP+SSE)", func() (*http.Request, error) {
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, s.endpoint, bytes.NewReader(line))
+		if err != nil {
+			return nil, err
+		}
+		s.header(req.Header)
+		req.Header["Content-Type"] = hJSON
+		return req, nil
+	})
 	if err != nil {
 		return err
 	}

@@ -105,6 +105,14 @@ const (
 // ErrHTTP is matched by every *HTTPError.
 var ErrHTTP = errors.New("mcpwire: HTTP exchange failed")
 
+// ErrAuthorization is matched by the *HTTPError of a request the server
+// refused (401 or 403) and the Authorizer could not answer: no
+// credentials yet (a person's login is needed), a token the
+// authorization server would not issue or refresh, scopes it would not
+// grant. Its Unwrap is the Authorizer's error. It says nothing of the
+// server's era or transport, so a handshake never falls back on it.
+var ErrAuthorization = errors.New("mcpwire: authorization failed")
+
 // ErrSessionExpired is the death reason when a Streamable HTTP server
 // answers 404 to a request carrying its session: the session is gone,
 // calls in flight fail, and the owner starts a new client (the spec: the
@@ -129,6 +137,9 @@ type HTTPError struct {
 	Body string
 	// Err is the underlying error, if any.
 	Err error
+	// Unauthorized: the server refused the request and the Authorizer
+	// could not answer (Err is its error); matches ErrAuthorization.
+	Unauthorized bool
 }
 
 func (e *HTTPError) Error() string {
@@ -150,8 +161,44 @@ func (e *HTTPError) Error() string {
 	return s
 }
 
-// Is makes every HTTPError match ErrHTTP.
-func (e *HTTPError) Is(target error) bool { return target == ErrHTTP }
+// Is makes every HTTPError match ErrHTTP, and one the Authorizer could
+// not answer ErrAuthorization.
+func (e *HTTPError) Is(target error) bool {
+	return target == ErrHTTP || (target == ErrAuthorization && e.Unauthorized)
+}
+
+// authorizedDo sends the request build makes, with auth's credentials;
+// when the server refuses it (401, or 403) and auth answers the
+// challenge with new credentials, it is built and sent once more. When
+// auth cannot answer, the error is an *HTTPError matching
+// ErrAuthorization, naming method. build is called for each attempt
+// (a body is read once).
+func authorizedDo(ctx context.Context, hc *http.Client, auth Authorizer, method string, build func() (*http.Request, error)) (*http.Response, error) {
+	for try := 0; ; try++ {
+		req, err := build()
+		if err != nil {
+			return nil, err
+		}
+		if auth != nil {
+			if err := auth.Authorize(ctx, req.Header); err != nil {
+				return nil, &HTTPError{Method: method, Reason: err.Error(), Err: err, Unauthorized: true}
+			}
+		}
+		resp, err := hc.Do(req)
+		if err != nil || auth == nil || try > 0 || (resp.StatusCode != http.StatusUnauthorized && resp.StatusCode != http.StatusForbidden) {
+			return resp, err
+		}
+		retry, aerr := auth.Challenge(ctx, resp)
+		if aerr != nil {
+			drainBody(resp)
+			return nil, &HTTPError{Method: method, Status: resp.StatusCode, ContentType: mediaType(resp), Reason: aerr.Error(), Err: aerr, Unauthorized: true}
+		}
+		if !retry {
+			return resp, nil
+		}
+		drainBody(resp)
+	}
+}
 
 // Unwrap exposes the underlying error.
 func (e *HTTPError) Unwrap() error { return e.Err }
@@ -182,7 +229,8 @@ type HTTPOptions struct {
 }
 
 // HTTPClient returns the HTTP client a remote server is reached with: a
-// pooled keep-alive transport (HTTP/2 where TLS offers it), the system's
+// pooled keep-alive transport (HTTP/2 where TLS offers it; plain http
+// with no proxy is exchanged by the caller itself, h1Transport), the system's
 // roots plus CAFile, the client certificate when given, HTTPS_PROXY and
 // NO_PROXY from the environment, and redirects followed only within the
 // request's origin.
@@ -213,9 +261,10 @@ func HTTPClient(o HTTPOptions) (*http.Client, error) {
 	if conns <= 0 {
 		conns = 64
 	}
+	dialer := &net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}
 	tr := &http.Transport{
 		Proxy:               http.ProxyFromEnvironment,
-		DialContext:         (&net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		DialContext:         dialer.DialContext,
 		TLSClientConfig:     tc,
 		ForceAttemptHTTP2:   true,
 		MaxIdleConns:        conns,
@@ -228,7 +277,7 @@ func HTTPClient(o HTTPOptions) (*http.Client, error) {
 		TLSHandshakeTimeout:   10 * time.Second,
 		ExpectContinueTimeout: time.Second,
 	}
-	return &http.Client{Transport: tr, CheckRedirect: sameOrigin}, nil
+	return &http.Client{Transport: &fastTransport{h1: newH1Transport(dialer.DialContext, conns), base: tr}, CheckRedirect: sameOrigin}, nil
 }
 
 // sameOrigin follows a redirect only within the first request's origin

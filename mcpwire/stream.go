@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"strconv"
+	"syscall"
 	"time"
 
 	"github.com/capbridge/capbridge/internal/framewrite"
@@ -102,7 +103,7 @@ func newStream(c *Client, conn Conn) *streamCarrier {
 	s := &streamCarrier{c: c, conn: conn}
 	s.w = framewrite.NewGroup(conn, framewrite.GroupConfig{
 		Timeout: c.cfg.WriteTimeout, MaxQueued: maxQueued, Done: c.deadc, Stopped: c.Err,
-		Fail: func(err error) { c.die(fmt.Errorf("mcpwire: write to server stdin: %w", err)) },
+		Fail: s.writeFailed,
 	})
 	cfg := readside.Config{
 		Mu:        &c.mu,
@@ -202,6 +203,28 @@ func (s *streamCarrier) readChunk() bool {
 		return false
 	}
 	return true
+}
+
+// writeFailed ends the client after a write to the server's stdin
+// failed. A broken pipe means the server closed its stdin or exited, most
+// often because it could not start at all: then, as at the end of its
+// stdout, the death waits (bounded) for the server's end, so that it is
+// reported with the exit status and the stderr that says why.
+func (s *streamCarrier) writeFailed(err error) {
+	reason := fmt.Errorf("mcpwire: write to server stdin: %w", err)
+	if errors.Is(err, syscall.EPIPE) {
+		t := time.NewTimer(eofExitWait)
+		select {
+		case <-s.conn.Done():
+			if end := s.conn.EndReason(); end != nil {
+				reason = fmt.Errorf("%w, after %w", end, reason)
+			}
+		case <-s.c.deadc:
+		case <-t.C:
+		}
+		t.Stop()
+	}
+	s.c.die(reason)
 }
 
 func (s *streamCarrier) onEOF() {

@@ -82,10 +82,10 @@ var (
 	hJSON      = []string{"application/json"}
 )
 
-// header fills a request's headers: the operator's, the protocol's
-// (MCP-Protocol-Version, Mcp-Session-Id, the 2026-07-28 request metadata)
-// and the authorizer's.
-func (h *httpCarrier) header(ctx context.Context, hd http.Header, o outbound, accept []string) error {
+// header fills a request's headers: the operator's and the protocol's
+// (MCP-Protocol-Version, Mcp-Session-Id, the 2026-07-28 request
+// metadata); the authorizer's are added by authorizedDo.
+func (h *httpCarrier) header(hd http.Header, o outbound, accept []string) error {
 	for k, v := range h.r.Header {
 		hd[k] = v
 	}
@@ -106,13 +106,7 @@ func (h *httpCarrier) header(ctx context.Context, hd http.Header, o outbound, ac
 		}
 	}
 	if params := h.c.headerParamsOf(o.name); o.method == "tools/call" && len(params) > 0 && h.c.Era() == EraModern {
-		err := paramHeaders(params, o.args.JSON(), hd.Set)
-		if err != nil {
-			return err
-		}
-	}
-	if h.r.Auth != nil {
-		return h.r.Auth.Authorize(ctx, hd)
+		return paramHeaders(params, o.args.JSON(), hd.Set)
 	}
 	return nil
 }
@@ -145,10 +139,14 @@ func headerValue(s string) string {
 }
 
 // do posts line (or GETs when line is nil) with the request's headers,
-// retrying once when the authorizer says a 401 or 403 is answered by a
-// new token.
+// retrying once when the authorizer answers a 401 or 403 with a new
+// token.
 func (h *httpCarrier) do(ctx context.Context, method string, o outbound, line []byte, accept []string, extra func(http.Header)) (*http.Response, error) {
-	for try := 0; ; try++ {
+	what := o.method
+	if what == "" {
+		what = method
+	}
+	return authorizedDo(ctx, h.hc, h.r.Auth, what, func() (*http.Request, error) {
 		var body io.Reader
 		if line != nil {
 			body = bytes.NewReader(line)
@@ -160,26 +158,14 @@ func (h *httpCarrier) do(ctx context.Context, method string, o outbound, line []
 		if line != nil {
 			req.Header["Content-Type"] = hJSON
 		}
-		if err := h.header(ctx, req.Header, o, accept); err != nil {
+		if err := h.header(req.Header, o, accept); err != nil {
 			return nil, err
 		}
 		if extra != nil {
 			extra(req.Header)
 		}
-		resp, err := h.hc.Do(req)
-		if err != nil || h.r.Auth == nil || try > 0 || (resp.StatusCode != http.StatusUnauthorized && resp.StatusCode != http.StatusForbidden) {
-			return resp, err
-		}
-		retry, aerr := h.r.Auth.Challenge(ctx, resp)
-		if aerr != nil || !retry {
-			if aerr != nil {
-				drainBody(resp)
-				return nil, aerr
-			}
-			return resp, nil
-		}
-		drainBody(resp)
-	}
+		return req, nil
+	})
 }
 
 // drainBody discards a little of an unused body and closes it, so the
@@ -263,6 +249,11 @@ func (h *httpCarrier) failed(rctx context.Context, cl *call, o outbound, err err
 	}
 	if unreachable(err) {
 		h.c.die(fmt.Errorf("mcpwire: %s %s: %w", http.MethodPost, shownURL(h.u), err))
+		return true, nil
+	}
+	var he *HTTPError
+	if errors.As(err, &he) {
+		h.c.settle(cl.id, jsonlex.Value{}, he)
 		return true, nil
 	}
 	var ue *url.Error
@@ -544,6 +535,14 @@ func (h *httpCarrier) getStream(opened chan struct{}) {
 			if h.base.Err() != nil {
 				return
 			}
+			if unreachable(err) {
+				// The stream that carries the server's own messages
+				// cannot be had again: the server is gone, as a process
+				// that exited is, and the owner's restart policy applies
+				// now rather than at the next call.
+				h.c.die(fmt.Errorf("mcpwire: GET %s: %w", shownURL(h.u), err))
+				return
+			}
 			h.c.log.Debug().Err(err).Msg("mcpwire: opening the GET stream failed")
 		case resp.StatusCode == http.StatusMethodNotAllowed:
 			drainBody(resp)
@@ -621,6 +620,10 @@ func (h *httpCarrier) listenStream(ctx context.Context, id int64, line []byte, o
 		switch {
 		case err != nil:
 			if ctx.Err() != nil {
+				return
+			}
+			if unreachable(err) {
+				h.c.die(fmt.Errorf("mcpwire: %s %s: %w", http.MethodPost, shownURL(h.u), err))
 				return
 			}
 			h.c.log.Debug().Err(err).Msg("mcpwire: opening the subscriptions/listen stream failed")

@@ -379,3 +379,63 @@ func TestRemoteUnreachable(t *testing.T) {
 	echo(t, c, "authorized")
 	closeHTTP(t, c)
 }
+
+// tokenAuth is an Authorizer that has a token only once it was
+// challenged (as an OAuth client learns where to get one from a 401),
+// or never (none: a person must log in first).
+type tokenAuth struct {
+	mu         sync.Mutex
+	token      string
+	none       bool
+	challenges int
+}
+
+func (a *tokenAuth) Authorize(_ context.Context, h http.Header) error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.challenges > 0 && !a.none {
+		h.Set("Authorization", "Bearer "+a.token)
+	}
+	return nil
+}
+
+var errNoLogin = errors.New("no login saved")
+
+func (a *tokenAuth) Challenge(context.Context, *http.Response) (bool, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.challenges++
+	if a.none {
+		return false, errNoLogin
+	}
+	return true, nil
+}
+
+// TestAuthorizer: a request refused 401 is sent again once the
+// Authorizer answers the challenge, over Streamable HTTP and the legacy
+// HTTP+SSE transport alike; an Authorizer that cannot answer fails the
+// handshake with ErrAuthorization wrapping its error, and never makes the
+// client change eras or transports on it.
+func TestAuthorizer(t *testing.T) {
+	t.Cleanup(leakcheck.Check(t))
+	for _, legacy := range []bool{false, true} {
+		face, url := httpServer(t, mcptest.Scenario{}, mcptest.HTTPOptions{Bearer: "s3cret", LegacySSE: legacy})
+		auth := &tokenAuth{token: "s3cret"}
+		c := dial(t, url, Remote{Auth: auth}, Config{})
+		echo(t, c, "authorized")
+		closeHTTP(t, c)
+		if auth.challenges != 1 || face.Requests("POST unauthorized")+face.Requests("GET unauthorized") != 1 {
+			t.Fatalf("legacy %v: %d challenges, %d refusals; want one of each (the token is kept)", legacy, auth.challenges, face.Requests("POST unauthorized")+face.Requests("GET unauthorized"))
+		}
+
+		face, url = httpServer(t, mcptest.Scenario{}, mcptest.HTTPOptions{Bearer: "s3cret", LegacySSE: legacy})
+		_, err := Dial(context.Background(), Remote{URL: url, Auth: &tokenAuth{none: true}}, Config{})
+		var he *HTTPError
+		if !errors.Is(err, ErrAuthorization) || !errors.Is(err, errNoLogin) || !errors.As(err, &he) || he.Status != http.StatusUnauthorized {
+			t.Fatalf("legacy %v, no login: %v", legacy, err)
+		}
+		if n := face.Requests("POST unauthorized") + face.Requests("GET unauthorized"); n != 1 {
+			t.Fatalf("legacy %v, no login: %d requests refused, want the first alone (no fallback)", legacy, n)
+		}
+	}
+}

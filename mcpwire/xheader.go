@@ -171,11 +171,13 @@ func (c *Client) mirrored(tools []Tool) []Tool {
 		return tools
 	}
 	params := map[string][]headerParam{}
+	dropped := map[string]string{}
 	kept := tools[:0]
 	for _, t := range tools {
 		p, err := headerParams(t.InputSchema)
 		if err != nil {
-			c.log.Warn().Str("tool", preview([]byte(t.Name))).Str("reason", err.Error()).Msg("mcpwire: tool left out: its x-mcp-header declaration is invalid (2026-07-28 Streamable HTTP)")
+			dropped[t.Name] = err.Error()
+			c.log.Warn().Str("tool", preview([]byte(t.Name))).Str("reason", err.Error()).Msg("mcpwire: tool dropped: its x-mcp-header declaration is invalid (2026-07-28 Streamable HTTP)")
 			continue
 		}
 		if len(p) > 0 {
@@ -184,7 +186,22 @@ func (c *Client) mirrored(tools []Tool) []Tool {
 		kept = append(kept, t)
 	}
 	c.hdr.Store(&params)
+	c.dropped.Store(&dropped)
 	return kept
+}
+
+// Dropped returns the tools the last listing left out because their
+// x-mcp-header declaration breaks the 2026-07-28 revision's rules (a
+// Streamable HTTP client must drop them), each with why; empty
+// elsewhere. The map is the caller's.
+func (c *Client) Dropped() map[string]string {
+	out := map[string]string{}
+	if m := c.dropped.Load(); m != nil {
+		for k, v := range *m {
+			out[k] = v
+		}
+	}
+	return out
 }
 
 // headerParamsOf returns the x-mcp-header annotations of tool, from the

@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/capbridge/capbridge/internal/testkit/leakcheck"
@@ -88,6 +90,9 @@ func TestStreamableXMCPHeader(t *testing.T) {
 	if err != nil || len(tools) != 1 || tools[0].Name != "echo" {
 		t.Fatalf("ListTools = %v, %v", tools, err)
 	}
+	if d := c.Dropped(); len(d) != 1 || !strings.Contains(d["add"], "not on a property reachable") {
+		t.Fatalf("Dropped() = %v", d)
+	}
 	echo(t, c, "héllo")
 	if got := face.LastHeaders("POST tools/call").Get("Mcp-Param-Text"); got != "=?base64?aMOpbGxv?=" {
 		t.Fatalf("Mcp-Param-Text = %q", got)
@@ -130,4 +135,46 @@ func FuzzHeaderParams(f *testing.F) {
 			}
 		})
 	})
+}
+
+// TestStreamableHeaderMismatch: a tool whose x-mcp-header annotations
+// moved after the client listed it is refused -32020 HeaderMismatch; the
+// client lists the tools again, once for every call refused on the old
+// listing, tells its owner, and sends each call once more, now with the
+// header. A listing that fails leaves the refusal as the answer.
+func TestStreamableHeaderMismatch(t *testing.T) {
+	t.Cleanup(leakcheck.Check(t))
+	plain := `{"name":"echo","inputSchema":{"type":"object","properties":{"text":{"type":"string"}}}}`
+	annotated := `{"name":"echo","inputSchema":{"type":"object","properties":{"text":{"type":"string","x-mcp-header":"Text"}}}}`
+	relist := `{"name":"relist","inputSchema":{"type":"object"}}`
+	face, url := httpServer(t, mcptest.Scenario{Era: mcptest.EraModernOnly,
+		Tools:    []json.RawMessage{json.RawMessage(plain), json.RawMessage(relist)},
+		Relisted: []json.RawMessage{json.RawMessage(annotated), json.RawMessage(relist)},
+	}, mcptest.HTTPOptions{CheckParams: true})
+	c := dial(t, url, Remote{}, Config{})
+	if _, err := c.ListTools(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	echo(t, c, "before")
+	if _, err := c.CallTool(context.Background(), "relist", JSONArgs([]byte(`{}`)), CallOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	lists := face.Requests("POST tools/list")
+	var wg sync.WaitGroup
+	for i := range 8 {
+		wg.Go(func() { echo(t, c, "after "+strconv.Itoa(i)) })
+	}
+	wg.Wait()
+	if n := face.Requests("POST tools/list") - lists; n != 1 || face.Requests("POST mismatch") == 0 {
+		t.Fatalf("%d re-listings for %d refusals, want 1", n, face.Requests("POST mismatch"))
+	}
+	if got := face.LastHeaders("POST tools/call").Get("Mcp-Param-Text"); !strings.HasPrefix(got, "after ") {
+		t.Fatalf("Mcp-Param-Text = %q", got)
+	}
+	select {
+	case <-c.ToolsChanged():
+	default:
+		t.Fatal("the owner was not told to re-list")
+	}
+	closeHTTP(t, c)
 }

@@ -1,7 +1,9 @@
 package config
 
 import (
+	"errors"
 	"fmt"
+	"io"
 	"maps"
 	"net"
 	"net/netip"
@@ -62,11 +64,15 @@ type Remote struct {
 //	private_key_file  = "/etc/capbridge/key.pem" # instead of a secret: private_key_jwt
 //	key_id            = "k1"                     # the key's kid, if the server wants one
 //	scopes            = ["read"]                 # when the challenge names none
+//	client_metadata_url = "https://example.com/capbridge.json" # a login's client ID metadata document
+//	idp_issuer        = "https://idp.example.com" # grant = "id_jag": the enterprise IdP
+//	idp_client_id     = "capbridge"
+//	id_token_file     = "/run/capbridge/id-token" # the person's ID token from the IdP
 type OAuth struct {
-	// Grant is GrantClientCredentials (a secret or key is given) or
+	// Grant is GrantClientCredentials (a secret or key is given),
 	// GrantAuthorizationCode (a person logs in with capbridge login;
 	// client_id and a secret only if capbridge was registered
-	// beforehand).
+	// beforehand) or GrantIDJAG (enterprise-managed authorization).
 	Grant            string
 	ClientID         string
 	ClientSecretEnv  string
@@ -74,6 +80,21 @@ type OAuth struct {
 	PrivateKeyFile   string
 	KeyID            string
 	Scopes           []string
+	// ClientMetadataURL is where the operator publishes capbridge's
+	// client ID metadata document (capbridge login
+	// --client-metadata URL prints it): a login uses it as its
+	// client_id where the authorization server takes such documents.
+	ClientMetadataURL string
+	// The enterprise IdP of GrantIDJAG: its issuer, capbridge's client
+	// there (a secret only for a confidential one), and the person's ID
+	// token it issued (from a variable or a file, read at each token
+	// exchange).
+	IDPIssuer           string
+	IDPClientID         string
+	IDPClientSecretEnv  string
+	IDPClientSecretFile string
+	IDTokenEnv          string
+	IDTokenFile         string
 }
 
 // The transports a remote server may be reached by.
@@ -96,7 +117,7 @@ var remoteSpec = []keySpec{
 	{name: "ca_file", kind: kindPath, doc: "with url: PEM certificate authorities trusted beside the system's"},
 	{name: "client_cert", kind: kindPath, doc: "with url: a PEM client certificate, for mutual TLS (with client_key)"},
 	{name: "client_key", kind: kindPath, doc: "with url: the PEM key of client_cert"},
-	{name: "oauth", kind: kindOAuth, doc: "with url: a client of the server's authorization server for the client credentials grant (client_id; client_secret_env, client_secret_file or private_key_file with key_id; scopes), found by the MCP authorization discovery from the server's 401"},
+	{name: "oauth", kind: kindOAuth, doc: "with url: a client of the server's authorization server, found by the MCP authorization discovery from the server's 401: for a person's login (grant = \"authorization_code\"; client_id and a secret if registered beforehand, client_metadata_url, scopes), the client credentials grant (client_id; client_secret_env, client_secret_file or private_key_file with key_id; scopes) or enterprise-managed authorization (grant = \"id_jag\"; the client's, plus idp_issuer, idp_client_id and id_token_env or id_token_file)"},
 	{name: "allow_http", kind: kindBool, doc: "with url: allow plain http:// to a host that is not loopback (the traffic and any token cross the network in clear); default false"},
 }
 
@@ -213,7 +234,15 @@ func (r *reader) checkRemote(key string, st map[string]any, s *Server) {
 			r.fail(k, "add the client_id the secret belongs to", "a client secret without client_id")
 		case o.ClientSecretEnv != "":
 			r.envSet(k+".client_secret_env", o.ClientSecretEnv)
+		case o.ClientSecretFile != "":
+			r.readable(k+".client_secret_file", o.ClientSecretFile)
 		}
+		if o.ClientMetadataURL != "" {
+			if msg := checkClientMetadataURL(o.ClientMetadataURL); msg != "" {
+				r.fail(k+".client_metadata_url", `give the https URL where capbridge's client metadata document is published, such as "https://example.com/capbridge/client.json"`, "%s", msg)
+			}
+		}
+		r.idpKeys(k, o, false)
 	} else if o != nil {
 		k := key + ".oauth"
 		switch n := countSet(o.ClientSecretEnv, o.ClientSecretFile, o.PrivateKeyFile); {
@@ -223,7 +252,15 @@ func (r *reader) checkRemote(key string, st map[string]any, s *Server) {
 			r.fail(k, "give one of client_secret_env, client_secret_file and private_key_file", "the client authenticates with exactly one secret or key; %d are given", n)
 		case o.ClientSecretEnv != "":
 			r.envSet(k+".client_secret_env", o.ClientSecretEnv)
+		case o.ClientSecretFile != "":
+			r.readable(k+".client_secret_file", o.ClientSecretFile)
+		case o.PrivateKeyFile != "":
+			r.readable(k+".private_key_file", o.PrivateKeyFile)
 		}
+		if o.ClientMetadataURL != "" {
+			r.fail(k+".client_metadata_url", `remove it, or use grant = "authorization_code"`, "a client metadata document identifies a login's client, not a %s one", o.Grant)
+		}
+		r.idpKeys(k, o, o.Grant == GrantIDJAG)
 		if o.KeyID != "" && o.PrivateKeyFile == "" {
 			r.fail(k+".key_id", "remove it, or give private_key_file", "key_id names the key of private_key_file, which is not given")
 		}
@@ -234,6 +271,80 @@ func (r *reader) checkRemote(key string, st map[string]any, s *Server) {
 	for _, h := range slices.Sorted(maps.Keys(rm.HeaderEnv)) {
 		r.envSet(key+".header_env."+h, rm.HeaderEnv[h])
 	}
+	for _, h := range slices.Sorted(maps.Keys(rm.HeaderFile)) {
+		r.readable(key+".header_file."+h, rm.HeaderFile[h])
+	}
+	if rm.BearerTokenFile != "" {
+		r.readable(key+".bearer_token_file", rm.BearerTokenFile)
+	}
+}
+
+// idpKeys checks the enterprise IdP's keys of an oauth table: required
+// for grant = "id_jag", refused for the others.
+func (r *reader) idpKeys(k string, o *OAuth, want bool) {
+	given := countSet(o.IDPIssuer, o.IDPClientID, o.IDPClientSecretEnv, o.IDPClientSecretFile, o.IDTokenEnv, o.IDTokenFile) > 0
+	switch {
+	case !want && given:
+		r.fail(k, `remove the idp_* and id_token_* keys, or use grant = "id_jag"`, "the enterprise IdP's keys apply only to grant = \"id_jag\"")
+	case !want:
+	case o.IDPIssuer == "":
+		r.fail(k+".idp_issuer", `add idp_issuer = "https://…", the enterprise IdP's issuer`, "grant = \"id_jag\" needs the IdP")
+	case o.IDPClientID == "":
+		r.fail(k+".idp_client_id", `add idp_client_id = "…", capbridge's client at the IdP`, "grant = \"id_jag\" needs capbridge's client at the IdP")
+	case countSet(o.IDTokenEnv, o.IDTokenFile) != 1:
+		r.fail(k+".id_token_file", "give one of id_token_env and id_token_file", "grant = \"id_jag\" needs the person's ID token from the IdP, from one place")
+	case countSet(o.IDPClientSecretEnv, o.IDPClientSecretFile) > 1:
+		r.fail(k+".idp_client_secret_env", "keep one of idp_client_secret_env and idp_client_secret_file", "both give the IdP client's secret")
+	default:
+		if u, err := url.Parse(o.IDPIssuer); err != nil || u.Host == "" || (u.Scheme != "https" && !(u.Scheme == "http" && loopbackHost(u.Hostname()))) {
+			r.fail(k+".idp_issuer", "use the IdP's https issuer URL", "%q is not an https URL", o.IDPIssuer)
+		}
+		for _, e := range []struct{ key, v string }{{"id_token_env", o.IDTokenEnv}, {"idp_client_secret_env", o.IDPClientSecretEnv}} {
+			if e.v != "" {
+				r.envSet(k+"."+e.key, e.v)
+			}
+		}
+		for _, f := range []struct{ key, v string }{{"id_token_file", o.IDTokenFile}, {"idp_client_secret_file", o.IDPClientSecretFile}} {
+			if f.v != "" {
+				r.readable(k+"."+f.key, f.v)
+			}
+		}
+	}
+}
+
+// readable checks that the secret file path names can be read by
+// capbridge now (it is read again at each boot, so a rotated file is
+// picked up): a file that is missing or unreadable is a config error
+// naming the server's key and the file, not a boot that fails later.
+func (r *reader) readable(key, path string) {
+	f, err := os.Open(path)
+	if err == nil {
+		var one [1]byte
+		_, err = f.Read(one[:])
+		if errors.Is(err, io.EOF) {
+			err = nil // empty is the content's problem, said at boot
+		}
+		f.Close()
+	}
+	if err != nil {
+		r.fail(key, fmt.Sprintf("make %s readable by capbridge's user, or name another file", path), "cannot read %s: %v", path, errors.Unwrap(err))
+	}
+}
+
+// checkClientMetadataURL says what is wrong with a client ID metadata
+// document's URL, which is the client_id itself: https, a path of its
+// own, no fragment, credentials or dot segments.
+func checkClientMetadataURL(s string) string {
+	u, err := url.Parse(s)
+	switch {
+	case err != nil || u.Scheme != "https" || u.Host == "":
+		return fmt.Sprintf("%q is not an https URL", s)
+	case u.Path == "" || u.Path == "/":
+		return fmt.Sprintf("%q has no path: the document must be at a path of its own", s)
+	case u.Fragment != "" || u.User != nil || strings.Contains(u.Path, "/./") || strings.Contains(u.Path, "/../"):
+		return fmt.Sprintf("%q carries a fragment, credentials or dot segments", s)
+	}
+	return ""
 }
 
 // envSet checks that variable name is set in capbridge's environment.
@@ -405,9 +516,15 @@ func countSet(ss ...string) int {
 const (
 	GrantClientCredentials = "client_credentials"
 	GrantAuthorizationCode = "authorization_code"
+	// GrantIDJAG is enterprise-managed authorization: the person's ID
+	// token from the enterprise IdP is exchanged there for an identity
+	// assertion grant (ID-JAG), which the server's authorization server
+	// takes for a token (the JWT bearer grant).
+	GrantIDJAG = "id_jag"
 )
 
-var oauthKeys = []string{"grant", "client_id", "client_secret_env", "client_secret_file", "private_key_file", "key_id", "scopes"}
+var oauthKeys = []string{"grant", "client_id", "client_secret_env", "client_secret_file", "private_key_file", "key_id", "scopes",
+	"client_metadata_url", "idp_issuer", "idp_client_id", "idp_client_secret_env", "idp_client_secret_file", "id_token_env", "id_token_file"}
 
 func (r *reader) oauth(key string, v any, rm *Remote) {
 	t, ok := r.table(key, v)
@@ -419,7 +536,7 @@ func (r *reader) oauth(key string, v any, rm *Remote) {
 		k2 := key + "." + k
 		switch k {
 		case "grant":
-			r.enum(k2, t[k], []string{GrantClientCredentials, GrantAuthorizationCode}, &o.Grant)
+			r.enum(k2, t[k], []string{GrantClientCredentials, GrantAuthorizationCode, GrantIDJAG}, &o.Grant)
 		case "client_id":
 			r.str(k2, t[k], &o.ClientID)
 		case "client_secret_env":
@@ -432,6 +549,20 @@ func (r *reader) oauth(key string, v any, rm *Remote) {
 			r.str(k2, t[k], &o.KeyID)
 		case "scopes":
 			r.strs(k2, t[k], &o.Scopes)
+		case "client_metadata_url":
+			r.str(k2, t[k], &o.ClientMetadataURL)
+		case "idp_issuer":
+			r.str(k2, t[k], &o.IDPIssuer)
+		case "idp_client_id":
+			r.str(k2, t[k], &o.IDPClientID)
+		case "idp_client_secret_env":
+			r.str(k2, t[k], &o.IDPClientSecretEnv)
+		case "idp_client_secret_file":
+			r.path(k2, t[k], &o.IDPClientSecretFile)
+		case "id_token_env":
+			r.str(k2, t[k], &o.IDTokenEnv)
+		case "id_token_file":
+			r.path(k2, t[k], &o.IDTokenFile)
 		default:
 			r.unknown(k2, k, oauthKeys)
 		}
@@ -448,17 +579,34 @@ func (r *reader) oauth(key string, v any, rm *Remote) {
 // ClientSecret resolves the OAuth client's secret (from its variable or
 // file); "" when the client signs with a key instead.
 func (o *OAuth) ClientSecret(server string, lookup func(string) (string, bool), readFile func(string) ([]byte, error)) (string, error) {
+	return secretOf(server, "client_secret", o.ClientSecretEnv, o.ClientSecretFile, lookup, readFile)
+}
+
+// IDPClientSecret resolves the secret of capbridge's client at the
+// enterprise IdP; "" for a public client.
+func (o *OAuth) IDPClientSecret(server string, lookup func(string) (string, bool), readFile func(string) ([]byte, error)) (string, error) {
+	return secretOf(server, "idp_client_secret", o.IDPClientSecretEnv, o.IDPClientSecretFile, lookup, readFile)
+}
+
+// IDToken resolves the person's ID token from the enterprise IdP.
+func (o *OAuth) IDToken(server string, lookup func(string) (string, bool), readFile func(string) ([]byte, error)) (string, error) {
+	return secretOf(server, "id_token", o.IDTokenEnv, o.IDTokenFile, lookup, readFile)
+}
+
+// secretOf reads a secret from the variable env or the file file (one
+// of them set, or neither: ""), naming the server's key in its error.
+func secretOf(server, key, env, file string, lookup func(string) (string, bool), readFile func(string) ([]byte, error)) (string, error) {
 	switch {
-	case o.ClientSecretEnv != "":
-		v, ok := lookup(o.ClientSecretEnv)
+	case env != "":
+		v, ok := lookup(env)
 		if !ok {
-			return "", fmt.Errorf("[mcp.%s] oauth.client_secret_env: the variable %s is not set", server, o.ClientSecretEnv)
+			return "", fmt.Errorf("[mcp.%s] oauth.%s_env: the variable %s is not set", server, key, env)
 		}
 		return v, nil
-	case o.ClientSecretFile != "":
-		b, err := readFile(o.ClientSecretFile)
+	case file != "":
+		b, err := readFile(file)
 		if err != nil {
-			return "", fmt.Errorf("[mcp.%s] oauth.client_secret_file: %w", server, err)
+			return "", fmt.Errorf("[mcp.%s] oauth.%s_file: %w", server, key, err)
 		}
 		return strings.TrimRight(string(b), "\r\n"), nil
 	}

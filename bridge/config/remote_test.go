@@ -3,6 +3,7 @@ package config
 import (
 	"errors"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -52,6 +53,23 @@ func TestRemoteServerMistakes(t *testing.T) {
 		{"command key", "url = \"https://h/mcp\"\nargs = [\"-y\"]", "mcp.s.args", "applies only to a server started by command"},
 		{"cert without key", "url = \"https://h/mcp\"\nclient_cert = \"/c.pem\"", "mcp.s.client_cert", "needs its key"},
 		{"transport", "url = \"https://h/mcp\"\ntransport = \"websocket\"", "mcp.s.transport", "bad value"},
+		// A secret that cannot be read is the config's mistake, found at
+		// load with the server's key and the file, not a boot that fails.
+		{"missing bearer file", "url = \"https://h/mcp\"\nbearer_token_file = \"/nonexistent/token\"", "mcp.s.bearer_token_file", "cannot read /nonexistent/token: no such file or directory"},
+		{"missing header file", "url = \"https://h/mcp\"\nheader_file = { \"X-K\" = \"/nonexistent/key\" }", "mcp.s.header_file.X-K", "cannot read /nonexistent/key"},
+		{"unreadable header file", "url = \"https://h/mcp\"\nheader_file = { \"X-K\" = \"/\" }", "mcp.s.header_file.X-K", "cannot read /: is a directory"},
+		{"missing client secret file", "url = \"https://h/mcp\"\noauth = { client_id = \"c\", client_secret_file = \"/nonexistent/s\" }", "mcp.s.oauth.client_secret_file", "cannot read /nonexistent/s"},
+		{"missing login secret file", "url = \"https://h/mcp\"\noauth = { grant = \"authorization_code\", client_id = \"c\", client_secret_file = \"/nonexistent/s\" }", "mcp.s.oauth.client_secret_file", "cannot read /nonexistent/s"},
+		{"missing key file", "url = \"https://h/mcp\"\noauth = { client_id = \"c\", private_key_file = \"/nonexistent/k.pem\" }", "mcp.s.oauth.private_key_file", "cannot read /nonexistent/k.pem"},
+		{"unset client secret variable", "url = \"https://h/mcp\"\noauth = { client_id = \"c\", client_secret_env = \"CAPBRIDGE_SURELY_UNSET\" }", "mcp.s.oauth.client_secret_env", "the variable CAPBRIDGE_SURELY_UNSET is not set"},
+		{"metadata document over http", "url = \"https://h/mcp\"\noauth = { client_metadata_url = \"http://example.com/c.json\" }", "mcp.s.oauth.client_metadata_url", "is not an https URL"},
+		{"metadata document without a path", "url = \"https://h/mcp\"\noauth = { client_metadata_url = \"https://example.com\" }", "mcp.s.oauth.client_metadata_url", "has no path"},
+		{"metadata document for a sidecar", "url = \"https://h/mcp\"\noauth = { client_id = \"c\", client_secret_env = \"HOME\", client_metadata_url = \"https://example.com/c.json\" }", "mcp.s.oauth.client_metadata_url", "identifies a login's client"},
+		{"id_jag without an IdP", "url = \"https://h/mcp\"\noauth = { grant = \"id_jag\", client_id = \"c\", client_secret_env = \"HOME\" }", "mcp.s.oauth.idp_issuer", "needs the IdP"},
+		{"id_jag without an ID token", "url = \"https://h/mcp\"\noauth = { grant = \"id_jag\", client_id = \"c\", client_secret_env = \"HOME\", idp_issuer = \"https://idp\", idp_client_id = \"i\" }", "mcp.s.oauth.id_token_file", "the person's ID token"},
+		{"id_jag, missing ID token file", "url = \"https://h/mcp\"\noauth = { grant = \"id_jag\", client_id = \"c\", client_secret_env = \"HOME\", idp_issuer = \"https://idp\", idp_client_id = \"i\", id_token_file = \"/nonexistent/t\" }", "mcp.s.oauth.id_token_file", "cannot read /nonexistent/t"},
+		{"id_jag, IdP over http", "url = \"https://h/mcp\"\noauth = { grant = \"id_jag\", client_id = \"c\", client_secret_env = \"HOME\", idp_issuer = \"http://idp.example\", idp_client_id = \"i\", id_token_env = \"HOME\" }", "mcp.s.oauth.idp_issuer", "is not an https URL"},
+		{"IdP keys without id_jag", "url = \"https://h/mcp\"\noauth = { client_id = \"c\", client_secret_env = \"HOME\", idp_issuer = \"https://idp\" }", "mcp.s.oauth", "apply only to grant"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := Load("c.toml", []byte("[mcp.s]\n"+tc.toml+"\n"))
@@ -87,6 +105,10 @@ func TestRemoteSecretsErrors(t *testing.T) {
 
 func TestRemoteOAuth(t *testing.T) {
 	t.Setenv("CAPBRIDGE_TEST_SECRET", "s")
+	key := filepath.Join(t.TempDir(), "k.pem")
+	if err := os.WriteFile(key, []byte("pem"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	cfg, err := Load("c.toml", []byte(`
 [mcp.s]
 url = "https://h/mcp"
@@ -96,14 +118,14 @@ oauth = { client_id = "c", client_secret_env = "CAPBRIDGE_TEST_SECRET", scopes =
 url = "https://h/mcp"
 [mcp.k.oauth]
 client_id = "c"
-private_key_file = "/etc/k.pem"
+private_key_file = "`+key+`"
 key_id = "k1"
 `))
 	if err != nil {
 		t.Fatal(err)
 	}
 	k, s := cfg.Servers[0].Remote.OAuth, cfg.Servers[1].Remote.OAuth
-	if s.ClientID != "c" || s.Scopes[0] != "read" || k.PrivateKeyFile != "/etc/k.pem" || k.KeyID != "k1" {
+	if s.ClientID != "c" || s.Scopes[0] != "read" || k.PrivateKeyFile != key || k.KeyID != "k1" {
 		t.Fatalf("oauth = %+v, %+v", s, k)
 	}
 	if v, err := s.ClientSecret("s", os.LookupEnv, os.ReadFile); err != nil || v != "s" {
@@ -140,5 +162,52 @@ key_id = "k1"
 			}
 			t.Fatalf("no error at %s saying %q: %v", tc.key, tc.msg, err)
 		})
+	}
+}
+
+// grant = "id_jag" with its IdP: the ID token and the IdP client's secret
+// are read from where the config names, at each use.
+func TestRemoteOAuthIDJAG(t *testing.T) {
+	dir := t.TempDir()
+	tokenFile, secretFile := filepath.Join(dir, "id-token"), filepath.Join(dir, "secret")
+	for p, v := range map[string]string{tokenFile: "eyJ.id.token\n", secretFile: "client-secret\n"} {
+		if err := os.WriteFile(p, []byte(v), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Setenv("CAPBRIDGE_TEST_IDP_SECRET", "idp-secret")
+	cfg, err := Load("c.toml", []byte(`
+[mcp.s]
+url = "https://h/mcp"
+[mcp.s.oauth]
+grant = "id_jag"
+client_id = "c"
+client_secret_file = "`+secretFile+`"
+idp_issuer = "https://idp.example"
+idp_client_id = "capbridge"
+idp_client_secret_env = "CAPBRIDGE_TEST_IDP_SECRET"
+id_token_file = "`+tokenFile+`"
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := cfg.Servers[0].Remote.OAuth
+	if o.Grant != GrantIDJAG || o.IDPIssuer != "https://idp.example" || o.IDPClientID != "capbridge" {
+		t.Fatalf("oauth = %+v", o)
+	}
+	if v, err := o.IDToken("s", os.LookupEnv, os.ReadFile); err != nil || v != "eyJ.id.token" {
+		t.Fatalf("IDToken = %q, %v", v, err)
+	}
+	if v, err := o.IDPClientSecret("s", os.LookupEnv, os.ReadFile); err != nil || v != "idp-secret" {
+		t.Fatalf("IDPClientSecret = %q, %v", v, err)
+	}
+	if v, err := o.ClientSecret("s", os.LookupEnv, os.ReadFile); err != nil || v != "client-secret" {
+		t.Fatalf("ClientSecret = %q, %v", v, err)
+	}
+	if err := os.Remove(tokenFile); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := o.IDToken("s", os.LookupEnv, os.ReadFile); err == nil || !strings.Contains(err.Error(), "[mcp.s] oauth.id_token_file") {
+		t.Fatalf("a token file gone since: %v", err)
 	}
 }

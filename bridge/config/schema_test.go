@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"flag"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -47,7 +48,13 @@ func TestSampleConfig(t *testing.T) {
 	if !strings.HasPrefix(string(data), "#:schema ./capbridge.schema.json\n") {
 		t.Errorf("%s does not start with its #:schema line", samplePath)
 	}
-	cfg, err := Load(samplePath, data)
+	// A secret file must be readable when the config is loaded: the
+	// sample's stands in for one on this machine.
+	secret := filepath.Join(t.TempDir(), "token")
+	if err := os.WriteFile(secret, []byte("t\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := Load(samplePath, bytes.ReplaceAll(data, []byte("/run/secrets/github-mcp-token"), []byte(secret)))
 	if err != nil {
 		t.Fatalf("the sample does not load:\n%v", err)
 	}

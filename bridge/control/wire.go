@@ -166,6 +166,9 @@ type ServerStatus struct {
 	Protocol      string `msgpack:"protocol,omitempty" json:"protocol,omitempty"`
 	ServerName    string `msgpack:"server_name,omitempty" json:"server_name,omitempty"`
 	ServerVersion string `msgpack:"server_version,omitempty" json:"server_version,omitempty"`
+	// Login, when set, says that a person's login must be renewed, and
+	// the command: calls need scopes the login's token lacks.
+	Login string `msgpack:"login,omitempty" json:"login,omitempty"`
 }
 
 // FacadeRequest asks for a server's façade ("facade").
@@ -282,6 +285,9 @@ type Surface struct {
 	// Down names each server that is not ready, with why; the lock has
 	// no entry for it.
 	Down map[string]string `msgpack:"down,omitempty"`
+	// Dropped names, per server, each tool the server lists but its
+	// client dropped from the listing, with why (Bridge.Dropped).
+	Dropped map[string]map[string]string `msgpack:"dropped,omitempty"`
 }
 
 // CallRequest calls a tool with operator authority ("call"). It is

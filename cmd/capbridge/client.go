@@ -233,6 +233,9 @@ of its stderr), the live grants and the open connections.`)
 		if s.URL != "" {
 			fmt.Fprintf(stdout, "  remote: %s (%s)\n", s.URL, s.Transport)
 		}
+		if s.Login != "" {
+			fmt.Fprintf(stdout, "  login: %s\n", s.Login)
+		}
 		if s.Era != "" {
 			fmt.Fprintf(stdout, "  mcp: %s %s, server %q %q\n", s.Era, s.Protocol, s.ServerName, s.ServerVersion)
 		}

@@ -18,7 +18,7 @@ import (
 
 // conformanceDir holds the official MCP conformance suite and the Node it
 // needs, pinned (make deps installs them).
-const conformanceDir = "../../internal/testkit/conformance"
+const conformanceDir = "../../conformance"
 
 // The suite's server scenarios that test what a tools-only server does,
 // and why each of the others does not apply to capbridge mcp.

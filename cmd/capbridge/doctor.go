@@ -141,6 +141,9 @@ type serverReport struct {
 	StderrTail    string   `json:"stderr_tail,omitempty"`
 	Exited        bool     `json:"exited"` // its process was seen to exit (or never started)
 	ExitStatus    string   `json:"exit_status,omitempty"`
+	// Probe is a remote server's check step by step: name, connection,
+	// TLS, HTTP answer, era, authorization.
+	Probe *remoteProbe `json:"probe,omitempty"`
 }
 
 type shutdownCheck struct {
@@ -188,6 +191,15 @@ func doctor(cfgPath, mcpConfig string, opts config.EditorOptions) *doctorReport 
 		cfg.Bridge.ControlSocket = control
 	}
 
+	// Each remote server is looked at step by step before the boot, so
+	// that a failure is named where it happens.
+	probes := map[string]*remoteProbe{}
+	for _, s := range cfg.Servers {
+		if s.Remote != nil {
+			probes[s.Name] = probeRemote(s)
+		}
+	}
+
 	events := &bootEvents{byServer: map[string]*serverEvents{}}
 	b := bridge.New(bridge.Options{
 		TokenDir: tokenDir(),
@@ -214,7 +226,7 @@ func doctor(cfgPath, mcpConfig string, opts config.EditorOptions) *doctorReport 
 		byName[s.Name] = s
 	}
 	for _, o := range outcomes {
-		r.server(byName[o.Name], o, start, events.of(o.Name), opts.Strict)
+		r.server(byName[o.Name], o, start, events.of(o.Name), probes[o.Name], opts.Strict)
 	}
 	r.shutdown(shutErr)
 	if interrupted {
@@ -278,7 +290,7 @@ const (
 	evExited      = "mcpwire: server exited"
 )
 
-func (r *doctorReport) server(s config.Server, o bridge.Outcome, start time.Time, rec serverEvents, strict bool) {
+func (r *doctorReport) server(s config.Server, o bridge.Outcome, start time.Time, rec serverEvents, probe *remoteProbe, strict bool) {
 	sr := serverReport{Name: o.Name, Defined: location(s.File, s.Line), State: o.State.String(), Reason: o.Reason}
 	if rm := s.Remote; rm != nil {
 		sr.URL, sr.Transport = shownURL(rm.URL), rm.Transport
@@ -325,6 +337,12 @@ func (r *doctorReport) server(s config.Server, o bridge.Outcome, start time.Time
 	if s.Remote != nil && sr.Transport == config.TransportAuto && o.State == bridge.StateReady {
 		sr.Transport = map[bool]string{false: config.TransportStreamable, true: config.TransportSSE}[fellBack]
 	}
+	if probe != nil {
+		sr.Probe = probe
+		if failedStep(probe) == nil && o.State != bridge.StateNeedsLogin {
+			probe.Steps = append(probe.Steps, eraStep(sr, o.Reason))
+		}
+	}
 	where := "server " + o.Name + " (" + sr.Defined + ")"
 	if o.State != bridge.StateReady {
 		// The tail captured at the failure may miss what the server
@@ -369,6 +387,9 @@ func bootFix(s config.Server, sr serverReport) string {
 // by what the reason shows: the name, the connection, TLS, the answer's
 // status, authorization, the handshake.
 func remoteFix(s config.Server, sr serverReport, timeout bool) string {
+	if st := failedStep(sr.Probe); st != nil && st.Fix != "" {
+		return st.Step + " failed (" + st.Detail + "): " + st.Fix
+	}
 	at := fmt.Sprintf("[mcp.%s] (%s)", s.Name, sr.Defined)
 	has := func(subs ...string) bool {
 		for _, sub := range subs {
@@ -487,6 +508,7 @@ func (r *doctorReport) print(w io.Writer) {
 				info += fmt.Sprintf(" of %d listed", s.Listed)
 			}
 			more(info)
+			printProbe(s.Probe, more)
 		} else {
 			line("server", "FAIL", fmt.Sprintf("%s %s after %s: %s", s.Name, s.State, fmtMS(&s.TotalMS), s.Reason))
 			if s.ExitStatus != "" {
@@ -495,6 +517,7 @@ func (r *doctorReport) print(w io.Writer) {
 			for _, l := range tailLines(s.StderrTail, 10) {
 				more("stderr: " + l)
 			}
+			printProbe(s.Probe, more)
 		}
 		for _, u := range s.Unmatched {
 			more(u + " names no tool")
@@ -634,4 +657,41 @@ func shellJoin(s config.Server) string {
 		}
 	}
 	return strings.Join(words, " ")
+}
+
+// failedStep is the probe's step that failed, nil when none did.
+func failedStep(p *remoteProbe) *probeStep {
+	if p == nil {
+		return nil
+	}
+	for i := range p.Steps {
+		if !p.Steps[i].OK {
+			return &p.Steps[i]
+		}
+	}
+	return nil
+}
+
+// printProbe prints a remote server's steps, one line each.
+func printProbe(p *remoteProbe, more func(string)) {
+	if p == nil {
+		return
+	}
+	if p.Proxy != "" {
+		more("through the proxy " + p.Proxy)
+	}
+	for _, st := range p.Steps {
+		status := "ok"
+		if !st.OK {
+			status = "FAIL"
+		}
+		line := fmt.Sprintf("%-7s %-4s %s", st.Step, status, st.Detail)
+		if st.MS != nil {
+			line += " (" + fmtMS(st.MS) + ")"
+		}
+		more(line)
+		if st.Fix != "" {
+			more("        fix: " + st.Fix)
+		}
+	}
 }

@@ -2,11 +2,16 @@ package main
 
 import (
 	"encoding/json"
+	"encoding/pem"
+	"io"
+	"log"
 	"net"
+	"net/http"
 	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -110,6 +115,120 @@ func TestDoctor(t *testing.T) {
 			if !strings.Contains(got, want) {
 				t.Errorf("%s: problem and fix %q, want %q in it (all: %v)", name, got, want, fixes)
 			}
+		}
+	})
+
+	// Each remote server is looked at step by step: the step that fails
+	// is named with its fix, and the steps after it are not tried.
+	t.Run("remote servers step by step", func(t *testing.T) {
+		dir := shortTempDir(t)
+		face := mcptest.NewHTTP(mcptest.Scenario{}, mcptest.HTTPOptions{})
+		defer face.Close()
+		tlsServer := httptest.NewUnstartedServer(face)
+		tlsServer.Config.ErrorLog = log.New(io.Discard, "", 0) // the untrusting clients' handshakes fail, as they should
+		tlsServer.StartTLS()
+		defer tlsServer.Close()
+		ca := filepath.Join(dir, "ca.pem")
+		if err := os.WriteFile(ca, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: tlsServer.Certificate().Raw}), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		notFound := httptest.NewServer(http.NotFoundHandler())
+		defer notFound.Close()
+		cfg := filepath.Join(dir, "c.toml")
+		body := "[bridge]\ncall_socket = \"" + dir + "/call.sock\"\ncontrol_socket = \"" + dir + "/control.sock\"\n" +
+			"[mcp.tls]\nurl = \"" + tlsServer.URL + "/mcp\"\nca_file = \"" + ca + "\"\nrestart = \"never\"\n" +
+			"[mcp.untrusted]\nurl = \"" + tlsServer.URL + "/mcp\"\nrestart = \"never\"\n" +
+			"[mcp.nowhere]\nurl = \"http://mcp.capbridge.invalid/mcp\"\nallow_http = true\nrestart = \"never\"\n" +
+			"[mcp.wrongpath]\nurl = \"" + notFound.URL + "/nope\"\nrestart = \"never\"\n"
+		if err := os.WriteFile(cfg, []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		r := doctorJSON(t, bin, []string{"XDG_STATE_HOME=" + dir}, exitError, "-c", cfg)
+		steps := func(name string) (string, *probeStep) {
+			for _, s := range r.Servers {
+				if s.Name == name && s.Probe != nil {
+					var names []string
+					for _, st := range s.Probe.Steps {
+						names = append(names, st.Step)
+					}
+					return strings.Join(names, " "), failedStep(s.Probe)
+				}
+			}
+			t.Fatalf("no probe for %s: %+v", name, r.Servers)
+			return "", nil
+		}
+		if got, failed := steps("tls"); got != "dns connect tls http auth era" || failed != nil {
+			t.Errorf("tls: steps %q, failed %+v", got, failed)
+		}
+		for name, want := range map[string]struct{ steps, failed, fix string }{
+			"untrusted": {"dns connect tls", "tls", "ca_file"},
+			"nowhere":   {"dns", "dns", "does not resolve"},
+			"wrongpath": {"dns connect http", "http", "not as an MCP endpoint"},
+		} {
+			got, failed := steps(name)
+			if got != want.steps || failed == nil || failed.Step != want.failed || !strings.Contains(failed.Fix, want.fix) {
+				t.Errorf("%s: steps %q, failed %+v; want %q failing at %s with %q", name, got, failed, want.steps, want.failed, want.fix)
+			}
+		}
+		out, _, _ := runCLI(t, bin, []string{"XDG_STATE_HOME=" + dir}, "doctor", "-c", cfg)
+		if !strings.Contains(out, "tls     FAIL tls: failed to verify certificate: x509: certificate signed by unknown authority") || !strings.Contains(out, "fix: the server's certificate is issued by an authority") {
+			t.Errorf("doctor's text:\n%s", out)
+		}
+	})
+
+	// HTTPS_PROXY and HTTP_PROXY carry a remote server's traffic, the
+	// boot's and the probe's; NO_PROXY sends a host around them. The
+	// servers are on loopback, which Go never proxies, so they are named
+	// by names the proxy alone resolves.
+	t.Run("through a proxy", func(t *testing.T) {
+		dir := shortTempDir(t)
+		face := mcptest.NewHTTP(mcptest.Scenario{}, mcptest.HTTPOptions{})
+		defer face.Close()
+		tlsServer := httptest.NewTLSServer(face) // its certificate names example.com
+		defer tlsServer.Close()
+		plain := httptest.NewServer(face)
+		defer plain.Close()
+		ca := filepath.Join(dir, "ca.pem")
+		if err := os.WriteFile(ca, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: tlsServer.Certificate().Raw}), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		proxy := startProxy(t, map[string]string{"example.com": "127.0.0.1", "mcp.capbridge.test": "127.0.0.1"})
+		tlsPort, plainPort := tlsServer.Listener.Addr().(*net.TCPAddr).Port, plain.Listener.Addr().(*net.TCPAddr).Port
+		httpsURL := "https://example.com:" + strconv.Itoa(tlsPort) + "/mcp"
+		httpURL := "http://mcp.capbridge.test:" + strconv.Itoa(plainPort) + "/mcp"
+		cfg := filepath.Join(dir, "c.toml")
+		body := "[bridge]\ncall_socket = \"" + dir + "/call.sock\"\ncontrol_socket = \"" + dir + "/control.sock\"\n" +
+			"[mcp.secure]\nurl = \"" + httpsURL + "\"\nca_file = \"" + ca + "\"\nrestart = \"never\"\n" +
+			"[mcp.clear]\nurl = \"" + httpURL + "\"\nallow_http = true\nrestart = \"never\"\n"
+		if err := os.WriteFile(cfg, []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		env := []string{"HTTPS_PROXY=" + proxy.URL, "HTTP_PROXY=" + proxy.URL, "NO_PROXY=", "XDG_STATE_HOME=" + dir}
+		r := doctorJSON(t, bin, env, exitOK, "-c", cfg)
+		for _, s := range r.Servers {
+			if s.State != "ready" || s.Probe == nil || s.Probe.Proxy != proxy.URL || failedStep(s.Probe) != nil || s.Tools == 0 {
+				t.Errorf("%s through the proxy: %+v %+v", s.Name, s, s.Probe)
+			}
+		}
+		if !proxy.saw("CONNECT example.com:"+strconv.Itoa(tlsPort)) || !proxy.saw("POST "+httpURL) {
+			t.Fatalf("the proxy was not asked for both servers: %v", proxy.asked)
+		}
+
+		// NO_PROXY: the name is resolved here, where it is no one's.
+		proxy.mu.Lock()
+		proxy.asked = nil
+		proxy.mu.Unlock()
+		body = "[bridge]\ncall_socket = \"" + dir + "/call.sock\"\ncontrol_socket = \"" + dir + "/control.sock\"\n" +
+			"[mcp.clear]\nurl = \"" + httpURL + "\"\nallow_http = true\nrestart = \"never\"\n"
+		if err := os.WriteFile(cfg, []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		r = doctorJSON(t, bin, []string{"HTTP_PROXY=" + proxy.URL, "NO_PROXY=mcp.capbridge.test", "XDG_STATE_HOME=" + dir}, exitError, "-c", cfg)
+		if s := r.Servers[0]; s.State == "ready" || s.Probe == nil || s.Probe.Proxy != "" || failedStep(s.Probe) == nil || failedStep(s.Probe).Step != "dns" {
+			t.Errorf("NO_PROXY: %+v %+v", s, s.Probe)
+		}
+		if proxy.saw("") {
+			t.Fatalf("NO_PROXY's host went through the proxy: %v", proxy.asked)
 		}
 	})
 

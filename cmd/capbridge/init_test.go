@@ -39,7 +39,13 @@ func TestInitTemplate(t *testing.T) {
 	// are prose.
 	setting := regexp.MustCompile(`(?m)^# ((\[[a-z.]+\])|([a-z_.]+ *= .*))$`)
 	uncommented := setting.ReplaceAllString(out, "$1")
-	all, err := config.Load("init, uncommented", []byte(uncommented))
+	// A secret file must be readable when the config is loaded: the
+	// example's stands in for one on this machine.
+	secret := filepath.Join(t.TempDir(), "token")
+	if err := os.WriteFile(secret, []byte("t\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	all, err := config.Load("init, uncommented", []byte(strings.ReplaceAll(uncommented, "/run/secrets/github-mcp-token", secret)))
 	if err != nil {
 		t.Fatalf("init's file with every key uncommented does not load:\n%v\n%s", err, uncommented)
 	}

@@ -49,18 +49,18 @@ func addSurfaceFlags(fs *cmdFlags) *surfaceFlags {
 
 // surface is the live surface: read from the running capbridge
 // (--running), else from servers booted for the purpose.
-func (sf *surfaceFlags) surface(cfg *config.Config, log zerolog.Logger) (*lock.File, map[string]error, error) {
+func (sf *surfaceFlags) surface(cfg *config.Config, log zerolog.Logger) (*lock.File, map[string]error, map[string]map[string]string, error) {
 	if !sf.running {
 		return bootSurface(cfg, log)
 	}
 	cf := &clientFlags{control: sf.control, config: sf.config, timeout: 60 * time.Second}
 	got, err := withControl(cf, func(ctx context.Context, c *control.Client) (*control.Surface, error) { return c.Surface(ctx) })
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	lf, err := lock.Decode([]byte(got.Lock))
 	if err != nil {
-		return nil, nil, fmt.Errorf("the running capbridge's surface: %w", err)
+		return nil, nil, nil, fmt.Errorf("the running capbridge's surface: %w", err)
 	}
 	var down map[string]error
 	for name, why := range got.Down {
@@ -69,7 +69,7 @@ func (sf *surfaceFlags) surface(cfg *config.Config, log zerolog.Logger) (*lock.F
 		}
 		down[name] = errors.New(why)
 	}
-	return lf, down, nil
+	return lf, down, got.Dropped, nil
 }
 
 // load reads the config the flags name.
@@ -92,23 +92,25 @@ func lockPath(flagValue string, cfg *config.Config) string {
 
 // bootSurface boots every configured server, as serve would but without
 // sockets or a lock, lists their tools and shuts them down: the live
-// surface, and the servers that did not boot with why. Warnings (an
-// allow or deny entry that names no tool) go to log.
-func bootSurface(cfg *config.Config, log zerolog.Logger) (*lock.File, map[string]error, error) {
+// surface, the servers that did not boot with why, and the tools each
+// server's client dropped from its listing with why (Bridge.Dropped).
+// Warnings (an allow or deny entry that names no tool) go to log.
+func bootSurface(cfg *config.Config, log zerolog.Logger) (*lock.File, map[string]error, map[string]map[string]string, error) {
 	b := bridge.New(bridge.Options{Config: cfg, Log: log, Audit: zerolog.Nop(), ClientVersion: version(), TokenDir: tokenDir()})
 	ctx, cancel := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer cancel()
 	b.Boot(ctx)
 	interrupted := ctx.Err() != nil
 	servers, down := b.Surface()
+	dropped := b.Dropped()
 	shutErr := b.Shutdown(0)
 	if interrupted {
-		return nil, nil, errors.New("interrupted while the servers booted")
+		return nil, nil, nil, errors.New("interrupted while the servers booted")
 	}
 	if shutErr != nil {
 		log.Warn().Err(shutErr).Msg("could not confirm every server's exit")
 	}
-	return lock.New(servers), down, nil
+	return lock.New(servers), down, dropped, nil
 }
 
 // surfaceLog is the log lock and skew give the servers' boot: warnings
@@ -147,7 +149,7 @@ written, 2 bad command line, 4 configuration error.`)
 		fmt.Fprintln(stderr, err)
 		return exitSurfaceConfig
 	}
-	live, down, err := sf.surface(cfg, surfaceLog(stderr, cfg))
+	live, down, _, err := sf.surface(cfg, surfaceLog(stderr, cfg))
 	if err != nil {
 		fmt.Fprintln(stderr, "capbridge lock:", err)
 		return exitError

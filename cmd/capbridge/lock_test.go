@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"slices"
@@ -316,5 +317,48 @@ func testLockRunning(t *testing.T, bin string) {
 	}
 	if _, errOut, code := runCLI(t, bin, nil, "lock", "-c", cfg, "--running", "--out", running+".none"); code != exitError || !strings.Contains(errOut, "cannot reach capbridge") {
 		t.Fatalf("lock --running with nothing running: exit %d, %s", code, errOut)
+	}
+}
+
+// A 2026-07-28 tool whose x-mcp-header annotation breaks the revision is
+// dropped by capbridge, and skew says so beside tool_removed, with why:
+// booting the servers itself, and asking a running capbridge.
+func testSkewNamesDroppedTool(t *testing.T, bin string) {
+	valid := lockTool("route", "routes", `{"type":"object","properties":{"region":{"type":"string","x-mcp-header":"Region"}}}`, "")
+	invalid := lockTool("route", "routes", `{"type":"object","properties":{"regions":{"type":"array","items":{"type":"string","x-mcp-header":"Region"}}}}`, "")
+	dir := shortTempDir(t)
+	serve := func(tool json.RawMessage) string {
+		face := mcptest.NewHTTP(mcptest.Scenario{Era: mcptest.EraModernOnly, Tools: []json.RawMessage{tool}}, mcptest.HTTPOptions{})
+		ts := httptest.NewServer(face)
+		t.Cleanup(func() {
+			face.Close()
+			ts.Close()
+		})
+		path := filepath.Join(dir, "capbridge.toml")
+		toml := "[bridge]\ncall_socket = \"" + dir + "/call.sock\"\ncontrol_socket = \"" + dir + "/control.sock\"\nlock = \"capbridge.lock\"\n\n[mcp.web]\nurl = \"" + ts.URL + "/mcp\"\n"
+		if err := os.WriteFile(path, []byte(toml), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+	if _, stderr, code := runInProcess("lock", "-c", serve(valid)); code != exitOK {
+		t.Fatalf("lock: exit %d %s", code, stderr)
+	}
+	cfg := serve(invalid)
+	const want = "web.route: tool_removed: dropped by capbridge, though the server lists it: x-mcp-header at"
+	stdout, stderr, code := runInProcess("skew", "-c", cfg)
+	if code != exitDrift || !strings.Contains(stdout, want) {
+		t.Fatalf("skew: exit %d\n%s\n%s", code, stdout, stderr)
+	}
+	if !strings.Contains(stderr, `tool dropped: its x-mcp-header declaration is invalid`) || !strings.Contains(stderr, `"tool":"route"`) {
+		t.Fatalf("the log does not name the dropped tool:\n%s", stderr)
+	}
+
+	srv, _ := startServe(t, bin, nil, "serve", "-c", cfg)
+	if out, errOut, code := runCLI(t, bin, nil, "skew", "-c", cfg, "--running"); code != exitDrift || !strings.Contains(out, want) {
+		t.Errorf("skew --running: exit %d\n%s%s", code, out, errOut)
+	}
+	if _, err := srv.stop(); err != nil {
+		t.Fatal(err)
 	}
 }

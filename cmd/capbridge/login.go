@@ -10,6 +10,7 @@ import (
 	"os/signal"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/capbridge/capbridge/bridge/config"
 	"github.com/capbridge/capbridge/internal/mcpauth"
@@ -27,21 +28,40 @@ func tokenDir() string {
 }
 
 func runLogin(args []string, stdout, stderr io.Writer) int {
-	fs := newCmdFlags("login", "capbridge login [-c capbridge.toml | --mcp-config EDITOR-CONFIG] [--browser CMD] NAME", `
+	fs := newCmdFlags("login", "capbridge login [-c capbridge.toml | --mcp-config EDITOR-CONFIG] [--browser CMD] NAME\n       capbridge login --client-metadata URL", `
 Authorize capbridge at the remote server NAME, which needs a person's login
 (OAuth 2.1, the MCP authorization flow): capbridge finds the server's
-authorization server from its 401, registers itself there when no
-oauth.client_id is configured and the server allows it, opens the
-authorization page (the URL is always printed; --browser CMD, else $BROWSER,
-else xdg-open, opens it) and takes the answer on a loopback port. The tokens
-are saved under $XDG_STATE_HOME/capbridge/oauth (mode 0600), where serve
-finds them, refreshes them and saves them again; a server waiting in
-needs_login is served at its next attempt.`)
+authorization server from its 401, identifies itself with oauth.client_id
+when one is configured, else with the client metadata document at
+oauth.client_metadata_url where the server takes those, else registers
+itself where the server allows it; it opens the authorization page (the URL
+is always printed; --browser CMD, else $BROWSER, else xdg-open, opens it) and
+takes the answer on a loopback port. The tokens are saved under
+$XDG_STATE_HOME/capbridge/oauth (mode 0600), where serve finds them,
+refreshes them and saves them again; a server waiting in needs_login is
+served at its next attempt. When a server wanted more scopes than the
+login's token carries (status says so), login asks for them too.
+
+--client-metadata URL prints the client metadata document to publish at
+URL (an https URL of your own) for oauth.client_metadata_url.`)
 	sf := addSurfaceFlags(fs)
 	browser := fs.String("browser", "", "the command that opens the authorization URL, given as its last argument (default: $BROWSER, else xdg-open)")
+	metadata := fs.String("client-metadata", "", "print capbridge's client metadata document for this https URL, and exit")
 	pos, code, ok := fs.parse(args, stdout, stderr)
 	if !ok {
 		return code
+	}
+	if *metadata != "" {
+		if len(pos) != 0 {
+			return fs.usageError(stderr, "--client-metadata takes no server name")
+		}
+		doc, err := mcpauth.ClientMetadataDocument(*metadata)
+		if err != nil {
+			fmt.Fprintln(stderr, "capbridge login:", err)
+			return exitError
+		}
+		fmt.Fprintf(stdout, "%s\n", doc)
+		return exitOK
 	}
 	if len(pos) != 1 {
 		return fs.usageError(stderr, "give one server name")
@@ -76,21 +96,33 @@ needs_login is served at its next attempt.`)
 		o.Header.Set(k, v)
 	}
 	if oa := rm.OAuth; oa != nil {
-		if oa.Grant == config.GrantClientCredentials {
-			fmt.Fprintf(stderr, "capbridge login: [mcp.%s] uses the client credentials grant: serve gets its tokens itself, no login is needed\n", s.Name)
+		if oa.Grant != config.GrantAuthorizationCode {
+			fmt.Fprintf(stderr, "capbridge login: [mcp.%s] uses grant = %q: serve gets its tokens itself, no login is needed\n", s.Name, oa.Grant)
 			return exitError
 		}
-		o.ClientID, o.Scopes = oa.ClientID, oa.Scopes
+		o.ClientID, o.Scopes, o.ClientMetadataURL = oa.ClientID, oa.Scopes, oa.ClientMetadataURL
 		if o.ClientSecret, err = oa.ClientSecret(s.Name, os.LookupEnv, os.ReadFile); err != nil {
 			fmt.Fprintln(stderr, err)
 			return exitError
+		}
+	}
+	if prev, err := store.Load(s.Name); err == nil && prev.URL == rm.URL {
+		o.Previous = prev
+		if len(prev.StepUp) > 0 {
+			fmt.Fprintf(stderr, "%s wanted the scopes %q: asking for them too\n", s.Name, strings.Join(prev.StepUp, " "))
 		}
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	saved, err := mcpauth.Login(ctx, o)
 	if err == nil {
-		err = store.Save(saved)
+		// Under the store's lock: a serve refreshing the old login at
+		// this moment cannot write it back over the new one.
+		var unlock func()
+		if unlock, err = store.Lock(s.Name); err == nil {
+			err = store.Save(saved)
+			unlock()
+		}
 	}
 	if err != nil {
 		fmt.Fprintf(stderr, "capbridge login %s: %v\n", s.Name, err)
@@ -101,10 +133,14 @@ needs_login is served at its next attempt.`)
 }
 
 func runLogout(args []string, stdout, stderr io.Writer) int {
-	fs := newCmdFlags("logout", "capbridge logout NAME", `
+	fs := newCmdFlags("logout", "capbridge logout [-c capbridge.toml] NAME", `
 Forget the login saved for the remote server NAME (its tokens under
-$XDG_STATE_HOME/capbridge/oauth). A running serve keeps the token it holds
-until the server refuses it.`)
+$XDG_STATE_HOME/capbridge/oauth), revoking its tokens first at the
+authorization server when it offers revocation (RFC 7009). A running serve
+keeps the access token it holds until the server refuses it (at once, where
+the tokens were revoked). -c names the config whose ca_file and client
+certificate reach the authorization server, if it needs them.`)
+	sf := addSurfaceFlags(fs)
 	pos, code, ok := fs.parse(args, stdout, stderr)
 	if !ok {
 		return code
@@ -112,17 +148,51 @@ until the server refuses it.`)
 	if len(pos) != 1 {
 		return fs.usageError(stderr, "give one server name")
 	}
+	name := pos[0]
 	store, err := mcpauth.DefaultStore()
-	if err == nil {
-		err = store.Delete(pos[0])
-	}
 	if err != nil {
-		fmt.Fprintf(stderr, "capbridge logout %s: %v\n", pos[0], err)
+		fmt.Fprintf(stderr, "capbridge logout %s: %v\n", name, err)
 		return exitError
 	}
-	fmt.Fprintf(stdout, "logged out of %s\n", pos[0])
+	var opts mcpwire.HTTPOptions
+	if sf.config != "" || sf.mcpConfig != "" {
+		s, err := remoteServer(sf, name)
+		if err != nil {
+			fmt.Fprintln(stderr, err)
+			return exitError
+		}
+		opts = mcpwire.HTTPOptions{CAFile: s.Remote.CAFile, CertFile: s.Remote.ClientCert, KeyFile: s.Remote.ClientKey}
+	}
+	if sv, err := store.Load(name); err == nil {
+		hc, err := mcpwire.HTTPClient(opts)
+		if err != nil {
+			fmt.Fprintln(stderr, err)
+			return exitError
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), revokeWait)
+		revoked, err := mcpauth.Revoke(ctx, hc, sv)
+		cancel()
+		switch {
+		case err != nil:
+			// The login is forgotten all the same: a token the server
+			// would not revoke lives until it expires.
+			fmt.Fprintf(stderr, "capbridge logout %s: %v; forgetting the login anyway\n", name, err)
+		case revoked:
+			fmt.Fprintf(stdout, "revoked the tokens at %s\n", sv.RevocationEndpoint)
+		default:
+			fmt.Fprintf(stdout, "the authorization server offers no revocation: the tokens live until they expire\n")
+		}
+	}
+	if err := store.Delete(name); err != nil {
+		fmt.Fprintf(stderr, "capbridge logout %s: %v\n", name, err)
+		return exitError
+	}
+	fmt.Fprintf(stdout, "logged out of %s\n", name)
 	return exitOK
 }
+
+// revokeWait bounds logout's revocation requests.
+const revokeWait = 10 * time.Second
 
 // remoteServer finds the remote server name in the config the flags
 // name.

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"io"
 	"net/http"
 	"os"
@@ -62,11 +63,38 @@ func TestLoginLogout(t *testing.T) {
 	if as.Registered() != 1 {
 		t.Fatalf("%d dynamic registrations, want 1", as.Registered())
 	}
-	if stdout, _, code := runInProcess("logout", "web"); code != exitOK || !strings.Contains(stdout, "logged out of web") {
+	saved, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sv struct {
+		AccessToken string `json:"access_token"`
+	}
+	if err := json.Unmarshal(saved, &sv); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := as.Verify(sv.AccessToken); !ok {
+		t.Fatal("the saved token is not active")
+	}
+	// logout revokes the tokens where it can, then forgets them.
+	if stdout, _, code := runInProcess("logout", "web"); code != exitOK || !strings.Contains(stdout, "logged out of web") || !strings.Contains(stdout, "revoked the tokens at "+as.URL+"/revoke") {
 		t.Fatalf("logout: exit %d %s", code, stdout)
 	}
 	if _, err := os.Stat(file); !os.IsNotExist(err) {
 		t.Fatalf("the login is still saved: %v", err)
+	}
+	if _, ok := as.Verify(sv.AccessToken); ok || as.Revocations() != 2 {
+		t.Fatalf("the token is still active after logout (%d revocation requests)", as.Revocations())
+	}
+	if stdout, _, code := runInProcess("logout", "web"); code != exitOK || strings.Contains(stdout, "revoked") {
+		t.Fatalf("logout without a login: exit %d %s", code, stdout)
+	}
+	// The client metadata document to publish, for oauth.client_metadata_url.
+	if stdout, _, code := runInProcess("login", "--client-metadata", "https://example.com/capbridge.json"); code != exitOK || !strings.Contains(stdout, `"client_id": "https://example.com/capbridge.json"`) {
+		t.Fatalf("--client-metadata: exit %d %s", code, stdout)
+	}
+	if _, stderr, code := runInProcess("login", "--client-metadata", "http://example.com/c.json"); code != exitError || !strings.Contains(stderr, "not an https URL") {
+		t.Fatalf("--client-metadata over http: exit %d %s", code, stderr)
 	}
 	if _, stderr, code := runInProcess("login", "-c", cfg, "nope"); code != exitError || !strings.Contains(stderr, `no server is called "nope"`) {
 		t.Fatalf("an unknown server: exit %d %s", code, stderr)

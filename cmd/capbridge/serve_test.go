@@ -67,6 +67,7 @@ func TestServe(t *testing.T) {
 	t.Run("lock", func(t *testing.T) { testServeLock(t, bin) })
 	t.Run("lock others can write", func(t *testing.T) { testServeLockTrust(t, bin) })
 	t.Run("lock a running capbridge", func(t *testing.T) { testLockRunning(t, bin) })
+	t.Run("skew names a dropped tool", func(t *testing.T) { testSkewNamesDroppedTool(t, bin) })
 	t.Run("ready when the sockets are open", func(t *testing.T) {
 		dir := shortTempDir(t)
 		cfg := filepath.Join(dir, "capbridge.toml")

@@ -63,7 +63,7 @@ cannot be read or is invalid.`)
 		fmt.Fprintln(stderr, "capbridge skew:", err)
 		return exitSurfaceConfig
 	}
-	live, down, err := sf.surface(cfg, surfaceLog(stderr, cfg))
+	live, down, dropped, err := sf.surface(cfg, surfaceLog(stderr, cfg))
 	if err != nil {
 		fmt.Fprintln(stderr, "capbridge skew:", err)
 		return exitError
@@ -81,6 +81,14 @@ cannot be read or is invalid.`)
 	r := skewReport{Lock: path, Drift: lock.Compare(compared, live), Servers: len(live.Servers)}
 	if r.Drift == nil {
 		r.Drift = []lock.Drift{}
+	}
+	// A tool the server still lists but capbridge dropped (its
+	// declaration breaks the revision) is removed as far as the lock can
+	// tell; the report says it was dropped, and why.
+	for i, d := range r.Drift {
+		if why, ok := dropped[d.Server][d.Tool]; ok && d.Class == lock.ToolRemoved {
+			r.Drift[i].Detail = "dropped by capbridge, though the server lists it: " + why
+		}
 	}
 	for _, s := range live.Servers {
 		r.Tools += len(s.Tools)

@@ -42,7 +42,37 @@ type ClientCredentials struct {
 	// Scopes are asked for when the server's challenge names none; nil
 	// falls back to the resource's scopes_supported (and to none).
 	Scopes []string
+	// IdentityAssertion, when set, gets tokens with enterprise-managed
+	// authorization (the MCP extension for cross-app access) instead of
+	// the client credentials grant: a person's ID token from their
+	// enterprise IdP is exchanged there for an identity assertion grant
+	// (RFC 8693 token exchange), which the server's authorization
+	// server exchanges for an access token (the RFC 7523 JWT bearer
+	// grant), the client authenticating with Secret or Key there.
+	IdentityAssertion *IdentityAssertion
 }
+
+// IdentityAssertion is where a person's identity comes from for
+// enterprise-managed authorization.
+type IdentityAssertion struct {
+	// IDPIssuer is the enterprise IdP's issuer; its token endpoint is
+	// found by its metadata (OpenID Connect discovery or RFC 8414).
+	IDPIssuer string
+	// IDPClientID and IDPClientSecret are capbridge's client at the IdP
+	// (the secret may be empty: a public client).
+	IDPClientID, IDPClientSecret string
+	// IDToken returns the person's current ID token, read at each
+	// exchange (what signs the person in renews it).
+	IDToken func() (string, error)
+}
+
+// The grant and token types of enterprise-managed authorization.
+const (
+	grantTokenExchange = "urn:ietf:params:oauth:grant-type:token-exchange"
+	grantJWTBearer     = "urn:ietf:params:oauth:grant-type:jwt-bearer"
+	tokenTypeIDToken   = "urn:ietf:params:oauth:token-type:id_token"
+	tokenTypeIDJAG     = "urn:ietf:params:oauth:token-type:id-jag"
+)
 
 // Limits of an Authorizer.
 const (
@@ -70,6 +100,7 @@ type Authorizer struct {
 
 	mu       sync.Mutex
 	meta     *ServerMetadata
+	idpToken string // the IdP's token endpoint, once found
 	resource string // the resource indicator
 	scopes   []string
 	token    *oauth2.Token
@@ -88,6 +119,8 @@ func NewAuthorizer(server string, creds ClientCredentials, hc *http.Client) (*Au
 		return nil, fail("client credentials", errors.New("no client_id"))
 	case (creds.Secret == "") == (creds.Key == nil):
 		return nil, fail("client credentials", errors.New("give a client secret or a private key, exactly one"))
+	case creds.IdentityAssertion != nil && (creds.IdentityAssertion.IDPIssuer == "" || creds.IdentityAssertion.IDToken == nil):
+		return nil, fail("enterprise-managed authorization", errors.New("give the IdP's issuer and the person's ID token"))
 	}
 	return &Authorizer{server: server, creds: creds, hc: hc}, nil
 }
@@ -157,41 +190,43 @@ func (a *Authorizer) Challenge(ctx context.Context, resp *http.Response) (bool, 
 // picks the scopes: the challenge's, else the configured ones, else the
 // resource's scopes_supported, else none (the spec's order).
 func (a *Authorizer) discoverLocked(ctx context.Context, ch Challenge) error {
-	rm, err := DiscoverResource(ctx, a.hc, a.server, ch)
+	d, err := Discover(ctx, a.hc, a.server, ch)
 	if err != nil {
 		return err
 	}
-	meta, err := DiscoverServer(ctx, a.hc, rm.AuthorizationServers[0])
-	if err != nil {
-		return err
-	}
-	a.meta = meta
-	a.resource = rm.Resource
-	if a.resource == "" {
-		u, err := url.Parse(a.server)
-		if err != nil {
-			return fail("the server URL", err)
-		}
-		a.resource = shown(u)
-	}
+	a.meta, a.resource = d.Server, d.Resource
 	switch {
 	case ch.Scope != "":
 		a.scopes = strings.Fields(ch.Scope)
 	case a.creds.Scopes != nil:
 		a.scopes = a.creds.Scopes
 	default:
-		a.scopes = rm.ScopesSupported
+		a.scopes = d.ScopesSupported
 	}
 	return nil
 }
 
-// fetchLocked gets a token with the client credentials grant.
+// fetchLocked gets a token: with the client credentials grant, or with
+// the JWT bearer grant of an identity assertion the IdP issued.
 func (a *Authorizer) fetchLocked(ctx context.Context) error {
+	ctx = context.WithValue(ctx, oauth2.HTTPClient, a.hc)
 	cfg := clientcredentials.Config{
 		ClientID:       a.creds.ClientID,
 		TokenURL:       a.meta.TokenEndpoint,
 		Scopes:         a.scopes,
 		EndpointParams: url.Values{"resource": {a.resource}},
+	}
+	grant := "the client credentials grant"
+	if ia := a.creds.IdentityAssertion; ia != nil {
+		jag, err := a.identityAssertionLocked(ctx, ia)
+		if err != nil {
+			return err
+		}
+		// clientcredentials.Config lets grant_type be replaced, and does
+		// the client authentication and the token response for us.
+		cfg.EndpointParams.Set("grant_type", grantJWTBearer)
+		cfg.EndpointParams.Set("assertion", jag)
+		grant = "the JWT bearer grant"
 	}
 	if a.creds.Key != nil {
 		assertion, err := a.assertion()
@@ -208,12 +243,55 @@ func (a *Authorizer) fetchLocked(ctx context.Context) error {
 			cfg.AuthStyle = oauth2.AuthStyleInParams
 		}
 	}
-	tok, err := cfg.Token(context.WithValue(ctx, oauth2.HTTPClient, a.hc))
+	tok, err := cfg.Token(ctx)
 	if err != nil {
-		return fail("the client credentials grant at "+a.meta.TokenEndpoint, tokenError(err))
+		return fail(grant+" at "+a.meta.TokenEndpoint, tokenError(err))
 	}
 	a.token, a.refused = tok, ""
 	return nil
+}
+
+// identityAssertionLocked exchanges the person's ID token at the IdP for
+// an identity assertion grant (an ID-JAG) for the server's authorization
+// server and resource (RFC 8693).
+func (a *Authorizer) identityAssertionLocked(ctx context.Context, ia *IdentityAssertion) (string, error) {
+	if a.idpToken == "" {
+		md, err := DiscoverServer(ctx, a.hc, ia.IDPIssuer)
+		if err != nil {
+			return "", err
+		}
+		a.idpToken = md.TokenEndpoint
+	}
+	idToken, err := ia.IDToken()
+	if err != nil {
+		return "", fail("the person's ID token", err)
+	}
+	cfg := clientcredentials.Config{
+		ClientID:     ia.IDPClientID,
+		ClientSecret: ia.IDPClientSecret,
+		TokenURL:     a.idpToken,
+		Scopes:       a.scopes,
+		AuthStyle:    oauth2.AuthStyleInParams,
+		EndpointParams: url.Values{
+			"grant_type":           {grantTokenExchange},
+			"requested_token_type": {tokenTypeIDJAG},
+			"subject_token":        {idToken},
+			"subject_token_type":   {tokenTypeIDToken},
+			"audience":             {a.meta.Issuer},
+			"resource":             {a.resource},
+		},
+	}
+	if ia.IDPClientSecret != "" {
+		cfg.AuthStyle = oauth2.AuthStyleInHeader
+	}
+	tok, err := cfg.Token(ctx)
+	if err != nil {
+		return "", fail("the token exchange at the IdP "+a.idpToken, tokenError(err))
+	}
+	if tt, _ := tok.Extra("issued_token_type").(string); tt != tokenTypeIDJAG {
+		return "", fail("the token exchange at the IdP "+a.idpToken, fmt.Errorf("issued a %q, not an identity assertion grant", tt))
+	}
+	return tok.AccessToken, nil
 }
 
 // tokenError keeps what the token endpoint said (error and its
@@ -234,7 +312,9 @@ func tokenError(err error) error {
 }
 
 // assertion signs a private_key_jwt client assertion (RFC 7523 §3): the
-// client is its issuer and subject, the token endpoint its audience.
+// client is its issuer and subject, and its audience the authorization
+// server's issuer identifier (as RFC 7523bis requires; servers that
+// followed RFC 7523's looser rule accept the issuer too).
 func (a *Authorizer) assertion() (string, error) {
 	alg := ""
 	switch k := a.creds.Key.Public().(type) {
@@ -258,7 +338,7 @@ func (a *Authorizer) assertion() (string, error) {
 	}
 	now := time.Now()
 	claims := map[string]any{
-		"iss": a.creds.ClientID, "sub": a.creds.ClientID, "aud": a.meta.TokenEndpoint,
+		"iss": a.creds.ClientID, "sub": a.creds.ClientID, "aud": a.meta.Issuer,
 		"jti": base64.RawURLEncoding.EncodeToString(jti[:]), "iat": now.Unix(), "exp": now.Add(assertionLife).Unix(),
 	}
 	hb, err := json.Marshal(head)

@@ -159,6 +159,11 @@ type ServerMetadata struct {
 	GrantTypesSupported               []string `json:"grant_types_supported"`
 	TokenEndpointAuthMethodsSupported []string `json:"token_endpoint_auth_methods_supported"`
 	CodeChallengeMethodsSupported     []string `json:"code_challenge_methods_supported"`
+	RevocationEndpoint                string   `json:"revocation_endpoint"`
+	// ClientIDMetadataDocumentSupported: the server accepts an https
+	// URL as a client_id, fetching the client's metadata from it (the
+	// MCP authorization spec's client ID metadata documents).
+	ClientIDMetadataDocumentSupported bool `json:"client_id_metadata_document_supported"`
 	// IssParameterSupported: the authorization response carries iss
 	// (RFC 9207), which the client must then check.
 	IssParameterSupported bool `json:"authorization_response_iss_parameter_supported"`
@@ -188,6 +193,12 @@ func DiscoverResource(ctx context.Context, hc *http.Client, server string, ch Ch
 	for _, t := range tries {
 		var md ResourceMetadata
 		if last = getJSON(ctx, hc, t, &md); last != nil {
+			if ch.ResourceMetadata != "" && errors.Is(last, errNoDocument) {
+				// The challenge named it: its absence is the server's
+				// fault, not a 2025-03-26 server's lack of one.
+				last = fmt.Errorf("%w (named by the server's WWW-Authenticate)", last)
+				return nil, fail("discovering the server's protected resource metadata", last)
+			}
 			continue
 		}
 		if len(md.AuthorizationServers) == 0 {
@@ -197,6 +208,9 @@ func DiscoverResource(ctx context.Context, hc *http.Client, server string, ch Ch
 			return nil, fail("protected resource metadata at "+t, fmt.Errorf("is for the resource %q, not %s", md.Resource, shown(u)))
 		}
 		return &md, nil
+	}
+	if errors.Is(last, errNoDocument) {
+		return nil, fail("discovering the server's protected resource metadata", errors.Join(ErrNoResourceMetadata, last))
 	}
 	return nil, fail("discovering the server's protected resource metadata", last)
 }
@@ -245,6 +259,77 @@ func DiscoverServer(ctx context.Context, hc *http.Client, issuer string) (*Serve
 	return nil, fail("discovering the authorization server's metadata", last)
 }
 
+// errNoDocument: a metadata URI answered with an HTTP error status (404
+// mostly): there is no document there, as opposed to a server that could
+// not be reached.
+var errNoDocument = errors.New("no document")
+
+// ErrNoResourceMetadata: the server publishes no protected resource
+// metadata at any well-known URI. A server of the 2025-03-26
+// authorization spec does not; its authorization server is found at its
+// own origin (Discover).
+var ErrNoResourceMetadata = errors.New("mcpauth: the server publishes no protected resource metadata")
+
+// Discovery is where a server's tokens come from: the resource they are
+// for, the scopes it lists, and its authorization server's metadata.
+type Discovery struct {
+	// Resource is the resource indicator (RFC 8707) tokens are asked
+	// for: the metadata's resource, else the server's URL.
+	Resource        string
+	ScopesSupported []string
+	Server          *ServerMetadata
+	// Legacy2025 is set when the server publishes no protected resource
+	// metadata and its authorization server was found the 2025-03-26
+	// way: at the server's origin, by metadata or the default endpoints.
+	Legacy2025 bool
+}
+
+// Discover finds the authorization server of the MCP endpoint server:
+// from its protected resource metadata (DiscoverResource, then
+// DiscoverServer), or, for a server that publishes none (every
+// well-known URI answering an error status), the 2025-03-26 way: the
+// authorization server is the server's origin, its metadata at the
+// origin's well-known URI (whose issuer must be of that origin), and
+// without metadata the default endpoints /authorize, /token and
+// /register there.
+func Discover(ctx context.Context, hc *http.Client, server string, ch Challenge) (*Discovery, error) {
+	u, err := url.Parse(server)
+	if err != nil {
+		return nil, fail("the server URL", err)
+	}
+	rm, err := DiscoverResource(ctx, hc, server, ch)
+	if err == nil {
+		meta, err := DiscoverServer(ctx, hc, rm.AuthorizationServers[0])
+		if err != nil {
+			return nil, err
+		}
+		d := &Discovery{Resource: rm.Resource, ScopesSupported: rm.ScopesSupported, Server: meta}
+		if d.Resource == "" {
+			d.Resource = shown(u)
+		}
+		return d, nil
+	}
+	if !errors.Is(err, ErrNoResourceMetadata) {
+		return nil, err
+	}
+	o := origin(u)
+	d := &Discovery{Resource: shown(u), Legacy2025: true}
+	var md ServerMetadata
+	switch err := getJSON(ctx, hc, o+"/.well-known/oauth-authorization-server", &md); {
+	case err == nil:
+		iu, perr := url.Parse(md.Issuer)
+		if perr != nil || origin(iu) != o || md.TokenEndpoint == "" {
+			return nil, fail("authorization server metadata at "+o, fmt.Errorf("names the issuer %q and token endpoint %q: not of the server's origin %s", md.Issuer, md.TokenEndpoint, o))
+		}
+		d.Server = &md
+	case errors.Is(err, errNoDocument):
+		d.Server = &ServerMetadata{Issuer: o, AuthorizationEndpoint: o + "/authorize", TokenEndpoint: o + "/token", RegistrationEndpoint: o + "/register"}
+	default:
+		return nil, fail("discovering the authorization server's metadata", err)
+	}
+	return d, nil
+}
+
 // getJSON fetches a JSON document, bounded.
 func getJSON(ctx context.Context, hc *http.Client, target string, v any) error {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, target, nil)
@@ -258,7 +343,7 @@ func getJSON(ctx context.Context, hc *http.Client, target string, v any) error {
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("GET %s: HTTP %d", target, resp.StatusCode)
+		return fmt.Errorf("GET %s: HTTP %d: %w", target, resp.StatusCode, errNoDocument)
 	}
 	b, err := io.ReadAll(io.LimitReader(resp.Body, maxMetadata+1))
 	if err != nil {

@@ -26,12 +26,20 @@ type LoginOptions struct {
 	// Server is the server's name in the config (the store's key) and
 	// URL its MCP endpoint.
 	Server, URL string
-	// ClientID and ClientSecret are a client registered beforehand;
-	// without ClientID, the client registers itself dynamically (RFC
-	// 7591) when the authorization server offers it.
+	// ClientID and ClientSecret are a client registered beforehand.
+	// Without ClientID, the client is ClientMetadataURL where the
+	// authorization server takes client ID metadata documents, else it
+	// registers itself (RFC 7591) where the server offers that.
 	ClientID, ClientSecret string
+	// ClientMetadataURL is the https URL where the operator publishes
+	// capbridge's client ID metadata document (ClientMetadataDocument).
+	ClientMetadataURL string
 	// Scopes are asked for when the server's challenge names none.
 	Scopes []string
+	// Previous is the login saved before, if any: a step-up (a server
+	// that refused its token for want of scopes) asks for its scopes and
+	// the wanted ones, and a client it registered is used again.
+	Previous *Saved
 	// Open shows the person the authorization URL (a browser); the URL
 	// is also given to Printed first, always.
 	Open    func(authURL string) error
@@ -46,70 +54,64 @@ type LoginOptions struct {
 // maxLoginWait bounds how long Login waits for the person.
 const maxLoginWait = 10 * time.Minute
 
+// The token endpoint authentication methods (RFC 7591 §2) a login's
+// client may use.
+const (
+	authNone     = "none"
+	authBasic    = "client_secret_basic"
+	authPost     = "client_secret_post"
+	redirectPath = "/callback"
+)
+
 // Login runs the authorization code flow with PKCE (S256) for a server
 // that needs a person's authorization: it finds the authorization
-// server from the server's 401 challenge, registers the client if it
-// has no client_id and the server offers registration, opens the
-// authorization URL, takes the redirect on a loopback listener, checks
-// state and iss (RFC 9207), and exchanges the code for tokens bound to
-// the server's resource (RFC 8707). It returns what to save.
+// server (from the server's 401 challenge and its protected resource
+// metadata, or the 2025-03-26 way), takes the client identity in the
+// spec's order (pre-registered, a client ID metadata document, dynamic
+// registration), opens the authorization URL, takes the redirect on a
+// loopback listener, checks state and iss (RFC 9207), and exchanges the
+// code for tokens bound to the server's resource (RFC 8707). It returns
+// what to save.
 func Login(ctx context.Context, o LoginOptions) (*Saved, error) {
-	ch, err := probe(ctx, o)
+	ch, challenged, err := probe(ctx, o)
 	if err != nil {
 		return nil, err
 	}
-	rm, err := DiscoverResource(ctx, o.HTTP, o.URL, ch)
+	d, err := Discover(ctx, o.HTTP, o.URL, ch)
+	if errors.Is(err, ErrNoResourceMetadata) && !challenged {
+		return nil, fail("the server", errors.New("answered without asking for authorization, and publishes no protected resource metadata: it asks for no login"))
+	}
 	if err != nil {
 		return nil, err
 	}
-	meta, err := DiscoverServer(ctx, o.HTTP, rm.AuthorizationServers[0])
-	if err != nil {
-		return nil, err
-	}
+	meta := d.Server
 	if meta.AuthorizationEndpoint == "" {
 		return nil, fail("authorization server metadata", errors.New("has no authorization_endpoint: it cannot log a person in"))
 	}
 	if m := meta.CodeChallengeMethodsSupported; len(m) > 0 && !slices.Contains(m, "S256") {
 		return nil, fail("authorization server metadata", errors.New("does not support PKCE with S256, which MCP requires"))
 	}
-	resource := rm.Resource
-	if resource == "" {
-		u, _ := url.Parse(o.URL)
-		resource = shown(u)
-	}
-	scopes := strings.Fields(ch.Scope)
-	switch {
-	case len(scopes) > 0:
-	case o.Scopes != nil:
-		scopes = o.Scopes
-	default:
-		scopes = rm.ScopesSupported
-	}
-	if slices.Contains(meta.ScopesSupported, "offline_access") && !slices.Contains(scopes, "offline_access") {
-		scopes = append(scopes, "offline_access") // a refresh token, so serve need not ask again
-	}
+	scopes := loginScopes(ch, o, d)
 
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, fail("the loopback redirect listener", err)
 	}
 	defer ln.Close()
-	redirect := "http://" + ln.Addr().String() + "/callback"
-	clientID, secret := o.ClientID, o.ClientSecret
-	if clientID == "" {
-		if clientID, secret, err = register(ctx, o.HTTP, meta, redirect); err != nil {
-			return nil, err
-		}
+	redirect := "http://" + ln.Addr().String() + redirectPath
+	cl, err := client(ctx, o, meta, redirect)
+	if err != nil {
+		return nil, err
 	}
-	cfg := &oauth2.Config{ClientID: clientID, ClientSecret: secret, RedirectURL: redirect, Scopes: scopes,
-		Endpoint: oauth2.Endpoint{AuthURL: meta.AuthorizationEndpoint, TokenURL: meta.TokenEndpoint}}
+	cfg := &oauth2.Config{ClientID: cl.id, ClientSecret: cl.secret, RedirectURL: redirect, Scopes: scopes,
+		Endpoint: oauth2.Endpoint{AuthURL: meta.AuthorizationEndpoint, TokenURL: meta.TokenEndpoint, AuthStyle: authStyle(cl.method)}}
 	verifier := oauth2.GenerateVerifier()
 	state := randomString()
-	authURL := cfg.AuthCodeURL(state, oauth2.S256ChallengeOption(verifier), oauth2.SetAuthURLParam("resource", resource))
+	authURL := cfg.AuthCodeURL(state, oauth2.S256ChallengeOption(verifier), oauth2.SetAuthURLParam("resource", d.Resource))
 
 	got := make(chan url.Values, 1)
 	srv := &http.Server{ReadHeaderTimeout: 10 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path != "/callback" {
+		if r.URL.Path != redirectPath {
 			http.NotFound(w, r)
 			return
 		}
@@ -161,74 +163,251 @@ func Login(ctx context.Context, o LoginOptions) (*Saved, error) {
 	if iss := q.Get("iss"); (meta.IssParameterSupported && iss == "") || (iss != "" && strings.TrimRight(iss, "/") != strings.TrimRight(meta.Issuer, "/")) {
 		return nil, fail("the authorization response", fmt.Errorf("its iss %q is not the authorization server's %q", iss, meta.Issuer))
 	}
-	tok, err := cfg.Exchange(context.WithValue(ctx, oauth2.HTTPClient, o.HTTP), q.Get("code"), oauth2.VerifierOption(verifier), oauth2.SetAuthURLParam("resource", resource))
+	tok, err := cfg.Exchange(context.WithValue(ctx, oauth2.HTTPClient, o.HTTP), q.Get("code"), oauth2.VerifierOption(verifier), oauth2.SetAuthURLParam("resource", d.Resource))
 	if err != nil {
 		return nil, fail("exchanging the code at "+meta.TokenEndpoint, tokenError(err))
 	}
-	return &Saved{Server: o.Server, URL: o.URL, Issuer: meta.Issuer, TokenEndpoint: meta.TokenEndpoint, ClientID: clientID, ClientSecret: secret,
-		Resource: resource, Scopes: scopes, AccessToken: tok.AccessToken, RefreshToken: tok.RefreshToken, Expiry: tok.Expiry}, nil
+	sv := &Saved{Server: o.Server, URL: o.URL, Issuer: meta.Issuer, TokenEndpoint: meta.TokenEndpoint, RevocationEndpoint: meta.RevocationEndpoint,
+		ClientID: cl.id, ClientSecret: cl.secret, TokenAuth: cl.method, Registered: cl.registered,
+		Resource: d.Resource, Scopes: scopes, Granted: granted(tok, scopes), AccessToken: tok.AccessToken, RefreshToken: tok.RefreshToken, Expiry: tok.Expiry}
+	if p := o.Previous; p != nil && len(p.StepUp) > 0 {
+		sv.StepUps = p.StepUps + 1
+	}
+	return sv, nil
 }
 
-// probe sends the server an initialize without credentials to read its
-// challenge.
-func probe(ctx context.Context, o LoginOptions) (Challenge, error) {
-	body := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"capbridge-login","version":"0"}}}`
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, o.URL, strings.NewReader(body))
-	if err != nil {
-		return Challenge{}, fail("the server URL", err)
+// loginScopes are the scopes a login asks for: the challenge's, else the
+// configured ones, else the resource's scopes_supported, else none (the
+// spec's order); in a step-up, with the previous login's and those the
+// server wanted; and offline_access when the authorization server lists
+// it (so serve gets a refresh token).
+func loginScopes(ch Challenge, o LoginOptions, d *Discovery) []string {
+	scopes := strings.Fields(ch.Scope)
+	switch {
+	case len(scopes) > 0:
+	case o.Scopes != nil:
+		scopes = slices.Clone(o.Scopes)
+	default:
+		scopes = slices.Clone(d.ScopesSupported)
 	}
-	for k, v := range o.Header {
-		if !strings.EqualFold(k, "Authorization") {
-			req.Header[k] = v
+	if p := o.Previous; p != nil && len(p.StepUp) > 0 {
+		had := slices.DeleteFunc(slices.Clone(p.Scopes), func(s string) bool { return s == "offline_access" })
+		scopes = union(union(scopes, had), p.StepUp)
+	}
+	if slices.Contains(d.Server.ScopesSupported, "offline_access") && !slices.Contains(scopes, "offline_access") {
+		scopes = append(scopes, "offline_access")
+	}
+	return scopes
+}
+
+// union is a with the elements of b it lacks appended, in order.
+func union(a, b []string) []string {
+	for _, s := range b {
+		if !slices.Contains(a, s) {
+			a = append(a, s)
 		}
 	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json, text/event-stream")
-	resp, err := o.HTTP.Do(req)
-	if err != nil {
-		return Challenge{}, fail("reaching the server", err)
-	}
-	_, _ = io.CopyN(io.Discard, resp.Body, 4<<10)
-	_ = resp.Body.Close()
-	if resp.StatusCode != http.StatusUnauthorized {
-		return Challenge{}, fail("the server", fmt.Errorf("answered HTTP %d without credentials, not 401: it asks for no login", resp.StatusCode))
-	}
-	ch, _ := ParseChallenge(resp.Header.Values("Www-Authenticate"))
-	return ch, nil
+	return a
 }
 
-// register registers a public client for the loopback redirect (RFC 7591).
-func register(ctx context.Context, hc *http.Client, meta *ServerMetadata, redirect string) (string, string, error) {
+// granted is the scopes a token response says were granted (its scope),
+// else those asked for (RFC 6749 §5.1: an omitted scope is the one
+// requested).
+func granted(tok *oauth2.Token, asked []string) []string {
+	if s, ok := tok.Extra("scope").(string); ok && s != "" {
+		return strings.Fields(s)
+	}
+	return asked
+}
+
+// loginClient is the client a login authenticates as.
+type loginClient struct {
+	id, secret string
+	method     string // token endpoint authentication: authNone, authBasic, authPost
+	registered bool   // by dynamic registration
+}
+
+// client picks the login's client identity in the MCP spec's order: a
+// pre-registered client; the client ID metadata document's URL where
+// the authorization server supports them; the client a previous login
+// registered at the same server; dynamic registration.
+func client(ctx context.Context, o LoginOptions, meta *ServerMetadata, redirect string) (loginClient, error) {
+	switch p := o.Previous; {
+	case o.ClientID != "":
+		return loginClient{id: o.ClientID, secret: o.ClientSecret, method: secretMethod(o.ClientSecret, meta)}, nil
+	case o.ClientMetadataURL != "" && meta.ClientIDMetadataDocumentSupported:
+		return loginClient{id: o.ClientMetadataURL, method: authNone}, nil
+	case p != nil && p.Registered && p.Issuer == meta.Issuer && p.ClientID != "":
+		return loginClient{id: p.ClientID, secret: p.ClientSecret, method: p.TokenAuth, registered: true}, nil
+	}
+	return register(ctx, o.HTTP, meta, redirect)
+}
+
+// secretMethod is how a pre-registered client authenticates at the token
+// endpoint: none without a secret; with one, client_secret_basic unless
+// the server lists only client_secret_post (RFC 8414's default is basic).
+func secretMethod(secret string, meta *ServerMetadata) string {
+	m := meta.TokenEndpointAuthMethodsSupported
+	switch {
+	case secret == "":
+		return authNone
+	case len(m) > 0 && !slices.Contains(m, authBasic) && slices.Contains(m, authPost):
+		return authPost
+	}
+	return authBasic
+}
+
+// authStyle is x/oauth2's way of sending a client's credentials for a
+// token endpoint authentication method: in the body for none (the
+// client_id alone) and client_secret_post, in the Authorization header
+// for client_secret_basic.
+func authStyle(method string) oauth2.AuthStyle {
+	if method == authBasic {
+		return oauth2.AuthStyleInHeader
+	}
+	return oauth2.AuthStyleInParams
+}
+
+// probe reads the server's challenge to an unauthenticated request: the
+// server/discover a modern client sends first, then initialize, then the
+// GET of a stream, until one is answered 401 (a server may let the
+// handshake through and guard only what follows). challenged is false
+// when none was refused.
+func probe(ctx context.Context, o LoginOptions) (Challenge, bool, error) {
+	const info = `"clientInfo":{"name":"capbridge-login","version":"0"}`
+	tries := []struct{ method, body, version string }{
+		{http.MethodPost, `{"jsonrpc":"2.0","id":0,"method":"server/discover","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{},"io.modelcontextprotocol/clientInfo":{"name":"capbridge-login","version":"0"}}}}`, "2026-07-28"},
+		{http.MethodPost, `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},` + info + `}}`, ""},
+		{http.MethodGet, "", ""},
+	}
+	for _, t := range tries {
+		var body io.Reader
+		if t.body != "" {
+			body = strings.NewReader(t.body)
+		}
+		req, err := http.NewRequestWithContext(ctx, t.method, o.URL, body)
+		if err != nil {
+			return Challenge{}, false, fail("the server URL", err)
+		}
+		for k, v := range o.Header {
+			if !strings.EqualFold(k, "Authorization") {
+				req.Header[k] = v
+			}
+		}
+		if t.body != "" {
+			req.Header.Set("Content-Type", "application/json")
+			req.Header.Set("Accept", "application/json, text/event-stream")
+		} else {
+			req.Header.Set("Accept", "text/event-stream")
+		}
+		if t.version != "" {
+			req.Header.Set("Mcp-Protocol-Version", t.version)
+		}
+		resp, err := o.HTTP.Do(req)
+		if err != nil {
+			return Challenge{}, false, fail("reaching the server", err)
+		}
+		// A stream that opened is not read: closing it ends it.
+		if resp.StatusCode != http.StatusOK {
+			_, _ = io.CopyN(io.Discard, resp.Body, 4<<10)
+		}
+		_ = resp.Body.Close()
+		if resp.StatusCode == http.StatusUnauthorized {
+			ch, _ := ParseChallenge(resp.Header.Values("Www-Authenticate"))
+			return ch, true, nil
+		}
+	}
+	return Challenge{}, false, nil
+}
+
+// register registers a client for the loopback redirect (RFC 7591): a
+// public one where the authorization server takes that (or says nothing),
+// else one with a secret sent as the server prefers. The method the
+// server registered, when it says, is the one used.
+func register(ctx context.Context, hc *http.Client, meta *ServerMetadata, redirect string) (loginClient, error) {
 	if meta.RegistrationEndpoint == "" {
-		return "", "", fail("client registration", errors.New("no client_id is configured and the authorization server offers no registration endpoint: register capbridge there and set oauth.client_id"))
+		return loginClient{}, fail("client registration", errors.New("no client_id is configured, the authorization server takes no client ID metadata document (or none is configured: oauth.client_metadata_url) and offers no registration endpoint: register capbridge there and set oauth.client_id"))
+	}
+	method := authNone
+	if m := meta.TokenEndpointAuthMethodsSupported; len(m) > 0 && !slices.Contains(m, authNone) {
+		method = secretMethod("secret", meta)
 	}
 	body, _ := json.Marshal(map[string]any{
 		"client_name": "capbridge", "redirect_uris": []string{redirect}, "grant_types": []string{"authorization_code", "refresh_token"},
-		"response_types": []string{"code"}, "token_endpoint_auth_method": "none",
+		"response_types": []string{"code"}, "token_endpoint_auth_method": method,
 	})
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, meta.RegistrationEndpoint, bytes.NewReader(body))
 	if err != nil {
-		return "", "", fail("client registration", err)
+		return loginClient{}, fail("client registration", err)
 	}
 	req.Header.Set("Content-Type", "application/json")
 	resp, err := hc.Do(req)
 	if err != nil {
-		return "", "", fail("client registration", err)
+		return loginClient{}, fail("client registration", err)
 	}
 	defer resp.Body.Close()
 	b, err := io.ReadAll(io.LimitReader(resp.Body, maxMetadata))
 	if err != nil {
-		return "", "", fail("client registration", err)
+		return loginClient{}, fail("client registration", err)
 	}
 	var out struct {
 		ClientID     string `json:"client_id"`
 		ClientSecret string `json:"client_secret"`
+		Method       string `json:"token_endpoint_auth_method"`
 		Error        string `json:"error"`
 	}
 	if err := json.Unmarshal(b, &out); err != nil || resp.StatusCode/100 != 2 || out.ClientID == "" {
-		return "", "", fail("client registration", fmt.Errorf("HTTP %d %s", resp.StatusCode, out.Error))
+		return loginClient{}, fail("client registration", fmt.Errorf("HTTP %d %s", resp.StatusCode, out.Error))
 	}
-	return out.ClientID, out.ClientSecret, nil
+	switch out.Method {
+	case authNone, authBasic, authPost:
+		method = out.Method
+	case "":
+	default:
+		return loginClient{}, fail("client registration", fmt.Errorf("the server registered the token endpoint authentication %q, which a login's client cannot use", out.Method))
+	}
+	if method != authNone && out.ClientSecret == "" {
+		return loginClient{}, fail("client registration", fmt.Errorf("the server registered %s without issuing a secret", method))
+	}
+	if method == authNone {
+		out.ClientSecret = ""
+	}
+	return loginClient{id: out.ClientID, secret: out.ClientSecret, method: method, registered: true}, nil
+}
+
+// ClientMetadataDocument is capbridge's client ID metadata document for
+// the URL it is published at: a public client of the authorization code
+// flow whose redirect is a loopback listener on any port (RFC 8252
+// §7.3), asking for refresh tokens.
+func ClientMetadataDocument(u string) ([]byte, error) {
+	if err := CheckClientMetadataURL(u); err != nil {
+		return nil, err
+	}
+	return json.MarshalIndent(map[string]any{
+		"client_id":                  u,
+		"client_name":                "capbridge",
+		"client_uri":                 "https://github.com/capbridge/capbridge",
+		"redirect_uris":              []string{"http://127.0.0.1" + redirectPath},
+		"grant_types":                []string{"authorization_code", "refresh_token"},
+		"response_types":             []string{"code"},
+		"token_endpoint_auth_method": authNone,
+	}, "", "  ")
+}
+
+// CheckClientMetadataURL says what is wrong with a URL as a client ID
+// metadata document's (the client_id itself): it must be https, with a
+// path, and no fragment, credentials or dot segments.
+func CheckClientMetadataURL(s string) error {
+	u, err := url.Parse(s)
+	switch {
+	case err != nil || u.Scheme != "https" || u.Host == "":
+		return fail("the client metadata URL", fmt.Errorf("%q is not an https URL", s))
+	case u.Path == "" || u.Path == "/":
+		return fail("the client metadata URL", fmt.Errorf("%q has no path: the document must be at a path of its own", s))
+	case u.Fragment != "" || u.User != nil || strings.Contains(u.Path, "/./") || strings.Contains(u.Path, "/../"):
+		return fail("the client metadata URL", fmt.Errorf("%q may not carry a fragment, credentials or dot segments", s))
+	}
+	return nil
 }
 
 func randomString() string {

@@ -11,6 +11,7 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -21,7 +22,12 @@ import (
 	"github.com/capbridge/capbridge/mcpwire"
 )
 
-func TestMain(m *testing.M) { leakcheck.Main(m) }
+func TestMain(m *testing.M) {
+	if os.Getenv(refresherEnv) != "" {
+		os.Exit(refresher())
+	}
+	leakcheck.Main(m)
+}
 
 func TestParseChallenge(t *testing.T) {
 	for _, tc := range []struct {

@@ -21,17 +21,40 @@ var ErrNeedsLogin = &authError{step: "no usable token: the server needs a login"
 // the tokens. The file holds secrets: it is mode 0600 in a 0700
 // directory, and its content is never logged.
 type Saved struct {
-	Server        string    `json:"server"`
-	URL           string    `json:"url"`
-	Issuer        string    `json:"issuer"`
-	TokenEndpoint string    `json:"token_endpoint"`
-	ClientID      string    `json:"client_id"`
-	ClientSecret  string    `json:"client_secret,omitempty"`
-	Resource      string    `json:"resource"`
-	Scopes        []string  `json:"scopes,omitempty"`
-	AccessToken   string    `json:"access_token"`
-	RefreshToken  string    `json:"refresh_token,omitempty"`
-	Expiry        time.Time `json:"expiry,omitzero"`
+	Server             string `json:"server"`
+	URL                string `json:"url"`
+	Issuer             string `json:"issuer"`
+	TokenEndpoint      string `json:"token_endpoint"`
+	RevocationEndpoint string `json:"revocation_endpoint,omitempty"`
+	ClientID           string `json:"client_id"`
+	ClientSecret       string `json:"client_secret,omitempty"`
+	// TokenAuth is how the client authenticates at the token endpoint:
+	// none, client_secret_basic or client_secret_post.
+	TokenAuth string `json:"token_auth,omitempty"`
+	// Registered: the client registered itself (RFC 7591) at this
+	// authorization server; a later login uses it again.
+	Registered bool   `json:"registered,omitempty"`
+	Resource   string `json:"resource"`
+	// Scopes were asked for; Granted are those the token carries (the
+	// token response's scope, else Scopes).
+	Scopes       []string  `json:"scopes,omitempty"`
+	Granted      []string  `json:"granted,omitempty"`
+	AccessToken  string    `json:"access_token"`
+	RefreshToken string    `json:"refresh_token,omitempty"`
+	Expiry       time.Time `json:"expiry,omitzero"`
+	// StepUp are the scopes a server asked for (403 insufficient_scope)
+	// that the token lacks: the next login asks for them too. StepUps
+	// counts the logins made so, since the last plain one.
+	StepUp  []string `json:"step_up,omitempty"`
+	StepUps int      `json:"step_ups,omitempty"`
+}
+
+// granted is the scopes the saved token carries.
+func (sv *Saved) granted() []string {
+	if sv.Granted != nil {
+		return sv.Granted
+	}
+	return sv.Scopes
 }
 
 // Store is the directory of saved tokens, one file per server.

@@ -2,8 +2,13 @@ package mcpauth
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
+	"io"
 	"net/http"
+	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -24,6 +29,11 @@ type StoredAuthorizer struct {
 
 	mu    sync.Mutex
 	saved *Saved
+	// looked: the store was read once. Without a saved login nothing is
+	// sent, and the store is read again only when the server refuses a
+	// request (Challenge), not on every request: a server that needs no
+	// login costs no file access per call.
+	looked bool
 }
 
 // NewStoredAuthorizer returns the authorizer of server's saved login.
@@ -38,6 +48,10 @@ func (a *StoredAuthorizer) Authorize(ctx context.Context, h http.Header) error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.saved == nil {
+		if a.looked {
+			return nil
+		}
+		a.looked = true
 		sv, err := a.store.Load(a.server)
 		if errors.Is(err, ErrNeedsLogin) {
 			return nil
@@ -56,25 +70,31 @@ func (a *StoredAuthorizer) Authorize(ctx context.Context, h http.Header) error {
 	return nil
 }
 
-// Challenge refreshes once when the server refuses the token (401); a
-// 403 insufficient_scope needs a new login with the scopes it names.
+// Challenge answers the server's refusal of a request Authorize
+// prepared. A login saved since the token was sent (capbridge login, in
+// this process or another) is tried first. Otherwise a 401 refreshes the
+// token once; a 403 insufficient_scope is a step-up: the scopes the
+// server named are saved for the next login (ErrNeedsLogin, whose
+// message says which), unless the token carries them already (a new
+// login would not help: the server is refusing for another reason) or
+// maxStepUps logins have stepped up in a row.
 func (a *StoredAuthorizer) Challenge(ctx context.Context, resp *http.Response) (bool, error) {
 	ch, _ := ParseChallenge(resp.Header.Values("Www-Authenticate"))
-	if resp.StatusCode == http.StatusForbidden {
-		if ch.Error == "insufficient_scope" {
-			return false, &authError{step: "the server needs the scopes " + quote(ch.Scope) + ": log in again", err: ErrNeedsLogin}
-		}
-		return false, nil
+	if resp.StatusCode == http.StatusForbidden && ch.Error != "insufficient_scope" {
+		return false, nil // forbidden for another reason: the caller sees the 403
 	}
 	sent := strings.TrimPrefix(resp.Request.Header.Get("Authorization"), "Bearer ")
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	if sv, err := a.store.Load(a.server); err == nil && sv.AccessToken != sent {
+		a.saved = sv // a newer token, from a login or another process's refresh
+		return true, nil
+	}
 	if a.saved == nil {
-		if sv, err := a.store.Load(a.server); err == nil {
-			a.saved = sv // a login since: try it
-			return true, nil
-		}
 		return false, ErrNeedsLogin
+	}
+	if resp.StatusCode == http.StatusForbidden {
+		return false, a.stepUpLocked(ch)
 	}
 	if err := a.refreshLocked(ctx, sent); err != nil {
 		return false, err
@@ -82,7 +102,63 @@ func (a *StoredAuthorizer) Challenge(ctx context.Context, resp *http.Response) (
 	return true, nil
 }
 
-func quote(s string) string { return `"` + s + `"` }
+// ErrStepUp is matched by the error of a request refused because the
+// login's token lacks scopes the server wants: a new login asks for them.
+// Such an error matches ErrNeedsLogin and ErrAuth too.
+var ErrStepUp = errors.New("mcpauth: the server wants scopes the login's token lacks")
+
+// stepUpError is a refusal for want of scopes (403 insufficient_scope).
+type stepUpError struct{ want, missing []string }
+
+func (e *stepUpError) Error() string {
+	return fmt.Sprintf("mcpauth: the server wants the scopes %q, which the login's token lacks (%q missing): log in again", strings.Join(e.want, " "), strings.Join(e.missing, " "))
+}
+
+func (e *stepUpError) Is(target error) bool {
+	return target == ErrStepUp || target == ErrNeedsLogin || target == ErrAuth
+}
+
+// stepUpLocked records the scopes a 403 insufficient_scope named, for
+// the next login.
+func (a *StoredAuthorizer) stepUpLocked(ch Challenge) error {
+	need := strings.Fields(ch.Scope)
+	have := a.saved.granted()
+	missing := slices.DeleteFunc(slices.Clone(need), func(s string) bool { return slices.Contains(have, s) })
+	switch {
+	case len(need) == 0:
+		return fail("the server refused the token (403 insufficient_scope)", errors.New("without naming the scopes it wants; log in again with oauth.scopes set"))
+	case len(missing) == 0:
+		return fail("the server refused the token (403 insufficient_scope)", fmt.Errorf("wanting the scopes %q, which the token was granted: a new login would not help", ch.Scope))
+	case a.saved.StepUps >= maxStepUps:
+		return fail("the server refused the token (403 insufficient_scope)", fmt.Errorf("wanting the scopes %q after %d logins for more scopes: log out, check the server's scopes, and log in again", ch.Scope, a.saved.StepUps))
+	}
+	unlock, err := a.store.Lock(a.server)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	sv, err := a.store.Load(a.server)
+	if err != nil {
+		return err
+	}
+	sv.StepUp = union(sv.StepUp, need)
+	if err := a.store.Save(sv); err != nil {
+		return err
+	}
+	a.saved = sv
+	return &stepUpError{want: need, missing: missing}
+}
+
+// StepUp returns the scopes a server asked for that the saved login's
+// token lacks (a login asks for them), or nil.
+func (a *StoredAuthorizer) StepUp() []string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.saved == nil {
+		return nil
+	}
+	return slices.Clone(a.saved.StepUp)
+}
 
 // refreshLocked refreshes the token if it is still sent (another
 // request, or another capbridge, may have refreshed it already).
@@ -102,7 +178,7 @@ func (a *StoredAuthorizer) refreshLocked(ctx context.Context, sent string) error
 		return &authError{step: "the token expired and there is no refresh token", err: ErrNeedsLogin}
 	}
 	cfg := &oauth2.Config{ClientID: a.saved.ClientID, ClientSecret: a.saved.ClientSecret, Scopes: a.saved.Scopes,
-		Endpoint: oauth2.Endpoint{TokenURL: a.saved.TokenEndpoint}}
+		Endpoint: oauth2.Endpoint{TokenURL: a.saved.TokenEndpoint, AuthStyle: savedAuthStyle(a.saved)}}
 	old := &oauth2.Token{RefreshToken: a.saved.RefreshToken, Expiry: time.Unix(1, 0)}
 	tok, err := cfg.TokenSource(context.WithValue(ctx, oauth2.HTTPClient, a.hc), old).Token()
 	if err != nil {
@@ -114,6 +190,9 @@ func (a *StoredAuthorizer) refreshLocked(ctx context.Context, sent string) error
 	}
 	next := *a.saved
 	next.AccessToken, next.Expiry = tok.AccessToken, tok.Expiry
+	if s, ok := tok.Extra("scope").(string); ok && s != "" {
+		next.Granted = strings.Fields(s)
+	}
 	if tok.RefreshToken != "" {
 		next.RefreshToken = tok.RefreshToken // rotated
 	}
@@ -122,4 +201,71 @@ func (a *StoredAuthorizer) refreshLocked(ctx context.Context, sent string) error
 	}
 	a.saved = &next
 	return nil
+}
+
+// savedAuthStyle is how a saved login's client authenticates; a login
+// saved before the method was recorded sends its secret, if any, in the
+// Authorization header (RFC 6749's must-support).
+func savedAuthStyle(sv *Saved) oauth2.AuthStyle {
+	switch {
+	case sv.TokenAuth != "":
+		return authStyle(sv.TokenAuth)
+	case sv.ClientSecret != "":
+		return oauth2.AuthStyleInHeader
+	}
+	return oauth2.AuthStyleInParams
+}
+
+// maxRevocation bounds the body of a revocation answer read.
+const maxRevocation = 4 << 10
+
+// Revoke asks the authorization server to revoke a saved login's tokens
+// (RFC 7009): the refresh token, which revokes the access token with it
+// at most servers, then the access token. It reports false when the
+// server advertises no revocation endpoint. The tokens are sent only to
+// the endpoint the login's own authorization server named.
+func Revoke(ctx context.Context, hc *http.Client, sv *Saved) (bool, error) {
+	if sv.RevocationEndpoint == "" {
+		return false, nil
+	}
+	for _, t := range []struct{ token, hint string }{{sv.RefreshToken, "refresh_token"}, {sv.AccessToken, "access_token"}} {
+		if t.token == "" {
+			continue
+		}
+		form := url.Values{"token": {t.token}, "token_type_hint": {t.hint}}
+		style := savedAuthStyle(sv)
+		if style == oauth2.AuthStyleInParams {
+			form.Set("client_id", sv.ClientID)
+			if sv.ClientSecret != "" {
+				form.Set("client_secret", sv.ClientSecret)
+			}
+		}
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, sv.RevocationEndpoint, strings.NewReader(form.Encode()))
+		if err != nil {
+			return true, fail("revoking the tokens", err)
+		}
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		if style == oauth2.AuthStyleInHeader {
+			req.SetBasicAuth(url.QueryEscape(sv.ClientID), url.QueryEscape(sv.ClientSecret))
+		}
+		resp, err := hc.Do(req)
+		if err != nil {
+			return true, fail("revoking the tokens at "+sv.RevocationEndpoint, err)
+		}
+		var out struct {
+			Error string `json:"error"`
+		}
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, maxRevocation))
+		_ = resp.Body.Close()
+		// RFC 7009 §2.2: 200 whether or not the token was valid; an
+		// unsupported_token_type for one kind is not a failure.
+		if resp.StatusCode != http.StatusOK {
+			_ = json.Unmarshal(b, &out)
+			if out.Error == "unsupported_token_type" {
+				continue
+			}
+			return true, fail("revoking the tokens at "+sv.RevocationEndpoint, fmt.Errorf("HTTP %d %s", resp.StatusCode, out.Error))
+		}
+	}
+	return true, nil
 }

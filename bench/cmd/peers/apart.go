@@ -56,7 +56,8 @@ func maybeSample() {
 	} else {
 		argv, senv := rawecho.Command()
 		hargv, henv := rawecho.HTTPCommand()
-		e := &env{serverArgv: argv, serverEnv: senv, httpArgv: hargv, httpEnv: henv, capbridge: job.Capbridge, crelay: job.CRelay, tmp: job.Tmp}
+		_, h25env := rawecho.HTTP2025Command()
+		e := &env{serverArgv: argv, serverEnv: senv, httpArgv: hargv, httpEnv: henv, http2025Env: h25env, capbridge: job.Capbridge, crelay: job.CRelay, tmp: job.Tmp}
 		p := plan{small: job.Small, large: job.Large, warm: job.Warm, cap: time.Duration(job.CapNS)}
 		s = measure(context.Background(), e, cl, job.Cell, p)
 	}

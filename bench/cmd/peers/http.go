@@ -21,8 +21,11 @@ import (
 )
 
 // The HTTP cells: each client reaches its own rawecho behind net/http
-// (rawecho.ServeHTTP: stateless Streamable HTTP of the 2025 era, JSON
-// answers), a child process serving a loopback port.
+// (rawecho.ServeHTTP: stateless Streamable HTTP of both eras, JSON
+// answers), a child process serving a loopback port. The SDKs and the
+// raw floor speak the 2025 era to it; capbridge finds the 2026-07-28 one
+// (capbridge-http), or, against the face of the 2025 era alone
+// (capbridge-http-2025), initializes.
 
 // httpEcho is one rawecho HTTP server child.
 type httpEcho struct {
@@ -31,10 +34,17 @@ type httpEcho struct {
 	url   string
 }
 
-// startHTTPEcho starts the server and reads its URL, its first line.
+// startHTTPEcho starts the server of both eras and reads its URL, its
+// first line.
 func startHTTPEcho(ctx context.Context, e *env) (*httpEcho, error) {
+	return startHTTPEchoEnv(ctx, e, e.httpEnv)
+}
+
+// startHTTPEchoEnv starts the server with extra environment env (which
+// picks its eras).
+func startHTTPEchoEnv(ctx context.Context, e *env, extra []string) (*httpEcho, error) {
 	cmd := exec.Command(e.httpArgv[0], e.httpArgv[1:]...)
-	cmd.Env = append(os.Environ(), e.httpEnv...)
+	cmd.Env = append(os.Environ(), extra...)
 	cmd.Stderr = os.Stderr
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
@@ -202,7 +212,17 @@ type capbridgeHTTPPeer struct {
 }
 
 func startCapbridgeHTTP(ctx context.Context, e *env, _ string, _ int) (peer, error) {
-	srv, err := startHTTPEcho(ctx, e)
+	return startCapbridgeHTTPEnv(ctx, e, e.httpEnv)
+}
+
+// startCapbridgeHTTP2025 is capbridge against the face of the 2025 era
+// alone: the same path, with initialize and a session-less 2025 exchange.
+func startCapbridgeHTTP2025(ctx context.Context, e *env, _ string, _ int) (peer, error) {
+	return startCapbridgeHTTPEnv(ctx, e, e.http2025Env)
+}
+
+func startCapbridgeHTTPEnv(ctx context.Context, e *env, serverEnv []string) (peer, error) {
+	srv, err := startHTTPEchoEnv(ctx, e, serverEnv)
 	if err != nil {
 		return nil, err
 	}

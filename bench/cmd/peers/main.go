@@ -51,7 +51,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("peers", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	runs := fs.Int("runs", 3, "full runs over every cell and client")
-	out := fs.String("out", "peers-out", "directory for results.json, results.md and chart.svg")
+	out := fs.String("out", "peers-out", "directory for results.json, results.md, chart.svg (stdio) and chart-http.svg")
 	quick := fs.Bool("quick", false, "a few calls per cell: a smoke test of the harness, not a measurement")
 	bin := fs.String("capbridge", "", "a capbridge binary to measure (default: build one from this repository)")
 	clientList := fs.String("clients", strings.Join(clientNames(clients), ","), "the clients to measure, comma-separated")
@@ -82,7 +82,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "peers:", err)
 		return 1
 	}
-	fmt.Fprintf(stdout, "wrote %s, %s and %s\n", filepath.Join(*out, "results.json"), filepath.Join(*out, "results.md"), filepath.Join(*out, "chart.svg"))
+	fmt.Fprintf(stdout, "wrote %s, %s, %s and %s\n", filepath.Join(*out, "results.json"), filepath.Join(*out, "results.md"), filepath.Join(*out, "chart.svg"), filepath.Join(*out, "chart-http.svg"))
 	return 0
 }
 
@@ -101,7 +101,7 @@ func measureAll(ctx context.Context, runs int, p plan, sel selection, quick bool
 	}
 	// capbridge is built (and asked its version) only when it is measured.
 	var ver string
-	if sel.has("capbridge") || sel.has("capbridge-http") {
+	if sel.has("capbridge") || sel.has("capbridge-http") || sel.has("capbridge-http-2025") {
 		if bin == "" {
 			if bin, err = buildCapbridge(ctx, root, tmp); err != nil {
 				return err
@@ -124,7 +124,8 @@ func measureAll(ctx context.Context, runs int, p plan, sel selection, quick bool
 	}
 	argv, senv := rawecho.Command()
 	hargv, henv := rawecho.HTTPCommand()
-	e := &env{serverArgv: argv, serverEnv: senv, httpArgv: hargv, httpEnv: henv, capbridge: bin, crelay: crelay, crelaySkip: crelaySkip, tmp: tmp}
+	_, h25env := rawecho.HTTP2025Command()
+	e := &env{serverArgv: argv, serverEnv: senv, httpArgv: hargv, httpEnv: henv, http2025Env: h25env, capbridge: bin, crelay: crelay, crelaySkip: crelaySkip, tmp: tmp}
 
 	started := time.Now().UTC()
 	samples := runAll(ctx, e, runs, p, sel, func(s sample) {
@@ -227,10 +228,36 @@ func writeOutputs(dir string, rep *report) error {
 	if rep.Meta.Quick {
 		note += " · -quick: a smoke test, the numbers mean nothing"
 	}
-	if err := writeSVG(&svg, rep.Rows, note); err != nil {
+	// Two charts: the clients over stdio, and over HTTP, each against
+	// its own server.
+	stdio, overHTTP := splitRows(rep.Rows)
+	if err := writeSVG(&svg, stdio, "capbridge vs Go MCP SDKs over stdio, against the same raw server (median over runs)", note); err != nil {
 		return err
 	}
-	return os.WriteFile(filepath.Join(dir, "chart.svg"), svg.Bytes(), 0o644)
+	if err := os.WriteFile(filepath.Join(dir, "chart.svg"), svg.Bytes(), 0o644); err != nil {
+		return err
+	}
+	if len(overHTTP) == 0 {
+		return nil
+	}
+	svg.Reset()
+	if err := writeSVG(&svg, overHTTP, "capbridge vs Go MCP SDKs over Streamable HTTP, against the same raw server (median over runs)", note); err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(dir, "chart-http.svg"), svg.Bytes(), 0o644)
+}
+
+// splitRows parts the rows of the clients over stdio from those over
+// HTTP (whose names end in -http or -http-<era>).
+func splitRows(rows []row) (stdio, overHTTP []row) {
+	for _, r := range rows {
+		if strings.Contains(r.Client, "-http") {
+			overHTTP = append(overHTTP, r)
+		} else {
+			stdio = append(stdio, r)
+		}
+	}
+	return stdio, overHTTP
 }
 
 // modules returns the versions of the SDK modules linked into this binary.

@@ -45,11 +45,13 @@ type proc struct {
 type env struct {
 	serverArgv []string
 	serverEnv  []string // added to the inherited environment
-	// httpArgv and httpEnv start the same server behind HTTP
-	// (rawecho.HTTPCommand).
-	httpArgv  []string
-	httpEnv   []string
-	capbridge string // path of the capbridge binary
+	// httpArgv and httpEnv start the same server behind HTTP, both
+	// eras (rawecho.HTTPCommand); http2025Env the same for the 2025 era
+	// alone (rawecho.HTTP2025Command).
+	httpArgv    []string
+	httpEnv     []string
+	http2025Env []string
+	capbridge   string // path of the capbridge binary
 	// crelay is the C relay's binary; "" when it was not built, and
 	// then crelaySkip says why c-relay's samples are skipped.
 	crelay     string
@@ -76,6 +78,7 @@ var clients = []client{
 	{"mcp-go-http", startMCPGoHTTP},
 	{"go-sdk-http", startGoSDKHTTP},
 	{"capbridge-http", startCapbridgeHTTP},
+	{"capbridge-http-2025", startCapbridgeHTTP2025},
 }
 
 // stopGrace bounds how long a child is given to exit after its input is

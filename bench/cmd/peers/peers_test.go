@@ -47,8 +47,8 @@ func TestQuickRun(t *testing.T) {
 	if err := json.Unmarshal(b, &rep); err != nil {
 		t.Fatalf("results.json: %v", err)
 	}
-	if len(clients) != 10 {
-		t.Errorf("%d clients, want raw, raw-relay, c-relay, mcp-go, go-sdk and capbridge, and the four over HTTP", len(clients))
+	if len(clients) != 11 {
+		t.Errorf("%d clients, want raw, raw-relay, c-relay, mcp-go, go-sdk and capbridge, and the five over HTTP (capbridge in both eras)", len(clients))
 	}
 	if got, want := len(rep.Samples), len(cells)*len(clients); got != want {
 		t.Errorf("%d samples, want %d", got, want)
@@ -72,7 +72,7 @@ func TestQuickRun(t *testing.T) {
 			t.Errorf("%s: no numbers: %+v", where, r)
 		}
 		want := []string{"client", "server"}
-		if r.Client == "capbridge" || r.Client == "capbridge-http" || r.Client == "raw-relay" || r.Client == "c-relay" {
+		if r.Client == "capbridge" || r.Client == "capbridge-http" || r.Client == "capbridge-http-2025" || r.Client == "raw-relay" || r.Client == "c-relay" {
 			want = append(want, "bridge")
 		}
 		for _, role := range want {
@@ -92,10 +92,11 @@ func TestQuickRun(t *testing.T) {
 	}
 	for _, g := range rep.Goals {
 		for _, ck := range g.Checks {
-			// Goal 4 compares CPU read from /proc in 10 ms ticks, which a
-			// -quick cell's few hundred calls need not reach: a ratio
-			// over 0 ticks is no measurement there.
-			if g.ID == "4" && !ck.Measured {
+			// Goals 4 and http-d compare CPU read from /proc in 10 ms
+			// ticks, which a -quick cell's few hundred calls need not
+			// reach: a ratio over 0 ticks is no measurement there.
+			cpu := g.ID == "4" || g.ID == "http-d"
+			if cpu && !ck.Measured {
 				continue
 			}
 			if noCC != "" && strings.Contains(ck.What, "c-relay") {
@@ -104,13 +105,13 @@ func TestQuickRun(t *testing.T) {
 				}
 				continue
 			}
-			if len(ck.PerRun) != 1 || !ck.Measured || ck.Value < 0 || (ck.Value == 0 && g.ID != "4") {
+			if len(ck.PerRun) != 1 || !ck.Measured || ck.Value < 0 || (ck.Value == 0 && !cpu) {
 				t.Errorf("goal %s %s: per run %v, value %v", g.ID, ck.What, ck.PerRun, ck.Value)
 			}
 		}
 	}
-	if len(rep.Goals) != 4 {
-		t.Errorf("%d goals, want 4", len(rep.Goals))
+	if len(rep.Goals) != 7 {
+		t.Errorf("%d goals, want 4 over stdio and 3 over HTTP", len(rep.Goals))
 	}
 	if len(rep.Floor) != 5 {
 		t.Errorf("%d ratios against the floors, want 5", len(rep.Floor))
@@ -136,7 +137,7 @@ func TestQuickRun(t *testing.T) {
 			t.Errorf("results.md has %d rows with numbers for %s, want %d", c, cl.name, len(cells))
 		}
 	}
-	for _, id := range []string{"1", "2", "3", "4"} {
+	for _, id := range []string{"1", "2", "3", "4", "http-a", "http-b", "http-d"} {
 		if !strings.Contains(string(md), "- goal "+id+": ") {
 			t.Errorf("results.md does not judge goal %s", id)
 		}
@@ -150,26 +151,38 @@ func TestQuickRun(t *testing.T) {
 		}
 	}
 
-	svg, err := os.ReadFile(filepath.Join(out, "chart.svg"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	bars := 0
-	dec := xml.NewDecoder(bytes.NewReader(svg))
-	for {
-		tok, err := dec.Token()
-		if errors.Is(err, io.EOF) {
-			break
+	// chart.svg has the clients over stdio, chart-http.svg those over
+	// HTTP: a bar per client, cell and panel.
+	over := map[string]int{}
+	for _, cl := range clients {
+		if strings.Contains(cl.name, "-http") {
+			over["chart-http.svg"]++
+		} else {
+			over["chart.svg"]++
 		}
+	}
+	for file, n := range over {
+		svg, err := os.ReadFile(filepath.Join(out, file))
 		if err != nil {
-			t.Fatalf("chart.svg is not XML: %v", err)
+			t.Fatal(err)
 		}
-		if se, ok := tok.(xml.StartElement); ok && se.Name.Local == "title" {
-			bars++
+		bars := 0
+		dec := xml.NewDecoder(bytes.NewReader(svg))
+		for {
+			tok, err := dec.Token()
+			if errors.Is(err, io.EOF) {
+				break
+			}
+			if err != nil {
+				t.Fatalf("%s is not XML: %v", file, err)
+			}
+			if se, ok := tok.(xml.StartElement); ok && se.Name.Local == "title" {
+				bars++
+			}
 		}
-	}
-	if want := 2 * len(cells) * len(clients); bars != want {
-		t.Errorf("chart.svg has %d bars, want %d", bars, want)
+		if want := 2 * len(cells) * n; bars != want {
+			t.Errorf("%s has %d bars, want %d", file, bars, want)
+		}
 	}
 }
 

@@ -126,6 +126,37 @@ func perRunRatios(samples []sample, runs int, c cell, m metricFn, num, den strin
 	return per
 }
 
+func clientCPU(s sample) float64 { return s.CPUus["client"] }
+
+// fasterRatios is num's metric m over the same metric of the faster of
+// others (by rank, better) in cell c, per run.
+func fasterRatios(samples []sample, runs int, c cell, m, rank metricFn, better func(a, b float64) bool, num string, others []string) []float64 {
+	return fasterRatiosOf(samples, runs, c, m, m, rank, better, num, others)
+}
+
+// fasterRatiosOf is num's metric mNum over the faster other's metric
+// mDen, the faster picked by rank in each run.
+func fasterRatiosOf(samples []sample, runs int, c cell, mNum, mDen, rank metricFn, better func(a, b float64) bool, num string, others []string) []float64 {
+	var per []float64
+	for run := range runs {
+		a, ok := find(samples, run, c, num)
+		if !ok {
+			continue
+		}
+		var best sample
+		found := false
+		for _, o := range others {
+			if b, ok := find(samples, run, c, o); ok && (!found || better(rank(b), rank(best))) {
+				best, found = b, true
+			}
+		}
+		if found && mDen(best) > 0 {
+			per = append(per, mNum(a)/mDen(best))
+		}
+	}
+	return per
+}
+
 // ratioCheck is capbridge's metric over other's, per run.
 func ratioCheck(samples []sample, runs int, c cell, m metricFn, other, what, op string, limit float64) check {
 	return judge(what, perRunRatios(samples, runs, c, m, "capbridge", other), op, limit)
@@ -178,6 +209,23 @@ func goals(samples []sample, runs int) []goal {
 			ratioCheck(samples, runs, large1, serverCPU, "c-relay", "16 KiB, 1 in flight: server CPU per call, through capbridge / through c-relay", "<=", 1.1),
 		}},
 	}
+	// Over HTTP against the faster of the two SDKs' HTTP clients in each
+	// run (by the cell's own measure: p50 at 1 in flight, calls/s at 32).
+	lower := func(a, b float64) bool { return a < b }
+	higher := func(a, b float64) bool { return a > b }
+	sdks := []string{"mcp-go-http", "go-sdk-http"}
+	gs = append(gs,
+		goal{ID: "http-a", Checks: []check{
+			judge("64 B, 1 in flight: capbridge-http p50 / the faster SDK's over HTTP", fasterRatios(samples, runs, small1, p50, p50, lower, "capbridge-http", sdks), "<=", 0.9),
+		}},
+		goal{ID: "http-b", Checks: []check{
+			judge("64 B, 32 in flight: capbridge-http calls/s / the faster SDK's over HTTP", fasterRatios(samples, runs, small32, callsPerS, callsPerS, higher, "capbridge-http", sdks), ">=", 1.5),
+		}},
+		goal{ID: "http-d", Checks: []check{
+			judge("64 B, 1 in flight: capbridge-http's bridge CPU / the faster SDK client's CPU", fasterRatiosOf(samples, runs, small1, bridgeCPU, clientCPU, p50, lower, "capbridge-http", sdks), "<=", 1),
+			judge("64 B, 32 in flight: capbridge-http's bridge CPU / the faster SDK client's CPU", fasterRatiosOf(samples, runs, small32, bridgeCPU, clientCPU, callsPerS, higher, "capbridge-http", sdks), "<=", 1),
+		}},
+	)
 	for i := range gs {
 		gs[i].Met = true
 		for _, ck := range gs[i].Checks {

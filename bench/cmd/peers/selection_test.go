@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"maps"
 	"slices"
 	"strings"
 	"testing"
@@ -88,18 +89,37 @@ func TestRunUsage(t *testing.T) {
 func TestGoalsNotMeasured(t *testing.T) {
 	small1, small32, large1, large32 := cells[0], cells[1], cells[2], cells[3]
 	ok := func(c cell, client string, p50, cps, bridge float64) sample {
-		return sample{Cell: c, Client: client, N: 1, P50us: p50, CallsPerS: cps, CPUus: map[string]float64{"bridge": bridge, "server": 10}}
+		return sample{Cell: c, Client: client, N: 1, P50us: p50, CallsPerS: cps, CPUus: map[string]float64{"bridge": bridge, "server": 10, "client": bridge}}
 	}
 	everything := []sample{
 		ok(small1, "c-relay", 100, 0, 30), ok(small1, "mcp-go", 200, 0, 0), ok(small1, "capbridge", 110, 0, 30),
 		ok(small32, "c-relay", 0, 1000, 10), ok(small32, "mcp-go", 0, 500, 0), ok(small32, "capbridge", 0, 900, 10),
 		ok(large1, "c-relay", 100, 0, 30), ok(large1, "capbridge", 120, 0, 40),
 		ok(large32, "c-relay", 0, 1000, 10), ok(large32, "capbridge", 0, 900, 10),
+		// Over HTTP the faster SDK is mcp-go at 1 in flight (p50 100
+		// against 150) and at 32 (1000 calls/s against 500).
+		ok(small1, "mcp-go-http", 100, 0, 50), ok(small1, "go-sdk-http", 150, 0, 20), ok(small1, "capbridge-http", 80, 0, 40),
+		ok(small32, "mcp-go-http", 0, 1000, 30), ok(small32, "go-sdk-http", 0, 500, 10), ok(small32, "capbridge-http", 0, 2000, 20),
 	}
 	without := func(drop func(sample) bool) []sample {
 		return slices.DeleteFunc(slices.Clone(everything), drop)
 	}
-	all := func(v string) map[string]string { return map[string]string{"1": v, "2": v, "3": v, "4": v} }
+	ids := []string{"1", "2", "3", "4", "http-a", "http-b", "http-d"}
+	all := func(v string) map[string]string {
+		m := map[string]string{}
+		for _, id := range ids {
+			m[id] = v
+		}
+		return m
+	}
+	// with is m with the goals named set to v.
+	with := func(m map[string]string, v string, goals ...string) map[string]string {
+		m = maps.Clone(m)
+		for _, id := range goals {
+			m[id] = v
+		}
+		return m
+	}
 	for _, tc := range []struct {
 		name    string
 		samples []sample
@@ -109,20 +129,25 @@ func TestGoalsNotMeasured(t *testing.T) {
 		{"everything", everything, all("met"), nil},
 		{"c-relay skipped", append(without(func(s sample) bool { return s.Client == "c-relay" }),
 			sample{Cell: small1, Client: "c-relay", Skipped: "no C compiler"}),
-			map[string]string{"1": "not measured", "2": "not measured", "3": "not measured", "4": "not measured"},
+			with(all("met"), "not measured", "1", "2", "3", "4"),
 			[]string{"64 B, 1 in flight: capbridge p50 / c-relay", "64 B, 32 in flight: capbridge calls/s / c-relay", "16 KiB", "64 B, 1 in flight: bridge", "64 B, 1 in flight: server"}},
-		{"no capbridge", without(func(s sample) bool { return s.Client == "capbridge" }), all("not measured"),
+		{"no capbridge", without(func(s sample) bool { return strings.HasPrefix(s.Client, "capbridge") }), all("not measured"),
 			[]string{"64 B", "16 KiB"}},
 		{"64 B in flight 1 only", without(func(s sample) bool { return s.Cell != small1 }),
-			map[string]string{"1": "met", "2": "not measured", "3": "not measured", "4": "not measured"},
+			with(all("not measured"), "met", "1", "http-a"),
 			[]string{"64 B, 32", "16 KiB"}},
 		{"capbridge failed at 16 KiB", append(without(func(s sample) bool { return s.Cell == large1 && s.Client == "capbridge" }),
 			sample{Cell: large1, Client: "capbridge", Err: "broken"}),
-			map[string]string{"1": "met", "2": "met", "3": "not measured", "4": "not measured"}, []string{"16 KiB, 1"}},
+			with(all("met"), "not measured", "3", "4"), []string{"16 KiB, 1"}},
 		{"a measured failure outweighs a missing check", append(without(func(s sample) bool { return s.Client == "mcp-go" || (s.Cell == small1 && s.Client == "capbridge") }),
 			ok(small1, "capbridge", 200, 0, 30)),
-			map[string]string{"1": "not met", "2": "not measured", "3": "met", "4": "met"},
+			with(with(all("met"), "not met", "1"), "not measured", "2"),
 			[]string{"64 B, 1 in flight: capbridge p50 / mcp-go", "64 B, 32 in flight: capbridge calls/s / mcp-go"}},
+		// The faster SDK is the one the cell's own measure picks, and a
+		// slower capbridge fails against it whatever the other SDK does.
+		{"slower than the faster SDK over HTTP", append(without(func(s sample) bool { return s.Cell == small1 && s.Client == "capbridge-http" }),
+			ok(small1, "capbridge-http", 95, 0, 60)),
+			with(all("met"), "not met", "http-a", "http-d"), nil},
 		{"nothing", nil, all("not measured"), []string{"64 B", "16 KiB"}},
 	} {
 		for _, g := range goals(tc.samples, 1) {
@@ -173,7 +198,7 @@ func TestMarkdownNotMeasured(t *testing.T) {
 		t.Errorf("results.md has rows beyond the one measured:\n%s", md)
 	}
 	var svg bytes.Buffer
-	if err := writeSVG(&svg, rep.Rows, ""); err != nil || strings.Count(svg.String(), "<title>") != 2 {
+	if err := writeSVG(&svg, rep.Rows, "t", ""); err != nil || strings.Count(svg.String(), "<title>") != 2 {
 		t.Errorf("chart.svg: %v, %d bars, want 2", err, strings.Count(svg.String(), "<title>"))
 	}
 }

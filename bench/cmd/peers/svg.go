@@ -11,7 +11,7 @@ import (
 
 // clientColors are the bar colours, in the order of clients, so a client
 // keeps its colour in a run that measures only some of them.
-var clientColors = []string{"#7f7f7f", "#bcbd22", "#8c564b", "#1f77b4", "#ff7f0e", "#2ca02c", "#c7c7c7", "#aec7e8", "#ffbb78", "#98df8a"}
+var clientColors = []string{"#7f7f7f", "#bcbd22", "#8c564b", "#1f77b4", "#ff7f0e", "#2ca02c", "#7f7f7f", "#1f77b4", "#ff7f0e", "#2ca02c", "#98df8a"}
 
 func colorOf(name string) string {
 	if i := slices.IndexFunc(clients, func(cl client) bool { return cl.name == name }); i >= 0 && i < len(clientColors) {
@@ -41,7 +41,7 @@ func groups(rows []row) ([]cell, []string) {
 // log scale (the clients differ by orders of magnitude). Each bar is
 // labelled with its value; note (when, what, how many runs) goes under
 // the title.
-func writeSVG(w io.Writer, rows []row, note string) error {
+func writeSVG(w io.Writer, rows []row, title, note string) error {
 	const (
 		width   = 960
 		panelH  = 300
@@ -55,7 +55,7 @@ func writeSVG(w io.Writer, rows []row, note string) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" font-family="sans-serif" font-size="12">`+"\n", width, height, width, height)
 	fmt.Fprintf(&b, `<rect width="%d" height="%d" fill="white"/>`+"\n", width, height)
-	fmt.Fprintf(&b, `<text x="%d" y="22" font-size="16" font-weight="bold">capbridge vs Go MCP SDKs against the same raw server (median over runs)</text>`+"\n", left)
+	fmt.Fprintf(&b, `<text x="%d" y="22" font-size="16" font-weight="bold">%s</text>`+"\n", left, esc(title))
 	fmt.Fprintf(&b, `<text x="%d" y="40" fill="#555">%s</text>`+"\n", left, esc(note))
 	// Legend.
 	_, names := groups(rows)

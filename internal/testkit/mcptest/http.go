@@ -62,6 +62,12 @@ type HTTPOptions struct {
 	// events without its reply (a retry field first), leaving the rest
 	// for a GET with Last-Event-ID, once per stream.
 	DropAfter int
+	// CheckParams holds a 2026-07-28 tools/call to the x-mcp-header
+	// annotations of the tool in the listing the server has now (the
+	// relisted one once tools/list_changed was sent): each annotated
+	// top-level string argument must come as its Mcp-Param header, or
+	// the call is refused -32020 HeaderMismatch.
+	CheckParams bool
 }
 
 // SSEPostPath is where the legacy transport's messages are posted.
@@ -88,6 +94,7 @@ type HTTPServer struct {
 	wg  sync.WaitGroup
 
 	mu       sync.Mutex
+	relisted bool // a tools/list_changed was sent: the listing is sc.Relisted
 	sessions map[string]*instance
 	shared   *instance // the stateless legacy instance
 	modern   *instance
@@ -284,7 +291,12 @@ func (hs *HTTPServer) post(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if in.modern {
-		if code, why := checkHeaders(r, &m); code != 0 {
+		code, why := checkHeaders(r, &m)
+		if code == 0 && hs.o.CheckParams && m.Method == "tools/call" {
+			code, why = hs.checkParams(r, body, m.Params.Name)
+		}
+		if code != 0 {
+			hs.count(r, "mismatch")
 			jsonError(w, http.StatusBadRequest, m.ID, code, why)
 			return
 		}
@@ -390,6 +402,47 @@ func checkHeaders(r *http.Request, m *httpMsg) (int, string) {
 }
 
 const codeHeaderMismatch = -32020
+
+// checkParams checks a tools/call's Mcp-Param headers against the
+// x-mcp-header annotations of the tool's top-level properties in the
+// current listing.
+func (hs *HTTPServer) checkParams(r *http.Request, body []byte, tool string) (int, string) {
+	hs.mu.Lock()
+	listing := hs.sc.Tools
+	if hs.relisted {
+		listing = hs.sc.Relisted
+	}
+	hs.mu.Unlock()
+	var call struct {
+		Params struct {
+			Arguments map[string]any `json:"arguments"`
+		} `json:"params"`
+	}
+	_ = json.Unmarshal(body, &call)
+	for _, raw := range listing {
+		var t struct {
+			Name        string `json:"name"`
+			InputSchema struct {
+				Properties map[string]struct {
+					Header string `json:"x-mcp-header"`
+				} `json:"properties"`
+			} `json:"inputSchema"`
+		}
+		if json.Unmarshal(raw, &t) != nil || t.Name != tool {
+			continue
+		}
+		for prop, p := range t.InputSchema.Properties {
+			v, ok := call.Params.Arguments[prop].(string)
+			if p.Header == "" || !ok {
+				continue
+			}
+			if got := r.Header.Get("Mcp-Param-" + p.Header); got != v {
+				return codeHeaderMismatch, fmt.Sprintf("Header mismatch: Mcp-Param-%s %q, body %q", p.Header, got, v)
+			}
+		}
+	}
+	return 0, ""
+}
 
 // hexID returns a random session id.
 func hexID() string {
@@ -503,6 +556,11 @@ func (in *instance) route(out io.Reader) {
 		var m httpMsg
 		if json.Unmarshal(line, &m) != nil {
 			continue // noise: the stdio loop's stray output has no HTTP form
+		}
+		if m.Method == "notifications/tools/list_changed" {
+			in.hs.mu.Lock()
+			in.hs.relisted = in.hs.sc.Relisted != nil
+			in.hs.mu.Unlock()
 		}
 		msg := bytes.Clone(line)
 		in.mu.Lock()

@@ -12,6 +12,7 @@ import (
 	"crypto"
 	"crypto/rand"
 	"encoding/json"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -37,13 +38,14 @@ type Server struct {
 	store    *clients
 
 	mu sync.Mutex
-	// Requests records every token request's form (secrets and
-	// assertions removed), newest last.
+	// Requests records every token request's form (a secret's or an
+	// assertion's value replaced by "[sent]"), newest last.
 	requests []map[string][]string
 	// AuthMethods is what the metadata advertises as
 	// token_endpoint_auth_methods_supported.
 	authMethods []string
 	registered  int
+	revocations int
 }
 
 // Options shape the server.
@@ -56,11 +58,22 @@ type Options struct {
 	AuthMethods []string
 	// TokenLifespan of access tokens; default an hour.
 	TokenLifespan time.Duration
+	// Documents, when set, makes the server take client ID metadata
+	// documents: a client_id that is an https URL is the client whose
+	// metadata Documents fetches from it (a client trusting the
+	// document's TLS server).
+	Documents *http.Client
+	// Scopes are scopes_supported; default mcp:read, mcp:write and
+	// offline_access.
+	Scopes []string
 }
 
 // New starts an authorization server.
 func New(o Options) *Server {
-	s := &Server{store: &clients{MemoryStore: storage.NewMemoryStore(), byID: map[string]fosite.Client{}}, authMethods: o.AuthMethods}
+	s := &Server{store: &clients{MemoryStore: storage.NewMemoryStore(), byID: map[string]fosite.Client{}, documents: o.Documents}, authMethods: o.AuthMethods}
+	if o.Scopes == nil {
+		o.Scopes = []string{"mcp:read", "mcp:write", "offline_access"}
+	}
 	if s.authMethods == nil {
 		s.authMethods = []string{"client_secret_basic", "client_secret_post", "private_key_jwt"}
 	}
@@ -80,20 +93,26 @@ func New(o Options) *Server {
 	}
 	s.provider = compose.Compose(cfg, s.store, compose.NewOAuth2HMACStrategy(cfg),
 		compose.OAuth2ClientCredentialsGrantFactory, compose.OAuth2AuthorizeExplicitFactory, compose.OAuth2PKCEFactory,
-		compose.OAuth2RefreshTokenGrantFactory, compose.OAuth2TokenIntrospectionFactory)
+		compose.OAuth2RefreshTokenGrantFactory, compose.OAuth2TokenIntrospectionFactory, compose.OAuth2TokenRevocationFactory)
+	// A client assertion's audience is the issuer (RFC 7523bis) or,
+	// as RFC 7523 allowed, the token endpoint.
+	s.provider.(*fosite.Fosite).Config = audiences{Config: cfg, urls: []string{s.Issuer(o.Path), cfg.TokenURL}}
 	mux.HandleFunc("/token", s.token)
 	mux.HandleFunc("/authorize", s.authorize)
 	mux.HandleFunc("/register", s.register)
+	mux.HandleFunc("/revoke", s.revoke)
 	meta := func(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, map[string]any{
 			"issuer":                                s.Issuer(o.Path),
 			"token_endpoint":                        s.URL + "/token",
 			"authorization_endpoint":                s.URL + "/authorize",
 			"registration_endpoint":                 s.URL + "/register",
+			"revocation_endpoint":                   s.URL + "/revoke",
 			"code_challenge_methods_supported":      []string{"S256"},
 			"grant_types_supported":                 []string{"client_credentials", "authorization_code", "refresh_token"},
 			"token_endpoint_auth_methods_supported": s.authMethods,
-			"scopes_supported":                      []string{"mcp:read", "mcp:write", "offline_access"},
+			"scopes_supported":                      o.Scopes,
+			"client_id_metadata_document_supported": o.Documents != nil,
 		})
 	}
 	if o.Path == "" {
@@ -127,6 +146,26 @@ func (s *Server) AddKeyClient(id string, key crypto.Signer, kid string, alg stri
 	})
 }
 
+// AddConfidentialClient registers a client of the authorization code
+// flow from a loopback redirect that authenticates with a secret, sent
+// the first way the server advertises (client_secret_basic unless that
+// is client_secret_post).
+func (s *Server) AddConfidentialClient(id, secret string, scopes ...string) {
+	h, err := bcrypt.GenerateFromPassword([]byte(secret), bcrypt.MinCost)
+	if err != nil {
+		panic(err)
+	}
+	method := "client_secret_basic"
+	if slices.Contains(s.authMethods, "client_secret_post") && !slices.Contains(s.authMethods, method) {
+		method = "client_secret_post"
+	}
+	s.store.set(id, &fosite.DefaultOpenIDConnectClient{
+		DefaultClient: &fosite.DefaultClient{ID: id, Secret: h, RedirectURIs: []string{"http://127.0.0.1/callback"},
+			GrantTypes: []string{"authorization_code", "refresh_token"}, ResponseTypes: []string{"code"}, Scopes: scopes},
+		TokenEndpointAuthMethod: method,
+	})
+}
+
 // AddPublicClient registers a client without a secret, for the
 // authorization code flow from a loopback redirect (any port, RFC 8252).
 func (s *Server) AddPublicClient(id string, scopes ...string) {
@@ -156,11 +195,14 @@ func (s *Server) authorize(w http.ResponseWriter, r *http.Request) {
 }
 
 // register is dynamic client registration (RFC 7591), which fosite
-// does not serve: a public client with the redirect URIs asked for is
-// put in fosite's store, and fosite does the rest.
+// does not serve: a client with the redirect URIs asked for is put in
+// fosite's store, public when it asks for token endpoint authentication
+// none (or none it the server supports), else confidential with a
+// secret, and fosite does the rest.
 func (s *Server) register(w http.ResponseWriter, r *http.Request) {
 	var req struct {
 		RedirectURIs []string `json:"redirect_uris"`
+		Method       string   `json:"token_endpoint_auth_method"`
 	}
 	if err := json.NewDecoder(r.Body).Decode(&req); err != nil || len(req.RedirectURIs) == 0 {
 		w.WriteHeader(http.StatusBadRequest)
@@ -170,11 +212,46 @@ func (s *Server) register(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	s.registered++
 	id := "dyn-" + strconv.Itoa(s.registered)
+	methods := s.authMethods
 	s.mu.Unlock()
-	s.store.set(id, &fosite.DefaultClient{ID: id, Public: true, RedirectURIs: req.RedirectURIs,
-		GrantTypes: []string{"authorization_code", "refresh_token"}, ResponseTypes: []string{"code"}, Scopes: []string{"mcp:read", "mcp:write", "offline_access"}})
+	if req.Method == "" || !slices.Contains(append([]string{"none"}, methods...), req.Method) {
+		req.Method = methods[0]
+	}
+	cl := &fosite.DefaultOpenIDConnectClient{
+		DefaultClient: &fosite.DefaultClient{ID: id, Public: req.Method == "none", RedirectURIs: req.RedirectURIs,
+			GrantTypes: []string{"authorization_code", "refresh_token"}, ResponseTypes: []string{"code"}, Scopes: []string{"mcp:read", "mcp:write", "offline_access"}},
+		TokenEndpointAuthMethod: req.Method,
+	}
+	out := map[string]any{"client_id": id, "redirect_uris": req.RedirectURIs, "token_endpoint_auth_method": req.Method}
+	if req.Method != "none" {
+		secret := rand.Text()
+		h, err := bcrypt.GenerateFromPassword([]byte(secret), bcrypt.MinCost)
+		if err != nil {
+			panic(err)
+		}
+		cl.Secret = h
+		out["client_secret"] = secret
+	}
+	s.store.set(id, cl)
 	w.WriteHeader(http.StatusCreated)
-	writeJSON(w, map[string]any{"client_id": id, "redirect_uris": req.RedirectURIs, "token_endpoint_auth_method": "none"})
+	writeJSON(w, out)
+}
+
+// revoke is token revocation (RFC 7009), fosite's.
+func (s *Server) revoke(w http.ResponseWriter, r *http.Request) {
+	ctx := r.Context()
+	err := s.provider.NewRevocationRequest(ctx, r)
+	s.mu.Lock()
+	s.revocations++
+	s.mu.Unlock()
+	s.provider.WriteRevocationResponse(ctx, w, err)
+}
+
+// Revocations reports how many revocation requests were made.
+func (s *Server) Revocations() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.revocations
 }
 
 // Registered reports how many clients registered themselves.
@@ -189,8 +266,9 @@ func (s *Server) token(w http.ResponseWriter, r *http.Request) {
 	if err := r.ParseForm(); err == nil {
 		form := map[string][]string{}
 		for k, v := range r.PostForm {
-			if k != "client_secret" && k != "client_assertion" {
-				form[k] = slices.Clone(v)
+			form[k] = slices.Clone(v)
+			if k == "client_secret" || k == "client_assertion" {
+				form[k] = []string{"[sent]"} // present, not kept
 			}
 		}
 		if _, _, ok := r.BasicAuth(); ok {
@@ -254,12 +332,24 @@ func writeJSON(w http.ResponseWriter, v any) {
 // Scope joins scopes as a token request carries them.
 func Scope(scopes ...string) string { return strings.Join(scopes, " ") }
 
+// audiences is fosite's configuration with the client assertion
+// audiences it accepts.
+type audiences struct {
+	*fosite.Config
+	urls []string
+}
+
+// GetTokenURLs is what a client assertion's aud may name.
+func (a audiences) GetTokenURLs(context.Context) []string { return a.urls }
+
 // clients is fosite's memory store with its clients under a lock of
 // ours, so a test may register one while fosite reads them.
 type clients struct {
 	*storage.MemoryStore
 	mu   sync.Mutex
 	byID map[string]fosite.Client
+	// documents fetches client ID metadata documents; nil: none taken.
+	documents *http.Client
 }
 
 func (c *clients) set(id string, cl fosite.Client) {
@@ -268,14 +358,46 @@ func (c *clients) set(id string, cl fosite.Client) {
 	c.byID[id] = cl
 }
 
-// GetClient is fosite's lookup of a client.
-func (c *clients) GetClient(_ context.Context, id string) (fosite.Client, error) {
+// GetClient is fosite's lookup of a client: a registered one, or, where
+// client ID metadata documents are taken, the public client an https
+// client_id's document describes.
+func (c *clients) GetClient(ctx context.Context, id string) (fosite.Client, error) {
 	c.mu.Lock()
-	defer c.mu.Unlock()
-	if cl, ok := c.byID[id]; ok {
+	cl, ok := c.byID[id]
+	c.mu.Unlock()
+	if ok {
 		return cl, nil
 	}
-	return nil, fosite.ErrNotFound
+	if c.documents == nil || !strings.HasPrefix(id, "https://") {
+		return nil, fosite.ErrNotFound
+	}
+	return c.document(ctx, id)
+}
+
+// document fetches and checks a client ID metadata document: its
+// client_id must be its own URL, and it must name redirect URIs.
+func (c *clients) document(ctx context.Context, id string) (fosite.Client, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, id, nil)
+	if err != nil {
+		return nil, fosite.ErrNotFound
+	}
+	resp, err := c.documents.Do(req)
+	if err != nil {
+		return nil, fosite.ErrNotFound
+	}
+	defer resp.Body.Close()
+	var md struct {
+		ClientID     string   `json:"client_id"`
+		RedirectURIs []string `json:"redirect_uris"`
+		GrantTypes   []string `json:"grant_types"`
+		Method       string   `json:"token_endpoint_auth_method"`
+	}
+	if resp.StatusCode != http.StatusOK || json.NewDecoder(io.LimitReader(resp.Body, 64<<10)).Decode(&md) != nil ||
+		md.ClientID != id || len(md.RedirectURIs) == 0 || md.Method != "none" {
+		return nil, fosite.ErrNotFound
+	}
+	return &fosite.DefaultClient{ID: id, Public: true, RedirectURIs: md.RedirectURIs, GrantTypes: md.GrantTypes,
+		ResponseTypes: []string{"code"}, Scopes: []string{"mcp:read", "mcp:write", "offline_access"}}, nil
 }
 
 // Guard serves mcptest's HTTP face for sc on a loopback socket, at

@@ -67,28 +67,41 @@ func ToolsCommand(n int, listed string) (argv, env []string) {
 	return argv, env
 }
 
-// HTTPCommand is Command for the HTTP face (ServeHTTP): the child prints
-// its URL as its first stdout line and serves until its stdin ends.
+// HTTPCommand is Command for the HTTP face (ServeHTTP, both eras): the
+// child prints its URL as its first stdout line and serves until its
+// stdin ends.
 func HTTPCommand() (argv, env []string) {
 	argv, _ = Command()
 	return argv, []string{Env + "=http", "GORACE=atexit_sleep_ms=0"}
+}
+
+// HTTP2025Command is HTTPCommand for the face that speaks only the 2025
+// era (ServeHTTP2025): server/discover is refused -32601, so every client
+// initializes.
+func HTTP2025Command() (argv, env []string) {
+	argv, _ = Command()
+	return argv, []string{Env + "=http-2025", "GORACE=atexit_sleep_ms=0"}
 }
 
 // MaybeServe serves on stdin/stdout (or, for HTTPCommand, on a loopback
 // port until stdin ends) and exits when the environment asks for it;
 // otherwise it returns at once.
 func MaybeServe() {
-	switch os.Getenv(Env) {
+	switch mode := os.Getenv(Env); mode {
 	case "":
 		return
-	case "http":
+	case "http", "http-2025":
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
 			os.Exit(1)
 		}
 		fmt.Printf("http://%s/mcp\n", ln.Addr())
 		go func() { _, _ = io.Copy(io.Discard, os.Stdin); os.Exit(0) }()
-		_ = http.Serve(ln, ServeHTTP())
+		h := ServeHTTP()
+		if mode == "http-2025" {
+			h = ServeHTTP2025()
+		}
+		_ = http.Serve(ln, h)
 		os.Exit(1)
 	}
 	srv := server{tools: 1, listed: os.Getenv(ListedEnv)}
@@ -108,10 +121,23 @@ type server struct {
 	listed string
 }
 
-// ServeHTTP is the same server behind Streamable HTTP of the 2025 era,
-// stateless: each POST's message is answered with a JSON body (202 for a
+// ServeHTTP is the same server behind Streamable HTTP of both eras,
+// stateless: server/discover is answered with a DiscoverResult naming
+// 2026-07-28 and the initialize-era revisions, so a client of the
+// 2026-07-28 revision speaks it (each request carrying its _meta
+// envelope, which the byte scan ignores) and an older one initializes.
+// Each POST's message is answered with a JSON body (202 for a
 // notification), GET and DELETE with 405 (no stream, no session).
-func ServeHTTP() http.Handler {
+func ServeHTTP() http.Handler { return serveHTTP(true) }
+
+// ServeHTTP2025 is ServeHTTP for the 2025 era alone: server/discover is
+// refused -32601.
+func ServeHTTP2025() http.Handler { return serveHTTP(false) }
+
+// discovered is the answer to server/discover, after the id.
+const discovered = `,"result":{"resultType":"complete","supportedVersions":["2026-07-28","2025-11-25","2025-06-18","2025-03-26"],"capabilities":{"tools":{}},"_meta":{"io.modelcontextprotocol/serverInfo":{"name":"rawecho","version":"1"}}}}`
+
+func serveHTTP(modern bool) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodPost {
 			w.WriteHeader(http.StatusMethodNotAllowed)
@@ -122,7 +148,14 @@ func ServeHTTP() http.Handler {
 			w.WriteHeader(http.StatusBadRequest)
 			return
 		}
-		out, ok := server{tools: 1}.reply(make([]byte, 0, len(body)+128), body)
+		var out []byte
+		ok := false
+		if id := field(body, `"id":`); modern && id != nil && bytes.Contains(body, []byte(`"method":"server/discover"`)) {
+			out = append(append(append(make([]byte, 0, 256), `{"jsonrpc":"2.0","id":`...), id...), discovered...)
+			ok = true
+		} else {
+			out, ok = server{tools: 1}.reply(make([]byte, 0, len(body)+128), body)
+		}
 		if !ok {
 			w.WriteHeader(http.StatusAccepted)
 			return

@@ -2,9 +2,14 @@ package rawecho
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
+
+	"github.com/capbridge/capbridge/mcpwire"
 )
 
 func TestServe(t *testing.T) {
@@ -39,5 +44,40 @@ func TestServe(t *testing.T) {
 		if !json.Valid([]byte(l)) {
 			t.Errorf("reply is not JSON: %s", l)
 		}
+	}
+}
+
+// The HTTP face meets a 2026-07-28 client in its era and an older one in
+// theirs: capbridge's client over each, the discover probe answered or
+// refused.
+func TestServeHTTPEras(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		h    http.Handler
+		era  mcpwire.Era
+	}{
+		{"both eras", ServeHTTP(), mcpwire.EraModern},
+		{"2025 only", ServeHTTP2025(), mcpwire.EraLegacy},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ts := httptest.NewServer(tc.h)
+			defer ts.Close()
+			c, err := mcpwire.Dial(context.Background(), mcpwire.Remote{URL: ts.URL + "/mcp"}, mcpwire.Config{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			if c.Era() != tc.era {
+				t.Fatalf("era %v, want %v", c.Era(), tc.era)
+			}
+			tools, err := c.ListTools(context.Background())
+			if err != nil || len(tools) != 1 {
+				t.Fatalf("ListTools = %v, %v", tools, err)
+			}
+			res, err := c.CallTool(context.Background(), "echo", mcpwire.JSONArgs([]byte(`{"text":"héllo"}`)), mcpwire.CallOptions{})
+			if err != nil || res.Content[0].Text != "héllo" {
+				t.Fatalf("echo: %+v, %v", res, err)
+			}
+		})
 	}
 }

@@ -1,0 +1,129 @@
+package mcpauth
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/capbridge/capbridge/internal/testkit/leakcheck"
+	"github.com/capbridge/capbridge/internal/testkit/mcptest"
+	"github.com/capbridge/capbridge/internal/testkit/oauthtest"
+)
+
+// refresherEnv makes the test binary a refresher: a capbridge's saved
+// login authorizer in a process of its own (TestConcurrentRefresh).
+const refresherEnv = "MCPAUTH_TEST_REFRESHER"
+
+// refresher is one process using the saved login of the store the
+// environment names: it says "ready", waits for "go" on stdin, authorizes
+// a request (refreshing the token about to expire) and prints the token
+// it would send.
+func refresher() int {
+	a := NewStoredAuthorizer(Store{Dir: os.Getenv(refresherEnv)}, "web", http.DefaultClient)
+	fmt.Println("ready")
+	in := bufio.NewScanner(os.Stdin)
+	if !in.Scan() || in.Text() != "go" {
+		return 2
+	}
+	h := http.Header{}
+	if err := a.Authorize(context.Background(), h); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	fmt.Println(h.Get("Authorization"))
+	return 0
+}
+
+// TestConcurrentRefresh: two capbridge processes that find the same saved
+// token about to expire at once refresh it once between them, through
+// the store's lock: exactly one refresh request reaches the
+// authorization server, and both send the new token (the second finds
+// it saved when it gets the lock).
+func TestConcurrentRefresh(t *testing.T) {
+	t.Cleanup(leakcheck.Check(t))
+	as := oauthtest.New(oauthtest.Options{AuthMethods: []string{"none"}})
+	t.Cleanup(as.Close)
+	_, srv := guarded(t, as, mcptest.HTTPOptions{})
+	sv, err := Login(context.Background(), LoginOptions{Server: "web", URL: srv, HTTP: as.Client(), Open: browser(as.Client())})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sv.Expiry = time.Now().Add(time.Second) // within renewBefore: both must renew
+	store := Store{Dir: filepath.Join(t.TempDir(), "oauth")}
+	if err := store.Save(sv); err != nil {
+		t.Fatal(err)
+	}
+	// The lock is held while both start, so that both wait for it.
+	unlock, err := store.Lock("web")
+	if err != nil {
+		t.Fatal(err)
+	}
+	type proc struct {
+		cmd *exec.Cmd
+		in  io.WriteCloser
+		out *bufio.Scanner
+	}
+	var procs []proc
+	for range 2 {
+		cmd := exec.Command(os.Args[0], "-test.run=^$")
+		cmd.Env = append(os.Environ(), refresherEnv+"="+store.Dir)
+		cmd.Stderr = os.Stderr
+		in, err := cmd.StdinPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		out, err := cmd.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		p := proc{cmd: cmd, in: in, out: bufio.NewScanner(out)}
+		procs = append(procs, p)
+		t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+		if !p.out.Scan() || p.out.Text() != "ready" {
+			t.Fatalf("refresher: %q", p.out.Text())
+		}
+	}
+	for _, p := range procs {
+		if _, err := io.WriteString(p.in, "go\n"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	unlock()
+	var sent []string
+	for _, p := range procs {
+		if !p.out.Scan() {
+			t.Fatalf("a refresher said nothing: %v", p.cmd.Wait())
+		}
+		sent = append(sent, p.out.Text())
+		if err := p.cmd.Wait(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	refreshes := 0
+	for _, r := range as.Requests() {
+		if r["grant_type"][0] == "refresh_token" {
+			refreshes++
+		}
+	}
+	after, err := store.Load("web")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if refreshes != 1 || sent[0] != sent[1] || sent[0] != "Bearer "+after.AccessToken || after.AccessToken == sv.AccessToken {
+		t.Fatalf("%d refreshes reached the server (want 1); sent %q; saved %s…", refreshes, sent, after.AccessToken[:min(8, len(after.AccessToken))])
+	}
+	if strings.Contains(sent[0], sv.AccessToken) {
+		t.Fatal("the old token was sent")
+	}
+}

@@ -1,0 +1,270 @@
+package mcpwire
+
+import (
+	"bufio"
+	"context"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/capbridge/capbridge/internal/testkit/leakcheck"
+)
+
+// countingServer is an httptest server that counts the connections it
+// accepted and reports each one's close.
+type countingServer struct {
+	*httptest.Server
+	mu     sync.Mutex
+	opened int
+	closed chan struct{} // one token per closed connection
+}
+
+func newCountingServer(t *testing.T, h http.Handler) *countingServer {
+	t.Helper()
+	cs := &countingServer{closed: make(chan struct{}, 64)}
+	cs.Server = httptest.NewUnstartedServer(h)
+	cs.Config.ConnState = func(_ net.Conn, st http.ConnState) {
+		switch st {
+		case http.StateNew:
+			cs.mu.Lock()
+			cs.opened++
+			cs.mu.Unlock()
+		case http.StateClosed, http.StateHijacked:
+			cs.closed <- struct{}{}
+		}
+	}
+	cs.Start()
+	t.Cleanup(cs.Close)
+	return cs
+}
+
+func (cs *countingServer) conns() int {
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	return cs.opened
+}
+
+func h1Get(t *testing.T, hc *http.Client, ctx context.Context, url string) (string, error) {
+	t.Helper()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, strings.NewReader(`{"x":1}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	return string(b), err
+}
+
+// The caller's transport keeps one connection for sequential exchanges,
+// Content-Length and chunked bodies alike, and a new one when the
+// server says Connection: close or a body was left unread.
+func TestH1Reuse(t *testing.T) {
+	t.Cleanup(leakcheck.Check(t))
+	cs := newCountingServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		switch r.URL.Path {
+		case "/chunked":
+			_, _ = w.Write([]byte("part one, "))
+			w.(http.Flusher).Flush()
+			_, _ = w.Write([]byte("part two"))
+		case "/close":
+			w.Header().Set("Connection", "close")
+			_, _ = w.Write([]byte("closing"))
+		case "/long":
+			_, _ = w.Write([]byte(strings.Repeat("x", 64<<10)))
+		default:
+			_, _ = w.Write([]byte("ok"))
+		}
+	}))
+	hc, err := HTTPClient(HTTPOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer hc.CloseIdleConnections()
+	if _, ok := hc.Transport.(*fastTransport); !ok {
+		t.Fatalf("the client's transport is %T", hc.Transport)
+	}
+	ctx := context.Background()
+	for i := range 20 {
+		path := "/"
+		if i%2 == 1 {
+			path = "/chunked"
+		}
+		body, err := h1Get(t, hc, ctx, cs.URL+path)
+		if err != nil || (body != "ok" && body != "part one, part two") {
+			t.Fatalf("exchange %d: %q, %v", i, body, err)
+		}
+	}
+	if n := cs.conns(); n != 1 {
+		t.Fatalf("%d connections for 20 sequential exchanges, want 1", n)
+	}
+	if body, err := h1Get(t, hc, ctx, cs.URL+"/close"); err != nil || body != "closing" {
+		t.Fatalf("close: %q, %v", body, err)
+	}
+	<-cs.closed
+	if _, err := h1Get(t, hc, ctx, cs.URL); err != nil || cs.conns() != 2 {
+		t.Fatalf("after Connection: close: %v, %d connections", err, cs.conns())
+	}
+	// A body closed unread leaves a connection that cannot be reused.
+	req, _ := http.NewRequest(http.MethodGet, cs.URL+"/long", nil)
+	resp, err := hc.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = resp.Body.Close()
+	<-cs.closed
+	if _, err := h1Get(t, hc, ctx, cs.URL); err != nil || cs.conns() != 3 {
+		t.Fatalf("after an unread body: %v, %d connections", err, cs.conns())
+	}
+}
+
+// An idle connection the server closed is not used again: the check
+// before reuse sees its end, and a new connection serves the request.
+func TestH1ServerClosedIdle(t *testing.T) {
+	t.Cleanup(leakcheck.Check(t))
+	cs := newCountingServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = w.Write([]byte("ok"))
+	}))
+	cs.Config.SetKeepAlivesEnabled(true)
+	hc, _ := HTTPClient(HTTPOptions{})
+	defer hc.CloseIdleConnections()
+	if _, err := h1Get(t, hc, context.Background(), cs.URL); err != nil {
+		t.Fatal(err)
+	}
+	// The server ends its idle connections (as a server's keep-alive
+	// timeout does), and the client is told nothing.
+	cs.CloseClientConnections()
+	<-cs.closed
+	if body, err := h1Get(t, hc, context.Background(), cs.URL); err != nil || body != "ok" || cs.conns() != 2 {
+		t.Fatalf("after the server closed the idle connection: %q, %v, %d connections", body, err, cs.conns())
+	}
+}
+
+// A server that closes a reused connection as the request arrives,
+// without answering (its keep-alive ran out as the request crossed it):
+// the request, which no one read, goes once more on a new connection.
+func TestH1ClosedAsReused(t *testing.T) {
+	t.Cleanup(leakcheck.Check(t))
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer ln.Close()
+	answer := func(c net.Conn, br *bufio.Reader) bool {
+		req, err := http.ReadRequest(br)
+		if err != nil {
+			return false
+		}
+		_, _ = io.Copy(io.Discard, req.Body)
+		_, err = io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+		return err == nil
+	}
+	wg.Go(func() {
+		// The first connection answers one request, then hangs up on
+		// the next as soon as it starts arriving.
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		br := bufio.NewReader(c)
+		answer(c, br)
+		_, _ = br.Peek(1)
+		_ = c.Close()
+		// The second answers.
+		c, err = ln.Accept()
+		if err != nil {
+			return
+		}
+		answer(c, bufio.NewReader(c))
+		_ = c.Close()
+	})
+	hc, _ := HTTPClient(HTTPOptions{})
+	defer hc.CloseIdleConnections()
+	url := "http://" + ln.Addr().String() + "/mcp"
+	for i := range 2 {
+		if body, err := h1Get(t, hc, context.Background(), url); err != nil || body != "ok" {
+			t.Fatalf("exchange %d: %q, %v", i, body, err)
+		}
+	}
+}
+
+// A request's context ends its exchange while the body is read (the
+// read returns at once), and the connection is not reused; a response
+// head beyond its bound is refused.
+func TestH1CancelAndBounds(t *testing.T) {
+	t.Cleanup(leakcheck.Check(t))
+	release := make(chan struct{})
+	cs := newCountingServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/slow" {
+			_, _ = w.Write([]byte("start"))
+			w.(http.Flusher).Flush()
+			select {
+			case <-release:
+			case <-r.Context().Done():
+			}
+			return
+		}
+		_, _ = w.Write([]byte("ok"))
+	}))
+	defer close(release)
+	hc, _ := HTTPClient(HTTPOptions{})
+	defer hc.CloseIdleConnections()
+	ctx, cancel := context.WithCancel(context.Background())
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, cs.URL+"/slow", nil)
+	resp, err := hc.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 5)
+	if _, err := io.ReadFull(resp.Body, buf); err != nil {
+		t.Fatal(err)
+	}
+	read := make(chan error, 1)
+	go func() { _, err := resp.Body.Read(make([]byte, 16)); read <- err }()
+	cancel()
+	select {
+	case err := <-read:
+		if err == nil {
+			t.Fatal("a read went on after its context ended")
+		}
+	case <-time.After(waitFor):
+		t.Fatal("the read did not end with its context")
+	}
+	_ = resp.Body.Close()
+	if body, err := h1Get(t, hc, context.Background(), cs.URL); err != nil || body != "ok" || cs.conns() != 2 {
+		t.Fatalf("after the cancelled exchange: %q, %v, %d connections", body, err, cs.conns())
+	}
+
+	// A head of more than a MiB.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		_, _ = http.ReadRequest(bufio.NewReader(c))
+		_, _ = io.WriteString(c, "HTTP/1.1 200 OK\r\nX-Huge: "+strings.Repeat("a", 2<<20)+"\r\n\r\n")
+	})
+	_, err = h1Get(t, hc, context.Background(), "http://"+ln.Addr().String()+"/")
+	_ = ln.Close()
+	wg.Wait()
+	if err == nil || !strings.Contains(err.Error(), "head longer than 1 MiB") {
+		t.Fatalf("a 2 MiB head: %v", err)
+	}
+}
