@@ -13,6 +13,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/capbridge/capbridge/bridge/config"
+	"github.com/capbridge/capbridge/bridge/control"
 	"github.com/capbridge/capbridge/capwire"
 	"github.com/capbridge/capbridge/internal/lock"
 	"github.com/capbridge/capbridge/internal/testkit/leakcheck"
@@ -172,10 +173,15 @@ func TestRemoteMetrics(t *testing.T) {
 	}
 	ctl := tb.control()
 	defer ctl.Close()
-	m, err := ctl.Metrics(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	// A call is counted after its reply is written: wait for the last.
+	var m *control.Metrics
+	eventually(t, "the 500 to be counted", func() bool {
+		var err error
+		if m, err = ctl.Metrics(ctx); err != nil {
+			t.Fatal(err)
+		}
+		return strings.Contains(m.Text, `capbridge_calls_total{server="web",tool="echo",outcome="server_unavailable"} 1`+"\n")
+	})
 	for _, want := range []string{
 		`capbridge_server_transport{server="local",transport="stdio"} 1`,
 		`capbridge_server_transport{server="web",transport="streamable-http"} 1`,
