@@ -323,26 +323,33 @@ func soak(ctx context.Context, bin, tmp string, p plan, log io.Writer) (*soakRes
 	return r, err
 }
 
-// bigSample is a bridge serving one rawecho that lists Tools tools
+// bigSample is a bridge serving a rawecho that lists Tools tools
 // (internal/testkit/bigtools, realistic schemas of about a kilobyte, 500
-// to a page): how long after the server wrote its listing's last page
-// serve was ready, the bridge's RSS then, and the p50 of echo calls made
-// one at a time; beside it, how long codegen takes to generate each
-// language's façade of the same listing in this process.
+// to a page) beside one that lists smallTools: how long after the big
+// server wrote its listing's last page serve was ready, the bridge's RSS
+// then, and the p50 of echo calls made one at a time to each server,
+// alternately on one connection, so that both p50s meet the same
+// machine; beside it, how long codegen takes to generate each language's
+// façade of the same listing in this process.
 type bigSample struct {
 	Run          int                `json:"run"`
 	Tools        int                `json:"tools"`
 	ReadyAfterMS float64            `json:"ready_after_list_ms"`
 	RSS          int64              `json:"rss"`
 	P50us        float64            `json:"p50_us"`
+	P50SmallUs   float64            `json:"p50_small_us"`
 	GenerateMS   map[string]float64 `json:"generate_ms"`
 }
+
+// smallTools is how many tools the big cell's baseline server lists.
+const smallTools = 10
 
 func measureBig(ctx context.Context, bin, tmp string, n, calls int) (bigSample, error) {
 	s := bigSample{Tools: n, GenerateMS: map[string]float64{}}
 	listed := filepath.Join(tmp, fmt.Sprintf("listed-%d", n))
 	argv, env := rawecho.ToolsCommand(n, listed)
-	b, err := startBridgeOf(ctx, bin, tmp, 1, "", argv, env)
+	sargv, senv := rawecho.ToolsCommand(smallTools, "")
+	b, err := startBridgeOf(ctx, bin, tmp, "", []serverCmd{{argv, env}, {sargv, senv}})
 	if err != nil {
 		return s, err
 	}
@@ -359,21 +366,21 @@ func measureBig(ctx context.Context, bin, tmp string, n, calls int) (bigSample, 
 	}
 	var cs []*capwire.Client
 	if err == nil {
-		cs, err = b.dial(ctx, 1, perGrant, "s0")
+		cs, err = b.dial(ctx, 1, perGrant, "s0", "s1")
 	}
 	if err == nil {
-		lat := make([]time.Duration, 0, calls)
-		for i := 0; err == nil && i < calls+calls/10; i++ {
+		var lat [2][]time.Duration // s0, the big server; s1, the small one
+		for i := 0; err == nil && i < 2*(calls+calls/10); i++ {
 			t0 := time.Now()
-			err = echo(ctx, cs[0], "s0", text)
-			if i >= calls/10 { // the first tenth warms up
-				lat = append(lat, time.Since(t0))
+			err = echo(ctx, cs[0], "s"+strconv.Itoa(i%2), text)
+			if i >= 2*(calls/10) { // the first tenth warms up
+				lat[i%2] = append(lat[i%2], time.Since(t0))
 			}
 		}
 		closeAll(cs)
 		if err == nil {
-			slices.Sort(lat)
-			s.P50us = us(lat[(len(lat)-1)/2])
+			p50 := func(l []time.Duration) float64 { slices.Sort(l); return us(l[(len(l)-1)/2]) }
+			s.P50us, s.P50SmallUs = p50(lat[0]), p50(lat[1])
 		}
 	}
 	if err = errors.Join(err, b.stop()); err != nil {

@@ -50,7 +50,7 @@ type plan struct {
 	idle        int   // idle connections (cell memory)
 	memServers  int   // servers of the memory cell's bridge
 	servers     []int // servers booted (cell servers)
-	bigTools    []int // tools listed by the one server (cell big); the first is the baseline
+	bigTools    []int // tools listed by the big server (cell big); goals judge the last
 	bigCalls    int   // echo calls timed, one at a time, at each size
 	soakCalls   int
 	soakKillAt  int // the server is killed every soakKillAt calls

@@ -158,7 +158,7 @@ func (rep *report) summarise(p plan) {
 			}), "<=", 256))
 	}
 	if slices.Contains(rep.Cells, "big") {
-		lo, hi := p.bigTools[0], p.bigTools[len(p.bigTools)-1]
+		hi := p.bigTools[len(p.bigTools)-1]
 		at := func(f func(bigSample) float64) []float64 {
 			return perRun(rep.Runs, func(r int) (float64, bool) {
 				s, ok := rep.big(r, hi)
@@ -172,13 +172,10 @@ func (rep *report) summarise(p plan) {
 		}
 		rep.Goals = append(rep.Goals,
 			judge("8", fmt.Sprintf("MiB of bridge RSS serving %d tools", hi), at(func(s bigSample) float64 { return mib(s.RSS) }), "<=", 64),
-			// Within noise: the p50 of one call at a time moves by a few
-			// per cent from run to run on this kind of machine.
-			judge("8", fmt.Sprintf("call p50 with %d tools / with %d", hi, lo), perRun(rep.Runs, ratio(func(r int) (float64, float64, bool) {
-				a, ok1 := rep.big(r, hi)
-				b, ok2 := rep.big(r, lo)
-				return a.P50us, b.P50us, ok1 && ok2
-			})), "<=", 1.1))
+			// Within noise: the two servers' calls alternate on one
+			// connection, so both p50s meet the same machine; 10 % is
+			// what separates runs of the same binary on a busy guest.
+			judge("8", fmt.Sprintf("call p50 to the server of %d tools / to the server of %d beside it", hi, smallTools), at(func(s bigSample) float64 { return s.P50us / s.P50SmallUs }), "<=", 1.1))
 	}
 	if s := rep.Soak; s != nil && len(s.Points) > 1 {
 		var at, end soakPoint
@@ -272,16 +269,16 @@ func (rep *report) markdown() string {
 		b.WriteString("\n![boot time and RSS against servers](servers.svg)\n\n")
 	}
 	if len(rep.Big) > 0 {
-		b.WriteString("## Big listings (cell 8)\n\nOne rawecho listing n tools (generated, realistic schemas of about a kilobyte, 500 to a page): from the server writing its last page to `serve`'s ready line; the bridge's VmRSS then; the p50 of one echo call at a time; and the time codegen takes to generate each language's façade of n such tools (in the harness, as the bridge would on request). Median over runs (min–max).\n\n| tools | ready after listing ms | bridge RSS MiB | call p50 µs | Go ms | TypeScript ms | Python ms |\n|---|---|---|---|---|---|---|\n")
+		b.WriteString("## Big listings (cell 8)\n\nOne rawecho listing n tools (generated, realistic schemas of about a kilobyte, 500 to a page) beside one listing 10: from the big server writing its last page to `serve`'s ready line; the bridge's VmRSS then; the p50 of one echo call at a time to each server, alternately on one connection; and the time codegen takes to generate each language's façade of n such tools (in the harness, as the bridge would on request). Median over runs (min–max).\n\n| tools | ready after listing ms | bridge RSS MiB | call p50 µs | beside it, 10 tools | Go ms | TypeScript ms | Python ms |\n|---|---|---|---|---|---|---|---|\n")
 		for _, n := range distinct(rep.Big, func(s bigSample) int { return s.Tools }) {
-			var ready, rss, p50, g, ts, py []float64
+			var ready, rss, p50, small, g, ts, py []float64
 			for _, s := range rep.Big {
 				if s.Tools == n {
-					ready, rss, p50 = append(ready, s.ReadyAfterMS), append(rss, mib(s.RSS)), append(p50, s.P50us)
+					ready, rss, p50, small = append(ready, s.ReadyAfterMS), append(rss, mib(s.RSS)), append(p50, s.P50us), append(small, s.P50SmallUs)
 					g, ts, py = append(g, s.GenerateMS["go"]), append(ts, s.GenerateMS["ts"]), append(py, s.GenerateMS["python"])
 				}
 			}
-			fmt.Fprintf(&b, "| %d | %s | %s | %s | %s | %s | %s |\n", n, spread3(ready), spread3(rss), spread3(p50), spread3(g), spread3(ts), spread3(py))
+			fmt.Fprintf(&b, "| %d | %s | %s | %s | %s | %s | %s | %s |\n", n, spread3(ready), spread3(rss), spread3(p50), spread3(small), spread3(g), spread3(ts), spread3(py))
 		}
 		b.WriteString("\n![readiness, generation and RSS against tools listed](big.svg)\n\n")
 	}

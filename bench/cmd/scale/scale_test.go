@@ -54,7 +54,7 @@ func TestQuick(t *testing.T) {
 		}
 	}
 	for _, s := range rep.Big {
-		if s.ReadyAfterMS <= 0 || s.RSS <= 0 || s.P50us <= 0 || len(s.GenerateMS) != 3 {
+		if s.ReadyAfterMS <= 0 || s.RSS <= 0 || s.P50us <= 0 || s.P50SmallUs <= 0 || len(s.GenerateMS) != 3 {
 			t.Errorf("big %d: %+v", s.Tools, s)
 		}
 	}

@@ -40,18 +40,26 @@ const serveTimeout = 2 * time.Minute
 // its ready line says every server is ready.
 func startBridge(ctx context.Context, bin, tmp string, n int, serverExtra string) (*bridge, error) {
 	argv, env := rawecho.Command()
-	return startBridgeOf(ctx, bin, tmp, n, serverExtra, argv, env)
+	cmds := make([]serverCmd, n)
+	for i := range cmds {
+		cmds[i] = serverCmd{argv, env}
+	}
+	return startBridgeOf(ctx, bin, tmp, serverExtra, cmds)
 }
 
-// startBridgeOf is startBridge with each server started as argv with env.
-func startBridgeOf(ctx context.Context, bin, tmp string, n int, serverExtra string, argv, env []string) (*bridge, error) {
+// A serverCmd is how one server is started.
+type serverCmd struct{ argv, env []string }
+
+// startBridgeOf is startBridge with server s<i> started as cmds[i].
+func startBridgeOf(ctx context.Context, bin, tmp string, serverExtra string, cmds []serverCmd) (*bridge, error) {
 	dir, err := os.MkdirTemp(tmp, "cb")
 	if err != nil {
 		return nil, err
 	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "[bridge]\ncall_socket = %s\ncontrol_socket = %s\n\n", strconv.Quote(filepath.Join(dir, "call.sock")), strconv.Quote(filepath.Join(dir, "control.sock")))
-	for i := range n {
+	for i, c := range cmds {
+		argv, env := c.argv, c.env
 		fmt.Fprintf(&b, "[mcp.s%d]\ncommand = %s\nargs = [", i, strconv.Quote(argv[0]))
 		for j, a := range argv[1:] {
 			if j > 0 {
