@@ -2,8 +2,6 @@ package codegen
 
 import (
 	"fmt"
-	"reflect"
-	"runtime"
 	"testing"
 
 	"github.com/capbridge/capbridge/internal/testkit/bigtools"
@@ -36,19 +34,6 @@ func BenchmarkGenerateBig(b *testing.B) {
 				}
 				b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(n), "ns/tool")
 			})
-		}
-	}
-}
-
-// TestPlanAllParallel: a listing big enough to be planned on several
-// goroutines gets the plans one goroutine makes, tool by tool.
-func TestPlanAllParallel(t *testing.T) {
-	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(4))
-	tools := bigListing(t, 4*parallelPlans+3)
-	plans := planAll(tools)
-	for i := range tools {
-		if want := planTool(&tools[i]); !reflect.DeepEqual(plans[i], want) {
-			t.Fatalf("tool %d planned differently in parallel", i)
 		}
 	}
 }

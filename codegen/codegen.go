@@ -213,12 +213,13 @@ func Generate(server string, tools []Tool, opts Options) (*Generated, error) {
 	if len(tools) > MaxTools {
 		return nil, fmt.Errorf("%w: %d tools, the limit is %d", ErrTooManyTools, len(tools), MaxTools)
 	}
+	plans := make([]toolPlan, len(tools))
 	for i := range tools {
 		if tools[i].Name == "" {
 			return nil, &ListingError{i, "empty tool name"}
 		}
+		plans[i] = planTool(&tools[i])
 	}
-	plans := planAll(tools)
 	budget := opts.SurfaceBudget
 	if budget <= 0 {
 		budget = DefaultSurfaceBudget

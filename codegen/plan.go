@@ -4,10 +4,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/big"
-	"runtime"
 	"slices"
 	"strings"
-	"sync"
 )
 
 // The type plan: a language-neutral reading of JSON Schema (draft-07 and
@@ -146,35 +144,6 @@ func planTool(t *Tool) toolPlan {
 	}
 	return tp
 }
-
-// planAll plans every tool. Plans are independent of each other, so a
-// big listing is planned on every processor, in contiguous shares; a small
-// one, on the caller's goroutine.
-func planAll(tools []Tool) []toolPlan {
-	plans := make([]toolPlan, len(tools))
-	workers := min(runtime.GOMAXPROCS(0), len(tools)/parallelPlans)
-	if workers < 2 {
-		for i := range tools {
-			plans[i] = planTool(&tools[i])
-		}
-		return plans
-	}
-	var wg sync.WaitGroup
-	share := (len(tools) + workers - 1) / workers
-	for lo := 0; lo < len(tools); lo += share {
-		hi := min(lo+share, len(tools))
-		wg.Go(func() {
-			for i := lo; i < hi; i++ {
-				plans[i] = planTool(&tools[i])
-			}
-		})
-	}
-	wg.Wait()
-	return plans
-}
-
-// parallelPlans is the fewest tools per processor worth a goroutine.
-const parallelPlans = 256
 
 // readRoot parses a schema within the bounds.
 func readRoot(raw json.RawMessage) (*node, string) {
