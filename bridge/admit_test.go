@@ -336,7 +336,7 @@ func TestGrantsShareAServer(t *testing.T) {
 		go func() { _, err := c.Call(ctx, "t", "hang", nil); done <- err }()
 		return done
 	}
-	s := tb.servers["t"]
+	s := tb.srv("t")
 	a1 := hang(ca)
 	waitInflight(t, tb, "t", 1)
 	a2 := hang(ca)

@@ -84,12 +84,27 @@ func (b *Bridge) charge(g *Grant, cost int) bool {
 }
 
 // auditEnded writes, when g ends, how many of its lines its spent budget
-// dropped, if any.
+// dropped, if any; and, when it expired or capbridge shut down, its
+// totals (a revoke's line carries them, control.go), so every grant's
+// end is recorded with what it did.
 func (b *Bridge) auditEnded(g *Grant) {
 	context.AfterFunc(g.Context(), func() {
 		if n := g.auditDropped.Load(); n > 0 {
 			b.audit.Warn().Str("event", "audit_lines_dropped").Str("grant", g.ID).Int64("lines", n).Msg("lines the grant's audit budget dropped")
 		}
+		reason := "expired"
+		switch cause := context.Cause(g.Context()); {
+		case errors.Is(cause, ErrRevoked):
+			return
+		case errors.Is(cause, errShuttingDown):
+			reason = "shutdown"
+		case !errors.Is(cause, ErrGrantExpired):
+			reason = "other"
+		}
+		u := g.Usage()
+		b.audit.Info().Str("event", "grant_end").Str("grant", g.ID).Str("reason", reason).
+			Int64("calls", u.Calls).Int64("denied", u.Denied).Int64("arg_bytes", u.ArgBytes).Int64("result_bytes", u.ResultBytes).
+			Int64("took_ms", u.Took.Milliseconds()).Msg("grant ended")
 	})
 }
 
@@ -140,18 +155,11 @@ func (b *Bridge) SwapAuditWriter(w io.Writer) (io.Writer, error) {
 // long, and how it ended, within the grant's budget. The server and tool
 // are the caller's words, clipped. Argument and result values are logged
 // only when audit_values is set, each capped at maxAuditValue bytes.
+//
+// The grant's accounting (account) is not done here: it must be done
+// before the caller can see the call's reply.
 func (b *Bridge) auditCall(g *Grant, peer PeerCred, server, tool string, o outcome, took time.Duration) {
 	b.metrics.retired(server, tool, o, took)
-	// The accounting a harness reads at revoke counts every call, whether
-	// or not the grant's audit budget still pays for its line.
-	if g != nil {
-		g.usage.calls.Add(1)
-		g.usage.argBytes.Add(int64(o.argBytes))
-		g.usage.resultBytes.Add(int64(o.resultBytes))
-		if o.denial != nil {
-			g.usage.denied.Add(1)
-		}
-	}
 	server, tool = clip(server), clip(tool)
 	var resultText, message string
 	if b.cfg.Bridge.AuditValues {
@@ -209,6 +217,24 @@ func (b *Bridge) auditCall(g *Grant, peer PeerCred, server, tool string, o outco
 		}
 	}
 	ev.Msg("call")
+}
+
+// account adds a call's outcome to its grant's usage (nil: the
+// operator's, which is not counted), whether or not the grant's audit
+// budget still pays for its line. It runs before the reply is sent: a
+// harness that revokes the grant once its program has every reply reads
+// totals that include every call.
+func account(g *Grant, o outcome, took time.Duration) {
+	if g == nil {
+		return
+	}
+	g.usage.calls.Add(1)
+	g.usage.argBytes.Add(int64(o.argBytes))
+	g.usage.resultBytes.Add(int64(o.resultBytes))
+	g.usage.took.Add(int64(took))
+	if o.denial != nil {
+		g.usage.denied.Add(1)
+	}
 }
 
 // refusedAudit is the logger of audit lines no grant pays for: a

@@ -76,9 +76,9 @@ func BenchmarkBridgeMaxInflight(b *testing.B) {
 			br, token := benchBridge(b, argv, env)
 			auditTo(br, f)
 			// Before any call: admission reads cfg and adm only then.
-			s := br.servers["t"]
+			s := br.srv("t")
 			// One grant drives it: its share is the whole server.
-			s.cfg.MaxInflight, s.adm = n, fairshare.New[*Grant](fairshare.Limits{Max: n, PerKey: n, MaxQueue: s.cfg.MaxQueue, QueuePerKey: s.cfg.MaxQueue})
+			s.cfg().MaxInflight, s.adm = n, fairshare.New[*Grant](fairshare.Limits{Max: n, PerKey: n, MaxQueue: s.cfg().MaxQueue, QueuePerKey: s.cfg().MaxQueue})
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			c, err := capwire.Dial(ctx, br.CallSocket(), token)
 			cancel()

@@ -69,7 +69,7 @@ func BenchmarkMetricsHooks(b *testing.B) {
 	cfg := config.Defaults()
 	cfg.Servers = []config.Server{config.NewServer("s", "/bin/true")}
 	br := New(Options{Config: cfg, Log: zerolog.Nop(), Audit: zerolog.Nop()})
-	s := br.servers["s"]
+	s := br.srv("s")
 	s.metrics.booted(time.Now(), &table{tools: map[string]mcpwire.Tool{"echo": {}, "add": {}}})
 	m, traffic, o := br.metrics, br.metrics.trafficFunc(), outcome{result: &capwire.Result{}}
 	hooks := func() {

@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"os/user"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -15,6 +17,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/capbridge/capbridge/bridge/config"
+	"github.com/capbridge/capbridge/bridge/control"
 	"github.com/capbridge/capbridge/bridge/internal/auditlog"
 	"github.com/capbridge/capbridge/bridge/internal/capserver"
 	"github.com/capbridge/capbridge/bridge/internal/fairshare"
@@ -61,6 +64,21 @@ type Options struct {
 	// (lockcheck.go), in Config.Bridge.LockMode. A server the lock has
 	// no entry for serves no tools.
 	Lock *lock.File
+
+	// Reload, when set, reads the configuration again for a reload (the
+	// control plane's reload, serve --watch): the files serve read, with
+	// serve's overrides applied and the secret references resolved, and
+	// the lock (nil: none). Nil: the bridge has no configuration to read
+	// again, and a reload is refused.
+	Reload func() (*config.Config, *lock.File, error)
+	// Secrets, when set, is told the secrets of a reloaded configuration
+	// together with those of the one it replaces (whose servers may still
+	// be draining), before any server of it starts: serve's SecretWriters.
+	Secrets func(map[string]string)
+
+	// now is the clock grants and their quotas read (time.Now when
+	// nil): the package's tests set it to step a rate's refill.
+	now func() time.Time
 }
 
 // Bridge is the running service. New prepares it; Listen opens the
@@ -69,9 +87,10 @@ type Options struct {
 // Serve may come before the servers are ready: a call to a server that
 // is not is refused server_unavailable.
 //
-// Concurrency: the set of servers is fixed by New and read without
-// locks; each server guards its own state and table, the grant table and
-// the connection set have their own.
+// Concurrency: the set of servers is published whole, by New and by each
+// reload, and read with one atomic load; each server guards its own
+// state and table, the grant table and the connection set have their
+// own.
 // Shutdown may be called from any goroutine, once.
 type Bridge struct {
 	cfg   *config.Config
@@ -96,12 +115,30 @@ type Bridge struct {
 	ctx  context.Context
 	stop context.CancelCauseFunc
 
-	servers map[string]*server
-	order   []string
-	grants  *grantTable
-	started startedCalls      // calls programs started, to collect later
-	flight  *fairshare.Flight // every call admitted and not yet retired
-	metrics *metrics
+	// set is the servers in force; a reload replaces it whole.
+	set atomic.Pointer[serverSet]
+	// live is the configuration in force: its servers and the grants'
+	// default quotas. cfg.Bridge is the boot's, which a reload may not
+	// change (but for the lock).
+	live atomic.Pointer[config.Config]
+	// What a reload needs: the loader, the secrets hook, how servers are
+	// built, one reload at a time, the last one's outcome; the servers
+	// outside the set (booting before they join it, or taken out of it and
+	// draining their calls before they retire: Shutdown retires them too),
+	// and the drainers.
+	reloader   func() (*config.Config, *lock.File, error)
+	onSecrets  func(map[string]string)
+	bootOpts   bootOptions
+	progress   func(Progress)
+	rawLog     zerolog.Logger
+	reloadMu   sync.Mutex
+	lastReload atomic.Pointer[control.Reloaded]
+	outside    map[*server]struct{} // guarded by mu
+	drainers   sync.WaitGroup
+	grants     *grantTable
+	started    startedCalls      // calls programs started, to collect later
+	flight     *fairshare.Flight // every call admitted and not yet retired
+	metrics    *metrics
 
 	callL, ctlL *unixsock.Listener
 	// acceptors counts the accept loops. Serve adds to it, under mu and
@@ -142,7 +179,6 @@ func New(o Options) *Bridge {
 	b := &Bridge{
 		cfg: o.Config, log: o.Log, audit: o.Audit, ver: o.ClientVersion,
 		ctx: ctx, stop: stop,
-		servers:    map[string]*server{},
 		grants:     newGrantTable(),
 		flight:     fairshare.NewFlight(),
 		open:       map[net.Conn]struct{}{},
@@ -150,6 +186,9 @@ func New(o Options) *Bridge {
 		connsIdle:  make(chan struct{}),
 		partial:    capserver.NewBudget(o.Config.Bridge.MaxPartialBytes),
 		reportStop: make(chan struct{}),
+	}
+	if o.now != nil {
+		b.grants.now = o.now
 	}
 	b.log, b.logs = auditlog.Limit(o.Log)
 	if o.Config.Bridge.AuditGrantBudget <= 0 {
@@ -168,13 +207,18 @@ func New(o Options) *Bridge {
 	_, b.strangerAudit = auditlog.Limit(b.audit)
 	b.strangerAudit.OnDrop = func() { b.metrics.auditLost(lostRate, 1) }
 	bo := bootOptions{clientName: "capbridge", clientVersion: o.ClientVersion, surfaceBudget: o.Config.Bridge.SurfaceBudget, maxLine: o.Config.Bridge.MaxFrame, cgroups: o.Cgroups, tokenDir: o.TokenDir}
+	b.bootOpts, b.progress, b.rawLog = bo, o.Progress, o.Log
+	b.reloader, b.onSecrets = o.Reload, o.Secrets
+	b.live.Store(o.Config)
+	servers := make([]*server, 0, len(o.Config.Servers))
 	for _, s := range o.Config.Servers {
-		b.servers[s.Name] = newServer(s, o.Log, b.audit, bo, o.Progress)
+		var lp *lockPolicy
 		if o.Lock != nil {
-			b.servers[s.Name].lock = &lockPolicy{entry: o.Lock.Servers[s.Name], mode: o.Config.Bridge.LockMode}
+			lp = &lockPolicy{entry: o.Lock.Servers[s.Name], mode: o.Config.Bridge.LockMode}
 		}
-		b.order = append(b.order, s.Name)
+		servers = append(servers, b.newServer(s, lp))
 	}
+	b.set.Store(newServerSet(servers))
 	b.metrics = newMetrics(b)
 	return b
 }
@@ -184,8 +228,8 @@ func New(o Options) *Bridge {
 // as its restart policy says. It is idempotent; after Shutdown it starts
 // nothing.
 func (b *Bridge) Start() {
-	for _, name := range b.order {
-		b.servers[name].begin()
+	for _, s := range b.serverList() {
+		s.begin()
 	}
 }
 
@@ -198,9 +242,10 @@ func (b *Bridge) Start() {
 // first attempt's.
 func (b *Bridge) Boot(ctx context.Context) []Outcome {
 	b.Start()
-	out := make([]Outcome, 0, len(b.order))
-	for _, name := range b.order {
-		s := b.servers[name]
+	servers := b.serverList()
+	out := make([]Outcome, 0, len(servers))
+	for _, s := range servers {
+		name := s.name()
 		select {
 		case <-s.firstDone:
 		case <-ctx.Done():
@@ -442,16 +487,17 @@ func (b *Bridge) shutdown(graceOver <-chan time.Time, connBound time.Duration) e
 	var errs []error
 	var wg sync.WaitGroup
 	var mu sync.Mutex
-	for _, name := range b.order {
+	for _, s := range b.retirees() {
 		wg.Go(func() {
-			if _, err := b.servers[name].retire(); err != nil {
+			if _, err := s.retire(); err != nil {
 				mu.Lock()
-				errs = append(errs, fmt.Errorf("server %q: %w", name, err))
+				errs = append(errs, fmt.Errorf("server %q: %w", s.name(), err))
 				mu.Unlock()
 			}
 		})
 	}
 	wg.Wait()
+	b.drainers.Wait()
 	b.lingerWG.Wait()
 	b.reported.Wait()
 	if b.auditOut != nil {
@@ -486,12 +532,18 @@ func (b *Bridge) eachConn(f func(net.Conn)) {
 }
 
 // Servers lists the configured servers in name order.
-func (b *Bridge) Servers() []string { return b.order }
+func (b *Bridge) Servers() []string {
+	var names []string
+	for _, s := range b.serverList() {
+		names = append(names, s.name())
+	}
+	return names
+}
 
 // Grant issues a grant; it is what the control plane's grant calls.
 func (b *Bridge) Grant(spec GrantSpec) (*Grant, string, error) {
 	for name, tools := range spec.Servers {
-		s, ok := b.servers[name]
+		s, ok := b.lookup(name)
 		if !ok {
 			return nil, "", fmt.Errorf("bridge: no server is called %q", name)
 		}
@@ -506,6 +558,8 @@ func (b *Bridge) Grant(spec GrantSpec) (*Grant, string, error) {
 		}
 		spec.seen[name] = t
 	}
+	// The operator's default quotas, with the request's set over them.
+	spec.Quotas = b.live.Load().GrantQuotas(slices.Collect(maps.Keys(spec.Servers)), spec.Quotas)
 	g, token, err := b.metrics.granted(b.grants.issue(b.ctx, spec))
 	if err == nil {
 		// Before the token is handed out, so before any line of the

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/capbridge/capbridge/bridge/config"
+	"github.com/capbridge/capbridge/bridge/internal/quota"
 	"github.com/capbridge/capbridge/capwire"
 	"github.com/capbridge/capbridge/interchange"
 	"github.com/capbridge/capbridge/internal/truncate"
@@ -78,17 +79,18 @@ func (b *Bridge) call(ctx context.Context, req callRequest) outcome {
 	if o, blocked := b.auditBlocked(req.grant); blocked {
 		return o
 	}
-	s, ok := b.servers[req.server]
+	s, ok := b.lookup(req.server)
 	switch {
 	case !ok:
 		return deny(capwire.CodeUnknownCapability, "no MCP server is called "+quote(req.server))
 	case req.grant != nil && !req.grant.Reaches(req.server):
 		return deny(capwire.CodeNotGranted, "this grant does not reach server "+quote(req.server))
 	}
-	t, err := s.ready()
-	if err != nil {
-		return deny(capwire.CodeServerUnavailable, s.unavailableMessage(err))
+	s, t, refused := b.enter(req.server, s)
+	if refused != nil {
+		return *refused
 	}
+	defer s.leave()
 	tool, ok := t.tools[req.tool]
 	if !ok {
 		if d, withheld := t.drift[req.tool]; withheld {
@@ -136,7 +138,7 @@ func (b *Bridge) call(ctx context.Context, req callRequest) outcome {
 	}
 	args := callArgs.JSON()
 	*bufp = args[:0]
-	guards := s.cfg.Guards(req.tool)
+	guards := s.cfg().Guards(req.tool)
 	if v := config.CheckArgs(guards, args); v != nil {
 		o := deny(capwire.CodeNotGranted, "the arguments break the operator's policy at "+quote(v.Pointer)+": "+v.Rule)
 		o.denial.Path = v.Pointer
@@ -150,6 +152,19 @@ func (b *Bridge) call(ctx context.Context, req callRequest) outcome {
 		o := deny(capwire.CodeBadArguments, "the arguments do not fit the input schema of tool "+quote(req.tool)+" at "+quote(f.Path)+": want "+f.Want+", got "+f.Got)
 		o.denial.Path = f.Path
 		return o
+	}
+	// Quotas last among the checks: a call refused for its arguments or
+	// by policy spends none, and one that passes them is charged before
+	// it waits for admission.
+	var q *quota.Set
+	var charge quota.Charge
+	var began time.Time
+	if req.grant != nil && req.grant.quota != nil {
+		q, began = req.grant.quota, b.grants.now()
+		var ex *quota.Exceeded
+		if charge, ex = q.Take(req.server, req.tool, int64(len(args)), began); ex != nil {
+			return b.quotaDenial(ex)
+		}
 	}
 	switch {
 	case t.drift[req.tool] != "":
@@ -168,13 +183,16 @@ func (b *Bridge) call(ctx context.Context, req callRequest) outcome {
 	// renews (MCP 2025-11-25, "Timeouts": a client MAY reset its timeout
 	// on progress and SHOULD always enforce a maximum), up to
 	// max_call_timeout.
-	idle, hard := s.cfg.CallTimeout, s.cfg.MaxCallTimeout
+	idle, hard := s.cfg().CallTimeout, s.cfg().MaxCallTimeout
 	if req.timeoutMS > 0 {
-		idle = time.Duration(min(req.timeoutMS, uint64(s.cfg.MaxCallTimeout/time.Millisecond))) * time.Millisecond
+		idle = time.Duration(min(req.timeoutMS, uint64(s.cfg().MaxCallTimeout/time.Millisecond))) * time.Millisecond
 		hard = idle
 	}
 	release, waited, err := s.admit(ctx, req.grant, idle)
 	if err != nil {
+		if q != nil {
+			q.Refund(charge)
+		}
 		if oe := (*overloadError)(nil); errors.As(err, &oe) {
 			return deny(capwire.CodeOverloaded, oe.message())
 		}
@@ -213,6 +231,22 @@ func (b *Bridge) call(ctx context.Context, req callRequest) outcome {
 	o.policy = policy
 	if b.cfg.Bridge.AuditValues && len(args) <= maxAuditValue {
 		o.argValues = append([]byte(nil), args...)
+	}
+	if q != nil {
+		q.Settle(charge, int64(o.resultBytes), b.grants.now().Sub(began))
+	}
+	return o
+}
+
+// quotaDenial is the quota_exceeded denial of a call ex refused: which
+// quota, and, for a rate, when it refills.
+func (b *Bridge) quotaDenial(ex *quota.Exceeded) outcome {
+	b.metrics.quotaExceeded(ex.Kind)
+	o := deny(capwire.CodeQuotaExceeded, ex.Message())
+	o.denial.Quota = ex.Name()
+	if ex.RefillIn > 0 {
+		// Rounded up, so a caller that waits this long finds its token.
+		o.denial.RetryMS = uint64((ex.RefillIn + time.Millisecond - 1) / time.Millisecond)
 	}
 	return o
 }

@@ -19,7 +19,7 @@ func TestBadResponseLineIsOneDenial(t *testing.T) {
 	defer leakcheck.Check(t)()
 	tb := startBridge(t, func(c *config.Config) { c.Bridge.MaxFrame = 256 << 10 }, mcptestServer("t", mcptest.Scenario{}))
 	c := tb.dial(tb.grant(map[string][]string{"t": nil}))
-	pid := tb.servers["t"].status().PID
+	pid := tb.srv("t").status().PID
 	for _, tt := range []struct {
 		tool   string
 		args   map[string]any
@@ -40,7 +40,7 @@ func TestBadResponseLineIsOneDenial(t *testing.T) {
 			if err != nil || r.Text() != "after" {
 				t.Fatalf("call after the bad line: %v, %v", r, err)
 			}
-			if st := tb.servers["t"].status(); st.State != string(StateReady) || st.Restarts != 0 || st.PID != pid {
+			if st := tb.srv("t").status(); st.State != string(StateReady) || st.Restarts != 0 || st.PID != pid {
 				t.Fatalf("server is %s, pid %d after %d restarts; want ready, pid %d, never restarted", st.State, st.PID, st.Restarts, pid)
 			}
 		})

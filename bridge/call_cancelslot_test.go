@@ -38,7 +38,7 @@ func TestCancelKeepsSlot(t *testing.T) {
 			t.Fatalf("round %d: %v", i, err)
 		}
 	}
-	srv := tb.servers["t"]
+	srv := tb.srv("t")
 	eventually(t, "both cancelled calls abandoned", func() bool { return srv.status().Abandoned == 2 })
 	waitCancelled(t, c, "t", "hang", 2)
 
@@ -124,7 +124,7 @@ func TestCancelFloodStaysBounded(t *testing.T) {
 	}
 	// A caller's cancel returns at once; the bridge settles each call
 	// just after.
-	srv := tb.servers["t"]
+	srv := tb.srv("t")
 	var st serverStatus
 	eventually(t, "every call settled at the bridge", func() bool {
 		st = srv.status()

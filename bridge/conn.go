@@ -362,8 +362,15 @@ func (c *callConn) run(ctx context.Context, m *capserver.Call) {
 	}
 	c.mu.Unlock()
 	cancel(nil)
-	o = c.send(m.ID, o, others)
-	c.b.auditCall(c.grant, c.peer, server, op, o, time.Since(start))
+	took := time.Since(start)
+	account(c.grant, o, took)
+	sent := c.send(m.ID, o, others)
+	if o.denial == nil && sent.denial != nil {
+		// The result could not be sent (too large for a frame): the
+		// program was denied it.
+		c.grant.usage.denied.Add(1)
+	}
+	c.b.auditCall(c.grant, c.peer, server, op, sent, took)
 	c.grant.usage.end()
 }
 

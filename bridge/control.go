@@ -69,7 +69,7 @@ func (h *controlHandler) Grant(_ context.Context, r *control.GrantRequest) (*con
 	}
 	// Checked here, as well as by Grant, to give each refusal its code.
 	for name, tools := range r.Servers {
-		s, ok := b.servers[name]
+		s, ok := b.lookup(name)
 		if !ok {
 			return nil, &control.Error{Code: control.CodeUnknownServer, Message: "no server is called " + quote(name)}
 		}
@@ -85,7 +85,11 @@ func (h *controlHandler) Grant(_ context.Context, r *control.GrantRequest) (*con
 			return nil, &control.Error{Code: control.CodeBadRequest, Message: "resources names server " + quote(name) + ", which the grant's servers do not"}
 		}
 	}
-	spec := GrantSpec{Servers: r.Servers, TTL: ttl, PeerUID: r.PeerUID, AllowDestructive: r.AllowDestructive, Resources: r.Resources}
+	quotas, err := requestQuotas(r.Quotas)
+	if err != nil {
+		return nil, &control.Error{Code: control.CodeBadRequest, Message: err.Error()}
+	}
+	spec := GrantSpec{Servers: r.Servers, TTL: ttl, PeerUID: r.PeerUID, AllowDestructive: r.AllowDestructive, Resources: r.Resources, Quotas: quotas}
 	if r.Run != nil {
 		if r.Run.ID == "" || len(r.Run.ID) > maxRunID || len(r.Run.Language) > maxRunID || len(r.Run.CodeSHA256) > maxRunID {
 			return nil, &control.Error{Code: control.CodeBadRequest, Message: fmt.Sprintf("a run needs an id, and its id, language and code_sha256 are at most %d bytes each", maxRunID)}
@@ -93,8 +97,11 @@ func (h *controlHandler) Grant(_ context.Context, r *control.GrantRequest) (*con
 		spec.Run = &RunInfo{ID: r.Run.ID, Language: r.Run.Language, CodeSHA256: r.Run.CodeSHA256, Servers: slices.Sorted(maps.Keys(r.Servers))}
 	}
 	g, token, err := b.Grant(spec)
-	if errors.Is(err, ErrTooManyGrant) {
+	switch {
+	case errors.Is(err, ErrTooManyGrant):
 		return nil, &control.Error{Code: control.CodeTooManyGrants, Message: err.Error()}
+	case errors.Is(err, ErrBadQuota):
+		return nil, &control.Error{Code: control.CodeBadRequest, Message: strings.TrimPrefix(err.Error(), "bridge: ")}
 	}
 	if err != nil {
 		return nil, err
@@ -102,6 +109,18 @@ func (h *controlHandler) Grant(_ context.Context, r *control.GrantRequest) (*con
 	ev := b.audit.Info().Str("event", "grant").Str("grant", g.ID).Strs("servers", g.Servers()).Bool("allow_destructive", g.AllowsDestructive()).Strs("resources", r.Resources).Time("expires", g.Expires)
 	if spec.Run != nil {
 		ev = ev.Str("run", spec.Run.ID)
+	}
+	if qs := g.Quotas(b.grants.now()); len(qs) > 0 {
+		// What the grant may use, as the CLI writes it: "rate=5,burst=5",
+		// "gh:calls=10".
+		shown := make([]string, len(qs))
+		for i, q := range qs {
+			shown[i] = q.Limits.String()
+			if q.Scope != "" {
+				shown[i] = clip(q.Scope) + ":" + shown[i]
+			}
+		}
+		ev = ev.Strs("quotas", shown)
 	}
 	ev.Msg("grant issued")
 	return &control.Granted{Token: token, Grant: g.ID, ExpiresMS: g.Expires.UnixMilli()}, nil
@@ -113,8 +132,8 @@ func (h *controlHandler) Revoke(ctx context.Context, r *control.RevokeRequest) (
 	if id == "" && !strings.HasPrefix(r.Grant, tokenPrefix) {
 		id = r.Grant // given as an id, which is public; a malformed token is never logged
 	}
-	h.b.audit.Info().Str("event", "revoke").Str("grant", truncate.Ellipsis(id, 64)).Bool("found", g != nil).Msg("grant revoked")
 	if g == nil {
+		h.b.audit.Info().Str("event", "revoke").Str("grant", truncate.Ellipsis(id, 64)).Bool("found", false).Msg("grant revoked")
 		return &control.Revoked{}, nil
 	}
 	// The calls still running under the grant end now, answered revoked
@@ -125,6 +144,9 @@ func (h *controlHandler) Revoke(ctx context.Context, r *control.RevokeRequest) (
 	g.usage.settled(ctx)
 	cancel()
 	u := g.Usage()
+	h.b.audit.Info().Str("event", "revoke").Str("grant", g.ID).Bool("found", true).
+		Int64("calls", u.Calls).Int64("denied", u.Denied).Int64("arg_bytes", u.ArgBytes).Int64("result_bytes", u.ResultBytes).
+		Int64("took_ms", u.Took.Milliseconds()).Msg("grant revoked")
 	if run := g.Run(); run != nil && r.Run != nil {
 		// The run's own line: what ran, for whom, how it ended and what
 		// it did; never its source or its output.
@@ -134,7 +156,12 @@ func (h *controlHandler) Revoke(ctx context.Context, r *control.RevokeRequest) (
 			Int64("calls", u.Calls).Int64("denied", u.Denied).Int64("arg_bytes", u.ArgBytes).Int64("result_bytes", u.ResultBytes).
 			Msg("run")
 	}
-	return &control.Revoked{Found: true, Calls: u.Calls, Denied: u.Denied, ArgBytes: u.ArgBytes, ResultBytes: u.ResultBytes}, nil
+	return &control.Revoked{Found: true, Calls: u.Calls, Denied: u.Denied, ArgBytes: u.ArgBytes, ResultBytes: u.ResultBytes, TookMS: u.Took.Milliseconds()}, nil
+}
+
+// Reload reads the configuration again and applies it (reload.go).
+func (h *controlHandler) Reload(ctx context.Context, _ *control.ReloadRequest) (*control.Reloaded, error) {
+	return h.b.Reload(ctx, "control")
 }
 
 // maxRunID bounds each string a run's grant carries into the audit trail.
@@ -142,13 +169,16 @@ const maxRunID = 64
 
 func (h *controlHandler) Status(context.Context) (*control.Status, error) {
 	b := h.b
-	st := &control.Status{Grants: b.grants.live(), Procs: runtime.GOMAXPROCS(0), CallSocket: b.cfg.Bridge.CallSocket, Servers: make([]control.ServerStatus, 0, len(b.order))}
-	for _, name := range b.order {
-		st.Servers = append(st.Servers, control.ServerStatus(b.servers[name].status()))
+	servers := b.serverList()
+	st := &control.Status{Grants: b.grants.live(), Procs: runtime.GOMAXPROCS(0), CallSocket: b.cfg.Bridge.CallSocket, Servers: make([]control.ServerStatus, 0, len(servers))}
+	for _, s := range servers {
+		st.Servers = append(st.Servers, control.ServerStatus(s.status()))
 	}
+	st.Reloaded = b.lastReload.Load()
 	b.mu.Lock()
 	st.Connections = len(b.open)
 	b.mu.Unlock()
+	st.GrantUsage, st.GrantUsageOmitted = b.grantUsage(b.grants.now())
 	return st, nil
 }
 
@@ -205,7 +235,7 @@ func (h *controlHandler) Facade(_ context.Context, r *control.FacadeRequest) (*c
 // listing on first request and kept with it, and a language's source
 // when a façade is first asked for.
 func (h *controlHandler) generated(server, lang string) (*codegen.Generated, error) {
-	s, ok := h.b.servers[server]
+	s, ok := h.b.lookup(server)
 	if !ok {
 		return nil, &control.Error{Code: control.CodeUnknownServer, Message: "no server is called " + quote(server)}
 	}
@@ -272,8 +302,9 @@ func (h *controlHandler) Search(_ context.Context, r *control.SearchRequest) (*c
 	names := r.Servers
 	if len(names) == 0 {
 		// Every server with a façade; one whose boot failed has none.
-		for _, name := range h.b.order {
-			if gen, err := h.b.servers[name].facade(); err == nil {
+		for _, s := range h.b.serverList() {
+			name := s.name()
+			if gen, err := s.facade(); err == nil {
 				if gen, err = inLang(gen, r.Lang); err != nil {
 					return nil, err
 				}
@@ -309,7 +340,11 @@ func (h *controlHandler) Listing(_ context.Context, r *control.ListingRequest) (
 	}
 	// The façade exists, so a table is published; tables are never
 	// written again.
-	listed := h.b.servers[r.Server].current().listed
+	s, ok := h.b.lookup(r.Server)
+	if !ok {
+		return nil, &control.Error{Code: control.CodeUnknownServer, Message: "no server is called " + quote(r.Server)}
+	}
+	listed := s.current().listed
 	tools := make([]listedTool, len(listed))
 	for i, t := range listed {
 		lt := listedTool{Name: t.Name, Title: t.Title, Description: t.Description, InputSchema: t.InputSchema,

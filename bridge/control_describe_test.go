@@ -47,7 +47,7 @@ func TestControlDescribeSearch(t *testing.T) {
 		t.Errorf("describe slow, Echo: want both, in the order asked, described whole:\n%s", d.Declarations)
 	}
 	all, err := cc.Describe(ctx, &control.DescribeRequest{Server: "u"})
-	if err != nil || strings.Count(all.Declarations, "\nfunc ")+1 != strings.Count(tb.servers["u"].current().gen.Surface, "\nfunc ") {
+	if err != nil || strings.Count(all.Declarations, "\nfunc ")+1 != strings.Count(tb.srv("u").current().gen.Surface, "\nfunc ") {
 		t.Errorf("describe of every tool: %v\n%s", err, all.Declarations)
 	}
 

@@ -28,7 +28,7 @@ func TestControlLanguages(t *testing.T) {
 	} {
 		f, err := cc.Facade(ctx, &control.FacadeRequest{Server: "t", Lang: string(tc.lang)})
 		want, _ := codegen.Preamble(tc.lang)
-		if err != nil || f.Preamble != want || !strings.Contains(f.Source, tc.source) || f.ListingSHA256 != tb.servers["t"].current().gen.ListingSHA256 {
+		if err != nil || f.Preamble != want || !strings.Contains(f.Source, tc.source) || f.ListingSHA256 != tb.srv("t").current().gen.ListingSHA256 {
 			t.Fatalf("%s facade: %v\n%s", tc.lang, err, f.Source)
 		}
 		d, err := cc.Describe(ctx, &control.DescribeRequest{Server: "t", Tools: []string{"echo"}, Lang: string(tc.lang)})

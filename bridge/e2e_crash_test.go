@@ -33,7 +33,7 @@ func TestCrashEveryNUnderLoad(t *testing.T) {
 		conns[i] = mustDialWire(t, tb.CallSocket(), token)
 	}
 
-	srv := tb.servers["s"]
+	srv := tb.srv("s")
 	start := time.Now()
 	var mu sync.Mutex
 	results, denied := 0, 0

@@ -140,7 +140,7 @@ func cannedServer(name string) config.Server {
 // needs a call in flight fails rather than hangs if it never gets there).
 func (tb *testBridge) waitRunning(server string, n int64) {
 	tb.t.Helper()
-	s := tb.servers[server]
+	s := tb.srv(server)
 	eventually(tb.t, fmt.Sprintf("%d calls running at server %q", n, server), func() bool { return s.adm.Running() == n })
 }
 
@@ -176,7 +176,7 @@ func TestDenials(t *testing.T) {
 	tb := startBridge(t, nil,
 		mcptestServer("t", mcptest.Scenario{}), neverRestart(mcptestServer("crashy", mcptest.Scenario{})),
 		broken, capped, one, cannedServer("canned"))
-	if st := tb.servers["broken"].snapshot().State; st != StateFailed {
+	if st := tb.srv("broken").snapshot().State; st != StateFailed {
 		t.Fatalf("broken server is %s, want failed", st)
 	}
 	all := map[string][]string{}

@@ -147,7 +147,7 @@ func TestRelistModern(t *testing.T) {
 		Relisted: []json.RawMessage{tool("relist", `{"type":"object"}`), tool("add", `{"type":"object"}`)},
 	}
 	tb := startBridge(t, nil, mcptestServer("s", sc))
-	srv := tb.servers["s"]
+	srv := tb.srv("s")
 	before := srv.current()
 	c := tb.dial(tb.grant(map[string][]string{"s": nil}))
 	ctx, cancel := context.WithTimeout(context.Background(), backstop)

@@ -502,7 +502,7 @@ func TestClientAbandonCancelsServerCall(t *testing.T) {
 // waitInflight waits (bounded) until server has exactly n calls running.
 func waitInflight(t *testing.T, tb *testBridge, server string, n int64) {
 	t.Helper()
-	s := tb.servers[server]
+	s := tb.srv(server)
 	eventually(t, fmt.Sprintf("%d calls running at server %q", n, server), func() bool { return s.adm.Running() == n })
 }
 
@@ -552,7 +552,7 @@ func TestStalledReaderCannotStallOthers(t *testing.T) {
 	if err := stalled.write(batch); err != nil {
 		t.Fatal(err)
 	}
-	s := tb.servers["t"]
+	s := tb.srv("t")
 	eventually(t, "the server to answer every large call", func() bool {
 		return s.calls.Load() == hangs+big && s.adm.Running() == hangs
 	})

@@ -164,7 +164,7 @@ func TestLoadManyConnections(t *testing.T) {
 	// on a, the rest split by the mix.
 	var total int64
 	for _, name := range []string{"a", "b"} {
-		total += tb.servers[name].calls.Load()
+		total += tb.srv(name).calls.Load()
 	}
 	if want := int64(conns * (perConn + 1)); total != want {
 		t.Errorf("servers counted %d calls, want %d", total, want)
@@ -340,7 +340,7 @@ func TestShutdownDuringLoad(t *testing.T) {
 // queued.
 func waitBusy(t *testing.T, tb *testBridge, server string, n int64) {
 	t.Helper()
-	s := tb.servers[server]
+	s := tb.srv(server)
 	eventually(t, fmt.Sprintf("%d calls running or queued at server %q", n, server), func() bool { return s.adm.Running()+s.adm.Queued() == n })
 }
 

@@ -114,7 +114,7 @@ func TestRemoteSessionRestart(t *testing.T) {
 		t.Fatalf("the call that found the session gone: %v", err)
 	}
 	eventually(t, "a new session", func() bool {
-		return face.Requests("POST initialize") == 2 && tb.servers["web"].snapshot().State == StateReady
+		return face.Requests("POST initialize") == 2 && tb.srv("web").snapshot().State == StateReady
 	})
 	r, err := c.Call(ctx, "web", "echo", map[string]any{"text": "again"})
 	if err != nil || r.Text() != "again" {
@@ -135,7 +135,7 @@ func TestRemoteUnreachableBoot(t *testing.T) {
 	remote := config.NewServer("gone", "")
 	remote.Remote = &config.Remote{URL: "http://" + addr + "/mcp", Transport: config.TransportAuto}
 	tb := startBridge(t, nil, mcptestServer("local", mcptest.Scenario{}), remote)
-	st := tb.servers["gone"].status()
+	st := tb.srv("gone").status()
 	if (st.State != string(StateFailed) && st.State != string(StateBackoff)) || !strings.Contains(st.Reason, "connection refused") {
 		t.Fatalf("status of an unreachable server: %+v", st)
 	}

@@ -20,10 +20,10 @@ import (
 func TestTaskEndToEnd(t *testing.T) {
 	defer leakcheck.Check(t)()
 	tb := startBridge(t, nil, everythingServer(t))
-	if st := tb.servers["everything"].snapshot(); st.State != StateReady {
+	if st := tb.srv("everything").snapshot(); st.State != StateReady {
 		t.Fatalf("everything: %s: %s", st.State, st.Reason)
 	}
-	if d, err := tb.servers["everything"].facade(); err != nil {
+	if d, err := tb.srv("everything").facade(); err != nil {
 		t.Fatal(err)
 	} else if _, ok := d.WireName("simulate-research-query"); !ok {
 		t.Fatalf("simulate-research-query is not on the façade: %q", d.ToolNames())

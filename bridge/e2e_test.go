@@ -127,7 +127,7 @@ func TestEndToEnd(t *testing.T) {
 	defer leakcheck.Check(t)()
 	tb := startBridge(t, nil, everythingServer(t), mcptestServer("t", mcptest.Scenario{}))
 	for _, name := range tb.Servers() {
-		if st := tb.servers[name].snapshot(); st.State != StateReady {
+		if st := tb.srv(name).snapshot(); st.State != StateReady {
 			t.Fatalf("server %s: %s: %s", name, st.State, st.Reason)
 		}
 	}

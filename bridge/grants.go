@@ -14,6 +14,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/capbridge/capbridge/bridge/internal/quota"
 )
 
 // Grant errors. The call path translates them into capwire codes.
@@ -27,6 +29,9 @@ var (
 	// caller that computed 0 or a negative duration by mistake must
 	// learn of it, not receive a ten-minute grant.
 	ErrBadTTL = errors.New("bridge: grant ttl out of range")
+	// ErrBadQuota: a grant's quota is out of range, or names a server
+	// the grant does not reach.
+	ErrBadQuota = errors.New("bridge: bad grant quota")
 )
 
 // Grant bounds. A grant lives for one code-mode execution, so minutes are
@@ -68,6 +73,10 @@ type GrantSpec struct {
 	// Resources are the servers among Servers whose resources the grant
 	// may read (resources/read, through the capbridge capability).
 	Resources []string
+	// Quotas are the harness's quotas by scope ("" the grant, "server",
+	// "server/tool"), set over the operator's defaults quota by quota
+	// (config.Config.GrantQuotas).
+	Quotas map[quota.Scope]quota.Limits
 
 	// seen is each server's table when the grant is issued (Bridge.Grant
 	// fills it): the surface the program was given, which a call is held
@@ -93,6 +102,9 @@ type Grant struct {
 	usage grantUsage
 	// resources is GrantSpec.Resources, as a set.
 	resources map[string]bool
+	// quota meters the grant's calls against its quotas; nil when it has
+	// none, and its calls pay nothing for them.
+	quota *quota.Set
 
 	ctx    context.Context // cancelled, with the reason as cause, on revoke or expiry
 	cancel context.CancelCauseFunc
@@ -114,9 +126,11 @@ type RunInfo struct {
 }
 
 // Usage is what was done under a grant: calls retired (denied ones
-// included), denials among them, and the argument and result bytes.
+// included), denials among them, the argument and result bytes, and the
+// calls' time in capbridge, summed.
 type Usage struct {
 	Calls, Denied, ArgBytes, ResultBytes int64
+	Took                                 time.Duration
 }
 
 // grantUsage is a grant's accounting. A call counts from its admission
@@ -128,7 +142,7 @@ type Usage struct {
 // Concurrency: every method may be called from any goroutine. The call
 // path touches two atomics; mu and idle are for a waiting revoke alone.
 type grantUsage struct {
-	calls, denied, argBytes, resultBytes atomic.Int64
+	calls, denied, argBytes, resultBytes, took atomic.Int64
 
 	running atomic.Int64
 	waiters atomic.Int32
@@ -174,8 +188,12 @@ func (u *grantUsage) settled(ctx context.Context) {
 // Usage reports what was done under the grant so far.
 func (g *Grant) Usage() Usage {
 	return Usage{Calls: g.usage.calls.Load(), Denied: g.usage.denied.Load(),
-		ArgBytes: g.usage.argBytes.Load(), ResultBytes: g.usage.resultBytes.Load()}
+		ArgBytes: g.usage.argBytes.Load(), ResultBytes: g.usage.resultBytes.Load(), Took: time.Duration(g.usage.took.Load())}
 }
+
+// Quotas reports the grant's quotas and what its calls have used of
+// them at now, the grant's own first; nil without quotas.
+func (g *Grant) Quotas(now time.Time) []quota.Usage { return g.quota.Usage(now) }
 
 // Run is the run the grant was issued for, or nil.
 func (g *Grant) Run() *RunInfo { return g.run }
@@ -242,7 +260,17 @@ func (t *grantTable) issue(parent context.Context, spec GrantSpec) (*Grant, stri
 			return nil, "", fmt.Errorf("bridge: a grant may read the resources only of servers it reaches, and it does not reach %q", s)
 		}
 	}
-	g := &Grant{Expires: t.now().Add(ttl), PeerUID: spec.PeerUID, servers: map[string]map[string]bool{}, seen: spec.seen, allowDestructive: spec.AllowDestructive, run: spec.Run}
+	for scope, l := range spec.Quotas {
+		server, _, _ := strings.Cut(scope, "/")
+		if _, ok := spec.Servers[server]; scope != "" && !ok {
+			return nil, "", fmt.Errorf("%w: quota scope %q names server %q, which the grant does not reach", ErrBadQuota, scope, server)
+		}
+		if msg := l.Check(); msg != "" {
+			return nil, "", fmt.Errorf("%w: quota scope %q: %s", ErrBadQuota, scope, msg)
+		}
+	}
+	g := &Grant{Expires: t.now().Add(ttl), PeerUID: spec.PeerUID, servers: map[string]map[string]bool{}, seen: spec.seen, allowDestructive: spec.AllowDestructive, run: spec.Run,
+		quota: quota.New(spec.Quotas, t.now())}
 	for s, tools := range spec.Servers {
 		if len(tools) == 0 {
 			g.servers[s] = nil
@@ -384,6 +412,13 @@ func (t *grantTable) closeAll(cause error) {
 	for _, id := range ids {
 		t.end(id, cause)
 	}
+}
+
+// snapshot returns the live grants.
+func (t *grantTable) snapshot() []*Grant {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return slices.Collect(maps.Values(t.byID))
 }
 
 // live counts the grants not yet ended.

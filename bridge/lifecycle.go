@@ -49,6 +49,12 @@ type table struct {
 	// server has marked destructiveHint: true in any listing since
 	// capbridge started, less not_destructive.
 	destructive map[string]bool
+	// raw is the listing as the server gave it, before any filter, from
+	// which a reload's new policy rebuilds the table; conf and lock are
+	// the policy the table was built under.
+	raw  []mcpwire.Tool
+	conf *config.Server
+	lock *lockPolicy
 }
 
 // withheldList is each withheld tool as "name: classes", sorted.
@@ -132,13 +138,19 @@ func retries(policy config.Restart, clean bool) bool {
 // closes the live one after run has returned.
 func (s *server) run(ctx context.Context) {
 	defer close(s.runDone)
-	bo := backoff{initial: s.cfg.RestartBackoff, max: s.cfg.RestartMax, jitter: s.jitter}
+	bo := backoff{initial: s.cfg().RestartBackoff, max: s.cfg().RestartMax, jitter: s.jitter}
 	for attempt := 0; ; attempt++ {
 		if attempt > 0 {
 			s.setState(StateStarting, "")
 		}
 		began := time.Now()
 		t, err := s.launch(ctx)
+		if err == nil {
+			var perr error
+			if t, perr = s.underPolicy(t); perr != nil {
+				s.log.Error().Err(perr).Msg("the policy a reload set does not fit this listing; the server serves under the one it booted with")
+			}
+		}
 		s.metrics.booted(began, t)
 		now := false
 		if err == nil {
@@ -151,24 +163,24 @@ func (s *server) run(ctx context.Context) {
 				return // retired: retire closes the live client
 			}
 			clean := s.died(t.client, err)
-			if time.Since(served) >= s.cfg.RestartMax {
+			if time.Since(served) >= s.cfg().RestartMax {
 				bo.reset()
 			}
-			if !retries(s.cfg.Restart, clean) {
-				s.log.Error().Str("restart", string(s.cfg.Restart)).Msg("server stays dead: its restart policy does not restart it")
+			if !retries(s.cfg().Restart, clean) {
+				s.log.Error().Str("restart", string(s.cfg().Restart)).Msg("server stays dead: its restart policy does not restart it")
 				return
 			}
 			// A remote server that ended our session after serving a
 			// while is not failing: the spec has the client start a new
 			// session at once (the next call would otherwise wait out a
 			// backoff). One that keeps ending them goes by the backoff.
-			now = errors.Is(err, mcpwire.ErrSessionExpired) && time.Since(served) >= s.cfg.RestartBackoff
+			now = errors.Is(err, mcpwire.ErrSessionExpired) && time.Since(served) >= s.cfg().RestartBackoff
 		} else {
 			if ctx.Err() != nil {
 				return
 			}
 			s.failed(err)
-			if !retries(s.cfg.Restart, false) {
+			if !retries(s.cfg().Restart, false) {
 				return
 			}
 		}
@@ -180,7 +192,7 @@ func (s *server) run(ctx context.Context) {
 			return
 		}
 		s.restarts.Add(1)
-		s.audit.Info().Str("event", "restart").Str("server", s.cfg.Name).Int64("restarts", s.restarts.Load()).
+		s.audit.Info().Str("event", "restart").Str("server", s.cfg().Name).Int64("restarts", s.restarts.Load()).
 			Dur("waited", wait).Str("after", s.why()).Msg("server restart")
 		s.log.Info().Int64("restarts", s.restarts.Load()).Dur("waited", wait).Msg("restarting server")
 	}
@@ -213,24 +225,28 @@ func (s *server) sleep(ctx context.Context, d time.Duration) bool {
 // launch makes one boot attempt within startup_timeout: spawn,
 // handshake, tools/list, façade. On failure no process is left.
 func (s *server) start(ctx context.Context) (*table, error) {
-	ctx, cancel := context.WithTimeout(ctx, s.cfg.StartupTimeout)
+	if s.cfg().Unresolved() {
+		// Started so, it would get "${cmd:…}" in its environment.
+		return nil, errors.New("its secret references were not resolved (config.ResolveSecrets), so it is not started")
+	}
+	ctx, cancel := context.WithTimeout(ctx, s.cfg().StartupTimeout)
 	defer cancel()
-	if s.cfg.Remote != nil {
+	if s.cfg().Remote != nil {
 		client, err := s.dial(ctx)
 		if err != nil {
 			return nil, s.bounded(ctx, err)
 		}
 		return s.listBooted(ctx, client)
 	}
-	env := make([]string, 0, len(s.cfg.Env))
-	for _, k := range slices.Sorted(maps.Keys(s.cfg.Env)) {
-		env = append(env, k+"="+s.cfg.Env[k])
+	env := make([]string, 0, len(s.cfg().Env))
+	for _, k := range slices.Sorted(maps.Keys(s.cfg().Env)) {
+		env = append(env, k+"="+s.cfg().Env[k])
 	}
 	cmd := mcpwire.Command{
-		Argv:    append([]string{s.cfg.Command}, s.cfg.Args...),
+		Argv:    append([]string{s.cfg().Command}, s.cfg().Args...),
 		Env:     env,
-		Inherit: nonNil(s.cfg.InheritEnv),
-		Dir:     s.cfg.Cwd,
+		Inherit: nonNil(s.cfg().InheritEnv),
+		Dir:     s.cfg().Cwd,
 		Logger:  &s.log,
 		// Retiring a server ends all it started, browsers that setsid()
 		// out of its process group included.
@@ -255,12 +271,12 @@ func (s *server) clientConfig() mcpwire.Config {
 		// startup_timeout bounds the whole boot through ctx; the
 		// handshake gets no shorter bound of its own, so a first npx -y
 		// download that takes a minute is not cut off at mcpwire's 60 s.
-		HandshakeTimeout: s.cfg.StartupTimeout,
-		CallIdleTimeout:  s.cfg.CallTimeout,
-		CallMaxTimeout:   s.cfg.MaxCallTimeout,
+		HandshakeTimeout: s.cfg().StartupTimeout,
+		CallIdleTimeout:  s.cfg().CallTimeout,
+		CallMaxTimeout:   s.cfg().MaxCallTimeout,
 		// The bridge admits at most max_inflight calls plus the queue;
 		// the client's own bound is a backstop above that.
-		MaxInFlight: s.cfg.MaxInflight,
+		MaxInFlight: s.cfg().MaxInflight,
 	}
 }
 
@@ -270,12 +286,12 @@ func (s *server) clientConfig() mcpwire.Config {
 // few more for the long-lived streams (the GET or listen stream) and the
 // notifications posted beside the calls.
 func (s *server) dial(ctx context.Context) (*mcpwire.Client, error) {
-	rm := s.cfg.Remote
-	headers, err := rm.Secrets(s.cfg.Name, os.LookupEnv, os.ReadFile)
+	rm := s.cfg().Remote
+	headers, err := rm.Secrets(s.cfg().Name, os.LookupEnv, os.ReadFile)
 	if err != nil {
 		return nil, err
 	}
-	hc, err := mcpwire.HTTPClient(mcpwire.HTTPOptions{CAFile: rm.CAFile, CertFile: rm.ClientCert, KeyFile: rm.ClientKey, MaxConnsPerHost: s.cfg.MaxInflight + 4})
+	hc, err := mcpwire.HTTPClient(mcpwire.HTTPOptions{CAFile: rm.CAFile, CertFile: rm.ClientCert, KeyFile: rm.ClientKey, MaxConnsPerHost: s.cfg().MaxInflight + 4})
 	if err != nil {
 		return nil, err
 	}
@@ -293,7 +309,7 @@ func (s *server) dial(ctx context.Context) (*mcpwire.Client, error) {
 		// A person's login (capbridge login), if one was saved; none is
 		// needed until the server answers 401, which then says
 		// needs_login.
-		login := mcpauth.NewStoredAuthorizer(mcpauth.Store{Dir: s.opts.tokenDir}, s.cfg.Name, hc)
+		login := mcpauth.NewStoredAuthorizer(mcpauth.Store{Dir: s.opts.tokenDir}, s.cfg().Name, hc)
 		r.Auth = login
 		s.mu.Lock()
 		s.login = login
@@ -307,7 +323,7 @@ func (s *server) dial(ctx context.Context) (*mcpwire.Client, error) {
 func (s *server) authorizer(rm *config.Remote, hc *http.Client) (*mcpauth.Authorizer, error) {
 	o := rm.OAuth
 	creds := mcpauth.ClientCredentials{ClientID: o.ClientID, KeyID: o.KeyID, Scopes: o.Scopes}
-	secret, err := o.ClientSecret(s.cfg.Name, os.LookupEnv, os.ReadFile)
+	secret, err := o.ClientSecret(s.cfg().Name, os.LookupEnv, os.ReadFile)
 	if err != nil {
 		return nil, err
 	}
@@ -315,18 +331,18 @@ func (s *server) authorizer(rm *config.Remote, hc *http.Client) (*mcpauth.Author
 	if o.PrivateKeyFile != "" {
 		pem, err := os.ReadFile(o.PrivateKeyFile)
 		if err != nil {
-			return nil, fmt.Errorf("[mcp.%s] oauth.private_key_file: %w", s.cfg.Name, err)
+			return nil, fmt.Errorf("[mcp.%s] oauth.private_key_file: %w", s.cfg().Name, err)
 		}
 		if creds.Key, err = mcpauth.ParsePrivateKey(pem); err != nil {
-			return nil, fmt.Errorf("[mcp.%s] oauth.private_key_file %s: %w", s.cfg.Name, o.PrivateKeyFile, err)
+			return nil, fmt.Errorf("[mcp.%s] oauth.private_key_file %s: %w", s.cfg().Name, o.PrivateKeyFile, err)
 		}
 	}
 	if o.Grant == config.GrantIDJAG {
-		idpSecret, err := o.IDPClientSecret(s.cfg.Name, os.LookupEnv, os.ReadFile)
+		idpSecret, err := o.IDPClientSecret(s.cfg().Name, os.LookupEnv, os.ReadFile)
 		if err != nil {
 			return nil, err
 		}
-		name := s.cfg.Name
+		name := s.cfg().Name
 		creds.IdentityAssertion = &mcpauth.IdentityAssertion{IDPIssuer: o.IDPIssuer, IDPClientID: o.IDPClientID, IDPClientSecret: idpSecret,
 			IDToken: func() (string, error) { return o.IDToken(name, os.LookupEnv, os.ReadFile) }}
 	}
@@ -360,7 +376,7 @@ func (s *server) listBooted(ctx context.Context, client *mcpwire.Client) (*table
 // so the operator knows which setting to raise.
 func (s *server) bounded(ctx context.Context, err error) error {
 	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-		return &bootTimeoutError{server: s.cfg.Name, limit: s.cfg.StartupTimeout, err: err}
+		return &bootTimeoutError{server: s.cfg().Name, limit: s.cfg().StartupTimeout, err: err}
 	}
 	return err
 }
@@ -385,38 +401,53 @@ func (s *server) list(ctx context.Context, client *mcpwire.Client) (*table, erro
 	if err != nil {
 		return nil, err
 	}
+	return s.build(client, listed, s.cfg(), s.lock.Load(), false)
+}
+
+// build makes the table of a listing under a policy: conf's tools.allow,
+// tools.deny, destructive and restrict, and the lock lp (nil: none). It
+// needs no request to the server, so a reload that changes only the
+// policy rebuilds the live table from the listing it kept (raw). A dry
+// build reports and records nothing: a reload checks a new policy with
+// it before applying anything.
+func (s *server) build(client *mcpwire.Client, listed []mcpwire.Tool, conf *config.Server, lp *lockPolicy, dry bool) (*table, error) {
 	if name := duplicateTool(listed); name != "" {
 		// Which of the two the server runs cannot be told from here, so
 		// neither is served: not even the copy a lock approves.
 		return nil, fmt.Errorf("the server lists tool %s twice, with no way to tell which definition it runs; none of its tools is served until it lists each once", quote(name))
 	}
-	hinted := s.noteHints(listed)
-	tools := s.filter(listed)
+	hinted := s.noteHints(listed, conf, dry)
+	tools := filter(listed, conf)
 	unlocked := tools
-	for _, e := range s.cfg.UnmatchedTools(func(name string) bool {
+	for _, e := range conf.UnmatchedTools(func(name string) bool {
 		return slices.ContainsFunc(listed, func(t mcpwire.Tool) bool { return t.Name == name })
 	}) {
-		if s.cfg.Strict {
+		if conf.Strict {
 			return nil, fmt.Errorf("%s names no tool of this server (an error under --strict)", e)
 		}
-		s.log.Warn().Str("entry", e).Msg("a tools.allow, tools.deny, destructive or restrict entry names no tool of this server; check its spelling")
+		if !dry {
+			s.log.Warn().Str("entry", e).Msg("a tools.allow, tools.deny, destructive, restrict or quota.tools entry names no tool of this server; check its spelling")
+		}
 	}
-	tools, drift, absent, err := s.lock.held(s.cfg.Name, tools)
+	tools, drift, absent, err := lp.held(conf.Name, tools)
 	if err != nil {
 		return nil, err
 	}
-	s.reportDrift(s.lock, drift, absent)
-	if err := s.checkPolicy(tools); err != nil {
+	if !dry {
+		s.reportDrift(lp, drift, absent)
+	}
+	if err := checkPolicy(tools, conf); err != nil {
 		return nil, err
 	}
 	// The surface, names and descriptions now; the source when a façade
 	// is asked for (control's facade): writing and verifying it is most
 	// of a big listing's cost, and calls do not wait on it.
-	gen, err := codegen.Generate(s.cfg.Name, toCodegen(tools), codegen.Options{SurfaceBudget: s.opts.surfaceBudget, SurfaceOnly: true})
+	gen, err := codegen.Generate(conf.Name, toCodegen(tools), codegen.Options{SurfaceBudget: s.opts.surfaceBudget, SurfaceOnly: true})
 	if err != nil {
 		return nil, fmt.Errorf("generating its façade: %w", err)
 	}
-	t := &table{client: client, tools: make(map[string]mcpwire.Tool, len(tools)), listed: tools, unlocked: unlocked, gen: gen, all: len(listed), destructive: s.destructiveSet(hinted)}
+	t := &table{client: client, tools: make(map[string]mcpwire.Tool, len(tools)), listed: tools, unlocked: unlocked, gen: gen, all: len(listed),
+		destructive: destructiveSet(hinted, conf), raw: listed, conf: conf, lock: lp}
 	for name, d := range drift {
 		if t.drift == nil {
 			t.drift = map[string]string{}
@@ -448,8 +479,19 @@ func (s *server) serve(ctx context.Context, t *table) error {
 			return nil
 		case <-t.client.Done():
 			return t.client.Err()
+		case done := <-s.rebuild:
+			// A reload changed the policy: the same listing, filtered,
+			// locked and guarded anew, for the next call.
+			nt, err := s.underPolicy(t)
+			if err == nil && nt != t {
+				s.publish(nt)
+				s.reportRelist("reload", t, nt)
+				s.metrics.listed(nt)
+				t = nt
+			}
+			done <- err
 		case <-t.client.ToolsChanged():
-			ctxL, cancel := context.WithTimeout(ctx, s.cfg.StartupTimeout)
+			ctxL, cancel := context.WithTimeout(ctx, s.cfg().StartupTimeout)
 			nt, err := s.list(ctxL, t.client)
 			err = s.bounded(ctxL, err)
 			cancel()
@@ -459,11 +501,65 @@ func (s *server) serve(ctx context.Context, t *table) error {
 				}
 				continue
 			}
+			if nt, err = s.underPolicy(nt); err != nil {
+				s.log.Error().Err(err).Msg("the policy a reload set does not fit the new listing; it keeps the one it was listed under")
+			}
 			s.publish(nt)
 			s.reportRelist("list_changed", t, nt)
 			s.metrics.listed(nt)
 			t = nt
 		}
+	}
+}
+
+// underPolicy returns t, rebuilt from its listing if a reload changed the
+// server's policy (its conf or its lock) since t was built, until it is
+// built under the policy in force.
+func (s *server) underPolicy(t *table) (*table, error) {
+	for {
+		conf, lp := s.cfg(), s.lock.Load()
+		if t.conf == conf && t.lock == lp {
+			return t, nil
+		}
+		nt, err := s.build(t.client, t.raw, conf, lp, false)
+		if err != nil {
+			return t, err
+		}
+		t = nt
+	}
+}
+
+// repolicy makes conf (whose process-level settings are the server's
+// own) and lp the server's policy. A server that is serving has its live
+// table rebuilt under it by its supervisor before repolicy returns, so
+// the next call is held to it; one that is not builds its next table
+// under it.
+func (s *server) repolicy(conf *config.Server, lp *lockPolicy) error {
+	s.mu.Lock()
+	s.conf.Store(conf)
+	s.lock.Store(lp)
+	ready, t := s.state == StateReady, s.cur
+	s.mu.Unlock()
+	if !ready || t == nil {
+		return nil
+	}
+	done := make(chan error, 1)
+	timer := time.NewTimer(conf.StartupTimeout)
+	defer timer.Stop()
+	select {
+	case s.rebuild <- done:
+	case <-t.client.Done():
+		return nil // dying: its next boot is under the new policy
+	case <-s.runDone:
+		return nil
+	case <-timer.C:
+		return fmt.Errorf("server %s did not take its new policy within startup_timeout (%s); it will at its next listing", quote(conf.Name), conf.StartupTimeout)
+	}
+	select {
+	case err := <-done:
+		return err
+	case <-timer.C:
+		return fmt.Errorf("server %s did not take its new policy within startup_timeout (%s); it will at its next listing", quote(conf.Name), conf.StartupTimeout)
 	}
 }
 
@@ -525,7 +621,7 @@ func (s *server) reportRelist(cause string, old, nt *table) {
 		}
 		ev.Msg("a tool changed since the server last listed it; review it (capbridge describe), and lock the surface to withhold such changes")
 	}
-	s.audit.Info().Str("event", "relist").Str("server", s.cfg.Name).Str("cause", cause).Int("tools", len(nt.tools)).
+	s.audit.Info().Str("event", "relist").Str("server", s.cfg().Name).Str("cause", cause).Int("tools", len(nt.tools)).
 		Strs("added", clipAll(added)).Strs("removed", clipAll(removed)).Strs("changed", clipAll(names)).Strs("changes", classes).Msg("server tools changed")
 }
 
@@ -564,7 +660,7 @@ func (s *server) failed(err error) {
 	}
 	state, reason := StateFailed, withoutTail(err)
 	if errors.Is(err, mcpauth.ErrNeedsLogin) {
-		state, reason = StateNeedsLogin, fmt.Sprintf("it needs a person's authorization: run `capbridge login %s` (%s)", s.cfg.Name, reason)
+		state, reason = StateNeedsLogin, fmt.Sprintf("it needs a person's authorization: run `capbridge login %s` (%s)", s.cfg().Name, reason)
 	}
 	s.mu.Lock()
 	s.state, s.reason, s.tail = state, reason, tail
@@ -641,7 +737,7 @@ func (s *server) settleFirst() chan struct{} {
 // progress reports a change of state to the Options.Progress hook.
 func (s *server) progress(st serverStatus) {
 	if s.onProgress != nil {
-		s.onProgress(Progress{Server: s.cfg.Name, State: State(st.State), Reason: st.Reason, Tools: st.Tools, Restarts: int(st.Restarts), Backoff: time.Duration(st.BackoffMS) * time.Millisecond})
+		s.onProgress(Progress{Server: s.cfg().Name, State: State(st.State), Reason: st.Reason, Tools: st.Tools, Restarts: int(st.Restarts), Backoff: time.Duration(st.BackoffMS) * time.Millisecond})
 	}
 }
 

@@ -172,7 +172,7 @@ func TestRestartAfterCrash(t *testing.T) {
 	if !strings.Contains(d.Denial.Message, "mcptest: crashing in the middle of call") {
 		t.Errorf("denial %q lacks the server's last words", d.Denial.Message)
 	}
-	srv := tb.servers["s"]
+	srv := tb.srv("s")
 	eventually(t, "the server ready again after a restart", func() bool {
 		st := srv.status()
 		return State(st.State) == StateReady && st.Restarts == 1
@@ -218,7 +218,7 @@ func TestRelistOnListChanged(t *testing.T) {
 		Relisted: []json.RawMessage{tool("relist", `{"type":"object"}`), tool("echo", obj), tool("fail", `{"type":"object","properties":{"message":{"type":"string"}}}`), tool("add", `{"type":"object"}`)},
 	}
 	tb := startBridge(t, nil, mcptestServer("s", sc))
-	srv := tb.servers["s"]
+	srv := tb.srv("s")
 	before := srv.current()
 	old := tb.dial(tb.grant(map[string][]string{"s": nil}))
 	ctx, cancel := context.WithTimeout(context.Background(), backstop)
@@ -293,7 +293,7 @@ func TestStatusNotReadyAfterDeath(t *testing.T) {
 	s := neverRestart(mcptestServer("s", mcptest.Scenario{}))
 	tb := startBridge(t, nil, s)
 	defer tb.shutdown()
-	srv := tb.servers["s"]
+	srv := tb.srv("s")
 	srv.mu.Lock()
 	client := srv.cur.client
 	srv.mu.Unlock()

@@ -56,7 +56,7 @@ func TestSlowBootDoesNotDelayOthers(t *testing.T) {
 	t.Cleanup(tb.shutdown)
 
 	c := tb.dial(tb.grant(map[string][]string{"slow": nil, "fast": nil}))
-	eventually(t, "fast ready", func() bool { return State(tb.servers["fast"].status().State) == StateReady })
+	eventually(t, "fast ready", func() bool { return State(tb.srv("fast").status().State) == StateReady })
 	ctx, cancel := context.WithTimeout(context.Background(), backstop)
 	defer cancel()
 	r, err := c.Call(ctx, "fast", "echo", map[string]any{"text": "first"})
@@ -65,7 +65,7 @@ func TestSlowBootDoesNotDelayOthers(t *testing.T) {
 	}
 	// The shell cannot get past its read until the FIFO is written, so
 	// slow is still starting here whatever the machine's speed.
-	if st := tb.servers["slow"].status(); State(st.State) != StateStarting {
+	if st := tb.srv("slow").status(); State(st.State) != StateStarting {
 		t.Fatalf("slow after fast's call: %+v, want starting", st)
 	}
 
@@ -95,7 +95,7 @@ func TestSlowBootDoesNotDelayOthers(t *testing.T) {
 		<-opened
 		t.Fatalf("the slow server's shell never opened %s", fifo)
 	}
-	eventually(t, "slow ready after release", func() bool { return State(tb.servers["slow"].status().State) == StateReady })
+	eventually(t, "slow ready after release", func() bool { return State(tb.srv("slow").status().State) == StateReady })
 	r, err = c.Call(ctx, "slow", "echo", map[string]any{"text": "late"})
 	if err != nil || r.Text() != "late" {
 		t.Fatalf("slow after release: %+v, %v", r, err)

@@ -122,12 +122,12 @@ func (s *server) reportDrift(p *lockPolicy, drift map[string][]lock.Drift, absen
 		}
 		s.log.Warn().Str("tool", clip(name)).Str("drift", driftClasses(d)).Strs("detail", clipAll(details)).Str("action", action).
 			Msg("tool differs from the lock; run capbridge skew to review it, capbridge lock to approve it")
-		s.audit.Warn().Str("event", "lock_drift").Str("server", s.cfg.Name).Str("tool", clip(name)).
+		s.audit.Warn().Str("event", "lock_drift").Str("server", s.cfg().Name).Str("tool", clip(name)).
 			Str("drift", driftClasses(d)).Str("action", action).Msg("tool differs from the lock")
 	}
 	if len(absent) > 0 && p.entry != nil {
 		s.log.Warn().Strs("tools", clipAll(absent)).Msg("tools the lock does not name are not served; run capbridge lock to approve them")
-		s.audit.Warn().Str("event", "lock_absent").Str("server", s.cfg.Name).Strs("tools", clipAll(absent)).Msg("tools not in the lock")
+		s.audit.Warn().Str("event", "lock_absent").Str("server", s.cfg().Name).Strs("tools", clipAll(absent)).Msg("tools not in the lock")
 	}
 }
 
@@ -140,8 +140,8 @@ func (s *server) reportDrift(p *lockPolicy, drift map[string][]lock.Drift, absen
 func (b *Bridge) Surface() (map[string]*lock.Server, map[string]error) {
 	out := map[string]*lock.Server{}
 	var down map[string]error
-	for _, name := range b.order {
-		s := b.servers[name]
+	for _, s := range b.serverList() {
+		name := s.name()
 		t, err := s.ready()
 		if err == nil {
 			si := t.client.ServerInfo() // of either era: initialize's, or server/discover's _meta
@@ -166,13 +166,13 @@ func (b *Bridge) Surface() (map[string]*lock.Server, map[string]error) {
 // comparison can see.
 func (b *Bridge) Dropped() map[string]map[string]string {
 	out := map[string]map[string]string{}
-	for _, name := range b.order {
-		t, err := b.servers[name].ready()
+	for _, s := range b.serverList() {
+		t, err := s.ready()
 		if err != nil || t.client == nil {
 			continue
 		}
 		if d := t.client.Dropped(); len(d) > 0 {
-			out[name] = d
+			out[s.name()] = d
 		}
 	}
 	return out

@@ -30,7 +30,7 @@ func startLocked(t *testing.T, lf *lock.File, mode string, audit *syncBuffer, se
 func lockOf(t *testing.T, name string, sc mcptest.Scenario) *lock.File {
 	t.Helper()
 	tb := startBridge(t, nil, mcptestServer(name, sc))
-	cur := tb.servers[name].current()
+	cur := tb.srv(name).current()
 	if cur == nil {
 		t.Fatal("the server did not boot")
 	}
@@ -87,7 +87,7 @@ func TestLockWithholdsDrift(t *testing.T) {
 			toolMeta("add", sum, "adds", `{"v":2}`),
 		},
 	}))
-	srv := tb.servers["s"]
+	srv := tb.srv("s")
 	c := tb.dial(tb.grant(map[string][]string{"s": nil}))
 	ctx, cancel := context.WithTimeout(context.Background(), backstop)
 	defer cancel()
@@ -186,7 +186,7 @@ func TestGuardNamingNoArgument(t *testing.T) {
 	s := neverRestart(mcptestServer("s", mcptest.Scenario{}))
 	s.Restrict = cfg.Servers[0].Restrict
 	tb := startBridge(t, nil, s)
-	st := tb.servers["s"].snapshot()
+	st := tb.srv("s").snapshot()
 	if st.State != StateFailed || !strings.Contains(st.Reason, `capbridge.toml:3: mcp.s.restrict.echo./txet: /txet names no argument of tool "echo"`) || !strings.Contains(st.Reason, `did you mean "text"?`) {
 		t.Fatalf("state %s: %s", st.State, st.Reason)
 	}

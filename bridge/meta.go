@@ -76,7 +76,7 @@ func (b *Bridge) meta(ctx context.Context, g *Grant, peer PeerCred, op string, a
 		if o, ok := metaArgs(args, &a); !ok {
 			return o, capwire.CapBridge, op
 		}
-		return b.readResource(ctx, g, a, timeoutMS), a.Server, "resources/read"
+		return b.readResource(ctx, g, a, timeoutMS), a.Server, readOp
 	case OpStart:
 		var a startArgs
 		if o, ok := metaArgs(args, &a); !ok {
@@ -122,7 +122,7 @@ func metaLang(lang string) (outcome, bool) {
 // server the grant does not reach is not_granted whether or not it
 // exists, so a program learns nothing of servers beyond its grant.
 func (b *Bridge) facadeFor(g *Grant, server, lang string) (*codegen.Generated, outcome, bool) {
-	s, ok := b.servers[server]
+	s, ok := b.lookup(server)
 	if !ok || !g.Reaches(server) {
 		return nil, deny(capwire.CodeNotGranted, "this grant does not reach server "+quote(server)), false
 	}
@@ -192,7 +192,8 @@ func (b *Bridge) searchFor(g *Grant, a searchArgs) outcome {
 		limit = control.DefaultSearchLimit
 	}
 	matches := []metaMatch{}
-	for _, name := range b.order {
+	for _, s := range b.serverList() {
+		name := s.name()
 		if !g.Reaches(name) {
 			continue
 		}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log"
+	"maps"
 	"net"
 	"net/http"
 	"strings"
@@ -15,6 +16,7 @@ import (
 
 	vm "github.com/VictoriaMetrics/metrics"
 
+	"github.com/capbridge/capbridge/bridge/internal/quota"
 	"github.com/capbridge/capbridge/capwire"
 	"github.com/capbridge/capbridge/internal/truncate"
 )
@@ -68,7 +70,7 @@ var denialCodes = [...]string{
 	capwire.CodeUnknownTool, capwire.CodeBadArguments, capwire.CodeServerUnavailable,
 	capwire.CodeTimeout, capwire.CodeCancelled, capwire.CodeServerError,
 	capwire.CodeResultMalformed, capwire.CodeResultTooLarge, capwire.CodeOverloaded,
-	capwire.CodeRevoked, capwire.CodeShuttingDown,
+	capwire.CodeRevoked, capwire.CodeShuttingDown, capwire.CodeQuotaExceeded,
 }
 
 const numOutcomes = firstDenialOutcome + len(denialCodes)
@@ -100,14 +102,16 @@ var outcomeIndex = func() map[string]int {
 // A nil *metrics records nothing: the bridge's benchmark measures the
 // call path with and without it.
 //
-// Concurrency: every hook may be called from any goroutine. servers and
-// denials are fixed at New; a server's tool table is replaced whole at
+// Concurrency: every hook may be called from any goroutine. denials are
+// fixed at New; servers grows (under mu, copied on write) as reloads add
+// servers, and a name keeps its series for the bridge's life, across
+// restarts and replacements; a server's tool table is replaced whole at
 // each boot and read through an atomic pointer.
 type metrics struct {
 	b   *Bridge
 	set *vm.Set
 
-	servers map[string]*serverSeries
+	servers atomic.Pointer[map[string]*serverSeries]
 	denials []*vm.Counter // by outcome index; result and is_error unused
 
 	accepted     [2]*vm.Counter // by socket: call, control
@@ -117,6 +121,8 @@ type metrics struct {
 	bytesOut     *vm.Counter
 	// auditLostBy counts audit lines lost, by auditLostReasons.
 	auditLostBy [len(auditLostReasons)]*vm.Counter
+	// quotaBy counts calls refused by a quota, by its kind.
+	quotaBy map[quota.Kind]*vm.Counter
 
 	mu         sync.Mutex
 	toolSeries int // calls_total series with a tool label, at most maxToolSeries
@@ -161,7 +167,6 @@ func newMetrics(b *Bridge) *metrics {
 	set := vm.NewSet()
 	m := &metrics{
 		b: b, set: set,
-		servers:      make(map[string]*serverSeries, len(b.order)),
 		denials:      make([]*vm.Counter, len(outcomeNames)),
 		grantsIssued: set.NewCounter("capbridge_grants_issued_total"),
 		bytesIn:      set.NewCounter(`capbridge_call_socket_bytes_total{direction="in"}`),
@@ -182,62 +187,100 @@ func newMetrics(b *Bridge) *metrics {
 	for i, r := range auditLostReasons {
 		m.auditLostBy[i] = set.NewCounter(`capbridge_audit_lines_lost_total{reason="` + r + `"}`)
 	}
+	m.quotaBy = make(map[quota.Kind]*vm.Counter, len(quota.Kinds))
+	for _, k := range quota.Kinds {
+		m.quotaBy[k] = set.NewCounter(`capbridge_quota_exceeded_total{quota="` + string(k) + `"}`)
+	}
+	// Each busy live grant's usage and quotas, read when scraped.
+	set.RegisterMetricsWriter(b.writeGrantSeries)
 	set.NewGauge("capbridge_audit_writable", func() float64 {
 		if b.auditOut != nil && b.auditOut.Broken() {
 			return 0
 		}
 		return 1
 	})
-	for _, name := range b.order {
-		s := b.servers[name]
-		l := `{server="` + labelValue(name) + `"}`
-		ss := &serverSeries{
-			m: m, name: labelValue(name),
-			latency: set.NewPrometheusHistogramExt("capbridge_call_duration_seconds"+l, callBuckets),
-			bootsBy: [2]*vm.Counter{
-				set.NewCounter(`capbridge_server_boots_total{server="` + labelValue(name) + `",outcome="ready"}`),
-				set.NewCounter(`capbridge_server_boots_total{server="` + labelValue(name) + `",outcome="failed"}`),
-			},
-			restart:  set.NewCounter("capbridge_server_restarts_total" + l),
-			bootDur:  set.NewGauge("capbridge_server_boot_seconds"+l, nil),
-			untooled: &toolSeries{},
-		}
-		set.NewGauge("capbridge_calls_inflight"+l, func() float64 { return float64(s.adm.Running()) })
-		set.NewGauge("capbridge_calls_abandoned"+l, func() float64 { return float64(s.abandoned.Load()) })
-		set.NewGauge("capbridge_calls_queued"+l, func() float64 { return float64(s.adm.Queued()) })
-		// The transport a server is reached by, as an info series to
-		// join on (a label on every series would only repeat it): 1 for
-		// the transport in use, 0 for the other a remote server may fall
-		// back to.
-		transports := []string{"stdio"}
-		if s.cfg.Remote != nil {
-			transports = []string{"streamable-http", "sse"}
-		}
-		for _, tr := range transports {
-			set.NewGauge(`capbridge_server_transport{server="`+labelValue(name)+`",transport="`+tr+`"}`, func() float64 {
-				if s.transportNow() == tr {
-					return 1
-				}
-				return 0
-			})
-		}
-		for _, st := range []State{StateStarting, StateReady, StateFailed, StateDead, StateBackoff, StateNeedsLogin, StateRetired} {
-			set.NewGauge(`capbridge_server_state{server="`+labelValue(name)+`",state="`+string(st)+`"}`, func() float64 {
-				s.mu.Lock()
-				defer s.mu.Unlock()
-				if s.state == st {
-					return 1
-				}
-				return 0
-			})
-		}
-		m.servers[name] = ss
-		s.metrics = ss
+	m.servers.Store(&map[string]*serverSeries{})
+	for _, s := range b.serverList() {
+		s.metrics = m.seriesFor(s.name(), s.cfg().Remote != nil)
 	}
 	// Go runtime and process series (goroutines, memory, descriptors,
 	// CPU): read when scraped.
 	set.RegisterMetricsWriter(vm.WriteProcessMetrics)
 	return m
+}
+
+// seriesFor returns the series of the server called name, creating them
+// for a name the bridge has not served before. Its gauges read the
+// server in force under that name, whichever process it is now; a
+// removed server's read zero.
+func (m *metrics) seriesFor(name string, remote bool) *serverSeries {
+	if m == nil {
+		return nil
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.transportSeries(name, remote)
+	if ss := (*m.servers.Load())[name]; ss != nil {
+		return ss
+	}
+	b, set := m.b, m.set
+	l := `{server="` + labelValue(name) + `"}`
+	ss := &serverSeries{
+		m: m, name: labelValue(name),
+		latency: set.NewPrometheusHistogramExt("capbridge_call_duration_seconds"+l, callBuckets),
+		bootsBy: [2]*vm.Counter{
+			set.NewCounter(`capbridge_server_boots_total{server="` + labelValue(name) + `",outcome="ready"}`),
+			set.NewCounter(`capbridge_server_boots_total{server="` + labelValue(name) + `",outcome="failed"}`),
+		},
+		restart:  set.NewCounter("capbridge_server_restarts_total" + l),
+		bootDur:  set.NewGauge("capbridge_server_boot_seconds"+l, nil),
+		untooled: &toolSeries{},
+	}
+	gauge := func(f func(*server) int64) func() float64 {
+		return func() float64 {
+			if s := b.srv(name); s != nil {
+				return float64(f(s))
+			}
+			return 0
+		}
+	}
+	set.NewGauge("capbridge_calls_inflight"+l, gauge(func(s *server) int64 { return s.adm.Running() }))
+	set.NewGauge("capbridge_calls_abandoned"+l, gauge(func(s *server) int64 { return s.abandoned.Load() }))
+	set.NewGauge("capbridge_calls_queued"+l, gauge(func(s *server) int64 { return s.adm.Queued() }))
+	for _, st := range []State{StateStarting, StateReady, StateFailed, StateDead, StateBackoff, StateNeedsLogin, StateRetired} {
+		set.NewGauge(`capbridge_server_state{server="`+labelValue(name)+`",state="`+string(st)+`"}`, gauge(func(s *server) int64 {
+			s.mu.Lock()
+			defer s.mu.Unlock()
+			if s.state == st {
+				return 1
+			}
+			return 0
+		}))
+	}
+	next := maps.Clone(*m.servers.Load())
+	next[name] = ss
+	m.servers.Store(&next)
+	return ss
+}
+
+// transportSeries registers the transport info series of the server
+// called name, once each: 1 for the transport in use, 0 for the other a
+// remote server may fall back to (an info series to join on; a label on
+// every series would only repeat it). A reload that makes a stdio server
+// remote under the same name adds the remote ones beside stdio's.
+func (m *metrics) transportSeries(name string, remote bool) {
+	transports := []string{"stdio"}
+	if remote {
+		transports = []string{"streamable-http", "sse"}
+	}
+	for _, tr := range transports {
+		m.set.GetOrCreateGauge(`capbridge_server_transport{server="`+labelValue(name)+`",transport="`+tr+`"}`, func() float64 {
+			if s := m.b.srv(name); s != nil && s.transportNow() == tr {
+				return 1
+			}
+			return 0
+		})
+	}
 }
 
 // openConns counts the open connections of one socket.
@@ -258,7 +301,7 @@ func (m *metrics) retired(server, tool string, o outcome, took time.Duration) {
 	if m == nil {
 		return
 	}
-	ss := m.servers[server]
+	ss := (*m.servers.Load())[server]
 	if ss == nil {
 		return
 	}
@@ -329,6 +372,14 @@ func (m *metrics) auditLost(reason string, n int) {
 			m.auditLostBy[i].Add(n)
 		}
 	}
+}
+
+// quotaExceeded counts a call a quota of kind k refused.
+func (m *metrics) quotaExceeded(k quota.Kind) {
+	if m == nil {
+		return
+	}
+	m.quotaBy[k].Inc()
 }
 
 // denied counts a denial sent to a caller, from either socket.

@@ -112,7 +112,7 @@ func (c *limitConn) Close() error {
 func (b *Bridge) descriptorsNeeded() uint64 {
 	const perServer, reserve = 6, 64
 	c := b.cfg.Bridge
-	return uint64(c.MaxConnections+c.MaxUnauthConnections+maxControlConns+maxMetricsConns+perServer*len(b.order)) + reserve
+	return uint64(c.MaxConnections+c.MaxUnauthConnections+maxControlConns+maxMetricsConns+perServer*len(b.serverList())) + reserve
 }
 
 // ReserveDescriptors makes room for descriptorsNeeded: it raises the

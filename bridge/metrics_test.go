@@ -227,7 +227,7 @@ func TestMetricsToolLabels(t *testing.T) {
 	cfg := config.Defaults()
 	cfg.Servers = []config.Server{config.NewServer("s", "/bin/true")}
 	b := New(Options{Config: cfg, Log: zerolog.Nop(), Audit: zerolog.Nop()})
-	m, s := b.metrics, b.servers["s"]
+	m, s := b.metrics, b.srv("s")
 	hostile := "q\"uote\\back\nline\xff"
 	tb := &table{tools: map[string]mcpwire.Tool{"ok": {}, hostile: {}, "late": {}}}
 	s.metrics.booted(time.Now(), tb)

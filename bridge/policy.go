@@ -3,6 +3,7 @@ package bridge
 import (
 	"maps"
 
+	"github.com/capbridge/capbridge/bridge/config"
 	"github.com/capbridge/capbridge/mcpwire"
 )
 
@@ -44,12 +45,12 @@ func destructiveDecision(t *table, g *Grant, server, tool string) (string, bool)
 // restrict guard whose pointer names no argument of its tool's schema
 // fails the listing (it is a configuration error, and a guard that
 // matches nothing must not pass for one that holds).
-func (s *server) checkPolicy(tools []mcpwire.Tool) error {
+func checkPolicy(tools []mcpwire.Tool, conf *config.Server) error {
 	byName := make(map[string][]byte, len(tools))
 	for _, t := range tools {
 		byName[t.Name] = t.InputSchema
 	}
-	if errs := s.cfg.CheckGuards(func(tool string) ([]byte, bool) { b, ok := byName[tool]; return b, ok }); len(errs) > 0 {
+	if errs := conf.CheckGuards(func(tool string) ([]byte, bool) { b, ok := byName[tool]; return b, ok }); len(errs) > 0 {
 		return errs
 	}
 	return nil
@@ -61,34 +62,46 @@ func (s *server) checkPolicy(tools []mcpwire.Tool) error {
 // is honoured; its claim that a tool is not (the hint false, absent, or
 // withdrawn in a later listing) is never trusted, so a hint once given
 // stays for the life of the process, across re-listings and restarts.
-func (s *server) noteHints(listed []mcpwire.Tool) map[string]bool {
+//
+// A dry call (a reload checking a policy) records and logs nothing: it
+// returns what would be marked.
+func (s *server) noteHints(listed []mcpwire.Tool, conf *config.Server, dry bool) map[string]bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	hinted := s.hinted
+	if dry {
+		hinted = maps.Clone(hinted)
+	}
 	for _, t := range listed {
-		if a := t.Annotations; a != nil && a.DestructiveHint != nil && *a.DestructiveHint && !s.hinted[t.Name] {
-			if s.hinted == nil {
-				s.hinted = map[string]bool{}
+		if a := t.Annotations; a != nil && a.DestructiveHint != nil && *a.DestructiveHint && !hinted[t.Name] {
+			if hinted == nil {
+				hinted = map[string]bool{}
 			}
-			s.hinted[t.Name] = true
-			if s.cfg.IsNotDestructive(t.Name) {
+			hinted[t.Name] = true
+			switch {
+			case dry:
+			case conf.IsNotDestructive(t.Name):
 				s.log.Info().Str("tool", clip(t.Name)).Msg("the server marks this tool destructive; not_destructive overrides it")
-			} else if !s.cfg.IsDestructive(t.Name) {
+			case !conf.IsDestructive(t.Name):
 				s.log.Info().Str("tool", clip(t.Name)).Msg("the server marks this tool destructive: only a grant that names it, or allows destructive tools, may call it (not_destructive overrides)")
 			}
 		}
 	}
-	return maps.Clone(s.hinted)
+	if !dry {
+		s.hinted = hinted
+	}
+	return maps.Clone(hinted)
 }
 
 // destructiveSet is the destructive tools of a listing: the operator's,
 // and the server's hints (noteHints), less not_destructive.
-func (s *server) destructiveSet(hinted map[string]bool) map[string]bool {
-	out := make(map[string]bool, len(s.cfg.Destructive)+len(hinted))
-	for _, name := range s.cfg.Destructive {
+func destructiveSet(hinted map[string]bool, conf *config.Server) map[string]bool {
+	out := make(map[string]bool, len(conf.Destructive)+len(hinted))
+	for _, name := range conf.Destructive {
 		out[name] = true
 	}
 	for name := range hinted {
-		if !s.cfg.IsNotDestructive(name) {
+		if !conf.IsNotDestructive(name) {
 			out[name] = true
 		}
 	}

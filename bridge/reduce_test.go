@@ -150,13 +150,13 @@ func TestSchemaCheck(t *testing.T) {
 		{"add", map[string]any{"a": -1, "b": 2}, "/a", "want a number >= 0, got -1"},
 		{"add", map[string]any{"a": 1, "b": []any{2}}, "/b", "want an integer, got an array"},
 	} {
-		before := tb.servers["t"].calls.Load()
+		before := tb.srv("t").calls.Load()
 		_, err := c.Call(ctx, "t", tc.tool, tc.args)
 		var d *capwire.Denied
 		if !errors.As(err, &d) || d.Code != capwire.CodeBadArguments || d.Path != tc.path || !strings.Contains(d.Message, tc.msg) {
 			t.Errorf("%s %v: %v; want bad_arguments at %s saying %q", tc.tool, tc.args, err, tc.path, tc.msg)
 		}
-		if after := tb.servers["t"].calls.Load(); after != before {
+		if after := tb.srv("t").calls.Load(); after != before {
 			t.Errorf("%s %v reached the server", tc.tool, tc.args)
 		}
 	}

@@ -9,6 +9,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/capbridge/capbridge/bridge/control"
+	"github.com/capbridge/capbridge/bridge/internal/quota"
 	"github.com/capbridge/capbridge/capwire"
 	"github.com/capbridge/capbridge/internal/truncate"
 	"github.com/capbridge/capbridge/mcpwire"
@@ -25,7 +26,7 @@ type readArgs struct {
 // "resource" block per entry, text counted against max_result_text and
 // bytes against max_result_data.
 func (b *Bridge) readResource(ctx context.Context, g *Grant, a readArgs, timeoutMS uint64) outcome {
-	s, ok := b.servers[a.Server]
+	s, ok := b.lookup(a.Server)
 	switch {
 	case !ok || !g.Reaches(a.Server):
 		return deny(capwire.CodeNotGranted, "this grant does not reach server "+quote(a.Server))
@@ -36,21 +37,35 @@ func (b *Bridge) readResource(ctx context.Context, g *Grant, a readArgs, timeout
 		o.denial.Path = "/uri"
 		return o
 	}
-	t, err := s.ready()
-	if err != nil {
-		return deny(capwire.CodeServerUnavailable, s.unavailableMessage(err))
+	s, t, refused := b.enter(a.Server, s)
+	if refused != nil {
+		return *refused
 	}
-	idle, hard := s.cfg.CallTimeout, s.cfg.MaxCallTimeout
+	defer s.leave()
+	// A read counts against the grant's quotas as a call of the server's
+	// "resources/read", its URI as its argument bytes.
+	var charge quota.Charge
+	began := b.grants.now()
+	if g.quota != nil {
+		var ex *quota.Exceeded
+		if charge, ex = g.quota.Take(a.Server, readOp, int64(len(a.URI)), began); ex != nil {
+			return b.quotaDenial(ex)
+		}
+	}
+	idle, hard := s.cfg().CallTimeout, s.cfg().MaxCallTimeout
 	if timeoutMS > 0 {
-		idle = time.Duration(min(timeoutMS, uint64(s.cfg.MaxCallTimeout/time.Millisecond))) * time.Millisecond
+		idle = time.Duration(min(timeoutMS, uint64(s.cfg().MaxCallTimeout/time.Millisecond))) * time.Millisecond
 		hard = idle
 	}
 	release, waited, err := s.admit(ctx, g, idle)
 	if err != nil {
+		if g.quota != nil {
+			g.quota.Refund(charge)
+		}
 		if oe := (*overloadError)(nil); errors.As(err, &oe) {
 			return deny(capwire.CodeOverloaded, oe.message())
 		}
-		return b.ended(err, callRequest{server: a.Server, tool: "resources/read"})
+		return b.ended(err, callRequest{server: a.Server, tool: readOp})
 	}
 	var answered <-chan struct{}
 	res, err := t.client.ReadResource(ctx, a.URI, mcpwire.CallOptions{
@@ -63,7 +78,10 @@ func (b *Bridge) readResource(ctx context.Context, g *Grant, a readArgs, timeout
 	}
 	if err != nil {
 		s.errs.Add(1)
-		return b.failed(ctx, s, callRequest{server: a.Server, tool: "resources/read", grant: g}, err)
+		if g.quota != nil {
+			g.quota.Settle(charge, 0, b.grants.now().Sub(began))
+		}
+		return b.failed(ctx, s, callRequest{server: a.Server, tool: readOp, grant: g}, err)
 	}
 	budget := resultBudget{text: b.cfg.Bridge.MaxResultText, data: b.cfg.Bridge.MaxResultData}
 	r := &capwire.Result{Content: make([]capwire.Block, 0, len(res.Contents))}
@@ -77,14 +95,21 @@ func (b *Bridge) readResource(ctx context.Context, g *Grant, a readArgs, timeout
 		r.Truncated = r.Truncated || budget.cut
 		size += n
 	}
+	if g.quota != nil {
+		g.quota.Settle(charge, int64(size), b.grants.now().Sub(began))
+	}
 	return outcome{result: r, resultBytes: size}
 }
+
+// readOp is what a resource read is called where a tool's name would be:
+// its audit line, its quota scope ("server/resources/read").
+const readOp = "resources/read"
 
 // Resources answers the control plane's resources request: the server's
 // resources and resource templates, each listing bounded by the server's
 // call_timeout. A server without resources (-32601) has none.
 func (h *controlHandler) Resources(ctx context.Context, r *control.ResourcesRequest) (*control.ResourceList, error) {
-	s, ok := h.b.servers[r.Server]
+	s, ok := h.b.lookup(r.Server)
 	if !ok {
 		return nil, &control.Error{Code: control.CodeUnknownServer, Message: "no server is called " + quote(r.Server)}
 	}
@@ -97,7 +122,7 @@ func (h *controlHandler) Resources(ctx context.Context, r *control.ResourcesRequ
 		list func(context.Context) ([][]byte, error)
 		dst  *string
 	}{{t.client.ListResources, &out.Resources}, {t.client.ListResourceTemplates, &out.Templates}} {
-		lctx, cancel := context.WithTimeout(ctx, s.cfg.CallTimeout)
+		lctx, cancel := context.WithTimeout(ctx, s.cfg().CallTimeout)
 		items, err := l.list(lctx)
 		cancel()
 		var rpc *mcpwire.RPCError

@@ -75,14 +75,22 @@ type Outcome struct {
 // immutable once published (cur), so the call path takes it under mu and
 // uses it without a lock for the rest of the call.
 type server struct {
-	cfg config.Server
+	// conf is the server's configuration. A reload that changes only its
+	// policy (tools, destructive, restrict, timeouts, quotas) stores a new
+	// one, and the next table is built from it (reload.go); one that
+	// changes anything else replaces the server.
+	conf atomic.Pointer[config.Server]
 	// log is rate-limited per message (auditlog.Limit): mcpwire logs the
 	// server's stderr lines, requests and notifications through it.
 	log    zerolog.Logger
 	logs   *auditlog.Limiter // log's limiter; flushed when the server ends
 	redact *redact.Redactor  // the values of its environment (secretsOf), for what callers are told
-	audit  zerolog.Logger
-	opts   bootOptions
+	// secrets replaces the values its secret references resolved to
+	// (config.ResolveSecrets) in what the operator is told (status's
+	// reason and stderr tail); nil when it has none.
+	secrets *strings.Replacer
+	audit   zerolog.Logger
+	opts    bootOptions
 
 	// launch makes one boot attempt (start, or a test's stand-in);
 	// jitter spreads each backoff wait; onProgress, when set, hears of
@@ -120,6 +128,18 @@ type server struct {
 
 	restarts atomic.Int64
 
+	// A reload that removes or replaces the server drains it: calls in
+	// progress (enter to leave) finish, new ones go to the server in
+	// force; drained is closed once draining and none is left.
+	active    atomic.Int64
+	draining  atomic.Bool // set under mu
+	drained   chan struct{}
+	drainOnce sync.Once
+	// rebuild asks the supervisor, while it serves, to rebuild the live
+	// table from its listing under the policy in force (a reload's), and
+	// to answer on the channel given.
+	rebuild chan chan error
+
 	// Admission: max_inflight calls run at the server, max_queue wait,
 	// each grant holding at most its share of both (shares). Its gauges
 	// are for status; the bridge's account of the calls Shutdown waits
@@ -132,8 +152,8 @@ type server struct {
 	abandoned atomic.Int64
 
 	// lock holds each listing to the lock; nil: no lock. Set by New
-	// before run starts.
-	lock *lockPolicy
+	// before run starts, and by a reload.
+	lock atomic.Pointer[lockPolicy]
 	// hinted is every tool the server has marked destructiveHint: true
 	// in any listing (noteHints); guarded by mu.
 	hinted map[string]bool
@@ -144,10 +164,10 @@ type server struct {
 func newServer(cfg config.Server, log, audit zerolog.Logger, o bootOptions, progress func(Progress)) *server {
 	log, logs := auditlog.Limit(log.With().Str("server", cfg.Name).Logger())
 	s := &server{
-		cfg:        cfg,
 		log:        log,
 		logs:       logs,
 		redact:     redact.New(secretsOf(cfg, os.LookupEnv)),
+		secrets:    redact.Values(cfg.SecretValues()),
 		audit:      audit,
 		opts:       o,
 		jitter:     equalJitter,
@@ -155,11 +175,20 @@ func newServer(cfg config.Server, log, audit zerolog.Logger, o bootOptions, prog
 		state:      StateStarting,
 		firstDone:  make(chan struct{}),
 		runDone:    make(chan struct{}),
+		drained:    make(chan struct{}),
+		rebuild:    make(chan chan error),
 		adm:        fairshare.New[*Grant](fairshare.Limits{Max: cfg.MaxInflight, PerKey: cfg.InflightPerGrant(), MaxQueue: cfg.MaxQueue, QueuePerKey: cfg.QueuePerGrant()}),
 	}
+	s.conf.Store(&cfg)
 	s.launch = s.start
 	return s
 }
+
+// cfg is the server's configuration in force.
+func (s *server) cfg() *config.Server { return s.conf.Load() }
+
+// name is the server's name, which no reload changes.
+func (s *server) name() string { return s.cfg().Name }
 
 // secretsOf is every value the server runs with that may be a
 // credential, by name, looked up with lookup: its env, the values it
@@ -176,6 +205,9 @@ func secretsOf(cfg config.Server, lookup func(string) (string, bool)) map[string
 		}
 	}
 	maps.Copy(out, cfg.Env) // a value given explicitly wins, as at spawn
+	// What its secret references resolved to, headers' included, whole
+	// and each part ("Bearer ${cmd:…}" and the token alone).
+	maps.Copy(out, cfg.SecretValues())
 	if rm := cfg.Remote; rm != nil {
 		add := func(name, variable string) {
 			if v, ok := lookup(variable); ok && variable != "" {
@@ -238,10 +270,10 @@ func (s *server) begin() {
 // drops and names it at listing; stdio may ignore them, 2026-07-28.) A
 // tool that requires MCP tasks is served: the call path follows its task
 // (mcpwire.CallToolTask).
-func (s *server) filter(listed []mcpwire.Tool) []mcpwire.Tool {
+func filter(listed []mcpwire.Tool, conf *config.Server) []mcpwire.Tool {
 	var out []mcpwire.Tool
 	for _, t := range listed {
-		if s.cfg.ToolsAllow != nil && !slices.Contains(s.cfg.ToolsAllow, t.Name) || slices.Contains(s.cfg.ToolsDeny, t.Name) {
+		if conf.ToolsAllow != nil && !slices.Contains(conf.ToolsAllow, t.Name) || slices.Contains(conf.ToolsDeny, t.Name) {
 			continue
 		}
 		out = append(out, t)
@@ -267,6 +299,46 @@ func (s *server) ready() (*table, error) {
 	return s.cur, nil
 }
 
+// errDraining is enter's refusal by a server a reload took out of the
+// set: the caller looks the name up again.
+var errDraining = errors.New("bridge: the server is being replaced")
+
+// enter is ready for a call, which it counts until leave, so that a
+// server a reload removes or replaces retires once its calls are done.
+// It costs the call path an atomic add under the lock ready takes anyway.
+func (s *server) enter() (*table, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.draining.Load() {
+		return nil, errDraining
+	}
+	if s.state != StateReady {
+		return nil, s.unavailableLocked()
+	}
+	s.active.Add(1)
+	return s.cur, nil
+}
+
+// leave ends a call enter counted.
+func (s *server) leave() {
+	if s.active.Add(-1) == 0 && s.draining.Load() {
+		s.drainOnce.Do(func() { close(s.drained) })
+	}
+}
+
+// drain refuses further calls (enter says errDraining) and returns a
+// channel closed once the calls entered are done. Whichever of drain and
+// the last leave comes second closes it.
+func (s *server) drain() <-chan struct{} {
+	s.mu.Lock()
+	s.draining.Store(true)
+	s.mu.Unlock()
+	if s.active.Load() == 0 {
+		s.drainOnce.Do(func() { close(s.drained) })
+	}
+	return s.drained
+}
+
 // current returns the last published table, nil before the first; a
 // grant records it as the surface it was issued against.
 func (s *server) current() *table {
@@ -290,7 +362,7 @@ func (s *server) facade() (*codegen.Generated, error) {
 // unavailableLocked says why the server takes no calls. The caller
 // holds mu.
 func (s *server) unavailableLocked() *unavailableError {
-	e := &unavailableError{server: s.cfg.Name, state: s.state, reason: s.reason, tail: s.tail}
+	e := &unavailableError{server: s.cfg().Name, state: s.state, reason: s.reason, tail: s.tail}
 	if s.state == StateBackoff {
 		e.next = s.nextAttempt
 	}
@@ -339,7 +411,7 @@ func (s *server) callerStderr(tail []byte) string {
 	if len(tail) == 0 {
 		return ""
 	}
-	if !s.cfg.StderrToCaller {
+	if !s.cfg().StderrToCaller {
 		return " (its stderr is in capbridge's status and logs)"
 	}
 	return "; stderr tail: " + s.redact.Tail(tail)
@@ -365,7 +437,7 @@ func (s *server) admitErr(err error) error {
 	case errors.Is(err, fairshare.ErrTimeout):
 		return errCallTimeout
 	case errors.As(err, &ov):
-		return &overloadError{server: s.cfg.Name, Overload: ov}
+		return &overloadError{server: s.cfg().Name, Overload: ov}
 	}
 	return err
 }
@@ -398,7 +470,7 @@ func (e *overloadError) message() string {
 // rare case), ending by cancel_grace at the latest.
 func (s *server) holdSlot(answered <-chan struct{}, release func()) {
 	s.abandoned.Add(1)
-	t := time.NewTimer(s.cfg.CancelGrace)
+	t := time.NewTimer(s.cfg().CancelGrace)
 	go func() {
 		defer t.Stop()
 		select {
@@ -492,25 +564,32 @@ func (s *server) status() serverStatus {
 	return s.statusLocked()
 }
 
-// statusLocked is status; the caller holds mu.
-func (s *server) statusLocked() serverStatus {
-	st := serverStatus{
-		Name: s.cfg.Name, State: string(s.state), Reason: s.reason,
+// statusLocked is status; the caller holds mu. What it says of the
+// server's own words (the reason, the stderr tail) has the server's
+// resolved secrets redacted.
+func (s *server) statusLocked() (st serverStatus) {
+	defer func() {
+		if s.secrets != nil {
+			st.Reason, st.StderrTail = s.secrets.Replace(st.Reason), s.secrets.Replace(st.StderrTail)
+		}
+	}()
+	st = serverStatus{
+		Name: s.cfg().Name, State: string(s.state), Reason: s.reason,
 		Inflight: s.adm.Running(), Abandoned: s.abandoned.Load(), Queued: s.adm.Queued(), Calls: s.calls.Load(), Errors: s.errs.Load(),
 		StderrTail: truncate.Tail(s.tail, -1),
-		Restart:    string(s.cfg.Restart), Restarts: s.restarts.Load(), LastExit: s.lastExit,
+		Restart:    string(s.cfg().Restart), Restarts: s.restarts.Load(), LastExit: s.lastExit,
 	}
 	if s.cur != nil {
 		st.Tools = len(s.cur.tools)
 		st.Withheld = s.cur.withheldList()
 	}
 	st.Transport = "stdio"
-	if rm := s.cfg.Remote; rm != nil {
+	if rm := s.cfg().Remote; rm != nil {
 		st.Transport, st.URL = rm.Transport, shownURL(rm.URL)
 	}
 	if s.login != nil {
 		if want := s.login.StepUp(); len(want) > 0 {
-			st.Login = fmt.Sprintf("calls need the scopes %q, which the login's token lacks: run `capbridge login %s`", strings.Join(want, " "), s.cfg.Name)
+			st.Login = fmt.Sprintf("calls need the scopes %q, which the login's token lacks: run `capbridge login %s`", strings.Join(want, " "), s.cfg().Name)
 		}
 	}
 	switch s.state {
@@ -541,12 +620,12 @@ func (s *server) transportNow() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	switch {
-	case s.cfg.Remote == nil:
+	case s.cfg().Remote == nil:
 		return "stdio"
 	case s.cur != nil && s.cur.client != nil:
 		return s.cur.client.Transport()
 	}
-	return s.cfg.Remote.Transport
+	return s.cfg().Remote.Transport
 }
 
 // snapshot returns the server's state, and why it is not serving.

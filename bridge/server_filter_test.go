@@ -19,11 +19,11 @@ func TestUnmatchedToolEntries(t *testing.T) {
 	tb := startBridge(t, nil, lax, strict, exact)
 
 	for name, want := range map[string]State{"lax": StateReady, "exact": StateReady, "strict": StateFailed} {
-		if st := tb.servers[name].snapshot(); st.State != want {
+		if st := tb.srv(name).snapshot(); st.State != want {
 			t.Errorf("%s is %s (%s), want %s", name, st.State, st.Reason, want)
 		}
 	}
-	if st := tb.servers["strict"].snapshot(); !strings.Contains(st.Reason, `tools.allow "ecoh" names no tool`) {
+	if st := tb.srv("strict").snapshot(); !strings.Contains(st.Reason, `tools.allow "ecoh" names no tool`) {
 		t.Errorf("strict's reason %q does not name the entry", st.Reason)
 	}
 }

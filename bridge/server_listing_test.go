@@ -42,7 +42,7 @@ func TestListingAgreesWithCodegen(t *testing.T) {
 	for _, tool := range generated {
 		gen = append(gen, tool.Name)
 	}
-	s := tb.servers["good"]
+	s := tb.srv("good")
 	s.mu.Lock()
 	state := s.state
 	var served []string
@@ -67,7 +67,7 @@ func TestListingAgreesWithCodegen(t *testing.T) {
 	if _, err := codegen.ParseListing(listing); !errors.As(err, &le) || le.Index != 1 {
 		t.Errorf("codegen accepted a wrongly typed description: %v", err)
 	}
-	s = tb.servers["bad"]
+	s = tb.srv("bad")
 	s.mu.Lock()
 	state = s.state
 	s.mu.Unlock()

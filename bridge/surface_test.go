@@ -42,7 +42,7 @@ func TestDuplicateToolNeverServed(t *testing.T) {
 			} else {
 				tb = startLocked(t, locked, mode, &syncBuffer{}, neverRestart(mcptestServer("s", twice)))
 			}
-			st := tb.servers["s"].snapshot()
+			st := tb.srv("s").snapshot()
 			if st.State != StateFailed || !strings.Contains(st.Reason, `lists tool "echo" twice`) {
 				t.Fatalf("state %s: %s", st.State, st.Reason)
 			}
@@ -79,7 +79,7 @@ func TestRelistReportsEveryChange(t *testing.T) {
 			toolWith("fail", `"description":"fails","execution":{"taskSupport":"optional"}`),
 		},
 	}))
-	srv := tb.servers["s"]
+	srv := tb.srv("s")
 	before := srv.current()
 	c := tb.dial(tb.grant(map[string][]string{"s": nil}))
 	ctx, cancel := context.WithTimeout(context.Background(), backstop)
@@ -144,7 +144,7 @@ func TestDestructiveHintHonoured(t *testing.T) {
 	if refused(named, "echo") {
 		t.Fatal("a grant that names a tool marked destructive is refused it")
 	}
-	srv := tb.servers["s"]
+	srv := tb.srv("s")
 	before := srv.current()
 	if _, err := every.Call(ctx, "s", "relist", map[string]any{}); err != nil {
 		t.Fatal(err)
@@ -184,7 +184,7 @@ func TestLockCoversIconsExecutionAndAnnotations(t *testing.T) {
 		toolWith("add", `"execution":{"taskSupport":"optional"}`),
 		toolWith("fail", `"annotations":{"readOnlyHint":true,"x-vendor/sandboxed":false}`),
 	}}))
-	got := strings.Join(tb.servers["s"].current().withheldList(), "|")
+	got := strings.Join(tb.srv("s").current().withheldList(), "|")
 	if want := "add: execution_changed|echo: icons_changed|fail: annotations_changed"; got != want {
 		t.Fatalf("withheld: %q, want %q", got, want)
 	}

@@ -255,7 +255,8 @@ func (c *Client) Servers() []string { return append([]string(nil), c.servers...)
 // capwire.ErrTimeout) etc. work per code. A tool that ran and failed is a
 // *Result with IsError, not an error. When ctx is done first, Call sends
 // cancel for the call and returns an error wrapping ctx.Err(); a ctx
-// deadline is also sent to capbridge as the call's timeout_ms. A broken
+// deadline is also sent to capbridge as the call's timeout_ms, and a
+// traceparent set with WithTraceparent as the call's traceparent. A broken
 // connection gives an error wrapping ErrClosed.
 func (c *Client) Call(ctx context.Context, server, tool string, args any) (*Result, error) {
 	return c.call(ctx, CapPrefix+server, server, tool, args)
@@ -336,7 +337,7 @@ func (c *Client) appendCall(ctx context.Context, dst []byte, id uint64, cap, too
 	}
 	start := len(dst)
 	dst = append(dst, 0, 0, 0, 0)
-	dst, err := appendCallHead(dst, id, cap, tool, timeoutMS)
+	dst, err := appendCallHead(dst, id, cap, tool, timeoutMS, traceparentOf(ctx))
 	if err != nil {
 		return dst[:start], err
 	}

@@ -277,6 +277,43 @@ func TestDeadlineTravelsAsTimeout(t *testing.T) {
 	}
 }
 
+// A traceparent set on the call's context travels as the call's
+// traceparent; a context without one sends none.
+func TestTraceparentTravels(t *testing.T) {
+	defer leakcheck.Check(t)()
+	got := make(chan string, 2)
+	p := startPeer(t, func(s *scriptConn) {
+		for {
+			msg, err := s.Read()
+			if err != nil {
+				return
+			}
+			c := msg.(*CallMsg)
+			got <- c.Traceparent
+			s.Send(context.Background(), &ResultMsg{ID: c.ID, Result: Result{Content: []Block{}}})
+		}
+	})
+	defer p.stop()
+	c, err := Dial(testCtx(t), p.path, "good")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	const tp = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+	if _, err := c.Call(WithTraceparent(context.Background(), tp), "fs", "a", nil); err != nil {
+		t.Fatal(err)
+	}
+	if g := <-got; g != tp {
+		t.Errorf("traceparent %q, want %q", g, tp)
+	}
+	if _, err := c.Call(context.Background(), "fs", "a", nil); err != nil {
+		t.Fatal(err)
+	}
+	if g := <-got; g != "" {
+		t.Errorf("a context without a traceparent sent %q", g)
+	}
+}
+
 func TestPeerDisconnectFailsEveryWaiter(t *testing.T) {
 	defer leakcheck.Check(t)()
 	const n = 10
@@ -346,7 +383,7 @@ func TestDenialsAreTypedErrors(t *testing.T) {
 				return
 			}
 			c := msg.(*CallMsg)
-			d := &DeniedMsg{ID: c.ID, Denial: Denied{Code: c.Op, Message: "because " + c.Op, Path: "/p", RPCCode: -32000}}
+			d := &DeniedMsg{ID: c.ID, Denial: Denied{Code: c.Op, Message: "because " + c.Op, Path: "/p", RPCCode: -32000, Quota: "fs:rate", RetryMS: 5}}
 			if err := s.Send(context.Background(), d); err != nil {
 				return
 			}
@@ -369,7 +406,7 @@ func TestDenialsAreTypedErrors(t *testing.T) {
 			t.Errorf("%s: res %v err %v", code, res, err)
 			continue
 		}
-		if d.Code != code || d.Message != "because "+code || d.Path != "/p" || d.RPCCode != -32000 {
+		if d.Code != code || d.Message != "because "+code || d.Path != "/p" || d.RPCCode != -32000 || d.Quota != "fs:rate" || d.RetryMS != 5 {
 			t.Errorf("%s: denial %+v", code, d)
 		}
 		if errors.Is(err, ErrClosed) {

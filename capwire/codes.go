@@ -20,6 +20,7 @@ const (
 	CodeShuttingDown      = "shutting_down"
 	CodeSurfaceChanged    = "surface_changed"
 	CodeInputRequired     = "input_required"
+	CodeQuotaExceeded     = "quota_exceeded"
 )
 
 // Fatal codes: the closed set a `fatal` frame may carry. Each ends the
@@ -57,6 +58,7 @@ var codes = map[string]codeInfo{
 	CodeShuttingDown:      {},
 	CodeSurfaceChanged:    {},
 	CodeInputRequired:     {},
+	CodeQuotaExceeded:     {},
 
 	CodeBadFrame:           {fatal: true},
 	CodeFrameTooLarge:      {fatal: true},
@@ -84,7 +86,9 @@ func IsFatalCode(code string) bool {
 // and overloaded (after a pause; a timed-out call may have taken effect),
 // false for every other code, including codes this version does not know.
 // server_error is false: whether the server's failure is transient depends
-// on its rpc_code, which only the caller can judge.
+// on its rpc_code, which only the caller can judge; quota_exceeded is false
+// too: a rate quota refills (the denial's RetryMS says when), a total
+// does not.
 func Retryable(code string) bool { return codes[code].retryable }
 
 // sentinel is the type of the per-code error values (ErrTimeout, ...). It
@@ -112,6 +116,7 @@ var (
 	ErrShuttingDown      error = sentinel(CodeShuttingDown)
 	ErrSurfaceChanged    error = sentinel(CodeSurfaceChanged)
 	ErrInputRequired     error = sentinel(CodeInputRequired)
+	ErrQuotaExceeded     error = sentinel(CodeQuotaExceeded)
 
 	ErrBadFrame           error = sentinel(CodeBadFrame)
 	ErrFrameTooLarge      error = sentinel(CodeFrameTooLarge)

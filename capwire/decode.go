@@ -33,12 +33,16 @@ const (
 	fMessage
 	fPath
 	fRPCCode
+	fTraceparent
+	fQuota
+	fRetryMS
 	nFields
 )
 
 var fieldNames = [nFields]string{
 	"t", "v", "token", "servers", "id", "cap", "op", "args", "timeout_ms",
 	"is_error", "content", "structured", "truncated", "code", "message", "path", "rpc_code",
+	"traceparent", "quota", "retry_ms",
 }
 
 func fieldOf(key []byte) int {
@@ -78,6 +82,12 @@ func fieldOf(key []byte) int {
 		return fPath
 	case "rpc_code":
 		return fRPCCode
+	case "traceparent":
+		return fTraceparent
+	case "quota":
+		return fQuota
+	case "retry_ms":
+		return fRetryMS
 	}
 	return -1
 }
@@ -448,6 +458,9 @@ func (e *envelope) call() (Message, error) {
 			return nil, err
 		}
 	}
+	if c.Traceparent, err = e.optStr(fTraceparent); err != nil {
+		return nil, err
+	}
 	return c, nil
 }
 
@@ -593,6 +606,14 @@ func (e *envelope) denied() (Message, error) {
 	}
 	if e.present(fRPCCode) {
 		if d.RPCCode, err = e.int(fRPCCode); err != nil {
+			return nil, err
+		}
+	}
+	if d.Quota, err = e.optStr(fQuota); err != nil {
+		return nil, err
+	}
+	if e.present(fRetryMS) {
+		if d.RetryMS, err = e.uint(fRetryMS); err != nil {
 			return nil, err
 		}
 	}

@@ -96,7 +96,7 @@ func (m *WelcomeMsg) appendBody(dst []byte) ([]byte, error) {
 // appendCallHead writes a call up to and including the "args" key; the
 // args map follows. Client.Call encodes args straight after it into the
 // frame buffer.
-func appendCallHead(dst []byte, id uint64, capName, op string, timeoutMS uint64) ([]byte, error) {
+func appendCallHead(dst []byte, id uint64, capName, op string, timeoutMS uint64, traceparent string) ([]byte, error) {
 	if capName == "" || op == "" {
 		return dst, encodeErr(typeCall, "cap/op", "must not be empty")
 	}
@@ -106,8 +106,14 @@ func appendCallHead(dst []byte, id uint64, capName, op string, timeoutMS uint64)
 	if err := checkStr(typeCall, "op", op); err != nil {
 		return dst, err
 	}
+	if err := checkStr(typeCall, "traceparent", traceparent); err != nil {
+		return dst, err
+	}
 	n := 5
 	if timeoutMS != 0 {
+		n++
+	}
+	if traceparent != "" {
 		n++
 	}
 	dst = appendMapHeader(dst, n)
@@ -117,6 +123,9 @@ func appendCallHead(dst []byte, id uint64, capName, op string, timeoutMS uint64)
 	dst = appendStr(appendStr(dst, "op"), op)
 	if timeoutMS != 0 {
 		dst = appendUint(appendStr(dst, "timeout_ms"), timeoutMS)
+	}
+	if traceparent != "" {
+		dst = appendStr(appendStr(dst, "traceparent"), traceparent)
 	}
 	return appendStr(dst, "args"), nil
 }
@@ -137,7 +146,7 @@ func (m *CallMsg) appendBody(dst []byte) ([]byte, error) {
 	if err := checkArgs(m.Args); err != nil {
 		return dst, err
 	}
-	out, err := appendCallHead(dst, m.ID, m.Cap, m.Op, m.TimeoutMS)
+	out, err := appendCallHead(dst, m.ID, m.Cap, m.Op, m.TimeoutMS, m.Traceparent)
 	if err != nil {
 		return dst, err
 	}
@@ -244,6 +253,9 @@ func (m *DeniedMsg) appendBody(dst []byte) ([]byte, error) {
 	if err := checkStr(typeDenied, "path", d.Path); err != nil {
 		return dst, err
 	}
+	if err := checkStr(typeDenied, "quota", d.Quota); err != nil {
+		return dst, err
+	}
 	// rpc_code is written for server_error always (a JSON-RPC code may be
 	// 0) and for other codes only when set.
 	withRPC := d.Code == CodeServerError || d.RPCCode != 0
@@ -255,6 +267,12 @@ func (m *DeniedMsg) appendBody(dst []byte) ([]byte, error) {
 		n++
 	}
 	if withRPC {
+		n++
+	}
+	if d.Quota != "" {
+		n++
+	}
+	if d.RetryMS != 0 {
 		n++
 	}
 	dst = appendMapHeader(dst, n)
@@ -269,6 +287,12 @@ func (m *DeniedMsg) appendBody(dst []byte) ([]byte, error) {
 	}
 	if withRPC {
 		dst = appendInt(appendStr(dst, "rpc_code"), int64(d.RPCCode))
+	}
+	if d.Quota != "" {
+		dst = appendStr(appendStr(dst, "quota"), d.Quota)
+	}
+	if d.RetryMS != 0 {
+		dst = appendUint(appendStr(dst, "retry_ms"), d.RetryMS)
 	}
 	return dst, nil
 }

@@ -66,6 +66,11 @@ type CallMsg struct {
 	// bound.MaxDepth; its content is the converter's to judge.
 	Args      msgpack.RawMessage
 	TimeoutMS uint64 // the client's deadline for the call in ms; 0 means none given
+	// Traceparent is the W3C trace context of the program's span that
+	// made the call ("00-<trace id>-<span id>-<flags>"), or "": capbridge
+	// makes its span a child of it and passes the context on to the MCP
+	// server. A value that is not a valid traceparent is ignored.
+	Traceparent string
 }
 
 // CancelMsg abandons a call, client → capbridge.

@@ -66,6 +66,7 @@ var roundTrips = []struct {
 	{"welcome no servers", &WelcomeMsg{V: 1, Servers: []string{}}},
 	{"call", &CallMsg{ID: 7, Cap: "mcp.github", Op: "create_issue", Args: m("title", "bug", "labels", []string{"a", "b"})}},
 	{"call timeout big id", &CallMsg{ID: 1 << 40, Cap: "mcp.fs", Op: "read", Args: m(), TimeoutMS: 30000}},
+	{"call traceparent", &CallMsg{ID: 2, Cap: "mcp.fs", Op: "read", Args: m(), Traceparent: "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"}},
 	{"call nested args", &CallMsg{ID: 0, Cap: "mcp.x", Op: "y", Args: m("deep", nested(bound.MaxDepth-1))}},
 	{"cancel", &CancelMsg{ID: 99}},
 	{"result", &ResultMsg{ID: 7, Result: Result{Content: []Block{{Type: "text", Kind: "text", Text: "hi"}, {Type: "other", Kind: "image"}}, Structured: m("n", 1)}}},
@@ -81,6 +82,8 @@ var roundTrips = []struct {
 	{"denied", &DeniedMsg{ID: 3, Denial: Denied{Code: CodeBadArguments, Message: "title: want string", Path: "/title"}}},
 	{"denied server error", &DeniedMsg{ID: 4, Denial: Denied{Code: CodeServerError, Message: "boom", RPCCode: -32602}}},
 	{"denied server error code 0", &DeniedMsg{ID: 5, Denial: Denied{Code: CodeServerError}}},
+	{"denied quota rate", &DeniedMsg{ID: 6, Denial: Denied{Code: CodeQuotaExceeded, Message: "slow down", Quota: "github:rate", RetryMS: 250}}},
+	{"denied quota total", &DeniedMsg{ID: 7, Denial: Denied{Code: CodeQuotaExceeded, Message: "spent", Quota: "calls"}}},
 	{"denied no id", &DeniedMsg{NoID: true, Denial: Denied{Code: CodeBadRequest, Message: "no id"}}},
 	{"fatal", &FatalMsg{Code: CodeBadToken, Message: "token not accepted"}},
 }
@@ -119,7 +122,7 @@ func TestRoundTrip(t *testing.T) {
 func TestCodes(t *testing.T) {
 	denials := []string{CodeBadRequest, CodeUnknownCapability, CodeNotGranted, CodeUnknownTool, CodeBadArguments,
 		CodeServerUnavailable, CodeTimeout, CodeCancelled, CodeServerError, CodeResultMalformed, CodeResultTooLarge,
-		CodeOverloaded, CodeRevoked, CodeShuttingDown, CodeSurfaceChanged, CodeInputRequired}
+		CodeOverloaded, CodeRevoked, CodeShuttingDown, CodeSurfaceChanged, CodeInputRequired, CodeQuotaExceeded}
 	fatals := []string{CodeBadFrame, CodeFrameTooLarge, CodeBadHello, CodeBadToken, CodeUnsupportedVersion}
 	if len(codes) != len(denials)+len(fatals) {
 		t.Fatalf("code table has %d entries, want %d", len(codes), len(denials)+len(fatals))

@@ -78,6 +78,13 @@ type Denied struct {
 	Message string // for people; never parse it
 	Path    string // RFC 6901 pointer into args (bad_arguments) or into the result (result_malformed), or ""
 	RPCCode int    // the MCP server's JSON-RPC error code, for server_error
+	// Quota names the quota a quota_exceeded denial hit, as
+	// "[scope:]kind": "rate", "github:calls", "github/create_issue:bytes_out".
+	Quota string
+	// RetryMS is, for a quota_exceeded denial of a rate, the milliseconds
+	// until the next call is allowed; 0 when the quota is a total that
+	// does not refill for the grant.
+	RetryMS uint64
 }
 
 func (d *Denied) Error() string {
@@ -87,6 +94,13 @@ func (d *Denied) Error() string {
 	}
 	if d.Code == CodeServerError {
 		s += " (rpc code " + strconv.Itoa(d.RPCCode) + ")"
+	}
+	if d.Quota != "" {
+		s += " (quota " + d.Quota
+		if d.RetryMS > 0 {
+			s += ", retry in " + strconv.FormatUint(d.RetryMS, 10) + " ms"
+		}
+		s += ")"
 	}
 	if d.Message != "" {
 		s += ": " + d.Message

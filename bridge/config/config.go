@@ -49,7 +49,7 @@
 //	[mcp.github]                                     # one table per server; name: letters, digits, _ and -
 //	command          = "npx"                         # required; argv[0], never a shell string
 //	args             = ["-y", "@modelcontextprotocol/server-github"]
-//	env              = { GITHUB_TOKEN = "…" }        # passed explicitly
+//	env              = { GITHUB_TOKEN = "${cmd:op read op://ci/gh}" } # passed explicitly; values may reference secrets (secrets.go)
 //	inherit_env      = ["PATH", "HOME", "LANG"]      # names passed through; default mcpwire's (internal/bound.InheritEnv)
 //	cwd              = "/srv/github"
 //	startup_timeout  = "2m"                          # spawn, handshake and tools/list, each attempt
@@ -71,6 +71,9 @@
 //
 //	[mcp.github.restrict.create_issue]              # argument guards of one tool, by JSON Pointer
 //	"/repo" = { prefix = "acme/" }                  # also: values = [...], pattern = "re", min = 0, max = 10, optional = true
+//
+//	[mcp.github.quota]                              # each grant's quotas on this server (quota.go); [quota]: on all its calls
+//	rate = 5                                        # also burst, calls, bytes_in, bytes_out, time; tools.NAME per tool
 package config
 
 import (
@@ -90,6 +93,7 @@ import (
 
 	"github.com/pelletier/go-toml/v2"
 
+	"github.com/capbridge/capbridge/bridge/internal/quota"
 	"github.com/capbridge/capbridge/internal/bound"
 )
 
@@ -97,6 +101,9 @@ import (
 type Config struct {
 	Bridge  Bridge
 	Servers []Server // sorted by name; names are unique
+	// Quota is the [quota] table: every grant's default quotas on all
+	// its calls (quota.go).
+	Quota quota.Limits
 }
 
 // Bridge holds the [bridge] table.
@@ -212,6 +219,18 @@ type Server struct {
 	// Remote is set for a server reached over HTTP (url instead of
 	// command); nil for one capbridge starts.
 	Remote *Remote
+
+	// Quota is every grant's default quotas on this server's calls, and
+	// ToolQuotas on each tool's, by wire name ([mcp.X.quota], quota.go).
+	Quota      quota.Limits
+	ToolQuotas map[string]quota.Limits
+
+	// Refs are the env and header values that hold placeholders, as
+	// written; ResolveSecrets expands them into Env and Remote.Headers
+	// and records what it resolved in Secrets (secrets.go).
+	Refs            []Ref
+	Secrets         map[string]string
+	secretsResolved bool
 
 	// Where the server was defined, for messages that come later (a
 	// failed boot names the file and line the operator must look at).
@@ -476,8 +495,10 @@ func Load(name string, data []byte) (*Config, error) {
 			if t, ok := r.table(k, doc[k]); ok {
 				cfg.Servers = r.servers(t)
 			}
+		case "quota":
+			r.quota(k, doc[k], &cfg.Quota, nil)
 		default:
-			r.unknown(k, k, []string{"bridge", "mcp"})
+			r.unknown(k, k, topKeys)
 		}
 	}
 	if len(r.errs) > 0 {
@@ -485,6 +506,9 @@ func Load(name string, data []byte) (*Config, error) {
 	}
 	return cfg, nil
 }
+
+// topKeys are the tables a capbridge.toml may have.
+var topKeys = []string{"bridge", "mcp", "quota"}
 
 // reader accumulates errors while walking a decoded document.
 type reader struct {
@@ -633,6 +657,9 @@ func (r *reader) servers(t map[string]any) []Server {
 				r.strs(k2, v, &s.Args)
 			case "env":
 				r.env(k2, v, &s.Env)
+				for _, k := range slices.Sorted(maps.Keys(s.Env)) {
+					r.template(k2+"."+k, "env."+k, s.Env[k], &s.Refs)
+				}
 			case "inherit_env":
 				r.envNames(k2, v, &s.InheritEnv)
 			case "cwd":
@@ -671,6 +698,8 @@ func (r *reader) servers(t map[string]any) []Server {
 				r.strs(k2, v, &s.NotDestructive)
 			case "restrict":
 				r.restrict(k2, v, &s)
+			case "quota":
+				r.quota(k2, v, &s.Quota, &s.ToolQuotas)
 			default:
 				if !r.remoteKey(k2, k, v, &s) {
 					r.unknown(k2, k, serverKeys)
@@ -744,8 +773,8 @@ func (s *Server) QueuePerGrant() int {
 	return max(0, min(s.MaxQueuePerGrant, s.MaxQueue))
 }
 
-// UnmatchedTools returns the tools.allow, tools.deny, destructive and
-// restrict entries that name no tool the server lists (has reports
+// UnmatchedTools returns the tools.allow, tools.deny, destructive,
+// restrict and quota.tools entries that name no tool the server lists (has reports
 // whether it lists one), each as `tools.allow "name"`: a typo there
 // silently exposes, hides or leaves unguarded a tool.
 func (s *Server) UnmatchedTools(has func(name string) bool) []string {
@@ -755,11 +784,12 @@ func (s *Server) UnmatchedTools(has func(name string) bool) []string {
 			guarded = append(guarded, g.Tool)
 		}
 	}
+	quotaed := slices.Sorted(maps.Keys(s.ToolQuotas))
 	var out []string
 	for _, l := range []struct {
 		key   string
 		names []string
-	}{{"tools.allow", s.ToolsAllow}, {"tools.deny", s.ToolsDeny}, {"destructive", s.Destructive}, {"not_destructive", s.NotDestructive}, {"restrict", guarded}} {
+	}{{"tools.allow", s.ToolsAllow}, {"tools.deny", s.ToolsDeny}, {"destructive", s.Destructive}, {"not_destructive", s.NotDestructive}, {"restrict", guarded}, {"quota.tools", quotaed}} {
 		for _, n := range l.names {
 			if !has(n) {
 				out = append(out, fmt.Sprintf("%s %q", l.key, n))
@@ -944,6 +974,23 @@ var sizeUnits = []struct {
 	mul    int64
 }{{"GiB", 1 << 30}, {"MiB", 1 << 20}, {"KiB", 1 << 10}, {"B", 1}}
 
+// ParseSize reads a byte count as capbridge.toml writes one: a number,
+// with a B, KiB, MiB or GiB suffix or none; at most hi bytes.
+func ParseSize(s string, hi int64) (int64, bool) {
+	num, mul := s, int64(1)
+	for _, u := range sizeUnits {
+		if strings.HasSuffix(s, u.suffix) {
+			num, mul = strings.TrimSpace(strings.TrimSuffix(s, u.suffix)), u.mul
+			break
+		}
+	}
+	m, err := strconv.ParseInt(num, 10, 64)
+	if err != nil || m < 0 || m > hi/mul {
+		return 0, false
+	}
+	return m * mul, true
+}
+
 func (r *reader) size(key string, v any, lo, hi int64, dst *int) {
 	fix := fmt.Sprintf(`write a byte count from %d to %d, or a string such as "64KiB" or "16MiB"`, lo, hi)
 	var n int64
@@ -951,19 +998,11 @@ func (r *reader) size(key string, v any, lo, hi int64, dst *int) {
 	case int64:
 		n = x
 	case string:
-		num, mul := x, int64(1)
-		for _, u := range sizeUnits {
-			if strings.HasSuffix(x, u.suffix) {
-				num, mul = strings.TrimSpace(strings.TrimSuffix(x, u.suffix)), u.mul
-				break
-			}
-		}
-		m, err := strconv.ParseInt(num, 10, 64)
-		if err != nil || m < 0 || m > hi/mul {
+		var ok bool
+		if n, ok = ParseSize(x, hi); !ok {
 			r.fail(key, fix, "bad size %q", x)
 			return
 		}
-		n = m * mul
 	default:
 		r.fail(key, fix, "bad size %s", describe(v))
 		return

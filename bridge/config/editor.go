@@ -188,6 +188,10 @@ func (l *editorLoader) entry(e *editorEntry) (Server, bool) {
 	if e.Env != nil {
 		s.Env = make(map[string]string, len(e.Env))
 		for _, k := range slices.Sorted(maps.Keys(e.Env)) {
+			if l.deferred(e, "env."+k, e.Env[k], &s.Refs) {
+				s.Env[k] = e.Env[k]
+				continue
+			}
 			s.Env[k] = l.expand(e, "env."+k, e.Env[k])
 		}
 	}
@@ -203,6 +207,23 @@ func (l *editorLoader) entry(e *editorEntry) (Server, bool) {
 	s.ToolsAllow, s.ToolsDeny = e.allow, e.deny
 	s.File, s.Line = l.file, e.line
 	return s, len(l.errs) == n
+}
+
+// deferred reports whether v holds a secret reference (${file:…},
+// ${cmd:…}): then it is kept as written, its form checked, for
+// ResolveSecrets to expand whole, variables included; a value without one
+// is expanded now.
+func (l *editorLoader) deferred(e *editorEntry, field, v string, refs *[]Ref) bool {
+	if !strings.Contains(v, "${file:") && !strings.Contains(v, "${cmd:") {
+		return false
+	}
+	x := expander{lookup: func(string) (string, bool) { return "", true }, workspace: l.x.workspace, refs: true, dry: true}
+	if _, u := x.expand(v); u != nil {
+		l.fail(e.line, e.path+"."+field, u.fix, "%s", u.msg)
+		return true
+	}
+	*refs = append(*refs, Ref{Key: field, Template: v, Line: e.line})
+	return true
 }
 
 func (l *editorLoader) expand(e *editorEntry, field, v string) string {

@@ -17,12 +17,32 @@ import (
 //	${HOME}, ${userHome} the home directory, from $HOME
 //	${workspaceFolder}  the workspace directory (--workspace)
 //
+// In a server's env values and header values (and only there), secret
+// references may also be used (secrets.go):
+//
+//	${file:PATH}        the file's content, one trailing newline dropped;
+//	                    a relative PATH is beside the config file
+//	${cmd:PROG ARG…}    what the command prints on stdout, one trailing
+//	                    newline dropped: run without a shell, with
+//	                    capbridge's environment, within a timeout
+//
 // Anything else, and ${input:…} (a VS Code prompt, which capbridge has no
 // one to ask), is refused rather than passed through: a literal "${X}" in
 // an argument is almost always a secret the operator forgot to export.
 type expander struct {
 	lookup    func(string) (string, bool)
 	workspace string // "" when there is none
+	// refs allows ${file:…} and ${cmd:…}; src reads them, nil when the
+	// expander only checks their form (dry).
+	refs bool
+	src  *SecretSources
+	dir  string // where a relative ${file:…} path starts
+	// dry checks every placeholder's form and resolves none: a variable
+	// reads as set and empty, a file or command is not read or run.
+	dry bool
+	// found, when set, hears each placeholder's value as it resolves it,
+	// for the redactors.
+	found func(placeholder, value string)
 }
 
 // unresolved says why one placeholder could not be expanded.
@@ -88,6 +108,30 @@ func closingBrace(s string) int {
 }
 
 func (x *expander) resolve(ph, body string, depth int) (string, *unresolved) {
+	if kind, arg, ok := secretRef(body); ok {
+		if !x.refs {
+			return "", &unresolved{placeholder: ph, msg: fmt.Sprintf("uses %s, a secret reference, where only variables are expanded", ph),
+				fix: "use ${file:…} and ${cmd:…} in a server's env values and header values only"}
+		}
+		v, u := x.secret(ph, kind, arg)
+		if u == nil && x.found != nil {
+			x.found(ph, v)
+		}
+		return v, u
+	}
+	v, u := x.variable(ph, body, depth)
+	if u == nil && x.found != nil && !x.dry && body != "workspaceFolder" && body != "userHome" && body != "HOME" {
+		// A variable's value may be a token exported for the server; the
+		// workspace and the home directory are paths, which redacting
+		// would only garble.
+		x.found(ph, v)
+	}
+	return v, u
+}
+
+// variable resolves a placeholder that names a variable (or the
+// workspace, or the home directory).
+func (x *expander) variable(ph, body string, depth int) (string, *unresolved) {
 	name, def, hasDef := strings.Cut(body, ":-")
 	switch {
 	case strings.HasPrefix(body, "input:"):
@@ -105,7 +149,10 @@ func (x *expander) resolve(ph, body string, depth int) (string, *unresolved) {
 	}
 	if !envName.MatchString(name) {
 		return "", &unresolved{placeholder: ph, msg: fmt.Sprintf("uses %s, which capbridge does not expand", ph),
-			fix: "write ${VAR}, ${VAR:-default}, ${env:VAR}, ${HOME} or ${workspaceFolder}, or the value itself"}
+			fix: "write ${VAR}, ${VAR:-default}, ${env:VAR}, ${HOME} or ${workspaceFolder} (and in env and header values ${file:PATH} or ${cmd:PROG ARG…}), or the value itself"}
+	}
+	if x.dry {
+		return "", nil
 	}
 	if v, ok := x.lookup(name); ok && (v != "" || !hasDef) {
 		return v, nil

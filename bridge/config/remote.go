@@ -138,6 +138,9 @@ func (r *reader) remoteKey(key, k string, v any, s *Server) bool {
 		r.enum(key, v, transports, &rm.Transport)
 	case "headers":
 		r.headers(key, v, &rm.Headers)
+		for _, h := range slices.Sorted(maps.Keys(rm.Headers)) {
+			r.template(key+"."+h, "headers."+h, rm.Headers[h], &s.Refs)
+		}
 	case "header_env":
 		r.headers(key, v, &rm.HeaderEnv)
 	case "header_file":
@@ -439,6 +442,7 @@ func (l *editorLoader) remoteEntry(e *editorEntry, url string) (Server, bool) {
 		l.fail(e.line, e.path, "keep command (a server capbridge starts) or url (a remote server), not both", "has both command and url")
 	}
 	rm := &Remote{URL: l.expand(e, "url", url), Transport: TransportAuto, BearerTokenEnv: e.bearerEnv, HeaderEnv: e.headerVars}
+	var refs []Ref
 	switch e.Type {
 	case "sse":
 		rm.Transport = TransportSSE
@@ -461,6 +465,10 @@ func (l *editorLoader) remoteEntry(e *editorEntry, url string) (Server, bool) {
 		if rm.Headers == nil {
 			rm.Headers = map[string]string{}
 		}
+		if l.deferred(e, "headers."+h, v, &refs) {
+			rm.Headers[h] = v
+			continue
+		}
 		rm.Headers[h] = l.expand(e, "headers."+h, v)
 	}
 	if msg, fix := checkURL(rm); msg != "" && !l.opts.Placeholders {
@@ -472,7 +480,7 @@ func (l *editorLoader) remoteEntry(e *editorEntry, url string) (Server, bool) {
 		}
 	}
 	s := NewServer(e.name, "")
-	s.Remote = rm
+	s.Remote, s.Refs = rm, refs
 	s.ToolsAllow, s.ToolsDeny = e.allow, e.deny
 	s.File, s.Line = l.file, e.line
 	return s, len(l.errs) == n

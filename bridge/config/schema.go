@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+
+	"github.com/capbridge/capbridge/bridge/internal/quota"
 )
 
 // keySpec is one key of capbridge.toml: what the reader accepts there,
@@ -40,6 +42,9 @@ const (
 	kindRestrict
 	kindHeaders
 	kindOAuth
+	kindRate
+	kindTotal
+	kindQuota
 )
 
 var bridgeSpec = []keySpec{
@@ -98,6 +103,7 @@ var serverSpec = []keySpec{
 	{name: "destructive", kind: kindStrings, doc: "tools the operator declares destructive: callable only by a grant that names them (--tools) or allows destructive tools (--allow-destructive); a tool the server marks destructiveHint: true is destructive too, and stays so for the life of the process"},
 	{name: "not_destructive", kind: kindStrings, doc: "tools whose server's destructiveHint: true the operator overrides: not destructive; a server's claim that a tool is not destructive is never needed nor trusted"},
 	{name: "restrict", kind: kindRestrict, doc: `argument guards: a table per tool, in it a table per JSON Pointer into the arguments ("/path") with values, prefix, pattern, min, max and optional; a call that breaks one is denied not_granted`},
+	{name: "quota", kind: kindQuota, doc: "each grant's default quotas on this server's calls (rate, burst, calls, bytes_in, bytes_out, time), and in its tools table, per tool; a grant request sets its own over them; a call beyond one is denied quota_exceeded"},
 }
 
 var (
@@ -130,6 +136,7 @@ func JSONSchema() ([]byte, error) {
 		"additionalProperties": false,
 		"properties": map[string]any{
 			"bridge": object(bridgeSpec),
+			"quota":  withDoc(object(quotaSpec), "each grant's default quotas on all its calls; a grant request sets its own over them; a call beyond one is denied quota_exceeded"),
 			"mcp": map[string]any{
 				"description":          "the MCP servers capbridge runs, by name",
 				"type":                 "object",
@@ -147,6 +154,11 @@ func JSONSchema() ([]byte, error) {
 		return nil, fmt.Errorf("config: encoding the schema: %w", err)
 	}
 	return out.Bytes(), nil
+}
+
+func withDoc(o map[string]any, doc string) map[string]any {
+	o["description"] = doc
+	return o
 }
 
 func object(spec []keySpec) map[string]any {
@@ -220,6 +232,14 @@ func (k keySpec) schema() map[string]any {
 		return map[string]any{"type": "object", "additionalProperties": map[string]any{"type": "string"}}
 	case kindTools:
 		return map[string]any{"type": "object", "additionalProperties": false, "properties": map[string]any{"allow": strs, "deny": strs}}
+	case kindRate:
+		return map[string]any{"type": "number", "exclusiveMinimum": 0, "maximum": quota.MaxRate}
+	case kindTotal:
+		return map[string]any{"type": "integer", "minimum": 1, "maximum": int64(maxQuotaCalls)}
+	case kindQuota:
+		q := object(quotaSpec)
+		q["properties"].(map[string]any)["tools"] = map[string]any{"type": "object", "description": "quotas per tool, by the tool's wire name", "additionalProperties": object(quotaSpec)}
+		return q
 	}
 	return map[string]any{"type": "string"}
 }

@@ -88,6 +88,13 @@ func (c *Client) Surface(ctx context.Context) (*Surface, error) {
 	return request[Surface](ctx, c, opSurface, &SurfaceRequest{}, replySurface)
 }
 
+// Reload asks the bridge to read its configuration again and apply it.
+// A configuration that does not validate is an *Error coded
+// CodeBadConfig; the running one stays.
+func (c *Client) Reload(ctx context.Context) (*Reloaded, error) {
+	return request[Reloaded](ctx, c, opReload, &ReloadRequest{}, replyReloaded)
+}
+
 // Metrics fetches the bridge's metrics in the Prometheus text format.
 func (c *Client) Metrics(ctx context.Context) (*Metrics, error) {
 	return request[Metrics](ctx, c, opMetrics, &MetricsRequest{}, replyMetrics)

@@ -54,6 +54,10 @@ func (*fakeHandler) Surface(context.Context, *SurfaceRequest) (*Surface, error) 
 	return &Surface{Lock: "{\"version\":1}\n", Down: map[string]string{"d": "failed"}}, nil
 }
 
+func (*fakeHandler) Reload(context.Context, *ReloadRequest) (*Reloaded, error) {
+	return &Reloaded{AtMS: 5, Trigger: "control", Added: []string{"b"}, Changed: []string{"a"}}, nil
+}
+
 func (*fakeHandler) Status(context.Context) (*Status, error) {
 	return &Status{Servers: []ServerStatus{{Name: "s", State: "ready", PID: 7}}, Grants: 1, Connections: 2}, nil
 }
@@ -159,6 +163,9 @@ func TestRoundTrips(t *testing.T) {
 	}
 	if sf, err := c.Surface(ctx); err != nil || sf.Lock != "{\"version\":1}\n" || sf.Down["d"] != "failed" {
 		t.Errorf("surface: %+v, %v", sf, err)
+	}
+	if r, err := c.Reload(ctx); err != nil || !reflect.DeepEqual(*r, Reloaded{AtMS: 5, Trigger: "control", Added: []string{"b"}, Changed: []string{"a"}}) {
+		t.Errorf("reload: %+v, %v", r, err)
 	}
 	if m, err := c.Metrics(ctx); err != nil || m.Text != "# TYPE capbridge_grants_live gauge\ncapbridge_grants_live 1\n" {
 		t.Errorf("metrics: %+v, %v", m, err)

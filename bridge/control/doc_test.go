@@ -21,7 +21,7 @@ type spec struct {
 
 var (
 	opHeading = regexp.MustCompile("^### `([a-z_]+)` → `([a-z_]+)`( or `([a-z_]+)`)?$")
-	fieldRow  = regexp.MustCompile("^\\| `([a-z_0-9]+)` \\| (request|reply|server|match|run|run end) \\| ([^|]*) \\|")
+	fieldRow  = regexp.MustCompile("^\\| `([a-z_0-9]+)` \\| (request|reply|server|match|run|run end|quota|usage|quota usage) \\| ([^|]*) \\|")
 	codeRow   = regexp.MustCompile("^\\| `([a-z_]+)` \\| [^|]* \\|$")
 )
 
@@ -101,6 +101,7 @@ func TestSpecMatchesCode(t *testing.T) {
 		opCall:      {"result or denied", CallRequest{}, struct{}{}}, // the reply is capwire's
 		opMetrics:   {replyMetrics, MetricsRequest{}, Metrics{}},
 		opSurface:   {replySurface, SurfaceRequest{}, Surface{}},
+		opReload:    {replyReloaded, ReloadRequest{}, Reloaded{}},
 	}
 	if got, want := slices.Sorted(maps.Keys(s.replies)), slices.Sorted(maps.Keys(ops)); !slices.Equal(got, want) {
 		t.Fatalf("the spec's requests are %v, the code's %v", got, want)
@@ -116,6 +117,9 @@ func TestSpecMatchesCode(t *testing.T) {
 	check(t, "search match", s.fields[opSearch]["match"], tags(Match{}))
 	check(t, "grant run", s.fields[opGrant]["run"], tags(Run{}))
 	check(t, "revoke run end", s.fields[opRevoke]["run end"], tags(RunEnd{}))
+	check(t, "grant quota", s.fields[opGrant]["quota"], tags(Quota{}))
+	check(t, "status grant usage", s.fields[opStatus]["usage"], tags(GrantUsage{}))
+	check(t, "status quota usage", s.fields[opStatus]["quota usage"], tags(QuotaUsage{}))
 	check(t, "error reply", s.fields["Errors"]["reply"], tags(Error{}))
 	check(t, "error codes", s.codes, slices.Collect(maps.Keys(codes)))
 }

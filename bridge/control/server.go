@@ -34,6 +34,10 @@ type Handler interface {
 	Call(ctx context.Context, r *CallRequest) (*capwire.Result, error)
 	Metrics(ctx context.Context, r *MetricsRequest) (*Metrics, error)
 	Surface(ctx context.Context, r *SurfaceRequest) (*Surface, error)
+	// Reload reads the configuration again and applies it; a
+	// configuration that does not validate is refused whole (an *Error
+	// coded bad_config) and the running one stays.
+	Reload(ctx context.Context, r *ReloadRequest) (*Reloaded, error)
 }
 
 // errHangup is the cause a call's context ends with when the control
@@ -138,8 +142,10 @@ func (s *Server) answer(ctx context.Context, conn net.Conn, frame, dst []byte) [
 		return handle(dst, h, replyMetrics, frame, func(r *MetricsRequest) (*Metrics, error) { return s.Handler.Metrics(ctx, r) })
 	case opSurface:
 		return handle(dst, h, replySurface, frame, func(r *SurfaceRequest) (*Surface, error) { return s.Handler.Surface(ctx, r) })
+	case opReload:
+		return handle(dst, h, replyReloaded, frame, func(r *ReloadRequest) (*Reloaded, error) { return s.Handler.Reload(ctx, r) })
 	}
-	return appendError(dst, h.ID, errorf(CodeUnknownRequest, "unknown control request %q (known: grant, revoke, status, facade, describe, search, listing, resources, call, metrics, surface)", truncate.Ellipsis(h.T, 64)))
+	return appendError(dst, h.ID, errorf(CodeUnknownRequest, "unknown control request %q (known: grant, revoke, status, facade, describe, search, listing, resources, call, metrics, surface, reload)", truncate.Ellipsis(h.T, 64)))
 }
 
 // handle decodes a request of type Req from frame, runs it and appends

@@ -30,6 +30,7 @@ const (
 	opCall      = "call"
 	opMetrics   = "metrics"
 	opSurface   = "surface"
+	opReload    = "reload"
 
 	replyGranted   = "granted"
 	replyRevoked   = "revoked"
@@ -41,6 +42,7 @@ const (
 	replyResourced = "resource_list"
 	replyMetrics   = "metrics"
 	replySurface   = "surface"
+	replyReloaded  = "reloaded"
 	replyError     = "error"
 )
 
@@ -71,6 +73,25 @@ type GrantRequest struct {
 	// every call made under it carries the run's id, and a revoke that
 	// reports the run's end writes the run's own audit line.
 	Run *Run `msgpack:"run,omitempty"`
+	// Quotas bound what the grant's calls may use, each for the whole
+	// grant, one server or one tool; each is set over the operator's
+	// default for its scope (capbridge.toml's [quota] and [mcp.X.quota]),
+	// quota by quota. A call beyond one is denied quota_exceeded.
+	Quotas []Quota `msgpack:"quotas,omitempty"`
+}
+
+// Quota is one scope's quotas in a grant request; a field left out (0)
+// keeps the operator's default for it.
+type Quota struct {
+	// Scope is what the quotas count: "" the grant's calls, "server" its
+	// calls to that server, "server/tool" to that tool.
+	Scope    string  `msgpack:"scope,omitempty" json:"scope,omitempty"`
+	Rate     float64 `msgpack:"rate,omitempty" json:"rate,omitempty"`           // calls per second (a token bucket)
+	Burst    uint32  `msgpack:"burst,omitempty" json:"burst,omitempty"`         // the bucket's size; default ceil(rate)
+	Calls    uint64  `msgpack:"calls,omitempty" json:"calls,omitempty"`         // calls in all
+	BytesIn  uint64  `msgpack:"bytes_in,omitempty" json:"bytes_in,omitempty"`   // arguments' JSON bytes in all
+	BytesOut uint64  `msgpack:"bytes_out,omitempty" json:"bytes_out,omitempty"` // results' bytes in all
+	TimeMS   uint64  `msgpack:"time_ms,omitempty" json:"time_ms,omitempty"`     // the calls' time in capbridge in all
 }
 
 // Run describes the program run a grant is for.
@@ -114,6 +135,7 @@ type Revoked struct {
 	Denied      int64 `msgpack:"denied,omitempty"`
 	ArgBytes    int64 `msgpack:"arg_bytes,omitempty"`
 	ResultBytes int64 `msgpack:"result_bytes,omitempty"`
+	TookMS      int64 `msgpack:"took_ms,omitempty"` // the calls' time in capbridge, summed
 }
 
 // Status answers a status request ("status"), which has no fields.
@@ -128,6 +150,48 @@ type Status struct {
 	// CallSocket is the call socket's path, for a front that attaches to
 	// this bridge and hands the socket into its jails.
 	CallSocket string `msgpack:"call_socket,omitempty" json:"call_socket,omitempty"`
+	// GrantUsage is what the live grants have done, and their quotas:
+	// the MaxGrantUsage grants with the most calls, most first.
+	GrantUsage []GrantUsage `msgpack:"grant_usage,omitempty" json:"grant_usage,omitempty"`
+	// GrantUsageOmitted counts the live grants left out of GrantUsage.
+	GrantUsageOmitted int `msgpack:"grant_usage_omitted,omitempty" json:"grant_usage_omitted,omitempty"`
+	// Reloaded is the last configuration reload's outcome, absent before
+	// the first.
+	Reloaded *Reloaded `msgpack:"reloaded,omitempty" json:"reloaded,omitempty"`
+}
+
+// MaxGrantUsage bounds the grants a status lists one by one.
+const MaxGrantUsage = 256
+
+// GrantUsage is one live grant's accounting in Status.
+type GrantUsage struct {
+	Grant       string       `msgpack:"grant" json:"grant"`
+	Run         string       `msgpack:"run,omitempty" json:"run,omitempty"`
+	ExpiresMS   int64        `msgpack:"expires_ms" json:"expires_ms"`
+	Calls       int64        `msgpack:"calls" json:"calls"`               // retired, denied ones included
+	Denied      int64        `msgpack:"denied" json:"denied"`             // of which denied
+	ArgBytes    int64        `msgpack:"arg_bytes" json:"arg_bytes"`       // arguments' JSON bytes
+	ResultBytes int64        `msgpack:"result_bytes" json:"result_bytes"` // results' bytes
+	TookMS      int64        `msgpack:"took_ms" json:"took_ms"`           // the calls' time in capbridge
+	Quotas      []QuotaUsage `msgpack:"quotas,omitempty" json:"quotas,omitempty"`
+}
+
+// QuotaUsage is one scope's quotas and what the grant's calls charged
+// against them: the calls they admitted (a call refused by a quota is
+// not charged), their arguments' and results' bytes and their time.
+type QuotaUsage struct {
+	Scope        string  `msgpack:"scope,omitempty" json:"scope,omitempty"`
+	Rate         float64 `msgpack:"rate,omitempty" json:"rate,omitempty"`
+	Burst        uint32  `msgpack:"burst,omitempty" json:"burst,omitempty"`
+	Calls        uint64  `msgpack:"calls,omitempty" json:"calls,omitempty"`
+	BytesIn      uint64  `msgpack:"bytes_in,omitempty" json:"bytes_in,omitempty"`
+	BytesOut     uint64  `msgpack:"bytes_out,omitempty" json:"bytes_out,omitempty"`
+	TimeMS       uint64  `msgpack:"time_ms,omitempty" json:"time_ms,omitempty"`
+	UsedCalls    int64   `msgpack:"used_calls" json:"used_calls"`
+	UsedBytesIn  int64   `msgpack:"used_bytes_in" json:"used_bytes_in"`
+	UsedBytesOut int64   `msgpack:"used_bytes_out" json:"used_bytes_out"`
+	UsedTimeMS   int64   `msgpack:"used_time_ms" json:"used_time_ms"`
+	Tokens       float64 `msgpack:"tokens,omitempty" json:"tokens,omitempty"` // the rate bucket's level now
 }
 
 // ServerStatus is one server's line in Status. State is one of the
@@ -311,6 +375,39 @@ type Metrics struct {
 	Text string `msgpack:"text"`
 }
 
+// ReloadRequest asks capbridge to read its configuration again and apply
+// it without a restart ("reload"). It has no fields: capbridge reads the
+// files it was started with.
+type ReloadRequest struct{}
+
+// Reloaded answers a reload ("reloaded"): what the new configuration
+// changed, each list a set of server names. Status carries the last one,
+// a refused reload included (with Error).
+type Reloaded struct {
+	AtMS int64 `msgpack:"at_ms" json:"at_ms"` // when it was applied (or refused), Unix ms
+	// Trigger is what asked for it: "control" (capbridge reload) or
+	// "watch" (serve --watch saw a file change).
+	Trigger string `msgpack:"trigger" json:"trigger"`
+	// Added servers are booting; Removed ones drain their calls and
+	// stop; Replaced ones (command, args, env, cwd, a remote's
+	// connection, limits) boot anew and the old process stops once its
+	// calls are done; Changed ones keep their process and take the new
+	// policy (tools, destructive, restrict, timeouts, quotas, the lock)
+	// for the next call; Unchanged ones are untouched.
+	Added     []string `msgpack:"added,omitempty" json:"added,omitempty"`
+	Removed   []string `msgpack:"removed,omitempty" json:"removed,omitempty"`
+	Replaced  []string `msgpack:"replaced,omitempty" json:"replaced,omitempty"`
+	Changed   []string `msgpack:"changed,omitempty" json:"changed,omitempty"`
+	Unchanged []string `msgpack:"unchanged,omitempty" json:"unchanged,omitempty"`
+	// Defaults says the grant quota defaults ([quota]) changed: they
+	// apply to grants issued from now on.
+	Defaults bool `msgpack:"defaults,omitempty" json:"defaults,omitempty"`
+	// Error, in Status only, is why the last reload was refused (the
+	// running configuration stayed); a refused reload request is
+	// answered with an error reply coded bad_config instead.
+	Error string `msgpack:"error,omitempty" json:"error,omitempty"`
+}
+
 // Control error codes: the closed set an "error" reply carries
 // (docs/control.md, "Error codes"). A call's refusals are not among them:
 // those are capwire denials.
@@ -322,13 +419,14 @@ const (
 	CodeUnavailable    = "unavailable"     // the server is not serving (boot failed, dead, retired)
 	CodeTooManyGrants  = "too_many_grants" // the live-grant budget is spent
 	CodeTooLarge       = "too_large"       // the reply does not fit in a control frame
+	CodeBadConfig      = "bad_config"      // a reload found a configuration that does not validate; the running one stays
 	CodeInternal       = "internal"        // capbridge failed in a way the request did not cause
 )
 
 // codes is the closed set, for the encoder's check and the doc test.
 var codes = map[string]bool{
 	CodeBadRequest: true, CodeUnknownRequest: true, CodeUnknownServer: true, CodeUnknownTool: true,
-	CodeUnavailable: true, CodeTooManyGrants: true, CodeTooLarge: true, CodeInternal: true,
+	CodeUnavailable: true, CodeTooManyGrants: true, CodeTooLarge: true, CodeBadConfig: true, CodeInternal: true,
 }
 
 // Error is an "error" reply: the request was refused or failed. A Handler

@@ -51,6 +51,9 @@ as serve --strict does.`)
 		return fs.usageError(stderr, "unexpected argument %q; doctor takes only flags", pos[0])
 	}
 	r := doctor(*cfgPath, *mcpConfig, config.EditorOptions{Workspace: *workspace, Strict: *strict})
+	// What a server printed (its stderr tail, a reason) is shown with the
+	// config's resolved secrets replaced, as serve's logs show it.
+	stdout = bridge.NewSecretWriter(stdout, r.cfg)
 	if *asJSON {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
@@ -78,9 +81,24 @@ type doctorReport struct {
 	Shutdown *shutdownCheck `json:"shutdown,omitempty"`
 	// Jail is what the jail of capbridge mcp and capbridge run would get
 	// here; what it lacks is a note, neither a problem nor a warning.
-	Jail     jailReport `json:"jail"`
-	Problems []finding  `json:"problems"`
-	Warnings []finding  `json:"warnings"`
+	Jail jailReport `json:"jail"`
+	// Secrets are the config's secret references, each resolved or not,
+	// with the size of what it resolved to, never the value.
+	Secrets  []secretReport `json:"secrets,omitempty"`
+	Problems []finding      `json:"problems"`
+	Warnings []finding      `json:"warnings"`
+
+	cfg *config.Config // the configuration checked, for the secrets to redact; empty when it did not load
+}
+
+// secretReport is one env or header value that references secrets.
+type secretReport struct {
+	Server    string `json:"server"`
+	Key       string `json:"key"`       // env.NAME or headers.NAME
+	Reference string `json:"reference"` // the value as written
+	Resolved  bool   `json:"resolved"`
+	Bytes     int    `json:"bytes,omitempty"` // the length of what it resolved to
+	Error     string `json:"error,omitempty"`
 }
 
 // finding is one problem or warning: where, what, and what to do.
@@ -162,13 +180,19 @@ func (r *doctorReport) warn(where, problem, fix string) {
 
 // doctor runs the checks. It never listens and never serves.
 func doctor(cfgPath, mcpConfig string, opts config.EditorOptions) *doctorReport {
-	r := &doctorReport{Problems: []finding{}, Warnings: []finding{}}
+	r := &doctorReport{Problems: []finding{}, Warnings: []finding{}, cfg: &config.Config{}}
 	if _, r.Jail.Cgroup = jail.DetectCgroup(); !r.Jail.Cgroup.Available {
 		r.Jail.Fix = cgroupFix
 	}
-	cfg, _, warnings, err := loadServeConfig(cfgPath, mcpConfig, opts)
+	cfg, _, warnings, err := loadConfigFiles(cfgPath, mcpConfig, opts)
 	r.Config.Source = cmp.Or(strings.TrimSpace(cfgPath+" "+mcpConfig), "built-in demo")
 	if err != nil {
+		r.configProblems(err)
+		return r
+	}
+	r.cfg = cfg
+	if err := r.resolveSecrets(cfg); err != nil {
+		// serve would refuse the config: nothing is started.
 		r.configProblems(err)
 		return r
 	}
@@ -234,6 +258,34 @@ func doctor(cfgPath, mcpConfig string, opts config.EditorOptions) *doctorReport 
 	}
 	r.OK = len(r.Problems) == 0
 	return r
+}
+
+// resolveSecrets resolves the config's secret references as serve does,
+// and reports each: whether it resolved, to how many bytes.
+func (r *doctorReport) resolveSecrets(cfg *config.Config) error {
+	err := config.ResolveSecrets(cfg, systemSecrets())
+	var failed config.ErrorList
+	errors.As(err, &failed)
+	for _, s := range cfg.Servers {
+		for _, ref := range s.Refs {
+			sr := secretReport{Server: s.Name, Key: ref.Key, Reference: ref.Template}
+			for _, e := range failed {
+				if e.Key == "mcp."+s.Name+"."+ref.Key {
+					sr.Error = e.Msg
+				}
+			}
+			if sr.Error == "" {
+				sr.Resolved = true
+				if name, ok := strings.CutPrefix(ref.Key, "env."); ok {
+					sr.Bytes = len(s.Env[name])
+				} else if s.Remote != nil {
+					sr.Bytes = len(s.Remote.Headers[strings.TrimPrefix(ref.Key, "headers.")])
+				}
+			}
+			r.Secrets = append(r.Secrets, sr)
+		}
+	}
+	return err
 }
 
 // configProblems turns a load error into findings, one per mistake when
@@ -474,6 +526,14 @@ func (r *doctorReport) print(w io.Writer) {
 	} else {
 		line("jail", "note", r.Jail.Cgroup.String())
 		more("fix: " + r.Jail.Fix)
+	}
+	for _, s := range r.Secrets {
+		text := fmt.Sprintf("%s %s = %q", s.Server, s.Key, s.Reference)
+		if s.Resolved {
+			line("secret", "ok", fmt.Sprintf("%s resolves (%d bytes)", text, s.Bytes))
+		} else {
+			line("secret", "FAIL", text+": "+s.Error)
+		}
 	}
 	for _, s := range r.Sockets {
 		text := s.Key + " " + s.Path

@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
@@ -118,6 +119,51 @@ func TestGrantResources(t *testing.T) {
 	}
 	if g := rec.grants[len(rec.grants)-1]; len(g.Resources) != 1 || g.Resources[0] != "docs" || len(g.Servers) != 2 {
 		t.Errorf("sent %+v", g)
+	}
+}
+
+// --quota sends one quota map per scope, in the units the request
+// takes; a mistake is a usage error naming it, and nothing is sent.
+func TestGrantQuota(t *testing.T) {
+	rec, sock := serveRecorder(t)
+	var out, errOut bytes.Buffer
+	args := []string{"grant", "--control", sock, "--servers", "gh",
+		"--quota", "rate=5,burst=10,calls=1000,bytes_in=1KiB,bytes_out=2MiB,time=90s",
+		"--quota", "gh:rate=30/m", "--quota", "gh/a:b:calls=2"}
+	if code := run(args, &out, &errOut); code != exitOK {
+		t.Fatalf("exit %d, stderr %q", code, errOut.String())
+	}
+	want := []control.Quota{
+		{Rate: 5, Burst: 10, Calls: 1000, BytesIn: 1024, BytesOut: 2 << 20, TimeMS: 90_000},
+		{Scope: "gh", Rate: 0.5},
+		{Scope: "gh/a:b", Calls: 2},
+	}
+	if got := rec.grants[len(rec.grants)-1].Quotas; !reflect.DeepEqual(got, want) {
+		t.Errorf("sent %+v, want %+v", got, want)
+	}
+	n := len(rec.grants)
+	for _, tc := range []struct{ quota, want string }{
+		{"speed=3", `unknown quota "speed"`},
+		{"rate=0", "rate=0: want calls per second"},
+		{"rate=5/d", "rate=5/d: want"},
+		{"calls=-1", "calls=-1: want"},
+		{"bytes_in=lots", "bytes_in=lots: want a byte count"},
+		{"time=2d", "time=2d: want a duration"},
+		{":calls=1", "the scope before ':' is empty"},
+		{"calls", "write KEY=VALUE"},
+	} {
+		var errOut bytes.Buffer
+		code := run([]string{"grant", "--control", sock, "--servers", "gh", "--quota", tc.quota}, &bytes.Buffer{}, &errOut)
+		if code != exitUsage || !strings.Contains(errOut.String(), tc.want) {
+			t.Errorf("--quota %s: exit %d, stderr %q; want a usage error with %q", tc.quota, code, errOut.String(), tc.want)
+		}
+	}
+	var dup bytes.Buffer
+	if code := run([]string{"grant", "--control", sock, "--servers", "gh", "--quota", "gh:calls=1", "--quota", "gh:rate=1"}, &bytes.Buffer{}, &dup); code != exitUsage || !strings.Contains(dup.String(), "given twice") {
+		t.Errorf("a scope twice: exit %d, stderr %q", code, dup.String())
+	}
+	if len(rec.grants) != n {
+		t.Fatalf("refused quotas reached capbridge: %+v", rec.grants[n:])
 	}
 }
 

@@ -466,6 +466,13 @@ const initServerKeys = `
 # not_destructive = ["delete_entities"]
 # restrict.search_nodes = { "/query" = { pattern = "[^\\n]{1,200}" } }
 #
+# Each grant's quotas on this server's calls, and on one tool's, over the
+# [quota] defaults (rate, burst, calls, bytes_in, bytes_out, time); a call
+# beyond one is denied quota_exceeded.
+# quota.rate  = 5
+# quota.calls = 1000
+# quota.tools.create_entities.calls = 100
+#
 # A remote server has url instead of command (docs/remote.md): Streamable
 # HTTP, falling back to the legacy HTTP+SSE transport; credentials from
 # outside this file (bearer_token_env / header_env name variables,

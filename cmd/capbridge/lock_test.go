@@ -7,7 +7,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -49,25 +48,9 @@ var (
 // appended to the server's table.
 func writeLockConfig(t *testing.T, dir string, sc mcptest.Scenario, extra string) string {
 	t.Helper()
-	argv, env := mcptest.Command(sc)
 	var b strings.Builder
 	b.WriteString("[bridge]\ncall_socket = \"" + dir + "/call.sock\"\ncontrol_socket = \"" + dir + "/control.sock\"\nlock = \"capbridge.lock\"\n\n")
-	b.WriteString("[mcp.s]\ncommand = " + strconv.Quote(argv[0]) + "\nargs = [")
-	for i, a := range argv[1:] {
-		if i > 0 {
-			b.WriteString(", ")
-		}
-		b.WriteString(strconv.Quote(a))
-	}
-	b.WriteString("]\nrestart = \"never\"\nenv = { ")
-	for i, kv := range env {
-		k, v, _ := strings.Cut(kv, "=")
-		if i > 0 {
-			b.WriteString(", ")
-		}
-		b.WriteString(k + " = " + strconv.Quote(v))
-	}
-	b.WriteString(" }\n" + extra)
+	b.WriteString("[mcp.s]\n" + mcptest.TOML(sc) + "restart = \"never\"\n" + extra)
 	path := filepath.Join(dir, "capbridge.toml")
 	if err := os.WriteFile(path, []byte(b.String()), 0o644); err != nil {
 		t.Fatal(err)

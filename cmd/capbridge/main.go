@@ -51,6 +51,7 @@ func commands() map[string]command {
 		"login":       {"authorize capbridge at a remote server that needs a person's login (OAuth), and save the tokens", runLogin},
 		"logout":      {"forget a remote server's saved login", runLogout},
 		"metrics":     {"print the running capbridge's metrics in the Prometheus text format", runMetrics},
+		"reload":      {"apply a changed config to the running capbridge without a restart", runReload},
 		"resources":   {"list the resources and resource templates a server offers", runResources},
 		"revoke":      {"revoke a grant", runRevoke},
 		"run":         {"run one TypeScript or Python program in the jail against the façades", runRun},

@@ -10,6 +10,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"sync"
 	"syscall"
 	"time"
@@ -19,7 +20,9 @@ import (
 
 	"github.com/capbridge/capbridge/bridge"
 	"github.com/capbridge/capbridge/bridge/config"
+	"github.com/capbridge/capbridge/cmd/capbridge/internal/confwatch"
 	"github.com/capbridge/capbridge/cmd/capbridge/internal/demoserver"
+	"github.com/capbridge/capbridge/internal/lock"
 	"github.com/capbridge/capbridge/mcpwire"
 )
 
@@ -42,7 +45,8 @@ server. The sockets open first; each server boots in parallel and takes
 calls once it is ready, and is restarted as its restart policy says. It
 prints one JSON line once ready (by default when every server is ready or
 has failed its first attempt; --ready-when=sockets: as soon as the sockets
-are open) and notifies $NOTIFY_SOCKET.
+are open) and notifies $NOTIFY_SOCKET. capbridge reload, or --watch, applies
+a changed config without a restart; SIGHUP only reopens the audit file.
 Exit status: 0 clean shutdown, 1 runtime error, 2 bad command line,
 3 configuration error, 4 boot failure under --require-all or sockets that
 cannot be opened, 5 shutdown that could not confirm every server exited.`)
@@ -56,6 +60,7 @@ cannot be opened, 5 shutdown that could not confirm every server exited.`)
 	callSocket := fs.String("call-socket", "", "override [bridge] call_socket")
 	controlSocket := fs.String("control-socket", "", "override [bridge] control_socket")
 	lockFlag := fs.String("lock", "", "serve only the tools this lock approves (capbridge lock), withholding any that changed; overrides [bridge] lock")
+	watch := fs.Bool("watch", false, "apply the config files (and the lock) when they change, as capbridge reload does: once a change has held for a second; a config that does not validate is refused and logged, and the running one stays")
 	pos, code, ok := fs.parse(args, stdout, stderr)
 	if !ok {
 		return code
@@ -69,31 +74,33 @@ cannot be opened, 5 shutdown that could not confirm every server exited.`)
 	case *readyWhen == "sockets" && *requireAll:
 		return fs.usageError(stderr, "--require-all waits for every server's boot; use it with --ready-when=all")
 	}
-	cfg, demo, warnings, err := loadServeConfig(*cfgPath, *mcpConfig, config.EditorOptions{Workspace: *workspace, Strict: *strict})
+	if *watch && *cfgPath == "" && *mcpConfig == "" {
+		return fs.usageError(stderr, "--watch watches the config files; give -c or --mcp-config")
+	}
+	// load reads the configuration as given on the command line, at boot
+	// and at each reload.
+	load := func() (*config.Config, bool, config.ErrorList, error) {
+		cfg, demo, warnings, err := loadServeConfig(*cfgPath, *mcpConfig, config.EditorOptions{Workspace: *workspace, Strict: *strict})
+		if err != nil {
+			return nil, false, nil, err
+		}
+		serveOverrides(cfg, *strict, *callSocket, *controlSocket)
+		return cfg, demo, warnings, nil
+	}
+	cfg, demo, warnings, err := load()
 	if err != nil {
 		fmt.Fprintln(stderr, err)
 		return exitConfig
 	}
-	for i := range cfg.Servers {
-		cfg.Servers[i].Strict = *strict
-	}
-	if *callSocket != "" {
-		cfg.Bridge.CallSocket = *callSocket
-	}
-	if *controlSocket != "" {
-		cfg.Bridge.ControlSocket = *controlSocket
-	}
-	call, control := config.DefaultSockets(os.Getenv("XDG_RUNTIME_DIR"), os.Getuid())
-	if cfg.Bridge.CallSocket == "" {
-		cfg.Bridge.CallSocket = call
-	}
-	if cfg.Bridge.ControlSocket == "" {
-		cfg.Bridge.ControlSocket = control
-	}
 	if os.Getenv("GOMAXPROCS") == "" {
 		runtime.GOMAXPROCS(cfg.Bridge.Procs)
 	}
-	log, console := newLogger(stderr, cfg.Bridge.LogFormat, cfg.Bridge.LogLevel)
+	// Everything serve writes goes through secrets: what the config's
+	// secret references resolved to is replaced, whatever a server prints
+	// and whatever an error quotes.
+	tty := isTerminal(stderr)
+	secrets := bridge.NewSecretWriter(stderr, cfg)
+	log, console := newLoggerTTY(secrets, tty, cfg.Bridge.LogFormat, cfg.Bridge.LogLevel)
 	for _, w := range warnings {
 		log.Warn().Str("file", w.File).Int("line", w.Line).Str("key", w.Key).Str("fix", w.Fix).Msg(w.Msg)
 	}
@@ -110,12 +117,32 @@ cannot be opened, 5 shutdown that could not confirm every server exited.`)
 		Lock:          locked,
 		TokenDir:      tokenDir(),
 	}
+	if !demo {
+		// capbridge reload and --watch read the files again, as given
+		// on the command line; the secrets of what they read are
+		// redacted before any of it runs.
+		opts.Reload = func() (*config.Config, *lock.File, error) {
+			cfg, _, warnings, err := load()
+			if err != nil {
+				return nil, nil, err
+			}
+			for _, w := range warnings {
+				log.Warn().Str("file", w.File).Int("line", w.Line).Str("key", w.Key).Str("fix", w.Fix).Msg(w.Msg)
+			}
+			lf, err := serveLock(cfg, *lockFlag, log)
+			if err != nil {
+				return nil, nil, err
+			}
+			return cfg, lf, nil
+		}
+		opts.Secrets = secrets.Set
+	}
 	// The audit trail always has a writer of the bridge's own, which
 	// knows when a write fails (audit_fail).
-	opts.AuditWriter = stderr // JSON lines, batched
+	opts.AuditWriter = secrets // JSON lines, batched
 	if console {
 		// The console writer takes one line per Write.
-		opts.AuditWriter, opts.AuditWriteThrough = zerolog.ConsoleWriter{Out: stderr, TimeFormat: time.TimeOnly}, true
+		opts.AuditWriter, opts.AuditWriteThrough = zerolog.ConsoleWriter{Out: secrets, TimeFormat: time.TimeOnly}, true
 	}
 	// SIGHUP reopens the audit file, and does nothing else: logrotate's
 	// postrotate kill -HUP, and a systemd ExecReload, must not stop the
@@ -123,9 +150,9 @@ cannot be opened, 5 shutdown that could not confirm every server exited.`)
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)
-	audit := &auditFile{path: cfg.Bridge.AuditPath}
+	audit := &auditFile{path: cfg.Bridge.AuditPath, cfg: cfg}
 	if audit.path != "" {
-		f, err := openAudit(audit.path)
+		f, err := audit.open()
 		if err != nil {
 			log.Error().Err(err).Msg("cannot open the audit trail")
 			return exitConfig
@@ -138,8 +165,8 @@ cannot be opened, 5 shutdown that could not confirm every server exited.`)
 		opts.Audit = zerolog.New(f).With().Timestamp().Logger()
 		opts.AuditWriter, opts.AuditWriteThrough = f, false
 	}
-	if isTerminal(stderr) {
-		opts.Progress = progressLines(stderr)
+	if tty {
+		opts.Progress = progressLines(secrets)
 	}
 	// Before any server starts: whatever a server leaves behind when its
 	// parent dies (a browser that setsid() out of the process group)
@@ -263,6 +290,8 @@ cannot be opened, 5 shutdown that could not confirm every server exited.`)
 	}
 
 	ready, _ := json.Marshal(readyLine{Ready: true, CallSocket: cfg.Bridge.CallSocket, ControlSocket: cfg.Bridge.ControlSocket, Metrics: metricsAddr, Servers: states})
+	// A failed server's reason is its own words, which may quote a secret.
+	ready = []byte(secrets.Text(string(ready)))
 	// The file first: a harness that saw the line on stdout may look for
 	// the file next, and must find it.
 	if *readyFile != "" {
@@ -279,7 +308,26 @@ cannot be opened, 5 shutdown that could not confirm every server exited.`)
 	}
 	log.Info().Str("call_socket", cfg.Bridge.CallSocket).Str("control_socket", cfg.Bridge.ControlSocket).Str("metrics", metricsAddr).Msg("ready")
 
+	watchDone := make(chan struct{})
+	watchCtx, stopWatch := context.WithCancel(context.Background())
+	if *watch {
+		paths := []string{*cfgPath, *mcpConfig, cfg.Bridge.Lock}
+		paths = slices.DeleteFunc(paths, func(p string) bool { return p == "" })
+		log.Info().Strs("files", paths).Msg("watching the configuration: a change is applied once it has held for a second")
+		go func() {
+			defer close(watchDone)
+			confwatch.Watch(watchCtx, confwatch.Options{Paths: paths}, func() {
+				// Reload logs and audits what changed, or why it refused.
+				_, _ = b.Reload(watchCtx, "watch")
+			})
+		}()
+	} else {
+		close(watchDone)
+	}
+
 	sig := <-sigs
+	stopWatch()
+	<-watchDone
 	log.Info().Str("signal", sig.String()).Dur("grace", cfg.Bridge.ShutdownGrace).Msg("shutting down")
 	_ = notify(os.Getenv("NOTIFY_SOCKET"), "STOPPING=1")
 	err = b.Shutdown(cfg.Bridge.ShutdownGrace)
@@ -291,6 +339,27 @@ cannot be opened, 5 shutdown that could not confirm every server exited.`)
 	}
 	log.Info().Msg("stopped")
 	return exitOK
+}
+
+// serveOverrides applies serve's flags to cfg, and the default sockets
+// where neither the flags nor the file set them.
+func serveOverrides(cfg *config.Config, strict bool, callSocket, controlSocket string) {
+	for i := range cfg.Servers {
+		cfg.Servers[i].Strict = strict
+	}
+	if callSocket != "" {
+		cfg.Bridge.CallSocket = callSocket
+	}
+	if controlSocket != "" {
+		cfg.Bridge.ControlSocket = controlSocket
+	}
+	call, control := config.DefaultSockets(os.Getenv("XDG_RUNTIME_DIR"), os.Getuid())
+	if cfg.Bridge.CallSocket == "" {
+		cfg.Bridge.CallSocket = call
+	}
+	if cfg.Bridge.ControlSocket == "" {
+		cfg.Bridge.ControlSocket = control
+	}
 }
 
 // readyLine is what serve prints once it serves. Servers maps each
@@ -340,8 +409,19 @@ func openAudit(path string) (*os.File, error) {
 // auditFile is serve's audit file, which SIGHUP reopens.
 type auditFile struct {
 	path string // "" when the audit trail goes with the logs
+	cfg  *config.Config
 	mu   sync.Mutex
-	f    *os.File
+	f    io.WriteCloser // the file, through a SecretWriter
+}
+
+// open opens the audit file's path (openAudit) behind a SecretWriter of
+// the config's secrets.
+func (a *auditFile) open() (io.WriteCloser, error) {
+	f, err := openAudit(a.path)
+	if err != nil {
+		return nil, err
+	}
+	return bridge.NewSecretWriter(f, a.cfg), nil
 }
 
 // reopen opens the audit file's path afresh, with openAudit's checks, and
@@ -354,7 +434,7 @@ func (a *auditFile) reopen(b *bridge.Bridge, log zerolog.Logger) {
 		log.Info().Msg("SIGHUP: the audit trail goes with the logs, to stderr; there is no file to reopen")
 		return
 	}
-	f, err := openAudit(a.path)
+	f, err := a.open()
 	if err != nil {
 		log.Error().Err(err).Msg("SIGHUP: cannot reopen the audit trail; it stays in the file it was in")
 		return
@@ -402,10 +482,23 @@ func progressLines(w io.Writer) func(bridge.Progress) {
 }
 
 // loadServeConfig reads the config file and the editor config, or, when
-// neither is given, returns the defaults with the built-in demo server.
-// The editor config's warnings (servers it skipped) are returned for the
-// log.
+// neither is given, returns the defaults with the built-in demo server,
+// and resolves their secret references (config.ResolveSecrets). The
+// editor config's warnings (servers it skipped) are returned for the log.
 func loadServeConfig(cfgPath, mcpConfig string, opts config.EditorOptions) (cfg *config.Config, demo bool, warnings config.ErrorList, err error) {
+	cfg, demo, warnings, err = loadConfigFiles(cfgPath, mcpConfig, opts)
+	if err != nil {
+		return nil, false, nil, err
+	}
+	if err := config.ResolveSecrets(cfg, systemSecrets()); err != nil {
+		return nil, false, nil, err
+	}
+	return cfg, demo, warnings, nil
+}
+
+// loadConfigFiles is loadServeConfig without resolving the secret
+// references: doctor reports them one by one.
+func loadConfigFiles(cfgPath, mcpConfig string, opts config.EditorOptions) (cfg *config.Config, demo bool, warnings config.ErrorList, err error) {
 	cfg = config.Defaults()
 	if cfgPath != "" {
 		data, err := readBounded(cfgPath)
@@ -472,7 +565,13 @@ func readBounded(path string) ([]byte, error) {
 // newLogger returns the logger writing to w, and whether it writes the
 // console format rather than JSON lines.
 func newLogger(w io.Writer, format, level string) (zerolog.Logger, bool) {
-	console := format == "console" || (format == "auto" && isTerminal(w))
+	return newLoggerTTY(w, isTerminal(w), format, level)
+}
+
+// newLoggerTTY is newLogger for a writer that is not itself the terminal
+// (a SecretWriter over it): tty says whether what it writes to is one.
+func newLoggerTTY(w io.Writer, tty bool, format, level string) (zerolog.Logger, bool) {
+	console := format == "console" || (format == "auto" && tty)
 	if console {
 		w = zerolog.ConsoleWriter{Out: w, TimeFormat: time.TimeOnly}
 	}

@@ -62,11 +62,14 @@ func TestServe(t *testing.T) {
 	})
 	t.Run("audit_path", func(t *testing.T) { testAuditPath(t, bin) })
 	t.Run("SIGHUP reopens the audit file", func(t *testing.T) { testSIGHUP(t, bin) })
+	t.Run("reload and watch", func(t *testing.T) { testReloadAndWatch(t, bin) })
 	t.Run("metrics port flooded", func(t *testing.T) { testMetricsFlood(t, bin) })
 	t.Run("metrics on a unix socket", func(t *testing.T) { testMetricsUnixSocket(t, bin) })
 	t.Run("lock", func(t *testing.T) { testServeLock(t, bin) })
 	t.Run("lock others can write", func(t *testing.T) { testServeLockTrust(t, bin) })
 	t.Run("lock a running capbridge", func(t *testing.T) { testLockRunning(t, bin) })
+	t.Run("secrets are never written", func(t *testing.T) { testSecretsNeverWritten(t, bin) })
+	t.Run("a secret that does not resolve", func(t *testing.T) { testSecretUnresolved(t, bin) })
 	t.Run("skew names a dropped tool", func(t *testing.T) { testSkewNamesDroppedTool(t, bin) })
 	t.Run("ready when the sockets are open", func(t *testing.T) {
 		dir := shortTempDir(t)
@@ -488,7 +491,8 @@ func testAuditPath(t *testing.T, bin string) {
 // logrotate renames the audit file and sends SIGHUP (postrotate kill
 // -HUP, or a systemd ExecReload): serve reopens the file under its name
 // and carries on, every call audited in one file or the other, none
-// lost; SIGTERM still ends it cleanly, sockets removed.
+// lost, and does not read the config again (a server added to it is not
+// served); SIGTERM still ends it cleanly, sockets removed.
 func testSIGHUP(t *testing.T, bin string) {
 	dir := shortTempDir(t)
 	audit := filepath.Join(dir, "audit.log")
@@ -513,6 +517,13 @@ func testSIGHUP(t *testing.T, bin string) {
 	if err := os.Rename(audit, rotated); err != nil {
 		t.Fatal(err)
 	}
+	text, err := os.ReadFile(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(cfg, append(text, "\n[mcp.second]\ncommand = \"/nonexistent\"\n"...), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	if err := srv.cmd.Process.Signal(syscall.SIGHUP); err != nil {
 		t.Fatal(err)
 	}
@@ -526,6 +537,10 @@ func testSIGHUP(t *testing.T, bin string) {
 		call()
 	}
 	call()
+	// The reopen came first: it is what the calls waited for.
+	if st := statusOf(t, bin, []string{"CAPBRIDGE_CONTROL=" + dir + "/control.sock"}); len(st.Servers) != 1 || st.Reloaded != nil {
+		t.Errorf("SIGHUP reloaded the config: %d servers, last reload %+v", len(st.Servers), st.Reloaded)
+	}
 	rest, err := srv.stop()
 	if err != nil || len(rest) != 0 {
 		t.Fatalf("serve after SIGHUP and SIGTERM: %v, stdout %q; stderr:\n%s", err, rest, srv.stderr.String())

@@ -1,6 +1,7 @@
 package redact
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -124,4 +125,25 @@ func FuzzTail(f *testing.F) {
 			}
 		}
 	})
+}
+
+// The Writer replaces each secret, raw and as JSON escapes it, longest
+// first, and can be given new secrets while in use.
+func TestWriter(t *testing.T) {
+	var out strings.Builder
+	w := NewWriter(&out, map[string]string{"env.A": `ab"c\d`, "env.B": "tok-1234", "env.C": "tok-12345", "short": "xyz"})
+	line := `{"msg":"saw ab\"c\\d and tok-12345 and tok-1234 and xyz"}` + "\n"
+	if n, err := w.Write([]byte(line)); n != len(line) || err != nil {
+		t.Fatalf("Write = %d, %v", n, err)
+	}
+	want := `{"msg":"saw [redacted:env.A] and [redacted:env.C] and [redacted:env.B] and xyz"}` + "\n"
+	if out.String() != want {
+		t.Fatalf("wrote %q, want %q", out.String(), want)
+	}
+	out.Reset()
+	w.Set(nil)
+	fmt.Fprint(w, "tok-1234")
+	if out.String() != "tok-1234" {
+		t.Fatalf("after Set(nil): %q", out.String())
+	}
 }

@@ -22,8 +22,8 @@ from ._blocking import BlockingClient, shared_blocking
 from ._client import (ENV_SOCKET, ENV_TOKEN, Client, collect, describe, dial, drop, from_env, read_resource, search, shared,
                       start)
 from ._codes import (BAD_ARGUMENTS, BAD_FRAME, BAD_HELLO, BAD_REQUEST, BAD_TOKEN, CANCELLED, DENIAL_CODES,
-                     FATAL_CODES, FRAME_TOO_LARGE, INPUT_REQUIRED, NOT_GRANTED, OVERLOADED, RESULT_MALFORMED, RESULT_TOO_LARGE,
-                     REVOKED, SERVER_ERROR, SERVER_UNAVAILABLE, SHUTTING_DOWN, SURFACE_CHANGED, TIMEOUT,
+                     FATAL_CODES, FRAME_TOO_LARGE, INPUT_REQUIRED, NOT_GRANTED, OVERLOADED, QUOTA_EXCEEDED, RESULT_MALFORMED,
+                     RESULT_TOO_LARGE, REVOKED, SERVER_ERROR, SERVER_UNAVAILABLE, SHUTTING_DOWN, SURFACE_CHANGED, TIMEOUT,
                      UNKNOWN_CAPABILITY, UNKNOWN_TOOL, UNSUPPORTED_VERSION, is_denial_code, is_fatal_code, retryable)
 from ._envelope import CAP_BRIDGE, CAP_PREFIX, DEFAULT_MAX_FRAME, VERSION, decode, encode_args, encode_call, encode_cancel, encode_hello
 from ._errors import CapwireError, Closed, Denied, Fatal, NoEnv, WireError, has_code
@@ -35,7 +35,7 @@ __all__ = [
     "BlockingClient", "shared_blocking", "ENV_SOCKET", "ENV_TOKEN", "Client", "dial", "from_env", "shared",
     "describe", "search", "read_resource", "start", "collect", "drop", "CAP_BRIDGE",
     "BAD_ARGUMENTS", "BAD_FRAME", "BAD_HELLO", "BAD_REQUEST", "BAD_TOKEN", "CANCELLED", "DENIAL_CODES",
-    "FATAL_CODES", "FRAME_TOO_LARGE", "INPUT_REQUIRED", "NOT_GRANTED", "OVERLOADED", "RESULT_MALFORMED", "RESULT_TOO_LARGE",
+    "FATAL_CODES", "FRAME_TOO_LARGE", "INPUT_REQUIRED", "NOT_GRANTED", "OVERLOADED", "QUOTA_EXCEEDED", "RESULT_MALFORMED", "RESULT_TOO_LARGE",
     "REVOKED", "SERVER_ERROR", "SERVER_UNAVAILABLE", "SHUTTING_DOWN", "SURFACE_CHANGED", "TIMEOUT", "UNKNOWN_CAPABILITY",
     "UNKNOWN_TOOL", "UNSUPPORTED_VERSION", "is_denial_code", "is_fatal_code", "retryable",
     "CAP_PREFIX", "DEFAULT_MAX_FRAME", "VERSION", "decode", "encode_args", "encode_call", "encode_cancel",

@@ -82,9 +82,10 @@ class BlockingClient:
     def closed(self) -> bool:
         return self._client.closed
 
-    def call(self, server: str, tool: str, args: object = None, *, timeout: Optional[float] = None) -> Result:
+    def call(self, server: str, tool: str, args: object = None, *, timeout: Optional[float] = None,
+             traceparent: str = "") -> Result:
         """Like Client.call, blocking."""
-        return self._loop.run(self._client.call(server, tool, args, timeout=timeout))
+        return self._loop.run(self._client.call(server, tool, args, timeout=timeout, traceparent=traceparent))
 
     def describe(self, server: str, *tools: str, timeout: Optional[float] = None) -> str:
         """Like Client.describe, blocking: the named tools' whole

@@ -77,7 +77,8 @@ class Client:
         err.__cause__ = self._cause
         return err
 
-    async def call(self, server: str, tool: str, args: object = None, *, timeout: Optional[float] = None) -> Result:
+    async def call(self, server: str, tool: str, args: object = None, *, timeout: Optional[float] = None,
+                   traceparent: str = "") -> Result:
         """Invokes tool on MCP server (the capability "mcp."+server). args is
         a dict (None means {}; see encode_args for what it may hold).
         Returns the Result when the tool ran (is_error set if it failed);
@@ -85,8 +86,12 @@ class Client:
         connection is gone. timeout, in seconds, is sent as timeout_ms;
         when it passes here first the call sends cancel and raises
         TimeoutError, when capbridge's timer wins, Denied coded timeout.
-        Cancelling the task that awaits the call sends cancel."""
-        return await self._invoke(CAP_PREFIX + server, tool, args, timeout)
+        Cancelling the task that awaits the call sends cancel. traceparent,
+        the W3C trace context of the program's span making the call, is
+        sent as the call's traceparent: capbridge's span becomes its child,
+        and the MCP server's request carries capbridge's span as
+        _meta.traceparent."""
+        return await self._invoke(CAP_PREFIX + server, tool, args, timeout, traceparent)
 
     async def describe(self, server: str, *tools: str, timeout: Optional[float] = None) -> str:
         """The whole declarations, in Python, of the named tools of server
@@ -127,7 +132,7 @@ class Client:
         """Cancels the call started as handle and forgets it."""
         await self._invoke(CAP_BRIDGE, "drop", {"handle": handle}, timeout)
 
-    async def _invoke(self, cap: str, op: str, args: object, timeout: Optional[float]) -> Result:
+    async def _invoke(self, cap: str, op: str, args: object, timeout: Optional[float], traceparent: str = "") -> Result:
         if self._why is not None:
             raise self._closed()
         timeout_ms = 0
@@ -142,7 +147,7 @@ class Client:
                 raise self._closed()
             id = self._next_id
             self._next_id += 1
-            frame = encode_call(id, cap, op, arg_bytes, timeout_ms, self._max_frame)
+            frame = encode_call(id, cap, op, arg_bytes, timeout_ms, self._max_frame, traceparent)
             fut: asyncio.Future[Result] = asyncio.get_running_loop().create_future()
             self._pending[id] = fut
             try:
@@ -249,7 +254,7 @@ class Client:
         if isinstance(m, ResultMsg):
             self._deliver(m.id, m.result, None)
         elif isinstance(m, DeniedMsg):
-            d = Denied(m.code, m.message, m.path, m.rpc_code)
+            d = Denied(m.code, m.message, m.path, m.rpc_code, m.quota, m.retry_ms)
             if m.id is None:
                 # capbridge could not tell which call it refused, so one of
                 # ours will never be answered; only ending the connection

@@ -27,7 +27,8 @@ DEFAULT_MAX_FRAME = 16 << 20
 
 _KNOWN_TYPES = frozenset({"hello", "welcome", "call", "cancel", "result", "denied", "fatal"})
 _FIELDS = frozenset({"t", "v", "token", "servers", "id", "cap", "op", "args", "timeout_ms",
-                     "is_error", "content", "structured", "truncated", "code", "message", "path", "rpc_code"})
+                     "is_error", "content", "structured", "truncated", "code", "message", "path", "rpc_code",
+                     "traceparent", "quota", "retry_ms"})
 
 
 def known_type(t: str) -> bool:
@@ -54,6 +55,8 @@ class DeniedMsg:
     message: str
     path: str
     rpc_code: Optional[int]
+    quota: str = ""
+    retry_ms: Optional[int] = None
 
 
 @dataclass(frozen=True)
@@ -122,13 +125,13 @@ def encode_args(args: object) -> bytes:
 
 
 def encode_call(id: int, cap: str, op: str, args: bytes, timeout_ms: int = 0,
-                max_frame: int = DEFAULT_MAX_FRAME) -> bytes:
+                max_frame: int = DEFAULT_MAX_FRAME, traceparent: str = "") -> bytes:
     """Encodes a call frame around args, an encoded map (encode_args);
-    timeout_ms 0 means none given."""
+    timeout_ms 0 means none given, traceparent "" none."""
     if not cap or not op:
         raise ValueError("capwire: encoding call: cap/op: must not be empty")
     w = Writer()
-    w.header(0x80, 0xde, 6 if timeout_ms else 5)
+    w.header(0x80, 0xde, 5 + (1 if timeout_ms else 0) + (1 if traceparent else 0))
     w.string("t")
     w.string("call")
     w.string("id")
@@ -140,6 +143,9 @@ def encode_call(id: int, cap: str, op: str, args: bytes, timeout_ms: int = 0,
     if timeout_ms:
         w.string("timeout_ms")
         w.uint(timeout_ms)
+    if traceparent:
+        w.string("traceparent")
+        w.string(traceparent)
     w.string("args")
     w.buf += args
     return _frame("call", w, max_frame)
@@ -412,4 +418,6 @@ def _denied(e: _Envelope) -> DeniedMsg:
         if h.kind not in (UINT, NEGINT):
             raise e.fail_at("rpc_code", "", "want an integer")
         rpc_code = h.v
-    return DeniedMsg(id, code, message, path, rpc_code)
+    quota = e.opt_str("quota")
+    retry_ms = e.uint("retry_ms") if e.present("retry_ms") else None
+    return DeniedMsg(id, code, message, path, rpc_code, quota, retry_ms)

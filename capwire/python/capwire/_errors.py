@@ -17,12 +17,15 @@ class Denied(CapwireError):
     `denied` frame. A tool that ran and failed is a Result with is_error,
     not a Denied."""
 
-    def __init__(self, code: str, message: str = "", path: str = "", rpc_code: Optional[int] = None) -> None:
+    def __init__(self, code: str, message: str = "", path: str = "", rpc_code: Optional[int] = None,
+                 quota: str = "", retry_ms: Optional[int] = None) -> None:
         s = "capwire: denied: " + code
         if path:
             s += " at " + path
         if rpc_code is not None:
             s += f" (rpc code {rpc_code})"
+        if quota:
+            s += f" (quota {quota}" + (f", retry in {retry_ms} ms" if retry_ms is not None else "") + ")"
         if message:
             s += ": " + message
         super().__init__(s)
@@ -34,6 +37,10 @@ class Denied(CapwireError):
         self.path = path
         #: The MCP server's JSON-RPC error code, for server_error; None when absent.
         self.rpc_code = rpc_code
+        #: For quota_exceeded: the quota hit, as "[scope:]kind" ("rate", "github:calls"); "" otherwise.
+        self.quota = quota
+        #: For quota_exceeded of a rate: milliseconds until the next call is allowed; None for a total.
+        self.retry_ms = retry_ms
 
 
 class Fatal(CapwireError):

@@ -203,6 +203,34 @@ class ClientTest(unittest.TestCase):
         await c.close()
 
     @bounded
+    async def test_quota_denial_and_traceparent(self) -> None:
+        def answer(p: Peer, m: Msg) -> None:
+            if m.get("op") == "rate":
+                p.send({"t": "denied", "id": m["id"], "code": "quota_exceeded", "message": "slow down",
+                        "quota": "t:rate", "retry_ms": 250})
+            elif m.get("op") == "total":
+                p.send({"t": "denied", "id": m["id"], "code": "quota_exceeded", "message": "spent", "quota": "calls"})
+            else:
+                p.send(text(m["id"], "ok"))
+        cb = await self.capbridge(answer)
+        c = await capwire.dial(cb.path, "tok")
+        with self.assertRaises(Denied) as cm:
+            await c.call("t", "rate")
+        self.assertEqual((cm.exception.code, cm.exception.quota, cm.exception.retry_ms), ("quota_exceeded", "t:rate", 250))
+        self.assertTrue(has_code(cm.exception, capwire.QUOTA_EXCEEDED))
+        with self.assertRaises(Denied) as cm:
+            await c.call("t", "total")
+        self.assertEqual((cm.exception.quota, cm.exception.retry_ms), ("calls", None))
+        tp = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+        await c.call("t", "echo", traceparent=tp)
+        await c.call("t", "echo")
+        p = await cb.peer
+        await p.frames(4)
+        self.assertEqual(p.got[2]["traceparent"], tp)
+        self.assertNotIn("traceparent", p.got[3])
+        await c.close()
+
+    @bounded
     async def test_task_cancel_sends_cancel_and_drops_the_late_reply(self) -> None:
         cb = await self.capbridge()
         c = await capwire.dial(cb.path, "tok")

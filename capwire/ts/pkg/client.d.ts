@@ -30,6 +30,13 @@ export interface CallOptions {
      * capbridge's timer wins, with a DeniedError coded timeout.
      */
     timeoutMs?: number;
+    /**
+     * The W3C trace context of the program's span making the call
+     * ("00-<trace id>-<span id>-<flags>"), sent as the call's traceparent:
+     * capbridge's span becomes its child, and the MCP server's request
+     * carries capbridge's span as _meta.traceparent.
+     */
+    traceparent?: string;
 }
 /**
  * A connection to capbridge's call socket. Calls run concurrently and are

@@ -16,6 +16,7 @@ export declare const Denial: {
     readonly ShuttingDown: "shutting_down";
     readonly SurfaceChanged: "surface_changed";
     readonly InputRequired: "input_required";
+    readonly QuotaExceeded: "quota_exceeded";
 };
 /** Fatal codes: a `fatal` frame ends the connection. */
 export declare const Fatal: {
@@ -37,6 +38,7 @@ export declare function isFatalCode(code: string): code is FatalCode;
  * (after a pause; a timed-out call may have taken effect), false for every
  * other code, including codes this version does not know. server_error is
  * false: whether the server's failure is transient depends on its
- * rpcCode, which only the caller can judge.
+ * rpcCode, which only the caller can judge; quota_exceeded is false too: a
+ * rate quota refills (the denial's retryMs says when), a total does not.
  */
 export declare function retryable(code: string): boolean;

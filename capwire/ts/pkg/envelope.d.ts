@@ -23,6 +23,8 @@ export type Message = {
     message: string;
     path: string;
     rpcCode: number | undefined;
+    quota: string;
+    retryMs: number | undefined;
 } | {
     t: "fatal";
     code: string;
@@ -36,9 +38,10 @@ export declare function encodeHello(token: string, maxFrame: number): Uint8Array
 export declare function encodeCancel(id: number, maxFrame: number): Uint8Array;
 /**
  * Encodes a call frame. args is encoded by @msgpack/msgpack (see
- * encodeArgs) straight after the head; timeoutMS 0 means none given.
+ * encodeArgs) straight after the head; timeoutMS 0 means none given,
+ * traceparent "" none.
  */
-export declare function encodeCall(id: number, cap: string, op: string, args: Uint8Array, timeoutMS: number, maxFrame: number): Uint8Array;
+export declare function encodeCall(id: number, cap: string, op: string, args: Uint8Array, timeoutMS: number, maxFrame: number, traceparent?: string): Uint8Array;
 /**
  * Encodes a call's arguments as one MessagePack map. null and undefined
  * mean {}; a Uint8Array already holding MessagePack is not special (it is

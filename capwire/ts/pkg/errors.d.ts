@@ -17,7 +17,11 @@ export declare class DeniedError extends CapwireError {
     readonly rpcCode: number | undefined;
     /** capbridge's words, for people; never parse them. */
     readonly detail: string;
-    constructor(code: string, detail?: string, path?: string, rpcCode?: number);
+    /** For quota_exceeded: the quota hit, as "[scope:]kind" ("rate", "github:calls"); "" otherwise. */
+    readonly quota: string;
+    /** For quota_exceeded of a rate: milliseconds until the next call is allowed; undefined for a total. */
+    readonly retryMs: number | undefined;
+    constructor(code: string, detail?: string, path?: string, rpcCode?: number, quota?: string, retryMs?: number);
 }
 /**
  * The `fatal` frame capbridge ended the connection with (bad_token,

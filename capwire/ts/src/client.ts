@@ -41,6 +41,13 @@ export interface CallOptions {
    * capbridge's timer wins, with a DeniedError coded timeout.
    */
   timeoutMs?: number;
+  /**
+   * The W3C trace context of the program's span making the call
+   * ("00-<trace id>-<span id>-<flags>"), sent as the call's traceparent:
+   * capbridge's span becomes its child, and the MCP server's request
+   * carries capbridge's span as _meta.traceparent.
+   */
+  traceparent?: string;
 }
 
 interface Pending {
@@ -242,7 +249,7 @@ export class Client {
     await this.acquire(signal);
     try {
       const id = this.nextId++;
-      const frame = encodeCall(id, cap, op, argBytes, timeoutMS, this.maxFrame);
+      const frame = encodeCall(id, cap, op, argBytes, timeoutMS, this.maxFrame, opts.traceparent ?? "");
       return await new Promise<Result>((resolve, reject) => {
         let timer: NodeJS.Timeout | undefined;
         const abandon = (reason: unknown) => {
@@ -383,10 +390,10 @@ export class Client {
         if (m.id === undefined) {
           // capbridge could not tell which call it refused, so one of ours
           // will never be answered; only ending the connection settles it.
-          this.fail(new ClosedError("capbridge refused a frame", new DeniedError(m.code, m.message, m.path, m.rpcCode)));
+          this.fail(new ClosedError("capbridge refused a frame", new DeniedError(m.code, m.message, m.path, m.rpcCode, m.quota, m.retryMs)));
           return;
         }
-        this.deliver(m.id, undefined, new DeniedError(m.code, m.message, m.path, m.rpcCode));
+        this.deliver(m.id, undefined, new DeniedError(m.code, m.message, m.path, m.rpcCode, m.quota, m.retryMs));
         return;
       case "fatal": {
         const f = new FatalError(m.code, m.message);

@@ -20,6 +20,7 @@ export const Denial = {
   ShuttingDown: "shutting_down",
   SurfaceChanged: "surface_changed",
   InputRequired: "input_required",
+  QuotaExceeded: "quota_exceeded",
 } as const;
 
 /** Fatal codes: a `fatal` frame ends the connection. */
@@ -54,7 +55,8 @@ export function isFatalCode(code: string): code is FatalCode {
  * (after a pause; a timed-out call may have taken effect), false for every
  * other code, including codes this version does not know. server_error is
  * false: whether the server's failure is transient depends on its
- * rpcCode, which only the caller can judge.
+ * rpcCode, which only the caller can judge; quota_exceeded is false too: a
+ * rate quota refills (the denial's retryMs says when), a total does not.
  */
 export function retryable(code: string): boolean {
   return retryableCodes.has(code);

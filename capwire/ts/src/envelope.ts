@@ -26,7 +26,7 @@ export const defaultMaxFrame = 16 << 20;
 export type Message =
   | { t: "welcome"; v: number; servers: string[] }
   | { t: "result"; id: number; result: Result }
-  | { t: "denied"; id: number | undefined; code: string; message: string; path: string; rpcCode: number | undefined }
+  | { t: "denied"; id: number | undefined; code: string; message: string; path: string; rpcCode: number | undefined; quota: string; retryMs: number | undefined }
   | { t: "fatal"; code: string; message: string }
   | { t: "hello" | "call" | "cancel" };
 
@@ -83,14 +83,16 @@ export function encodeCancel(id: number, maxFrame: number): Uint8Array {
 
 /**
  * Encodes a call frame. args is encoded by @msgpack/msgpack (see
- * encodeArgs) straight after the head; timeoutMS 0 means none given.
+ * encodeArgs) straight after the head; timeoutMS 0 means none given,
+ * traceparent "" none.
  */
-export function encodeCall(id: number, cap: string, op: string, args: Uint8Array, timeoutMS: number, maxFrame: number): Uint8Array {
+export function encodeCall(id: number, cap: string, op: string, args: Uint8Array, timeoutMS: number, maxFrame: number, traceparent = ""): Uint8Array {
   if (cap === "" || op === "") throw new TypeError("capwire: encoding call: cap/op: must not be empty");
   checkStr("call", "cap", cap);
   checkStr("call", "op", op);
+  checkStr("call", "traceparent", traceparent);
   return frame("call", maxFrame, (w) => {
-    w.mapHeader(timeoutMS !== 0 ? 6 : 5);
+    w.mapHeader(5 + (timeoutMS !== 0 ? 1 : 0) + (traceparent !== "" ? 1 : 0));
     w.str("t");
     w.str("call");
     w.str("id");
@@ -102,6 +104,10 @@ export function encodeCall(id: number, cap: string, op: string, args: Uint8Array
     if (timeoutMS !== 0) {
       w.str("timeout_ms");
       w.uint(timeoutMS);
+    }
+    if (traceparent !== "") {
+      w.str("traceparent");
+      w.str(traceparent);
     }
     w.str("args");
     w.bytes(args);
@@ -327,6 +333,7 @@ function scan(e: Envelope): void {
 const fieldNames: ReadonlySet<string> = new Set([
   "t", "v", "token", "servers", "id", "cap", "op", "args", "timeout_ms",
   "is_error", "content", "structured", "truncated", "code", "message", "path", "rpc_code",
+  "traceparent", "quota", "retry_ms",
 ]);
 
 function classify(e: Envelope): void {
@@ -442,5 +449,7 @@ function denied(e: Envelope): Message {
     if (h.kind !== Kind.Uint && h.kind !== Kind.NegInt) throw e.failAt("rpc_code", "", "want an integer");
     rpcCode = h.v;
   }
-  return { t: "denied", id, code, message, path, rpcCode };
+  const quota = e.optStr("quota");
+  const retryMs = e.present("retry_ms") ? e.uint("retry_ms") : undefined;
+  return { t: "denied", id, code, message, path, rpcCode, quota, retryMs };
 }

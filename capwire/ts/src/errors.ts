@@ -23,17 +23,24 @@ export class DeniedError extends CapwireError {
   readonly rpcCode: number | undefined;
   /** capbridge's words, for people; never parse them. */
   readonly detail: string;
+  /** For quota_exceeded: the quota hit, as "[scope:]kind" ("rate", "github:calls"); "" otherwise. */
+  readonly quota: string;
+  /** For quota_exceeded of a rate: milliseconds until the next call is allowed; undefined for a total. */
+  readonly retryMs: number | undefined;
 
-  constructor(code: string, detail = "", path = "", rpcCode?: number) {
+  constructor(code: string, detail = "", path = "", rpcCode?: number, quota = "", retryMs?: number) {
     let s = "capwire: denied: " + code;
     if (path !== "") s += " at " + path;
     if (rpcCode !== undefined) s += " (rpc code " + rpcCode + ")";
+    if (quota !== "") s += " (quota " + quota + (retryMs !== undefined ? ", retry in " + retryMs + " ms" : "") + ")";
     if (detail !== "") s += ": " + detail;
     super(s);
     this.code = code;
     this.detail = detail;
     this.path = path;
     this.rpcCode = rpcCode;
+    this.quota = quota;
+    this.retryMs = retryMs;
   }
 }
 

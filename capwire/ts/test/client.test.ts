@@ -165,6 +165,31 @@ test("a denial is a DeniedError with its code, path and rpcCode; the connection 
   c.close();
 });
 
+test("a quota denial carries the quota and when it refills", async () => {
+  const { path } = await capbridge((p, m) =>
+    m["op"] === "rate"
+      ? p.send({ t: "denied", id: m["id"], code: "quota_exceeded", message: "slow down", quota: "t:rate", retry_ms: 250 })
+      : p.send({ t: "denied", id: m["id"], code: "quota_exceeded", message: "spent", quota: "calls" }),
+  );
+  const c = await Client.dial(path, "tok");
+  await assert.rejects(c.call("t", "rate"), (e) => isDenied(e, "quota_exceeded") && e.quota === "t:rate" && e.retryMs === 250);
+  await assert.rejects(c.call("t", "total"), (e) => isDenied(e, "quota_exceeded") && e.quota === "calls" && e.retryMs === undefined);
+  c.close();
+});
+
+test("a call's traceparent option travels as the call's traceparent, and none is sent without it", async () => {
+  const { path, connected } = await capbridge((p, m) => p.send({ t: "result", id: m["id"], is_error: false, content: [] }));
+  const c = await Client.dial(path, "tok");
+  const p = await connected;
+  const tp = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+  await c.call("t", "echo", {}, { traceparent: tp });
+  await c.call("t", "echo", {});
+  await p.frames(2);
+  assert.equal(p.got[0]!["traceparent"], tp);
+  assert.equal("traceparent" in p.got[1]!, false);
+  c.close();
+});
+
 test("aborting a call sends cancel for its id, rejects with the reason and drops the late reply", async () => {
   const { path, connected } = await capbridge(() => {});
   const c = await Client.dial(path, "tok");

@@ -129,7 +129,7 @@ test("decode: unknown keys and block types are kept to what v1 knows", () => {
 test("decode: a signed format holding a non-negative value is a uint; rpc_code may be negative", () => {
   const m = decode(cat(b(0x85), encode("t"), encode("denied"), encode("id"), b(0xd0, 0x05), encode("code"), encode("server_error"),
     encode("message"), encode("boom"), encode("rpc_code"), encode(-32603)));
-  assert.deepEqual(m, { t: "denied", id: 5, code: "server_error", message: "boom", path: "", rpcCode: -32603 });
+  assert.deepEqual(m, { t: "denied", id: 5, code: "server_error", message: "boom", path: "", rpcCode: -32603, quota: "", retryMs: undefined });
 });
 
 test("encodeArgs: maps only, JSON-like values and binary data", () => {

@@ -270,6 +270,10 @@ type server struct {
 	// cancellations tool reports them, so a test can check that its
 	// client told the server to stop.
 	cancelled []Cancellation
+	// received counts the tools/call requests accepted, and receivedArgs
+	// their params.arguments' bytes as sent: the calls tool reports them,
+	// so a test can check a client's accounting against the server's.
+	received, receivedArgs int64
 }
 
 // call is one tools/call request in flight.
@@ -278,6 +282,7 @@ type call struct {
 	key       string
 	tool      string
 	args      json.RawMessage
+	meta      json.RawMessage // params._meta as sent, nil if absent
 	token     json.RawMessage // _meta.progressToken, nil if absent
 	cancelled chan struct{}   // closed (under server.mu) by notifications/cancelled
 	isCancel  bool            // guarded by server.mu
@@ -732,11 +737,12 @@ func (s *server) toolsCall(f inbound) {
 	var p struct {
 		Name      *string         `json:"name"`
 		Arguments json.RawMessage `json:"arguments"`
-		Meta      struct {
-			ProgressToken json.RawMessage `json:"progressToken"`
-		} `json:"_meta"`
+		Meta      json.RawMessage `json:"_meta"`
 	}
-	if json.Unmarshal(f.Params, &p) != nil || p.Name == nil {
+	var meta struct {
+		ProgressToken json.RawMessage `json:"progressToken"`
+	}
+	if json.Unmarshal(f.Params, &p) != nil || p.Name == nil || (len(p.Meta) > 0 && json.Unmarshal(p.Meta, &meta) != nil) {
 		s.writeError(f.ID, codeInvalidParams, "Invalid params: tools/call needs a string name")
 		return
 	}
@@ -745,8 +751,8 @@ func (s *server) toolsCall(f inbound) {
 		s.writeError(f.ID, codeInvalidParams, "Unknown tool: "+*p.Name)
 		return
 	}
-	c := &call{id: f.ID, key: string(f.ID), tool: *p.Name, args: p.Arguments, cancelled: make(chan struct{})}
-	if tok := p.Meta.ProgressToken; len(tok) > 0 && string(tok) != "null" {
+	c := &call{id: f.ID, key: string(f.ID), tool: *p.Name, args: p.Arguments, meta: p.Meta, cancelled: make(chan struct{})}
+	if tok := meta.ProgressToken; len(tok) > 0 && string(tok) != "null" {
 		c.token = tok
 	}
 	s.mu.Lock()
@@ -754,6 +760,8 @@ func (s *server) toolsCall(f inbound) {
 	full := len(s.calls) >= MaxInFlight
 	if !dup && !full {
 		s.calls[c.key] = c
+		s.received++
+		s.receivedArgs += int64(len(p.Arguments))
 	}
 	s.mu.Unlock()
 	switch {

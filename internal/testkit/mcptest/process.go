@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -62,6 +63,25 @@ func Command(sc Scenario) (argv []string, env []string) {
 	}
 	gorace := strings.TrimSpace(os.Getenv("GORACE") + " atexit_sleep_ms=0")
 	return []string{exe, "-test.run=^$", "-test.bench=^$"}, []string{kv, "GORACE=" + gorace}
+}
+
+// TOML renders Command(sc) as the command, args and env keys of a
+// capbridge.toml [mcp.NAME] table, one line each; extraEnv are more
+// "KEY = value" pairs for its env table, written as given (a secret
+// reference, say).
+func TOML(sc Scenario, extraEnv ...string) string {
+	argv, env := Command(sc)
+	args := make([]string, len(argv)-1)
+	for i, a := range argv[1:] {
+		args[i] = strconv.Quote(a)
+	}
+	pairs := make([]string, 0, len(env)+len(extraEnv))
+	for _, kv := range env {
+		k, v, _ := strings.Cut(kv, "=")
+		pairs = append(pairs, k+" = "+strconv.Quote(v))
+	}
+	pairs = append(pairs, extraEnv...)
+	return "command = " + strconv.Quote(argv[0]) + "\nargs = [" + strings.Join(args, ", ") + "]\nenv = { " + strings.Join(pairs, ", ") + " }\n"
 }
 
 // MaybeServe must be the first call in TestMain of every package that uses

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -60,6 +61,12 @@ var catalogue = []tool{
 	{"cancellations", "Answers the notifications/cancelled received so far, oldest first, as text lines and as structuredContent {cancelled}.", noArgs, (*server).cancellations},
 	{"relist", "Switches tools/list to the scenario's relisted listing, sends notifications/tools/list_changed, then answers ok.", noArgs, (*server).relist},
 	{"running", "Answers the other calls in flight at the server, by request id, as text lines and as structuredContent {running}.", noArgs, (*server).running},
+	{"calls", "Answers how many tools/call requests the server accepted before this one, and the bytes of their params.arguments as sent, as text and as structuredContent {calls, arg_bytes}.", noArgs, (*server).callsTool},
+	{"meta", "Answers the call's params._meta as sent, as structuredContent {meta} (null when absent), and its traceparent as text.", noArgs, (*server).metaTool},
+	{"gate", "Waits until a file exists at path (looking every 10 ms, at most MaxWait), then answers like echo: a call a test holds in flight and releases when it chooses.",
+		`{"type":"object","properties":{"path":{"type":"string"},"text":{"type":"string"}},"required":["path"]}`, (*server).gate},
+	{"print_env", "Writes the value of the environment variable name to stderr, then answers ok.",
+		`{"type":"object","properties":{"name":{"type":"string"}},"required":["name"]}`, (*server).printEnv},
 }
 
 // toolsByName dispatches calls; defaultListing is the sorted listing.
@@ -551,4 +558,77 @@ func (s *server) cancellations(c *call) {
 	r := textResult(text.String())
 	r.StructuredContent = map[string]any{"cancelled": got}
 	s.answer(c, r)
+}
+
+// callsTool answers the tools/call requests accepted before this one and
+// their arguments' bytes, as the server counted them.
+func (s *server) callsTool(c *call) {
+	s.mu.Lock()
+	n, b := s.received-1, s.receivedArgs-int64(len(c.args))
+	s.mu.Unlock()
+	r := textResult(fmt.Sprintf("%d calls, %d argument bytes", n, b))
+	r.StructuredContent = map[string]any{"calls": n, "arg_bytes": b}
+	s.answer(c, r)
+}
+
+// metaTool answers the call's _meta, so a test sees what its client put
+// there (a traceparent, SEP-414).
+func (s *server) metaTool(c *call) {
+	var m struct {
+		Traceparent string `json:"traceparent"`
+	}
+	meta := json.RawMessage("null")
+	if len(c.meta) > 0 {
+		meta = c.meta
+		_ = json.Unmarshal(c.meta, &m)
+	}
+	r := textResult(m.Traceparent)
+	r.StructuredContent = map[string]any{"meta": meta}
+	s.answer(c, r)
+}
+
+// printEnv writes an environment variable's value to stderr, as a server
+// that logs its configuration does.
+func (s *server) printEnv(c *call) {
+	var a struct {
+		Name string `json:"name"`
+	}
+	if !s.decodeArgs(c, &a) {
+		return
+	}
+	s.logf("%s=%s", a.Name, os.Getenv(a.Name))
+	s.answer(c, textResult("ok"))
+}
+
+// gate answers once a file exists at the path given: the test creates it
+// when it wants its calls to end. It gives up, unanswered, when the call
+// is cancelled, the server ends, or MaxWait passes.
+func (s *server) gate(c *call) {
+	var a struct {
+		Path string
+		Text string
+	}
+	if !s.decodeArgs(c, &a) {
+		return
+	}
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	limit := time.NewTimer(MaxWait)
+	defer limit.Stop()
+	for {
+		if _, err := os.Stat(a.Path); err == nil {
+			s.answer(c, textResult(a.Text))
+			return
+		}
+		select {
+		case <-tick.C:
+		case <-c.cancelled:
+			return
+		case <-s.hard.Done():
+			return
+		case <-limit.C:
+			s.answer(c, errorResult("gate: %s did not appear within %s", a.Path, MaxWait))
+			return
+		}
+	}
 }

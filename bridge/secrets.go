@@ -1,0 +1,38 @@
+package bridge
+
+import (
+	"io"
+
+	"github.com/capbridge/capbridge/bridge/config"
+	"github.com/capbridge/capbridge/bridge/internal/redact"
+)
+
+// SecretWriter writes what it is given to a writer with every secret the
+// configuration resolved (config.ResolveSecrets: ${file:…}, ${cmd:…},
+// ${env:…} in env and header values) replaced by "[redacted:WHERE]", raw
+// or JSON-escaped. serve puts one under its logs, its audit trail and its
+// terminal, so that a server that prints its environment, or an error
+// that quotes a header, never writes a secret where capbridge writes.
+// Each Write must hold whole values, as a log line does. Update gives it a
+// reloaded configuration's secrets.
+type SecretWriter struct{ *redact.Writer }
+
+// NewSecretWriter returns a SecretWriter to w of cfg's secrets.
+func NewSecretWriter(w io.Writer, cfg *config.Config) *SecretWriter {
+	return &SecretWriter{redact.NewWriter(w, Secrets(cfg))}
+}
+
+// Update makes cfg's secrets the ones replaced from now on.
+func (s *SecretWriter) Update(cfg *config.Config) { s.Set(Secrets(cfg)) }
+
+// Secrets are the values cfg's secret references resolved to, by where
+// they came from ("github env.TOKEN"), each at least 4 bytes long.
+func Secrets(cfg *config.Config) map[string]string {
+	out := map[string]string{}
+	for _, s := range cfg.Servers {
+		for where, v := range s.SecretValues() {
+			out[s.Name+" "+where] = v
+		}
+	}
+	return out
+}

@@ -1,0 +1,116 @@
+// Package confwatch implements serve --watch: it notices that the
+// contents of configuration files changed and, once they have stayed the
+// same for a quiet period, says so once.
+package confwatch
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"time"
+)
+
+// Defaults of Options.
+const (
+	// DefaultEvery is how often the files are read: a person saving a
+	// file sees it applied within about Every plus Quiet.
+	DefaultEvery = 500 * time.Millisecond
+	// DefaultQuiet is how long the contents must stay the same before a
+	// change counts: an editor's save in several writes, or a deploy
+	// tool's copy of several files, is applied once, whole.
+	DefaultQuiet = time.Second
+	// MaxFile bounds what is read of each file, as serve bounds a config.
+	MaxFile = 4 << 20
+)
+
+// Options says what Watch watches and how.
+type Options struct {
+	// Paths are the files watched; each is read by name every time, so
+	// an editor's rename over the file and a Kubernetes ConfigMap's
+	// symlink swap are seen like a write in place.
+	Paths []string
+	// Every is how often they are read (DefaultEvery when zero).
+	Every time.Duration
+	// Quiet is how long a change must hold (DefaultQuiet when zero).
+	Quiet time.Duration
+	// Read reads one file (nil: the file system, at most MaxFile
+	// bytes); the tests give their own.
+	Read func(path string) ([]byte, error)
+}
+
+// Watch calls changed each time the files' contents differ from those
+// it last reported (at first, those it read when called) and have stayed
+// so for Quiet. While a file cannot be read (an editor between removing
+// and writing it) nothing is reported: the change counts once it can be
+// read again. Watch returns when ctx is done; changed runs on its
+// goroutine, so a slow reload delays the next look, never overlaps it.
+func Watch(ctx context.Context, o Options, changed func()) {
+	if o.Every <= 0 {
+		o.Every = DefaultEvery
+	}
+	if o.Quiet <= 0 {
+		o.Quiet = DefaultQuiet
+	}
+	if o.Read == nil {
+		o.Read = readBounded
+	}
+	reported, _ := digest(o)
+	var pending []byte
+	var since time.Time
+	tick := time.NewTicker(o.Every)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		d, ok := digest(o)
+		switch {
+		case !ok:
+			// Unreadable: looked at again on the next tick.
+		case bytes.Equal(d, reported):
+			pending = nil
+		case !bytes.Equal(d, pending):
+			pending, since = d, time.Now()
+		case time.Since(since) >= o.Quiet:
+			reported, pending = d, nil
+			changed()
+		}
+	}
+}
+
+// digest is a hash of every file's name and contents; ok is false when
+// one cannot be read.
+func digest(o Options) (d []byte, ok bool) {
+	h := sha256.New()
+	for _, p := range o.Paths {
+		data, err := o.Read(p)
+		if err != nil {
+			return nil, false
+		}
+		fmt.Fprintf(h, "%d:%s%d:", len(p), p, len(data))
+		h.Write(data)
+	}
+	return h.Sum(nil), true
+}
+
+// errTooLarge is a file beyond MaxFile.
+var errTooLarge = errors.New("confwatch: file larger than 4 MiB")
+
+func readBounded(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, MaxFile+1))
+	if err == nil && len(data) > MaxFile {
+		err = errTooLarge
+	}
+	return data, err
+}

@@ -1,0 +1,157 @@
+package confwatch
+
+import (
+	"context"
+	"io/fs"
+	"os"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+)
+
+// files is an in-memory file system whose contents the test changes.
+type files struct {
+	mu sync.Mutex
+	m  map[string]string
+}
+
+func (f *files) set(path, text string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.m[path] = text
+}
+
+func (f *files) remove(path string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	delete(f.m, path)
+}
+
+func (f *files) read(path string) ([]byte, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	text, ok := f.m[path]
+	if !ok {
+		return nil, fs.ErrNotExist
+	}
+	return []byte(text), nil
+}
+
+// watching runs Watch over fs's a.toml and b.lock in a synctest bubble,
+// and returns how many changes it has reported so far (read once the
+// bubble is idle) and a stop.
+func watching(t *testing.T, f *files) (count func() int, stop func()) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(t.Context())
+	var mu sync.Mutex
+	n := 0
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		Watch(ctx, Options{Paths: []string{"a.toml", "b.lock"}, Every: 100 * time.Millisecond, Quiet: time.Second, Read: f.read}, func() {
+			mu.Lock()
+			n++
+			mu.Unlock()
+		})
+	}()
+	count = func() int {
+		synctest.Wait()
+		mu.Lock()
+		defer mu.Unlock()
+		return n
+	}
+	return count, func() { cancel(); <-done }
+}
+
+// A change is reported once it has held for Quiet, once; a burst of
+// writes within Quiet is one change; writing back what was reported is
+// no change; a file that cannot be read holds a change back until it
+// can; cancelling the context ends Watch.
+func TestWatch(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := &files{m: map[string]string{"a.toml": "one", "b.lock": "lock"}}
+		count, stop := watching(t, f)
+		defer stop()
+
+		time.Sleep(5 * time.Second)
+		if n := count(); n != 0 {
+			t.Fatalf("%d changes reported with no change", n)
+		}
+
+		f.set("a.toml", "two")
+		time.Sleep(900 * time.Millisecond)
+		if n := count(); n != 0 {
+			t.Fatalf("reported before the change held for Quiet: %d", n)
+		}
+		time.Sleep(400 * time.Millisecond)
+		if n := count(); n != 1 {
+			t.Fatalf("%d changes reported once it held, want 1", n)
+		}
+		time.Sleep(5 * time.Second)
+		if n := count(); n != 1 {
+			t.Fatalf("%d changes reported for one change, want 1", n)
+		}
+
+		// A burst: a write every 500 ms for 3 s, each within Quiet of the
+		// last, is one change, reported once the last has held.
+		for i := range 6 {
+			f.set("b.lock", "lock "+string(rune('a'+i)))
+			time.Sleep(500 * time.Millisecond)
+		}
+		if n := count(); n != 1 {
+			t.Fatalf("reported during a burst: %d", n)
+		}
+		time.Sleep(time.Second)
+		if n := count(); n != 2 {
+			t.Fatalf("%d changes after a burst, want 2", n)
+		}
+
+		// Changed and changed back within Quiet: nothing to report.
+		f.set("a.toml", "three")
+		time.Sleep(300 * time.Millisecond)
+		f.set("a.toml", "two")
+		time.Sleep(5 * time.Second)
+		if n := count(); n != 2 {
+			t.Fatalf("a change undone within Quiet was reported: %d", n)
+		}
+
+		// Removed, then written anew: reported once readable and held.
+		f.remove("a.toml")
+		time.Sleep(5 * time.Second)
+		if n := count(); n != 2 {
+			t.Fatalf("an unreadable file was reported as a change: %d", n)
+		}
+		f.set("a.toml", "four")
+		time.Sleep(1500 * time.Millisecond)
+		if n := count(); n != 3 {
+			t.Fatalf("%d changes once the file came back, want 3", n)
+		}
+	})
+}
+
+// The file system's reader reads a real file and refuses one beyond
+// MaxFile.
+func TestReadBounded(t *testing.T) {
+	dir := t.TempDir()
+	small, big := dir+"/small", dir+"/big"
+	if err := writeFile(small, 10); err != nil {
+		t.Fatal(err)
+	}
+	if err := writeFile(big, MaxFile+1); err != nil {
+		t.Fatal(err)
+	}
+	if data, err := readBounded(small); err != nil || len(data) != 10 {
+		t.Errorf("small: %d bytes, %v", len(data), err)
+	}
+	if _, err := readBounded(big); err != errTooLarge {
+		t.Errorf("big: %v, want errTooLarge", err)
+	}
+	if _, err := readBounded(dir + "/none"); err == nil {
+		t.Error("a missing file read without error")
+	}
+}
+
+func writeFile(path string, n int) error {
+	return os.WriteFile(path, make([]byte, n), 0o600)
+}

@@ -1,0 +1,153 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/capbridge/capbridge/capwire"
+	"github.com/capbridge/capbridge/internal/testkit/mcptest"
+)
+
+// The secrets of the test's config, one per kind of reference, and what
+// each must never appear as anywhere capbridge writes.
+var testSecrets = map[string]string{
+	"SECRET_FILE": "file-secret-q7Zp41",
+	"SECRET_CMD":  "cmd-secret-Vb29xK",
+	"SECRET_ENV":  "env-secret-Lm08aT",
+}
+
+// secretsConfig writes a capbridge.toml whose server s (the mcptest
+// child, never restarted, its stderr shown to callers) gets a secret from
+// a file beside the config, one from a command and one from capbridge's
+// environment; extra is appended to [bridge].
+func secretsConfig(t *testing.T, dir, extra string) string {
+	t.Helper()
+	if err := os.WriteFile(filepath.Join(dir, "token"), []byte(testSecrets["SECRET_FILE"]+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	b.WriteString("[bridge]\ncall_socket = \"" + dir + "/call.sock\"\ncontrol_socket = \"" + dir + "/control.sock\"\n")
+	b.WriteString("audit_path = \"" + dir + "/audit.log\"\nlog_format = \"json\"\n" + extra + "\n")
+	b.WriteString("[mcp.s]\n" + mcptest.TOML(mcptest.Scenario{}, `SECRET_FILE = "${file:token}"`, `SECRET_CMD = "${cmd:echo `+testSecrets["SECRET_CMD"]+`}"`, `SECRET_ENV = "${env:CB_TEST_SECRET}"`))
+	b.WriteString("restart = \"never\"\nstderr_to_caller = true\n")
+	path := filepath.Join(dir, "capbridge.toml")
+	if err := os.WriteFile(path, []byte(b.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// noSecrets fails the test if any of the test's secrets is in what.
+func noSecrets(t *testing.T, where, what string) {
+	t.Helper()
+	for name, v := range testSecrets {
+		if strings.Contains(what, v) {
+			t.Errorf("%s shows %s's value:\n%s", where, name, what)
+		}
+	}
+}
+
+// A server gets its secrets from a file, a command and capbridge's
+// environment; doctor says each resolves without printing it; the server
+// prints all three on its stderr and dies; and none of them is in
+// anything capbridge wrote: doctor's report, serve's logs and ready line,
+// the audit file, status (its stderr tail and reason), the denials a
+// program got (stderr tail included), or the CLI's output.
+func testSecretsNeverWritten(t *testing.T, bin string) {
+	dir := shortTempDir(t)
+	cfg := secretsConfig(t, dir, "")
+	env := []string{"CB_TEST_SECRET=" + testSecrets["SECRET_ENV"]}
+
+	out, errOut, code := runCLI(t, bin, env, "doctor", "-c", cfg)
+	if code != 0 || strings.Count(out, " resolves (") != 3 {
+		t.Errorf("doctor: exit %d, stdout:\n%s\nstderr:\n%s\nwant each reference said to resolve", code, out, errOut)
+	}
+	noSecrets(t, "doctor", out+errOut)
+	out, errOut, code = runCLI(t, bin, env, "doctor", "--json", "-c", cfg)
+	if code != 0 || !strings.Contains(out, `"reference": "${file:token}"`) || !strings.Contains(out, `"bytes": 18`) {
+		// The reference is what the file says; its value is not shown.
+		t.Errorf("doctor --json: exit %d:\n%s%s", code, out, errOut)
+	}
+	noSecrets(t, "doctor --json", out)
+
+	srv, ready := startServe(t, bin, env, "serve", "-c", cfg)
+	noSecrets(t, "the ready line", ready)
+	ctl := []string{"CAPBRIDGE_CONTROL=" + dir + "/control.sock"}
+	token, errOut, code := runCLI(t, bin, ctl, "grant", "--servers", "s")
+	if code != 0 {
+		t.Fatalf("grant: %s", errOut)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	c, err := capwire.Dial(ctx, dir+"/call.sock", strings.TrimSpace(token))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	for name := range testSecrets {
+		if _, err := c.Call(ctx, "s", "print_env", map[string]any{"name": name}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var denials []string
+	_, err = c.Call(ctx, "s", "crash", nil)
+	var d *capwire.Denied
+	if !errors.As(err, &d) || !strings.Contains(d.Message, "stderr tail") || !strings.Contains(d.Message, "SECRET_FILE=") {
+		t.Fatalf("crash: %v; want a denial with the stderr tail", err)
+	}
+	denials = append(denials, d.Message)
+	_, err = c.Call(ctx, "s", "echo", map[string]any{"text": "x"})
+	if !errors.As(err, &d) {
+		t.Fatalf("a call to the dead server: %v", err)
+	}
+	denials = append(denials, d.Message)
+	noSecrets(t, "the denials", strings.Join(denials, "\n"))
+
+	st, errOut, code := runCLI(t, bin, ctl, "status", "--json")
+	if code != 0 || !strings.Contains(st, "SECRET_CMD=") {
+		t.Fatalf("status: exit %d, %s%s; want the stderr tail", code, st, errOut)
+	}
+	noSecrets(t, "status", st)
+	text, _, _ := runCLI(t, bin, ctl, "status")
+	noSecrets(t, "status (text)", text)
+	rev, errOut, _ := runCLI(t, bin, ctl, "revoke", strings.TrimSpace(strings.Split(token, ".")[1]))
+	noSecrets(t, "revoke", rev+errOut)
+
+	rest, err := srv.stop()
+	if err != nil {
+		t.Fatalf("serve: %v\n%s", err, srv.stderr.String())
+	}
+	logs := srv.stderr.String()
+	if !strings.Contains(logs, "SECRET_ENV=[redacted:") {
+		t.Errorf("the server's stderr line is not in the logs, redacted:\n%s", logs)
+	}
+	noSecrets(t, "serve's stdout", string(rest))
+	noSecrets(t, "serve's logs", logs)
+	audit, err := os.ReadFile(filepath.Join(dir, "audit.log"))
+	if err != nil || !strings.Contains(string(audit), `"event":"call"`) {
+		t.Fatalf("audit file: %v\n%s", err, audit)
+	}
+	noSecrets(t, "the audit file", string(audit))
+}
+
+// A reference that does not resolve stops serve before it starts
+// anything, naming the file, the line and the key; doctor reports it.
+func testSecretUnresolved(t *testing.T, bin string) {
+	dir := shortTempDir(t)
+	cfg := secretsConfig(t, dir, "")
+	_, errOut, code := runCLI(t, bin, nil, "serve", "-c", cfg) // CB_TEST_SECRET is not set
+	if code != exitConfig || !strings.Contains(errOut, cfg+":") || !strings.Contains(errOut, "mcp.s.env.SECRET_ENV: uses ${env:CB_TEST_SECRET} and CB_TEST_SECRET is not set") {
+		t.Errorf("serve: exit %d, stderr:\n%s\nwant exit %d naming the reference", code, errOut, exitConfig)
+	}
+	noSecrets(t, "serve's refusal", errOut)
+	out, _, code := runCLI(t, bin, nil, "doctor", "-c", cfg)
+	if code != exitError || !strings.Contains(out, "secret    FAIL  s env.SECRET_ENV") || strings.Count(out, " resolves (") != 2 {
+		t.Errorf("doctor: exit %d:\n%s", code, out)
+	}
+	noSecrets(t, "doctor", out)
+}
