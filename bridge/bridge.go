@@ -374,12 +374,9 @@ func (b *Bridge) admitCall(c *net.UnixConn) {
 		return
 	}
 	b.metrics.connAccepted(false)
-	// The goroutine is the connection's; Shutdown waits for it
-	// through connsIdle, which its untrack may close.
-	go func() {
-		defer b.untrackCall(s)
-		b.serveCallConn(c, peer, s)
-	}()
+	// The goroutine is the connection's first worker; Shutdown waits for
+	// the connection through connsIdle, which its untrack may close.
+	go b.serveCallConn(c, peer, s, func() { b.untrackCall(s) })
 }
 
 // admitControl admits a control-socket connection within its own

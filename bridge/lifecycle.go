@@ -279,9 +279,6 @@ func (s *server) clientConfig() mcpwire.Config {
 		// The bridge admits at most max_inflight calls plus the queue;
 		// the client's own bound is a backstop above that.
 		MaxInFlight: s.cfg().MaxInflight,
-		// The per-server cap applies after tools.allow and tools.deny:
-		// list what the generator can plan, then count what is exposed.
-		MaxTools: codegen.MaxListedTools,
 	}
 }
 
@@ -444,10 +441,10 @@ func (s *server) build(ctx context.Context, client *mcpwire.Client, listed []mcp
 	if err := checkPolicy(tools, conf); err != nil {
 		return nil, err
 	}
-	if len(tools) > codegen.MaxTools {
-		return nil, fmt.Errorf("%d tools are left after tools.allow and tools.deny, more than the %d a server may expose", len(tools), codegen.MaxTools)
-	}
-	gen, err := codegen.Generate(conf.Name, toCodegen(tools), codegen.Options{SurfaceBudget: s.opts.surfaceBudget})
+	// The surface, names and descriptions now; the source when a façade
+	// is asked for (control's facade): writing and verifying it is most
+	// of a big listing's cost, and calls do not wait on it.
+	gen, err := codegen.Generate(conf.Name, toCodegen(tools), codegen.Options{SurfaceBudget: s.opts.surfaceBudget, SurfaceOnly: true})
 	if err != nil {
 		return nil, fmt.Errorf("generating its façade: %w", err)
 	}

@@ -25,7 +25,7 @@ const (
 	defaultWriteTimeout     = 10 * time.Second
 	defaultMaxInFlight      = 256
 	defaultMaxPages         = 64
-	defaultMaxTools         = 256
+	defaultMaxTools         = bound.MaxTools
 	defaultMaxStrayLines    = 1000
 	defaultMaxStrayBytes    = 1 << 20
 	// strayPreview caps how much of a stray stdout line is logged.
@@ -58,7 +58,7 @@ type Config struct {
 	WriteTimeout     time.Duration // a write to stdin stalled this long (to 1.5×; 10 s) is death
 	MaxInFlight      int           // concurrent calls (256); more fail with ErrBusy
 	MaxPages         int           // tools/list pages (64)
-	MaxTools         int           // tools in one listing (256)
+	MaxTools         int           // tools in one listing (bound.MaxTools, 16384)
 	MaxStrayLines    int           // non-JSON-RPC stdout lines tolerated (1000)
 	MaxStrayBytes    int           // ...and their bytes (1 MiB)
 
