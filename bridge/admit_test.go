@@ -197,11 +197,10 @@ func pipeCall(b *Bridge, uid uint32) (net.Conn, chan struct{}) {
 	srv, client := net.Pipe()
 	s := b.trackStranger(srv, uid)
 	ended := make(chan struct{})
-	go func() {
-		defer close(ended)
-		defer b.untrackCall(s)
-		b.serveCallConn(srv, PeerCred{UID: uid}, s)
-	}()
+	go b.serveCallConn(srv, PeerCred{UID: uid}, s, func() {
+		b.untrackCall(s)
+		close(ended)
+	})
 	return client, ended
 }
 

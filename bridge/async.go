@@ -53,8 +53,10 @@ type handleArgs struct {
 }
 
 // start runs the call a in the background under grant g and answers its
-// handle at once (text, and structured {"handle": h}).
-func (b *Bridge) start(g *Grant, peer PeerCred, a startArgs) outcome {
+// handle at once (text, and structured {"handle": h}). The call has a
+// span of its own (traces on), child of the start's traceparent, from
+// now until it ends; its MCP request's is under it.
+func (b *Bridge) start(g *Grant, peer PeerCred, a startArgs, traceparent string) outcome {
 	if g == nil {
 		return deny(capwire.CodeNotGranted, "only a program holding a grant may start calls")
 	}
@@ -88,14 +90,16 @@ func (b *Bridge) start(g *Grant, peer PeerCred, a startArgs) outcome {
 	t.mu.Unlock()
 	// The frame a.Args came in goes back to its pool when this returns.
 	args := bytes.Clone(a.Args)
+	tp, span := b.startCallTrace(traceparent, capwire.CapPrefix+a.Server)
 	go func() {
 		defer stop(nil)
 		begun := time.Now()
-		sc.o = b.call(ctx, callRequest{server: a.Server, tool: a.Tool, args: args, timeoutMS: a.TimeoutMS, grant: g, peer: peer})
+		sc.o = b.call(ctx, callRequest{server: a.Server, tool: a.Tool, args: args, timeoutMS: a.TimeoutMS, grant: g, peer: peer, traceparent: tp, span: span})
 		took := time.Since(begun)
 		account(g, sc.o, took)
 		close(sc.done)
 		b.auditCall(g, peer, a.Server, a.Tool, sc.o, took)
+		endCallTrace(span, g, a.Server, a.Tool, &sc.o)
 	}()
 	o := textOutcome(h)
 	mp, _ := msgpack.Marshal(map[string]string{"handle": h})

@@ -116,6 +116,13 @@ func benchLoop(b *testing.B, par int, call func(context.Context) bool) {
 // the bridge's path, not its default max_inflight of 8.
 func benchBridge(b *testing.B, argv, env []string) (*Bridge, string) {
 	b.Helper()
+	return benchBridgeOpts(b, Options{Log: zerolog.Nop(), Audit: zerolog.Nop()}, argv, env)
+}
+
+// benchBridgeOpts is benchBridge with the Options given (their Config is
+// the benchmark's).
+func benchBridgeOpts(b *testing.B, o Options, argv, env []string) (*Bridge, string) {
+	b.Helper()
 	dir, err := os.MkdirTemp("", "cb")
 	if err != nil {
 		b.Fatal(err)
@@ -134,7 +141,8 @@ func benchBridge(b *testing.B, argv, env []string) (*Bridge, string) {
 	cfg.Bridge.CallSocket = filepath.Join(dir, "call.sock")
 	cfg.Bridge.ControlSocket = filepath.Join(dir, "control.sock")
 	cfg.Servers = []config.Server{s}
-	br := New(Options{Config: cfg, Log: zerolog.Nop(), Audit: zerolog.Nop()})
+	o.Config = cfg
+	br := New(o)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	if got := br.Boot(ctx); got[0].State != StateReady {

@@ -24,6 +24,7 @@ import (
 	"github.com/capbridge/capbridge/bridge/internal/unixsock"
 	"github.com/capbridge/capbridge/capwire"
 	"github.com/capbridge/capbridge/internal/lock"
+	"github.com/capbridge/capbridge/internal/telemetry"
 	"github.com/capbridge/capbridge/mcpwire"
 )
 
@@ -64,6 +65,10 @@ type Options struct {
 	// (lockcheck.go), in Config.Bridge.LockMode. A server the lock has
 	// no entry for serves no tools.
 	Lock *lock.File
+	// Tracer, when not nil, records the calls' and servers' spans
+	// (trace.go); Shutdown flushes it, within its own bound, and shuts it
+	// down. Nil: traces are off, and cost the call path nothing.
+	Tracer *telemetry.Tracer
 
 	// Reload, when set, reads the configuration again for a reload (the
 	// control plane's reload, serve --watch): the files serve read, with
@@ -139,6 +144,7 @@ type Bridge struct {
 	started    startedCalls      // calls programs started, to collect later
 	flight     *fairshare.Flight // every call admitted and not yet retired
 	metrics    *metrics
+	tracer     *telemetry.Tracer // nil: traces off
 
 	callL, ctlL *unixsock.Listener
 	// acceptors counts the accept loops. Serve adds to it, under mu and
@@ -186,6 +192,7 @@ func New(o Options) *Bridge {
 		connsIdle:  make(chan struct{}),
 		partial:    capserver.NewBudget(o.Config.Bridge.MaxPartialBytes),
 		reportStop: make(chan struct{}),
+		tracer:     o.Tracer,
 	}
 	if o.now != nil {
 		b.grants.now = o.now
@@ -206,7 +213,7 @@ func New(o Options) *Bridge {
 	}
 	_, b.strangerAudit = auditlog.Limit(b.audit)
 	b.strangerAudit.OnDrop = func() { b.metrics.auditLost(lostRate, 1) }
-	bo := bootOptions{clientName: "capbridge", clientVersion: o.ClientVersion, surfaceBudget: o.Config.Bridge.SurfaceBudget, maxLine: o.Config.Bridge.MaxFrame, cgroups: o.Cgroups, tokenDir: o.TokenDir}
+	bo := bootOptions{clientName: "capbridge", clientVersion: o.ClientVersion, surfaceBudget: o.Config.Bridge.SurfaceBudget, maxLine: o.Config.Bridge.MaxFrame, cgroups: o.Cgroups, tokenDir: o.TokenDir, tracer: o.Tracer}
 	b.bootOpts, b.progress, b.rawLog = bo, o.Progress, o.Log
 	b.reloader, b.onSecrets = o.Reload, o.Secrets
 	b.live.Store(o.Config)
@@ -367,12 +374,9 @@ func (b *Bridge) admitCall(c *net.UnixConn) {
 		return
 	}
 	b.metrics.connAccepted(false)
-	// The goroutine is the connection's; Shutdown waits for it
-	// through connsIdle, which its untrack may close.
-	go func() {
-		defer b.untrackCall(s)
-		b.serveCallConn(c, peer, s)
-	}()
+	// The goroutine is the connection's first worker; Shutdown waits for
+	// the connection through connsIdle, which its untrack may close.
+	go b.serveCallConn(c, peer, s, func() { b.untrackCall(s) })
 }
 
 // admitControl admits a control-socket connection within its own
@@ -507,6 +511,9 @@ func (b *Bridge) shutdown(graceOver <-chan time.Time, connBound time.Duration) e
 		if err := b.auditOut.Close(); err != nil {
 			b.log.Error().Err(err).Msg("writing the audit trail")
 		}
+	}
+	if err := b.tracer.Shutdown(); err != nil {
+		b.log.Error().Err(err).Msg("traces not sent at shutdown are lost")
 	}
 	b.logs.Flush()
 	return errors.Join(errs...)

@@ -11,6 +11,7 @@ import (
 	"github.com/capbridge/capbridge/bridge/internal/quota"
 	"github.com/capbridge/capbridge/capwire"
 	"github.com/capbridge/capbridge/interchange"
+	"github.com/capbridge/capbridge/internal/telemetry"
 	"github.com/capbridge/capbridge/internal/truncate"
 	"github.com/capbridge/capbridge/mcpwire"
 )
@@ -33,6 +34,10 @@ type callRequest struct {
 	timeoutMS    uint64
 	grant        *Grant // nil: operator authority
 	peer         PeerCred
+	// traceparent is the program's, passed on to the server when traces
+	// are off; span is the call's span when they are on (trace.go).
+	traceparent string
+	span        *telemetry.Call
 }
 
 // outcome is what a call produced: exactly one of result and denial.
@@ -204,7 +209,8 @@ func (b *Bridge) call(ctx context.Context, req callRequest) outcome {
 	// A call given up on after it reached the server keeps its slot
 	// (holdSlot) while the caller is answered at once.
 	var answered <-chan struct{}
-	opts := mcpwire.CallOptions{IdleTimeout: idle, MaxTimeout: hard, Abandoned: func(a <-chan struct{}) { answered = a }}
+	opts := mcpwire.CallOptions{IdleTimeout: idle, MaxTimeout: hard, Abandoned: func(a <-chan struct{}) { answered = a },
+		Traceparent: requestTrace(req.span, req.traceparent, req.server, req.tool, t)}
 	var res *mcpwire.CallToolResult
 	if tool.NeedsTasks() {
 		// The server answers with a task handle; the call follows it to
@@ -226,6 +232,7 @@ func (b *Bridge) call(ctx context.Context, req callRequest) outcome {
 	} else {
 		o = b.reduce(res)
 	}
+	endRequestTrace(req.span, o.denial, o.result)
 	o.transport = t.client.Transport()
 	o.argBytes = len(args)
 	o.policy = policy

@@ -23,8 +23,11 @@ import (
 // starts one) and runs the call: the goroutine that read a call runs it
 // and writes its reply, so a call costs no hand-over of its own on its
 // way through. A worker whose call is done waits, idle, for the role
-// again. At most max_conn_inflight calls run, so at most
-// max_conn_inflight+1 workers exist; they live as long as the connection.
+// again while other calls run; the last call to finish retires it and
+// every idle worker, so an idle connection holds one goroutine, the
+// reader, whose stack never held a call's. At most max_conn_inflight
+// calls run, so at most max_conn_inflight+1 workers exist. The last
+// worker to exit, after reading has ended, closes the connection.
 //
 // The calls in flight live in one map behind mu; each is retired exactly
 // once, by the worker that ran it, which removes its id before sending the
@@ -51,16 +54,22 @@ type callConn struct {
 	idleTimer  *time.Timer
 	quietSince time.Time
 
-	turn    chan struct{} // unbuffered: a send hands the reader's role to an idle worker
-	endedC  chan struct{} // closed when ended is set
-	workers sync.WaitGroup
+	workers int // running, under mu; the last to exit calls finish
+
+	// turn is unbuffered: true hands the reader's role to an idle
+	// worker, false retires it.
+	turn   chan bool
+	endedC chan struct{} // closed when ended is set
+	stop   func() bool   // unregisters stopReading from ctx
+	done   func()        // the caller's, called once the connection is closed
 }
 
-// serveCallConn runs one call-socket connection to its end: the hello
-// (within hello_timeout, its frame at most capserver.MaxHello), the
-// authenticated budgets, then the calls. It returns once the connection
-// is closed and every call it started has replied.
-func (b *Bridge) serveCallConn(nc net.Conn, peer PeerCred, st *stranger) {
+// serveCallConn runs one call-socket connection: the hello (within
+// hello_timeout, its frame at most capserver.MaxHello), the authenticated
+// budgets, then the calls. It calls done once the connection is closed and
+// every call it started has replied: before it returns if the handshake
+// fails, else from the connection's last worker to exit.
+func (b *Bridge) serveCallConn(nc net.Conn, peer PeerCred, st *stranger, done func()) {
 	sc := capserver.New(nc, capserver.Config{
 		MaxFrame:         b.cfg.Bridge.MaxFrame,
 		WriteTimeout:     b.cfg.Bridge.WriteTimeout,
@@ -69,8 +78,7 @@ func (b *Bridge) serveCallConn(nc net.Conn, peer PeerCred, st *stranger) {
 		Budget:           b.partial,
 		Traffic:          b.metrics.trafficFunc(),
 	})
-	defer sc.Close()
-	c := &callConn{b: b, sc: sc, nc: nc, peer: peer, inflight: map[uint64]context.CancelCauseFunc{}, turn: make(chan struct{}), endedC: make(chan struct{})}
+	c := &callConn{b: b, sc: sc, nc: nc, peer: peer, inflight: map[uint64]context.CancelCauseFunc{}, turn: make(chan bool), endedC: make(chan struct{}), done: done}
 	// The client learns only bad_token; the audit trail gets the real
 	// cause and the grant id the token named (never the token itself), so
 	// an operator can see a revoked grant still being tried. Only a hello
@@ -108,6 +116,8 @@ func (b *Bridge) serveCallConn(nc net.Conn, peer PeerCred, st *stranger) {
 		if tokenGrant != "" {
 			b.refusedAudit(tokenGrant).Str("event", "refused").Str("grant", tokenGrant).Int32("peer_pid", peer.PID).Uint32("peer_uid", peer.UID).Err(refusal).Msg("handshake failed")
 		}
+		sc.Close()
+		done()
 		return
 	}
 	if b.charge(c.grant, auditLineCost) {
@@ -122,8 +132,10 @@ var errIdle = errors.New("bridge: connection idle")
 // serve runs the connection's workers, beginning with this goroutine,
 // until reading ends: the client goes away, breaks the framing, stays
 // idle for idle_timeout, or the grant or the bridge ends. Then what is
-// still running is cancelled, and serve returns once each call's single
-// reply was sent (or dropped, if the connection is gone).
+// still running is cancelled, and the last worker, once each call's
+// single reply was sent (or dropped, if the connection is gone), closes
+// the connection (finish). serve returns when this goroutine's work is
+// done, which may be before the connection's.
 func (c *callConn) serve() {
 	c.ctx, c.cancel = context.WithCancelCause(c.grant.Context())
 	// Ending the grant (revoke, expiry) or the bridge closes only the
@@ -131,13 +143,19 @@ func (c *callConn) serve() {
 	// the grant's cause, must still send their revoked or shutting_down
 	// denial (docs/capwire.md §5) before serveCallConn closes the
 	// connection. Closing it outright here dropped those replies.
-	stop := context.AfterFunc(c.ctx, c.stopReading)
-	defer stop()
+	c.stop = context.AfterFunc(c.ctx, c.stopReading)
 	c.quietSince = time.Now()
 	c.idleTimer = time.AfterFunc(c.b.cfg.Bridge.IdleTimeout, c.idleOut)
-	defer c.idleTimer.Stop()
+	c.workers = 1
 	c.work()
-	c.workers.Wait()
+}
+
+// finish closes the connection, once: the last worker calls it.
+func (c *callConn) finish() {
+	c.stop()
+	c.idleTimer.Stop()
+	c.sc.Close()
+	c.done()
 }
 
 // stopReading unblocks the read loop for good. A connection that cannot
@@ -174,8 +192,19 @@ func (c *callConn) idleOut() {
 }
 
 // work is a worker's life: hold the reader's role until a call is
-// admitted, run it, wait for the role again.
+// admitted, run it, wait for the role again. The last worker to exit
+// finishes the connection: it exits only once reading has ended, since
+// the reader is a worker and exits only then.
 func (c *callConn) work() {
+	defer func() {
+		c.mu.Lock()
+		c.workers--
+		last := c.workers == 0
+		c.mu.Unlock()
+		if last {
+			c.finish()
+		}
+	}()
 	for {
 		m, ctx := c.lead()
 		if m == nil {
@@ -254,26 +283,45 @@ func (c *callConn) handOff() {
 	if c.idle > 0 {
 		c.idle--
 		c.mu.Unlock()
-		c.turn <- struct{}{}
+		c.turn <- true
 		return
 	}
+	c.workers++
 	c.mu.Unlock()
-	c.workers.Go(c.work)
+	go c.work()
 }
 
-// await waits, idle, for the reader's role. It reports false once
-// reading has ended, when the worker should exit.
+// await waits, idle, for the reader's role while other calls run. It
+// reports false when the worker should exit: reading has ended, or no
+// call is in flight, when it also retires the idle workers. An idle
+// connection then holds one goroutine, the reader, and the stacks that
+// grew running calls go back to the runtime at once, for the next
+// connection's calls to reuse rather than each idle one keeping its own;
+// the next call starts a worker where it would have woken one.
 func (c *callConn) await() bool {
 	c.mu.Lock()
 	if c.ended {
 		c.mu.Unlock()
 		return false
 	}
+	if len(c.inflight) == 0 {
+		n := c.idle
+		c.idle = 0
+		c.mu.Unlock()
+		for range n {
+			select {
+			case c.turn <- false:
+			case <-c.endedC: // every idle worker exits on its own
+				return false
+			}
+		}
+		return false
+	}
 	c.idle++
 	c.mu.Unlock()
 	select {
-	case <-c.turn:
-		return true
+	case take := <-c.turn:
+		return take
 	case <-c.endedC:
 		return false
 	}
@@ -293,14 +341,15 @@ func (c *callConn) end() {
 // run executes one call and sends its one reply.
 func (c *callConn) run(ctx context.Context, m *capserver.Call) {
 	start := time.Now()
+	tp, span := c.b.startCallTrace(m.Traceparent, m.Cap)
 	server, hasPrefix := strings.CutPrefix(m.Cap, capwire.CapPrefix)
 	op := m.Op
 	var o outcome
 	switch {
 	case hasPrefix:
-		o = c.b.call(ctx, callRequest{server: server, tool: m.Op, args: m.Args, timeoutMS: m.TimeoutMS, grant: c.grant, peer: c.peer})
+		o = c.b.call(ctx, callRequest{server: server, tool: m.Op, args: m.Args, timeoutMS: m.TimeoutMS, grant: c.grant, peer: c.peer, traceparent: tp, span: span})
 	case m.Cap == capwire.CapBridge:
-		o, server, op = c.b.meta(ctx, c.grant, c.peer, m.Op, m.Args, m.TimeoutMS)
+		o, server, op = c.b.meta(ctx, c.grant, c.peer, m.Op, m.Args, m.TimeoutMS, m.Traceparent)
 	default:
 		o = deny(capwire.CodeUnknownCapability, "capability "+quote(m.Cap)+" is neither an MCP server's (mcp.<server>) nor capbridge's")
 	}
@@ -324,6 +373,7 @@ func (c *callConn) run(ctx context.Context, m *capserver.Call) {
 	}
 	c.b.auditCall(c.grant, c.peer, server, op, sent, took)
 	c.grant.usage.end()
+	endCallTrace(span, c.grant, server, op, &sent)
 }
 
 // send writes the reply for id, turning a result too large for a frame

@@ -2,7 +2,10 @@ package bridge
 
 import (
 	"net"
+	"runtime"
 	"testing"
+	"testing/synctest"
+	"time"
 	"unicode/utf8"
 
 	"github.com/rs/zerolog"
@@ -56,4 +59,37 @@ func TestReplyAnswersWhatDoesNotEncode(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A connection with no call in flight holds only its reader: the worker
+// that ran a call exits once it is the last to finish, and a call after
+// that starts one again.
+func TestIdleWorkersRetire(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b, token := bubbleBridge(t, func(*config.Bridge) {})
+		client, ended := pipeCall(b, 1000)
+		fr := capwire.NewFrameReader(client, 0)
+		pipeSend(t, client, &capwire.HelloMsg{V: 1, Token: token})
+		if m := pipeRecv(t, fr); m.Type() != "welcome" {
+			t.Fatalf("got %#v, want welcome", m)
+		}
+		synctest.Wait()
+		reader := runtime.NumGoroutine()
+		for id := range uint64(3) {
+			// Denied at once: the server never booted.
+			pipeSend(t, client, &capwire.CallMsg{ID: id, Cap: "mcp.t", Op: "echo", Args: []byte{0x80}})
+			if d, ok := pipeRecv(t, fr).(*capwire.DeniedMsg); !ok || d.Denial.Code != capwire.CodeServerUnavailable {
+				t.Fatalf("got %#v, want server_unavailable", d)
+			}
+			synctest.Wait()
+			if n := runtime.NumGoroutine(); n != reader {
+				t.Errorf("%d goroutines after call %d, want the reader's %d", n, id, reader)
+			}
+		}
+		client.Close()
+		<-ended
+		if err := b.Shutdown(time.Second); err != nil {
+			t.Fatal(err)
+		}
+	})
 }

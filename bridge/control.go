@@ -211,6 +211,16 @@ func (h *controlHandler) Facade(_ context.Context, r *control.FacadeRequest) (*c
 	if err != nil {
 		return nil, err
 	}
+	full, err := gen.WithSource()
+	if err != nil {
+		return nil, &control.Error{Code: control.CodeInternal, Message: "generating " + quote(string(gen.Lang)) + ": " + err.Error()}
+	}
+	gen = full
+	if n := len(gen.Source) + len(gen.JS) + len(gen.DTS); n > control.MaxFrame-(1<<20) {
+		// A server of thousands of tools: the listing (one copy, not
+		// three forms) still fits, and gen writes the same façade from it.
+		return nil, &control.Error{Code: control.CodeTooLarge, Message: fmt.Sprintf("the %s façade of server %s is %d bytes, more than a control frame holds; save its listing (capbridge listing %s > listing.json) and write the façade from it (capbridge gen --server %s --listing listing.json --lang %s --out DIR)", gen.Lang, quote(r.Server), n, r.Server, r.Server, gen.Lang)}
+	}
 	preamble, err := codegen.Preamble(gen.Lang)
 	if err != nil {
 		return nil, err
@@ -221,8 +231,9 @@ func (h *controlHandler) Facade(_ context.Context, r *control.FacadeRequest) (*c
 
 // generated returns the façade of the named server in lang ("" is Go),
 // or the control error that says why there is none. The bridge generates
-// Go at boot; another language is generated from the same listing on
-// first request and kept with it.
+// Go's surface at boot; another language is generated from the same
+// listing on first request and kept with it, and a language's source
+// when a façade is first asked for.
 func (h *controlHandler) generated(server, lang string) (*codegen.Generated, error) {
 	s, ok := h.b.lookup(server)
 	if !ok {

@@ -11,8 +11,10 @@ import (
 	"github.com/capbridge/capbridge/bridge/config"
 	"github.com/capbridge/capbridge/bridge/control"
 	"github.com/capbridge/capbridge/codegen"
+	"github.com/capbridge/capbridge/internal/bound"
 	"github.com/capbridge/capbridge/internal/testkit/leakcheck"
 	"github.com/capbridge/capbridge/internal/testkit/mcptest"
+	"github.com/capbridge/capbridge/internal/testkit/rawecho"
 )
 
 // brokenServer is configured but cannot start, so it never has a façade.
@@ -137,10 +139,11 @@ func manyTools(n int) []json.RawMessage {
 	return out
 }
 
-// The 256-tool cap counts what the operator exposes: a server listing 300
-// tools (over three pages) boots when tools.allow picks ten of them, and
-// is refused, naming the cap, when nothing narrows it.
-func TestToolCapAfterAllowDeny(t *testing.T) {
+// A server's tools are capped where they are read, at bound.MaxTools:
+// a server listing 300 tools (over three pages) serves all of them, or
+// the ten tools.allow picks, or what tools.deny leaves; one listing more
+// than the cap is refused, naming it.
+func TestToolCap(t *testing.T) {
 	defer leakcheck.Check(t)()
 	sc := mcptest.Scenario{Tools: manyTools(300), PageSize: 100}
 	narrowed := mcptestServer("narrowed", sc)
@@ -152,23 +155,35 @@ func TestToolCapAfterAllowDeny(t *testing.T) {
 	for i := range 44 {
 		denied.ToolsDeny = append(denied.ToolsDeny, fmt.Sprintf("tool_%03d", i))
 	}
-	wide := neverRestart(mcptestServer("wide", sc))
-	tb := startBridge(t, nil, narrowed, denied, wide)
+	wide := mcptestServer("wide", sc)
+	argv, env := rawecho.ToolsCommand(bound.MaxTools+1, "")
+	over := config.NewServer("over", argv[0])
+	over.Args, over.Env = argv[1:], map[string]string{}
+	for _, kv := range env {
+		k, v, _ := strings.Cut(kv, "=")
+		over.Env[k] = v
+	}
+	over.StartupTimeout = 30 * time.Second
+	over = neverRestart(over)
+	tb := startBridge(t, nil, narrowed, denied, wide, over)
 	ctx := ctlCtx(t)
 	cc := tb.control()
 
 	st, err := cc.Status(ctx)
-	if err != nil || len(st.Servers) != 3 {
+	if err != nil || len(st.Servers) != 4 {
 		t.Fatalf("status: %+v, %v", st, err)
 	}
 	if s := st.Servers[0]; State(s.State) != StateReady || s.Tools != 10 {
 		t.Errorf("narrowed to 10 of 300 tools: %+v", s)
 	}
-	if s := st.Servers[1]; State(s.State) != StateReady || s.Tools != codegen.MaxTools {
+	if s := st.Servers[1]; State(s.State) != StateReady || s.Tools != 256 {
 		t.Errorf("300 tools less 44 denied: %+v", s)
 	}
-	if s := st.Servers[2]; State(s.State) != StateFailed || !strings.Contains(s.Reason, "300 tools are left after tools.allow and tools.deny, more than the 256") {
+	if s := st.Servers[2]; State(s.State) != StateReady || s.Tools != 300 {
 		t.Errorf("300 tools exposed: %+v", s)
+	}
+	if s := st.Servers[3]; State(s.State) != StateFailed || !strings.Contains(s.Reason, fmt.Sprintf("more than %d", bound.MaxTools)) {
+		t.Errorf("%d tools listed: %+v", bound.MaxTools+1, s)
 	}
 	res, err := cc.Call(ctx, &control.CallRequest{Server: "narrowed", Tool: "echo", Args: mp(t, map[string]any{"text": "through"})})
 	if err != nil || res.Text() != "through" {

@@ -144,7 +144,9 @@ func (s *server) run(ctx context.Context) {
 			s.setState(StateStarting, "")
 		}
 		began := time.Now()
-		t, err := s.launch(ctx)
+		octx, op := s.startOp(ctx, bootOp(attempt))
+		t, err := s.launch(octx)
+		s.endOp(op, t, err)
 		if err == nil {
 			var perr error
 			if t, perr = s.underPolicy(t); perr != nil {
@@ -277,9 +279,6 @@ func (s *server) clientConfig() mcpwire.Config {
 		// The bridge admits at most max_inflight calls plus the queue;
 		// the client's own bound is a backstop above that.
 		MaxInFlight: s.cfg().MaxInflight,
-		// The per-server cap applies after tools.allow and tools.deny:
-		// list what the generator can plan, then count what is exposed.
-		MaxTools: codegen.MaxListedTools,
 	}
 }
 
@@ -404,7 +403,7 @@ func (s *server) list(ctx context.Context, client *mcpwire.Client) (*table, erro
 	if err != nil {
 		return nil, err
 	}
-	return s.build(client, listed, s.cfg(), s.lock.Load(), false)
+	return s.build(ctx, client, listed, s.cfg(), s.lock.Load(), false)
 }
 
 // build makes the table of a listing under a policy: conf's tools.allow,
@@ -413,7 +412,7 @@ func (s *server) list(ctx context.Context, client *mcpwire.Client) (*table, erro
 // policy rebuilds the live table from the listing it kept (raw). A dry
 // build reports and records nothing: a reload checks a new policy with
 // it before applying anything.
-func (s *server) build(client *mcpwire.Client, listed []mcpwire.Tool, conf *config.Server, lp *lockPolicy, dry bool) (*table, error) {
+func (s *server) build(ctx context.Context, client *mcpwire.Client, listed []mcpwire.Tool, conf *config.Server, lp *lockPolicy, dry bool) (*table, error) {
 	if name := duplicateTool(listed); name != "" {
 		// Which of the two the server runs cannot be told from here, so
 		// neither is served: not even the copy a lock approves.
@@ -437,15 +436,15 @@ func (s *server) build(client *mcpwire.Client, listed []mcpwire.Tool, conf *conf
 		return nil, err
 	}
 	if !dry {
-		s.reportDrift(lp, drift, absent)
+		s.reportDrift(ctx, lp, drift, absent)
 	}
 	if err := checkPolicy(tools, conf); err != nil {
 		return nil, err
 	}
-	if len(tools) > codegen.MaxTools {
-		return nil, fmt.Errorf("%d tools are left after tools.allow and tools.deny, more than the %d a server may expose", len(tools), codegen.MaxTools)
-	}
-	gen, err := codegen.Generate(conf.Name, toCodegen(tools), codegen.Options{SurfaceBudget: s.opts.surfaceBudget})
+	// The surface, names and descriptions now; the source when a façade
+	// is asked for (control's facade): writing and verifying it is most
+	// of a big listing's cost, and calls do not wait on it.
+	gen, err := codegen.Generate(conf.Name, toCodegen(tools), codegen.Options{SurfaceBudget: s.opts.surfaceBudget, SurfaceOnly: true})
 	if err != nil {
 		return nil, fmt.Errorf("generating its façade: %w", err)
 	}
@@ -495,8 +494,10 @@ func (s *server) serve(ctx context.Context, t *table) error {
 			done <- err
 		case <-t.client.ToolsChanged():
 			ctxL, cancel := context.WithTimeout(ctx, s.cfg().StartupTimeout)
+			ctxL, op := s.startOp(ctxL, relistOp)
 			nt, err := s.list(ctxL, t.client)
 			err = s.bounded(ctxL, err)
+			s.endOp(op, nt, err)
 			cancel()
 			if err != nil {
 				if ctx.Err() == nil && t.client.Err() == nil {
@@ -524,7 +525,7 @@ func (s *server) underPolicy(t *table) (*table, error) {
 		if t.conf == conf && t.lock == lp {
 			return t, nil
 		}
-		nt, err := s.build(t.client, t.raw, conf, lp, false)
+		nt, err := s.build(context.Background(), t.client, t.raw, conf, lp, false)
 		if err != nil {
 			return t, err
 		}

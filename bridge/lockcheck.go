@@ -1,6 +1,7 @@
 package bridge
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/capbridge/capbridge/bridge/config"
 	"github.com/capbridge/capbridge/internal/lock"
+	"github.com/capbridge/capbridge/internal/telemetry"
 	"github.com/capbridge/capbridge/mcpwire"
 )
 
@@ -103,7 +105,7 @@ func driftClasses(d []lock.Drift) string {
 // drifted tool (withheld or, under warn, served), and the tools the lock
 // does not name. It is called on every listing, so a restart or a
 // re-listing that brings drift is recorded each time.
-func (s *server) reportDrift(p *lockPolicy, drift map[string][]lock.Drift, absent []string) {
+func (s *server) reportDrift(ctx context.Context, p *lockPolicy, drift map[string][]lock.Drift, absent []string) {
 	if p == nil {
 		return
 	}
@@ -124,6 +126,7 @@ func (s *server) reportDrift(p *lockPolicy, drift map[string][]lock.Drift, absen
 			Msg("tool differs from the lock; run capbridge skew to review it, capbridge lock to approve it")
 		s.audit.Warn().Str("event", "lock_drift").Str("server", s.cfg().Name).Str("tool", clip(name)).
 			Str("drift", driftClasses(d)).Str("action", action).Msg("tool differs from the lock")
+		telemetry.Drift(ctx, s.cfg().Name, clip(name), driftClasses(d), action)
 	}
 	if len(absent) > 0 && p.entry != nil {
 		s.log.Warn().Strs("tools", clipAll(absent)).Msg("tools the lock does not name are not served; run capbridge lock to approve them")

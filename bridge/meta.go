@@ -52,8 +52,9 @@ type metaMatch struct {
 
 // meta answers a call of the capbridge capability under grant g, and
 // names what the audit line records: a resource read as the server's
-// "resources/read", the rest as capbridge's own operation.
-func (b *Bridge) meta(ctx context.Context, g *Grant, peer PeerCred, op string, args []byte, timeoutMS uint64) (o outcome, server, tool string) {
+// "resources/read", the rest as capbridge's own operation. traceparent is
+// the envelope's, which a started call is traced under.
+func (b *Bridge) meta(ctx context.Context, g *Grant, peer PeerCred, op string, args []byte, timeoutMS uint64, traceparent string) (o outcome, server, tool string) {
 	if !b.flight.Admit() {
 		return deny(capwire.CodeShuttingDown, "capbridge is shutting down"), capwire.CapBridge, op
 	}
@@ -82,7 +83,7 @@ func (b *Bridge) meta(ctx context.Context, g *Grant, peer PeerCred, op string, a
 		if o, ok := metaArgs(args, &a); !ok {
 			return o, capwire.CapBridge, op
 		}
-		return b.start(g, peer, a), capwire.CapBridge, op
+		return b.start(g, peer, a, traceparent), capwire.CapBridge, op
 	case OpCollect, OpDrop:
 		var a handleArgs
 		if o, ok := metaArgs(args, &a); !ok {

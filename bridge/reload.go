@@ -208,7 +208,7 @@ func (b *Bridge) plan(old, cfg *config.Config, lf *lock.File) (*plan, error) {
 		case !reflect.DeepEqual(policyOf(prev), policyOf(c)) || !sameLock(s.lock.Load(), p.locks[c.Name]):
 			p.changed = append(p.changed, c)
 			if t := s.current(); t != nil {
-				if _, err := s.build(t.client, t.raw, &c, p.locks[c.Name], true); err != nil {
+				if _, err := s.build(context.Background(), t.client, t.raw, &c, p.locks[c.Name], true); err != nil {
 					errs = append(errs, fmt.Errorf("%s:%d: [mcp.%s]: the new policy does not fit the server's tools: %w", c.File, c.Line, c.Name, err))
 				}
 			}

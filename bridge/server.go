@@ -21,6 +21,7 @@ import (
 	"github.com/capbridge/capbridge/bridge/internal/redact"
 	"github.com/capbridge/capbridge/codegen"
 	"github.com/capbridge/capbridge/internal/mcpauth"
+	"github.com/capbridge/capbridge/internal/telemetry"
 	"github.com/capbridge/capbridge/internal/truncate"
 	"github.com/capbridge/capbridge/mcpwire"
 )
@@ -234,6 +235,7 @@ type bootOptions struct {
 	// tokenDir is where capbridge login saved remote servers' logins;
 	// "" uses none.
 	tokenDir string
+	tracer   *telemetry.Tracer // nil: traces off
 }
 
 // withoutTail is err's message without the stderr tail a

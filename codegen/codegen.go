@@ -28,24 +28,22 @@ import (
 	"sync"
 	"unicode/utf8"
 
+	"github.com/capbridge/capbridge/internal/bound"
 	"github.com/capbridge/capbridge/internal/truncate"
 )
 
 // Limits.
 const (
-	// MaxTools is the most tools one server may expose, counted after the
-	// operator's allow and deny lists; the bridge applies it. Generate
-	// itself takes up to MaxListedTools, so it never refuses a listing
-	// the bridge admitted.
-	MaxTools = 256
-	// MaxListedTools bounds the work of one Generate call, and so the
-	// listing a bridge reads from a server before its allow and deny
-	// lists pick the tools it exposes.
-	MaxListedTools = 4096
-	// MaxListingBytes caps the saved listing ParseListing reads; it is the
-	// line cap of the MCP stdio client, so one listing costs at most what one
-	// message may.
-	MaxListingBytes = 16 << 20
+	// MaxTools bounds the work of one Generate call: the most tools one
+	// server may list (bound.MaxTools), which is also what the bridge's
+	// MCP client reads, so Generate never refuses a listing the bridge
+	// admitted.
+	MaxTools = bound.MaxTools
+	// MaxListingBytes caps the saved listing ParseListing reads: room for
+	// MaxTools tools of 4 KiB each, several times the size of the tools of
+	// real servers, so any listing the bridge serves can be saved and read
+	// back.
+	MaxListingBytes = MaxTools * 4 << 10
 	// DefaultSurfaceBudget is the surface size, in bytes, used when
 	// Options.SurfaceBudget is zero.
 	DefaultSurfaceBudget = 64 << 10
@@ -116,6 +114,13 @@ func checkLang(l Lang) (Lang, error) {
 type Options struct {
 	Lang          Lang // Go, TypeScript or Python; "" means Go
 	SurfaceBudget int  // bytes; 0 means DefaultSurfaceBudget
+	// SurfaceOnly names, plans and renders the surface, Describe and
+	// Search, and fails as a full generation would for the listing and
+	// its names, but writes no source: Source, JS and DTS are nil, and
+	// In(Lang) writes them, once, when they are wanted. Writing and
+	// verifying the source is most of a big listing's cost (seconds for
+	// 10 000 tools), which a bridge need not pay before it serves calls.
+	SurfaceOnly bool
 }
 
 // SurfaceLevel is the rung of the degradation ladder a surface landed on.
@@ -157,7 +162,7 @@ type Generated struct {
 	// ModuleName is the package name of the façade, derived from the server
 	// name by the naming rule (docs/codegen.md).
 	ModuleName string
-	// Source is the verified source file.
+	// Source is the verified source file; nil when Options.SurfaceOnly.
 	Source []byte
 	// Surface is the text a model reads about this server: one head line,
 	// then the declarations of every tool at Level's detail (on the index
@@ -180,13 +185,16 @@ type Generated struct {
 	// are verified as Source is. Nil for other languages.
 	JS, DTS []byte
 
-	docs   []toolDoc
-	server string
-	tools  []Tool // as given to Generate, which never changes them
-	budget int
+	docs        []toolDoc
+	surfaceOnly bool // Source is not written: In(Lang) writes it
+	server      string
+	tools       []Tool // as given to Generate, which never changes them
+	budget      int
 
-	mu    sync.Mutex          // guards other
-	other map[Lang]*Generated // In's results
+	mu     sync.Mutex          // guards other and full
+	full   *Generated          // WithSource's result, when surfaceOnly
+	render sync.Mutex          // serialises docs' decl after Generate: it reads the emitter's memos
+	other  map[Lang]*Generated // In's results
 }
 
 // Generate plans, names, emits and verifies the façade of one server.
@@ -202,8 +210,8 @@ func Generate(server string, tools []Tool, opts Options) (*Generated, error) {
 	if err := checkServerName(server); err != nil {
 		return nil, err
 	}
-	if len(tools) > MaxListedTools {
-		return nil, fmt.Errorf("%w: %d tools, the limit is %d", ErrTooManyTools, len(tools), MaxListedTools)
+	if len(tools) > MaxTools {
+		return nil, fmt.Errorf("%w: %d tools, the limit is %d", ErrTooManyTools, len(tools), MaxTools)
 	}
 	plans := make([]toolPlan, len(tools))
 	for i := range tools {
@@ -217,24 +225,24 @@ func Generate(server string, tools []Tool, opts Options) (*Generated, error) {
 		budget = DefaultSurfaceBudget
 	}
 	digest := listingDigest(tools)
-	g := &Generated{Lang: lang, ListingSHA256: digest, server: server, tools: slices.Clone(tools), budget: budget}
+	g := &Generated{Lang: lang, ListingSHA256: digest, server: server, tools: slices.Clone(tools), budget: budget, surfaceOnly: opts.SurfaceOnly}
 	var lead string // the surface's head line, up to the module's name
 	switch lang {
 	case Go:
-		out, err := emitGo(server, digest, plans)
+		out, err := emitGo(server, digest, plans, !opts.SurfaceOnly)
 		if err != nil {
 			return nil, err
 		}
 		g.ModuleName, g.Source, g.docs, lead = out.pkg, out.source, out.file.docs(), "// package"
 	case TypeScript:
-		f, files, err := emitTS(server, digest, plans)
+		f, files, err := emitTS(server, digest, plans, !opts.SurfaceOnly)
 		if err != nil {
 			return nil, err
 		}
 		g.ModuleName, g.Source, g.JS, g.DTS, lead = f.module, files.ts, files.js, files.dts, "// module"
 		g.docs = f.foreignDocs(f.tsSurface, f.tsIndex, f.tsSignature)
 	case Python:
-		f, src, err := emitPython(server, digest, plans)
+		f, src, err := emitPython(server, digest, plans, !opts.SurfaceOnly)
 		if err != nil {
 			return nil, err
 		}
@@ -247,8 +255,9 @@ func Generate(server string, tools []Tool, opts Options) (*Generated, error) {
 }
 
 // In returns the façade of the same server and listing in lang, with the
-// same surface budget: the bridge generates Go at boot and other
-// languages when asked. A language is generated once per Generated.
+// same surface budget, and without its source if g is without: the
+// bridge generates Go's surface at boot and other languages when asked.
+// A language is generated once per Generated.
 func (g *Generated) In(lang Lang) (*Generated, error) {
 	lang, err := checkLang(lang)
 	if err != nil {
@@ -262,7 +271,7 @@ func (g *Generated) In(lang Lang) (*Generated, error) {
 	if other, ok := g.other[lang]; ok {
 		return other, nil
 	}
-	other, err := Generate(g.server, g.tools, Options{Lang: lang, SurfaceBudget: g.budget})
+	other, err := Generate(g.server, g.tools, Options{Lang: lang, SurfaceBudget: g.budget, SurfaceOnly: g.surfaceOnly})
 	if err != nil {
 		return nil, err
 	}
@@ -272,6 +281,26 @@ func (g *Generated) In(lang Lang) (*Generated, error) {
 	g.other[lang] = other
 	return other, nil
 }
+
+// WithSource returns the façade with its source written: g itself, or,
+// when g was generated SurfaceOnly, the same façade in full, written on
+// the first call and kept.
+func (g *Generated) WithSource() (*Generated, error) {
+	if !g.surfaceOnly {
+		return g, nil
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.full == nil {
+		full, err := Generate(g.server, g.tools, Options{Lang: g.Lang, SurfaceBudget: g.budget})
+		if err != nil {
+			return nil, err
+		}
+		g.full = full
+	}
+	return g.full, nil
+}
+
 func checkServerName(s string) error {
 	if s == "" || len(s) > maxServerName || !utf8.ValidString(s) {
 		return fmt.Errorf("%w: want 1 to %d bytes of UTF-8", ErrBadServerName, maxServerName)

@@ -11,6 +11,8 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/capbridge/capbridge/internal/testkit/bigtools"
 )
 
 var update = flag.Bool("update", false, "rewrite the .golden files under testdata")
@@ -236,7 +238,7 @@ var hostile = map[string]error{
 	"schema-weird-types":           nil,
 	"surface-forge-positions":      nil,
 	"tools-256":                    nil,
-	"tools-300":                    ErrBadListing,
+	"tools-300":                    nil,
 }
 
 // TestHostile runs the hostile corpus: each listing yields a verified
@@ -351,7 +353,7 @@ func intentFor(t *testing.T, g *Generated, tools []Tool) intent {
 
 func TestGenerateRefusals(t *testing.T) {
 	tool := Tool{Name: "t", InputSchema: []byte(`{"type":"object","properties":{}}`)}
-	many := make([]Tool, MaxListedTools+1)
+	many := make([]Tool, MaxTools+1)
 	for i := range many {
 		many[i] = Tool{Name: fmt.Sprintf("t%d", i), InputSchema: tool.InputSchema}
 	}
@@ -626,6 +628,19 @@ func TestParseListing(t *testing.T) {
 	if _, err := ParseListing(make([]byte, MaxListingBytes+1)); !errors.Is(err, ErrBadListing) {
 		t.Errorf("oversized listing: %v", err)
 	}
+	if _, err := ParseListing(bigtools.Page(nil, 0, MaxTools, MaxTools, "")); err != nil {
+		t.Errorf("a listing of MaxTools realistic tools: %v", err)
+	}
+	many := []byte(`{"tools":[`)
+	for i := range MaxTools + 1 {
+		if i > 0 {
+			many = append(many, ',')
+		}
+		many = fmt.Appendf(many, `{"name":"t%d","inputSchema":{}}`, i)
+	}
+	if _, err := ParseListing(append(many, "]}"...)); !errors.Is(err, ErrBadListing) || !strings.Contains(err.Error(), "over the limit") {
+		t.Errorf("a listing of MaxTools+1 tools: %v", err)
+	}
 }
 
 // TestGenerateEmpty: a server with no tools is a valid, import-free package.
@@ -725,5 +740,44 @@ func TestSurfaceForgery(t *testing.T) {
 				budget = len(g.Surface) - 1
 			}
 		})
+	}
+}
+
+// TestSurfaceOnly: without its source a façade has the same surface,
+// descriptions and search as with it, in every language In gives, and
+// WithSource writes the source, the same bytes as a full generation, once.
+func TestSurfaceOnly(t *testing.T) {
+	tools := largeListing()
+	for _, lang := range []Lang{Go, TypeScript, Python} {
+		full, err := Generate("large", tools, Options{Lang: lang})
+		if err != nil {
+			t.Fatal(err)
+		}
+		lean, err := Generate("large", tools, Options{Lang: lang, SurfaceOnly: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if lean.Source != nil || lean.JS != nil || lean.DTS != nil {
+			t.Errorf("%s: a surface-only façade has source", lang)
+		}
+		if lean.Surface != full.Surface || lean.Level != full.Level || strings.Join(lean.Pages, "") != strings.Join(full.Pages, "") || lean.ModuleName != full.ModuleName || lean.ListingSHA256 != full.ListingSHA256 {
+			t.Errorf("%s: the surface differs without the source", lang)
+		}
+		a, _ := lean.Describe()
+		b, _ := full.Describe()
+		if a != b || fmt.Sprint(lean.Search("browser action 7", 5)) != fmt.Sprint(full.Search("browser action 7", 5)) {
+			t.Errorf("%s: describe or search differs without the source", lang)
+		}
+		if other, err := lean.In(Python); err != nil || other.Source != nil || lang != Python && other == lean {
+			t.Errorf("%s: In(python) of a surface-only façade: %v", lang, err)
+		}
+		written, err := lean.WithSource()
+		if err != nil {
+			t.Fatal(err)
+		}
+		again, _ := lean.WithSource()
+		if !bytes.Equal(written.Source, full.Source) || !bytes.Equal(written.JS, full.JS) || !bytes.Equal(written.DTS, full.DTS) || again != written {
+			t.Errorf("%s: WithSource did not write the full source once", lang)
+		}
 	}
 }

@@ -83,11 +83,15 @@ type goOutput struct {
 	file   *goFile
 }
 
-// emitGo binds names, writes the source, formats and verifies it.
-func emitGo(server, digest string, plans []toolPlan) (*goOutput, error) {
+// emitGo binds names and, with source, writes the source, formats and
+// verifies it.
+func emitGo(server, digest string, plans []toolPlan, source bool) (*goOutput, error) {
 	f := newGoFile(server, digest)
 	if err := f.bind(plans); err != nil {
 		return nil, err
+	}
+	if !source {
+		return &goOutput{pkg: f.pkg, file: f}, nil
 	}
 	raw := f.write()
 	src, err := format.Source(raw)

@@ -502,13 +502,16 @@ func (f *fFile) bindPython() {
 	}
 }
 
-// emitPython binds, writes and verifies a Python module.
-func emitPython(server, digest string, plans []toolPlan) (*fFile, []byte, error) {
+// emitPython binds and, with source, writes and verifies a Python module.
+func emitPython(server, digest string, plans []toolPlan, source bool) (*fFile, []byte, error) {
 	f, err := bindForeign(Python, pyLang, server, digest, plans)
 	if err != nil {
 		return nil, nil, err
 	}
 	f.bindPython()
+	if !source {
+		return f, nil, nil
+	}
 	src := f.writePython()
 	if err := verifyForeign(Python, src, f.pyIntent()); err != nil {
 		return nil, nil, err

@@ -358,12 +358,12 @@ var tsVocabulary = wordSet(`
 // same as JavaScript with its declarations.
 type tsFiles struct{ ts, js, dts []byte }
 
-// emitTS binds, writes and verifies a TypeScript module in its three
-// forms.
-func emitTS(server, digest string, plans []toolPlan) (*fFile, tsFiles, error) {
+// emitTS binds and, with source, writes and verifies a TypeScript module
+// in its three forms.
+func emitTS(server, digest string, plans []toolPlan, source bool) (*fFile, tsFiles, error) {
 	f, err := bindForeign(TypeScript, tsLang, server, digest, plans)
-	if err != nil {
-		return nil, tsFiles{}, err
+	if err != nil || !source {
+		return f, tsFiles{}, err
 	}
 	var out tsFiles
 	for _, w := range []struct {

@@ -34,12 +34,16 @@ const (
 
 // toolDoc is one tool as the surface, Describe and Search see it.
 type toolDoc struct {
-	name   string    // the function's identifier
-	wire   string    // the tool's wire name
-	decl   [4]string // declarations at each detail
-	index  string    // the index line
-	sig    string    // the one-line call signature
-	search []string  // lower-case words the tool is found by, weighted by position
+	name string // the function's identifier
+	wire string // the tool's wire name
+	// decl renders the declarations at a detail. It is called only while
+	// Generate runs or under Generated.render: a surface rendered for 10 000
+	// tools stops at the budget, and a description is rendered when asked,
+	// so nothing renders every tool at every detail.
+	decl   func(detail) string
+	index  string   // the index line
+	sig    string   // the one-line call signature
+	search []string // lower-case words the tool is found by, weighted by position
 	weight []int
 }
 
@@ -78,7 +82,10 @@ func renderSurface(head func(SurfaceLevel, int, int) string, docs []toolDoc, bud
 		var b strings.Builder
 		b.WriteString(head(level, 1, 1))
 		for _, d := range docs {
-			b.WriteString(d.decl[detailFull+detail(level)])
+			if b.Len() > budget {
+				break // this rung is too big already: render no more of it
+			}
+			b.WriteString(d.decl(detailFull + detail(level)))
 		}
 		if b.Len() <= budget {
 			return b.String(), level, nil
@@ -218,10 +225,10 @@ func (f *fFile) foreignDocs(decl func(*strings.Builder, *fFunc, detail), index f
 	out := make([]toolDoc, 0, len(f.funcs))
 	for _, fn := range f.funcs {
 		doc := toolDoc{name: fn.name, wire: fn.tp.tool.Name, index: index(fn), sig: sig(fn)}
-		for lv := detailDescribe; lv <= detailSigs; lv++ {
+		doc.decl = func(lv detail) string {
 			var b strings.Builder
 			decl(&b, fn, lv)
-			doc.decl[lv] = b.String()
+			return b.String()
 		}
 		addSearchWords(&doc, fn.tp.tool, argsOf(fn))
 		out = append(out, doc)
@@ -301,6 +308,8 @@ func (g *Generated) Describe(names ...string) (string, error) {
 			names = append(names, d.name)
 		}
 	}
+	g.render.Lock()
+	defer g.render.Unlock()
 	var b strings.Builder
 	for i, n := range names {
 		k := slices.IndexFunc(g.docs, func(d toolDoc) bool { return d.name == n || d.wire == n })
@@ -310,7 +319,7 @@ func (g *Generated) Describe(names ...string) (string, error) {
 		if i > 0 {
 			b.WriteByte('\n')
 		}
-		b.WriteString(g.docs[k].decl[detailDescribe])
+		b.WriteString(g.docs[k].decl(detailDescribe))
 	}
 	return b.String(), nil
 }

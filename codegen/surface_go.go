@@ -46,7 +46,7 @@ func (f *goFile) docs() []toolDoc {
 	for _, fn := range f.funcs {
 		t := fn.tp.tool
 		doc := toolDoc{name: fn.name, wire: t.Name}
-		for lv := detailDescribe; lv <= detailSigs; lv++ {
+		doc.decl = func(lv detail) string {
 			// What leaving the output type out saves is spent on the
 			// description, which must then say what the tool returns.
 			elide := textOut[t.Name]
@@ -75,7 +75,7 @@ func (f *goFile) docs() []toolDoc {
 					}
 				}
 			}
-			doc.decl[lv] = b.String()
+			return b.String()
 		}
 		doc.index = fn.name
 		if note := f.toolNote(fn, detailShort, nil, 0); note != "" {

@@ -88,4 +88,22 @@ type outbound struct {
 	name string
 	// args are tools/call's arguments (for x-mcp-header mirroring).
 	args Args
+	// traceparent is tools/call's CallOptions.Traceparent, for the
+	// header, all zeros when there is none. Copied in rather than
+	// referenced: a string out of CallOptions passed on through the
+	// carrier interface would make the compiler move every caller's
+	// CallOptions (its Abandoned closure too) to the heap.
+	traceparent [traceparentLen]byte
+}
+
+// traceparentLen is a version-00 traceparent's length (W3C Trace Context
+// §3.2).
+const traceparentLen = 55
+
+// traceparentHeader is the traceparent header's value, "" for none.
+func (o *outbound) traceparentHeader() string {
+	if o.traceparent[0] == 0 {
+		return ""
+	}
+	return string(o.traceparent[:])
 }

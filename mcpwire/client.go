@@ -25,7 +25,7 @@ const (
 	defaultWriteTimeout     = 10 * time.Second
 	defaultMaxInFlight      = 256
 	defaultMaxPages         = 64
-	defaultMaxTools         = 256
+	defaultMaxTools         = bound.MaxTools
 	defaultMaxStrayLines    = 1000
 	defaultMaxStrayBytes    = 1 << 20
 	// strayPreview caps how much of a stray stdout line is logged.
@@ -58,7 +58,7 @@ type Config struct {
 	WriteTimeout     time.Duration // a write to stdin stalled this long (to 1.5×; 10 s) is death
 	MaxInFlight      int           // concurrent calls (256); more fail with ErrBusy
 	MaxPages         int           // tools/list pages (64)
-	MaxTools         int           // tools in one listing (256)
+	MaxTools         int           // tools in one listing (bound.MaxTools, 16384)
 	MaxStrayLines    int           // non-JSON-RPC stdout lines tolerated (1000)
 	MaxStrayBytes    int           // ...and their bytes (1 MiB)
 
@@ -122,6 +122,14 @@ type CallOptions struct {
 	// bounds a server's concurrent work keeps the call's slot until
 	// answered closes, with its own time limit.
 	Abandoned func(answered <-chan struct{})
+	// Traceparent, when not "", is the W3C trace context of the caller's
+	// span for this call (a valid version-00 traceparent; the caller
+	// checks it). The tools/call request carries it as
+	// _meta.traceparent, the convention of MCP's SEP-414, and, over
+	// Streamable HTTP, as the traceparent header too (W3C Trace Context
+	// §3). A legacy HTTP+SSE message may share its POST with others, so
+	// it carries it in _meta only.
+	Traceparent string
 
 	// task is the "task" member CallToolTask adds to tools/call.
 	task []byte
@@ -521,13 +529,17 @@ func (c *Client) request(ctx context.Context, method string, params []byte, args
 	var line []byte
 	var err error
 	if method == "tools/call" {
-		line, err = appendCallTool((*bp)[:0], id, name, args, c.callMeta(), opt.task)
+		line, err = appendCallTool((*bp)[:0], id, name, args, c.callMeta(), opt.task, opt.Traceparent)
 	} else {
 		line = appendRequest((*bp)[:0], id, method, params)
 	}
 	sent, why := false, err
 	if err == nil {
-		sent, why = c.car.roundTrip(ctx, cl, outbound{method: method, name: name, args: args}, line, gather)
+		ob := outbound{method: method, name: name, args: args}
+		if method == "tools/call" {
+			copy(ob.traceparent[:], opt.Traceparent) // its shape checked by appendCallTool
+		}
+		sent, why = c.car.roundTrip(ctx, cl, ob, line, gather)
 	}
 	if cap(line) <= maxPooledLine {
 		*bp = line[:0]

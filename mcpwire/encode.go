@@ -50,10 +50,15 @@ func appendNotification(dst []byte, method string, params []byte) []byte {
 // object and is validated and compacted here; converted args
 // (ConvertArgs) are one compact object already and are copied as they
 // are. meta, when not nil, is more _meta members (the modern era's
-// reserved keys) rendered without braces.
-func appendCallTool(dst []byte, id int64, name string, a Args, meta, task []byte) ([]byte, error) {
+// reserved keys) rendered without braces. traceparent, when not "", is
+// added to _meta; it must have a version-00 traceparent's shape (W3C
+// Trace Context §3.2), which leaves nothing to escape.
+func appendCallTool(dst []byte, id int64, name string, a Args, meta, task []byte, traceparent string) ([]byte, error) {
 	if name == "" || !utf8.ValidString(name) {
 		return dst, errInvalid("tool name must be non-empty UTF-8")
+	}
+	if traceparent != "" && !traceparentShape(traceparent) {
+		return dst, errInvalid("traceparent is not a version-00 traceparent")
 	}
 	var span []byte
 	var ws bool
@@ -84,6 +89,11 @@ func appendCallTool(dst []byte, id int64, name string, a Args, meta, task []byte
 	if meta != nil {
 		dst = append(dst, ',')
 		dst = append(dst, meta...)
+	}
+	if traceparent != "" {
+		dst = append(dst, `,"traceparent":"`...)
+		dst = append(dst, traceparent...)
+		dst = append(dst, '"')
 	}
 	dst = append(dst, `},"name":`...)
 	dst = jsonlex.AppendQuoted(dst, name)
@@ -130,3 +140,27 @@ func (e invalidError) Error() string        { return "mcpwire: invalid argument:
 func (e invalidError) Is(target error) bool { return target == ErrInvalidArgument }
 
 func errInvalid(s string) error { return invalidError(s) }
+
+// traceparentShape reports whether tp is 55 bytes of lowercase hex with
+// dashes where a version-00 traceparent has them: safe to write into JSON
+// and a header as it is. Whether its ids are zeros is the caller's
+// concern.
+func traceparentShape(tp string) bool {
+	if len(tp) != traceparentLen {
+		return false
+	}
+	for i := 0; i < len(tp); i++ {
+		c := tp[i]
+		switch i {
+		case 2, 35, 52:
+			if c != '-' {
+				return false
+			}
+		default:
+			if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
+				return false
+			}
+		}
+	}
+	return true
+}

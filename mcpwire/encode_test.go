@@ -24,7 +24,7 @@ func TestEncodeLines(t *testing.T) {
 		{name: "invalid utf8 args", args: "{\"a\":\"\xff\"}", bad: true},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := appendCallTool(nil, 9, "echo", JSONArgs([]byte(tt.args)), nil, nil)
+			got, err := appendCallTool(nil, 9, "echo", JSONArgs([]byte(tt.args)), nil, nil, "")
 			if tt.bad {
 				if !errors.Is(err, ErrInvalidArgument) {
 					t.Fatalf("err = %v, want ErrInvalidArgument", err)
@@ -36,8 +36,30 @@ func TestEncodeLines(t *testing.T) {
 			}
 		})
 	}
-	if _, err := appendCallTool(nil, 1, "", JSONArgs(nil), nil, nil); !errors.Is(err, ErrInvalidArgument) {
+	if _, err := appendCallTool(nil, 1, "", JSONArgs(nil), nil, nil, ""); !errors.Is(err, ErrInvalidArgument) {
 		t.Errorf("empty name: %v", err)
+	}
+}
+
+// A call's traceparent rides in _meta beside the progress token
+// (SEP-414); anything without a traceparent's shape, which could break
+// out of its JSON string, is refused before a byte is written.
+func TestEncodeTraceparent(t *testing.T) {
+	const tp = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+	got, err := appendCallTool(nil, 3, "echo", JSONArgs(nil), nil, nil, tp)
+	want := `{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"_meta":{"progressToken":3,"traceparent":"` + tp + `"},"name":"echo"}}` + "\n"
+	if err != nil || string(got) != want {
+		t.Fatalf("got %q, %v\nwant %q", got, err, want)
+	}
+	for _, bad := range []string{
+		"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-0",
+		"00-4BF92F3577B34DA6A3CE929D0E0E4736-00F067AA0BA902B7-01",
+		`00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7"-1`,
+		"00_4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+	} {
+		if out, err := appendCallTool(nil, 1, "t", JSONArgs(nil), nil, nil, bad); !errors.Is(err, ErrInvalidArgument) || len(out) != 0 {
+			t.Errorf("traceparent %q: %q, %v; want ErrInvalidArgument and nothing written", bad, out, err)
+		}
 	}
 }
 
@@ -47,7 +69,7 @@ func FuzzCompact(f *testing.F) {
 	f.Add([]byte("{\n \"text\" : \"a b\",\r\n\t\"n\": [1, 2]\n}"))
 	f.Add([]byte(`{"a":{"b":[true,false,null,"\n"]}}`))
 	f.Fuzz(func(t *testing.T, args []byte) {
-		line, err := appendCallTool(nil, 1, "t", JSONArgs(args), nil, nil)
+		line, err := appendCallTool(nil, 1, "t", JSONArgs(args), nil, nil, "")
 		if err != nil {
 			return
 		}
@@ -96,11 +118,11 @@ func FuzzConvertArgs(f *testing.F) {
 		if !a.converted || len(a.JSON()) == 0 || a.JSON()[0] != '{' {
 			t.Fatalf("converted args %q", a.JSON())
 		}
-		got, err := appendCallTool(nil, 1, "t", a, nil, nil)
+		got, err := appendCallTool(nil, 1, "t", a, nil, nil, "")
 		if err != nil {
 			t.Fatal(err)
 		}
-		want, err := appendCallTool(nil, 1, "t", JSONArgs(a.JSON()), nil, nil)
+		want, err := appendCallTool(nil, 1, "t", JSONArgs(a.JSON()), nil, nil, "")
 		if err != nil || string(got) != string(want) {
 			t.Fatalf("unchecked line %q; checked %q, %v", got, want, err)
 		}

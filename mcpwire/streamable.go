@@ -105,6 +105,9 @@ func (h *httpCarrier) header(hd http.Header, o outbound, accept []string) error 
 			hd["Mcp-Name"] = []string{headerValue(o.name)}
 		}
 	}
+	if tp := o.traceparentHeader(); tp != "" {
+		hd["Traceparent"] = []string{tp}
+	}
 	if params := h.c.headerParamsOf(o.name); o.method == "tools/call" && len(params) > 0 && h.c.Era() == EraModern {
 		return paramHeaders(params, o.args.JSON(), hd.Set)
 	}

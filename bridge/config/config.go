@@ -95,6 +95,7 @@ import (
 
 	"github.com/capbridge/capbridge/bridge/internal/quota"
 	"github.com/capbridge/capbridge/internal/bound"
+	"github.com/capbridge/capbridge/internal/telemetry"
 )
 
 // Config is a whole, validated configuration with every default applied.
@@ -104,6 +105,9 @@ type Config struct {
 	// Quota is the [quota] table: every grant's default quotas on all
 	// its calls (quota.go).
 	Quota quota.Limits
+	// Telemetry is the [telemetry] table: OpenTelemetry traces
+	// (telemetry.go).
+	Telemetry telemetry.Config
 }
 
 // Bridge holds the [bridge] table.
@@ -497,6 +501,8 @@ func Load(name string, data []byte) (*Config, error) {
 			}
 		case "quota":
 			r.quota(k, doc[k], &cfg.Quota, nil)
+		case "telemetry":
+			r.telemetry(k, doc[k], &cfg.Telemetry)
 		default:
 			r.unknown(k, k, topKeys)
 		}
@@ -508,7 +514,7 @@ func Load(name string, data []byte) (*Config, error) {
 }
 
 // topKeys are the tables a capbridge.toml may have.
-var topKeys = []string{"bridge", "mcp", "quota"}
+var topKeys = []string{"bridge", "mcp", "quota", "telemetry"}
 
 // reader accumulates errors while walking a decoded document.
 type reader struct {

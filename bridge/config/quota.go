@@ -106,20 +106,24 @@ func (r *reader) toolQuotas(key string, v any, dst *map[string]quota.Limits) {
 
 // rate reads calls per second: a positive number, whole or not.
 func (r *reader) rate(key string, v any, dst *float64) {
-	var f float64
-	switch x := v.(type) {
-	case int64:
-		f = float64(x)
-	case float64:
-		f = x
-	default:
-		f = -1
-	}
+	f := number(v)
 	if !(f > 0) || math.IsInf(f, 0) || f > quota.MaxRate {
 		r.fail(key, fmt.Sprintf("write calls per second as a number above 0 and at most %d, such as 10 or 0.5", quota.MaxRate), "bad rate %s", describe(v))
 		return
 	}
 	*dst = f
+}
+
+// number is a TOML number, whole or not, as a float64; -1 for anything
+// else.
+func number(v any) float64 {
+	switch x := v.(type) {
+	case int64:
+		return float64(x)
+	case float64:
+		return x
+	}
+	return -1
 }
 
 // total reads a count of calls that may be far larger than a bound's.

@@ -45,6 +45,8 @@ const (
 	kindRate
 	kindTotal
 	kindQuota
+	kindURL
+	kindRatio
 )
 
 var bridgeSpec = []keySpec{
@@ -135,8 +137,9 @@ func JSONSchema() ([]byte, error) {
 		"type":                 "object",
 		"additionalProperties": false,
 		"properties": map[string]any{
-			"bridge": object(bridgeSpec),
-			"quota":  withDoc(object(quotaSpec), "each grant's default quotas on all its calls; a grant request sets its own over them; a call beyond one is denied quota_exceeded"),
+			"bridge":    object(bridgeSpec),
+			"quota":     withDoc(object(quotaSpec), "each grant's default quotas on all its calls; a grant request sets its own over them; a call beyond one is denied quota_exceeded"),
+			"telemetry": withDoc(object(telemetrySpec), "OpenTelemetry traces over OTLP: a span per capwire call and per MCP request, and spans for servers' boots, restarts, re-listings and lock drift; each key wins over its OTEL_* environment variable; off unless an endpoint is set here or in the environment"),
 			"mcp": map[string]any{
 				"description":          "the MCP servers capbridge runs, by name",
 				"type":                 "object",
@@ -236,6 +239,10 @@ func (k keySpec) schema() map[string]any {
 		return map[string]any{"type": "number", "exclusiveMinimum": 0, "maximum": quota.MaxRate}
 	case kindTotal:
 		return map[string]any{"type": "integer", "minimum": 1, "maximum": int64(maxQuotaCalls)}
+	case kindURL:
+		return str("^https?://[^/?#@]+")
+	case kindRatio:
+		return map[string]any{"type": "number", "minimum": 0, "maximum": 1}
 	case kindQuota:
 		q := object(quotaSpec)
 		q["properties"].(map[string]any)["tools"] = map[string]any{"type": "object", "description": "quotas per tool, by the tool's wire name", "additionalProperties": object(quotaSpec)}

@@ -67,6 +67,11 @@ func TestSampleConfig(t *testing.T) {
 			t.Errorf("the sample does not set bridge.%s", k.name)
 		}
 	}
+	for _, k := range telemetrySpec {
+		if pos["telemetry."+k.name] == 0 {
+			t.Errorf("the sample does not set telemetry.%s", k.name)
+		}
+	}
 	for _, k := range serverSpec {
 		if pos["mcp.memory."+k.name] == 0 {
 			t.Errorf("the sample's [mcp.memory] does not set %s", k.name)

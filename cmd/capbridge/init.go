@@ -420,6 +420,18 @@ const initBridge = `
 # is withheld (enforce) or served and reported (warn).
 # lock      = "capbridge.lock"
 # lock_mode = "enforce" # enforce | warn
+
+# OpenTelemetry traces over OTLP (docs/operating.md, "Traces"): a span per
+# call and per MCP request, the server given its traceparent in _meta. Each
+# key wins over its OTEL_* variable; off unless an endpoint is set here or
+# in OTEL_EXPORTER_OTLP_ENDPOINT.
+# [telemetry]
+# endpoint         = "http://127.0.0.1:4318" # the collector; grpc: its :4317
+# protocol         = "http/protobuf" # http/protobuf | grpc
+# service_name     = "capbridge"
+# sampler          = "parentbased_traceidratio"
+# sampler_arg      = 0.25
+# shutdown_timeout = "5s"
 `
 
 const initServerKeys = `

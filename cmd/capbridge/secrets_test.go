@@ -11,6 +11,7 @@ import (
 
 	"github.com/capbridge/capbridge/capwire"
 	"github.com/capbridge/capbridge/internal/testkit/mcptest"
+	"github.com/capbridge/capbridge/internal/testkit/otlprecv"
 )
 
 // The secrets of the test's config, one per kind of reference, and what
@@ -75,7 +76,9 @@ func testSecretsNeverWritten(t *testing.T, bin string) {
 	}
 	noSecrets(t, "doctor --json", out)
 
-	srv, ready := startServe(t, bin, env, "serve", "-c", cfg)
+	// Traces on, to a receiver that keeps every byte exported.
+	recv := otlprecv.Start(t)
+	srv, ready := startServe(t, bin, append(env, "OTEL_EXPORTER_OTLP_ENDPOINT="+recv.URL), "serve", "-c", cfg)
 	noSecrets(t, "the ready line", ready)
 	ctl := []string{"CAPBRIDGE_CONTROL=" + dir + "/control.sock"}
 	token, errOut, code := runCLI(t, bin, ctl, "grant", "--servers", "s")
@@ -133,6 +136,14 @@ func testSecretsNeverWritten(t *testing.T, bin string) {
 		t.Fatalf("audit file: %v\n%s", err, audit)
 	}
 	noSecrets(t, "the audit file", string(audit))
+	// serve flushed its spans before it exited.
+	raw := recv.Raw()
+	if len(raw) == 0 || len(recv.Spans()) == 0 {
+		t.Fatal("serve exported no spans")
+	}
+	for _, b := range raw {
+		noSecrets(t, "the exported traces", string(b))
+	}
 }
 
 // A reference that does not resolve stops serve before it starts

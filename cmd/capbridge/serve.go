@@ -23,6 +23,7 @@ import (
 	"github.com/capbridge/capbridge/cmd/capbridge/internal/confwatch"
 	"github.com/capbridge/capbridge/cmd/capbridge/internal/demoserver"
 	"github.com/capbridge/capbridge/internal/lock"
+	"github.com/capbridge/capbridge/internal/telemetry"
 	"github.com/capbridge/capbridge/mcpwire"
 )
 
@@ -196,6 +197,21 @@ cannot be opened, 5 shutdown that could not confirm every server exited.`)
 			}
 		}()
 	}
+	// Traces, when [telemetry] or the OTEL_* environment asks for them.
+	// The exporter connects lazily: an absent collector costs the spans,
+	// never the service. Shutdown flushes what is queued, within
+	// shutdown_timeout.
+	tracer, err := telemetry.New(cfg.Telemetry, os.Getenv, version(), func(err error) {
+		log.Warn().Err(err).Msg("OpenTelemetry: spans not exported")
+	})
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return exitConfig
+	}
+	if tracer != nil {
+		log.Info().Msg("exporting traces over OTLP ([telemetry], OTEL_* environment)")
+	}
+	opts.Tracer = tracer
 	b := bridge.New(opts)
 	if err := b.ReserveDescriptors(); err != nil {
 		log.Warn().Err(err).Msg("not enough file descriptors for every budget")

@@ -75,6 +75,23 @@ func TestServe(t *testing.T) {
 			t.Fatalf("exit %d, stderr:\n%s\nwant exit %d naming %s:3 and the key", code, stderr, exitConfig, cfg)
 		}
 	})
+	t.Run("a bad OTEL setting", func(t *testing.T) {
+		// Traces are asked for in the environment, with a sampler
+		// OpenTelemetry does not define: serve stops before it starts
+		// anything, naming the variable, rather than sample silently
+		// otherwise.
+		dir := shortTempDir(t)
+		cfg := filepath.Join(dir, "capbridge.toml")
+		toml := "[bridge]\ncall_socket = \"" + dir + "/call.sock\"\ncontrol_socket = \"" + dir + "/control.sock\"\n"
+		if err := os.WriteFile(cfg, []byte(toml), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		env := []string{"OTEL_EXPORTER_OTLP_ENDPOINT=http://127.0.0.1:4318", "OTEL_TRACES_SAMPLER=sometimes"}
+		_, stderr, code := runCLI(t, bin, env, "serve", "-c", cfg)
+		if code != exitConfig || !strings.Contains(stderr, "OTEL_TRACES_SAMPLER") || !strings.Contains(stderr, "parentbased_traceidratio") {
+			t.Fatalf("exit %d, stderr:\n%s\nwant exit %d naming the variable and its values", code, stderr, exitConfig)
+		}
+	})
 	t.Run("audit_path", func(t *testing.T) { testAuditPath(t, bin) })
 	t.Run("the pod manifest's config", func(t *testing.T) { testPodConfig(t, bin) })
 	t.Run("SIGHUP reopens the audit file", func(t *testing.T) { testSIGHUP(t, bin) })

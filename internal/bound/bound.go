@@ -13,6 +13,16 @@ package bound
 // cost bounded; the operator's max_frame sets both.
 const MaxMessage = 16 << 20
 
+// MaxTools is the most tools capbridge reads from one server's listing,
+// and so the most it serves: the MCP client stops reading past it, and
+// the generator plans at most this many. Short of it a server is never
+// refused for the size of what it exposes: its surface degrades rung by
+// rung to a paged index, and calls find their tool by a map. A tool's
+// cost is linear (docs/perf/scale.md measures a server of 10 000), so
+// 16 384 leaves room above the largest servers known while bounding
+// what one listing may cost.
+const MaxTools = 16384
+
 // MaxDepth is the deepest nesting of arrays and objects (maps) that any
 // decoder in capbridge accepts: a value may sit inside MaxDepth
 // containers, and container number MaxDepth+1 is refused. capwire,

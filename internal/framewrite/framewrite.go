@@ -285,14 +285,15 @@ type vecWriter interface {
 
 // NewInline returns an Inline for conn with room for queueLen queued
 // frames, writes bounded by timeout. It starts nothing. On a failed write
-// it closes conn; otherwise the caller keeps ownership of conn.
+// it closes conn; otherwise the caller keeps ownership of conn. The queue
+// grows when frames first wait behind a write, so a connection whose
+// writes never overlap (an idle one, a program making one call at a time)
+// holds none.
 func NewInline(conn net.Conn, queueLen int, timeout time.Duration) *Inline {
 	return &Inline{
 		conn:    conn,
 		timeout: timeout,
 		max:     queueLen,
-		queue:   make([]*[]byte, 0, min(queueLen, maxBatch)),
-		spare:   make([]*[]byte, 0, min(queueLen, maxBatch)),
 		vw:      newVecWriter(conn),
 		done:    make(chan struct{}),
 	}

@@ -5,7 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
+	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -13,6 +17,9 @@ import (
 	"time"
 
 	"github.com/capbridge/capbridge/capwire"
+	"github.com/capbridge/capbridge/codegen"
+	"github.com/capbridge/capbridge/internal/testkit/bigtools"
+	"github.com/capbridge/capbridge/internal/testkit/rawecho"
 )
 
 // inFlight is the calls in flight in all, in the conns and soak cells.
@@ -314,4 +321,88 @@ func soak(ctx context.Context, bin, tmp string, p plan, log io.Writer) (*soakRes
 		err = errors.Join(err, fmt.Errorf("%d calls unanswered", r.Unanswered))
 	}
 	return r, err
+}
+
+// bigSample is a bridge serving a rawecho that lists Tools tools
+// (internal/testkit/bigtools, realistic schemas of about a kilobyte, 500
+// to a page) beside one that lists smallTools: how long after the big
+// server wrote its listing's last page serve was ready, the bridge's RSS
+// then, and the p50 of echo calls made one at a time to each server,
+// alternately on one connection, so that both p50s meet the same
+// machine; beside it, how long codegen takes to generate each language's
+// façade of the same listing in this process.
+type bigSample struct {
+	Run          int                `json:"run"`
+	Tools        int                `json:"tools"`
+	ReadyAfterMS float64            `json:"ready_after_list_ms"`
+	RSS          int64              `json:"rss"`
+	P50us        float64            `json:"p50_us"`
+	P50SmallUs   float64            `json:"p50_small_us"`
+	GenerateMS   map[string]float64 `json:"generate_ms"`
+}
+
+// smallTools is how many tools the big cell's baseline server lists.
+const smallTools = 10
+
+func measureBig(ctx context.Context, bin, tmp string, n, calls int) (bigSample, error) {
+	s := bigSample{Tools: n, GenerateMS: map[string]float64{}}
+	listed := filepath.Join(tmp, fmt.Sprintf("listed-%d", n))
+	argv, env := rawecho.ToolsCommand(n, listed)
+	sargv, senv := rawecho.ToolsCommand(smallTools, "")
+	b, err := startBridgeOf(ctx, bin, tmp, "", []serverCmd{{argv, env}, {sargv, senv}})
+	if err != nil {
+		return s, err
+	}
+	defer os.Remove(listed)
+	ns, err := os.ReadFile(listed)
+	if err == nil {
+		var at int64
+		if at, err = strconv.ParseInt(string(ns), 10, 64); err == nil {
+			s.ReadyAfterMS = float64(b.readyAt.Sub(time.Unix(0, at))) / float64(time.Millisecond)
+		}
+	}
+	if err == nil {
+		s.RSS, _, _, err = procStatus(b.cmd.Process.Pid)
+	}
+	var cs []*capwire.Client
+	if err == nil {
+		cs, err = b.dial(ctx, 1, perGrant, "s0", "s1")
+	}
+	if err == nil {
+		var lat [2][]time.Duration // s0, the big server; s1, the small one
+		for i := 0; err == nil && i < 2*(calls+calls/10); i++ {
+			t0 := time.Now()
+			err = echo(ctx, cs[0], "s"+strconv.Itoa(i%2), text)
+			if i >= 2*(calls/10) { // the first tenth warms up
+				lat[i%2] = append(lat[i%2], time.Since(t0))
+			}
+		}
+		closeAll(cs)
+		if err == nil {
+			p50 := func(l []time.Duration) float64 { slices.Sort(l); return us(l[(len(l)-1)/2]) }
+			s.P50us, s.P50SmallUs = p50(lat[0]), p50(lat[1])
+		}
+	}
+	if err = errors.Join(err, b.stop()); err != nil {
+		return s, err
+	}
+	// A listing of as many generated tools, read as the bridge reads a
+	// server's pages: what the façades are generated from.
+	var tools []codegen.Tool
+	for from := 0; from < n; from += rawecho.PageSize {
+		page, perr := codegen.ParseListing(bigtools.Page(nil, from, rawecho.PageSize, n, ""))
+		if perr != nil {
+			return s, perr
+		}
+		tools = append(tools, page...)
+	}
+	for _, lang := range []codegen.Lang{codegen.Go, codegen.TypeScript, codegen.Python} {
+		runtime.GC() // each language starts from the same heap
+		t0 := time.Now()
+		if _, err := codegen.Generate("s0", tools, codegen.Options{Lang: lang}); err != nil {
+			return s, fmt.Errorf("generating %s: %w", lang, err)
+		}
+		s.GenerateMS[string(lang)] = float64(time.Since(t0)) / float64(time.Millisecond)
+	}
+	return s, nil
 }

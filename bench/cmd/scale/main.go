@@ -2,7 +2,10 @@
 // and latency as the programs connected grow from 1 to 256 with 32 calls
 // in flight in all (conns), the bridge's memory per idle authenticated
 // connection (memory), boot time and memory as its stdio servers grow
-// from 1 to 64 (servers), and, only when named, a soak of a million calls
+// from 1 to 64 (servers), one server listing 10, 1000 and 10 000
+// realistic tools (big: readiness after the listing, bridge RSS, a call's
+// p50, and each language's façade generated in-process), and, only when
+// named, a soak of a million calls
 // with the server killed every hundred thousand (soak). Every server is
 // internal/testkit/rawecho (this binary, re-executed) and every bridge a
 // real `capbridge serve` with its settings at their defaults except where
@@ -10,10 +13,10 @@
 //
 // Usage, from the bench module:
 //
-//	go run ./cmd/scale [-runs 3] [-out DIR] [-quick] [-capbridge BIN] [-cells conns,memory,servers|soak]
+//	go run ./cmd/scale [-runs 3] [-out DIR] [-quick] [-capbridge BIN] [-cells conns,memory,servers,big|soak]
 //
 // It writes DIR/results.json, DIR/results.md and one curve per cell
-// (DIR/conns.svg, DIR/memory.svg, DIR/servers.svg). The exit status is 1
+// (DIR/conns.svg, DIR/memory.svg, DIR/servers.svg, DIR/big.svg). The exit status is 1
 // if a sample failed or the soak saw a call unanswered; goals met or not
 // do not change it.
 package main
@@ -47,17 +50,19 @@ type plan struct {
 	idle        int   // idle connections (cell memory)
 	memServers  int   // servers of the memory cell's bridge
 	servers     []int // servers booted (cell servers)
+	bigTools    []int // tools listed by the big server (cell big); goals judge the last
+	bigCalls    int   // echo calls timed, one at a time, at each size
 	soakCalls   int
 	soakKillAt  int // the server is killed every soakKillAt calls
 	soakTimeout time.Duration
 }
 
 var (
-	fullPlan  = plan{conns: []int{1, 8, 64, 256}, callsPerN: 20000, idle: 256, memServers: 8, servers: []int{1, 16, 64}, soakCalls: 1_000_000, soakKillAt: 100_000, soakTimeout: 30 * time.Second}
-	quickPlan = plan{conns: []int{1, 8, 64, 256}, callsPerN: 400, idle: 256, memServers: 8, servers: []int{1, 4}, soakCalls: 2000, soakKillAt: 500, soakTimeout: 30 * time.Second}
+	fullPlan  = plan{conns: []int{1, 8, 64, 256}, callsPerN: 20000, idle: 256, memServers: 8, servers: []int{1, 16, 64}, bigTools: []int{10, 1000, 10000}, bigCalls: 5000, soakCalls: 1_000_000, soakKillAt: 100_000, soakTimeout: 30 * time.Second}
+	quickPlan = plan{conns: []int{1, 8, 64, 256}, callsPerN: 400, idle: 256, memServers: 8, servers: []int{1, 4}, bigTools: []int{10, 1000}, bigCalls: 100, soakCalls: 2000, soakKillAt: 500, soakTimeout: 30 * time.Second}
 )
 
-var allCells = []string{"conns", "memory", "servers", "soak"}
+var allCells = []string{"conns", "memory", "servers", "big", "soak"}
 
 func run(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("scale", flag.ContinueOnError)
@@ -66,7 +71,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	out := fs.String("out", "scale-out", "directory for results.json, results.md and the curves")
 	quick := fs.Bool("quick", false, "a few calls per cell: a smoke test, not a measurement")
 	bin := fs.String("capbridge", "", "a capbridge binary to measure (default: build one from this repository)")
-	cellList := fs.String("cells", "conns,memory,servers", "cells to measure, comma-separated: conns, memory, servers, soak")
+	cellList := fs.String("cells", "conns,memory,servers,big", "cells to measure, comma-separated: conns, memory, servers, big, soak")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -144,6 +149,19 @@ func run(args []string, stdout, stderr io.Writer) int {
 					s.Run = r
 					rep.Servers = append(rep.Servers, s)
 					fmt.Fprintf(stderr, "run %d  servers %-3d ready in %6.0f ms, bridge RSS %.1f MiB, servers' CPU %6.0f ms\n", r, n, s.ReadyMS, mib(s.RSS), s.ServerCPUms)
+				}
+			}
+		}
+		if slices.Contains(cells, "big") {
+			for i := range p.bigTools {
+				n := p.bigTools[(i+r)%len(p.bigTools)]
+				s, err := measureBig(ctx, *bin, tmp, n, p.bigCalls)
+				note(err, fmt.Sprintf("run %d, big %d", r, n))
+				if err == nil {
+					s.Run = r
+					rep.Big = append(rep.Big, s)
+					fmt.Fprintf(stderr, "run %d  big %-5d ready %6.0f ms after its listing, bridge RSS %.1f MiB, call p50 %5.0f µs; generated go %5.0f ms, typescript %5.0f ms, python %5.0f ms\n",
+						r, n, s.ReadyAfterMS, mib(s.RSS), s.P50us, s.GenerateMS["go"], s.GenerateMS["ts"], s.GenerateMS["python"])
 				}
 			}
 		}

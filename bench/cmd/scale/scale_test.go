@@ -26,7 +26,7 @@ func TestMain(m *testing.M) {
 func TestQuick(t *testing.T) {
 	out := t.TempDir()
 	var stdout, stderr bytes.Buffer
-	if code := run([]string{"-quick", "-runs", "1", "-cells", "conns,memory,servers,soak", "-out", out}, &stdout, &stderr); code != 0 {
+	if code := run([]string{"-quick", "-runs", "1", "-cells", "conns,memory,servers,big,soak", "-out", out}, &stdout, &stderr); code != 0 {
 		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, &stdout, &stderr)
 	}
 	b, err := os.ReadFile(filepath.Join(out, "results.json"))
@@ -37,7 +37,7 @@ func TestQuick(t *testing.T) {
 	if err := json.Unmarshal(b, &rep); err != nil {
 		t.Fatalf("results.json: %v", err)
 	}
-	if len(rep.Conns) != len(quickPlan.conns) || len(rep.Memory) != 1 || len(rep.Servers) != len(quickPlan.servers) || rep.Soak == nil {
+	if len(rep.Conns) != len(quickPlan.conns) || len(rep.Memory) != 1 || len(rep.Servers) != len(quickPlan.servers) || len(rep.Big) != len(quickPlan.bigTools) || rep.Soak == nil {
 		t.Fatalf("samples missing: %+v", rep)
 	}
 	for _, s := range rep.Conns {
@@ -53,6 +53,11 @@ func TestQuick(t *testing.T) {
 			t.Errorf("servers %d: %+v", s.Servers, s)
 		}
 	}
+	for _, s := range rep.Big {
+		if s.ReadyAfterMS <= 0 || s.RSS <= 0 || s.P50us <= 0 || s.P50SmallUs <= 0 || len(s.GenerateMS) != 3 {
+			t.Errorf("big %d: %+v", s.Tools, s)
+		}
+	}
 	if s := rep.Soak; s.Results+s.Denials != int64(s.Calls) || s.Unanswered != 0 || s.Kills == 0 || len(s.Points) < 2 {
 		t.Errorf("soak: %+v", s)
 	}
@@ -63,19 +68,19 @@ func TestQuick(t *testing.T) {
 		}
 		ids[g.ID]++
 	}
-	if ids["5"] != 2 || ids["6"] != 2 || ids["7"] != 2 || ids["9"] != 4 {
+	if ids["5"] != 2 || ids["6"] != 2 || ids["7"] != 2 || ids["8"] != 6 || ids["9"] != 4 {
 		t.Errorf("goals: %v", ids)
 	}
 	md, err := os.ReadFile(filepath.Join(out, "results.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"## Connections (cell 5)", "## Memory (cell 6)", "## Servers (cell 7)", "## Soak (cell 9)", "## Goals"} {
+	for _, want := range []string{"## Connections (cell 5)", "## Memory (cell 6)", "## Servers (cell 7)", "## Big listings (cell 8)", "## Soak (cell 9)", "## Goals"} {
 		if !strings.Contains(string(md), want) {
 			t.Errorf("results.md lacks %q", want)
 		}
 	}
-	for _, name := range []string{"conns", "memory", "servers"} {
+	for _, name := range []string{"conns", "memory", "servers", "big"} {
 		svg, err := os.ReadFile(filepath.Join(out, name+".svg"))
 		if err != nil {
 			t.Fatal(err)

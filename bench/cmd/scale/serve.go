@@ -28,6 +28,7 @@ type bridge struct {
 	call    string // the call socket
 	control string
 	booted  time.Duration // from start to the ready line
+	readyAt time.Time     // when the ready line was read
 	drained chan struct{}
 }
 
@@ -38,14 +39,27 @@ const serveTimeout = 2 * time.Minute
 // added to each server's table as is) and starts serve, returning once
 // its ready line says every server is ready.
 func startBridge(ctx context.Context, bin, tmp string, n int, serverExtra string) (*bridge, error) {
+	argv, env := rawecho.Command()
+	cmds := make([]serverCmd, n)
+	for i := range cmds {
+		cmds[i] = serverCmd{argv, env}
+	}
+	return startBridgeOf(ctx, bin, tmp, serverExtra, cmds)
+}
+
+// A serverCmd is how one server is started.
+type serverCmd struct{ argv, env []string }
+
+// startBridgeOf is startBridge with server s<i> started as cmds[i].
+func startBridgeOf(ctx context.Context, bin, tmp string, serverExtra string, cmds []serverCmd) (*bridge, error) {
 	dir, err := os.MkdirTemp(tmp, "cb")
 	if err != nil {
 		return nil, err
 	}
-	argv, env := rawecho.Command()
 	var b strings.Builder
 	fmt.Fprintf(&b, "[bridge]\ncall_socket = %s\ncontrol_socket = %s\n\n", strconv.Quote(filepath.Join(dir, "call.sock")), strconv.Quote(filepath.Join(dir, "control.sock")))
-	for i := range n {
+	for i, c := range cmds {
+		argv, env := c.argv, c.env
 		fmt.Fprintf(&b, "[mcp.s%d]\ncommand = %s\nargs = [", i, strconv.Quote(argv[0]))
 		for j, a := range argv[1:] {
 			if j > 0 {
@@ -102,7 +116,8 @@ func startBridge(ctx context.Context, bin, tmp string, n int, serverExtra string
 	defer t.Stop()
 	select {
 	case line := <-lines:
-		br.booted = time.Since(start)
+		br.readyAt = time.Now()
+		br.booted = br.readyAt.Sub(start)
 		if err := json.Unmarshal([]byte(line), &ready); err != nil || !ready.Ready {
 			return nil, errors.Join(fmt.Errorf("serve printed %q instead of its ready line", line), br.stop())
 		}

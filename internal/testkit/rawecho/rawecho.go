@@ -4,10 +4,12 @@
 // It answers initialize (echoing a supported version), tools/list (one
 // tool, echo), tools/call of echo (the "text" argument cut out of the
 // request line by a byte scan and copied into a hand-built reply), and
-// ping; other requests get -32601 and notifications are ignored. One
-// goroutine reads lines and writes each reply before reading the next, so
-// benchmarks against it measure the client side and the pipes, not the
-// server. It trusts its input to be what capbridge's own client writes
+// ping; other requests get -32601 and notifications are ignored. Started
+// by ToolsCommand, it lists echo and thousands of generated tools
+// (internal/testkit/bigtools) over several pages instead, and calls of any
+// of them echo as echo does. One goroutine reads lines and writes each
+// reply before reading the next, so benchmarks against it measure the
+// client side and the pipes, not the server. It trusts its input to be what capbridge's own client writes
 // (compact JSON, one message per line): it is a benchmark peer, not a
 // server to expose to anything else.
 package rawecho
@@ -20,6 +22,10 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"strconv"
+	"time"
+
+	"github.com/capbridge/capbridge/internal/testkit/bigtools"
 )
 
 // Env is the environment variable that makes a test binary serve instead
@@ -35,6 +41,30 @@ func Command() (argv, env []string) {
 		exe = os.Args[0]
 	}
 	return []string{exe, "-test.run=^$", "-test.bench=^$"}, []string{Env + "=1", "GORACE=atexit_sleep_ms=0"}
+}
+
+// ToolsEnv and ListedEnv configure the server ToolsCommand starts.
+const (
+	ToolsEnv  = "CAPBRIDGE_RAWECHO_TOOLS"
+	ListedEnv = "CAPBRIDGE_RAWECHO_LISTED"
+)
+
+// PageSize is how many tools one tools/list page of ToolsCommand's server
+// holds.
+const PageSize = 500
+
+// ToolsCommand is Command for a server that lists n tools: echo, then
+// n-1 generated ones (bigtools.Tool 1 … n-1), PageSize to a page. When
+// listed is not empty, the server writes to that file, each time it has
+// written a listing's last page, the time it did so (Unix nanoseconds, in
+// decimal): what a benchmark measures a bridge's readiness from.
+func ToolsCommand(n int, listed string) (argv, env []string) {
+	argv, env = Command()
+	env = append(env, ToolsEnv+"="+strconv.Itoa(n))
+	if listed != "" {
+		env = append(env, ListedEnv+"="+listed)
+	}
+	return argv, env
 }
 
 // HTTPCommand is Command for the HTTP face (ServeHTTP, both eras): the
@@ -74,10 +104,21 @@ func MaybeServe() {
 		_ = http.Serve(ln, h)
 		os.Exit(1)
 	}
-	if err := Serve(os.Stdin, os.Stdout); err != nil {
+	srv := server{tools: 1, listed: os.Getenv(ListedEnv)}
+	if n, err := strconv.Atoi(os.Getenv(ToolsEnv)); err == nil && n > 1 {
+		srv.tools = n
+	}
+	if err := srv.serve(os.Stdin, os.Stdout); err != nil {
 		os.Exit(1)
 	}
 	os.Exit(0)
+}
+
+// server is one rawecho: how many tools it lists, and the file its
+// listings' times go to.
+type server struct {
+	tools  int
+	listed string
 }
 
 // ServeHTTP is the same server behind Streamable HTTP of both eras,
@@ -113,7 +154,7 @@ func serveHTTP(modern bool) http.Handler {
 			out = append(append(append(make([]byte, 0, 256), `{"jsonrpc":"2.0","id":`...), id...), discovered...)
 			ok = true
 		} else {
-			out, ok = reply(make([]byte, 0, len(body)+128), body)
+			out, ok = server{tools: 1}.reply(make([]byte, 0, len(body)+128), body)
 		}
 		if !ok {
 			w.WriteHeader(http.StatusAccepted)
@@ -124,10 +165,15 @@ func serveHTTP(modern bool) http.Handler {
 	})
 }
 
+// echoTool is the tool every rawecho lists first.
+const echoTool = `{"name":"echo","inputSchema":{"type":"object","properties":{"text":{"type":"string"}},"required":["text"]}}`
+
 var versions = [][]byte{[]byte(`"2025-11-25"`), []byte(`"2025-06-18"`), []byte(`"2025-03-26"`), []byte(`"2024-11-05"`)}
 
-// Serve answers requests from r on w until r ends.
-func Serve(r io.Reader, w io.Writer) error {
+// Serve answers requests from r on w until r ends, listing echo alone.
+func Serve(r io.Reader, w io.Writer) error { return server{tools: 1}.serve(r, w) }
+
+func (s server) serve(r io.Reader, w io.Writer) error {
 	br := bufio.NewReaderSize(r, 64<<10)
 	bw := bufio.NewWriterSize(w, 64<<10)
 	var out []byte
@@ -147,7 +193,7 @@ func Serve(r io.Reader, w io.Writer) error {
 			return err
 		}
 		var ok bool
-		if out, ok = reply(out[:0], line); !ok {
+		if out, ok = s.reply(out[:0], line); !ok {
 			continue // a notification, or a response to a request we never make
 		}
 		out = append(out, '\n')
@@ -157,12 +203,23 @@ func Serve(r io.Reader, w io.Writer) error {
 		if err := bw.Flush(); err != nil {
 			return err
 		}
+		if s.listed != "" && lastPage(out) {
+			// The benchmark reading it is this server's parent, on the same
+			// machine: the wall clock is shared.
+			_ = os.WriteFile(s.listed, strconv.AppendInt(nil, time.Now().UnixNano(), 10), 0o600)
+		}
 	}
+}
+
+// lastPage reports whether reply is a tools/list result with no next
+// page.
+func lastPage(reply []byte) bool {
+	return bytes.Contains(reply, []byte(`"result":{"tools":[`)) && !bytes.Contains(reply, []byte(`"nextCursor":`))
 }
 
 // reply appends the answer to one request line to out, reporting false
 // for a line that gets none (a notification, a response).
-func reply(out, line []byte) ([]byte, bool) {
+func (s server) reply(out, line []byte) ([]byte, bool) {
 	id := field(line, `"id":`)
 	if id == nil {
 		return out, false
@@ -190,7 +247,13 @@ func reply(out, line []byte) ([]byte, bool) {
 		out = append(out, v...)
 		out = append(out, `,"capabilities":{"tools":{}},"serverInfo":{"name":"rawecho","version":"1"}}}`...)
 	case bytes.Contains(line, []byte(`"method":"tools/list"`)):
-		out = append(out, `,"result":{"tools":[{"name":"echo","inputSchema":{"type":"object","properties":{"text":{"type":"string"}},"required":["text"]}}]}}`...)
+		out = append(out, `,"result":`...)
+		from := 0
+		if c := field(line, `"cursor":`); len(c) > 2 {
+			from, _ = strconv.Atoi(string(c[1 : len(c)-1]))
+		}
+		out = bigtools.Page(out, from, PageSize, s.tools, echoTool)
+		out = append(out, '}')
 	case bytes.Contains(line, []byte(`"method":"ping"`)):
 		out = append(out, `,"result":{}}`...)
 	case bytes.Contains(line, []byte(`"method":`)):
