@@ -241,9 +241,12 @@ func TestCancelSendsCancel(t *testing.T) {
 	}
 }
 
-func TestDeadlineTravelsAsTimeout(t *testing.T) {
-	defer leakcheck.Check(t)()
-	got := make(chan uint64, 2)
+// recordCalls starts a peer that answers every call with an empty result
+// and hands each call it read to the test, and dials it. The caller
+// defers stop, which closes both ends.
+func recordCalls(t *testing.T) (c *Client, got <-chan *CallMsg, stop func()) {
+	t.Helper()
+	calls := make(chan *CallMsg, 2)
 	p := startPeer(t, func(s *scriptConn) {
 		for {
 			msg, err := s.Read()
@@ -251,20 +254,29 @@ func TestDeadlineTravelsAsTimeout(t *testing.T) {
 				return
 			}
 			c := msg.(*CallMsg)
-			got <- c.TimeoutMS
+			calls <- c
 			s.Send(context.Background(), &ResultMsg{ID: c.ID, Result: Result{Content: []Block{}}})
 		}
 	})
-	defer p.stop()
 	c, err := Dial(testCtx(t), p.path, "good")
 	if err != nil {
+		p.stop()
 		t.Fatal(err)
 	}
-	defer c.Close()
+	return c, calls, func() {
+		c.Close()
+		p.stop()
+	}
+}
+
+func TestDeadlineTravelsAsTimeout(t *testing.T) {
+	defer leakcheck.Check(t)()
+	c, got, stop := recordCalls(t)
+	defer stop()
 	if _, err := c.Call(context.Background(), "fs", "a", nil); err != nil {
 		t.Fatal(err)
 	}
-	if ms := <-got; ms != 0 {
+	if ms := (<-got).TimeoutMS; ms != 0 {
 		t.Errorf("no deadline sent timeout_ms %d", ms)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), waitFor)
@@ -272,7 +284,7 @@ func TestDeadlineTravelsAsTimeout(t *testing.T) {
 	if _, err := c.Call(ctx, "fs", "a", nil); err != nil {
 		t.Fatal(err)
 	}
-	if ms := <-got; ms == 0 || ms > uint64(waitFor.Milliseconds()) {
+	if ms := (<-got).TimeoutMS; ms == 0 || ms > uint64(waitFor.Milliseconds()) {
 		t.Errorf("timeout_ms = %d, want (0, %d]", ms, waitFor.Milliseconds())
 	}
 }
@@ -281,35 +293,19 @@ func TestDeadlineTravelsAsTimeout(t *testing.T) {
 // traceparent; a context without one sends none.
 func TestTraceparentTravels(t *testing.T) {
 	defer leakcheck.Check(t)()
-	got := make(chan string, 2)
-	p := startPeer(t, func(s *scriptConn) {
-		for {
-			msg, err := s.Read()
-			if err != nil {
-				return
-			}
-			c := msg.(*CallMsg)
-			got <- c.Traceparent
-			s.Send(context.Background(), &ResultMsg{ID: c.ID, Result: Result{Content: []Block{}}})
-		}
-	})
-	defer p.stop()
-	c, err := Dial(testCtx(t), p.path, "good")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c, got, stop := recordCalls(t)
+	defer stop()
 	const tp = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
 	if _, err := c.Call(WithTraceparent(context.Background(), tp), "fs", "a", nil); err != nil {
 		t.Fatal(err)
 	}
-	if g := <-got; g != tp {
+	if g := (<-got).Traceparent; g != tp {
 		t.Errorf("traceparent %q, want %q", g, tp)
 	}
 	if _, err := c.Call(context.Background(), "fs", "a", nil); err != nil {
 		t.Fatal(err)
 	}
-	if g := <-got; g != "" {
+	if g := (<-got).Traceparent; g != "" {
 		t.Errorf("a context without a traceparent sent %q", g)
 	}
 }
