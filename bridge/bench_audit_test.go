@@ -1,19 +1,15 @@
 package bridge
 
 import (
-	"context"
 	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
-	"time"
 
 	"github.com/rs/zerolog"
-	"github.com/vmihailenco/msgpack/v5"
 
 	"github.com/capbridge/capbridge/bridge/internal/auditlog"
 	"github.com/capbridge/capbridge/bridge/internal/fairshare"
-	"github.com/capbridge/capbridge/capwire"
 	"github.com/capbridge/capbridge/internal/testkit/rawecho"
 )
 
@@ -33,22 +29,7 @@ func BenchmarkBridgeAudited(b *testing.B) {
 			b.Cleanup(func() { f.Close() })
 			br, token := benchBridge(b, argv, env)
 			auditTo(br, f)
-			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-			c, err := capwire.Dial(ctx, br.CallSocket(), token)
-			cancel()
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer c.Close()
-			args, err := msgpack.Marshal(map[string]string{"text": benchText})
-			if err != nil {
-				b.Fatal(err)
-			}
-			raw := msgpack.RawMessage(args)
-			benchLoop(b, par, func(ctx context.Context) bool {
-				r, err := c.Call(ctx, "t", "echo", raw)
-				return err == nil && len(r.Content) == 1 && r.Content[0].Text == benchText
-			})
+			benchEcho(b, br, token, par, nil)
 		})
 	}
 }
@@ -79,22 +60,7 @@ func BenchmarkBridgeMaxInflight(b *testing.B) {
 			s := br.srv("t")
 			// One grant drives it: its share is the whole server.
 			s.cfg().MaxInflight, s.adm = n, fairshare.New[*Grant](fairshare.Limits{Max: n, PerKey: n, MaxQueue: s.cfg().MaxQueue, QueuePerKey: s.cfg().MaxQueue})
-			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-			c, err := capwire.Dial(ctx, br.CallSocket(), token)
-			cancel()
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer c.Close()
-			args, err := msgpack.Marshal(map[string]string{"text": benchText})
-			if err != nil {
-				b.Fatal(err)
-			}
-			raw := msgpack.RawMessage(args)
-			benchLoop(b, 32, func(ctx context.Context) bool {
-				r, err := c.Call(ctx, "t", "echo", raw)
-				return err == nil && len(r.Content) == 1 && r.Content[0].Text == benchText
-			})
+			benchEcho(b, br, token, 32, nil)
 		})
 	}
 }

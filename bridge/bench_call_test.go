@@ -57,22 +57,7 @@ func BenchmarkBridgeCall(b *testing.B) {
 			})
 			b.Run(fmt.Sprintf("%s/bridge/inflight=%d", srv.name, par), func(b *testing.B) {
 				br, token := benchBridge(b, srv.argv, srv.env)
-				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-				c, err := capwire.Dial(ctx, br.CallSocket(), token)
-				cancel()
-				if err != nil {
-					b.Fatal(err)
-				}
-				defer c.Close()
-				args, err := msgpack.Marshal(map[string]string{"text": benchText})
-				if err != nil {
-					b.Fatal(err)
-				}
-				raw := msgpack.RawMessage(args)
-				benchLoop(b, par, func(ctx context.Context) bool {
-					r, err := c.Call(ctx, "t", "echo", raw)
-					return err == nil && len(r.Content) == 1 && r.Content[0].Text == benchText
-				})
+				benchEcho(b, br, token, par, nil)
 			})
 		}
 	}
@@ -114,6 +99,32 @@ func benchLoop(b *testing.B, par int, call func(context.Context) bool) {
 // server may run 64 calls at once, so admission never throttles the
 // parallel run below the baseline's 32 in flight: the ratio then measures
 // the bridge's path, not its default max_inflight of 8.
+// benchEcho dials br with token and measures a 64-byte echo call to its
+// server "t", par calls in flight; ctxOf, if not nil, dresses each call's
+// context.
+func benchEcho(b *testing.B, br *Bridge, token string, par int, ctxOf func(context.Context) context.Context) {
+	b.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	c, err := capwire.Dial(ctx, br.CallSocket(), token)
+	cancel()
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer c.Close()
+	args, err := msgpack.Marshal(map[string]string{"text": benchText})
+	if err != nil {
+		b.Fatal(err)
+	}
+	raw := msgpack.RawMessage(args)
+	benchLoop(b, par, func(ctx context.Context) bool {
+		if ctxOf != nil {
+			ctx = ctxOf(ctx)
+		}
+		r, err := c.Call(ctx, "t", "echo", raw)
+		return err == nil && len(r.Content) == 1 && r.Content[0].Text == benchText
+	})
+}
+
 func benchBridge(b *testing.B, argv, env []string) (*Bridge, string) {
 	b.Helper()
 	return benchBridgeOpts(b, Options{Log: zerolog.Nop(), Audit: zerolog.Nop()}, argv, env)

@@ -1,13 +1,11 @@
 package bridge
 
 import (
-	"context"
 	"fmt"
 	"testing"
 	"time"
 
 	"github.com/rs/zerolog"
-	"github.com/vmihailenco/msgpack/v5"
 
 	"github.com/capbridge/capbridge/bridge/config"
 	"github.com/capbridge/capbridge/capwire"
@@ -40,22 +38,7 @@ func BenchmarkBridgeCallMetrics(b *testing.B) {
 						br.metrics = nil
 						br.mu.Unlock()
 					}
-					ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-					c, err := capwire.Dial(ctx, br.CallSocket(), token)
-					cancel()
-					if err != nil {
-						b.Fatal(err)
-					}
-					defer c.Close()
-					args, err := msgpack.Marshal(map[string]string{"text": benchText})
-					if err != nil {
-						b.Fatal(err)
-					}
-					raw := msgpack.RawMessage(args)
-					benchLoop(b, par, func(ctx context.Context) bool {
-						r, err := c.Call(ctx, "t", "echo", raw)
-						return err == nil && len(r.Content) == 1 && r.Content[0].Text == benchText
-					})
+					benchEcho(b, br, token, par, nil)
 				})
 			}
 		}

@@ -3,10 +3,8 @@ package bridge
 import (
 	"context"
 	"testing"
-	"time"
 
 	"github.com/rs/zerolog"
-	"github.com/vmihailenco/msgpack/v5"
 
 	"github.com/capbridge/capbridge/capwire"
 	"github.com/capbridge/capbridge/internal/telemetry"
@@ -38,24 +36,11 @@ func BenchmarkBridgeCallTraced(b *testing.B) {
 				b.Fatal(err)
 			}
 			br, token := benchBridgeOpts(b, Options{Log: zerolog.Nop(), Audit: zerolog.Nop(), Tracer: tr}, argv, env)
-			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-			c, err := capwire.Dial(ctx, br.CallSocket(), token)
-			cancel()
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer c.Close()
-			args, err := msgpack.Marshal(map[string]string{"text": benchText})
-			if err != nil {
-				b.Fatal(err)
-			}
-			raw := msgpack.RawMessage(args)
-			benchLoop(b, 1, func(ctx context.Context) bool {
+			benchEcho(b, br, token, 1, func(ctx context.Context) context.Context {
 				if tc.traceparent != "" {
 					ctx = capwire.WithTraceparent(ctx, tc.traceparent)
 				}
-				r, err := c.Call(ctx, "t", "echo", raw)
-				return err == nil && len(r.Content) == 1 && r.Content[0].Text == benchText
+				return ctx
 			})
 		})
 	}
