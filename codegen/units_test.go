@@ -88,6 +88,25 @@ func TestCleanText(t *testing.T) {
 	if got := wrap(strings.Repeat("x", 9)+" y", 5); strings.Join(got, "|") != "xxxxxxxxx|y" {
 		t.Errorf("wrap of a long word = %q", got)
 	}
+	// Lines are cut out of clean text; text with runs of spaces (which
+	// callers do not pass) still wraps to single-spaced words.
+	for _, tc := range []struct {
+		in    string
+		width int
+		want  string
+	}{
+		{"", 5, ""},
+		{"  ", 5, ""},
+		{"aa  bb cc", 5, "aa bb|cc"},
+		{" aa bb  cc dd ", 8, "aa bb cc|dd"},
+		{"aa bb  cc dd", 20, "aa bb cc dd"},
+		{"é é é é", 3, "é é|é é"},
+		{"a bbbbbbb c", 3, "a|bbbbbbb|c"},
+	} {
+		if got := strings.Join(wrap(tc.in, tc.width), "|"); got != tc.want {
+			t.Errorf("wrap(%q, %d) = %q, want %q", tc.in, tc.width, got, tc.want)
+		}
+	}
 }
 
 // typeString renders a planned type compactly for the table below.
