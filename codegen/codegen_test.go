@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"go/format"
 	"go/token"
 	"os"
 	"path/filepath"
@@ -82,6 +83,55 @@ func compareGolden(t *testing.T, path string, got []byte) {
 		actual := path + ".actual"
 		_ = os.WriteFile(actual, got, 0o644)
 		t.Errorf("%s differs from the golden at line %d; wrote %s", path, firstDiffLine(got, want), actual)
+	}
+}
+
+// gofmtDiff says where src differs from gofmt's output for it, or "" when
+// src is gofmt-clean. The emitter writes gofmt's layout itself and
+// Generate does not format what it hands out, so this is what holds it.
+func gofmtDiff(src []byte) string {
+	formatted, err := format.Source(src)
+	if err != nil {
+		return "gofmt fails: " + err.Error()
+	}
+	if !bytes.Equal(formatted, src) {
+		return fmt.Sprintf("gofmt changes line %d", firstDiffLine(src, formatted))
+	}
+	return ""
+}
+
+// TestGoSourceIsGofmt: the Go source of every listing under testdata
+// (goldens, hostile and foreign ones) and of generated big listings is
+// byte for byte what gofmt prints for it.
+func TestGoSourceIsGofmt(t *testing.T) {
+	var paths []string
+	for _, pat := range []string{"testdata/*.json", "testdata/hostile/*.json", "testdata/foreign/*.json"} {
+		m, _ := filepath.Glob(pat)
+		paths = append(paths, m...)
+	}
+	checked := 0
+	for _, path := range paths {
+		g, err := generateFile(t, path, Options{})
+		if errors.Is(err, ErrVerification) {
+			t.Errorf("%s: %v", path, err)
+		}
+		if err != nil {
+			continue // a listing refused before any source is written
+		}
+		checked++
+		if d := gofmtDiff(g.Source); d != "" {
+			t.Errorf("%s: %s", path, d)
+		}
+	}
+	if checked < 30 {
+		t.Fatalf("only %d listings generated Go", checked)
+	}
+	g, err := Generate("big", bigListing(t, 300), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := gofmtDiff(g.Source); d != "" {
+		t.Errorf("bigtools: %s", d)
 	}
 }
 
@@ -780,4 +830,16 @@ func TestSurfaceOnly(t *testing.T) {
 			t.Errorf("%s: WithSource did not write the full source once", lang)
 		}
 	}
+}
+func firstDiffLine(a, b []byte) int {
+	n := 1
+	for i := 0; i < len(a) && i < len(b); i++ {
+		if a[i] != b[i] {
+			return n
+		}
+		if a[i] == '\n' {
+			n++
+		}
+	}
+	return n
 }

@@ -2,12 +2,9 @@ package codegen
 
 import (
 	"fmt"
-	"go/format"
 	"slices"
 	"strconv"
 	"strings"
-
-	"github.com/capbridge/capbridge/internal/truncate"
 )
 
 // The Go emitter. It turns the plans into one source file that imports only
@@ -83,8 +80,8 @@ type goOutput struct {
 	file   *goFile
 }
 
-// emitGo binds names and, with source, writes the source, formats and
-// verifies it.
+// emitGo binds names and, with source, writes the source and verifies it.
+// The source is written as gofmt prints it, so it is not formatted again.
 func emitGo(server, digest string, plans []toolPlan, source bool) (*goOutput, error) {
 	f := newGoFile(server, digest)
 	if err := f.bind(plans); err != nil {
@@ -93,11 +90,7 @@ func emitGo(server, digest string, plans []toolPlan, source bool) (*goOutput, er
 	if !source {
 		return &goOutput{pkg: f.pkg, file: f}, nil
 	}
-	raw := f.write()
-	src, err := format.Source(raw)
-	if err != nil {
-		return nil, &VerifyError{Reason: "gofmt fails: " + truncate.Ellipsis(err.Error(), 200)}
-	}
+	src := f.write()
 	if err := verifyGo(src, f.intent()); err != nil {
 		return nil, err
 	}
@@ -609,12 +602,19 @@ func (f *goFile) writeType(b *strings.Builder, d *typeDef) {
 		b.WriteString("}\n")
 	case dEnum:
 		fmt.Fprintf(b, "type %s %s\n\n// The values of %s.\nconst (\n", name, enumBase(d), name)
+		// gofmt aligns the types of a const block one space past its
+		// longest name (the identifiers are ASCII, so bytes are columns).
+		width := 0
+		for _, c := range f.consts[d] {
+			width = max(width, len(c))
+		}
 		for i, v := range d.values {
 			lit := v.lit
 			if d.base == kString {
 				lit = goLit(v.str)
 			}
-			fmt.Fprintf(b, "\t%s %s = %s\n", f.consts[d][i], name, lit)
+			c := f.consts[d][i]
+			fmt.Fprintf(b, "\t%s%*s%s = %s\n", c, width-len(c)+1, "", name, lit)
 		}
 		b.WriteString(")\n")
 	case dUnion:

@@ -83,7 +83,7 @@ func TestTypeCheckCorpus(t *testing.T) {
 
 // FuzzGenerate feeds random listings through ParseListing and Generate:
 // neither may panic, and a façade that comes out must verify, type-check,
-// be deterministic and carry every tool.
+// equal gofmt of itself, be deterministic and carry every tool.
 func FuzzGenerate(f *testing.F) {
 	paths, _ := filepath.Glob("testdata/*.json")
 	hostilePaths, _ := filepath.Glob("testdata/hostile/*.json")
@@ -111,6 +111,9 @@ func FuzzGenerate(f *testing.F) {
 		}
 		if err := typeCheck(g.Source); err != nil {
 			t.Fatalf("handed out source that does not type-check: %v\n%s", err, g.Source)
+		}
+		if d := gofmtDiff(g.Source); d != "" {
+			t.Fatalf("handed out source that is not gofmt-clean: %s\n%s", d, g.Source)
 		}
 		again, err := Generate("fuzz", tools, Options{})
 		if err != nil || !bytes.Equal(again.Source, g.Source) || again.Surface != g.Surface {

@@ -65,28 +65,50 @@ func isHidden(r rune) bool {
 
 // wrap splits clean text (see cleanText: single spaces, no line breaks)
 // into lines of at most width runes, breaking only at spaces; a word longer
-// than width gets a line of its own.
+// than width gets a line of its own. A line is a substring of s wherever
+// its words are one space apart in s, as they are in clean text, so
+// wrapping allocates only the slice of lines.
 func wrap(s string, width int) []string {
 	var lines []string
-	line, n := "", 0
-	for w := range strings.SplitSeq(s, " ") {
+	var parts []string       // the words of a line not contiguous in s
+	start, end, n := 0, 0, 0 // the line is s[start:end], n runes, or parts
+	flush := func() {
+		if parts != nil {
+			lines = append(lines, strings.Join(parts, " "))
+			parts = nil
+		} else {
+			lines = append(lines, s[start:end])
+		}
+		n = 0
+	}
+	for i := 0; i <= len(s); {
+		j := strings.IndexByte(s[i:], ' ')
+		if j < 0 {
+			j = len(s) - i
+		}
+		w, at := s[i:i+j], i
+		i += j + 1
 		if w == "" {
 			continue
 		}
 		wn := utf8.RuneCountInString(w)
 		if n > 0 && n+1+wn > width {
-			lines = append(lines, line)
-			line, n = "", 0
+			flush()
 		}
-		if n > 0 {
-			line += " "
-			n++
+		switch {
+		case n == 0:
+			start, end, n = at, at+len(w), wn
+			continue
+		case parts == nil && at != end+1:
+			parts = strings.Split(s[start:end], " ")
 		}
-		line += w
-		n += wn
+		if parts != nil {
+			parts = append(parts, w)
+		}
+		end, n = at+len(w), n+1+wn
 	}
 	if n > 0 {
-		lines = append(lines, line)
+		flush()
 	}
 	return lines
 }

@@ -88,6 +88,25 @@ func TestCleanText(t *testing.T) {
 	if got := wrap(strings.Repeat("x", 9)+" y", 5); strings.Join(got, "|") != "xxxxxxxxx|y" {
 		t.Errorf("wrap of a long word = %q", got)
 	}
+	// Lines are cut out of clean text; text with runs of spaces (which
+	// callers do not pass) still wraps to single-spaced words.
+	for _, tc := range []struct {
+		in    string
+		width int
+		want  string
+	}{
+		{"", 5, ""},
+		{"  ", 5, ""},
+		{"aa  bb cc", 5, "aa bb|cc"},
+		{" aa bb  cc dd ", 8, "aa bb cc|dd"},
+		{"aa bb  cc dd", 20, "aa bb cc dd"},
+		{"é é é é", 3, "é é|é é"},
+		{"a bbbbbbb c", 3, "a|bbbbbbb|c"},
+	} {
+		if got := strings.Join(wrap(tc.in, tc.width), "|"); got != tc.want {
+			t.Errorf("wrap(%q, %d) = %q, want %q", tc.in, tc.width, got, tc.want)
+		}
+	}
 }
 
 // typeString renders a planned type compactly for the table below.
@@ -219,7 +238,6 @@ func TestVerifyRejects(t *testing.T) {
 	src := string(g.Source)
 	for _, tc := range []struct{ name, src string }{
 		{"parse", src + "\nfunc {"},
-		{"gofmt", strings.Replace(src, "\tc, err := ", "\tc, err  := ", 1)},
 		{"directive", strings.Replace(src, "// T calls", "//go:linkname x y\n// T calls", 1)},
 		{"line directive", strings.Replace(src, "// T calls", "//line x.go:1\n// T calls", 1)},
 		{"block comment", strings.Replace(src, "// T calls", "/* x */\n// T calls", 1)},
@@ -242,6 +260,58 @@ func TestVerifyRejects(t *testing.T) {
 				t.Fatalf("accepted (err %v)", err)
 			}
 		})
+	}
+	// Each of these parses and declares what was intended; only the
+	// layout check stands between it and the caller.
+	for _, tc := range []struct{ name, src string }{
+		{"two spaces", strings.Replace(src, "\tc, err := ", "\tc, err  := ", 1)},
+		{"trailing space", strings.Replace(src, "\tc, err := capwire.Shared(ctx)\n", "\tc, err := capwire.Shared(ctx) \n", 1)},
+		{"indented too far", strings.Replace(src, "\tc, err := ", "\t\tc, err := ", 1)},
+		{"indented too little", strings.Replace(src, "\t\treturn nil, err", "\treturn nil, err", 1)},
+		{"indented with spaces", strings.Replace(src, "\tc, err := ", "\t c, err := ", 1)},
+		{"two blank lines", strings.Replace(src, "\n\n// T calls", "\n\n\n// T calls", 1)},
+		{"blank line at the end", src + "\n"},
+		{"no new line at the end", strings.TrimSuffix(src, "\n")},
+		{"comment after code", strings.Replace(src, "\tc, err := capwire.Shared(ctx)", "\tc, err := capwire.Shared(ctx) // x", 1)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.src == src {
+				t.Fatal("the case alters nothing")
+			}
+			err := verifyGo([]byte(tc.src), want)
+			var ve *VerifyError
+			if !errors.As(err, &ve) || !strings.Contains(ve.Reason, "layout") && !strings.Contains(ve.Reason, "new line") {
+				t.Fatalf("not refused for its layout (err %v)", err)
+			}
+		})
+	}
+}
+
+// TestVerifyConstLayout: a const block must be aligned as gofmt aligns
+// it, one space past its longest name, and no further.
+func TestVerifyConstLayout(t *testing.T) {
+	g, err := Generate("s", []Tool{{Name: "t", InputSchema: []byte(`{"type":"object","properties":{"a":{"enum":["x","longer"]}}}`)}}, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := intent{pkg: "s", funcs: map[string]bool{"T": true}, types: map[string]bool{"TArgs": true, "TA": true},
+		consts: map[string]bool{"TAX": true, "TALonger": true}, methods: map[string]bool{}}
+	src := string(g.Source)
+	if !strings.Contains(src, "\tTAX      TA = \"x\"\n\tTALonger TA = \"longer\"\n") {
+		t.Fatalf("the const block is not as gofmt aligns it:\n%s", src)
+	}
+	if err := verifyGo(g.Source, want); err != nil {
+		t.Fatalf("the genuine source fails: %v", err)
+	}
+	for name, bad := range map[string]string{
+		"one column too far":  strings.ReplaceAll(src, "TAX      TA", "TAX       TA"),
+		"misaligned":          strings.Replace(src, "TAX      TA", "TAX     TA", 1),
+		"aligned one too far": strings.NewReplacer("TAX      TA", "TAX       TA", "TALonger TA", "TALonger  TA").Replace(src),
+	} {
+		var ve *VerifyError
+		if err := verifyGo([]byte(bad), want); !errors.As(err, &ve) {
+			t.Errorf("%s: accepted (err %v)", name, err)
+		}
 	}
 }
 
