@@ -8,6 +8,9 @@ TOOLS := $(CURDIR)/.tools/staticcheck-$(STATICCHECK_VERSION)
 SERVERS := internal/testkit/interop/servers
 CLIENT_TS := capwire/ts
 CONFORMANCE := conformance
+# Under the test command a test that needs a tool it installs fails
+# when the tool is missing instead of skipping (internal/testkit/need).
+export CAPBRIDGE_TEST_STRICT := 1
 
 .PHONY: test deps mypy bwrap fmt-check vet staticcheck gotest benchtest imagetest image stress bench bench-peers bench-scale bench-soak bench-runs conformance conformance-server writability
 

@@ -10,6 +10,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/capbridge/capbridge/internal/testkit/need"
 )
 
 // foreign are the languages besides Go, with their files' extensions.
@@ -318,7 +320,8 @@ func TestForeignIn(t *testing.T) {
 // TypeScript sources, and python3's py_compile and ast, and mypy --strict
 // against capwire's Python package. CAPWIRE_TS and CAPWIRE_PY name those
 // packages' directories; they default to the repository's capwire/ts and
-// capwire/python. A checker that is not installed skips its part.
+// capwire/python. A checker that is not installed fails its part under the
+// test command and skips it elsewhere (internal/testkit/need).
 func TestForeignToolchains(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs tsc and mypy")
@@ -375,9 +378,7 @@ func TestForeignToolchains(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := os.Stat(tsc); err != nil {
-			t.Skipf("no tsc at %s (set CAPWIRE_TS to capwire's TypeScript package with its node_modules)", tsc)
-		}
+		need.File(t, tsc, "tsc at "+tsc, "`make deps` installs it; CAPWIRE_TS names capwire's TypeScript package")
 		cfg := fmt.Sprintf(`{"compilerOptions":{"strict":true,"noEmit":true,"target":"ES2022","lib":["ES2022"],
 "module":"NodeNext","moduleResolution":"NodeNext","skipLibCheck":true,"types":["node"],"typeRoots":[%q],
 "exactOptionalPropertyTypes":true,"noUnusedLocals":true,"noUnusedParameters":true,
@@ -388,34 +389,23 @@ func TestForeignToolchains(t *testing.T) {
 		run(t, dir, nil, tsc, "-p", "tsconfig.json")
 	})
 	t.Run("node", func(t *testing.T) {
-		node, err := exec.LookPath("node")
-		if err != nil {
-			t.Skip("no node")
-		}
+		node := need.Command(t, "node", "the README names Node.js 20 with npm")
 		// Syntax only: each JavaScript façade parses as an ES module.
 		for _, f := range jsFiles {
 			run(t, dir, nil, node, "--check", f)
 		}
 	})
 	t.Run("python", func(t *testing.T) {
-		py, err := exec.LookPath("python3")
-		if err != nil {
-			t.Skip("no python3")
-		}
+		py := need.Command(t, "python3", "the README names Python >= 3.10")
 		check := `import ast, py_compile, sys
 for f in sys.argv[1:]:
     py_compile.compile(f, doraise=True)
     ast.parse(open(f, encoding="utf-8").read(), f)
 `
 		run(t, dir, nil, py, append([]string{"-c", check}, pyFiles...)...)
-		mypy, err := exec.LookPath("mypy")
-		if err != nil {
-			t.Skip("no mypy")
-		}
+		mypy := need.Command(t, "mypy", "`make mypy` installs it")
 		capPy := envOr("CAPWIRE_PY", filepath.Join(root, "capwire", "python"))
-		if _, err := os.Stat(filepath.Join(capPy, "capwire", "__init__.py")); err != nil {
-			t.Skipf("no capwire Python package at %s (set CAPWIRE_PY)", capPy)
-		}
+		need.File(t, filepath.Join(capPy, "capwire", "__init__.py"), "the capwire Python package at "+capPy, "CAPWIRE_PY names it")
 		// Python 3.10 is the oldest capwire supports: typing names added
 		// later (NotRequired, 3.11) are errors there.
 		run(t, dir, []string{"MYPYPATH=" + capPy}, mypy, append([]string{"--strict", "--python-version", "3.10", "--no-incremental", "--cache-dir", filepath.Join(dir, ".mypy")}, pyFiles...)...)

@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/capbridge/capbridge/internal/testkit/need"
+
 	"github.com/rs/zerolog"
 
 	"github.com/capbridge/capbridge/bridge"
@@ -74,7 +76,7 @@ func TestRunCancelled(t *testing.T) {
 	r, srv := newRunner(t, nil, bridgetest.WithOptions(func(o *bridge.Options) { o.Audit = zerolog.New(&audit) }))
 	defer srv.Close()
 	if !slices.Contains(r.Languages(), Python) {
-		t.Skip("python3 is not installed")
+		need.Missing(t, "python3", "the README names Python >= 3.10", errors.New("the runner offers no Python"))
 	}
 	marker := fmt.Sprintf("%d.%d", 100000+os.Getpid()%100000, time.Now().UnixNano()%1e6)
 	code := `import os, t

@@ -3,12 +3,13 @@ package codemode
 import (
 	"context"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/capbridge/capbridge/internal/testkit/need"
 
 	"github.com/capbridge/capbridge/internal/testkit/deptest"
 	"github.com/capbridge/capbridge/internal/testkit/leakcheck"
@@ -48,9 +49,7 @@ func TestGoClientComplete(t *testing.T) {
 // and Go version, kept); a compile error is the program's, on its stderr.
 func TestRunGo(t *testing.T) {
 	defer leakcheck.Check(t)()
-	if _, err := exec.LookPath("go"); err != nil {
-		t.Skipf("go is not on PATH: %v", err)
-	}
+	need.Command(t, "go", "the README names Go 1.26")
 	r, srv := newRunner(t, func(c *Config) {
 		c.Languages = []string{Go}
 		c.GoCache = goTestCache(t)

@@ -5,10 +5,11 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"os/exec"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/capbridge/capbridge/internal/testkit/need"
 
 	"github.com/capbridge/capbridge/internal/testkit/leakcheck"
 	"github.com/capbridge/capbridge/jail"
@@ -24,19 +25,11 @@ var bwrapLine = []string{"bwrap", "--unshare-all", "--die-with-parent", "--new-s
 	"--bind", "{bind:/run/capbridge/call.sock}", "/run/capbridge/call.sock",
 	"--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--chdir", "/tmp", "--"}
 
-// needBwrap finds bubblewrap: in CI (make deps installs it) its absence
-// fails the test; elsewhere it skips, naming the fix.
+// needBwrap finds bubblewrap: under the test command (make deps installs
+// it) its absence fails the test; elsewhere it skips (internal/testkit/need).
 func needBwrap(t *testing.T) string {
 	t.Helper()
-	p, err := exec.LookPath("bwrap")
-	if err == nil {
-		return p
-	}
-	if os.Getenv("CI") != "" {
-		t.Fatalf("bubblewrap is not installed, and CI must run this test: `make deps` installs it (%v)", err)
-	}
-	t.Skipf("bubblewrap is not installed (`make bwrap`): %v", err)
-	return ""
+	return need.Command(t, "bwrap", "`make bwrap` installs bubblewrap")
 }
 
 // TestRunWrapped runs programs under a real bubblewrap instead of the

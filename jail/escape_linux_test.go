@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/capbridge/capbridge/internal/testkit/need"
+
 	"github.com/capbridge/capbridge/internal/testkit/leakcheck"
 )
 
@@ -25,12 +27,11 @@ import (
 
 const python = "/usr/bin/python3"
 
-// needJail skips when this machine cannot build a jail or lacks python3.
+// needJail skips when this machine cannot build a jail; a missing python3
+// is internal/testkit/need's.
 func needJail(t *testing.T) {
 	t.Helper()
-	if _, err := os.Stat(python); err != nil {
-		t.Skipf("no %s for the escape programs", python)
-	}
+	need.File(t, python, python+" for the escape programs", "the README names Python >= 3.10")
 	var c Config
 	_, err := c.Run(context.Background(), &Program{Argv: []string{"/bin/true"}, WallClock: 30 * time.Second})
 	if err != nil {
@@ -285,8 +286,8 @@ func TestJailUnprivileged(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(bin, "-test.run=^TestJailHelper$", "-test.v")
-	cmd.Env = []string{"CAPBRIDGE_JAIL_HELPER=1"}
+	cmd := exec.Command(bin)
+	cmd.Env = []string{jailHelperEnv + "=1"}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
 	out, err := cmd.CombinedOutput()
 	if err != nil || !strings.Contains(string(out), "helper: uid=0 in jail") {
@@ -294,19 +295,25 @@ func TestJailUnprivileged(t *testing.T) {
 	}
 }
 
-// TestJailHelper is TestJailUnprivileged's other half, run as nobody.
-func TestJailHelper(t *testing.T) {
-	if os.Getenv("CAPBRIDGE_JAIL_HELPER") == "" {
-		t.Skip("the unprivileged half of TestJailUnprivileged")
-	}
+// jailHelperEnv makes the test binary run jailHelper instead of its
+// tests (TestMain).
+const jailHelperEnv = "CAPBRIDGE_JAIL_HELPER"
+
+// jailHelper is TestJailUnprivileged's other half, run as nobody: it
+// builds a jail and reports what the program in it is, returning the
+// process's exit code.
+func jailHelper() int {
 	var c Config
 	out, err := c.Run(context.Background(), &Program{Argv: []string{"/bin/sh", "-c", "echo uid=$(id -u) in jail; touch /usr/x 2>/dev/null && echo wrote"},
 		WallClock: 20 * time.Second})
 	if err != nil {
-		t.Fatal(err)
+		fmt.Fprintln(os.Stderr, "helper:", err)
+		return 1
 	}
 	if strings.Contains(string(out.Stdout), "wrote") {
-		t.Fatal("wrote to /usr")
+		fmt.Fprintln(os.Stderr, "helper: wrote to /usr")
+		return 1
 	}
 	fmt.Printf("helper: %s (host uid %d)\n", strings.TrimSpace(string(out.Stdout)), os.Getuid())
+	return 0
 }

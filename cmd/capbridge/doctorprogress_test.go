@@ -18,6 +18,7 @@ import (
 // ends. The bubble's clock makes the five seconds take none.
 func TestDoctorBootProgress(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
+		// In the bubble time.Sleep moves the fake clock: no real wait, no race.
 		events := &bootEvents{byServer: map[string]*serverEvents{}}
 		log := func(fields map[string]any) {
 			b, err := json.Marshal(fields)
@@ -89,6 +90,7 @@ func TestDoctorBootProgressRedacts(t *testing.T) {
 	const secret = "tok-7f3a9c1e55b2"
 	cfg := &config.Config{Servers: []config.Server{{Name: "memory", Secrets: map[string]string{"env API_TOKEN": secret}}}}
 	synctest.Test(t, func(t *testing.T) {
+		// In the bubble time.Sleep moves the fake clock: no real wait, no race.
 		events := &bootEvents{byServer: map[string]*serverEvents{}}
 		b, _ := json.Marshal(map[string]any{"server": "memory", "message": evStderr, "stderr": "connecting with API_TOKEN=" + secret})
 		events.Write(b)

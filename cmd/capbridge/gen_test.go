@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/capbridge/capbridge/internal/testkit/need"
+
 	"github.com/capbridge/capbridge/codegen"
 )
 
@@ -86,10 +88,7 @@ func TestGenLanguages(t *testing.T) {
 	}
 	t.Run("typescript", func(t *testing.T) { checkTSDir(t, out) })
 	t.Run("python", func(t *testing.T) {
-		py, err := exec.LookPath("python3")
-		if err != nil {
-			t.Skipf("python3 is not installed (%v): the Python import is not tried", err)
-		}
+		py := need.Command(t, "python3", "the README names Python >= 3.10")
 		// Nothing on the path but the directory: capwire is beside the module.
 		cmd := exec.Command(py, "-B", "-I", "-c", "import sys; sys.path.insert(0, '.'); import filesystem, capwire; print(filesystem.read_text_file.__name__, capwire.CAP_BRIDGE)")
 		cmd.Dir = out
@@ -146,10 +145,7 @@ func TestGenRefusals(t *testing.T) {
 // against the façade and the client.
 func checkTSDir(t *testing.T, out string) {
 	t.Helper()
-	node, err := exec.LookPath("node")
-	if err != nil {
-		t.Skipf("node is not installed (%v): the TypeScript façade is not tried", err)
-	}
+	node := need.Command(t, "node", "the README names Node.js 20 with npm")
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, node, "--input-type=module", "-e", `import * as fs from "./filesystem.js";

@@ -17,6 +17,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/capbridge/capbridge/internal/testkit/need"
+
 	"github.com/capbridge/capbridge/bridge/control"
 	"github.com/capbridge/capbridge/capwire"
 	"github.com/capbridge/capbridge/internal/testkit/leakcheck"
@@ -331,12 +333,7 @@ await t.hang()
 // command, a real bubblewrap here, against a running serve.
 func TestRunWrapCLI(t *testing.T) {
 	defer leakcheck.Check(t)()
-	if _, err := exec.LookPath("bwrap"); err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("bubblewrap is not installed, and CI must run this test: `make deps` installs it (%v)", err)
-		}
-		t.Skipf("bubblewrap is not installed (`make bwrap`): %v", err)
-	}
+	need.Command(t, "bwrap", "`make bwrap` installs bubblewrap")
 	bin := filepath.Join(t.TempDir(), "capbridge")
 	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)

@@ -70,6 +70,7 @@ func watching(t *testing.T, f *files) (count func() int, stop func()) {
 // can; cancelling the context ends Watch.
 func TestWatch(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
+		// In the bubble time.Sleep moves the fake clock: no real wait, no race.
 		f := &files{m: map[string]string{"a.toml": "one", "b.lock": "lock"}}
 		count, stop := watching(t, f)
 		defer stop()
