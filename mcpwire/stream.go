@@ -213,33 +213,37 @@ func (s *streamCarrier) readChunk() bool {
 func (s *streamCarrier) writeFailed(err error) {
 	reason := fmt.Errorf("mcpwire: write to server stdin: %w", err)
 	if errors.Is(err, syscall.EPIPE) {
-		t := time.NewTimer(eofExitWait)
-		select {
-		case <-s.conn.Done():
-			if end := s.conn.EndReason(); end != nil {
-				reason = fmt.Errorf("%w, after %w", end, reason)
-			}
-		case <-s.c.deadc:
-		case <-t.C:
+		if end, ok := s.awaitEnd(); ok && end != nil {
+			reason = fmt.Errorf("%w, after %w", end, reason)
 		}
-		t.Stop()
 	}
 	s.c.die(reason)
 }
 
+// onEOF ends the client when the server's stdout ends, with the reason
+// the server's end gives (its exit status), if it comes in time.
 func (s *streamCarrier) onEOF() {
-	c := s.c
-	reason := error(nil)
+	end, ok := s.awaitEnd()
+	switch {
+	case !ok:
+		// If the client is dead already, die keeps the first reason.
+		s.c.die(errors.New("mcpwire: server closed its stdout"))
+	case end != nil:
+		s.c.die(end)
+	}
+}
+
+// awaitEnd waits, at most eofExitWait, for the server's end (exited and
+// its stderr drained, so the tail is whole) and returns its reason; ok is
+// false if the client died first or the wait ran out.
+func (s *streamCarrier) awaitEnd() (end error, ok bool) {
 	t := time.NewTimer(eofExitWait)
+	defer t.Stop()
 	select {
 	case <-s.conn.Done():
-		reason = s.conn.EndReason()
-	case <-c.deadc:
+		return s.conn.EndReason(), true
+	case <-s.c.deadc:
 	case <-t.C:
-		reason = errors.New("mcpwire: server closed its stdout")
 	}
-	t.Stop()
-	if reason != nil {
-		c.die(reason)
-	}
+	return nil, false
 }
