@@ -138,7 +138,7 @@ type Bridge struct {
 	rawLog     zerolog.Logger
 	reloadMu   sync.Mutex
 	lastReload atomic.Pointer[control.Reloaded]
-	outside    map[*server]struct{} // guarded by mu
+	outside    map[*server]bool // guarded by mu; true: taken out of the set by a reload, draining
 	drainers   sync.WaitGroup
 	grants     *grantTable
 	started    startedCalls      // calls programs started, to collect later

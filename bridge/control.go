@@ -177,7 +177,14 @@ func (h *controlHandler) Status(context.Context) (*control.Status, error) {
 	st.Reloaded = b.lastReload.Load()
 	b.mu.Lock()
 	st.Connections = len(b.open)
+	draining := b.drainingLocked()
 	b.mu.Unlock()
+	for _, s := range draining {
+		// One that has just retired is leaving the list: not draining.
+		if ss := s.status(); ss.State != string(StateRetired) {
+			st.Draining = append(st.Draining, control.ServerStatus(ss))
+		}
+	}
 	st.GrantUsage, st.GrantUsageOmitted = b.grantUsage(b.grants.now())
 	return st, nil
 }

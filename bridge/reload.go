@@ -155,7 +155,7 @@ func (b *Bridge) reload(ctx context.Context, trigger string) (*control.Reloaded,
 		delete(b.outside, s)
 	}
 	for _, s := range outgoing {
-		b.outside[s] = struct{}{}
+		b.outside[s] = true
 		// Started under mu while not closing: Shutdown, which sets
 		// closing under mu before it waits for the drainers, waits for
 		// every one.
@@ -318,10 +318,10 @@ func (b *Bridge) outsideSet(fresh map[string]*server) bool {
 		return false
 	}
 	if b.outside == nil {
-		b.outside = map[*server]struct{}{}
+		b.outside = map[*server]bool{}
 	}
 	for _, s := range fresh {
-		b.outside[s] = struct{}{}
+		b.outside[s] = false
 	}
 	return true
 }
@@ -351,6 +351,20 @@ func (b *Bridge) drainAndRetire(s *server) {
 	b.mu.Lock()
 	delete(b.outside, s)
 	b.mu.Unlock()
+}
+
+// drainingLocked is each server a reload took out of the set that has
+// yet to retire, by name; the caller holds mu. Servers booting for a
+// reload are outside the set too, but not draining.
+func (b *Bridge) drainingLocked() []*server {
+	var out []*server
+	for s, taken := range b.outside {
+		if taken {
+			out = append(out, s)
+		}
+	}
+	slices.SortFunc(out, func(x, y *server) int { return strings.Compare(x.name(), y.name()) })
+	return out
 }
 
 // retirees is every server Shutdown retires: those in force, and those

@@ -213,6 +213,15 @@ func TestReloadUnderLoad(t *testing.T) {
 	if st := oldSwap.status(); st.State != string(StateReady) || st.Inflight != 2 {
 		t.Errorf("the replaced server with its calls in flight: %+v, want ready with 2 calls", st)
 	}
+	// Status lists the old process as draining beside its replacement,
+	// and the removed server not at all once it has retired.
+	st, err = ctl.Status(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(st.Draining) != 1 || st.Draining[0].Name != "swap" || st.Draining[0].PID != swapBefore || st.Draining[0].Inflight != 2 {
+		t.Errorf("status's draining servers: %+v, want swap's old process (pid %d) with its 2 calls", st.Draining, swapBefore)
+	}
 
 	// Released: every call held across the reloads succeeds.
 	if err := os.WriteFile(gate, nil, 0o600); err != nil {
@@ -224,6 +233,10 @@ func TestReloadUnderLoad(t *testing.T) {
 		t.Errorf("a call in flight across the reload failed: %v", err)
 	}
 	eventually(t, "the replaced server retired once its calls were done", func() bool { return oldSwap.status().State == string(StateRetired) })
+	eventually(t, "status lists no draining server", func() bool {
+		st, err := ctl.Status(ctx)
+		return err == nil && len(st.Draining) == 0
+	})
 	if st := r.srv("busy2").status(); st.PID != busy2 || st.Restarts != 0 {
 		t.Errorf("busy2 after the calls: %+v", st)
 	}

@@ -158,6 +158,12 @@ type Status struct {
 	// Reloaded is the last configuration reload's outcome, absent before
 	// the first.
 	Reloaded *Reloaded `msgpack:"reloaded,omitempty" json:"reloaded,omitempty"`
+	// Draining is each server a reload took out of the set that still
+	// runs calls entered before it: a removed server, or the old process
+	// of a replaced one (its name then also stands in Servers, for the
+	// new process). Each retires once its calls are done, by its
+	// max_call_timeout and cancel_grace at the latest.
+	Draining []ServerStatus `msgpack:"draining,omitempty" json:"draining,omitempty"`
 }
 
 // MaxGrantUsage bounds the grants a status lists one by one.

@@ -339,6 +339,9 @@ of its stderr), the live grants and the open connections.`)
 			fmt.Fprintf(stdout, "  stderr: %s\n", strings.ReplaceAll(strings.TrimSpace(s.StderrTail), "\n", "\n          "))
 		}
 	}
+	for _, s := range r.Draining {
+		fmt.Fprintf(stdout, "%-20s draining after a reload: pid=%d inflight=%d abandoned=%d\n", s.Name, s.PID, s.Inflight, s.Abandoned)
+	}
 	for _, g := range r.GrantUsage {
 		fmt.Fprintf(stdout, "grant %s calls=%d denied=%d arg_bytes=%d result_bytes=%d took=%s", g.Grant, g.Calls, g.Denied, g.ArgBytes, g.ResultBytes, time.Duration(g.TookMS)*time.Millisecond)
 		if g.Run != "" {
