@@ -398,7 +398,8 @@ func (h *controlHandler) Call(ctx context.Context, r *control.CallRequest) (*cap
 	callCtx, cancel := context.WithCancelCause(h.b.ctx)
 	defer cancel(nil)
 	defer context.AfterFunc(ctx, func() { cancel(errDisconnected) })()
-	o := h.b.call(callCtx, callRequest{server: r.Server, tool: r.Tool, args: r.Args, timeoutMS: r.TimeoutMS, peer: h.peer})
+	span := h.b.tracer.StartControlCall(capwire.CapPrefix + r.Server)
+	o := h.b.call(callCtx, callRequest{server: r.Server, tool: r.Tool, args: r.Args, timeoutMS: r.TimeoutMS, peer: h.peer, span: span})
 	if o.result != nil {
 		// The audit records what the operator receives: a result that
 		// does not fit in a control frame is answered result_too_large.
@@ -407,6 +408,7 @@ func (h *controlHandler) Call(ctx context.Context, r *control.CallRequest) (*cap
 		}
 	}
 	h.b.auditCall(nil, h.peer, r.Server, r.Tool, o, time.Since(start))
+	endCallTrace(span, nil, r.Server, r.Tool, &o)
 	if o.denial != nil {
 		h.b.metrics.denied(o.denial.Code)
 		return nil, o.denial

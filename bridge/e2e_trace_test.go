@@ -11,6 +11,7 @@ import (
 	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
 
 	"github.com/capbridge/capbridge/bridge/config"
+	"github.com/capbridge/capbridge/bridge/control"
 	"github.com/capbridge/capbridge/capwire"
 	"github.com/capbridge/capbridge/internal/telemetry"
 	"github.com/capbridge/capbridge/internal/testkit/leakcheck"
@@ -152,6 +153,50 @@ func TestTraceFollowsACall(t *testing.T) {
 				t.Errorf("the denied call's span: %+v", denied)
 			}
 		})
+	}
+}
+
+// An operator's call through the control socket (capbridge call) has its
+// span too: a root, since no program stands behind it, with no grant, and
+// the MCP request under it carrying its traceparent to the server.
+func TestTraceControlCall(t *testing.T) {
+	t.Cleanup(leakcheck.Check(t))
+	tb, recv := tracedBridge(t, telemetry.ProtocolHTTP, Options{}, mcptestServer("local", mcptest.Scenario{}))
+	ctx, cancel := context.WithTimeout(context.Background(), backstop)
+	defer cancel()
+	cc := tb.control()
+	r, err := cc.Call(ctx, &control.CallRequest{Server: "local", Tool: "meta", Args: mp(t, map[string]any{})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := r.Text()
+	if _, err := cc.Call(ctx, &control.CallRequest{Server: "local", Tool: "no_such_tool", Args: mp(t, map[string]any{})}); err == nil {
+		t.Fatal("a call to no such tool succeeded")
+	}
+	cc.Close()
+	tb.shutdown()
+	spans := recv.Spans()
+	byTool := map[string]otlprecv.Span{}
+	for _, s := range spanNamed(spans, "control mcp.local", "local") {
+		byTool[s.Attrs["capbridge.tool"]] = s
+	}
+	call, ok := byTool["meta"]
+	if !ok {
+		t.Fatalf("no control call span among %+v", spans)
+	}
+	if call.ParentID != "" || call.Attrs["capbridge.outcome"] != "ok" || call.Attrs["capbridge.grant.id"] != "" {
+		t.Errorf("the control call's span %+v, want a root with outcome ok and no grant", call)
+	}
+	reqs := childrenOf(spans, call)
+	if len(reqs) != 1 || reqs[0].Name != "tools/call meta" {
+		t.Fatalf("the control call span's children %+v, want one MCP request span", reqs)
+	}
+	if want := "00-" + call.TraceID + "-" + reqs[0].SpanID + "-01"; seen != want {
+		t.Errorf("the server saw traceparent %q, want the request span's %q", seen, want)
+	}
+	denied, ok := byTool["no_such_tool"]
+	if !ok || denied.Attrs["capbridge.outcome"] != "denied" || denied.Attrs["capbridge.denial.code"] != capwire.CodeUnknownTool || len(childrenOf(spans, denied)) != 0 {
+		t.Errorf("the denied control call's span: %+v", denied)
 	}
 }
 

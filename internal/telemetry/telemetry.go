@@ -158,6 +158,18 @@ func (t *Tracer) StartCall(traceparent, cap string) *Call {
 	return &Call{t: t, ctx: ctx, span: span}
 }
 
+// StartControlCall starts the span of a call an operator makes through
+// the control socket (capbridge call) to capability cap: a root span,
+// since no program's trace stands behind it, whose End and MCP request
+// are those of a capwire call.
+func (t *Tracer) StartControlCall(cap string) *Call {
+	if t == nil {
+		return nil
+	}
+	ctx, span := t.tr.Start(context.Background(), "control "+truncate.Ellipsis(cap, maxName), trace.WithSpanKind(trace.SpanKindServer))
+	return &Call{t: t, ctx: ctx, span: span}
+}
+
 // StartRequest starts the span of the call's MCP request (tools/call of
 // tool on server, over transport) and returns the traceparent the request
 // carries to the server: that span's.
