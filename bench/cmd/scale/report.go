@@ -417,9 +417,10 @@ func (rep *report) curves() map[string]string {
 		rx, ry := medianAt(ns, get(func(s serversSample) float64 { return s.ReadyMS }))
 		mx, my := medianAt(ns, get(func(s serversSample) float64 { return mib(s.RSS) }))
 		lx, ly := medianAt(ns, get(func(s serversSample) float64 { return s.LaunchMS }))
+		bx, by := medianAt(ns, get(func(s serversSample) float64 { return s.BridgeCPUms }))
 		sx, sy := medianAt(ns, get(func(s serversSample) float64 { return s.ServerCPUms }))
-		out["servers"] = curve("boot to ready (ms), the same servers launched alone (ms), bridge RSS (MiB) and the servers' boot CPU (ms), against stdio servers", "servers (log)",
-			[]series{{"ready ms", "#ff7f0e", rx, ry}, {"launched alone ms", "#2ca02c", lx, ly}, {"bridge RSS MiB", "#1f77b4", mx, my}, {"servers' CPU ms", "#7f7f7f", sx, sy}})
+		out["servers"] = curve("ready, launched alone, bridge and servers' CPU (ms); bridge RSS (MiB)", "servers (log)",
+			[]series{{"ready ms", "#ff7f0e", rx, ry}, {"launched alone ms", "#2ca02c", lx, ly}, {"bridge CPU ms", "#d62728", bx, by}, {"servers' CPU ms", "#7f7f7f", sx, sy}, {"bridge RSS MiB", "#1f77b4", mx, my}})
 	}
 	if len(rep.Big) > 0 {
 		ns := distinct(rep.Big, func(s bigSample) int { return s.Tools })
