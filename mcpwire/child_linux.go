@@ -100,6 +100,7 @@ func spawn(cmd Command) (Conn, error) {
 		closeAll()
 		return nil, fmt.Errorf("mcpwire: pipes: %w", err)
 	}
+	pidfd := -1
 	start := func(cgroupFD int) (*exec.Cmd, error) {
 		ec := &exec.Cmd{
 			Path: path, Args: cmd.Argv, Env: env, Dir: cmd.Dir,
@@ -107,7 +108,7 @@ func spawn(cmd Command) (Conn, error) {
 			SysProcAttr: &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL,
 				// clone3(CLONE_INTO_CGROUP): the child is in its cgroup
 				// from its first instruction, before it can fork.
-				UseCgroupFD: cgroupFD >= 0, CgroupFD: cgroupFD},
+				UseCgroupFD: cgroupFD >= 0, CgroupFD: cgroupFD, PidFD: &pidfd},
 		}
 		req := spawnReq{cmd: ec, errc: make(chan error, 1)}
 		spawnc <- req
@@ -131,7 +132,7 @@ func spawn(cmd Command) (Conn, error) {
 	errW.Close()
 
 	c := &childConn{
-		cmd: cmd, ec: ec, pid: ec.Process.Pid, log: log, token: token, cgroup: cg,
+		cmd: cmd, ec: ec, pid: ec.Process.Pid, pidfd: pidfd, log: log, token: token, cgroup: cg,
 		stdin: inW, stdout: outR, stderr: errR,
 		rd: framewrite.RawReader(outR), wr: framewrite.RawWriter(inW),
 		tail: newRing(cmd.StderrTailBytes), done: make(chan struct{}),
@@ -148,7 +149,10 @@ type childConn struct {
 	cmd Command
 	ec  *exec.Cmd
 	pid int
-	log zerolog.Logger
+	// pidfd refers to the leader (-1: the kernel gave none); leaderExited
+	// waits on it and closes it.
+	pidfd int
+	log   zerolog.Logger
 	// token marks the server's processes for the sweep ("" = no sweep).
 	token string
 	// cgroup is the server's own cgroup directory ("" = none).
@@ -219,13 +223,7 @@ func (c *childConn) signalGroup(sig syscall.Signal) {
 // closes our stdout and stderr ends in case a process outside the group
 // still holds the pipes.
 func (c *childConn) wait() {
-	var info unix.Siginfo
-	for {
-		err := unix.Waitid(unix.P_PID, c.pid, &info, unix.WEXITED|unix.WNOWAIT, nil)
-		if err != unix.EINTR {
-			break
-		}
-	}
+	c.leaderExited()
 	c.mu.Lock()
 	_ = unix.Kill(-c.pid, unix.SIGKILL)
 	_ = c.ec.Wait() // the status is in ProcessState either way
@@ -247,6 +245,44 @@ func (c *childConn) wait() {
 	close(c.done)
 	if !waitUntil(c.eof, deadline) {
 		c.stdout.Close() // unblocks the client's reader with io.EOF
+	}
+}
+
+// leaderExited returns once the leader has exited, leaving it unreaped.
+// It waits in the runtime's poller on the leader's pidfd, which turns
+// readable when the process exits, so a server costs no OS thread for
+// its life: a waitid blocked in the kernel holds one, which the runtime
+// must create while servers boot (and, with one P, hand the P away from
+// by sysmon's retake, every time). Without a pidfd (a kernel before
+// 5.3), or one the poller refuses, it blocks in waitid.
+func (c *childConn) leaderExited() {
+	var info unix.Siginfo
+	if c.pidfd >= 0 {
+		// Non-blocking before NewFile, which then hands it to the poller.
+		nb := unix.SetNonblock(c.pidfd, true)
+		f := os.NewFile(uintptr(c.pidfd), "pidfd")
+		defer f.Close()
+		if nb == nil {
+			if rc, err := f.SyscallConn(); err == nil {
+				polled := rc.Read(func(fd uintptr) bool {
+					info = unix.Siginfo{}
+					err := unix.Waitid(unix.P_PIDFD, int(fd), &info, unix.WEXITED|unix.WNOWAIT|unix.WNOHANG, nil)
+					// WNOHANG with nothing to report returns 0 and an
+					// empty siginfo; an error other than EINTR means
+					// there is nothing to wait for, as in the loop below.
+					return err != nil && err != unix.EINTR || err == nil && info.Signo != 0
+				})
+				if polled == nil {
+					return
+				}
+			}
+		}
+	}
+	for {
+		err := unix.Waitid(unix.P_PID, c.pid, &info, unix.WEXITED|unix.WNOWAIT, nil)
+		if err != unix.EINTR {
+			return
+		}
 	}
 }
 

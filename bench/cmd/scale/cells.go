@@ -161,24 +161,59 @@ func measureMemory(ctx context.Context, bin, tmp string, servers, idle int) (mem
 }
 
 // serversSample is a bridge booting n stdio servers: from serve's start
-// to its ready line (every server ready), its resident memory then, and
-// the CPU its servers spent to get there.
+// to its ready line (every server ready), its resident memory then, the
+// CPU it and its servers spent to get there, and, measured beside it,
+// the floor: this process alone starting and handshaking as many
+// servers (launch).
 type serversSample struct {
 	Run         int     `json:"run"`
 	Servers     int     `json:"servers"`
 	ReadyMS     float64 `json:"ready_ms"`
 	RSS         int64   `json:"rss"`
+	BridgeCPUms float64 `json:"bridge_cpu_ms"`
 	ServerCPUms float64 `json:"server_cpu_ms"`
+	LaunchMS    float64 `json:"launch_ms"`
 }
 
-func measureServers(ctx context.Context, bin, tmp string, n int) (serversSample, error) {
+// measureServers boots a bridge of n servers and launches n servers
+// without one, the launch first in odd runs, so that neither always
+// meets the machine the other left.
+func measureServers(ctx context.Context, bin, tmp string, n, run int) (serversSample, error) {
 	s := serversSample{Servers: n}
-	b, err := startBridge(ctx, bin, tmp, n, "")
-	if err != nil {
+	launched := func() error {
+		d, err := launch(ctx, n)
+		s.LaunchMS = float64(d) / float64(time.Millisecond)
+		return err
+	}
+	if run%2 == 1 {
+		if err := launched(); err != nil {
+			return s, err
+		}
+	}
+	if err := bootServers(ctx, bin, tmp, &s); err != nil {
 		return s, err
 	}
+	if run%2 == 0 {
+		return s, launched()
+	}
+	return s, nil
+}
+
+// bootServers is the bridge's part of measureServers.
+func bootServers(ctx context.Context, bin, tmp string, s *serversSample) error {
+	b, err := startBridge(ctx, bin, tmp, s.Servers, "")
+	if err != nil {
+		return err
+	}
 	s.ReadyMS = float64(b.booted) / float64(time.Millisecond)
-	s.RSS, _, _, err = procStatus(b.cmd.Process.Pid)
+	if c, cerr := cpuOf(b.cmd.Process.Pid); cerr == nil {
+		s.BridgeCPUms = float64(c) / float64(time.Millisecond)
+	} else {
+		err = cerr
+	}
+	if err == nil {
+		s.RSS, _, _, err = procStatus(b.cmd.Process.Pid)
+	}
 	if err == nil {
 		status, serr := b.status(ctx)
 		err = serr
@@ -195,7 +230,7 @@ func measureServers(ctx context.Context, bin, tmp string, n int) (serversSample,
 			s.ServerCPUms = float64(cpu) / float64(time.Millisecond)
 		}
 	}
-	return s, errors.Join(err, b.stop())
+	return errors.Join(err, b.stop())
 }
 
 // soakResult is the soak: calls at 32 in flight on soakConns

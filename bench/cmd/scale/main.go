@@ -2,7 +2,8 @@
 // and latency as the programs connected grow from 1 to 256 with 32 calls
 // in flight in all (conns), the bridge's memory per idle authenticated
 // connection (memory), boot time and memory as its stdio servers grow
-// from 1 to 64 (servers), one server listing 10, 1000 and 10 000
+// from 1 to 64, beside the floor of this process alone starting and
+// handshaking as many (servers), one server listing 10, 1000 and 10 000
 // realistic tools (big: readiness after the listing, bridge RSS, a call's
 // p50, and each language's façade generated in-process), and, only when
 // named, a soak of a million calls
@@ -143,12 +144,12 @@ func run(args []string, stdout, stderr io.Writer) int {
 		if slices.Contains(cells, "servers") {
 			for i := range p.servers {
 				n := p.servers[(i+r)%len(p.servers)]
-				s, err := measureServers(ctx, *bin, tmp, n)
+				s, err := measureServers(ctx, *bin, tmp, n, r)
 				note(err, fmt.Sprintf("run %d, servers %d", r, n))
 				if err == nil {
 					s.Run = r
 					rep.Servers = append(rep.Servers, s)
-					fmt.Fprintf(stderr, "run %d  servers %-3d ready in %6.0f ms, bridge RSS %.1f MiB, servers' CPU %6.0f ms\n", r, n, s.ReadyMS, mib(s.RSS), s.ServerCPUms)
+					fmt.Fprintf(stderr, "run %d  servers %-3d ready in %6.0f ms, bridge RSS %.1f MiB, bridge CPU %5.0f ms, servers' CPU %6.0f ms; launched alone in %6.0f ms\n", r, n, s.ReadyMS, mib(s.RSS), s.BridgeCPUms, s.ServerCPUms, s.LaunchMS)
 				}
 			}
 		}

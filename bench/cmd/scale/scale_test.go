@@ -49,7 +49,7 @@ func TestQuick(t *testing.T) {
 		t.Errorf("memory: %+v", m)
 	}
 	for _, s := range rep.Servers {
-		if s.ReadyMS <= 0 || s.RSS <= 0 {
+		if s.ReadyMS <= 0 || s.RSS <= 0 || s.BridgeCPUms <= 0 || s.LaunchMS <= 0 {
 			t.Errorf("servers %d: %+v", s.Servers, s)
 		}
 	}
