@@ -9,6 +9,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"os"
+	"runtime/debug"
 	"slices"
 	"strconv"
 	"sync"
@@ -408,7 +409,19 @@ func (s *server) list(ctx context.Context, client *mcpwire.Client) (*table, erro
 	if err != nil {
 		return nil, err
 	}
-	return s.build(ctx, client, listed, s.cfg(), s.lock.Load(), false)
+	t, err := s.build(ctx, client, listed, s.cfg(), s.lock.Load(), false)
+	if err == nil && len(listed) > eagerChecks {
+		// Reading and planning a big listing allocates some 30 KiB per
+		// tool, nearly all garbage once the table is built, and the
+		// runtime keeps the heap's high-water mark mapped, returning it
+		// to the system only slowly: a bridge that booted 10 000 tools
+		// would sit at three times the memory it uses. Return it now,
+		// before the table is published: on the server's own goroutine,
+		// not on any call's path, and only after a listing this big,
+		// whose collection costs little beside its planning.
+		debug.FreeOSMemory()
+	}
+	return t, err
 }
 
 // build makes the table of a listing under a policy: conf's tools.allow,

@@ -25,6 +25,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"unicode/utf8"
 	"weak"
@@ -256,13 +257,41 @@ func generate(server string, tools []Tool, opts Options, retain int) (*Generated
 		return nil, err
 	}
 	g := &Generated{Lang: lang, ListingSHA256: d.digest, ModuleName: d.module, Source: d.source, JS: d.js, DTS: d.dts,
-		docs: d.docs, search: ix.index(), server: server, tools: slices.Clone(tools), budget: budget, surfaceOnly: opts.SurfaceOnly}
+		docs: packDocs(d.docs), search: ix.index(), server: server, tools: slices.Clone(tools), budget: budget, surfaceOnly: opts.SurfaceOnly}
 	head := surfaceHead(d.lead, g.ModuleName, server, len(tools))
 	g.Surface, g.Level, g.Pages = renderSurface(head, g.docs, d.decls, budget)
 	if listingBytes(tools) <= retain {
 		g.decls = &declSet{decls: d.decls}
 	}
 	return g, nil
+}
+
+// packDocs moves the strings of docs into one allocation, in place, and
+// returns docs. They were made one by one among the planning's garbage,
+// tens of thousands of them for a big listing, each keeping a page of
+// the heap mapped once that garbage is collected; one block keeps them
+// together.
+func packDocs(docs []toolDoc) []toolDoc {
+	n := 0
+	for _, d := range docs {
+		n += len(d.name) + len(d.index) + len(d.sig)
+	}
+	var b strings.Builder
+	b.Grow(n)
+	for _, d := range docs {
+		b.WriteString(d.name)
+		b.WriteString(d.index)
+		b.WriteString(d.sig)
+	}
+	all, at := b.String(), 0
+	cut := func(s string) string {
+		at += len(s)
+		return all[at-len(s) : at]
+	}
+	for i := range docs {
+		docs[i].name, docs[i].index, docs[i].sig = cut(docs[i].name), cut(docs[i].index), cut(docs[i].sig)
+	}
+	return docs
 }
 
 // declared is a listing planned, named and bound in one language.

@@ -496,9 +496,18 @@ func (b *searchBuilder) add(t *Tool, args *typeDef) {
 	b.ix.start = append(b.ix.start, uint32(len(b.ix.posts)))
 }
 
-// index is the index built, its slices cut to their size.
+// index is the index built, its slices cut to their size and its words
+// in one allocation (see packDocs).
 func (b *searchBuilder) index() searchIndex {
-	return searchIndex{words: slices.Clip(b.ix.words), posts: slices.Clone(b.ix.posts), start: slices.Clip(b.ix.start)}
+	var all strings.Builder
+	for _, w := range b.ix.words {
+		all.WriteString(w)
+	}
+	words, s := make([]string, len(b.ix.words)), all.String()
+	for i, w := range b.ix.words {
+		words[i], s = s[:len(w)], s[len(w):]
+	}
+	return searchIndex{words: words, posts: slices.Clone(b.ix.posts), start: slices.Clip(b.ix.start)}
 }
 
 // searchWords splits text into lower-case words of letters and digits,
