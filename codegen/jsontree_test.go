@@ -178,3 +178,44 @@ func FuzzParseTree(f *testing.F) {
 		checkTree(t, raw, int(depth%80), int(nodes))
 	})
 }
+
+// digestByCompact is listingDigest's canonical form of one schema as
+// json.Compact alone made it, which jsonlex now makes where it can.
+func digestByCompact(raw []byte) string {
+	var buf bytes.Buffer
+	if json.Compact(&buf, raw) != nil {
+		return listingDigest([]Tool{{Name: "t", InputSchema: raw}})
+	}
+	return listingDigest([]Tool{{Name: "t", InputSchema: buf.Bytes()}})
+}
+
+var digestCases = append([]string{
+	" { \"a\" : [ 1 , 2 ] , \"b\" : \"x y\\n\" } ",
+	"{\"s\":\"\u2028 raw\"}",
+	"\t\n{}\r\n",
+	strings.Repeat("[ ", 200) + strings.Repeat("] ", 200),
+	strings.Repeat("[", 200) + strings.Repeat("]", 200),
+	"{\"a\":1} x",
+}, treeCases...)
+
+// TestListingDigestCompact: a schema's digest is the one json.Compact's
+// form of it gives, whitespace, depth and invalid JSON included.
+func TestListingDigestCompact(t *testing.T) {
+	for _, c := range digestCases {
+		if got, want := listingDigest([]Tool{{Name: "t", InputSchema: []byte(c)}}), digestByCompact([]byte(c)); got != want {
+			t.Errorf("%q: digest %s, json.Compact's %s", c, got, want)
+		}
+	}
+}
+
+// FuzzListingDigest holds the digest's compaction to json.Compact's.
+func FuzzListingDigest(f *testing.F) {
+	for _, c := range digestCases {
+		f.Add([]byte(c))
+	}
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		if got, want := listingDigest([]Tool{{Name: "t", InputSchema: raw}}), digestByCompact(raw); got != want {
+			t.Fatalf("%q: digest %s, json.Compact's %s", raw, got, want)
+		}
+	})
+}

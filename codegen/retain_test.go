@@ -175,3 +175,22 @@ func TestSearchIndex(t *testing.T) {
 		}
 	}
 }
+
+// TestSearchBuilderWords: the index splits and lower-cases text into
+// the words searchWords gives, the cap on words included.
+func TestSearchBuilderWords(t *testing.T) {
+	for _, text := range []string{
+		"", "getUserByID", "HTTPServer2Go", "snake_case-and kebab", "İstanbul ΣΊΣΥΦΟΣ Straße ǅemal", "a\xffb\u200bc",
+		strings.Repeat("word ", 600), strings.Repeat("aB", 700), "x1Y2z3",
+	} {
+		b := newSearchBuilder(1)
+		b.words(text, 2)
+		var got []string
+		for _, p := range b.ix.posts {
+			got = append(got, b.ix.words[p>>postWeightBits])
+		}
+		if want := searchWords(text); strings.Join(got, " ") != strings.Join(want, " ") {
+			t.Errorf("%.40q: indexed %d words %.80q, searchWords %d %.80q", text, len(got), got, len(want), want)
+		}
+	}
+}

@@ -459,8 +459,9 @@ const postWeightBits = 3
 // searchBuilder builds a searchIndex, tool by tool in listing order. A
 // nil *searchBuilder indexes nothing.
 type searchBuilder struct {
-	ix  searchIndex
-	ids map[string]uint32
+	ix      searchIndex
+	ids     map[string]uint32
+	scratch []byte
 }
 
 func newSearchBuilder(tools int) *searchBuilder {
@@ -474,26 +475,55 @@ func (b *searchBuilder) add(t *Tool, args *typeDef) {
 	if b == nil {
 		return
 	}
-	words := func(text string, w uint32) {
-		for _, word := range searchWords(text) {
-			id, ok := b.ids[word]
-			if !ok {
-				id = uint32(len(b.ix.words))
-				b.ids[word] = id
-				b.ix.words = append(b.ix.words, word)
-			}
-			b.ix.posts = append(b.ix.posts, id<<postWeightBits|w)
-		}
-	}
-	words(t.Name, 4)
-	words(t.Title, 3)
-	words(cleanText(t.Description, maxToolDesc), 2)
+	b.words(t.Name, 4)
+	b.words(t.Title, 3)
+	b.words(cleanText(t.Description, maxToolDesc), 2)
 	if args != nil {
 		for _, fl := range args.fields {
-			words(fl.wire, 1)
+			b.words(fl.wire, 1)
 		}
 	}
 	b.ix.start = append(b.ix.start, uint32(len(b.ix.posts)))
+}
+
+// words indexes the words of text, at weight w: the words searchWords
+// splits it into, lower-cased into a scratch buffer rather than each
+// into a string of its own, since most are in the index already.
+func (b *searchBuilder) words(text string, w uint32) {
+	cur, n := b.scratch[:0], 0
+	flush := func() {
+		if len(cur) == 0 {
+			return
+		}
+		id, ok := b.ids[string(cur)]
+		if !ok {
+			id = uint32(len(b.ix.words))
+			word := string(cur)
+			b.ids[word] = id
+			b.ix.words = append(b.ix.words, word)
+		}
+		b.ix.posts = append(b.ix.posts, id<<postWeightBits|w)
+		cur, n = cur[:0], n+1
+	}
+	prevLower := false
+	for _, r := range text {
+		switch {
+		case unicode.IsLetter(r) || unicode.IsDigit(r):
+			if unicode.IsUpper(r) && prevLower {
+				flush()
+			}
+			cur = utf8.AppendRune(cur, unicode.ToLower(r))
+			prevLower = unicode.IsLower(r) || unicode.IsDigit(r)
+		default:
+			flush()
+			prevLower = false
+		}
+		if n > 512 {
+			break
+		}
+	}
+	flush()
+	b.scratch = cur
 }
 
 // index is the index built, its slices cut to their size and its words
