@@ -23,6 +23,20 @@ import (
 // schemas lazily, and its façade (over a mebibyte) keeps no plans.
 const bigTools = eagerChecks + 100
 
+// rawechoTools configures a rawecho server listing n tools
+// (rawecho.ToolsCommand).
+func rawechoTools(name string, n int) config.Server {
+	argv, env := rawecho.ToolsCommand(n, "")
+	s := config.NewServer(name, argv[0])
+	s.Args, s.Env = argv[1:], map[string]string{}
+	for _, kv := range env {
+		k, v, _ := strings.Cut(kv, "=")
+		s.Env[k] = v
+	}
+	s.StartupTimeout = 60 * time.Second
+	return s
+}
+
 // checkable splits tools into those argcheck judges and those it does not.
 func checkable(tools []mcpwire.Tool) (judged, unjudged []mcpwire.Tool) {
 	for _, tool := range tools {
@@ -99,15 +113,7 @@ func TestLazyChecks(t *testing.T) {
 // schema, the façade, describe and search.
 func TestBigListing(t *testing.T) {
 	defer leakcheck.Check(t)()
-	argv, env := rawecho.ToolsCommand(bigTools, "")
-	srv := config.NewServer("big", argv[0])
-	srv.Args, srv.Env = argv[1:], map[string]string{}
-	for _, kv := range env {
-		k, v, _ := strings.Cut(kv, "=")
-		srv.Env[k] = v
-	}
-	srv.StartupTimeout = 60 * time.Second
-	tb := startBridge(t, nil, srv)
+	tb := startBridge(t, nil, rawechoTools("big", bigTools))
 	cc := tb.control()
 	defer tb.shutdown()
 	defer cc.Close()

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"unicode"
 )
 
 // retainListings are the listings the retained and re-planned paths are
@@ -176,21 +177,58 @@ func TestSearchIndex(t *testing.T) {
 	}
 }
 
-// TestSearchBuilderWords: the index splits and lower-cases text into
-// the words searchWords gives, the cap on words included.
+// wordsByRunes is how search words were split before splitWords: runes
+// gathered, then strings.ToLower of them.
+func wordsByRunes(s string) []string {
+	var words []string
+	var cur []rune
+	flush := func() {
+		if len(cur) > 0 {
+			words = append(words, strings.ToLower(string(cur)))
+			cur = cur[:0]
+		}
+	}
+	prevLower := false
+	for _, r := range s {
+		switch {
+		case unicode.IsLetter(r) || unicode.IsDigit(r):
+			if unicode.IsUpper(r) && prevLower {
+				flush()
+			}
+			cur = append(cur, r)
+			prevLower = unicode.IsLower(r) || unicode.IsDigit(r)
+		default:
+			flush()
+			prevLower = false
+		}
+		if len(words) > 512 {
+			break
+		}
+	}
+	flush()
+	return words
+}
+
+// TestSearchBuilderWords: queries and the index split and lower-case
+// text into the words gathering runes and lower-casing them gives, the
+// cap on words included.
 func TestSearchBuilderWords(t *testing.T) {
 	for _, text := range []string{
-		"", "getUserByID", "HTTPServer2Go", "snake_case-and kebab", "İstanbul ΣΊΣΥΦΟΣ Straße ǅemal", "a\xffb\u200bc",
-		strings.Repeat("word ", 600), strings.Repeat("aB", 700), "x1Y2z3",
+		"", "getUserByID", "HTTPServer2Go", "snake_case-and kebab", "İstanbul ΣΊΣΥΦΟΣ Straße ǅemal ΑΣ", "a\xffb\u200bc",
+		strings.Repeat("word ", 600), strings.Repeat("aB", 700), "x1Y2z3", strings.Repeat("Ǆ", 3),
 	} {
+		want := wordsByRunes(text)
+		if got := searchWords(text); strings.Join(got, " ") != strings.Join(want, " ") {
+			t.Errorf("%.40q: searchWords %d words %.80q, want %d %.80q", text, len(got), got, len(want), want)
+		}
 		b := newSearchBuilder(1)
 		b.words(text, 2)
 		var got []string
 		for _, p := range b.ix.posts {
 			got = append(got, b.ix.words[p>>postWeightBits])
 		}
-		if want := searchWords(text); strings.Join(got, " ") != strings.Join(want, " ") {
-			t.Errorf("%.40q: indexed %d words %.80q, searchWords %d %.80q", text, len(got), got, len(want), want)
+		if strings.Join(got, " ") != strings.Join(want, " ") {
+			t.Errorf("%.40q: indexed %d words %.80q, want %d %.80q", text, len(got), got, len(want), want)
 		}
 	}
 }

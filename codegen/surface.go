@@ -487,43 +487,19 @@ func (b *searchBuilder) add(t *Tool, args *typeDef) {
 }
 
 // words indexes the words of text, at weight w: the words searchWords
-// splits it into, lower-cased into a scratch buffer rather than each
-// into a string of its own, since most are in the index already.
+// gives, lower-cased into a scratch buffer rather than each into a
+// string of its own, since most are in the index already.
 func (b *searchBuilder) words(text string, w uint32) {
-	cur, n := b.scratch[:0], 0
-	flush := func() {
-		if len(cur) == 0 {
-			return
-		}
-		id, ok := b.ids[string(cur)]
+	b.scratch = splitWords(text, b.scratch, func(word []byte) {
+		id, ok := b.ids[string(word)]
 		if !ok {
 			id = uint32(len(b.ix.words))
-			word := string(cur)
-			b.ids[word] = id
-			b.ix.words = append(b.ix.words, word)
+			s := string(word)
+			b.ids[s] = id
+			b.ix.words = append(b.ix.words, s)
 		}
 		b.ix.posts = append(b.ix.posts, id<<postWeightBits|w)
-		cur, n = cur[:0], n+1
-	}
-	prevLower := false
-	for _, r := range text {
-		switch {
-		case unicode.IsLetter(r) || unicode.IsDigit(r):
-			if unicode.IsUpper(r) && prevLower {
-				flush()
-			}
-			cur = utf8.AppendRune(cur, unicode.ToLower(r))
-			prevLower = unicode.IsLower(r) || unicode.IsDigit(r)
-		default:
-			flush()
-			prevLower = false
-		}
-		if n > 512 {
-			break
-		}
-	}
-	flush()
-	b.scratch = cur
+	})
 }
 
 // index is the index built, its slices cut to their size and its words
@@ -544,11 +520,19 @@ func (b *searchBuilder) index() searchIndex {
 // also at camelCase boundaries.
 func searchWords(s string) []string {
 	var words []string
-	var cur []rune
+	splitWords(s, nil, func(w []byte) { words = append(words, string(w)) })
+	return words
+}
+
+// splitWords calls emit with each word of searchWords, lower-cased into
+// buf (emit must copy what it keeps), at most 514 of them, and returns
+// buf for the next call.
+func splitWords(s string, buf []byte, emit func([]byte)) []byte {
+	cur, n := buf[:0], 0
 	flush := func() {
 		if len(cur) > 0 {
-			words = append(words, strings.ToLower(string(cur)))
-			cur = cur[:0]
+			emit(cur)
+			cur, n = cur[:0], n+1
 		}
 	}
 	prevLower := false
@@ -558,18 +542,18 @@ func searchWords(s string) []string {
 			if unicode.IsUpper(r) && prevLower {
 				flush()
 			}
-			cur = append(cur, r)
+			cur = utf8.AppendRune(cur, unicode.ToLower(r))
 			prevLower = unicode.IsLower(r) || unicode.IsDigit(r)
 		default:
 			flush()
 			prevLower = false
 		}
-		if len(words) > 512 {
+		if n > 512 {
 			break
 		}
 	}
 	flush()
-	return words
+	return cur
 }
 
 // quoted is server prose as the surface shows it: cleaned, capped and a
