@@ -150,7 +150,7 @@ func (b *Bridge) call(ctx context.Context, req callRequest) outcome {
 		o.policy = policyGuardRefused
 		return o
 	}
-	if f := t.checks[req.tool].Check(req.args); f != nil {
+	if f := t.check(req.tool).Check(req.args); f != nil {
 		// The server never sees arguments its own schema refuses (the
 		// operator's guards, above, speak first); the program learns
 		// where, and what was wanted.

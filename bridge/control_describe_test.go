@@ -14,7 +14,6 @@ import (
 	"github.com/capbridge/capbridge/internal/bound"
 	"github.com/capbridge/capbridge/internal/testkit/leakcheck"
 	"github.com/capbridge/capbridge/internal/testkit/mcptest"
-	"github.com/capbridge/capbridge/internal/testkit/rawecho"
 )
 
 // brokenServer is configured but cannot start, so it never has a façade.
@@ -156,15 +155,7 @@ func TestToolCap(t *testing.T) {
 		denied.ToolsDeny = append(denied.ToolsDeny, fmt.Sprintf("tool_%03d", i))
 	}
 	wide := mcptestServer("wide", sc)
-	argv, env := rawecho.ToolsCommand(bound.MaxTools+1, "")
-	over := config.NewServer("over", argv[0])
-	over.Args, over.Env = argv[1:], map[string]string{}
-	for _, kv := range env {
-		k, v, _ := strings.Cut(kv, "=")
-		over.Env[k] = v
-	}
-	over.StartupTimeout = 30 * time.Second
-	over = neverRestart(over)
+	over := neverRestart(rawechoTools("over", bound.MaxTools+1))
 	tb := startBridge(t, nil, narrowed, denied, wide, over)
 	ctx := ctlCtx(t)
 	cc := tb.control()

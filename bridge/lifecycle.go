@@ -9,8 +9,11 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"os"
+	"runtime/debug"
 	"slices"
 	"strconv"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/capbridge/capbridge/bridge/config"
@@ -42,8 +45,11 @@ type table struct {
 	// warn. Nil without a lock.
 	drift map[string]string
 	// checks are the input schemas the bridge checks arguments against
-	// before forwarding, by tool: those argcheck can judge exactly.
+	// before forwarding, by tool: those argcheck can judge exactly,
+	// compiled when the table is built. A table of more than eagerChecks
+	// tools has lazy instead, and compiles a tool's on its first call.
 	checks map[string]*argcheck.Schema
+	lazy   *lazyChecks
 	// destructive is every tool a grant must name, or allow destructive
 	// tools, to call: the operator's destructive list, and each tool the
 	// server has marked destructiveHint: true in any listing since
@@ -403,7 +409,19 @@ func (s *server) list(ctx context.Context, client *mcpwire.Client) (*table, erro
 	if err != nil {
 		return nil, err
 	}
-	return s.build(ctx, client, listed, s.cfg(), s.lock.Load(), false)
+	t, err := s.build(ctx, client, listed, s.cfg(), s.lock.Load(), false)
+	if err == nil && len(listed) > eagerChecks {
+		// Reading and planning a big listing allocates some 30 KiB per
+		// tool, nearly all garbage once the table is built, and the
+		// runtime keeps the heap's high-water mark mapped, returning it
+		// to the system only slowly: a bridge that booted 10 000 tools
+		// would sit at three times the memory it uses. Return it now,
+		// before the table is published: on the server's own goroutine,
+		// not on any call's path, and only after a listing this big,
+		// whose collection costs little beside its planning.
+		debug.FreeOSMemory()
+	}
+	return t, err
 }
 
 // build makes the table of a listing under a policy: conf's tools.allow,
@@ -456,8 +474,14 @@ func (s *server) build(ctx context.Context, client *mcpwire.Client, listed []mcp
 		}
 		t.drift[name] = driftClasses(d)
 	}
+	if len(tools) > eagerChecks {
+		t.lazy = &lazyChecks{}
+	}
 	for _, tool := range tools {
 		t.tools[tool.Name] = tool
+		if t.lazy != nil {
+			continue
+		}
 		// A schema argcheck cannot judge exactly leaves its tool
 		// unchecked: the server judges the arguments, as it always did.
 		if c, err := argcheck.Compile(tool.InputSchema); err == nil {
@@ -468,6 +492,61 @@ func (s *server) build(ctx context.Context, client *mcpwire.Client, listed []mcp
 		}
 	}
 	return t, nil
+}
+
+// eagerChecks is the most tools a table compiles the input schemas of
+// when it is built. Compiling takes some 17 µs and 1 KiB of heap per
+// tool of a kilobyte: for 10 000 tools a sixth of a second before the
+// server is ready, and 10 MB kept for tools most programs never call.
+const eagerChecks = 1024
+
+// check is the compiled input schema of the table's tool name, or nil
+// when argcheck cannot judge it exactly (or there is no such tool).
+func (t *table) check(name string) *argcheck.Schema {
+	if t.lazy == nil {
+		return t.checks[name]
+	}
+	return t.lazy.get(name, t.tools)
+}
+
+// lazyChecks are the compiled input schemas of a big table's tools,
+// compiled on a tool's first call and kept for the next, at most
+// maxLazyChecks of them: past that, keeping one more drops another, so
+// a program that calls every tool of a huge listing cannot make the
+// table hold them all. Safe for concurrent use; a hit takes no lock.
+type lazyChecks struct {
+	m sync.Map     // tool name → *argcheck.Schema, nil when not judged
+	n atomic.Int64 // entries in m, give or take the calls storing one
+}
+
+// maxLazyChecks bounds a lazyChecks.
+const maxLazyChecks = 1024
+
+func (l *lazyChecks) get(name string, tools map[string]mcpwire.Tool) *argcheck.Schema {
+	if v, ok := l.m.Load(name); ok {
+		return v.(*argcheck.Schema)
+	}
+	tool, ok := tools[name]
+	if !ok {
+		return nil
+	}
+	c, err := argcheck.Compile(tool.InputSchema)
+	if err != nil {
+		c = nil // as at build: a schema argcheck cannot judge is not checked
+	}
+	if l.n.Add(1) > maxLazyChecks {
+		l.m.Range(func(k, _ any) bool {
+			if _, gone := l.m.LoadAndDelete(k); gone {
+				l.n.Add(-1)
+			}
+			return false
+		})
+	}
+	if v, loaded := l.m.LoadOrStore(name, c); loaded {
+		l.n.Add(-1)
+		return v.(*argcheck.Schema)
+	}
+	return c
 }
 
 // serve waits while the server is ready: it re-lists on each

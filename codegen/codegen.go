@@ -25,8 +25,10 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"unicode/utf8"
+	"weak"
 
 	"github.com/capbridge/capbridge/internal/bound"
 	"github.com/capbridge/capbridge/internal/truncate"
@@ -186,15 +188,41 @@ type Generated struct {
 	JS, DTS []byte
 
 	docs        []toolDoc
+	search      searchIndex
 	surfaceOnly bool // Source is not written: In(Lang) writes it
 	server      string
 	tools       []Tool // as given to Generate, which never changes them
 	budget      int
+	// decls renders the tools' declarations for Describe; nil for a
+	// listing of more than retainBytes, whose Describe plans it again
+	// (declarations), holding what it planned in recent, weakly.
+	decls  *declSet
+	replan sync.Mutex // serialises planning again and guards recent
+	recent weak.Pointer[declSet]
 
-	mu     sync.Mutex          // guards other and full
-	full   *Generated          // WithSource's result, when surfaceOnly
-	render sync.Mutex          // serialises docs' decl after Generate: it reads the emitter's memos
-	other  map[Lang]*Generated // In's results
+	mu    sync.Mutex          // guards other and full
+	full  *Generated          // WithSource's result, when surfaceOnly
+	other map[Lang]*Generated // In's results
+}
+
+// retainBytes is the largest listing, in bytes of names, prose and
+// schemas, whose plans a façade keeps for Describe. Plans and their
+// binding take several times the listing's size (some 80 MB for 10 000
+// tools of a kilobyte): a bridge serving such a listing would hold them
+// for its life for the rare describe request. A listing up to this size
+// keeps them, as every listing did, and describes at once; a bigger one
+// is planned again when described, which takes what its planning at boot
+// took.
+const retainBytes = 1 << 20
+
+// listingBytes is the size retainBytes is compared with.
+func listingBytes(tools []Tool) int {
+	n := 0
+	for i := range tools {
+		t := &tools[i]
+		n += len(t.Name) + len(t.Title) + len(t.Description) + len(t.InputSchema) + len(t.OutputSchema)
+	}
+	return n
 }
 
 // Generate plans, names, emits and verifies the façade of one server.
@@ -203,6 +231,12 @@ type Generated struct {
 // variables; it never panics, whatever tools holds, and never fails for
 // the size of the surface.
 func Generate(server string, tools []Tool, opts Options) (*Generated, error) {
+	return generate(server, tools, opts, retainBytes)
+}
+
+// generate is Generate keeping the plans for Describe when the listing
+// is at most retain bytes.
+func generate(server string, tools []Tool, opts Options, retain int) (*Generated, error) {
 	lang, err := checkLang(opts.Lang)
 	if err != nil {
 		return nil, err
@@ -213,6 +247,66 @@ func Generate(server string, tools []Tool, opts Options) (*Generated, error) {
 	if len(tools) > MaxTools {
 		return nil, fmt.Errorf("%w: %d tools, the limit is %d", ErrTooManyTools, len(tools), MaxTools)
 	}
+	budget := opts.SurfaceBudget
+	if budget <= 0 {
+		budget = DefaultSurfaceBudget
+	}
+	ix := newSearchBuilder(len(tools))
+	d, err := declare(server, tools, lang, !opts.SurfaceOnly, ix)
+	if err != nil {
+		return nil, err
+	}
+	g := &Generated{Lang: lang, ListingSHA256: d.digest, ModuleName: d.module, Source: d.source, JS: d.js, DTS: d.dts,
+		docs: packDocs(d.docs), search: ix.index(), server: server, tools: slices.Clone(tools), budget: budget, surfaceOnly: opts.SurfaceOnly}
+	head := surfaceHead(d.lead, g.ModuleName, server, len(tools))
+	g.Surface, g.Level, g.Pages = renderSurface(head, g.docs, d.decls, budget)
+	if listingBytes(tools) <= retain {
+		g.decls = &declSet{decls: d.decls}
+	}
+	return g, nil
+}
+
+// packDocs moves the strings of docs into one allocation, in place, and
+// returns docs. They were made one by one among the planning's garbage,
+// tens of thousands of them for a big listing, each keeping a page of
+// the heap mapped once that garbage is collected; one block keeps them
+// together.
+func packDocs(docs []toolDoc) []toolDoc {
+	n := 0
+	for _, d := range docs {
+		n += len(d.name) + len(d.index) + len(d.sig)
+	}
+	var b strings.Builder
+	b.Grow(n)
+	for _, d := range docs {
+		b.WriteString(d.name)
+		b.WriteString(d.index)
+		b.WriteString(d.sig)
+	}
+	all, at := b.String(), 0
+	cut := func(s string) string {
+		at += len(s)
+		return all[at-len(s) : at]
+	}
+	for i := range docs {
+		docs[i].name, docs[i].index, docs[i].sig = cut(docs[i].name), cut(docs[i].index), cut(docs[i].sig)
+	}
+	return docs
+}
+
+// declared is a listing planned, named and bound in one language.
+type declared struct {
+	module, lead, digest string // lead: the surface's head line, up to the module's name
+	source, js, dts      []byte // with source only
+	docs                 []toolDoc
+	decls                []func(detail) string
+}
+
+// declare plans tools, binds them to lang's names and, with source,
+// writes and verifies the source; it indexes the tools' words in ix
+// unless ix is nil. Describe calls it again for a listing whose plans
+// were not kept: it is deterministic, so it declares the same.
+func declare(server string, tools []Tool, lang Lang, source bool, ix *searchBuilder) (*declared, error) {
 	plans := make([]toolPlan, len(tools))
 	for i := range tools {
 		if tools[i].Name == "" {
@@ -220,38 +314,31 @@ func Generate(server string, tools []Tool, opts Options) (*Generated, error) {
 		}
 		plans[i] = planTool(&tools[i])
 	}
-	budget := opts.SurfaceBudget
-	if budget <= 0 {
-		budget = DefaultSurfaceBudget
-	}
-	digest := listingDigest(tools)
-	g := &Generated{Lang: lang, ListingSHA256: digest, server: server, tools: slices.Clone(tools), budget: budget, surfaceOnly: opts.SurfaceOnly}
-	var lead string // the surface's head line, up to the module's name
+	d := &declared{digest: listingDigest(tools)}
 	switch lang {
 	case Go:
-		out, err := emitGo(server, digest, plans, !opts.SurfaceOnly)
+		out, err := emitGo(server, d.digest, plans, source)
 		if err != nil {
 			return nil, err
 		}
-		g.ModuleName, g.Source, g.docs, lead = out.pkg, out.source, out.file.docs(), "// package"
+		d.module, d.source, d.lead = out.pkg, out.source, "// package"
+		d.docs, d.decls = out.file.docs(ix)
 	case TypeScript:
-		f, files, err := emitTS(server, digest, plans, !opts.SurfaceOnly)
+		f, files, err := emitTS(server, d.digest, plans, source)
 		if err != nil {
 			return nil, err
 		}
-		g.ModuleName, g.Source, g.JS, g.DTS, lead = f.module, files.ts, files.js, files.dts, "// module"
-		g.docs = f.foreignDocs(f.tsSurface, f.tsIndex, f.tsSignature)
+		d.module, d.source, d.js, d.dts, d.lead = f.module, files.ts, files.js, files.dts, "// module"
+		d.docs, d.decls = f.foreignDocs(f.tsSurface, f.tsIndex, f.tsSignature, ix)
 	case Python:
-		f, src, err := emitPython(server, digest, plans, !opts.SurfaceOnly)
+		f, src, err := emitPython(server, d.digest, plans, source)
 		if err != nil {
 			return nil, err
 		}
-		g.ModuleName, g.Source, lead = f.module, src, "# module"
-		g.docs = f.foreignDocs(f.pySurface, f.pyIndex, f.pySignature)
+		d.module, d.source, d.lead = f.module, src, "# module"
+		d.docs, d.decls = f.foreignDocs(f.pySurface, f.pyIndex, f.pySignature, ix)
 	}
-	head := surfaceHead(lead, g.ModuleName, server, len(plans))
-	g.Surface, g.Level, g.Pages = renderSurface(head, g.docs, budget)
-	return g, nil
+	return d, nil
 }
 
 // In returns the façade of the same server and listing in lang, with the

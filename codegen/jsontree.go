@@ -1,12 +1,12 @@
 package codegen
 
 import (
-	"bytes"
-	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
+	"slices"
+	"strconv"
+	"unicode/utf8"
 
+	"github.com/capbridge/capbridge/internal/jsonlex"
 	"github.com/capbridge/capbridge/internal/truncate"
 )
 
@@ -52,105 +52,252 @@ type errTree struct{ reason string }
 
 func (e *errTree) Error() string { return e.reason }
 
-// parseTree decodes raw into an ordered tree. It is total and bounded: it
-// streams tokens with an explicit stack (no recursion on the input's
-// nesting), stops past maxDepth levels or maxNodes values, and refuses
-// duplicate object keys — JSON leaves their meaning to the parser, and a
-// server whose parser took the other copy would see a different schema
-// than the one we typed.
+// parseTree decodes raw into an ordered tree. It is total and bounded:
+// its recursion is cut at maxDepth levels, it stops past maxNodes values,
+// and it refuses duplicate object keys — JSON leaves their meaning to
+// the parser, and a server whose parser took the other copy would see a
+// different schema than the one we typed. Strings are read as
+// encoding/json reads them: a lone surrogate escape and each byte that is
+// not UTF-8 become U+FFFD. It reads the bytes once, with the lexer every
+// other reader of MCP JSON in capbridge uses, and allocates the tree's
+// nodes in blocks: a listing of thousands of tools is planned at boot,
+// so this is on the path to ready.
 func parseTree(raw []byte, maxDepth, maxNodes int) (*node, error) {
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.UseNumber()
-	type frame struct {
-		n       *node
-		pending string // object: the key awaiting its value
-		haveKey bool
+	p := treeParser{b: raw, maxDepth: maxDepth, maxNodes: maxNodes}
+	i := jsonlex.SkipSpace(raw, 0)
+	if i == len(raw) {
+		return nil, &errTree{"empty input"}
 	}
-	var (
-		stack []frame
-		root  *node
-		count int
-	)
-	// attach places v in the innermost open container (or makes it the root)
-	// and reports an error for a duplicate key.
-	attach := func(v *node) error {
-		count++
-		if count > maxNodes {
-			return &errTree{fmt.Sprintf("more than %d JSON values", maxNodes)}
+	root, i, err := p.value(i, 0, nil)
+	if err != nil {
+		return nil, err
+	}
+	if jsonlex.SkipSpace(raw, i) != len(raw) {
+		return nil, &errTree{"trailing data after the JSON value"}
+	}
+	return root, nil
+}
+
+// treeParser is the state of one parseTree: the input, the bounds, the
+// block nodes are cut from, and the members of the objects being read,
+// which each object copies out at its end, at its size.
+type treeParser struct {
+	b                  []byte
+	maxDepth, maxNodes int
+	count              int
+	block              []node
+	keys               []string
+	vals               []*node
+}
+
+// member is the key a value is read for, and where its object's keys
+// start in treeParser.keys; nil for an array's element or the root.
+type member struct {
+	key  string
+	base int
+}
+
+// newNode counts one more value, refuses it if its key is a duplicate,
+// and returns a node for it. The checks come in the order a streaming
+// reader meets them, so a schema breaking two bounds is refused for the
+// first.
+func (p *treeParser) newNode(k nodeKind, m *member) (*node, error) {
+	p.count++
+	if p.count > p.maxNodes {
+		return nil, &errTree{fmt.Sprintf("more than %d JSON values", p.maxNodes)}
+	}
+	if m != nil && slices.Contains(p.keys[m.base:], m.key) {
+		return nil, &errTree{fmt.Sprintf("duplicate object key %q", truncate.Ellipsis(m.key, 40))}
+	}
+	if len(p.block) == 0 {
+		p.block = make([]node, min(max(16, p.count), 256))
+	}
+	n := &p.block[0]
+	p.block = p.block[1:]
+	n.kind = k
+	return n, nil
+}
+
+// syntax is the error for a lexical fault.
+func syntax(f *jsonlex.Fault) error {
+	return &errTree{fmt.Sprintf("not valid JSON: %s at byte %d", f.Reason, f.Offset)}
+}
+
+// value reads the value at b[i] (not whitespace), inside depth
+// containers, for member m, and returns it and the offset just past it.
+func (p *treeParser) value(i, depth int, m *member) (*node, int, error) {
+	b := p.b
+	if i >= len(b) {
+		return nil, i, syntax(&jsonlex.Fault{Offset: i, Reason: "unexpected end of input"})
+	}
+	switch c := b[i]; {
+	case c == '{':
+		return p.object(i, depth, m)
+	case c == '[':
+		return p.array(i, depth, m)
+	case c == '"':
+		end, s, err := p.str(i)
+		if err != nil {
+			return nil, end, err
 		}
-		if len(stack) == 0 {
-			root = v
-			return nil
+		n, err := p.newNode(kindString, m)
+		if err != nil {
+			return nil, end, err
 		}
-		top := &stack[len(stack)-1]
-		if top.n.kind == kindArray {
-			top.n.elems = append(top.n.elems, v)
-			return nil
+		n.str = s
+		return n, end, nil
+	case c == '-' || c >= '0' && c <= '9':
+		num, f := jsonlex.ScanNumber(b, i)
+		if f != nil {
+			return nil, num.End, syntax(f)
 		}
-		for _, k := range top.n.keys {
-			if k == top.pending {
-				return &errTree{fmt.Sprintf("duplicate object key %q", truncate.Ellipsis(top.pending, 40))}
-			}
+		n, err := p.newNode(kindNumber, m)
+		if err != nil {
+			return nil, num.End, err
 		}
-		top.n.keys = append(top.n.keys, top.pending)
-		top.n.vals = append(top.n.vals, v)
-		top.haveKey = false
-		return nil
+		n.str = string(b[i:num.End])
+		return n, num.End, nil
+	}
+	k, lit := kindNull, "null"
+	switch b[i] {
+	case 't':
+		k, lit = kindBool, "true"
+	case 'f':
+		k, lit = kindBool, "false"
+	case 'n':
+	default:
+		return nil, i, syntax(&jsonlex.Fault{Offset: i, Reason: "invalid character " + strconv.QuoteRune(rune(b[i])) + " looking for a value"})
+	}
+	end, f := jsonlex.ScanLiteral(b, i, lit)
+	if f != nil {
+		return nil, end, syntax(f)
+	}
+	n, err := p.newNode(k, m)
+	if err != nil {
+		return nil, end, err
+	}
+	n.b = lit == "true"
+	return n, end, nil
+}
+
+// open counts the container at b[i] and checks its depth.
+func (p *treeParser) open(k nodeKind, depth int, m *member) (*node, error) {
+	if depth >= p.maxDepth {
+		return nil, &errTree{fmt.Sprintf("nested deeper than %d levels", p.maxDepth)}
+	}
+	return p.newNode(k, m)
+}
+
+func (p *treeParser) object(i, depth int, m *member) (*node, int, error) {
+	n, err := p.open(kindObject, depth, m)
+	if err != nil {
+		return nil, i, err
+	}
+	b := p.b
+	base, vbase := len(p.keys), len(p.vals)
+	defer func() { p.keys, p.vals = p.keys[:base], p.vals[:vbase] }()
+	i = jsonlex.SkipSpace(b, i+1)
+	if i < len(b) && b[i] == '}' {
+		return n, i + 1, nil
 	}
 	for {
-		tok, err := dec.Token()
-		if errors.Is(err, io.EOF) {
-			break
+		if i >= len(b) || b[i] != '"' {
+			return nil, i, syntax(&jsonlex.Fault{Offset: i, Reason: "expected object key"})
 		}
+		end, key, err := p.str(i)
 		if err != nil {
-			return nil, &errTree{"not valid JSON: " + truncate.Ellipsis(err.Error(), 80)}
+			return nil, end, err
 		}
-		// Inside an object the decoder alternates key and value tokens.
-		var top *frame
-		if len(stack) > 0 {
-			top = &stack[len(stack)-1]
+		i = jsonlex.SkipSpace(b, end)
+		if i >= len(b) || b[i] != ':' {
+			return nil, i, syntax(&jsonlex.Fault{Offset: i, Reason: "expected ':' after object key"})
 		}
-		switch t := tok.(type) {
-		case string:
-			if top != nil && top.n.kind == kindObject && !top.haveKey {
-				top.pending, top.haveKey = t, true
-			} else {
-				err = attach(&node{kind: kindString, str: t})
-			}
-		case json.Delim:
-			switch t {
-			case '{', '[':
-				if len(stack) >= maxDepth {
-					return nil, &errTree{fmt.Sprintf("nested deeper than %d levels", maxDepth)}
-				}
-				v := &node{kind: kindObject}
-				if t == '[' {
-					v.kind = kindArray
-				}
-				if err := attach(v); err != nil {
-					return nil, err
-				}
-				stack = append(stack, frame{n: v})
-			case ']', '}':
-				stack = stack[:len(stack)-1]
-			}
-		case json.Number:
-			err = attach(&node{kind: kindNumber, str: string(t)})
-		case bool:
-			err = attach(&node{kind: kindBool, b: t})
-		case nil:
-			err = attach(&node{kind: kindNull})
+		var v *node
+		if v, i, err = p.value(jsonlex.SkipSpace(b, i+1), depth+1, &member{key, base}); err != nil {
+			return nil, i, err
 		}
-		if err != nil {
-			return nil, err
-		}
-		if root != nil && len(stack) == 0 {
-			// One value only: anything after it is not a schema.
-			if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-				return nil, &errTree{"trailing data after the JSON value"}
-			}
-			return root, nil
+		p.keys, p.vals = append(p.keys, key), append(p.vals, v)
+		i = jsonlex.SkipSpace(b, i)
+		switch {
+		case i < len(b) && b[i] == ',':
+			i = jsonlex.SkipSpace(b, i+1)
+		case i < len(b) && b[i] == '}':
+			n.keys, n.vals = slices.Clone(p.keys[base:]), slices.Clone(p.vals[vbase:])
+			return n, i + 1, nil
+		default:
+			return nil, i, syntax(&jsonlex.Fault{Offset: i, Reason: "expected ',' or '}' in object"})
 		}
 	}
-	return nil, &errTree{"empty input"}
 }
+
+func (p *treeParser) array(i, depth int, m *member) (*node, int, error) {
+	n, err := p.open(kindArray, depth, m)
+	if err != nil {
+		return nil, i, err
+	}
+	b := p.b
+	base := len(p.vals)
+	defer func() { p.vals = p.vals[:base] }()
+	i = jsonlex.SkipSpace(b, i+1)
+	if i < len(b) && b[i] == ']' {
+		return n, i + 1, nil
+	}
+	for {
+		var v *node
+		if v, i, err = p.value(i, depth+1, nil); err != nil {
+			return nil, i, err
+		}
+		p.vals = append(p.vals, v)
+		i = jsonlex.SkipSpace(b, i)
+		switch {
+		case i < len(b) && b[i] == ',':
+			i = jsonlex.SkipSpace(b, i+1)
+		case i < len(b) && b[i] == ']':
+			n.elems = slices.Clone(p.vals[base:])
+			return n, i + 1, nil
+		default:
+			return nil, i, syntax(&jsonlex.Fault{Offset: i, Reason: "expected ',' or ']' in array"})
+		}
+	}
+}
+
+// str reads the string at b[i] and returns the offset past it and its
+// text, each byte that is not UTF-8 replaced by U+FFFD as encoding/json
+// replaces it. The keywords of JSON Schema, most of a schema's strings,
+// are not allocated.
+func (p *treeParser) str(i int) (int, string, error) {
+	end, esc, f := jsonlex.ScanString(p.b, i, 0)
+	if f != nil {
+		return end, "", syntax(f)
+	}
+	body := p.b[i+1 : end-1]
+	if !esc {
+		if s, ok := schemaWords[string(body)]; ok {
+			return end, s, nil
+		}
+	}
+	s := jsonlex.Unquote(p.b[i:end])
+	if !utf8.ValidString(s) {
+		var r []rune
+		for _, c := range s { // a byte that is not UTF-8 ranges as U+FFFD
+			r = append(r, c)
+		}
+		s = string(r)
+	}
+	return end, s, nil
+}
+
+// schemaWords are the keys and values most schemas repeat: a string
+// equal to one is that one, not a new allocation.
+var schemaWords = func() map[string]string {
+	m := map[string]string{}
+	for _, w := range []string{"type", "properties", "required", "description", "items", "enum", "default", "format",
+		"minimum", "maximum", "minLength", "maxLength", "minItems", "maxItems", "pattern", "additionalProperties",
+		"oneOf", "anyOf", "allOf", "const", "$ref", "$defs", "definitions", "title", "examples", "nullable",
+		"object", "string", "integer", "number", "boolean", "array", "null", "date-time", "date", "uri", "email", "uuid",
+		"exclusiveMinimum", "exclusiveMaximum", "uniqueItems", "$schema", "http://json-schema.org/draft-07/schema#",
+		"https://json-schema.org/draft/2020-12/schema", "contentMediaType", "deprecated", "readOnly", "writeOnly"} {
+		m[w] = w
+	}
+	return m
+}()

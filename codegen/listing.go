@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"strconv"
 
+	"github.com/capbridge/capbridge/internal/jsonlex"
 	"github.com/capbridge/capbridge/internal/mcpproto"
 	"github.com/capbridge/capbridge/internal/truncate"
 )
@@ -124,7 +125,19 @@ func listingDigest(tools []Tool) string {
 		h.Write(b)
 	}
 	var buf bytes.Buffer
+	var lex []byte
 	compact := func(raw json.RawMessage) []byte {
+		// jsonlex reads as encoding/json does, and most schemas come
+		// compact already: those are hashed as they are. One it refuses
+		// (nested past its bound, or not JSON) goes to json.Compact,
+		// which decides, as it always did.
+		if start, end, ws, f := jsonlex.Valid(raw, 0); f == nil {
+			if !ws && start == 0 && end == len(raw) {
+				return raw
+			}
+			lex = jsonlex.AppendCompact(lex[:0], raw[start:end])
+			return lex
+		}
 		buf.Reset()
 		if json.Compact(&buf, raw) != nil {
 			return raw

@@ -6,8 +6,10 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"unicode"
 	"unicode/utf8"
+	"weak"
 
 	"github.com/capbridge/capbridge/internal/truncate"
 )
@@ -32,19 +34,23 @@ const (
 	detailSigs                   // declarations only
 )
 
-// toolDoc is one tool as the surface, Describe and Search see it.
+// toolDoc is one tool as the surface's index, Describe and Search name
+// it. What renders its declarations is apart (declSet): it holds the
+// plans, which a big listing does not keep.
 type toolDoc struct {
-	name string // the function's identifier
-	wire string // the tool's wire name
-	// decl renders the declarations at a detail. It is called only while
-	// Generate runs or under Generated.render: a surface rendered for 10 000
-	// tools stops at the budget, and a description is rendered when asked,
-	// so nothing renders every tool at every detail.
-	decl   func(detail) string
-	index  string   // the index line
-	sig    string   // the one-line call signature
-	search []string // lower-case words the tool is found by, weighted by position
-	weight []int
+	name  string // the function's identifier
+	wire  string // the tool's wire name
+	index string // the index line
+	sig   string // the one-line call signature
+}
+
+// declSet renders each tool's declarations at a detail, in listing
+// order. Its functions read the emitter's memos, so they are called only
+// while Generate runs or under mu; and they hold the listing's plans and
+// their binding, several times the listing's size.
+type declSet struct {
+	mu    sync.Mutex
+	decls []func(detail) string
 }
 
 // surfaceHead is a server's first line on the surface, for a rung and an
@@ -77,15 +83,15 @@ func surfaceHead(lead, module, server string, tools int) func(SurfaceLevel, int,
 // what a rung leaves out, Describe serves. head is the server's first
 // line for a rung and page; the preamble all servers share is not part
 // of it.
-func renderSurface(head func(SurfaceLevel, int, int) string, docs []toolDoc, budget int) (string, SurfaceLevel, []string) {
+func renderSurface(head func(SurfaceLevel, int, int) string, docs []toolDoc, decls []func(detail) string, budget int) (string, SurfaceLevel, []string) {
 	for level := SurfaceFull; level <= SurfaceSignatures; level++ {
 		var b strings.Builder
 		b.WriteString(head(level, 1, 1))
-		for _, d := range docs {
+		for _, decl := range decls {
 			if b.Len() > budget {
 				break // this rung is too big already: render no more of it
 			}
-			b.WriteString(d.decl(detailFull + detail(level)))
+			b.WriteString(decl(detailFull + detail(level)))
 		}
 		if b.Len() <= budget {
 			return b.String(), level, nil
@@ -218,22 +224,23 @@ func (f *fFile) elided(fn *fFunc, lv detail, render func(*strings.Builder, *type
 var proseCaps = [...]int{detailDescribe: maxToolDesc, detailFull: surfaceLongDesc, detailShort: surfaceShortDesc}
 
 // foreignDocs renders every tool for a TypeScript or Python surface,
-// Describe and Search with the language's renderers: decl writes a tool's declarations at a
-// detail, index its index line, sig its one-line call.
-func (f *fFile) foreignDocs(decl func(*strings.Builder, *fFunc, detail), index func(*fFunc) string, sig func(*fFunc) string) []toolDoc {
+// Describe and Search with the language's renderers: decl writes a tool's
+// declarations at a detail, index its index line, sig its one-line call.
+// It indexes each tool's words in ix unless ix is nil.
+func (f *fFile) foreignDocs(decl func(*strings.Builder, *fFunc, detail), index func(*fFunc) string, sig func(*fFunc) string, ix *searchBuilder) ([]toolDoc, []func(detail) string) {
 	f.textOut = f.g.textOutputs()
 	out := make([]toolDoc, 0, len(f.funcs))
+	decls := make([]func(detail) string, 0, len(f.funcs))
 	for _, fn := range f.funcs {
-		doc := toolDoc{name: fn.name, wire: fn.tp.tool.Name, index: index(fn), sig: sig(fn)}
-		doc.decl = func(lv detail) string {
+		out = append(out, toolDoc{name: fn.name, wire: fn.tp.tool.Name, index: index(fn), sig: sig(fn)})
+		decls = append(decls, func(lv detail) string {
 			var b strings.Builder
 			decl(&b, fn, lv)
 			return b.String()
-		}
-		addSearchWords(&doc, fn.tp.tool, argsOf(fn))
-		out = append(out, doc)
+		})
+		ix.add(fn.tp.tool, argsOf(fn))
 	}
-	return out
+	return out, decls
 }
 
 // toolNoteF is what a TypeScript or Python surface says of a tool after
@@ -301,27 +308,60 @@ func unionTell(d *typeDef, mark string) string {
 // Describe returns the full declarations of the named tools, by function
 // name or wire name, in the order asked (none named: every tool, in
 // listing order): what a lean rung of the surface leaves out. It is the
-// pure half of the control plane's describe request.
+// pure half of the control plane's describe request. For a listing
+// whose plans Generate did not keep (see retainBytes) it plans the
+// listing again, as Generate did, so its text is the same either way.
 func (g *Generated) Describe(names ...string) (string, error) {
+	at := make([]int, 0, max(len(names), len(g.docs)))
 	if len(names) == 0 {
-		for _, d := range g.docs {
-			names = append(names, d.name)
+		for i := range g.docs {
+			at = append(at, i)
 		}
 	}
-	g.render.Lock()
-	defer g.render.Unlock()
-	var b strings.Builder
-	for i, n := range names {
+	for _, n := range names {
 		k := slices.IndexFunc(g.docs, func(d toolDoc) bool { return d.name == n || d.wire == n })
 		if k < 0 {
 			return "", fmt.Errorf("%w: %s", ErrNoSuchTool, strconv.QuoteToASCII(truncate.Ellipsis(n, 80)))
 		}
+		at = append(at, k)
+	}
+	ds, err := g.declarations()
+	if err != nil {
+		return "", err
+	}
+	ds.mu.Lock()
+	defer ds.mu.Unlock()
+	var b strings.Builder
+	for i, k := range at {
 		if i > 0 {
 			b.WriteByte('\n')
 		}
-		b.WriteString(g.docs[k].decl(detailDescribe))
+		b.WriteString(ds.decls[k](detailDescribe))
 	}
 	return b.String(), nil
+}
+
+// declarations returns what renders the tools' declarations: the set
+// Generate kept, or one planned again. One planning runs at a time per
+// façade, and its result is held weakly, so describing several tools in a
+// row plans once, and nothing of it outlives the next collection that
+// finds it unused.
+func (g *Generated) declarations() (*declSet, error) {
+	if g.decls != nil {
+		return g.decls, nil
+	}
+	g.replan.Lock()
+	defer g.replan.Unlock()
+	if ds := g.recent.Value(); ds != nil {
+		return ds, nil
+	}
+	d, err := declare(g.server, g.tools, g.Lang, false, nil)
+	if err != nil {
+		return nil, err
+	}
+	ds := &declSet{decls: d.decls}
+	g.recent = weak.Make(ds)
+	return ds, nil
 }
 
 // WireName returns the wire name of the tool named by its function or
@@ -359,15 +399,33 @@ type Match struct {
 // control plane's search request.
 func (g *Generated) Search(query string, limit int) []Match {
 	terms := searchWords(query)
+	ix := &g.search
+	// Which words of the index each term is in, and equals, is decided
+	// once per distinct word rather than once per tool using it.
+	const in, equal = 1, 2
+	match := make([][]uint8, len(terms))
+	for j, t := range terms {
+		match[j] = make([]uint8, len(ix.words))
+		for w, word := range ix.words {
+			switch {
+			case word == t:
+				match[j][w] = in | equal
+			case strings.Contains(word, t):
+				match[j][w] = in
+			}
+		}
+	}
 	var out []Match
-	for _, d := range g.docs {
+	for i, d := range g.docs {
+		posts := ix.posts[ix.start[i]:ix.start[i+1]]
 		score := 0
-		for _, t := range terms {
+		for j := range terms {
 			best := 0
-			for i, w := range d.search {
-				if strings.Contains(w, t) && d.weight[i] > best {
-					best = d.weight[i]
-					if w == t {
+			for _, p := range posts {
+				m, weight := match[j][p>>postWeightBits], int(p&(1<<postWeightBits-1))
+				if m&in != 0 && weight > best {
+					best = weight
+					if m&equal != 0 {
 						best++
 					}
 				}
@@ -385,35 +443,96 @@ func (g *Generated) Search(query string, limit int) []Match {
 	return out
 }
 
-// addSearchWords indexes tool t for Search: the words of its wire name
-// weigh most, then its title, its description, and the wire names of its
-// arguments (args may be nil).
-func addSearchWords(doc *toolDoc, t *Tool, args *typeDef) {
-	add := func(text string, w int) {
-		for _, word := range searchWords(text) {
-			doc.search = append(doc.search, word)
-			doc.weight = append(doc.weight, w)
-		}
+// searchIndex is the words every tool is found by, compactly: each
+// distinct word once, and per tool, in the order its words occur, one
+// uint32 naming a word and its weight. A listing repeats its words from
+// tool to tool, so this is a fraction of a list of strings per tool.
+type searchIndex struct {
+	words []string // distinct lower-case words
+	posts []uint32 // word index << postWeightBits | weight
+	start []uint32 // tool i's posts are posts[start[i]:start[i+1]]
+}
+
+// postWeightBits holds a word's weight, 1 to 4, in a post.
+const postWeightBits = 3
+
+// searchBuilder builds a searchIndex, tool by tool in listing order. A
+// nil *searchBuilder indexes nothing.
+type searchBuilder struct {
+	ix      searchIndex
+	ids     map[string]uint32
+	scratch []byte
+}
+
+func newSearchBuilder(tools int) *searchBuilder {
+	return &searchBuilder{ix: searchIndex{start: make([]uint32, 1, tools+1)}, ids: map[string]uint32{}}
+}
+
+// add indexes tool t: the words of its wire name weigh most, then its
+// title, its description, and the wire names of its arguments (args may
+// be nil).
+func (b *searchBuilder) add(t *Tool, args *typeDef) {
+	if b == nil {
+		return
 	}
-	add(t.Name, 4)
-	add(t.Title, 3)
-	add(cleanText(t.Description, maxToolDesc), 2)
+	b.words(t.Name, 4)
+	b.words(t.Title, 3)
+	b.words(cleanText(t.Description, maxToolDesc), 2)
 	if args != nil {
 		for _, fl := range args.fields {
-			add(fl.wire, 1)
+			b.words(fl.wire, 1)
 		}
 	}
+	b.ix.start = append(b.ix.start, uint32(len(b.ix.posts)))
+}
+
+// words indexes the words of text, at weight w: the words searchWords
+// gives, lower-cased into a scratch buffer rather than each into a
+// string of its own, since most are in the index already.
+func (b *searchBuilder) words(text string, w uint32) {
+	b.scratch = splitWords(text, b.scratch, func(word []byte) {
+		id, ok := b.ids[string(word)]
+		if !ok {
+			id = uint32(len(b.ix.words))
+			s := string(word)
+			b.ids[s] = id
+			b.ix.words = append(b.ix.words, s)
+		}
+		b.ix.posts = append(b.ix.posts, id<<postWeightBits|w)
+	})
+}
+
+// index is the index built, its slices cut to their size and its words
+// in one allocation (see packDocs).
+func (b *searchBuilder) index() searchIndex {
+	var all strings.Builder
+	for _, w := range b.ix.words {
+		all.WriteString(w)
+	}
+	words, s := make([]string, len(b.ix.words)), all.String()
+	for i, w := range b.ix.words {
+		words[i], s = s[:len(w)], s[len(w):]
+	}
+	return searchIndex{words: words, posts: slices.Clone(b.ix.posts), start: slices.Clip(b.ix.start)}
 }
 
 // searchWords splits text into lower-case words of letters and digits,
 // also at camelCase boundaries.
 func searchWords(s string) []string {
 	var words []string
-	var cur []rune
+	splitWords(s, nil, func(w []byte) { words = append(words, string(w)) })
+	return words
+}
+
+// splitWords calls emit with each word of searchWords, lower-cased into
+// buf (emit must copy what it keeps), at most 514 of them, and returns
+// buf for the next call.
+func splitWords(s string, buf []byte, emit func([]byte)) []byte {
+	cur, n := buf[:0], 0
 	flush := func() {
 		if len(cur) > 0 {
-			words = append(words, strings.ToLower(string(cur)))
-			cur = cur[:0]
+			emit(cur)
+			cur, n = cur[:0], n+1
 		}
 	}
 	prevLower := false
@@ -423,18 +542,18 @@ func searchWords(s string) []string {
 			if unicode.IsUpper(r) && prevLower {
 				flush()
 			}
-			cur = append(cur, r)
+			cur = utf8.AppendRune(cur, unicode.ToLower(r))
 			prevLower = unicode.IsLower(r) || unicode.IsDigit(r)
 		default:
 			flush()
 			prevLower = false
 		}
-		if len(words) > 512 {
+		if n > 512 {
 			break
 		}
 	}
 	flush()
-	return words
+	return cur
 }
 
 // quoted is server prose as the surface shows it: cleaned, capped and a

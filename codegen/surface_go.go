@@ -27,8 +27,9 @@ const goPreambleText = `// MCP tools as Go packages: each "// package p" below i
 // "Quoted": the server's own text, often cut. capwire.Describe(ctx, "p", "F") gives a tool whole; capwire.Search(ctx, "words", 0) finds tools; capwire.ReadResource(ctx, "p", b.URI) reads a linked resource; h, err := capwire.Start(ctx, "p", "tool", args) runs a long call in the background, capwire.Collect(ctx, h) waits for its result.
 `
 
-// docs renders every tool for the surface, Describe and Search.
-func (f *goFile) docs() []toolDoc {
+// docs renders every tool for the surface, Describe and Search, and
+// indexes its words in ix unless ix is nil.
+func (f *goFile) docs(ix *searchBuilder) ([]toolDoc, []func(detail) string) {
 	byOwner := map[*goFunc][]*typeDef{}
 	for _, d := range f.order {
 		byOwner[f.owner[d]] = append(byOwner[f.owner[d]], d)
@@ -43,10 +44,11 @@ func (f *goFile) docs() []toolDoc {
 	}
 	textOut := f.textOutputs()
 	out := make([]toolDoc, 0, len(f.funcs))
+	decls := make([]func(detail) string, 0, len(f.funcs))
 	for _, fn := range f.funcs {
 		t := fn.tp.tool
 		doc := toolDoc{name: fn.name, wire: t.Name}
-		doc.decl = func(lv detail) string {
+		decls = append(decls, func(lv detail) string {
 			// What leaving the output type out saves is spent on the
 			// description, which must then say what the tool returns.
 			elide := textOut[t.Name]
@@ -76,16 +78,16 @@ func (f *goFile) docs() []toolDoc {
 				}
 			}
 			return b.String()
-		}
+		})
 		doc.index = fn.name
 		if note := f.toolNote(fn, detailShort, nil, 0); note != "" {
 			doc.index += " // " + note
 		}
 		doc.sig = f.signature(fn)
-		addSearchWords(&doc, t, fn.tp.args)
+		ix.add(t, fn.tp.args)
 		out = append(out, doc)
 	}
-	return out
+	return out, decls
 }
 
 // signature is a tool's call on one line, its arguments' fields spelled

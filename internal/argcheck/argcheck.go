@@ -5,9 +5,10 @@
 // that uses anything else (patterns, combinators, references, …) is not
 // compiled at all, so a tool is either checked exactly or not checked.
 //
-// Compile runs once per listed tool; Check runs on every call and is
-// built for that: no allocation unless it finds a fault, maps looked up
-// by the key's bytes, values the schema says nothing about skipped.
+// Compile runs once per listed tool (for a big listing, on the tool's
+// first call); Check runs on every call and is built for that: no
+// allocation unless it finds a fault, maps looked up by the key's bytes,
+// values the schema says nothing about skipped.
 package argcheck
 
 import (

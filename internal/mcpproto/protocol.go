@@ -442,15 +442,22 @@ func decodeAnnotations(v []byte) (*ToolAnnotations, string, string) {
 	if v[0] != '{' {
 		return nil, "expected object, found " + kindName(v), "/annotations"
 	}
-	a := &ToolAnnotations{Raw: v}
+	// The annotations and their hints are one allocation, not five: a
+	// listing of thousands of tools keeps them all.
+	block := &struct {
+		ToolAnnotations
+		hints [4]bool
+	}{ToolAnnotations: ToolAnnotations{Raw: v}}
+	a := &block.ToolAnnotations
 	var why, at string
-	hint := func(dst **bool, mv []byte, name string) {
+	hint := func(dst **bool, i int, mv []byte, name string) {
 		b, w := boolean(mv)
 		if w != "" {
 			why, at = w, "/annotations/"+name
 			return
 		}
-		*dst = &b
+		block.hints[i] = b
+		*dst = &block.hints[i]
 	}
 	_ = jsonlex.EachMember(v, func(key, mv []byte) error {
 		switch {
@@ -459,13 +466,13 @@ func decodeAnnotations(v []byte) (*ToolAnnotations, string, string) {
 				at = "/annotations/title"
 			}
 		case jsonlex.KeyIs(key, "readOnlyHint"):
-			hint(&a.ReadOnlyHint, mv, "readOnlyHint")
+			hint(&a.ReadOnlyHint, 0, mv, "readOnlyHint")
 		case jsonlex.KeyIs(key, "destructiveHint"):
-			hint(&a.DestructiveHint, mv, "destructiveHint")
+			hint(&a.DestructiveHint, 1, mv, "destructiveHint")
 		case jsonlex.KeyIs(key, "idempotentHint"):
-			hint(&a.IdempotentHint, mv, "idempotentHint")
+			hint(&a.IdempotentHint, 2, mv, "idempotentHint")
 		case jsonlex.KeyIs(key, "openWorldHint"):
-			hint(&a.OpenWorldHint, mv, "openWorldHint")
+			hint(&a.OpenWorldHint, 3, mv, "openWorldHint")
 		}
 		if why != "" {
 			return errStop
