@@ -40,21 +40,48 @@ const callTimeout = time.Minute
 type connsSample struct {
 	Run       int     `json:"run"`
 	Conns     int     `json:"conns"`
+	Floor     bool    `json:"floor,omitempty"` // measured against the floor relay
 	N         int     `json:"n"`
 	CallsPerS float64 `json:"calls_per_s"`
 	P50us     float64 `json:"p50_us"`
 	P99us     float64 `json:"p99_us"`
+	// Per call, over the timed calls: the bridge's CPU, context switches
+	// and read/write-family syscalls; the server's CPU; and the CPU of
+	// this process, which runs the clients.
+	BridgeCPUus float64 `json:"bridge_cpu_us"`
+	BridgeCtxSw float64 `json:"bridge_ctxsw"`
+	BridgeSys   float64 `json:"bridge_syscalls"`
+	ServerCPUus float64 `json:"server_cpu_us"`
+	ClientCPUus float64 `json:"client_cpu_us"`
 }
 
-func measureConns(ctx context.Context, bin, tmp string, n, calls int) (connsSample, error) {
-	s := connsSample{Conns: n}
-	b, err := startBridge(ctx, bin, tmp, 1, "")
-	if err != nil {
-		return s, err
+// measureConns measures the conns cell at n connections against a
+// capbridge serve, or with floor against the floor relay (floor.go).
+func measureConns(ctx context.Context, bin, tmp string, n, calls int, floor bool) (connsSample, error) {
+	s := connsSample{Conns: n, Floor: floor}
+	var pids [3]int // the middle, its server, and this process
+	var stop func() error
+	var cs []*capwire.Client
+	var err error
+	if floor {
+		f, ferr := startFloor(ctx, tmp)
+		if ferr != nil {
+			return s, ferr
+		}
+		pids[0], pids[1], stop = f.cmd.Process.Pid, f.serverPID, f.stop
+		cs, err = dialN(ctx, f.sock, n, func() (string, error) { return "floor", nil })
+	} else {
+		b, berr := startBridge(ctx, bin, tmp, 1, "")
+		if berr != nil {
+			return s, berr
+		}
+		pids[0], stop = b.cmd.Process.Pid, b.stop
+		if pids[1], err = b.serverPID(ctx, "s0"); err == nil {
+			cs, err = b.dial(ctx, n, perGrant, "s0")
+		}
 	}
-	cs, err := b.dial(ctx, n, perGrant, "s0")
 	if err != nil {
-		return s, errors.Join(err, b.stop())
+		return s, errors.Join(err, stop())
 	}
 	// Every connection warm, and checked, before the clock starts.
 	for _, c := range cs {
@@ -64,13 +91,24 @@ func measureConns(ctx context.Context, bin, tmp string, n, calls int) (connsSamp
 	}
 	var lat []time.Duration
 	var wall time.Duration
+	var before, after [3]counters
+	if err == nil {
+		before, err = countAll(pids)
+	}
 	if err == nil {
 		lat, wall, err = spread(ctx, cs, calls)
 	}
+	if err == nil {
+		after, err = countAll(pids)
+	}
 	closeAll(cs)
-	if err = errors.Join(err, b.stop()); err != nil {
+	if err = errors.Join(err, stop()); err != nil {
 		return s, err
 	}
+	perCall := func(v float64) float64 { return v / float64(len(lat)) }
+	bd, sd, cd := after[0].sub(before[0]), after[1].sub(before[1]), after[2].sub(before[2])
+	s.BridgeCPUus, s.BridgeCtxSw, s.BridgeSys = perCall(us(bd.CPU)), perCall(float64(bd.CtxSw)), perCall(float64(bd.Syscalls))
+	s.ServerCPUus, s.ClientCPUus = perCall(us(sd.CPU)), perCall(us(cd.CPU))
 	slices.Sort(lat)
 	s.N = len(lat)
 	s.CallsPerS = float64(len(lat)) / wall.Seconds()

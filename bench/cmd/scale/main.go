@@ -14,7 +14,7 @@
 //
 // Usage, from the bench module:
 //
-//	go run ./cmd/scale [-runs 3] [-out DIR] [-quick] [-capbridge BIN] [-cells conns,memory,servers,big|soak]
+//	go run ./cmd/scale [-runs 3] [-out DIR] [-quick] [-capbridge BIN] [-cells conns,memory,servers,big|soak] [-conns 1,8,64,256]
 //
 // It writes DIR/results.json, DIR/results.md and one curve per cell
 // (DIR/conns.svg, DIR/memory.svg, DIR/servers.svg, DIR/big.svg). The exit status is 1
@@ -33,6 +33,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -41,6 +42,7 @@ import (
 
 func main() {
 	rawecho.MaybeServe()
+	maybeFloor()
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
 
@@ -73,6 +75,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	quick := fs.Bool("quick", false, "a few calls per cell: a smoke test, not a measurement")
 	bin := fs.String("capbridge", "", "a capbridge binary to measure (default: build one from this repository)")
 	cellList := fs.String("cells", "conns,memory,servers,big", "cells to measure, comma-separated: conns, memory, servers, big, soak")
+	connList := fs.String("conns", "", "the counts of connections the conns cell measures, comma-separated (default 1,8,64,256)")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -88,12 +91,23 @@ func run(args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	if fs.NArg() != 0 || *runs < 1 || len(cells) == 0 {
-		fmt.Fprintln(stderr, "usage: scale [-runs N] [-out DIR] [-quick] [-capbridge BIN] [-cells LIST]")
+		fmt.Fprintln(stderr, "usage: scale [-runs N] [-out DIR] [-quick] [-capbridge BIN] [-cells LIST] [-conns LIST]")
 		return 2
 	}
 	p := fullPlan
 	if *quick {
 		p = quickPlan
+	}
+	if *connList != "" {
+		p.conns = nil
+		for f := range strings.SplitSeq(*connList, ",") {
+			n, err := strconv.Atoi(strings.TrimSpace(f))
+			if err != nil || n < 1 {
+				fmt.Fprintf(stderr, "scale: -conns: %q is not a count of connections\n", f)
+				return 2
+			}
+			p.conns = append(p.conns, n)
+		}
 	}
 	ctx := context.Background()
 	tmp, err := os.MkdirTemp("", "scale")
@@ -119,16 +133,24 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	for r := range *runs {
 		if slices.Contains(cells, "conns") {
-			// The counts' order rotates from run to run.
-			ns := slices.Clone(p.conns)
-			for i := range ns {
+			// The counts' order rotates from run to run; at each count the
+			// bridge and the floor take turns at going first.
+			for i := range p.conns {
 				n := p.conns[(i+r)%len(p.conns)]
-				s, err := measureConns(ctx, *bin, tmp, n, p.callsPerN)
-				note(err, fmt.Sprintf("run %d, conns %d", r, n))
-				if err == nil {
-					s.Run = r
-					rep.Conns = append(rep.Conns, s)
-					fmt.Fprintf(stderr, "run %d  conns %-4d %8.0f calls/s  p50 %6.0f µs  p99 %6.0f µs\n", r, n, s.CallsPerS, s.P50us, s.P99us)
+				for k := range 2 {
+					floor := (k+r+i)%2 == 1
+					what := fmt.Sprintf("run %d, conns %d", r, n)
+					if floor {
+						what += ", floor"
+					}
+					s, err := measureConns(ctx, *bin, tmp, n, p.callsPerN, floor)
+					note(err, what)
+					if err == nil {
+						s.Run = r
+						rep.Conns = append(rep.Conns, s)
+						fmt.Fprintf(stderr, "%s: %8.0f calls/s  p50 %6.0f µs  p99 %6.0f µs; per call: middle %5.1f µs CPU %4.2f ctx sw %4.2f syscalls, server %5.1f µs, client %5.1f µs\n",
+							what, s.CallsPerS, s.P50us, s.P99us, s.BridgeCPUus, s.BridgeCtxSw, s.BridgeSys, s.ServerCPUus, s.ClientCPUus)
+					}
 				}
 			}
 		}

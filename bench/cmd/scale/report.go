@@ -71,9 +71,9 @@ func perRun(runs int, f func(run int) (float64, bool)) []float64 {
 	return out
 }
 
-func (rep *report) conns(run, n int) (connsSample, bool) {
+func (rep *report) conns(run, n int, floor bool) (connsSample, bool) {
 	for _, s := range rep.Conns {
-		if s.Run == run && s.Conns == n {
+		if s.Run == run && s.Conns == n && s.Floor == floor {
 			return s, true
 		}
 	}
@@ -110,16 +110,16 @@ func (rep *report) summarise(p plan) {
 		}
 	}
 	if slices.Contains(rep.Cells, "conns") {
-		hi := p.conns[len(p.conns)-1]
+		hi := slices.Max(p.conns)
 		rep.Goals = append(rep.Goals,
 			judge("5", fmt.Sprintf("calls/s at %d connections / at 8", hi), perRun(rep.Runs, ratio(func(r int) (float64, float64, bool) {
-				a, ok1 := rep.conns(r, hi)
-				b, ok2 := rep.conns(r, 8)
+				a, ok1 := rep.conns(r, hi, false)
+				b, ok2 := rep.conns(r, 8, false)
 				return a.CallsPerS, b.CallsPerS, ok1 && ok2
 			})), ">=", 0.9),
 			judge("5", fmt.Sprintf("p99 at %d connections / at 8", hi), perRun(rep.Runs, ratio(func(r int) (float64, float64, bool) {
-				a, ok1 := rep.conns(r, hi)
-				b, ok2 := rep.conns(r, 8)
+				a, ok1 := rep.conns(r, hi, false)
+				b, ok2 := rep.conns(r, 8, false)
 				return a.P99us, b.P99us, ok1 && ok2
 			})), "<=", 2))
 	}
@@ -236,15 +236,49 @@ func (rep *report) markdown() string {
 	}
 	fmt.Fprintf(&b, "; cells %s. Every server is rawecho; every bridge a real `capbridge serve` with its defaults.\n\n", strings.Join(rep.Cells, ", "))
 	if len(rep.Conns) > 0 {
-		b.WriteString("## Connections (cell 5)\n\n32 calls in flight in all, spread over every connection (a grant per 16 connections, the default `max_conns_per_grant`); median over runs (min–max).\n\n| connections | calls/s | p50 µs | p99 µs |\n|---|---|---|---|\n")
-		for _, n := range distinct(rep.Conns, func(s connsSample) int { return s.Conns }) {
-			var cps, p50, p99 []float64
-			for _, s := range rep.Conns {
-				if s.Conns == n {
-					cps, p50, p99 = append(cps, s.CallsPerS), append(p50, s.P50us), append(p99, s.P99us)
+		b.WriteString("## Connections (cell 5)\n\n32 calls in flight in all, spread over every connection (a grant per 16 connections, the default `max_conns_per_grant`), through capbridge and through the floor: the same clients and server with a relay in the middle that does nothing a bridge need not (no grant, admission, audit or gathering of writes; `bench/cmd/scale/floor.go`), measured in turn in the same run. Median over runs (min–max). Per call: the middle's CPU, context switches and read/write-family syscalls, the server's CPU, and the CPU of the harness, which runs the clients.\n\n| middle | connections | calls/s | p50 µs | p99 µs | middle CPU µs | middle ctx sw | middle syscalls | server CPU µs | client CPU µs |\n|---|---|---|---|---|---|---|---|---|---|\n")
+		for _, floor := range []bool{false, true} {
+			middle := "capbridge"
+			if floor {
+				middle = "floor"
+			}
+			for _, n := range distinct(rep.Conns, func(s connsSample) int { return s.Conns }) {
+				var cps, p50, p99, bcpu, bsw, bsys, scpu, ccpu []float64
+				for _, s := range rep.Conns {
+					if s.Conns == n && s.Floor == floor {
+						cps, p50, p99 = append(cps, s.CallsPerS), append(p50, s.P50us), append(p99, s.P99us)
+						bcpu, bsw, bsys = append(bcpu, s.BridgeCPUus), append(bsw, s.BridgeCtxSw), append(bsys, s.BridgeSys)
+						scpu, ccpu = append(scpu, s.ServerCPUus), append(ccpu, s.ClientCPUus)
+					}
+				}
+				if len(cps) > 0 {
+					fmt.Fprintf(&b, "| %s | %d | %s | %s | %s | %s | %s | %s | %s | %s |\n", middle, n, spread3(cps), spread3(p50), spread3(p99), spread3(bcpu), spread3(bsw), spread3(bsys), spread3(scpu), spread3(ccpu))
 				}
 			}
-			fmt.Fprintf(&b, "| %d | %s | %s | %s |\n", n, spread3(cps), spread3(p50), spread3(p99))
+		}
+		if ns := distinct(rep.Conns, func(s connsSample) int { return s.Conns }); slices.Contains(ns, 8) && slices.Max(ns) > 8 {
+			hi := slices.Max(ns)
+			fmt.Fprintf(&b, "\ncalls/s at %d connections / at 8, per run:", hi)
+			for _, floor := range []bool{false, true} {
+				per := perRun(rep.Runs, func(r int) (float64, bool) {
+					a, ok1 := rep.conns(r, hi, floor)
+					c, ok2 := rep.conns(r, 8, floor)
+					return a.CallsPerS / c.CallsPerS, ok1 && ok2 && c.CallsPerS > 0
+				})
+				if len(per) == 0 {
+					continue
+				}
+				middle := "capbridge"
+				if floor {
+					middle = "floor"
+				}
+				var parts []string
+				for _, v := range per {
+					parts = append(parts, fmt.Sprintf("%.2f", v))
+				}
+				fmt.Fprintf(&b, " %s %s (median %.2f);", middle, strings.Join(parts, ", "), median(per))
+			}
+			b.WriteString("\n")
 		}
 		b.WriteString("\n![calls/s and p99 against connections](conns.svg)\n\n")
 	}
@@ -376,7 +410,7 @@ func (rep *report) curves() map[string]string {
 		cx, cy := medianAt(ns, func(n int) []float64 {
 			var v []float64
 			for _, s := range rep.Conns {
-				if s.Conns == n {
+				if s.Conns == n && !s.Floor {
 					v = append(v, s.CallsPerS)
 				}
 			}
@@ -385,7 +419,7 @@ func (rep *report) curves() map[string]string {
 		px, py := medianAt(ns, func(n int) []float64 {
 			var v []float64
 			for _, s := range rep.Conns {
-				if s.Conns == n {
+				if s.Conns == n && !s.Floor {
 					v = append(v, s.P99us)
 				}
 			}

@@ -16,6 +16,7 @@ import (
 
 func TestMain(m *testing.M) {
 	rawecho.MaybeServe() // the bridges' servers are this test binary
+	maybeFloor()         // and so is the conns cell's floor relay
 	os.Exit(m.Run())
 }
 
@@ -37,13 +38,20 @@ func TestQuick(t *testing.T) {
 	if err := json.Unmarshal(b, &rep); err != nil {
 		t.Fatalf("results.json: %v", err)
 	}
-	if len(rep.Conns) != len(quickPlan.conns) || len(rep.Memory) != 1 || len(rep.Servers) != len(quickPlan.servers) || len(rep.Big) != len(quickPlan.bigTools) || rep.Soak == nil {
+	if len(rep.Conns) != 2*len(quickPlan.conns) || len(rep.Memory) != 1 || len(rep.Servers) != len(quickPlan.servers) || len(rep.Big) != len(quickPlan.bigTools) || rep.Soak == nil {
 		t.Fatalf("samples missing: %+v", rep)
 	}
+	floors := 0
 	for _, s := range rep.Conns {
-		if s.N != quickPlan.callsPerN || s.CallsPerS <= 0 || s.P99us < s.P50us {
+		if s.N != quickPlan.callsPerN || s.CallsPerS <= 0 || s.P99us < s.P50us || s.BridgeCPUus <= 0 || s.ServerCPUus <= 0 || s.ClientCPUus <= 0 {
 			t.Errorf("conns %d: %+v", s.Conns, s)
 		}
+		if s.Floor {
+			floors++
+		}
+	}
+	if floors != len(quickPlan.conns) {
+		t.Errorf("%d floor samples, want one per count of connections", floors)
 	}
 	if m := rep.Memory[0]; m.RSSBase <= 0 || m.RSSIdle <= 0 {
 		t.Errorf("memory: %+v", m)

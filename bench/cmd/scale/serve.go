@@ -170,17 +170,28 @@ func (b *bridge) status(ctx context.Context) (*control.Status, error) {
 // dial opens n connections, a new grant for every perGrant of them (the
 // default max_conns_per_grant is 16: many programs, each with its own).
 func (b *bridge) dial(ctx context.Context, n, perGrant int, servers ...string) ([]*capwire.Client, error) {
-	var cs []*capwire.Client
+	i := 0
 	var token string
-	for i := range n {
+	return dialN(ctx, b.call, n, func() (string, error) {
+		var err error
 		if i%perGrant == 0 {
-			var err error
-			if token, err = b.grant(ctx, servers...); err != nil {
-				closeAll(cs)
-				return nil, err
-			}
+			token, err = b.grant(ctx, servers...)
 		}
-		c, err := capwire.Dial(ctx, b.call, token)
+		i++
+		return token, err
+	})
+}
+
+// dialN opens n connections to sock, each with the token next gives.
+func dialN(ctx context.Context, sock string, n int, next func() (string, error)) ([]*capwire.Client, error) {
+	var cs []*capwire.Client
+	for i := range n {
+		token, err := next()
+		if err != nil {
+			closeAll(cs)
+			return nil, err
+		}
+		c, err := capwire.Dial(ctx, sock, token)
 		if err != nil {
 			closeAll(cs)
 			return nil, fmt.Errorf("connection %d: %w", i, err)
@@ -300,4 +311,90 @@ func cpuOf(pid int) (time.Duration, error) {
 	ut, _ := strconv.ParseInt(f[11], 10, 64)
 	st, _ := strconv.ParseInt(f[12], 10, 64)
 	return time.Duration(ut+st) * 10 * time.Millisecond, nil
+}
+
+// serverPID is the pid of the bridge's server named name.
+func (b *bridge) serverPID(ctx context.Context, name string) (int, error) {
+	st, err := b.status(ctx)
+	if err != nil {
+		return 0, err
+	}
+	for _, sv := range st.Servers {
+		if sv.Name == name {
+			return sv.PID, nil
+		}
+	}
+	return 0, fmt.Errorf("serve's status has no server %s", name)
+}
+
+// counters are one process's cumulative costs at one moment.
+type counters struct {
+	CPU      time.Duration
+	CtxSw    uint64 // voluntary + nonvoluntary, summed over its live threads
+	Syscalls uint64 // read- and write-family (/proc/PID/io syscr + syscw)
+}
+
+func (c counters) sub(o counters) counters {
+	return counters{CPU: c.CPU - o.CPU, CtxSw: c.CtxSw - o.CtxSw, Syscalls: c.Syscalls - o.Syscalls}
+}
+
+// countAll reads the counters of each pid; 0 is this process, whose CPU
+// comes from getrusage (microseconds) rather than /proc.
+func countAll(pids [3]int) ([3]counters, error) {
+	var out [3]counters
+	for i, pid := range pids {
+		c, err := countersOf(pid)
+		if err != nil {
+			return out, err
+		}
+		out[i] = c
+	}
+	return out, nil
+}
+
+func countersOf(pid int) (counters, error) {
+	var c counters
+	if pid == 0 {
+		var ru syscall.Rusage
+		if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+			return c, err
+		}
+		c.CPU = time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+		pid = os.Getpid()
+	} else {
+		cpu, err := cpuOf(pid)
+		if err != nil {
+			return c, err
+		}
+		c.CPU = cpu
+	}
+	base := "/proc/" + strconv.Itoa(pid)
+	tasks, err := filepath.Glob(base + "/task/*/status")
+	if err != nil {
+		return c, err
+	}
+	for _, t := range tasks {
+		b, err := os.ReadFile(t)
+		if err != nil {
+			continue // the thread exited meanwhile
+		}
+		c.CtxSw += field(b, "voluntary_ctxt_switches:") + field(b, "nonvoluntary_ctxt_switches:")
+	}
+	b, err := os.ReadFile(base + "/io")
+	if err != nil {
+		return c, err
+	}
+	c.Syscalls = field(b, "syscr:") + field(b, "syscw:")
+	return c, nil
+}
+
+// field returns the number after key at the start of a line of b.
+func field(b []byte, key string) uint64 {
+	for line := range strings.SplitSeq(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, key); ok {
+			n, _ := strconv.ParseUint(strings.TrimSpace(v), 10, 64)
+			return n
+		}
+	}
+	return 0
 }
