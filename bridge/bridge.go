@@ -143,6 +143,7 @@ type Bridge struct {
 	grants     *grantTable
 	started    startedCalls      // calls programs started, to collect later
 	flight     *fairshare.Flight // every call admitted and not yet retired
+	workers    workerPool        // runs every call connection's calls
 	metrics    *metrics
 	tracer     *telemetry.Tracer // nil: traces off
 
@@ -490,6 +491,8 @@ func (b *Bridge) shutdown(graceOver <-chan time.Time, connBound time.Duration) e
 		b.eachConn(func(c net.Conn) { _ = c.Close() })
 		<-b.connsIdle
 	}
+	// No connection is left to hand the workers a call.
+	b.workers.close()
 
 	var errs []error
 	var wg sync.WaitGroup

@@ -17,17 +17,16 @@ import (
 
 // callConn is one connection on the call socket: a jailed program's.
 //
-// Its goroutines are workers that take turns at one role, the reader's.
-// The worker holding it reads frames, answers cancels and refusals
-// itself, and on admitting a call hands the role to an idle worker (or
-// starts one) and runs the call: the goroutine that read a call runs it
-// and writes its reply, so a call costs no hand-over of its own on its
-// way through. A worker whose call is done waits, idle, for the role
-// again while other calls run; the last call to finish retires it and
-// every idle worker, so an idle connection holds one goroutine, the
-// reader, whose stack never held a call's. At most max_conn_inflight
-// calls run, so at most max_conn_inflight+1 workers exist. The last
-// worker to exit, after reading has ended, closes the connection.
+// One goroutine, the reader, reads its frames for its whole life: it
+// answers cancels and refusals itself and hands each call it admits to
+// the bridge's workers (workerPool), which run it and write its reply, so
+// a cancel or a further call is read at once while calls run. The reader
+// never runs a call, so its stack stays small and an idle connection
+// holds that one goroutine; the workers, whose stacks have grown through
+// the call path, are shared by every connection and kept between calls,
+// so a call starts no goroutine and grows no stack. At most
+// max_conn_inflight calls run. The last of the reader and the calls to
+// end, after reading has ended, closes the connection.
 //
 // The calls in flight live in one map behind mu; each is retired exactly
 // once, by the worker that ran it, which removes its id before sending the
@@ -45,8 +44,10 @@ type callConn struct {
 
 	mu       sync.Mutex
 	inflight map[uint64]context.CancelCauseFunc
-	idle     int  // workers waiting on turn
-	ended    bool // reading has ended: no worker will get the role again
+	ended    bool // reading has ended
+	// running counts the reader, until reading ends, and the calls whose
+	// reply is not yet sent; the one that takes it to zero calls finish.
+	running int
 	// idleTimer ends the connection once it has had no call in flight
 	// for idle_timeout. It is never stopped or moved per call: the last
 	// call to retire records quietSince, and the timer, when it fires,
@@ -54,21 +55,15 @@ type callConn struct {
 	idleTimer  *time.Timer
 	quietSince time.Time
 
-	workers int // running, under mu; the last to exit calls finish
-
-	// turn is unbuffered: true hands the reader's role to an idle
-	// worker, false retires it.
-	turn   chan bool
-	endedC chan struct{} // closed when ended is set
-	stop   func() bool   // unregisters stopReading from ctx
-	done   func()        // the caller's, called once the connection is closed
+	stop func() bool // unregisters stopReading from ctx
+	done func()      // the caller's, called once the connection is closed
 }
 
 // serveCallConn runs one call-socket connection: the hello (within
 // hello_timeout, its frame at most capserver.MaxHello), the authenticated
 // budgets, then the calls. It calls done once the connection is closed and
 // every call it started has replied: before it returns if the handshake
-// fails, else from the connection's last worker to exit.
+// fails, else from whichever of the reader and the calls ends last.
 func (b *Bridge) serveCallConn(nc net.Conn, peer PeerCred, st *stranger, done func()) {
 	sc := capserver.New(nc, capserver.Config{
 		MaxFrame:         b.cfg.Bridge.MaxFrame,
@@ -78,7 +73,7 @@ func (b *Bridge) serveCallConn(nc net.Conn, peer PeerCred, st *stranger, done fu
 		Budget:           b.partial,
 		Traffic:          b.metrics.trafficFunc(),
 	})
-	c := &callConn{b: b, sc: sc, nc: nc, peer: peer, inflight: map[uint64]context.CancelCauseFunc{}, turn: make(chan bool), endedC: make(chan struct{}), done: done}
+	c := &callConn{b: b, sc: sc, nc: nc, peer: peer, inflight: map[uint64]context.CancelCauseFunc{}, done: done}
 	// The client learns only bad_token; the audit trail gets the real
 	// cause and the grant id the token named (never the token itself), so
 	// an operator can see a revoked grant still being tried. Only a hello
@@ -129,13 +124,13 @@ func (b *Bridge) serveCallConn(nc net.Conn, peer PeerCred, st *stranger, done fu
 // errIdle ends a connection that had no call in flight for idle_timeout.
 var errIdle = errors.New("bridge: connection idle")
 
-// serve runs the connection's workers, beginning with this goroutine,
-// until reading ends: the client goes away, breaks the framing, stays
-// idle for idle_timeout, or the grant or the bridge ends. Then what is
-// still running is cancelled, and the last worker, once each call's
-// single reply was sent (or dropped, if the connection is gone), closes
-// the connection (finish). serve returns when this goroutine's work is
-// done, which may be before the connection's.
+// serve reads the connection's frames in this goroutine until reading
+// ends: the client goes away, breaks the framing, stays idle for
+// idle_timeout, or the grant or the bridge ends. Then the calls still
+// running are cancelled, and the last of them, once each call's single
+// reply was sent (or dropped, if the connection is gone), closes the
+// connection (finish). serve returns when reading ends, which may be
+// before the connection's calls do.
 func (c *callConn) serve() {
 	c.ctx, c.cancel = context.WithCancelCause(c.grant.Context())
 	// Ending the grant (revoke, expiry) or the bridge closes only the
@@ -146,11 +141,12 @@ func (c *callConn) serve() {
 	c.stop = context.AfterFunc(c.ctx, c.stopReading)
 	c.quietSince = time.Now()
 	c.idleTimer = time.AfterFunc(c.b.cfg.Bridge.IdleTimeout, c.idleOut)
-	c.workers = 1
-	c.work()
+	c.running = 1
+	c.read()
 }
 
-// finish closes the connection, once: the last worker calls it.
+// finish closes the connection, once: the last of the reader and the
+// calls to end calls it (release).
 func (c *callConn) finish() {
 	c.stop()
 	c.idleTimer.Stop()
@@ -191,36 +187,10 @@ func (c *callConn) idleOut() {
 	c.cancel(errIdle)
 }
 
-// work is a worker's life: hold the reader's role until a call is
-// admitted, run it, wait for the role again. The last worker to exit
-// finishes the connection: it exits only once reading has ended, since
-// the reader is a worker and exits only then.
-func (c *callConn) work() {
-	defer func() {
-		c.mu.Lock()
-		c.workers--
-		last := c.workers == 0
-		c.mu.Unlock()
-		if last {
-			c.finish()
-		}
-	}()
-	for {
-		m, ctx := c.lead()
-		if m == nil {
-			return
-		}
-		c.run(ctx, m)
-		if !c.await() {
-			return
-		}
-	}
-}
-
-// lead reads frames while this worker holds the reader's role. It returns
-// an admitted call and its context once it has handed the role on, or nil
-// once reading has ended.
-func (c *callConn) lead() (*capserver.Call, context.Context) {
+// read is the reader's loop: it reads frames until reading ends,
+// answering cancels and refusals itself and handing each call it admits
+// to the bridge's workers.
+func (c *callConn) read() {
 	maxInflight := c.b.cfg.Bridge.MaxConnInflight
 	for {
 		m, err := c.sc.Read()
@@ -237,7 +207,7 @@ func (c *callConn) lead() (*capserver.Call, context.Context) {
 				c.b.log.Debug().Err(err).Str("grant", c.grant.ID).Msg("call connection ended")
 			}
 			c.end()
-			return nil, nil
+			return
 		}
 		switch m := m.(type) {
 		case *capwire.CancelMsg:
@@ -255,6 +225,7 @@ func (c *callConn) lead() (*capserver.Call, context.Context) {
 				var callCancel context.CancelCauseFunc
 				callCtx, callCancel = context.WithCancelCause(c.ctx)
 				c.inflight[m.ID] = callCancel
+				c.running++
 				c.grant.usage.begin()
 			}
 			c.mu.Unlock()
@@ -268,78 +239,39 @@ func (c *callConn) lead() (*capserver.Call, context.Context) {
 				c.reply(&capwire.DeniedMsg{ID: m.ID, Denial: capwire.Denied{Code: capwire.CodeOverloaded, Message: "this connection already has the most calls in flight that capbridge allows"}}, false)
 				m.Release()
 			default:
-				c.handOff()
-				return m, callCtx
+				c.b.workers.run(job{c: c, ctx: callCtx, m: m})
 			}
 		}
 	}
 }
 
-// handOff gives the reader's role to an idle worker, or to a new one if
-// none is idle, so that cancels and further calls are read while this
-// worker runs its call. The caller holds the role.
-func (c *callConn) handOff() {
-	c.mu.Lock()
-	if c.idle > 0 {
-		c.idle--
-		c.mu.Unlock()
-		c.turn <- true
-		return
-	}
-	c.workers++
-	c.mu.Unlock()
-	go c.work()
-}
-
-// await waits, idle, for the reader's role while other calls run. It
-// reports false when the worker should exit: reading has ended, or no
-// call is in flight, when it also retires the idle workers. An idle
-// connection then holds one goroutine, the reader, and the stacks that
-// grew running calls go back to the runtime at once, for the next
-// connection's calls to reuse rather than each idle one keeping its own;
-// the next call starts a worker where it would have woken one.
-func (c *callConn) await() bool {
-	c.mu.Lock()
-	if c.ended {
-		c.mu.Unlock()
-		return false
-	}
-	if len(c.inflight) == 0 {
-		n := c.idle
-		c.idle = 0
-		c.mu.Unlock()
-		for range n {
-			select {
-			case c.turn <- false:
-			case <-c.endedC: // every idle worker exits on its own
-				return false
-			}
-		}
-		return false
-	}
-	c.idle++
-	c.mu.Unlock()
-	select {
-	case take := <-c.turn:
-		return take
-	case <-c.endedC:
-		return false
-	}
-}
-
-// end is reading's end, called by the worker holding the role: the calls
-// still running are cancelled (with the grant's or the bridge's cause if
-// that is what closed the read side) and idle workers exit.
+// end is reading's end, called by the reader: the calls still running
+// are cancelled (with the grant's or the bridge's cause if that is what
+// closed the read side), and the connection is closed now if none is.
 func (c *callConn) end() {
 	c.cancel(errDisconnected)
 	c.mu.Lock()
 	c.ended = true
 	c.mu.Unlock()
-	close(c.endedC)
+	c.release()
 }
 
-// run executes one call and sends its one reply.
+// release ends the reader's or one call's share of the connection; the
+// last to end closes it.
+func (c *callConn) release() {
+	c.mu.Lock()
+	c.running--
+	last := c.running == 0
+	c.mu.Unlock()
+	if last {
+		c.finish()
+	}
+}
+
+// run executes one call, sends its one reply, and releases the call's
+// share of the connection.
 func (c *callConn) run(ctx context.Context, m *capserver.Call) {
+	defer c.release()
 	start := time.Now()
 	tp, span := c.b.startCallTrace(m.Traceparent, m.Cap)
 	server, hasPrefix := strings.CutPrefix(m.Cap, capwire.CapPrefix)

@@ -62,10 +62,104 @@ func TestReplyAnswersWhatDoesNotEncode(t *testing.T) {
 	}
 }
 
-// A connection with no call in flight holds only its reader: the worker
-// that ran a call exits once it is the last to finish, and a call after
-// that starts one again.
-func TestIdleWorkersRetire(t *testing.T) {
+// A connection holds only its reader, whatever its calls: they run on the
+// bridge's workers, which are kept between calls and shared by every
+// connection, so calls one after another, on one connection or another,
+// start one worker between them; Shutdown ends it.
+func TestCallsRunOnPooledWorkers(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b, token := bubbleBridge(t, func(*config.Bridge) {})
+		connect := func() (net.Conn, *capwire.FrameReader, chan struct{}) {
+			client, ended := pipeCall(b, 1000)
+			fr := capwire.NewFrameReader(client, 0)
+			pipeSend(t, client, &capwire.HelloMsg{V: 1, Token: token})
+			if m := pipeRecv(t, fr); m.Type() != "welcome" {
+				t.Fatalf("got %#v, want welcome", m)
+			}
+			return client, fr, ended
+		}
+		call := func(client net.Conn, fr *capwire.FrameReader, id uint64) {
+			t.Helper()
+			// Denied at once: the server never booted.
+			pipeSend(t, client, &capwire.CallMsg{ID: id, Cap: "mcp.t", Op: "echo", Args: []byte{0x80}})
+			if d, ok := pipeRecv(t, fr).(*capwire.DeniedMsg); !ok || d.ID != id || d.Denial.Code != capwire.CodeServerUnavailable {
+				t.Fatalf("got %#v, want server_unavailable for %d", d, id)
+			}
+			synctest.Wait()
+		}
+		c1, fr1, ended1 := connect()
+		synctest.Wait()
+		if r, w := goroutines(); r != 1 || w != 0 {
+			t.Fatalf("after the hello: %d readers, %d workers; want the reader alone", r, w)
+		}
+		for id := range uint64(3) {
+			call(c1, fr1, id)
+			if r, w := goroutines(); r != 1 || w != 1 {
+				t.Errorf("after call %d: %d readers, %d workers; want 1 and 1", id, r, w)
+			}
+		}
+		c2, fr2, ended2 := connect()
+		call(c2, fr2, 7)
+		if r, w := goroutines(); r != 2 || w != 1 {
+			t.Errorf("after a call on a second connection: %d readers, %d workers; want 2 and the same worker", r, w)
+		}
+		c1.Close()
+		c2.Close()
+		<-ended1
+		<-ended2
+		if err := b.Shutdown(time.Second); err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait()
+		if r, w := goroutines(); r != 0 || w != 0 {
+			t.Errorf("after Shutdown: %d readers, %d workers; want none", r, w)
+		}
+	})
+}
+
+// The workers kept idle are bounded: beyond maxIdleWorkers a worker with
+// nothing to run exits, and close ends those kept.
+func TestIdleWorkersBounded(t *testing.T) {
+	var p workerPool
+	wakes := make([]chan struct{}, maxIdleWorkers+1)
+	for i := range wakes {
+		wakes[i] = make(chan struct{}, 1)
+		if _, ok := p.take(wakes[i]); ok {
+			t.Fatal("a job taken from an empty queue")
+		}
+	}
+	closed := func(c chan struct{}) bool {
+		select {
+		case _, ok := <-c:
+			return !ok
+		default:
+			return false
+		}
+	}
+	for i, w := range wakes[:maxIdleWorkers] {
+		if closed(w) {
+			t.Fatalf("worker %d told to exit with %d idle", i, i)
+		}
+	}
+	if !closed(wakes[maxIdleWorkers]) {
+		t.Errorf("a worker kept beyond the %d idle allowed", maxIdleWorkers)
+	}
+	p.close()
+	for i, w := range wakes[:maxIdleWorkers] {
+		if !closed(w) {
+			t.Fatalf("idle worker %d not ended by close", i)
+		}
+	}
+	if w := make(chan struct{}, 1); func() bool { p.take(w); return !closed(w) }() {
+		t.Error("a worker kept after close")
+	}
+}
+
+// Calls start in the order they were read, whichever worker the scheduler
+// runs first: with one thread running Go code, as serve has by default,
+// calls that arrive together are answered in the order they came.
+func TestCallsStartInOrder(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
 	synctest.Test(t, func(t *testing.T) {
 		b, token := bubbleBridge(t, func(*config.Bridge) {})
 		client, ended := pipeCall(b, 1000)
@@ -74,19 +168,21 @@ func TestIdleWorkersRetire(t *testing.T) {
 		if m := pipeRecv(t, fr); m.Type() != "welcome" {
 			t.Fatalf("got %#v, want welcome", m)
 		}
-		synctest.Wait()
-		if n := workers(); n != 1 {
-			t.Fatalf("%d workers after the hello, want the reader alone", n)
-		}
-		for id := range uint64(3) {
+		const n = 8
+		var burst []byte
+		for id := range uint64(n) {
+			var err error
 			// Denied at once: the server never booted.
-			pipeSend(t, client, &capwire.CallMsg{ID: id, Cap: "mcp.t", Op: "echo", Args: []byte{0x80}})
-			if d, ok := pipeRecv(t, fr).(*capwire.DeniedMsg); !ok || d.Denial.Code != capwire.CodeServerUnavailable {
-				t.Fatalf("got %#v, want server_unavailable", d)
+			if burst, err = capwire.AppendFrame(burst, &capwire.CallMsg{ID: id, Cap: "mcp.t", Op: "echo", Args: []byte{0x80}}, 0); err != nil {
+				t.Fatal(err)
 			}
-			synctest.Wait()
-			if n := workers(); n != 1 {
-				t.Errorf("%d workers after call %d, want the reader alone", n, id)
+		}
+		if _, err := client.Write(burst); err != nil {
+			t.Fatal(err)
+		}
+		for id := range uint64(n) {
+			if d, ok := pipeRecv(t, fr).(*capwire.DeniedMsg); !ok || d.ID != id {
+				t.Fatalf("reply %d: got %#v, want the denial of call %d", id, d, id)
 			}
 		}
 		client.Close()
@@ -97,15 +193,16 @@ func TestIdleWorkersRetire(t *testing.T) {
 	})
 }
 
-// workers counts the goroutines running a call connection's worker loop,
-// wherever they are parked. Counting every goroutine of the process
-// would count those of other tests still winding down too.
-func workers() int {
+// goroutines counts the goroutines running a call connection's read loop
+// and the bridge's workers, wherever they are parked. Counting every
+// goroutine of the process would count those of other tests still
+// winding down too.
+func goroutines() (readers, workers int) {
 	buf := make([]byte, 1<<20)
 	for {
 		n := runtime.Stack(buf, true)
 		if n < len(buf) {
-			return bytes.Count(buf[:n], []byte("bridge.(*callConn).work("))
+			return bytes.Count(buf[:n], []byte("bridge.(*callConn).read(")), bytes.Count(buf[:n], []byte("bridge.(*workerPool).work("))
 		}
 		buf = make([]byte, 2*len(buf))
 	}
