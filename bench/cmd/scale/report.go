@@ -258,7 +258,7 @@ func (rep *report) markdown() string {
 		}
 		if ns := distinct(rep.Conns, func(s connsSample) int { return s.Conns }); slices.Contains(ns, 8) && slices.Max(ns) > 8 {
 			hi := slices.Max(ns)
-			fmt.Fprintf(&b, "\ncalls/s at %d connections / at 8, per run:", hi)
+			var parts []string
 			for _, floor := range []bool{false, true} {
 				per := perRun(rep.Runs, func(r int) (float64, bool) {
 					a, ok1 := rep.conns(r, hi, floor)
@@ -272,13 +272,15 @@ func (rep *report) markdown() string {
 				if floor {
 					middle = "floor"
 				}
-				var parts []string
+				var vs []string
 				for _, v := range per {
-					parts = append(parts, fmt.Sprintf("%.2f", v))
+					vs = append(vs, fmt.Sprintf("%.2f", v))
 				}
-				fmt.Fprintf(&b, " %s %s (median %.2f);", middle, strings.Join(parts, ", "), median(per))
+				parts = append(parts, fmt.Sprintf("%s %s (median %.2f)", middle, strings.Join(vs, ", "), median(per)))
 			}
-			b.WriteString("\n")
+			if len(parts) > 0 {
+				fmt.Fprintf(&b, "\ncalls/s at %d connections / at 8, per run: %s.\n", hi, strings.Join(parts, "; "))
+			}
 		}
 		b.WriteString("\n![calls/s and p99 against connections](conns.svg)\n\n")
 	}
