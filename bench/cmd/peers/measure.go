@@ -10,6 +10,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/capbridge/capbridge/bench/procstat"
 )
 
 // A cell is one payload size and one number of calls in flight.
@@ -160,7 +162,7 @@ func timeCalls(ctx context.Context, pe peer, text string, c cell, p plan, s *sam
 	s.CallsPerS = n / wall.Seconds()
 	s.CPUus, s.CtxSw, s.Syscalls = map[string]float64{}, map[string]float64{}, map[string]float64{}
 	for role, b := range before {
-		d := after[role].sub(b)
+		d := after[role].Sub(b)
 		s.CPUus[role] = us(d.CPU) / n
 		s.CtxSw[role] = float64(d.CtxSw) / n
 		s.Syscalls[role] = float64(d.Syscalls) / n
@@ -174,15 +176,15 @@ func (s sample) ok() bool { return s.Err == "" && s.Skipped == "" }
 func us(d time.Duration) float64 { return float64(d) / float64(time.Microsecond) }
 
 // snapshot reads the counters of this process ("client") and of procs.
-func snapshot(procs []proc) (map[string]counters, error) {
-	m := map[string]counters{}
-	self, err := selfCounters()
+func snapshot(procs []proc) (map[string]procstat.Counters, error) {
+	m := map[string]procstat.Counters{}
+	self, err := procstat.Self()
 	if err != nil {
 		return nil, fmt.Errorf("counters of this process: %w", err)
 	}
 	m["client"] = self
 	for _, p := range procs {
-		c, err := procCounters(p.PID, true)
+		c, err := procstat.Of(p.PID, true)
 		if err != nil {
 			return nil, fmt.Errorf("counters of the %s (pid %d): %w", p.Role, p.PID, err)
 		}

@@ -16,6 +16,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/capbridge/capbridge/bench/procstat"
 	"github.com/capbridge/capbridge/capwire"
 	"github.com/capbridge/capbridge/codegen"
 	"github.com/capbridge/capbridge/internal/testkit/bigtools"
@@ -91,7 +92,7 @@ func measureConns(ctx context.Context, bin, tmp string, n, calls int, floor bool
 	}
 	var lat []time.Duration
 	var wall time.Duration
-	var before, after [3]counters
+	var before, after [3]procstat.Counters
 	if err == nil {
 		before, err = countAll(pids)
 	}
@@ -106,7 +107,7 @@ func measureConns(ctx context.Context, bin, tmp string, n, calls int, floor bool
 		return s, err
 	}
 	perCall := func(v float64) float64 { return v / float64(len(lat)) }
-	bd, sd, cd := after[0].sub(before[0]), after[1].sub(before[1]), after[2].sub(before[2])
+	bd, sd, cd := after[0].Sub(before[0]), after[1].Sub(before[1]), after[2].Sub(before[2])
 	s.BridgeCPUus, s.BridgeCtxSw, s.BridgeSys = perCall(us(bd.CPU)), perCall(float64(bd.CtxSw)), perCall(float64(bd.Syscalls))
 	s.ServerCPUus, s.ClientCPUus = perCall(us(sd.CPU)), perCall(us(cd.CPU))
 	slices.Sort(lat)

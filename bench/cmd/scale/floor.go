@@ -268,17 +268,5 @@ func (p *floorProc) stop() error {
 	p.stdin.Close()
 	done := make(chan error, 1)
 	go func() { done <- p.cmd.Wait() }()
-	t := time.NewTimer(serveTimeout)
-	defer t.Stop()
-	select {
-	case err := <-done:
-		if err != nil {
-			return fmt.Errorf("floor: %w", err)
-		}
-		return nil
-	case <-t.C:
-		_ = p.cmd.Process.Kill()
-		<-done
-		return fmt.Errorf("the floor did not exit within %v; killed", serveTimeout)
-	}
+	return reap(p.cmd.Process, done, "the floor, its stdin closed")
 }

@@ -15,6 +15,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/capbridge/capbridge/bench/procstat"
 	"github.com/capbridge/capbridge/bridge/control"
 	"github.com/capbridge/capbridge/capwire"
 	"github.com/capbridge/capbridge/internal/testkit/rawecho"
@@ -215,18 +216,24 @@ func (b *bridge) stop() error {
 	}
 	done := make(chan error, 1)
 	go func() { <-b.drained; done <- b.cmd.Wait() }()
+	return reap(b.cmd.Process, done, "serve after SIGTERM")
+}
+
+// reap waits for done, the end of p's Wait, for serveTimeout; then it
+// kills p and waits on. what names the process and what was asked of it.
+func reap(p *os.Process, done <-chan error, what string) error {
 	t := time.NewTimer(serveTimeout)
 	defer t.Stop()
 	select {
 	case err := <-done:
 		if err != nil {
-			return fmt.Errorf("serve after SIGTERM: %w", err)
+			return fmt.Errorf("%s: %w", what, err)
 		}
 		return nil
 	case <-t.C:
-		_ = b.cmd.Process.Kill()
+		_ = p.Kill()
 		<-done
-		return fmt.Errorf("serve did not exit within %v of SIGTERM; killed", serveTimeout)
+		return fmt.Errorf("%s: no exit within %v; killed", what, serveTimeout)
 	}
 }
 
@@ -327,74 +334,28 @@ func (b *bridge) serverPID(ctx context.Context, name string) (int, error) {
 	return 0, fmt.Errorf("serve's status has no server %s", name)
 }
 
-// counters are one process's cumulative costs at one moment.
-type counters struct {
-	CPU      time.Duration
-	CtxSw    uint64 // voluntary + nonvoluntary, summed over its live threads
-	Syscalls uint64 // read- and write-family (/proc/PID/io syscr + syscw)
-}
-
-func (c counters) sub(o counters) counters {
-	return counters{CPU: c.CPU - o.CPU, CtxSw: c.CtxSw - o.CtxSw, Syscalls: c.Syscalls - o.Syscalls}
-}
-
 // countAll reads the counters of each pid; 0 is this process, whose CPU
-// comes from getrusage (microseconds) rather than /proc.
-func countAll(pids [3]int) ([3]counters, error) {
-	var out [3]counters
+// comes from getrusage, the others' from cpuOf: both finer than /proc's
+// 10 ms ticks.
+func countAll(pids [3]int) ([3]procstat.Counters, error) {
+	var out [3]procstat.Counters
 	for i, pid := range pids {
-		c, err := countersOf(pid)
+		if pid == 0 {
+			c, err := procstat.Self()
+			if err != nil {
+				return out, err
+			}
+			out[i] = c
+			continue
+		}
+		c, err := procstat.Of(pid, false)
 		if err != nil {
+			return out, err
+		}
+		if c.CPU, err = cpuOf(pid); err != nil {
 			return out, err
 		}
 		out[i] = c
 	}
 	return out, nil
-}
-
-func countersOf(pid int) (counters, error) {
-	var c counters
-	if pid == 0 {
-		var ru syscall.Rusage
-		if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-			return c, err
-		}
-		c.CPU = time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-		pid = os.Getpid()
-	} else {
-		cpu, err := cpuOf(pid)
-		if err != nil {
-			return c, err
-		}
-		c.CPU = cpu
-	}
-	base := "/proc/" + strconv.Itoa(pid)
-	tasks, err := filepath.Glob(base + "/task/*/status")
-	if err != nil {
-		return c, err
-	}
-	for _, t := range tasks {
-		b, err := os.ReadFile(t)
-		if err != nil {
-			continue // the thread exited meanwhile
-		}
-		c.CtxSw += field(b, "voluntary_ctxt_switches:") + field(b, "nonvoluntary_ctxt_switches:")
-	}
-	b, err := os.ReadFile(base + "/io")
-	if err != nil {
-		return c, err
-	}
-	c.Syscalls = field(b, "syscr:") + field(b, "syscw:")
-	return c, nil
-}
-
-// field returns the number after key at the start of a line of b.
-func field(b []byte, key string) uint64 {
-	for line := range strings.SplitSeq(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, key); ok {
-			n, _ := strconv.ParseUint(strings.TrimSpace(v), 10, 64)
-			return n
-		}
-	}
-	return 0
 }
