@@ -267,12 +267,18 @@ func (c *Client) call(ctx context.Context, cap, server, tool string, args any) (
 	if err := ctx.Err(); err != nil {
 		return nil, callCtxErr(server, tool, err)
 	}
+	// A free slot is taken without a select over ctx and the client's
+	// end: register refuses a stopped client anyway.
 	select {
 	case c.slots <- struct{}{}:
-	case <-ctx.Done():
-		return nil, callCtxErr(server, tool, ctx.Err())
-	case <-c.done:
-		return nil, c.stopped()
+	default:
+		select {
+		case c.slots <- struct{}{}:
+		case <-ctx.Done():
+			return nil, callCtxErr(server, tool, ctx.Err())
+		case <-c.done:
+			return nil, c.stopped()
+		}
 	}
 	defer func() { <-c.slots }()
 
@@ -353,6 +359,21 @@ type appendWriter struct{ b []byte }
 func (w *appendWriter) Write(p []byte) (int, error) { w.b = append(w.b, p...); return len(p), nil }
 func (w *appendWriter) WriteByte(c byte) error      { w.b = append(w.b, c); return nil }
 
+// argsEncoder is a msgpack.Encoder bound to the appendWriter it writes
+// to, pooled as a pair: an appendWriter made per call would escape to
+// the heap through the Encoder, one allocation per call.
+type argsEncoder struct {
+	w   appendWriter
+	enc *msgpack.Encoder
+}
+
+var argsEncoders = sync.Pool{New: func() any {
+	e := &argsEncoder{enc: msgpack.NewEncoder(nil)}
+	e.enc.Reset(&e.w)
+	e.enc.UseCompactInts(true)
+	return e
+}}
+
 func appendArgs(dst []byte, args any) ([]byte, error) {
 	switch a := args.(type) {
 	case nil:
@@ -364,13 +385,12 @@ func appendArgs(dst []byte, args any) ([]byte, error) {
 		return append(dst, a...), nil
 	}
 	start := len(dst)
-	w := appendWriter{b: dst}
-	enc := msgpack.GetEncoder()
-	enc.Reset(&w)
-	enc.UseCompactInts(true)
-	err := enc.Encode(args)
-	msgpack.PutEncoder(enc)
-	dst = w.b
+	e := argsEncoders.Get().(*argsEncoder)
+	e.w.b = dst
+	err := e.enc.Encode(args)
+	dst = e.w.b
+	e.w.b = nil // the frame buffer is the caller's
+	argsEncoders.Put(e)
 	if err != nil {
 		return dst[:start], fmt.Errorf("capwire: encoding args: %w", err)
 	}

@@ -363,15 +363,25 @@ func (e *envelope) str(f int) (string, error) {
 
 // strAt decodes the string at b[i], reporting faults at field f + sub.
 func (e *envelope) strAt(i, f int, sub string) (string, error) {
+	s, fault := e.strOrFault(i)
+	if fault != "" {
+		return "", e.fail(f, sub, fault)
+	}
+	return s, nil
+}
+
+// strOrFault decodes the string at b[i], or says what is wrong with it,
+// for callers that build the fault's path only when there is one.
+func (e *envelope) strOrFault(i int) (string, string) {
 	h, _ := msgpk.ReadHead(e.b, i)
 	if h.Kind != msgpk.Str {
-		return "", e.fail(f, sub, "want a string")
+		return "", "want a string"
 	}
 	s := e.b[h.Off:h.End()]
 	if !utf8.Valid(s) {
-		return "", e.fail(f, sub, "invalid UTF-8")
+		return "", "invalid UTF-8"
 	}
-	return string(s), nil
+	return string(s), ""
 }
 
 // nonEmpty is str for fields that must not be "".
@@ -477,11 +487,17 @@ func (e *envelope) result() (Message, error) {
 	if err != nil {
 		return nil, err
 	}
-	m := &ResultMsg{ID: id}
+	// A result and its content, when it is one block (what most tools
+	// answer), are one allocation.
+	one := &struct {
+		m   ResultMsg
+		blk [1]Block
+	}{m: ResultMsg{ID: id}}
+	m := &one.m
 	if m.Result.IsError, err = e.bool(fIsError); err != nil {
 		return nil, err
 	}
-	if m.Result.Content, err = e.content(); err != nil {
+	if m.Result.Content, err = e.content(one.blk[:0]); err != nil {
 		return nil, err
 	}
 	if e.present(fStructured) {
@@ -495,9 +511,10 @@ func (e *envelope) result() (Message, error) {
 	return m, nil
 }
 
-// content decodes the result's blocks. A block of a type this version does
-// not know is kept with only its Type (docs/capwire.md, "Versioning").
-func (e *envelope) content() ([]Block, error) {
+// content decodes the result's blocks, into dst when they fit. A block of
+// a type this version does not know is kept with only its Type
+// (docs/capwire.md, "Versioning").
+func (e *envelope) content(dst []Block) ([]Block, error) {
 	if err := e.require(fContent); err != nil {
 		return nil, err
 	}
@@ -506,13 +523,15 @@ func (e *envelope) content() ([]Block, error) {
 	if h.Kind != msgpk.Array {
 		return nil, e.fail(fContent, "", "want an array")
 	}
-	blocks := make([]Block, 0, min(h.V, 16))
+	blocks := dst[:0]
+	if h.V > uint64(cap(dst)) {
+		blocks = make([]Block, 0, min(h.V, 16))
+	}
 	i := h.Off
 	for k := uint64(0); k < h.V; k++ {
-		sub := "/" + strconv.FormatUint(k, 10)
 		bh, _ := msgpk.ReadHead(b, i)
 		if bh.Kind != msgpk.Map {
-			return nil, e.fail(fContent, sub, "want a map")
+			return nil, e.fail(fContent, blockPath(k, -1), "want a map")
 		}
 		var blk Block
 		var seen [len(blockKeys)]bool
@@ -521,16 +540,15 @@ func (e *envelope) content() ([]Block, error) {
 			kh, _ := msgpk.ReadHead(b, j)
 			vat := kh.End()
 			if kh.Kind != msgpk.Str {
-				return nil, e.fail(fContent, sub, "block key is not a string")
+				return nil, e.fail(fContent, blockPath(k, -1), "block key is not a string")
 			}
 			if slot := slices.Index(blockKeys[:], string(b[kh.Off:kh.End()])); slot >= 0 {
-				at := sub + "/" + blockKeys[slot]
 				if seen[slot] {
-					return nil, e.fail(fContent, at, "duplicate key")
+					return nil, e.fail(fContent, blockPath(k, slot), "duplicate key")
 				}
 				seen[slot] = true
-				if err := e.blockField(&blk, slot, vat, at); err != nil {
-					return nil, err
+				if fault := e.blockField(&blk, slot, vat); fault != "" {
+					return nil, e.fail(fContent, blockPath(k, slot), fault)
 				}
 			}
 			// Structure and depth were checked by scan.
@@ -538,11 +556,11 @@ func (e *envelope) content() ([]Block, error) {
 		}
 		switch {
 		case !seen[0] || blk.Type == "":
-			return nil, e.fail(fContent, sub, `block has no "type"`)
+			return nil, e.fail(fContent, blockPath(k, -1), `block has no "type"`)
 		case blk.Type == BlockText && !seen[1]:
-			return nil, e.fail(fContent, sub, `text block has no "text"`)
+			return nil, e.fail(fContent, blockPath(k, -1), `text block has no "text"`)
 		case blk.Type == BlockOther && blk.Kind == "":
-			return nil, e.fail(fContent, sub, `other block has no "kind"`)
+			return nil, e.fail(fContent, blockPath(k, -1), `other block has no "kind"`)
 		case blk.Type == BlockText:
 			// Kind is what a program switches on, for every block.
 			blk = Block{Type: BlockText, Kind: KindText, Text: blk.Text}
@@ -558,30 +576,75 @@ func (e *envelope) content() ([]Block, error) {
 // blockKeys are the content block's fields, by slot.
 var blockKeys = [...]string{"type", "text", "kind", "mime", "uri", "name", "data", "size"}
 
-// blockField decodes the value at i into blk's field for slot.
-func (e *envelope) blockField(blk *Block, slot, i int, at string) error {
+// blockPath is the path under "content" of block k, or of its field
+// for slot (-1: the block itself). Built only for a fault: a result
+// that decodes pays for no path.
+func blockPath(k uint64, slot int) string {
+	p := "/" + strconv.FormatUint(k, 10)
+	if slot >= 0 {
+		p += "/" + blockKeys[slot]
+	}
+	return p
+}
+
+// blockField decodes the value at i into blk's field for slot, or says
+// what is wrong with it.
+func (e *envelope) blockField(blk *Block, slot, i int) string {
 	switch blockKeys[slot] {
 	case "data":
 		h, _ := msgpk.ReadHead(e.b, i)
 		if h.Kind != msgpk.Bin {
-			return e.fail(fContent, at, "want binary data")
+			return "want binary data"
 		}
 		blk.Data = e.b[h.Off:h.End():h.End()]
-		return nil
+		return ""
 	case "size":
 		h, _ := msgpk.ReadHead(e.b, i)
 		if h.Kind != msgpk.Uint || h.V > math.MaxInt64 {
-			return e.fail(fContent, at, "want an unsigned integer")
+			return "want an unsigned integer"
 		}
 		blk.Size = int64(h.V)
-		return nil
+		return ""
 	}
-	s, err := e.strAt(i, fContent, at)
-	if err != nil {
-		return err
+	if slot == 0 || slot == 2 {
+		// A block's type and kind are nearly always one of a few
+		// names, which need no string of their own.
+		if h, _ := msgpk.ReadHead(e.b, i); h.Kind == msgpk.Str {
+			if s := blockName(e.b[h.Off:h.End()]); s != "" {
+				if slot == 0 {
+					blk.Type = s
+				} else {
+					blk.Kind = s
+				}
+				return ""
+			}
+		}
 	}
-	*[...]*string{&blk.Type, &blk.Text, &blk.Kind, &blk.MIME, &blk.URI, &blk.Name}[slot] = s
-	return nil
+	s, fault := e.strOrFault(i)
+	if fault == "" {
+		*[...]*string{&blk.Type, &blk.Text, &blk.Kind, &blk.MIME, &blk.URI, &blk.Name}[slot] = s
+	}
+	return fault
+}
+
+// blockName returns the constant equal to b among the block types and
+// kinds this version names, or "".
+func blockName(b []byte) string {
+	switch string(b) {
+	case BlockText: // = KindText
+		return BlockText
+	case BlockOther:
+		return BlockOther
+	case KindImage:
+		return KindImage
+	case KindAudio:
+		return KindAudio
+	case KindResource:
+		return KindResource
+	case KindResourceLink:
+		return KindResourceLink
+	}
+	return ""
 }
 
 func (e *envelope) denied() (Message, error) {

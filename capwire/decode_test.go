@@ -141,3 +141,36 @@ func TestDecodeHostile(t *testing.T) {
 		})
 	}
 }
+
+// TestDecodeResultAllocs holds Decode of the result most tools answer,
+// one text block, to two allocations: the message with its block, and
+// the text (a string the caller keeps). Results of several blocks decode
+// as before, into a slice of their own.
+func TestDecodeResultAllocs(t *testing.T) {
+	one := m("t", "result", "id", 7, "is_error", false, "content", arr(m("type", "text", "text", "hello")))
+	allocs := testing.AllocsPerRun(100, func() {
+		got, err := Decode(one)
+		if err != nil || got.(*ResultMsg).Result.Content[0].Text != "hello" {
+			t.Fatal(got, err)
+		}
+	})
+	if allocs > 2 {
+		t.Errorf("Decode of a one-block result: %v allocations, want at most 2", allocs)
+	}
+	two := m("t", "result", "id", 7, "is_error", false, "content", arr(m("type", "text", "text", "a"), m("type", "other", "kind", "image", "size", 3)))
+	got, err := Decode(two)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []Block{{Type: BlockText, Kind: KindText, Text: "a"}, {Type: BlockOther, Kind: "image", Size: 3}}
+	if c := got.(*ResultMsg).Result.Content; !reflect.DeepEqual(c, want) {
+		t.Errorf("two blocks: got %+v, want %+v", c, want)
+	}
+	none, err := Decode(m("t", "result", "id", 7, "is_error", false, "content", arr()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := none.(*ResultMsg).Result.Content; c == nil || len(c) != 0 {
+		t.Errorf("no blocks: got %#v, want an empty, non-nil slice", c)
+	}
+}

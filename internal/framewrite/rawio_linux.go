@@ -66,7 +66,9 @@ func Pollable(c any) syscall.RawConn { return rawConnOf(c) }
 // Concurrency: one Read at a time.
 func RawReader(r io.Reader) io.Reader {
 	if rc := rawConnOf(r); rc != nil {
-		return &rawReader{rc: rc, own: r}
+		rr := &rawReader{rc: rc, own: r}
+		rr.readFn = rr.read
+		return rr
 	}
 	return r
 }
@@ -75,10 +77,13 @@ type rawReader struct {
 	rc  syscall.RawConn
 	own io.Reader // for the error of a closed connection, as its callers know it
 	// The callback's arguments and results: fields, not captured
-	// variables, so a read allocates no closure.
-	p []byte
-	n int
-	e syscall.Errno
+	// variables, so a read allocates no closure; and the callback is
+	// bound once, since a method value passed on escapes, one
+	// allocation per read.
+	p      []byte
+	n      int
+	e      syscall.Errno
+	readFn func(fd uintptr) bool
 }
 
 func (r *rawReader) Read(p []byte) (int, error) {
@@ -86,7 +91,7 @@ func (r *rawReader) Read(p []byte) (int, error) {
 		return 0, nil
 	}
 	r.p = p
-	err := r.rc.Read(r.read)
+	err := r.rc.Read(r.readFn)
 	r.p = nil
 	switch {
 	case err != nil && !errors.Is(err, os.ErrDeadlineExceeded):
@@ -126,7 +131,7 @@ func (r *rawReader) read(fd uintptr) bool {
 // Concurrency: one Write at a time.
 func RawWriter(w io.Writer) io.Writer {
 	if rc := rawConnOf(w); rc != nil {
-		return &rawWriter{rc: rc}
+		return newRawWriter(rc)
 	}
 	return w
 }
@@ -135,9 +140,15 @@ func RawWriter(w io.Writer) io.Writer {
 // descriptor, and nil otherwise.
 func newVecWriter(conn net.Conn) vecWriter {
 	if rc := rawConnOf(conn); rc != nil {
-		return &rawWriter{rc: rc}
+		return newRawWriter(rc)
 	}
 	return nil
+}
+
+func newRawWriter(rc syscall.RawConn) *rawWriter {
+	w := &rawWriter{rc: rc}
+	w.writeFn = w.writeSome
+	return w
 }
 
 // rawWriter writes whole buffers through a RawConn.
@@ -147,6 +158,9 @@ type rawWriter struct {
 	err  error    // the callback's result
 	one  [1][]byte
 	iov  [maxBatch]syscall.Iovec
+	// writeFn is writeSome, bound once: a method value passed on
+	// escapes, one allocation per write.
+	writeFn func(fd uintptr) bool
 }
 
 func (w *rawWriter) Write(p []byte) (int, error) {
@@ -163,7 +177,7 @@ func (w *rawWriter) Write(p []byte) (int, error) {
 // needed. It consumes bufs (and may reslice its elements).
 func (w *rawWriter) writeVec(bufs [][]byte) error {
 	w.bufs, w.err = bufs, nil
-	err := w.rc.Write(w.writeSome)
+	err := w.rc.Write(w.writeFn)
 	w.bufs = nil
 	clear(w.iov[:])
 	if err != nil {

@@ -118,3 +118,30 @@ func unixPair(t *testing.T) (*net.UnixConn, *net.UnixConn) {
 	t.Cleanup(func() { c1.Close(); c2.Close() })
 	return c1, c2
 }
+
+// TestRawPathAllocs: a write and a read on the raw path allocate
+// nothing (the RawConn callbacks are bound once, not per call).
+func TestRawPathAllocs(t *testing.T) {
+	conns, err := socketPair()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conns[0].Close()
+	defer conns[1].Close()
+	w, r := RawWriter(conns[0]), RawReader(conns[1])
+	if _, ok := w.(*rawWriter); !ok {
+		t.Fatal("the socket did not take the raw path")
+	}
+	msg, buf := []byte("0123456789abcdef"), make([]byte, 64)
+	allocs := testing.AllocsPerRun(100, func() {
+		if _, err := w.Write(msg); err != nil {
+			t.Fatal(err)
+		}
+		if n, err := r.Read(buf); err != nil || n != len(msg) {
+			t.Fatal(n, err)
+		}
+	})
+	if allocs != 0 {
+		t.Errorf("a raw write and read: %v allocations, want 0", allocs)
+	}
+}

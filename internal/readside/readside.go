@@ -165,6 +165,12 @@ func (s *Side) Await(ctx context.Context, w *Waiter) error {
 		}
 		wakeup := w.wakeup()
 		s.mu.Unlock()
+		if expired == nil && ctx.Done() == nil {
+			// Nothing else can end the wait: a plain receive, not a
+			// select over channels that are nil.
+			<-wakeup
+			continue
+		}
 		select {
 		case <-wakeup:
 		case <-ctx.Done():
