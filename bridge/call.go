@@ -351,7 +351,17 @@ func (b *Bridge) ended(cause error, req callRequest) outcome {
 // (blockOf), structuredContent becomes MessagePack, and isError is
 // carried.
 func (b *Bridge) reduce(res *mcpwire.CallToolResult) outcome {
-	r := &capwire.Result{IsError: res.IsError, Content: make([]capwire.Block, 0, len(res.Content))}
+	// The result and its content, when that is one block (what most
+	// tools answer), are one allocation.
+	one := &struct {
+		r   capwire.Result
+		blk [1]capwire.Block
+	}{}
+	r := &one.r
+	r.IsError, r.Content = res.IsError, one.blk[:0]
+	if len(res.Content) > len(one.blk) {
+		r.Content = make([]capwire.Block, 0, len(res.Content))
+	}
 	budget := resultBudget{text: b.cfg.Bridge.MaxResultText, data: b.cfg.Bridge.MaxResultData}
 	size := 0
 	for i, c := range res.Content {

@@ -115,6 +115,27 @@ func TestReduceBlocks(t *testing.T) {
 	}
 }
 
+// A result of one text block is reduced in one allocation (the result
+// with its block); several blocks all cross, in order.
+func TestReduceAllocs(t *testing.T) {
+	b := &Bridge{cfg: config.Defaults()}
+	one := &mcpwire.CallToolResult{Content: []mcpwire.ContentBlock{{Type: "text", Text: "hello"}}}
+	allocs := testing.AllocsPerRun(100, func() {
+		if o := b.reduce(one); o.denial != nil || o.result.Content[0].Text != "hello" {
+			t.Fatal(o.denial)
+		}
+	})
+	if allocs > 1 {
+		t.Errorf("reducing a one-block result: %v allocations, want 1", allocs)
+	}
+	three := &mcpwire.CallToolResult{Content: []mcpwire.ContentBlock{{Type: "text", Text: "a"}, {Type: "text", Text: "b"}, {Type: "text", Text: "c"}}}
+	o := b.reduce(three)
+	want := []capwire.Block{{Type: capwire.BlockText, Text: "a"}, {Type: capwire.BlockText, Text: "b"}, {Type: capwire.BlockText, Text: "c"}}
+	if o.denial != nil || !reflect.DeepEqual(o.result.Content, want) {
+		t.Fatalf("three blocks: %+v %v, want %+v", o.result, o.denial, want)
+	}
+}
+
 func typeOf(raw string) string {
 	var v struct{ Type string }
 	_ = json.Unmarshal([]byte(raw), &v)
