@@ -385,22 +385,30 @@ func appendArgs(dst []byte, args any) ([]byte, error) {
 		return append(dst, a...), nil
 	}
 	start := len(dst)
-	e := argsEncoders.Get().(*argsEncoder)
-	e.w.b = dst
-	err := e.enc.Encode(args)
-	dst = e.w.b
-	e.w.b = nil // the frame buffer is the caller's
-	argsEncoders.Put(e)
-	if err != nil {
-		return dst[:start], fmt.Errorf("capwire: encoding args: %w", err)
+	// A map[string]any of plain values, what generated code passes, is
+	// written without reflection; anything else is the Encoder's.
+	out, ok := dst, false
+	if m, isMap := args.(map[string]any); isMap {
+		out, ok = appendAny(dst, m, 0)
 	}
-	if len(dst) == start+1 && dst[start] == 0xc0 {
-		dst[start] = 0x80 // a nil map means {}
+	if !ok {
+		e := argsEncoders.Get().(*argsEncoder)
+		e.w.b = out
+		err := e.enc.Encode(args)
+		out = e.w.b
+		e.w.b = nil // the frame buffer is the caller's
+		argsEncoders.Put(e)
+		if err != nil {
+			return out[:start], fmt.Errorf("capwire: encoding args: %w", err)
+		}
 	}
-	if err := checkArgs(dst[start:]); err != nil {
-		return dst[:start], err
+	if len(out) == start+1 && out[start] == 0xc0 {
+		out[start] = 0x80 // a nil map means {}
 	}
-	return dst, nil
+	if err := checkArgs(out[start:]); err != nil {
+		return out[:start], err
+	}
+	return out, nil
 }
 
 // register allocates an id and a waiter for a new call, reporting whether

@@ -6,6 +6,8 @@ import (
 	"math"
 	"strconv"
 
+	"github.com/vmihailenco/msgpack/v5"
+
 	"github.com/capbridge/capbridge/internal/bound"
 	"github.com/capbridge/capbridge/internal/msgpk"
 )
@@ -133,4 +135,100 @@ func appendArrayHeader(dst []byte, n int) []byte {
 		return append(dst, 0xdc, byte(n>>8), byte(n))
 	}
 	return append(dst, 0xdd, byte(n>>24), byte(n>>16), byte(n>>8), byte(n))
+}
+
+// appendAny appends v when it is built of the types a program's
+// arguments are made of — nil, bools, numbers, strings, []byte, []any,
+// []string, map[string]any and msgpack.RawMessage, nested to at most
+// bound.MaxDepth containers — reporting false, with dst as it was, for
+// anything else, which is then the msgpack Encoder's (reflection) to
+// encode. The values it writes decode as the Encoder's do: integers in
+// their compact forms (UseCompactInts), floats at their width, and a nil
+// slice or map as nil.
+func appendAny(dst []byte, v any, depth int) ([]byte, bool) {
+	switch v := v.(type) {
+	case nil:
+		return append(dst, 0xc0), true
+	case bool:
+		return appendBool(dst, v), true
+	case string:
+		return appendStr(dst, v), true
+	case int:
+		return appendInt(dst, int64(v)), true
+	case int64:
+		return appendInt(dst, v), true
+	case int32:
+		return appendInt(dst, int64(v)), true
+	case int16:
+		return appendInt(dst, int64(v)), true
+	case int8:
+		return appendInt(dst, int64(v)), true
+	case uint:
+		return appendUint(dst, uint64(v)), true
+	case uint64:
+		return appendUint(dst, v), true
+	case uint32:
+		return appendUint(dst, uint64(v)), true
+	case uint16:
+		return appendUint(dst, uint64(v)), true
+	case uint8:
+		return appendUint(dst, uint64(v)), true
+	case float64:
+		return binary.BigEndian.AppendUint64(append(dst, 0xcb), math.Float64bits(v)), true
+	case float32:
+		return binary.BigEndian.AppendUint32(append(dst, 0xca), math.Float32bits(v)), true
+	case []byte:
+		if v == nil {
+			return append(dst, 0xc0), true
+		}
+		return appendBin(dst, v), true
+	case msgpack.RawMessage:
+		return append(dst, v...), true // checked with the whole of args
+	case []string:
+		if v == nil {
+			return append(dst, 0xc0), true
+		}
+		if depth >= bound.MaxDepth {
+			return dst, false
+		}
+		dst = appendArrayHeader(dst, len(v))
+		for _, s := range v {
+			dst = appendStr(dst, s)
+		}
+		return dst, true
+	case []any:
+		if v == nil {
+			return append(dst, 0xc0), true
+		}
+		if depth >= bound.MaxDepth {
+			return dst, false
+		}
+		start := len(dst)
+		dst = appendArrayHeader(dst, len(v))
+		for _, e := range v {
+			var ok bool
+			if dst, ok = appendAny(dst, e, depth+1); !ok {
+				return dst[:start], false
+			}
+		}
+		return dst, true
+	case map[string]any:
+		if v == nil {
+			return append(dst, 0xc0), true
+		}
+		if depth >= bound.MaxDepth {
+			return dst, false
+		}
+		start := len(dst)
+		dst = appendMapHeader(dst, len(v))
+		for k, e := range v {
+			dst = appendStr(dst, k)
+			var ok bool
+			if dst, ok = appendAny(dst, e, depth+1); !ok {
+				return dst[:start], false
+			}
+		}
+		return dst, true
+	}
+	return dst, false
 }
