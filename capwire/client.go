@@ -504,8 +504,10 @@ func (c *Client) Close() error {
 }
 
 // handleFrame acts on one frame from capbridge, reporting false when the
-// connection has failed.
-func (c *Client) handleFrame(frame []byte) bool {
+// connection has failed. inPlace says frame is the read-ahead's, to be
+// copied from before the next read: a result's strings are copies
+// already, and the bytes it keeps are copied here.
+func (c *Client) handleFrame(frame []byte, inPlace bool) bool {
 	m, err := Decode(frame)
 	if err != nil {
 		we := err.(*WireError)
@@ -521,6 +523,9 @@ func (c *Client) handleFrame(frame []byte) bool {
 	}
 	switch m := m.(type) {
 	case *ResultMsg:
+		if inPlace {
+			m.Result.ownBytes()
+		}
 		c.deliver(m.ID, &m.Result, nil)
 	case *DeniedMsg:
 		if m.NoID {

@@ -1,6 +1,7 @@
 package capwire
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -293,7 +294,7 @@ func TestFrameInSurvivesInterruptedReads(t *testing.T) {
 		var end error
 		for end == nil {
 			for {
-				p, err := in.next()
+				p, _, err := in.next()
 				if err != nil {
 					t.Fatalf("next: %v", err)
 				}
@@ -313,5 +314,61 @@ func TestFrameInSurvivesInterruptedReads(t *testing.T) {
 		} else if !errors.Is(end, ErrBadFrame) || len(got) != len(want)-1 {
 			t.Errorf("cut stream: end %v, %d frames", end, len(got))
 		}
+	}
+}
+
+// A frame read whole is handed out in place, one that spans reads in
+// memory of its own; a result decoded in place keeps its bytes
+// (Structured, Data) once ownBytes has copied them, whatever is read
+// into the read-ahead next.
+func TestFrameInPlace(t *testing.T) {
+	res := m("t", "result", "id", 1, "is_error", false,
+		"content", arr(m("type", "other", "kind", "image", "data", []byte{1, 2, 3}), m("type", "text", "text", "t")),
+		"structured", m("k", "v"))
+	big := bytes.Repeat([]byte{'z'}, readBufSize)
+	in := newFrameIn(0)
+	r := bytes.NewReader(append(append(frameOf(res), frameOf(res)...), frameOf(big)...))
+	if err := in.fill(r); err != nil {
+		t.Fatal(err)
+	}
+	p, inPlace, err := in.next()
+	if err != nil || !inPlace || !bytes.Equal(p, res) {
+		t.Fatalf("first frame: %x, in place %v, %v; want the result, in place", p, inPlace, err)
+	}
+	msg, err := Decode(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := &msg.(*ResultMsg).Result
+	got.ownBytes()
+	// Whatever comes next is read over the first frame's bytes.
+	for {
+		q, inPlace, err := in.next()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if q != nil {
+			if len(q) == len(big) && inPlace {
+				t.Fatal("a frame larger than the read-ahead was handed out in place")
+			}
+			if len(q) == len(big) {
+				break
+			}
+			continue
+		}
+		if err := in.fill(r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	clear(in.buf)
+	var structured map[string]any
+	if err := got.Decode(&structured); err != nil || structured["k"] != "v" {
+		t.Errorf("structured after the read-ahead was reused: %v, %v", structured, err)
+	}
+	if d := got.Content[0].Data; !bytes.Equal(d, []byte{1, 2, 3}) || cap(d) != len(d) {
+		t.Errorf("data after the read-ahead was reused: %x (cap %d)", d, cap(d))
+	}
+	if got.Content[1].Text != "t" {
+		t.Errorf("text after the read-ahead was reused: %q", got.Content[1].Text)
 	}
 }

@@ -100,11 +100,12 @@ func (fr *FrameReader) ReadFrame(dst []byte) ([]byte, error) {
 // frameIn cuts frames out of a byte stream handed to it chunk by chunk.
 // Unlike FrameReader it never loses a byte to a failed read: a Client's
 // reading side passes between goroutines and a read interrupted by a
-// deadline resumes exactly where it stopped. Each payload is returned in
-// a fresh allocation (a Result's Structured aliases it and belongs to the
-// caller). The same bounds as FrameReader hold: the length is checked
-// before anything is allocated, and a large frame's buffer grows only as
-// its bytes arrive. Owned by the holder of the reading side.
+// deadline resumes exactly where it stopped. A payload read whole into
+// the read-ahead is returned in place, valid until the next fill; one
+// that spans reads is assembled in a fresh allocation. The same bounds
+// as FrameReader hold: the length is checked before anything is
+// allocated, and a large frame's buffer grows only as its bytes arrive.
+// Owned by the holder of the reading side.
 type frameIn struct {
 	max  int
 	buf  []byte // read-ahead; unread bytes are buf[r:w]
@@ -118,21 +119,27 @@ func newFrameIn(maxFrame int) *frameIn {
 }
 
 // next returns the next complete payload from the bytes read so far, or
-// nil when it needs more, or a fatal *WireError.
-func (f *frameIn) next() ([]byte, error) {
+// nil when it needs more, or a fatal *WireError. inPlace says the
+// payload lies in the read-ahead: the caller must copy what it keeps of
+// it before the next fill. Otherwise the payload is the caller's.
+func (f *frameIn) next() (p []byte, inPlace bool, err error) {
 	if f.want == 0 {
 		if f.w-f.r < 4 {
-			return nil, nil
+			return nil, false, nil
 		}
 		n := binary.BigEndian.Uint32(f.buf[f.r:])
 		if n == 0 {
-			return nil, badFrame(-1, "zero-length frame", nil)
+			return nil, false, badFrame(-1, "zero-length frame", nil)
 		}
 		if uint64(n) > uint64(f.max) {
-			return nil, &WireError{Code: CodeFrameTooLarge, Fatal: true, Offset: -1,
+			return nil, false, &WireError{Code: CodeFrameTooLarge, Fatal: true, Offset: -1,
 				Msg: "frame of " + strconv.FormatUint(uint64(n), 10) + " bytes exceeds the limit of " + strconv.Itoa(f.max)}
 		}
 		f.r += 4
+		if end := f.r + int(n); end <= f.w {
+			p, f.r = f.buf[f.r:end:end], end
+			return p, true, nil
+		}
 		f.want = int(n)
 		f.cur = make([]byte, 0, min(f.want, growStep))
 	}
@@ -140,11 +147,11 @@ func (f *frameIn) next() ([]byte, error) {
 	f.cur = append(f.cur, f.buf[f.r:f.r+take]...) // grows by at most what arrived
 	f.r += take
 	if len(f.cur) < f.want {
-		return nil, nil
+		return nil, false, nil
 	}
-	p := f.cur
+	p = f.cur
 	f.cur, f.want = nil, 0
-	return p, nil
+	return p, false, nil
 }
 
 // fill performs one read from r into the read-ahead. Only call it once

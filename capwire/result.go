@@ -39,8 +39,8 @@ type Result struct {
 	IsError bool
 	Content []Block
 	// Structured is the tool's structured content as raw MessagePack (nil
-	// when the tool returned none). A Result from a Client aliases the frame
-	// it arrived in, which nothing else uses.
+	// when the tool returned none). A Result from a Client holds it, and
+	// every block's Data, in memory nothing else uses.
 	Structured msgpack.RawMessage
 	Truncated  bool // capbridge cut the content to fit its limits
 }
@@ -65,6 +65,32 @@ type Block struct {
 // ErrNoStructured is returned by Result.Decode when the tool returned no
 // structured content.
 var ErrNoStructured = errors.New("capwire: result has no structured content")
+
+// ownBytes moves the bytes r shares with the frame it was decoded from
+// (Structured, and each block's Data) into one allocation of its own, so
+// that the frame's memory can be read into again.
+func (r *Result) ownBytes() {
+	n := len(r.Structured)
+	for i := range r.Content {
+		n += len(r.Content[i].Data)
+	}
+	if n == 0 {
+		return
+	}
+	own := make([]byte, 0, n)
+	keep := func(b []byte) []byte {
+		if b == nil {
+			return nil
+		}
+		start := len(own)
+		own = append(own, b...)
+		return own[start:len(own):len(own)]
+	}
+	r.Structured = keep(r.Structured)
+	for i := range r.Content {
+		r.Content[i].Data = keep(r.Content[i].Data)
+	}
+}
 
 // Text joins the text blocks with "\n".
 func (r *Result) Text() string {

@@ -90,7 +90,7 @@ func (c *Client) readChunk() bool {
 func (c *Client) handleBuffered() (int, bool) {
 	n := 0
 	for {
-		frame, err := c.in.next()
+		frame, inPlace, err := c.in.next()
 		if err != nil {
 			c.fail(fmt.Errorf("%w: %w", ErrClosed, err))
 			return n, false
@@ -99,7 +99,7 @@ func (c *Client) handleBuffered() (int, bool) {
 			return n, true
 		}
 		n++
-		if !c.handleFrame(frame) {
+		if !c.handleFrame(frame, inPlace) {
 			return n, false
 		}
 	}
