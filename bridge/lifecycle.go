@@ -535,11 +535,15 @@ func (l *lazyChecks) get(name string, tools map[string]mcpwire.Tool) *argcheck.S
 		c = nil // as at build: a schema argcheck cannot judge is not checked
 	}
 	if l.n.Add(1) > maxLazyChecks {
+		// Drop one entry: the first this call itself removes, since a
+		// concurrent call may take the first one it sees, and stopping
+		// there would keep one more than the bound.
 		l.m.Range(func(k, _ any) bool {
-			if _, gone := l.m.LoadAndDelete(k); gone {
+			_, gone := l.m.LoadAndDelete(k)
+			if gone {
 				l.n.Add(-1)
 			}
-			return false
+			return !gone
 		})
 	}
 	if v, loaded := l.m.LoadOrStore(name, c); loaded {
