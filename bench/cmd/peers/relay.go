@@ -65,19 +65,8 @@ func relay(sock string, ready io.Writer) error {
 		return err
 	}
 	defer ln.Close()
-	argv, env := rawecho.Command()
-	cmd := exec.Command(argv[0], argv[1:]...)
-	cmd.Env = append(withoutVars(os.Environ(), relayEnv, rawecho.Env), env...)
-	cmd.Stderr = os.Stderr
-	stdin, err := cmd.StdinPipe()
+	cmd, stdin, stdout, err := rawecho.Start(relayEnv)
 	if err != nil {
-		return err
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		return err
-	}
-	if err := cmd.Start(); err != nil {
 		return err
 	}
 	var nc net.Conn

@@ -68,19 +68,8 @@ func floorRelay(sock string) error {
 		return err
 	}
 	defer ln.Close()
-	argv, env := rawecho.Command()
-	cmd := exec.Command(argv[0], argv[1:]...)
-	cmd.Env = append(withoutVar(os.Environ(), floorEnv), env...)
-	cmd.Stderr = os.Stderr
-	stdin, err := cmd.StdinPipe()
+	cmd, stdin, stdout, err := rawecho.Start(floorEnv)
 	if err != nil {
-		return err
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		return err
-	}
-	if err := cmd.Start(); err != nil {
 		return err
 	}
 	f := &floor{stdin: stdin, waiting: map[uint64]floorCall{}}
@@ -192,16 +181,6 @@ func (f *floor) answers(stdout io.Reader) {
 		}
 		_, _ = c.nc.Write(out)
 	}
-}
-
-func withoutVar(environ []string, name string) []string {
-	var out []string
-	for _, kv := range environ {
-		if !strings.HasPrefix(kv, name+"=") {
-			out = append(out, kv)
-		}
-	}
-	return out
 }
 
 // floorProc is a running floor relay.

@@ -22,7 +22,10 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/exec"
+	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/capbridge/capbridge/internal/testkit/bigtools"
@@ -41,6 +44,30 @@ func Command() (argv, env []string) {
 		exe = os.Args[0]
 	}
 	return []string{exe, "-test.run=^$", "-test.bench=^$"}, []string{Env + "=1", "GORACE=atexit_sleep_ms=0"}
+}
+
+// Start starts rawecho (Command) as a child process with pipes to its
+// stdin and stdout and the caller's stderr, in the caller's environment
+// without the variables named in drop. Closing stdin ends it; the caller
+// then reaps it with cmd.Wait.
+func Start(drop ...string) (cmd *exec.Cmd, stdin io.WriteCloser, stdout io.ReadCloser, err error) {
+	argv, env := Command()
+	cmd = exec.Command(argv[0], argv[1:]...)
+	cmd.Env = append(slices.DeleteFunc(os.Environ(), func(kv string) bool {
+		k, _, _ := strings.Cut(kv, "=")
+		return k == Env || slices.Contains(drop, k)
+	}), env...)
+	cmd.Stderr = os.Stderr
+	if stdin, err = cmd.StdinPipe(); err != nil {
+		return nil, nil, nil, err
+	}
+	if stdout, err = cmd.StdoutPipe(); err != nil {
+		return nil, nil, nil, err
+	}
+	if err = cmd.Start(); err != nil {
+		return nil, nil, nil, err
+	}
+	return cmd, stdin, stdout, nil
 }
 
 // ToolsEnv and ListedEnv configure the server ToolsCommand starts.
