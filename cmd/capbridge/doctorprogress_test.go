@@ -18,7 +18,6 @@ import (
 // ends. The bubble's clock makes the five seconds take none.
 func TestDoctorBootProgress(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		// In the bubble time.Sleep moves the fake clock: no real wait, no race.
 		events := &bootEvents{byServer: map[string]*serverEvents{}}
 		log := func(fields map[string]any) {
 			b, err := json.Marshal(fields)
@@ -39,13 +38,11 @@ func TestDoctorBootProgress(t *testing.T) {
 		log(map[string]any{"server": "memory", "message": evStderr, "stderr": "npm warn exec The following package was not found and will be installed: @modelcontextprotocol/server-memory@2025.8.4"})
 		log(map[string]any{"server": "quick", "message": evReady, "tools": 3})
 
-		time.Sleep(progressEvery - time.Millisecond)
-		synctest.Wait()
+		advance(progressEvery - time.Millisecond)
 		if got := out.String(); got != "" {
 			t.Fatalf("progress before %s: %q", progressEvery, got)
 		}
-		time.Sleep(time.Millisecond)
-		synctest.Wait()
+		advance(time.Millisecond)
 		want := `capbridge doctor: memory still starting after 5s: started (pid 4242), waiting for its answer to initialize; its last stderr line: "npm warn exec The following package was not found and will be installed: @modelcontextprotocol/server-memory@2025.8.4"` + "\n" +
 			"capbridge doctor: fetch still starting after 5s: starting\n"
 		if got := out.String(); got != want {
@@ -56,8 +53,7 @@ func TestDoctorBootProgress(t *testing.T) {
 		// starting five seconds later.
 		log(map[string]any{"server": "memory", "message": evInitialized})
 		log(map[string]any{"server": "fetch", "message": evFailed})
-		time.Sleep(progressEvery)
-		synctest.Wait()
+		advance(progressEvery)
 		want += `capbridge doctor: memory still starting after 10s: initialized, listing its tools; its last stderr line: "npm warn exec The following package was not found and will be installed: @modelcontextprotocol/server-memory@2025.8.4"` + "\n"
 		if got := out.String(); got != want {
 			t.Fatalf("after 10 s:\n%s\nwant\n%s", got, want)
@@ -65,16 +61,14 @@ func TestDoctorBootProgress(t *testing.T) {
 
 		// A long stderr line is clipped; a ready server is not named.
 		log(map[string]any{"server": "memory", "message": evStderr, "stderr": strings.Repeat("x", 10*maxProgressStderr)})
-		time.Sleep(progressEvery)
-		synctest.Wait()
+		advance(progressEvery)
 		last := out.String()[len(want):]
 		if len(last) > 200+maxProgressStderr || !strings.Contains(last, "x…\"") {
 			t.Errorf("a long stderr line is quoted as %q", last)
 		}
 		log(map[string]any{"server": "memory", "message": evReady})
 		before := out.String()
-		time.Sleep(3 * progressEvery)
-		synctest.Wait()
+		advance(3 * progressEvery)
 		if got := out.String(); got != before {
 			t.Errorf("progress after every server's boot ended: %q", got[len(before):])
 		}
@@ -90,7 +84,6 @@ func TestDoctorBootProgressRedacts(t *testing.T) {
 	const secret = "tok-7f3a9c1e55b2"
 	cfg := &config.Config{Servers: []config.Server{{Name: "memory", Secrets: map[string]string{"env API_TOKEN": secret}}}}
 	synctest.Test(t, func(t *testing.T) {
-		// In the bubble time.Sleep moves the fake clock: no real wait, no race.
 		events := &bootEvents{byServer: map[string]*serverEvents{}}
 		b, _ := json.Marshal(map[string]any{"server": "memory", "message": evStderr, "stderr": "connecting with API_TOKEN=" + secret})
 		events.Write(b)
@@ -101,12 +94,22 @@ func TestDoctorBootProgressRedacts(t *testing.T) {
 			defer close(done)
 			events.watch(ctx, bridge.NewSecretWriter(&out, cfg), []string{"memory"}, time.Now())
 		}()
-		time.Sleep(progressEvery)
-		synctest.Wait()
+		advance(progressEvery)
 		cancel()
 		<-done
 		if got := out.String(); strings.Contains(got, secret) || !strings.Contains(got, "connecting with API_TOKEN=") {
 			t.Errorf("progress line %q: want the stderr line without the secret", got)
 		}
 	})
+}
+
+// advance moves the synctest bubble's clock on by d once every goroutine
+// in it is blocked, and returns once they are blocked again: the fake
+// clock's time passes at once, and the test reads what the watcher wrote
+// only when it has finished writing. Outside a bubble synctest.Wait
+// panics, so advance can never become a real sleep.
+func advance(d time.Duration) {
+	synctest.Wait()
+	time.Sleep(d)
+	synctest.Wait()
 }

@@ -70,26 +70,25 @@ func watching(t *testing.T, f *files) (count func() int, stop func()) {
 // can; cancelling the context ends Watch.
 func TestWatch(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		// In the bubble time.Sleep moves the fake clock: no real wait, no race.
 		f := &files{m: map[string]string{"a.toml": "one", "b.lock": "lock"}}
 		count, stop := watching(t, f)
 		defer stop()
 
-		time.Sleep(5 * time.Second)
+		advance(5 * time.Second)
 		if n := count(); n != 0 {
 			t.Fatalf("%d changes reported with no change", n)
 		}
 
 		f.set("a.toml", "two")
-		time.Sleep(900 * time.Millisecond)
+		advance(900 * time.Millisecond)
 		if n := count(); n != 0 {
 			t.Fatalf("reported before the change held for Quiet: %d", n)
 		}
-		time.Sleep(400 * time.Millisecond)
+		advance(400 * time.Millisecond)
 		if n := count(); n != 1 {
 			t.Fatalf("%d changes reported once it held, want 1", n)
 		}
-		time.Sleep(5 * time.Second)
+		advance(5 * time.Second)
 		if n := count(); n != 1 {
 			t.Fatalf("%d changes reported for one change, want 1", n)
 		}
@@ -98,33 +97,33 @@ func TestWatch(t *testing.T) {
 		// last, is one change, reported once the last has held.
 		for i := range 6 {
 			f.set("b.lock", "lock "+string(rune('a'+i)))
-			time.Sleep(500 * time.Millisecond)
+			advance(500 * time.Millisecond)
 		}
 		if n := count(); n != 1 {
 			t.Fatalf("reported during a burst: %d", n)
 		}
-		time.Sleep(time.Second)
+		advance(time.Second)
 		if n := count(); n != 2 {
 			t.Fatalf("%d changes after a burst, want 2", n)
 		}
 
 		// Changed and changed back within Quiet: nothing to report.
 		f.set("a.toml", "three")
-		time.Sleep(300 * time.Millisecond)
+		advance(300 * time.Millisecond)
 		f.set("a.toml", "two")
-		time.Sleep(5 * time.Second)
+		advance(5 * time.Second)
 		if n := count(); n != 2 {
 			t.Fatalf("a change undone within Quiet was reported: %d", n)
 		}
 
 		// Removed, then written anew: reported once readable and held.
 		f.remove("a.toml")
-		time.Sleep(5 * time.Second)
+		advance(5 * time.Second)
 		if n := count(); n != 2 {
 			t.Fatalf("an unreadable file was reported as a change: %d", n)
 		}
 		f.set("a.toml", "four")
-		time.Sleep(1500 * time.Millisecond)
+		advance(1500 * time.Millisecond)
 		if n := count(); n != 3 {
 			t.Fatalf("%d changes once the file came back, want 3", n)
 		}
@@ -155,4 +154,13 @@ func TestReadBounded(t *testing.T) {
 
 func writeFile(path string, n int) error {
 	return os.WriteFile(path, make([]byte, n), 0o600)
+}
+
+// advance moves the synctest bubble's clock on by d once every goroutine
+// in it is blocked, and returns once they are blocked again. Outside a
+// bubble synctest.Wait panics, so advance can never become a real sleep.
+func advance(d time.Duration) {
+	synctest.Wait()
+	time.Sleep(d)
+	synctest.Wait()
 }
