@@ -13,17 +13,20 @@ import (
 // or JSON-escaped. serve puts one under its logs, its audit trail and its
 // terminal, so that a server that prints its environment, or an error
 // that quotes a header, never writes a secret where capbridge writes.
-// Each Write must hold whole values, as a log line does. Update gives it a
-// reloaded configuration's secrets.
+// Each Write must hold whole values, as a log line does. Set gives it a
+// reloaded configuration's secrets (Options.Secrets).
 type SecretWriter struct{ *redact.Writer }
 
 // NewSecretWriter returns a SecretWriter to w of cfg's secrets.
 func NewSecretWriter(w io.Writer, cfg *config.Config) *SecretWriter {
-	return &SecretWriter{redact.NewWriter(w, Secrets(cfg))}
+	return NewSecretWriterOf(w, Secrets(cfg))
 }
 
-// Update makes cfg's secrets the ones replaced from now on.
-func (s *SecretWriter) Update(cfg *config.Config) { s.Set(Secrets(cfg)) }
+// NewSecretWriterOf returns a SecretWriter to w of secrets, as Secrets
+// returns them.
+func NewSecretWriterOf(w io.Writer, secrets map[string]string) *SecretWriter {
+	return &SecretWriter{redact.NewWriter(w, secrets)}
+}
 
 // Secrets are the values cfg's secret references resolved to, by where
 // they came from ("github env.TOKEN"), each at least 4 bytes long.

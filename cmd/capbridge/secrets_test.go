@@ -146,6 +146,63 @@ func testSecretsNeverWritten(t *testing.T, bin string) {
 	}
 }
 
+// A server a reload adds brings secrets serve had not seen at boot; they
+// are redacted in the audit file (with audit_values, a call's arguments
+// and result are written there) as in the logs.
+func testReloadSecretsRedacted(t *testing.T, bin string) {
+	dir := shortTempDir(t)
+	secret := testSecrets["SECRET_FILE"]
+	if err := os.WriteFile(filepath.Join(dir, "token"), []byte(secret+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	head := "[bridge]\ncall_socket = \"" + dir + "/call.sock\"\ncontrol_socket = \"" + dir + "/control.sock\"\n" +
+		"audit_path = \"" + dir + "/audit.log\"\naudit_values = true\nlog_format = \"json\"\n\n[mcp.a]\n" + mcptest.TOML(mcptest.Scenario{}) + "\n"
+	cfg := filepath.Join(dir, "capbridge.toml")
+	if err := os.WriteFile(cfg, []byte(head), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	srv, _ := startServe(t, bin, nil, "serve", "-c", cfg)
+	if err := os.WriteFile(cfg, []byte(head+"[mcp.b]\n"+mcptest.TOML(mcptest.Scenario{}, `SECRET_FILE = "${file:token}"`)+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ctl := []string{"CAPBRIDGE_CONTROL=" + dir + "/control.sock"}
+	if out, errOut, code := runCLI(t, bin, ctl, "reload"); code != 0 {
+		t.Fatalf("reload: exit %d\n%s%s", code, out, errOut)
+	}
+	// Each status is an event; the limit is a backstop.
+	for limit := time.Now().Add(60 * time.Second); ; {
+		if st := statusOf(t, bin, ctl); len(st.Servers) == 2 && st.Servers[1].State == "ready" {
+			break
+		}
+		if time.Now().After(limit) {
+			t.Fatalf("the added server was not ready within 60 s; stderr:\n%s", srv.stderr.String())
+		}
+	}
+	token, errOut, code := runCLI(t, bin, ctl, "grant", "--servers", "b")
+	if code != 0 {
+		t.Fatalf("grant: %s", errOut)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	c, err := capwire.Dial(ctx, dir+"/call.sock", strings.TrimSpace(token))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r, err := c.Call(ctx, "b", "echo", map[string]any{"text": secret}); err != nil || r.Text() != secret {
+		t.Fatalf("echo through the added server: %v, %v", r, err)
+	}
+	c.Close()
+	if _, err := srv.stop(); err != nil {
+		t.Fatalf("serve: %v\n%s", err, srv.stderr.String())
+	}
+	audit, err := os.ReadFile(filepath.Join(dir, "audit.log"))
+	if err != nil || !strings.Contains(string(audit), `"event":"call"`) || !strings.Contains(string(audit), "[redacted:b env.SECRET_FILE]") {
+		t.Fatalf("audit file: %v; want the call with the secret redacted:\n%s", err, audit)
+	}
+	noSecrets(t, "the audit file", string(audit))
+	noSecrets(t, "serve's logs", srv.stderr.String())
+}
+
 // A reference that does not resolve stops serve before it starts
 // anything, naming the file, the line and the key; doctor reports it.
 func testSecretUnresolved(t *testing.T, bin string) {

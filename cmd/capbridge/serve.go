@@ -136,7 +136,15 @@ cannot be opened, 5 shutdown that could not confirm every server exited.`)
 			}
 			return cfg, lf, nil
 		}
-		opts.Secrets = secrets.Set
+	}
+	audit := &auditFile{path: cfg.Bridge.AuditPath, secrets: bridge.Secrets(cfg)}
+	if opts.Reload != nil {
+		// A reload's secrets are redacted wherever serve writes: its logs
+		// and its audit file (the one open, and the next SIGHUP opens).
+		opts.Secrets = func(m map[string]string) {
+			secrets.Set(m)
+			audit.setSecrets(m)
+		}
 	}
 	// The audit trail always has a writer of the bridge's own, which
 	// knows when a write fails (audit_fail).
@@ -151,7 +159,6 @@ cannot be opened, 5 shutdown that could not confirm every server exited.`)
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)
-	audit := &auditFile{path: cfg.Bridge.AuditPath, cfg: cfg}
 	if audit.path != "" {
 		f, err := audit.open()
 		if err != nil {
@@ -424,20 +431,33 @@ func openAudit(path string) (*os.File, error) {
 
 // auditFile is serve's audit file, which SIGHUP reopens.
 type auditFile struct {
-	path string // "" when the audit trail goes with the logs
-	cfg  *config.Config
-	mu   sync.Mutex
-	f    io.WriteCloser // the file, through a SecretWriter
+	path    string // "" when the audit trail goes with the logs
+	mu      sync.Mutex
+	secrets map[string]string    // the configuration's, the last reload's once there is one
+	f       *bridge.SecretWriter // the file
 }
 
 // open opens the audit file's path (openAudit) behind a SecretWriter of
-// the config's secrets.
-func (a *auditFile) open() (io.WriteCloser, error) {
+// the configuration's secrets.
+func (a *auditFile) open() (*bridge.SecretWriter, error) {
 	f, err := openAudit(a.path)
 	if err != nil {
 		return nil, err
 	}
-	return bridge.NewSecretWriter(f, a.cfg), nil
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return bridge.NewSecretWriterOf(f, a.secrets), nil
+}
+
+// setSecrets makes secrets, a reload's, the ones the audit file's writer
+// replaces, now and after the next reopen.
+func (a *auditFile) setSecrets(secrets map[string]string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.secrets = secrets
+	if a.f != nil {
+		a.f.Set(secrets)
+	}
 }
 
 // reopen opens the audit file's path afresh, with openAudit's checks, and
@@ -455,13 +475,16 @@ func (a *auditFile) reopen(b *bridge.Bridge, log zerolog.Logger) {
 		log.Error().Err(err).Msg("SIGHUP: cannot reopen the audit trail; it stays in the file it was in")
 		return
 	}
+	// Under mu, so a reload's secrets (setSecrets) reach whichever file
+	// the trail is in.
+	a.mu.Lock()
+	f.Set(a.secrets) // a reload's, should one have come since open
 	old, err := b.SwapAuditWriter(f)
+	a.f = f
+	a.mu.Unlock()
 	if err != nil {
 		log.Error().Err(err).Msg("SIGHUP: writing the audit lines waiting for the old file")
 	}
-	a.mu.Lock()
-	a.f = f
-	a.mu.Unlock()
 	if c, ok := old.(io.Closer); ok {
 		_ = c.Close()
 	}

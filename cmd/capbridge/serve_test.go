@@ -103,6 +103,7 @@ func TestServe(t *testing.T) {
 	t.Run("lock a running capbridge", func(t *testing.T) { testLockRunning(t, bin) })
 	t.Run("secrets are never written", func(t *testing.T) { testSecretsNeverWritten(t, bin) })
 	t.Run("a secret that does not resolve", func(t *testing.T) { testSecretUnresolved(t, bin) })
+	t.Run("a reload's secrets are redacted in the audit file", func(t *testing.T) { testReloadSecretsRedacted(t, bin) })
 	t.Run("skew names a dropped tool", func(t *testing.T) { testSkewNamesDroppedTool(t, bin) })
 	t.Run("ready when the sockets are open", func(t *testing.T) {
 		dir := shortTempDir(t)
