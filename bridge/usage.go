@@ -44,7 +44,7 @@ func (b *Bridge) grantUsage(now time.Time) ([]control.GrantUsage, int) {
 		}
 		for _, q := range g.Quotas(now) {
 			gu.Quotas = append(gu.Quotas, control.QuotaUsage{
-				Scope: q.Scope, Rate: q.Limits.Rate, Burst: uint32(q.Limits.Burst), Calls: uint64(q.Limits.Calls),
+				Scope: q.Scope, Rate: q.Limits.Rate, Burst: bucketSize(q.Limits), Calls: uint64(q.Limits.Calls),
 				BytesIn: uint64(q.Limits.BytesIn), BytesOut: uint64(q.Limits.BytesOut), TimeMS: uint64(q.Limits.Time.Milliseconds()),
 				UsedCalls: q.Calls, UsedBytesIn: q.BytesIn, UsedBytesOut: q.BytesOut, UsedTimeMS: q.Took.Milliseconds(), Tokens: q.Tokens,
 			})
@@ -128,17 +128,22 @@ func (b *Bridge) writeGrantSeries(w io.Writer) {
 	fmt.Fprintf(w, "# HELP capbridge_grant_series_omitted\n# TYPE capbridge_grant_series_omitted gauge\ncapbridge_grant_series_omitted %d\n", omitted)
 }
 
+// bucketSize is the rate bucket's size status shows: the default's when
+// the grant left it to the default; 0 when there is no rate.
+func bucketSize(l quota.Limits) uint32 {
+	if l.Rate <= 0 {
+		return 0
+	}
+	return uint32(l.BucketSize())
+}
+
 // usedRatio is the share of quota k of q that is used (for a rate, of
 // the bucket), and whether q has that quota.
 func usedRatio(q quota.Usage, k quota.Kind) (float64, bool) {
 	l := q.Limits
 	switch {
 	case k == quota.Rate && l.Rate > 0:
-		burst := float64(l.Burst)
-		if burst == 0 {
-			burst = max(1, math.Ceil(l.Rate))
-		}
-		return min(1, max(0, 1-q.Tokens/burst)), true
+		return min(1, max(0, 1-q.Tokens/l.BucketSize())), true
 	case k == quota.Calls && l.Calls > 0:
 		return float64(q.Calls) / float64(l.Calls), true
 	case k == quota.BytesIn && l.BytesIn > 0:

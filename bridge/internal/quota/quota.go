@@ -93,8 +93,9 @@ const (
 	MaxBurst = 1_000_000
 )
 
-// burst is the bucket's size.
-func (l Limits) burst() float64 {
+// BucketSize is the rate bucket's size: Burst, or by default the rate
+// rounded up, at least 1.
+func (l Limits) BucketSize() float64 {
 	if l.Burst > 0 {
 		return float64(l.Burst)
 	}
@@ -106,7 +107,7 @@ func (l Limits) burst() float64 {
 func (l Limits) String() string {
 	var parts []string
 	if l.Rate != 0 {
-		parts = append(parts, "rate="+strconv.FormatFloat(l.Rate, 'g', -1, 64), "burst="+strconv.Itoa(int(l.burst())))
+		parts = append(parts, "rate="+strconv.FormatFloat(l.Rate, 'g', -1, 64), "burst="+strconv.Itoa(int(l.BucketSize())))
 	}
 	if l.Calls != 0 {
 		parts = append(parts, "calls="+strconv.FormatInt(l.Calls, 10))
@@ -169,7 +170,7 @@ func New(limits map[Scope]Limits, now time.Time) *Set {
 		m := &meter{scope: scope, lim: l, tat: now}
 		if l.Rate > 0 {
 			m.interval = max(1, time.Duration(float64(time.Second)/l.Rate))
-			m.tolerance = time.Duration(l.burst()-1) * m.interval
+			m.tolerance = time.Duration(l.BucketSize()-1) * m.interval
 		}
 		if scope == "" {
 			s.grant = m
@@ -216,7 +217,7 @@ func (e *Exceeded) Message() string {
 	var what string
 	switch e.Kind {
 	case Rate:
-		what = fmt.Sprintf("at most %s calls a second (burst %d); the next call is allowed in %s", strconv.FormatFloat(e.Limit.Rate, 'g', -1, 64), int(e.Limit.burst()), e.RefillIn.Round(time.Millisecond))
+		what = fmt.Sprintf("at most %s calls a second (burst %d); the next call is allowed in %s", strconv.FormatFloat(e.Limit.Rate, 'g', -1, 64), int(e.Limit.BucketSize()), e.RefillIn.Round(time.Millisecond))
 	case Calls:
 		what = fmt.Sprintf("at most %d calls, and %d were made; it does not refill: ask for a new grant", e.Limit.Calls, e.Used)
 	case BytesIn:
@@ -293,7 +294,7 @@ func (m *meter) tokens(now time.Time) float64 {
 	if m.lim.Rate == 0 {
 		return 0
 	}
-	return m.lim.burst() - float64(m.full(now).Sub(now))/float64(m.interval)
+	return m.lim.BucketSize() - float64(m.full(now).Sub(now))/float64(m.interval)
 }
 
 // check is the first quota of m a call of argBytes at now would exceed.
