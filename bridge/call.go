@@ -143,7 +143,10 @@ func (b *Bridge) call(ctx context.Context, req callRequest) outcome {
 	}
 	args := callArgs.JSON()
 	*bufp = args[:0]
-	guards := s.cfg().Guards(req.tool)
+	// One configuration for the whole call, though a reload may publish
+	// another meanwhile: its guards and its timeouts agree.
+	conf := s.cfg()
+	guards := conf.Guards(req.tool)
 	if v := config.CheckArgs(guards, args); v != nil {
 		o := deny(capwire.CodeNotGranted, "the arguments break the operator's policy at "+quote(v.Pointer)+": "+v.Rule)
 		o.denial.Path = v.Pointer
@@ -188,9 +191,9 @@ func (b *Bridge) call(ctx context.Context, req callRequest) outcome {
 	// renews (MCP 2025-11-25, "Timeouts": a client MAY reset its timeout
 	// on progress and SHOULD always enforce a maximum), up to
 	// max_call_timeout.
-	idle, hard := s.cfg().CallTimeout, s.cfg().MaxCallTimeout
+	idle, hard := conf.CallTimeout, conf.MaxCallTimeout
 	if req.timeoutMS > 0 {
-		idle = time.Duration(min(req.timeoutMS, uint64(s.cfg().MaxCallTimeout/time.Millisecond))) * time.Millisecond
+		idle = time.Duration(min(req.timeoutMS, uint64(hard/time.Millisecond))) * time.Millisecond
 		hard = idle
 	}
 	release, waited, err := s.admit(ctx, req.grant, idle)

@@ -52,9 +52,10 @@ func (b *Bridge) readResource(ctx context.Context, g *Grant, a readArgs, timeout
 			return b.quotaDenial(ex)
 		}
 	}
-	idle, hard := s.cfg().CallTimeout, s.cfg().MaxCallTimeout
+	conf := s.cfg()
+	idle, hard := conf.CallTimeout, conf.MaxCallTimeout
 	if timeoutMS > 0 {
-		idle = time.Duration(min(timeoutMS, uint64(s.cfg().MaxCallTimeout/time.Millisecond))) * time.Millisecond
+		idle = time.Duration(min(timeoutMS, uint64(hard/time.Millisecond))) * time.Millisecond
 		hard = idle
 	}
 	release, waited, err := s.admit(ctx, g, idle)
