@@ -633,6 +633,7 @@ func (s *server) repolicy(conf *config.Server, lp *lockPolicy) error {
 	done := make(chan error, 1)
 	timer := time.NewTimer(conf.StartupTimeout)
 	defer timer.Stop()
+	late := fmt.Errorf("server %s did not take its new policy within startup_timeout (%s); it will at its next listing", quote(conf.Name), conf.StartupTimeout)
 	select {
 	case s.rebuild <- done:
 	case <-t.client.Done():
@@ -640,13 +641,13 @@ func (s *server) repolicy(conf *config.Server, lp *lockPolicy) error {
 	case <-s.runDone:
 		return nil
 	case <-timer.C:
-		return fmt.Errorf("server %s did not take its new policy within startup_timeout (%s); it will at its next listing", quote(conf.Name), conf.StartupTimeout)
+		return late
 	}
 	select {
 	case err := <-done:
 		return err
 	case <-timer.C:
-		return fmt.Errorf("server %s did not take its new policy within startup_timeout (%s); it will at its next listing", quote(conf.Name), conf.StartupTimeout)
+		return late
 	}
 }
 

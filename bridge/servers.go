@@ -25,7 +25,10 @@ func (b *Bridge) lookup(name string) (*server, bool) {
 }
 
 // srv is lookup's server, nil when there is none.
-func (b *Bridge) srv(name string) *server { return b.set.Load().byName[name] }
+func (b *Bridge) srv(name string) *server {
+	s, _ := b.lookup(name)
+	return s
+}
 
 // serverList is the servers in force, in configuration order.
 func (b *Bridge) serverList() []*server { return b.set.Load().order }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -64,14 +65,6 @@ func envError(name, value, fix string) error {
 // turned them off.
 var errDisabled = errors.New("telemetry: off")
 
-// Enabled reports whether cfg and the environment (getenv) configure
-// traces at all: an endpoint in either, and neither OTEL_SDK_DISABLED=true
-// nor OTEL_TRACES_EXPORTER=none.
-func Enabled(cfg Config, getenv func(string) string) bool {
-	_, err := resolve(cfg, getenv)
-	return !errors.Is(err, errDisabled)
-}
-
 // resolve merges cfg over the environment and validates the result.
 func resolve(cfg Config, getenv func(string) string) (settings, error) {
 	if strings.EqualFold(strings.TrimSpace(getenv("OTEL_SDK_DISABLED")), "true") {
@@ -131,7 +124,7 @@ func resolve(cfg Config, getenv func(string) string) (settings, error) {
 	}
 	if s.sampler == "" {
 		if v := strings.ToLower(strings.TrimSpace(getenv("OTEL_TRACES_SAMPLER"))); v != "" {
-			if !validSampler(v) {
+			if !slices.Contains(Samplers, v) {
 				return settings{}, envError("OTEL_TRACES_SAMPLER", v, "use one of "+strings.Join(Samplers, ", "))
 			}
 			s.sampler = v
@@ -154,15 +147,6 @@ func resolve(cfg Config, getenv func(string) string) (settings, error) {
 		s.timeout = DefaultShutdownTimeout
 	}
 	return s, nil
-}
-
-func validSampler(v string) bool {
-	for _, s := range Samplers {
-		if v == s {
-			return true
-		}
-	}
-	return false
 }
 
 // ParseEndpoint checks an OTLP endpoint: an http or https URL with a

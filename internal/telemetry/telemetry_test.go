@@ -2,6 +2,7 @@ package telemetry
 
 import (
 	"context"
+	"errors"
 	"net"
 	"strings"
 	"testing"
@@ -111,7 +112,7 @@ func TestResolve(t *testing.T) {
 					t.Fatalf("err = %v (New: %v), want one naming %s", err, nerr, tc.err)
 				}
 			case tc.url == "":
-				if Enabled(tc.cfg, envOf(tc.env)) || tr != nil || nerr != nil {
+				if !errors.Is(err, errDisabled) || tr != nil || nerr != nil {
 					t.Fatalf("on: %+v, %v", s, nerr)
 				}
 			default:
