@@ -339,7 +339,7 @@ cannot be opened, 5 shutdown that could not confirm every server exited.`)
 		log.Info().Strs("files", paths).Msg("watching the configuration: a change is applied once it has held for a second")
 		go func() {
 			defer close(watchDone)
-			confwatch.Watch(watchCtx, confwatch.Options{Paths: paths}, func() {
+			confwatch.Watch(watchCtx, confwatch.Options{Paths: paths, Read: readBounded}, func() {
 				// Reload logs and audits what changed, or why it refused.
 				_, _ = b.Reload(watchCtx, "watch")
 			})

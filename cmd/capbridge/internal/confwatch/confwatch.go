@@ -7,10 +7,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
-	"errors"
 	"fmt"
-	"io"
-	"os"
 	"time"
 )
 
@@ -23,8 +20,6 @@ const (
 	// change counts: an editor's save in several writes, or a deploy
 	// tool's copy of several files, is applied once, whole.
 	DefaultQuiet = time.Second
-	// MaxFile bounds what is read of each file, as serve bounds a config.
-	MaxFile = 4 << 20
 )
 
 // Options says what Watch watches and how.
@@ -37,8 +32,8 @@ type Options struct {
 	Every time.Duration
 	// Quiet is how long a change must hold (DefaultQuiet when zero).
 	Quiet time.Duration
-	// Read reads one file (nil: the file system, at most MaxFile
-	// bytes); the tests give their own.
+	// Read reads one file, within a bound: serve gives the reader it
+	// loads its config with, the tests an in-memory one.
 	Read func(path string) ([]byte, error)
 }
 
@@ -54,9 +49,6 @@ func Watch(ctx context.Context, o Options, changed func()) {
 	}
 	if o.Quiet <= 0 {
 		o.Quiet = DefaultQuiet
-	}
-	if o.Read == nil {
-		o.Read = readBounded
 	}
 	reported, _ := digest(o)
 	var pending []byte
@@ -97,20 +89,4 @@ func digest(o Options) (d []byte, ok bool) {
 		h.Write(data)
 	}
 	return h.Sum(nil), true
-}
-
-// errTooLarge is a file beyond MaxFile.
-var errTooLarge = errors.New("confwatch: file larger than 4 MiB")
-
-func readBounded(path string) ([]byte, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, MaxFile+1))
-	if err == nil && len(data) > MaxFile {
-		err = errTooLarge
-	}
-	return data, err
 }

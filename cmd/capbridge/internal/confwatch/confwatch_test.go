@@ -3,7 +3,6 @@ package confwatch
 import (
 	"context"
 	"io/fs"
-	"os"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -128,32 +127,6 @@ func TestWatch(t *testing.T) {
 			t.Fatalf("%d changes once the file came back, want 3", n)
 		}
 	})
-}
-
-// The file system's reader reads a real file and refuses one beyond
-// MaxFile.
-func TestReadBounded(t *testing.T) {
-	dir := t.TempDir()
-	small, big := dir+"/small", dir+"/big"
-	if err := writeFile(small, 10); err != nil {
-		t.Fatal(err)
-	}
-	if err := writeFile(big, MaxFile+1); err != nil {
-		t.Fatal(err)
-	}
-	if data, err := readBounded(small); err != nil || len(data) != 10 {
-		t.Errorf("small: %d bytes, %v", len(data), err)
-	}
-	if _, err := readBounded(big); err != errTooLarge {
-		t.Errorf("big: %v, want errTooLarge", err)
-	}
-	if _, err := readBounded(dir + "/none"); err == nil {
-		t.Error("a missing file read without error")
-	}
-}
-
-func writeFile(path string, n int) error {
-	return os.WriteFile(path, make([]byte, n), 0o600)
 }
 
 // advance moves the synctest bubble's clock on by d once every goroutine
