@@ -2,6 +2,8 @@ package mcpwire
 
 import (
 	"context"
+
+	"github.com/capbridge/capbridge/internal/w3ctrace"
 )
 
 // A carrier moves one Client's JSON-RPC messages to and from its server.
@@ -93,12 +95,8 @@ type outbound struct {
 	// referenced: a string out of CallOptions passed on through the
 	// carrier interface would make the compiler move every caller's
 	// CallOptions (its Abandoned closure too) to the heap.
-	traceparent [traceparentLen]byte
+	traceparent [w3ctrace.Len]byte
 }
-
-// traceparentLen is a version-00 traceparent's length (W3C Trace Context
-// §3.2).
-const traceparentLen = 55
 
 // traceparentHeader is the traceparent header's value, "" for none.
 func (o *outbound) traceparentHeader() string {

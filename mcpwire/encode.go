@@ -5,6 +5,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/capbridge/capbridge/internal/jsonlex"
+	"github.com/capbridge/capbridge/internal/w3ctrace"
 )
 
 // Outgoing lines are built by appending bytes: no reflection, no
@@ -57,7 +58,7 @@ func appendCallTool(dst []byte, id int64, name string, a Args, meta, task []byte
 	if name == "" || !utf8.ValidString(name) {
 		return dst, errInvalid("tool name must be non-empty UTF-8")
 	}
-	if traceparent != "" && !traceparentShape(traceparent) {
+	if traceparent != "" && !w3ctrace.Shape(traceparent) {
 		return dst, errInvalid("traceparent is not a version-00 traceparent")
 	}
 	var span []byte
@@ -140,27 +141,3 @@ func (e invalidError) Error() string        { return "mcpwire: invalid argument:
 func (e invalidError) Is(target error) bool { return target == ErrInvalidArgument }
 
 func errInvalid(s string) error { return invalidError(s) }
-
-// traceparentShape reports whether tp is 55 bytes of lowercase hex with
-// dashes where a version-00 traceparent has them: safe to write into JSON
-// and a header as it is. Whether its ids are zeros is the caller's
-// concern.
-func traceparentShape(tp string) bool {
-	if len(tp) != traceparentLen {
-		return false
-	}
-	for i := 0; i < len(tp); i++ {
-		c := tp[i]
-		switch i {
-		case 2, 35, 52:
-			if c != '-' {
-				return false
-			}
-		default:
-			if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
-				return false
-			}
-		}
-	}
-	return true
-}

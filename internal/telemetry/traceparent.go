@@ -4,11 +4,9 @@ import (
 	"encoding/hex"
 
 	"go.opentelemetry.io/otel/trace"
-)
 
-// traceparentLen is a version-00 traceparent's length:
-// "00-" 32 hex "-" 16 hex "-" 2 hex (W3C Trace Context §3.2).
-const traceparentLen = 55
+	"github.com/capbridge/capbridge/internal/w3ctrace"
+)
 
 // Valid reports whether tp is a valid version-00 traceparent (W3C Trace
 // Context §3.2): lowercase hex fields of the right lengths, neither the
@@ -16,20 +14,7 @@ const traceparentLen = 55
 // call path may check a program's traceparent with traces off, to pass
 // it on to the server unchanged.
 func Valid(tp string) bool {
-	if len(tp) != traceparentLen || tp[0] != '0' || tp[1] != '0' || tp[2] != '-' || tp[35] != '-' || tp[52] != '-' {
-		return false
-	}
-	return lowerHex(tp[3:35]) && lowerHex(tp[36:52]) && lowerHex(tp[53:55]) &&
-		!zeros(tp[3:35]) && !zeros(tp[36:52])
-}
-
-func lowerHex(s string) bool {
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
-			return false
-		}
-	}
-	return true
+	return w3ctrace.Shape(tp) && tp[0] == '0' && tp[1] == '0' && !zeros(tp[3:35]) && !zeros(tp[36:52])
 }
 
 func zeros(s string) bool {
