@@ -22,13 +22,26 @@ import (
 // first (ties by id, so the order is stable), and how many were left out.
 func (b *Bridge) busiest() ([]*Grant, int) {
 	gs := b.grants.snapshot()
-	slices.SortFunc(gs, func(x, y *Grant) int {
-		return cmp.Or(cmp.Compare(y.usage.calls.Load(), x.usage.calls.Load()), strings.Compare(x.ID, y.ID))
-	})
-	if len(gs) <= control.MaxGrantUsage {
-		return gs, 0
+	// Each grant's count is read once: calls go on while the grants are
+	// sorted, and a count read anew at each comparison could contradict
+	// an earlier one, which leaves a sort's order undefined.
+	type ranked struct {
+		g     *Grant
+		calls int64
 	}
-	return gs[:control.MaxGrantUsage], len(gs) - control.MaxGrantUsage
+	rs := make([]ranked, len(gs))
+	for i, g := range gs {
+		rs[i] = ranked{g, g.usage.calls.Load()}
+	}
+	slices.SortFunc(rs, func(x, y ranked) int {
+		return cmp.Or(cmp.Compare(y.calls, x.calls), strings.Compare(x.g.ID, y.g.ID))
+	})
+	omitted := max(0, len(rs)-control.MaxGrantUsage)
+	rs = rs[:len(rs)-omitted]
+	for i, r := range rs {
+		gs[i] = r.g
+	}
+	return gs[:len(rs)], omitted
 }
 
 // grantUsage is status's account of the busiest live grants at now.
