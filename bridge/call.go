@@ -161,19 +161,6 @@ func (b *Bridge) call(ctx context.Context, req callRequest) outcome {
 		o.denial.Path = f.Path
 		return o
 	}
-	// Quotas last among the checks: a call refused for its arguments or
-	// by policy spends none, and one that passes them is charged before
-	// it waits for admission.
-	var q *quota.Set
-	var charge quota.Charge
-	var began time.Time
-	if req.grant != nil && req.grant.quota != nil {
-		q, began = req.grant.quota, b.grants.now()
-		var ex *quota.Exceeded
-		if charge, ex = q.Take(req.server, req.tool, int64(len(args)), began); ex != nil {
-			return b.quotaDenial(ex)
-		}
-	}
 	switch {
 	case t.drift[req.tool] != "":
 		policy = policyWarnDrift
@@ -183,36 +170,18 @@ func (b *Bridge) call(ctx context.Context, req callRequest) outcome {
 		policy = policyAllowed
 	}
 
-	// The deadline has one timer: mcpwire's, for the call at the server,
-	// which admission's queue, when a call waits there, shortens by the
-	// wait. A caller's timeout_ms is a deadline (capped by
-	// max_call_timeout) that progress does not stretch; without one,
-	// call_timeout is an idle deadline that each progress notification
-	// renews (MCP 2025-11-25, "Timeouts": a client MAY reset its timeout
-	// on progress and SHOULD always enforce a maximum), up to
-	// max_call_timeout.
-	idle, hard := conf.CallTimeout, conf.MaxCallTimeout
-	if req.timeoutMS > 0 {
-		idle = time.Duration(min(req.timeoutMS, uint64(hard/time.Millisecond))) * time.Millisecond
-		hard = idle
+	// Quotas last among the checks: a call refused for its arguments or
+	// by policy spends none, and one that passes them is charged before
+	// it waits for admission.
+	m, denied, ok := b.meter(ctx, s, req, conf, len(args))
+	if !ok {
+		return denied
 	}
-	release, waited, err := s.admit(ctx, req.grant, idle)
-	if err != nil {
-		if q != nil {
-			q.Refund(charge)
-		}
-		if oe := (*overloadError)(nil); errors.As(err, &oe) {
-			return deny(capwire.CodeOverloaded, oe.message())
-		}
-		return b.ended(err, req)
-	}
-	// Zero would mean mcpwire's default: at least a millisecond is left.
-	idle, hard = max(idle-waited, time.Millisecond), max(hard-waited, time.Millisecond)
 	s.calls.Add(1)
 	// A call given up on after it reached the server keeps its slot
 	// (holdSlot) while the caller is answered at once.
 	var answered <-chan struct{}
-	opts := mcpwire.CallOptions{IdleTimeout: idle, MaxTimeout: hard, Abandoned: func(a <-chan struct{}) { answered = a },
+	opts := mcpwire.CallOptions{IdleTimeout: m.idle, MaxTimeout: m.hard, Abandoned: func(a <-chan struct{}) { answered = a },
 		Traceparent: requestTrace(req.span, req.traceparent, req.server, req.tool, t)}
 	var res *mcpwire.CallToolResult
 	if tool.NeedsTasks() {
@@ -223,9 +192,9 @@ func (b *Bridge) call(ctx context.Context, req callRequest) outcome {
 		res, err = t.client.CallTool(ctx, req.tool, callArgs, opts)
 	}
 	if answered != nil {
-		s.holdSlot(answered, release)
+		s.holdSlot(answered, m.release)
 	} else {
-		release()
+		m.release()
 	}
 	var o outcome
 	if err != nil {
@@ -242,10 +211,66 @@ func (b *Bridge) call(ctx context.Context, req callRequest) outcome {
 	if b.cfg.Bridge.AuditValues && len(args) <= maxAuditValue {
 		o.argValues = append([]byte(nil), args...)
 	}
-	if q != nil {
-		q.Settle(charge, int64(o.resultBytes), b.grants.now().Sub(began))
-	}
+	m.settle(b, o.resultBytes)
 	return o
+}
+
+// metered is a call's (or a resource read's) passage through its grant's
+// quotas and its server's admission: the charge to settle once it is
+// done, the slot to release, and what is left of its deadlines.
+type metered struct {
+	q          *quota.Set // nil: no quota applies
+	charge     quota.Charge
+	began      time.Time
+	release    func()
+	idle, hard time.Duration
+}
+
+// meter charges req's grant's quotas for a call of req.tool on s with
+// argBytes of arguments, then has s admit it, or returns the call's
+// denial (the charge refunded when admission refuses it). The deadline
+// has one timer: mcpwire's, for the call at the server, which
+// admission's queue, when a call waits there, shortens by the wait. A
+// caller's timeout_ms is a deadline (capped by max_call_timeout) that
+// progress does not stretch; without one, call_timeout is an idle
+// deadline that each progress notification renews (MCP 2025-11-25,
+// "Timeouts": a client MAY reset its timeout on progress and SHOULD
+// always enforce a maximum), up to max_call_timeout.
+func (b *Bridge) meter(ctx context.Context, s *server, req callRequest, conf *config.Server, argBytes int) (metered, outcome, bool) {
+	var m metered
+	if req.grant != nil && req.grant.quota != nil {
+		m.q, m.began = req.grant.quota, b.grants.now()
+		var ex *quota.Exceeded
+		if m.charge, ex = m.q.Take(req.server, req.tool, int64(argBytes), m.began); ex != nil {
+			return m, b.quotaDenial(ex), false
+		}
+	}
+	idle, hard := conf.CallTimeout, conf.MaxCallTimeout
+	if req.timeoutMS > 0 {
+		idle = time.Duration(min(req.timeoutMS, uint64(hard/time.Millisecond))) * time.Millisecond
+		hard = idle
+	}
+	release, waited, err := s.admit(ctx, req.grant, idle)
+	if err != nil {
+		if m.q != nil {
+			m.q.Refund(m.charge)
+		}
+		if oe := (*overloadError)(nil); errors.As(err, &oe) {
+			return m, deny(capwire.CodeOverloaded, oe.message()), false
+		}
+		return m, b.ended(err, req), false
+	}
+	// Zero would mean mcpwire's default: at least a millisecond is left.
+	m.release, m.idle, m.hard = release, max(idle-waited, time.Millisecond), max(hard-waited, time.Millisecond)
+	return m, outcome{}, true
+}
+
+// settle records against the grant's quotas what the call came to: its
+// result's bytes and the time since it was charged.
+func (m *metered) settle(b *Bridge, resultBytes int) {
+	if m.q != nil {
+		m.q.Settle(m.charge, int64(resultBytes), b.grants.now().Sub(m.began))
+	}
 }
 
 // quotaDenial is the quota_exceeded denial of a call ex refused: which

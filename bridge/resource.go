@@ -5,11 +5,9 @@ import (
 	"context"
 	"errors"
 	"strconv"
-	"time"
 	"unicode/utf8"
 
 	"github.com/capbridge/capbridge/bridge/control"
-	"github.com/capbridge/capbridge/bridge/internal/quota"
 	"github.com/capbridge/capbridge/capwire"
 	"github.com/capbridge/capbridge/internal/truncate"
 	"github.com/capbridge/capbridge/mcpwire"
@@ -44,45 +42,24 @@ func (b *Bridge) readResource(ctx context.Context, g *Grant, a readArgs, timeout
 	defer s.leave()
 	// A read counts against the grant's quotas as a call of the server's
 	// "resources/read", its URI as its argument bytes.
-	var charge quota.Charge
-	began := b.grants.now()
-	if g.quota != nil {
-		var ex *quota.Exceeded
-		if charge, ex = g.quota.Take(a.Server, readOp, int64(len(a.URI)), began); ex != nil {
-			return b.quotaDenial(ex)
-		}
-	}
-	conf := s.cfg()
-	idle, hard := conf.CallTimeout, conf.MaxCallTimeout
-	if timeoutMS > 0 {
-		idle = time.Duration(min(timeoutMS, uint64(hard/time.Millisecond))) * time.Millisecond
-		hard = idle
-	}
-	release, waited, err := s.admit(ctx, g, idle)
-	if err != nil {
-		if g.quota != nil {
-			g.quota.Refund(charge)
-		}
-		if oe := (*overloadError)(nil); errors.As(err, &oe) {
-			return deny(capwire.CodeOverloaded, oe.message())
-		}
-		return b.ended(err, callRequest{server: a.Server, tool: readOp})
+	req := callRequest{server: a.Server, tool: readOp, timeoutMS: timeoutMS, grant: g}
+	m, denied, ok := b.meter(ctx, s, req, s.cfg(), len(a.URI))
+	if !ok {
+		return denied
 	}
 	var answered <-chan struct{}
 	res, err := t.client.ReadResource(ctx, a.URI, mcpwire.CallOptions{
-		IdleTimeout: max(idle-waited, time.Millisecond), MaxTimeout: max(hard-waited, time.Millisecond),
+		IdleTimeout: m.idle, MaxTimeout: m.hard,
 		Abandoned: func(c <-chan struct{}) { answered = c }})
 	if answered != nil {
-		s.holdSlot(answered, release)
+		s.holdSlot(answered, m.release)
 	} else {
-		release()
+		m.release()
 	}
 	if err != nil {
 		s.errs.Add(1)
-		if g.quota != nil {
-			g.quota.Settle(charge, 0, b.grants.now().Sub(began))
-		}
-		return b.failed(ctx, s, callRequest{server: a.Server, tool: readOp, grant: g}, err)
+		m.settle(b, 0)
+		return b.failed(ctx, s, req, err)
 	}
 	budget := resultBudget{text: b.cfg.Bridge.MaxResultText, data: b.cfg.Bridge.MaxResultData}
 	r := &capwire.Result{Content: make([]capwire.Block, 0, len(res.Contents))}
@@ -96,9 +73,7 @@ func (b *Bridge) readResource(ctx context.Context, g *Grant, a readArgs, timeout
 		r.Truncated = r.Truncated || budget.cut
 		size += n
 	}
-	if g.quota != nil {
-		g.quota.Settle(charge, int64(size), b.grants.now().Sub(began))
-	}
+	m.settle(b, size)
 	return outcome{result: r, resultBytes: size}
 }
 
