@@ -56,6 +56,8 @@ fmt-check:
 # runs its client commands and tests what does not need namespaces).
 vet:
 	go vet ./...
+	go vet -tags purego ./internal/jsonlex/
+	GOARCH=arm64 go vet ./internal/jsonlex/
 	GOOS=darwin go build ./...
 
 staticcheck: $(TOOLS)/staticcheck
@@ -67,6 +69,9 @@ gotest:
 	# Allocation bounds are measured without the race detector, whose
 	# sync.Pool drops items at random (those tests skip under -race).
 	go test -count=1 -run 'Allocs' ./interchange/
+	# The portable scans that stand in for assembly elsewhere (purego, and
+	# every architecture but amd64) are held to the same tests.
+	go test -count=1 -tags purego ./internal/jsonlex/ ./interchange/
 
 # bench/ is its own module (the Go SDKs it measures against stay out of
 # capbridge's go.mod), so ./... above does not reach it: vet it and run its

@@ -24,10 +24,10 @@ func plainRunRef(b []byte, i int) int {
 // where a borrow or a carry between lanes would show.
 var tricky = []byte{0x00, 0x01, 0x1f, 0x20, 0x21, '"' - 1, '"', '"' + 1, '\\' - 1, '\\', '\\' + 1, 0x7e, 0x7f, 0x80, 0x81, 0xa0, 0xc3, 0xfe, 0xff, 'a'}
 
-// TestPlainRunAgrees: the eight-bytes-at-a-time scan stops exactly where
-// the byte loop does, for every byte value at every lane and alignment,
-// for pairs of tricky bytes, and for random buffers drawn mostly from
-// the tricky bytes.
+// TestPlainRunAgrees: the word and block scans stop exactly where the
+// byte loop does, for every byte value at every lane and alignment of
+// both, for pairs of tricky bytes, and for random buffers drawn mostly
+// from the tricky bytes, short and long.
 func TestPlainRunAgrees(t *testing.T) {
 	check := func(b []byte, i int) {
 		t.Helper()
@@ -57,11 +57,29 @@ func TestPlainRunAgrees(t *testing.T) {
 			}
 		}
 	}
+	// Long runs, where the blocks are scanned: one hit anywhere (the
+	// first 16 bytes, each lane of both blocks of a pair, the lone
+	// block, the tail), or none, from starts at every alignment.
+	for _, c := range []byte{0x00, 0x1f, '"', '\\', 0x80, 0xff, 'a'} {
+		for n := longRun - 1; n <= longRun+80; n++ {
+			for p := 0; p < n; p++ {
+				b := bytes.Repeat([]byte("~"), n)
+				b[p] = c
+				for _, i := range []int{0, 1, 7, 15} {
+					check(b, min(i, n))
+				}
+			}
+		}
+	}
 	r := rand.New(rand.NewPCG(1, 2))
-	for range 20000 {
-		b := make([]byte, r.IntN(40))
+	for k := range 40000 {
+		size := r.IntN(40)
+		if k%2 == 1 {
+			size = r.IntN(300)
+		}
+		b := make([]byte, size)
 		for k := range b {
-			if r.IntN(4) == 0 {
+			if r.IntN(4*(1+size/40)) == 0 {
 				b[k] = tricky[r.IntN(len(tricky))]
 			} else {
 				b[k] = byte(0x20 + r.IntN(0x60))
@@ -71,12 +89,13 @@ func TestPlainRunAgrees(t *testing.T) {
 	}
 }
 
-// FuzzPlainRun: the word-at-a-time scan agrees with the byte loop on
-// any input and start.
+// FuzzPlainRun: the word and block scans agree with the byte loop on any
+// input and start.
 func FuzzPlainRun(f *testing.F) {
 	f.Add([]byte(`abcdefgh"ijklmnop`), 0)
 	f.Add([]byte("abcdefg\x1fhijklmno\\"), 3)
 	f.Add([]byte("\x7f\x80\x21\x20\x5b\x5d\x23\x22"), 0)
+	f.Add([]byte(strings.Repeat("plain text ", 12)+"\x01"), 3)
 	f.Fuzz(func(t *testing.T, b []byte, i int) {
 		if i < 0 || i > len(b) {
 			return

@@ -1,0 +1,92 @@
+//go:build !purego
+
+#include "textflag.h"
+
+// func plainBlocks(b []byte) int
+//
+// Each 16-byte block is tested at once: a byte is flagged when it equals
+// '"' or '\\' (PCMPEQB), when it is at most 0x1f (a saturating subtraction
+// of 0x1f leaves zero), or when its high bit is set (not ASCII). PMOVMSKB
+// gathers the flags' high bits; the lowest set bit is the first hit. Two
+// blocks go per iteration, their masks joined into one word.
+TEXT ·plainBlocks(SB), NOSPLIT, $0-32
+	MOVQ b_base+0(FP), SI
+	MOVQ b_len+8(FP), CX
+	ANDQ $~15, CX
+	XORQ AX, AX
+
+	MOVQ $0x2222222222222222, DX
+	MOVQ DX, X1
+	PUNPCKLQDQ X1, X1 // '"' in every byte
+	MOVQ $0x5c5c5c5c5c5c5c5c, DX
+	MOVQ DX, X2
+	PUNPCKLQDQ X2, X2 // '\\'
+	MOVQ $0x1f1f1f1f1f1f1f1f, DX
+	MOVQ DX, X3
+	PUNPCKLQDQ X3, X3 // 0x1f
+	PXOR X4, X4       // zero
+
+pair:
+	LEAQ 32(AX), DI
+	CMPQ DI, CX
+	JA   single
+
+	MOVOU (SI)(AX*1), X0
+	MOVOU X0, X5
+	PCMPEQB X1, X5
+	MOVOU X0, X6
+	PCMPEQB X2, X6
+	POR X6, X5
+	MOVOU X0, X6
+	PSUBUSB X3, X6
+	PCMPEQB X4, X6
+	POR X6, X5
+	POR X0, X5
+
+	MOVOU 16(SI)(AX*1), X7
+	MOVOU X7, X8
+	PCMPEQB X1, X8
+	MOVOU X7, X9
+	PCMPEQB X2, X9
+	POR X9, X8
+	MOVOU X7, X9
+	PSUBUSB X3, X9
+	PCMPEQB X4, X9
+	POR X9, X8
+	POR X7, X8
+
+	PMOVMSKB X5, DX
+	PMOVMSKB X8, BX
+	SHLQ $16, BX
+	ORQ  BX, DX
+	JNZ  found
+	MOVQ DI, AX
+	JMP  pair
+
+single:
+	CMPQ AX, CX
+	JAE  none
+	MOVOU (SI)(AX*1), X0
+	MOVOU X0, X5
+	PCMPEQB X1, X5
+	MOVOU X0, X6
+	PCMPEQB X2, X6
+	POR X6, X5
+	MOVOU X0, X6
+	PSUBUSB X3, X6
+	PCMPEQB X4, X6
+	POR X6, X5
+	POR X0, X5
+	PMOVMSKB X5, DX
+	TESTQ DX, DX
+	JNZ  found
+	ADDQ $16, AX
+	JMP  single
+
+found:
+	BSFQ DX, DX
+	ADDQ DX, AX
+
+none:
+	MOVQ AX, ret+24(FP)
+	RET
