@@ -226,6 +226,16 @@ func appendJSONString(dst, s []byte) ([]byte, int) {
 				return dst, i
 			}
 			i += size
+			if i < len(s) && s[i] >= utf8.RuneSelf {
+				// Text beyond ASCII goes on: it is validated a run at a
+				// time, up to the next byte to escape (jsonlex.ScanString
+				// says why).
+				j := jsonlex.SpecialRun(s, i)
+				if !utf8.Valid(s[i:j]) {
+					return dst, firstInvalid(s, i)
+				}
+				i = j
+			}
 			continue
 		}
 		dst = append(dst, s[start:i]...)
@@ -250,6 +260,18 @@ func appendJSONString(dst, s []byte) ([]byte, int) {
 	}
 	dst = append(dst, s[start:]...)
 	return append(dst, '"'), -1
+}
+
+// firstInvalid is the offset of the first byte at or after s[i] that does
+// not begin a UTF-8 rune, which the caller knows is there.
+func firstInvalid(s []byte, i int) int {
+	for {
+		r, size := utf8.DecodeRune(s[i:])
+		if r == utf8.RuneError && size == 1 {
+			return i
+		}
+		i += size
+	}
 }
 
 const hexDigits = "0123456789abcdef"

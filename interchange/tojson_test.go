@@ -2,10 +2,13 @@ package interchange
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"strings"
 	"testing"
+	"unicode/utf8"
 )
 
 // toJSONCases are MessagePack inputs (hex) and the exact JSON expected.
@@ -247,5 +250,56 @@ func TestAppendJSONReusesBuffer(t *testing.T) {
 	}
 	if !bytes.Equal(out, []byte(`{"a":1,"b":[false,{}]}`)) {
 		t.Fatalf("got %s", out)
+	}
+}
+
+// appendJSONStringRef is appendJSONString one rune at a time.
+func appendJSONStringRef(s []byte) ([]byte, int) {
+	var out []byte
+	for i := 0; i < len(s); {
+		r, size := utf8.DecodeRune(s[i:])
+		if r == utf8.RuneError && size == 1 {
+			return nil, i
+		}
+		out = append(out, s[i:i+size]...)
+		i += size
+	}
+	q, err := json.Marshal(string(out))
+	if err != nil {
+		panic(err)
+	}
+	return q, -1
+}
+
+// TestAppendJSONStringRuns: validating text beyond ASCII a run at a time
+// finds the same first invalid byte as one rune at a time, and the JSON
+// it writes is the text's (encoding/json reads back the same string), for
+// strings to past the block scan's threshold mixing ASCII, two-, three-
+// and four-byte characters, bytes to escape and broken runes.
+func TestAppendJSONStringRuns(t *testing.T) {
+	pieces := []string{"a", "é", "漢", "😀", "\n", "\"", "\\", "\x01", " ", "~"}
+	broken := []string{"\x80", "\xe6a", "\xe6", "\xed\xa0\x80", "\xff", "\xf0\x9f\x98"}
+	r := rand.New(rand.NewPCG(5, 6))
+	for k := range 30000 {
+		var b []byte
+		for n := r.IntN(100); len(b) < n; {
+			b = append(b, pieces[r.IntN(len(pieces))]...)
+		}
+		if k%3 == 0 {
+			p := r.IntN(len(b) + 1)
+			b = append(b[:p:p], append([]byte(broken[r.IntN(len(broken))]), b[p:]...)...)
+		}
+		got, bad := appendJSONString(nil, b)
+		_, wantBad := appendJSONStringRef(b)
+		if bad != wantBad {
+			t.Fatalf("appendJSONString(%q): invalid at %d, rune at a time %d", b, bad, wantBad)
+		}
+		if bad >= 0 {
+			continue
+		}
+		var back string
+		if err := json.Unmarshal(got, &back); err != nil || back != string(b) {
+			t.Fatalf("appendJSONString(%q) = %s, reads back %q (%v)", b, got, back, err)
+		}
 	}
 }

@@ -395,17 +395,41 @@ func ScanString(b []byte, i int, fl Flags) (end int, esc bool, f *Fault) {
 		case c < 0x20:
 			return i, false, fault(FaultSyntax, i, "control character in string")
 		case fl&CheckUTF8 == 0:
-			i++
+			i = SpecialRun(b, i)
 		default:
 			r, size := utf8.DecodeRune(b[i:])
 			if r == utf8.RuneError && size == 1 {
-				if !utf8.FullRune(b[i:]) {
-					return i, false, fault(FaultTruncated, len(b), "unterminated string")
-				}
-				return i, false, fault(FaultInvalidUTF8, i, "invalid UTF-8 in string")
+				return i, false, badRune(b, i)
 			}
 			i += size
+			if i < len(b) && b[i] >= utf8.RuneSelf {
+				// Text beyond ASCII goes on: it is validated a run at a
+				// time, up to the next quote, backslash or control. One
+				// rune at a time, CJK text cost five times as much; a
+				// lone accented letter keeps the cheaper path above.
+				j := SpecialRun(b, i)
+				if !utf8.Valid(b[i:j]) {
+					return i, false, badRune(b, i)
+				}
+				i = j
+			}
 		}
+	}
+}
+
+// badRune is the fault for the first rune at or after b[i] that is not
+// UTF-8, which the caller knows is there: a rune cut short by the end of
+// b is a truncation, anything else invalid.
+func badRune(b []byte, i int) *Fault {
+	for {
+		r, size := utf8.DecodeRune(b[i:])
+		if r == utf8.RuneError && size == 1 {
+			if !utf8.FullRune(b[i:]) {
+				return fault(FaultTruncated, len(b), "unterminated string")
+			}
+			return fault(FaultInvalidUTF8, i, "invalid UTF-8 in string")
+		}
+		i += size
 	}
 }
 
@@ -480,39 +504,57 @@ func unhex(c byte) rune {
 }
 
 // PlainRun returns the offset of the first byte of b at or after i that
-// is a quote, a backslash, a C0 control or not ASCII, or len(b). Plain
-// runs are most of every string in practice, and long ones (a file's
-// text, an encoded blob) are where the bridge spends its time per byte:
-// after a first 16 bytes tested by words, which end most short runs
-// without a call, the rest goes 16 bytes at a time (plainBlocks).
-func PlainRun(b []byte, i int) int {
+// is a quote, a backslash, a C0 control or not ASCII, or len(b).
+func PlainRun(b []byte, i int) int { return stopRun(b, i, nonASCII) }
+
+// SpecialRun returns the offset of the first byte of b at or after i that
+// is a quote, a backslash or a C0 control, or len(b): the end of a run of
+// text that may hold characters beyond ASCII, which the caller validates
+// whole (utf8.Valid) rather than one rune at a time.
+func SpecialRun(b []byte, i int) int { return stopRun(b, i, 0) }
+
+// nonASCII is stopRun's high for stopping at bytes beyond ASCII.
+const nonASCII = 0x8080808080808080
+
+// stopRun is PlainRun (high nonASCII) and SpecialRun (high 0). Runs are
+// most of every string in practice, and long ones (a file's text, an
+// encoded blob) are where the bridge spends its time per byte: after a
+// first 16 bytes tested by words, which end most short runs without a
+// call, the rest goes 16 bytes at a time (stopBlocks).
+func stopRun(b []byte, i int, high uint64) int {
 	if len(b)-i >= longRun {
-		if j := plainWords(b[:i+16], i); j < i+16 {
+		if j := stopWords(b[:i+16], i, high); j < i+16 {
 			return j
 		}
 		i += 16
-		i += plainBlocks(b[i:])
-		if i < len(b) && !plainByte[b[i]] {
+		i += stopBlocks(b[i:], high)
+		if i < len(b) && stops(b[i], high) {
 			return i
 		}
 	}
-	return plainWords(b, i)
+	return stopWords(b, i, high)
 }
 
-// longRun is the length from which PlainRun uses plainBlocks: below it
-// the call costs more than the words it saves.
+// longRun is the length from which stopRun uses stopBlocks: below it the
+// call costs more than the words it saves.
 const longRun = 64
 
-// plainWords is PlainRun eight bytes at a time (the "has less than" and
+// stops reports whether c ends a run: a quote, a backslash, a C0
+// control, or beyond ASCII when high says so.
+func stops(c byte, high uint64) bool {
+	return c == '"' || c == '\\' || c < 0x20 || c&byte(high) != 0
+}
+
+// stopWords is stopRun eight bytes at a time (the "has less than" and
 // "has zero byte" tricks of Hacker's Delight / Bit Twiddling Hacks).
-func plainWords(b []byte, i int) int {
+func stopWords(b []byte, i int, high uint64) int {
 	const lo = 0x0101010101010101
 	const hi = 0x8080808080808080
 	for ; len(b)-i >= 8; i += 8 {
 		x := binary.LittleEndian.Uint64(b[i:])
 		q := x ^ (lo * '"')
 		s := x ^ (lo * '\\')
-		m := (x | (x-lo*0x20)&^x | (q-lo)&^q | (s-lo)&^s) & hi
+		m := (x&high | (x-lo*0x20)&^x | (q-lo)&^q | (s-lo)&^s) & hi
 		if m != 0 {
 			// Borrows only travel upwards, so the lowest flagged byte
 			// is a true hit.
@@ -520,19 +562,12 @@ func plainWords(b []byte, i int) int {
 		}
 	}
 	for ; i < len(b); i++ {
-		if !plainByte[b[i]] {
+		if stops(b[i], high) {
 			return i
 		}
 	}
 	return i
 }
-
-var plainByte = func() (t [256]bool) {
-	for c := 0x20; c < 0x80; c++ {
-		t[c] = c != '"' && c != '\\'
-	}
-	return t
-}()
 
 // AppendUnescaped appends the text of a validated string body (without
 // its quotes) to dst. Half a surrogate pair becomes U+FFFD, as in

@@ -2,14 +2,15 @@
 
 #include "textflag.h"
 
-// func plainBlocks(b []byte) int
+// func stopBlocks(b []byte, high uint64) int
 //
 // Each 16-byte block is tested at once: a byte is flagged when it equals
 // '"' or '\\' (PCMPEQB), when it is at most 0x1f (a saturating subtraction
-// of 0x1f leaves zero), or when its high bit is set (not ASCII). PMOVMSKB
-// gathers the flags' high bits; the lowest set bit is the first hit. Two
-// blocks go per iteration, their masks joined into one word.
-TEXT ·plainBlocks(SB), NOSPLIT, $0-32
+// of 0x1f leaves zero), and, when high asks for it, when its high bit is
+// set (not ASCII). PMOVMSKB gathers the flags' high bits; the lowest set
+// bit is the first hit. Two blocks go per iteration, their masks joined
+// into one word.
+TEXT ·stopBlocks(SB), NOSPLIT, $0-40
 	MOVQ b_base+0(FP), SI
 	MOVQ b_len+8(FP), CX
 	ANDQ $~15, CX
@@ -25,6 +26,9 @@ TEXT ·plainBlocks(SB), NOSPLIT, $0-32
 	MOVQ DX, X3
 	PUNPCKLQDQ X3, X3 // 0x1f
 	PXOR X4, X4       // zero
+	MOVQ high+24(FP), DX
+	MOVQ DX, X10
+	PUNPCKLQDQ X10, X10 // the high bits that count
 
 pair:
 	LEAQ 32(AX), DI
@@ -41,6 +45,7 @@ pair:
 	PSUBUSB X3, X6
 	PCMPEQB X4, X6
 	POR X6, X5
+	PAND X10, X0
 	POR X0, X5
 
 	MOVOU 16(SI)(AX*1), X7
@@ -53,6 +58,7 @@ pair:
 	PSUBUSB X3, X9
 	PCMPEQB X4, X9
 	POR X9, X8
+	PAND X10, X7
 	POR X7, X8
 
 	PMOVMSKB X5, DX
@@ -76,6 +82,7 @@ single:
 	PSUBUSB X3, X6
 	PCMPEQB X4, X6
 	POR X6, X5
+	PAND X10, X0
 	POR X0, X5
 	PMOVMSKB X5, DX
 	TESTQ DX, DX
@@ -88,5 +95,5 @@ found:
 	ADDQ DX, AX
 
 none:
-	MOVQ AX, ret+24(FP)
+	MOVQ AX, ret+32(FP)
 	RET

@@ -2,7 +2,8 @@
 
 package jsonlex
 
-// plainBlocks returns the offset of the first byte of b that is a quote,
-// a backslash, a C0 control or not ASCII, looking only at b's whole
-// 16-byte blocks: len(b)&^15 when none of them holds one.
-func plainBlocks(b []byte) int { return plainWords(b[:len(b)&^15], 0) }
+// stopBlocks returns the offset of the first byte of b that is a quote,
+// a backslash or a C0 control, or, when high is 0x8080808080808080, not
+// ASCII (high 0 lets those pass), looking only at b's whole 16-byte
+// blocks: len(b)&^15 when none of them holds one.
+func stopBlocks(b []byte, high uint64) int { return stopWords(b[:len(b)&^15], 0, high) }

@@ -6,13 +6,24 @@ import (
 	"math/rand/v2"
 	"strings"
 	"testing"
+	"unicode/utf8"
 	"unsafe"
 )
 
-// plainRunRef is PlainRun's specification, one byte at a time.
+// plainRunRef and specialRunRef are PlainRun's and SpecialRun's
+// specifications, one byte at a time.
 func plainRunRef(b []byte, i int) int {
 	for ; i < len(b); i++ {
-		if !plainByte[b[i]] {
+		if c := b[i]; c == '"' || c == '\\' || c < 0x20 || c >= 0x80 {
+			return i
+		}
+	}
+	return i
+}
+
+func specialRunRef(b []byte, i int) int {
+	for ; i < len(b); i++ {
+		if c := b[i]; c == '"' || c == '\\' || c < 0x20 {
 			return i
 		}
 	}
@@ -24,8 +35,8 @@ func plainRunRef(b []byte, i int) int {
 // where a borrow or a carry between lanes would show.
 var tricky = []byte{0x00, 0x01, 0x1f, 0x20, 0x21, '"' - 1, '"', '"' + 1, '\\' - 1, '\\', '\\' + 1, 0x7e, 0x7f, 0x80, 0x81, 0xa0, 0xc3, 0xfe, 0xff, 'a'}
 
-// TestPlainRunAgrees: the word and block scans stop exactly where the
-// byte loop does, for every byte value at every lane and alignment of
+// TestPlainRunAgrees: the word and block scans, PlainRun's and
+// SpecialRun's, stop exactly where the byte loops do, for every byte value at every lane and alignment of
 // both, for pairs of tricky bytes, and for random buffers drawn mostly
 // from the tricky bytes, short and long.
 func TestPlainRunAgrees(t *testing.T) {
@@ -33,6 +44,9 @@ func TestPlainRunAgrees(t *testing.T) {
 		t.Helper()
 		if got, want := PlainRun(b, i), plainRunRef(b, i); got != want {
 			t.Fatalf("PlainRun(%q, %d) = %d, byte loop %d", b, i, got, want)
+		}
+		if got, want := SpecialRun(b, i), specialRunRef(b, i); got != want {
+			t.Fatalf("SpecialRun(%q, %d) = %d, byte loop %d", b, i, got, want)
 		}
 	}
 	for c := 0; c < 256; c++ {
@@ -89,8 +103,8 @@ func TestPlainRunAgrees(t *testing.T) {
 	}
 }
 
-// FuzzPlainRun: the word and block scans agree with the byte loop on any
-// input and start.
+// FuzzPlainRun: the word and block scans of PlainRun and SpecialRun
+// agree with the byte loops on any input and start.
 func FuzzPlainRun(f *testing.F) {
 	f.Add([]byte(`abcdefgh"ijklmnop`), 0)
 	f.Add([]byte("abcdefg\x1fhijklmno\\"), 3)
@@ -103,7 +117,78 @@ func FuzzPlainRun(f *testing.F) {
 		if got, want := PlainRun(b, i), plainRunRef(b, i); got != want {
 			t.Fatalf("PlainRun(%q, %d) = %d, byte loop %d", b, i, got, want)
 		}
+		if got, want := SpecialRun(b, i), specialRunRef(b, i); got != want {
+			t.Fatalf("SpecialRun(%q, %d) = %d, byte loop %d", b, i, got, want)
+		}
 	})
+}
+
+// scanStringRef is ScanString's specification for strings without
+// escapes' surrogate rules: one rune at a time.
+func scanStringRef(b []byte, i int, fl Flags) (int, *Fault) {
+	for i++; ; {
+		i = plainRunRef(b, i)
+		if i >= len(b) {
+			return i, fault(FaultTruncated, len(b), "unterminated string")
+		}
+		switch c := b[i]; {
+		case c == '"':
+			return i + 1, nil
+		case c == '\\':
+			n, f := escape(b, i, fl)
+			if f != nil {
+				return i, f
+			}
+			i += n
+		case c < 0x20:
+			return i, fault(FaultSyntax, i, "control character in string")
+		case fl&CheckUTF8 == 0:
+			i++
+		default:
+			r, size := utf8.DecodeRune(b[i:])
+			if r == utf8.RuneError && size == 1 {
+				if !utf8.FullRune(b[i:]) {
+					return i, fault(FaultTruncated, len(b), "unterminated string")
+				}
+				return i, fault(FaultInvalidUTF8, i, "invalid UTF-8 in string")
+			}
+			i += size
+		}
+	}
+}
+
+// TestScanStringRuns: validating text beyond ASCII a run at a time finds
+// the same end, and the same fault at the same offset, as validating it
+// one rune at a time: for strings of every length to past the block
+// scan's threshold, mixing ASCII, two-, three- and four-byte characters,
+// escapes, and a broken rune (a stray continuation byte, a lead byte cut
+// short inside the string or by its end, an encoded surrogate).
+func TestScanStringRuns(t *testing.T) {
+	pieces := []string{"a", "é", "漢", "😀", `\n`, `\u00e9`, " ", "~"}
+	broken := []string{"\x80", "\xe6a", "\xe6", "\xed\xa0\x80", "\xff", "\xf0\x9f\x98"}
+	r := rand.New(rand.NewPCG(3, 4))
+	for k := range 30000 {
+		var sb strings.Builder
+		sb.WriteByte('"')
+		for n := r.IntN(longRun + 40); sb.Len() < n; {
+			sb.WriteString(pieces[r.IntN(len(pieces))])
+		}
+		b := []byte(sb.String())
+		if k%3 == 0 {
+			p := 1 + r.IntN(len(b))
+			b = append(b[:p:p], append([]byte(broken[r.IntN(len(broken))]), b[p:]...)...)
+		}
+		if k%5 != 0 {
+			b = append(b, '"')
+		}
+		for _, fl := range []Flags{0, CheckUTF8} {
+			end, _, f := ScanString(b, 0, fl)
+			wantEnd, wantF := scanStringRef(b, 0, fl)
+			if (f == nil) != (wantF == nil) || f != nil && (f.Kind != wantF.Kind || f.Offset != wantF.Offset) || f == nil && end != wantEnd {
+				t.Fatalf("ScanString(%q, %v) = %d, %v; rune at a time %d, %v", b, fl, end, f, wantEnd, wantF)
+			}
+		}
+	}
 }
 
 func TestScanObject(t *testing.T) {
