@@ -138,6 +138,10 @@ func spawn(cmd Command) (Conn, error) {
 		tail: newRing(cmd.StderrTailBytes), done: make(chan struct{}),
 		drained: make(chan struct{}), eof: make(chan struct{}), exited: make(chan struct{}),
 	}
+	if token != "" {
+		// Read before the wait goroutine can reap the leader.
+		c.since = startOf(c.pid)
+	}
 	log.Info().Int("pid", c.pid).Str("path", path).Msg("mcpwire: server started")
 	go c.drainStderr()
 	go c.wait()
@@ -153,8 +157,10 @@ type childConn struct {
 	// waits on it and closes it.
 	pidfd int
 	log   zerolog.Logger
-	// token marks the server's processes for the sweep ("" = no sweep).
+	// token marks the server's processes for the sweep ("" = no sweep);
+	// since is the leader's starttime, before which none of them began.
 	token string
+	since uint64
 	// cgroup is the server's own cgroup directory ("" = none).
 	cgroup string
 
@@ -389,7 +395,7 @@ func (c *childConn) Shutdown() (Exit, error) {
 		if c.token != "" {
 			// Before waiting on the pipes: an escapee holding stdout
 			// would otherwise keep them open for all of ExitDrain.
-			n, err := sweep(c.token, c.cmd.SweepGrace, c.cmd.KillGrace)
+			n, err := sweep(c.token, c.since, c.cmd.SweepGrace, c.cmd.KillGrace)
 			if n > 0 {
 				c.log.Info().Int("pid", c.pid).Int("swept", n).Msg("mcpwire: swept the server's remaining descendants")
 			}

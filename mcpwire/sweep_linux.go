@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"os/signal"
 	"strconv"
@@ -31,6 +32,9 @@ const (
 	sweepRounds = 4
 	// maxEnviron bounds the bytes of /proc/PID/environ read per process.
 	maxEnviron = 1 << 20
+	// statBuf holds any /proc/PID/stat line: 52 numeric fields and a
+	// command name of at most 64 bytes (TASK_COMM_LEN is 16 today).
+	statBuf = 2 << 10
 )
 
 // newCustodyToken returns a fresh token for custodyEnv.
@@ -101,30 +105,68 @@ type procStat struct {
 }
 
 // readStat parses /proc/PID/stat; false if the process is gone or the
-// line does not parse.
+// line does not parse. It is read with one open, one read and one close
+// into a buffer on the stack: a sweep reads every process's, once a
+// round, for every server that ends.
 func readStat(pid int) (procStat, bool) {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	var buf [statBuf]byte
+	fd, err := unix.Open("/proc/"+strconv.Itoa(pid)+"/stat", unix.O_RDONLY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return procStat{}, false
 	}
+	n, err := unix.Read(fd, buf[:])
+	unix.Close(fd)
+	if err != nil || n <= 0 || n == len(buf) {
+		// A line that fills the buffer was cut: the kernel's is shorter.
+		return procStat{}, false
+	}
+	return parseStat(buf[:n])
+}
+
+// parseStat parses a /proc/PID/stat line.
+func parseStat(b []byte) (procStat, bool) {
 	// The command name is parenthesised and may hold anything,
 	// parentheses included: the fields start after the last ')'.
 	i := bytes.LastIndexByte(b, ')')
 	if i < 0 {
 		return procStat{}, false
 	}
-	f := bytes.Fields(b[i+1:])
 	// f[0] is field 3 (state), f[1] field 4 (ppid), f[19] field 22
 	// (starttime).
-	if len(f) < 20 || len(f[0]) != 1 {
+	var f [20][]byte
+	k := 0
+	for fld := range bytes.FieldsSeq(b[i+1:]) {
+		if k == len(f) {
+			break
+		}
+		f[k] = fld
+		k++
+	}
+	if k < len(f) || len(f[0]) != 1 {
 		return procStat{}, false
 	}
-	ppid, err1 := strconv.Atoi(string(f[1]))
-	start, err2 := strconv.ParseUint(string(f[19]), 10, 64)
-	if err1 != nil || err2 != nil {
+	ppid, ok1 := decimal(f[1])
+	start, ok2 := decimal(f[19])
+	if !ok1 || !ok2 || ppid > math.MaxInt32 {
 		return procStat{}, false
 	}
-	return procStat{ppid: ppid, state: f[0][0], start: start}, true
+	return procStat{ppid: int(ppid), state: f[0][0], start: start}, true
+}
+
+// decimal parses the unsigned decimal number b, refusing anything else
+// and anything past 19 digits (no overflow).
+func decimal(b []byte) (uint64, bool) {
+	if len(b) == 0 || len(b) > 19 {
+		return 0, false
+	}
+	var n uint64
+	for _, c := range b {
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		n = n*10 + uint64(c-'0')
+	}
+	return n, true
 }
 
 // scanProcs reads the stat of every process in /proc. Processes that end
@@ -145,6 +187,13 @@ func scanProcs() map[int]procStat {
 		}
 	}
 	return procs
+}
+
+// startOf is pid's starttime, or 0 (no bound) when its stat cannot be
+// read.
+func startOf(pid int) uint64 {
+	st, _ := readStat(pid)
+	return st.start
 }
 
 // carries reports whether the environment pid started with holds
@@ -171,15 +220,19 @@ func carries(pid int, token string) bool {
 
 // custody finds the processes of the server marked with token: those
 // that carry it and, transitively, their children. self is never
-// included.
-func custody(token string, self int) map[int]procStat {
+// included. since is the starttime of the server's leader: nothing that
+// started before it can have inherited a token made for it, so only the
+// environments of later processes are read, which on a busy machine is
+// a small part of its process table (an environment's read is the
+// costly part of the scan: each one maps pages of another process).
+func custody(token string, self int, since uint64) map[int]procStat {
 	procs := scanProcs()
 	kids := make(map[int][]int, len(procs))
 	found := make(map[int]procStat)
 	var todo []int
 	for pid, p := range procs {
 		kids[p.ppid] = append(kids[p.ppid], pid)
-		if pid != self && p.state != 'Z' && carries(pid, token) {
+		if pid != self && p.state != 'Z' && p.start >= since && carries(pid, token) {
 			found[pid] = p
 			todo = append(todo, pid)
 		}
@@ -204,18 +257,19 @@ type target struct {
 }
 
 // sweep ends what is left of a retired server: every process marked with
-// its token or descended from one. Each gets SIGTERM, then up to
+// its token or descended from one (since is its leader's starttime, as
+// custody takes it). Each gets SIGTERM, then up to
 // termGrace to exit, then SIGKILL and up to killGrace; later rounds
 // SIGKILL at once whatever the earlier ones forked meanwhile. Exited
 // swept processes that are our children (orphans reparented to us as a
 // subreaper) are reaped, each by a wait on its own pidfd, never on any
 // other child. It returns how many processes it signalled, and an error
 // naming those still alive after the last round.
-func sweep(token string, termGrace, killGrace time.Duration) (int, error) {
+func sweep(token string, since uint64, termGrace, killGrace time.Duration) (int, error) {
 	self := os.Getpid()
 	total := 0
 	for round := range sweepRounds + 1 {
-		all := open(custody(token, self))
+		all := open(custody(token, self, since))
 		if len(all) == 0 {
 			return total, nil
 		}

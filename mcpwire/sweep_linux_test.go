@@ -191,3 +191,89 @@ func TestSubreapSweep(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestCustodySince: custody finds a process carrying the token only when
+// it started no earlier than the leader's starttime it is given; a later
+// bound skips its environment (a real process, its stat and environ read
+// from /proc).
+func TestCustodySince(t *testing.T) {
+	token := newCustodyToken()
+	cmd := exec.Command("sleep", "600")
+	cmd.Env = []string{custodyEnv + "=" + token}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+	}()
+	pid := cmd.Process.Pid
+	start := startOf(pid)
+	if start == 0 {
+		t.Fatalf("no starttime for pid %d", pid)
+	}
+	self := os.Getpid()
+	if _, ok := custody(token, self, start)[pid]; !ok {
+		t.Errorf("custody with the carrier's own starttime misses pid %d", pid)
+	}
+	if _, ok := custody(token, self, 0)[pid]; !ok {
+		t.Errorf("custody with no bound misses pid %d", pid)
+	}
+	if found := custody(token, self, start+1); len(found) != 0 {
+		t.Errorf("custody bounded after the carrier started found %v", found)
+	}
+}
+
+// BenchmarkCustody is one scan of this machine's process table for a
+// token nobody carries: unbounded (every environment read), and bounded
+// by a starttime after every process's, as a sweep of a server started
+// last is.
+func BenchmarkCustody(b *testing.B) {
+	token := newCustodyToken()
+	self := os.Getpid()
+	var last uint64
+	for _, p := range scanProcs() {
+		last = max(last, p.start)
+	}
+	for _, bc := range []struct {
+		name  string
+		since uint64
+	}{{"unbounded", 0}, {"bounded", last + 1}} {
+		b.Run(bc.name, func(b *testing.B) {
+			for b.Loop() {
+				if found := custody(token, self, bc.since); len(found) != 0 {
+					b.Fatal(found)
+				}
+			}
+		})
+	}
+}
+
+// TestParseStat: the fields come from after the last ')', whatever a
+// process named itself (prctl(PR_SET_NAME) takes any bytes), and a line
+// that is short, not numeric where numbers belong, or past uint64 is
+// refused.
+func TestParseStat(t *testing.T) {
+	tail := " 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 4242 1 2 3 4 5\n" // fields 5-21, 22 (starttime), more
+	for _, tc := range []struct {
+		line string
+		want procStat
+		ok   bool
+	}{
+		{"7 (sleep) S 1" + tail, procStat{ppid: 1, state: 'S', start: 4242}, true},
+		{"7 (a) b) c) Z 99" + tail, procStat{ppid: 99, state: 'Z', start: 4242}, true},
+		{"7 (x y\nz) R 3" + tail, procStat{ppid: 3, state: 'R', start: 4242}, true},
+		{"7 (sleep S 1" + tail, procStat{}, false},
+		{"7 (sleep) S 1 0 0\n", procStat{}, false},
+		{"7 (sleep) SS 1" + tail, procStat{}, false},
+		{"7 (sleep) S -1" + tail, procStat{}, false},
+		{"7 (sleep) S 1" + strings.Replace(tail, "4242", "99999999999999999999", 1), procStat{}, false},
+		{"7 (sleep) S 4294967296" + tail, procStat{}, false},
+		{"", procStat{}, false},
+	} {
+		got, ok := parseStat([]byte(tc.line))
+		if ok != tc.ok || got != tc.want {
+			t.Errorf("parseStat(%q) = %+v, %v; want %+v, %v", tc.line, got, ok, tc.want, tc.ok)
+		}
+	}
+}
