@@ -35,10 +35,13 @@ func specialRunRef(b []byte, i int) int {
 // where a borrow or a carry between lanes would show.
 var tricky = []byte{0x00, 0x01, 0x1f, 0x20, 0x21, '"' - 1, '"', '"' + 1, '\\' - 1, '\\', '\\' + 1, 0x7e, 0x7f, 0x80, 0x81, 0xa0, 0xc3, 0xfe, 0xff, 'a'}
 
-// TestPlainRunAgrees: the word and block scans, PlainRun's and
-// SpecialRun's, stop exactly where the byte loops do, for every byte value at every lane and alignment of
-// both, for pairs of tricky bytes, and for random buffers drawn mostly
-// from the tricky bytes, short and long.
+// TestPlainRunAgrees: PlainRun and SpecialRun stop exactly where the
+// byte loops do, for every byte value at every lane and alignment of the
+// word scan, for pairs of tricky bytes, for the tricky bytes in long runs
+// (where the block scan takes over), and for random buffers drawn mostly
+// from the tricky bytes, short and long. The block scan itself is held
+// to the byte loops by TestStopBlocks: here a block scan that stopped
+// early would go unseen, since the word scan finishes the run.
 func TestPlainRunAgrees(t *testing.T) {
 	check := func(b []byte, i int) {
 		t.Helper()
@@ -74,7 +77,7 @@ func TestPlainRunAgrees(t *testing.T) {
 	// Long runs, where the blocks are scanned: one hit anywhere (the
 	// first 16 bytes, each lane of both blocks of a pair, the lone
 	// block, the tail), or none, from starts at every alignment.
-	for _, c := range []byte{0x00, 0x1f, '"', '\\', 0x80, 0xff, 'a'} {
+	for _, c := range tricky {
 		for n := longRun - 1; n <= longRun+80; n++ {
 			for p := 0; p < n; p++ {
 				b := bytes.Repeat([]byte("~"), n)
@@ -103,8 +106,45 @@ func TestPlainRunAgrees(t *testing.T) {
 	}
 }
 
-// FuzzPlainRun: the word and block scans of PlainRun and SpecialRun
-// agree with the byte loops on any input and start.
+// stopBlocksRef is stopBlocks' specification: the byte loop's answer
+// within the whole 16-byte blocks.
+func stopBlocksRef(b []byte, high uint64) int {
+	whole := len(b) &^ 15
+	if high != 0 {
+		return plainRunRef(b[:whole], 0)
+	}
+	return specialRunRef(b[:whole], 0)
+}
+
+// TestStopBlocks: the block scan alone (SSE2 on amd64, the word scan
+// under purego) stops where the byte loops do within its whole blocks,
+// with and without the high-bit test, for every byte value in every
+// lane of every block of buffers of 0 to 100 bytes, alone and with a
+// second hit after it.
+func TestStopBlocks(t *testing.T) {
+	for _, high := range []uint64{nonASCII, 0} {
+		for c := range 256 {
+			for n := 0; n <= 100; n++ {
+				for p := 0; p < n; p++ {
+					b := bytes.Repeat([]byte("~"), n)
+					b[p] = byte(c)
+					if got, want := stopBlocks(b, high), stopBlocksRef(b, high); got != want {
+						t.Fatalf("stopBlocks(%q, %#x) = %d, byte loop %d", b, high, got, want)
+					}
+					if p+1 < n {
+						b[n-1] = '"'
+						if got, want := stopBlocks(b, high), stopBlocksRef(b, high); got != want {
+							t.Fatalf("stopBlocks(%q, %#x) = %d, byte loop %d", b, high, got, want)
+						}
+					}
+				}
+			}
+		}
+	}
+}
+
+// FuzzPlainRun: the word and block scans of PlainRun and SpecialRun, and
+// the block scan alone, agree with the byte loops on any input and start.
 func FuzzPlainRun(f *testing.F) {
 	f.Add([]byte(`abcdefgh"ijklmnop`), 0)
 	f.Add([]byte("abcdefg\x1fhijklmno\\"), 3)
@@ -119,6 +159,11 @@ func FuzzPlainRun(f *testing.F) {
 		}
 		if got, want := SpecialRun(b, i), specialRunRef(b, i); got != want {
 			t.Fatalf("SpecialRun(%q, %d) = %d, byte loop %d", b, i, got, want)
+		}
+		for _, high := range []uint64{nonASCII, 0} {
+			if got, want := stopBlocks(b[i:], high), stopBlocksRef(b[i:], high); got != want {
+				t.Fatalf("stopBlocks(%q, %#x) = %d, byte loop %d", b[i:], high, got, want)
+			}
 		}
 	})
 }
