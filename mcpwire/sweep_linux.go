@@ -220,11 +220,13 @@ func carries(pid int, token string) bool {
 
 // custody finds the processes of the server marked with token: those
 // that carry it and, transitively, their children. self is never
-// included. since is the starttime of the server's leader: nothing that
-// started before it can have inherited a token made for it, so only the
-// environments of later processes are read, which on a busy machine is
-// a small part of its process table (an environment's read is the
-// costly part of the scan: each one maps pages of another process).
+// included. since is the starttime (the fork's time) of the server's
+// leader: whatever it and its descendants start is forked after it, so
+// only the environments of processes forked no earlier are read, which
+// on a busy machine is a small part of its process table (an
+// environment's read is the costly part of the scan: each one maps
+// pages of another process). A process forked before the leader that is
+// told the token and execs with it is not found; it is no descendant.
 func custody(token string, self int, since uint64) map[int]procStat {
 	procs := scanProcs()
 	kids := make(map[int][]int, len(procs))

@@ -1,7 +1,10 @@
 package mcpwire
 
 import (
+	"bytes"
 	"context"
+	"fmt"
+	"math"
 	"os"
 	"os/exec"
 	"strconv"
@@ -197,6 +200,7 @@ func TestSubreapSweep(t *testing.T) {
 // bound skips its environment (a real process, its stat and environ read
 // from /proc).
 func TestCustodySince(t *testing.T) {
+	defer leakcheck.Check(t)()
 	token := newCustodyToken()
 	cmd := exec.Command("sleep", "600")
 	cmd.Env = []string{custodyEnv + "=" + token}
@@ -276,4 +280,26 @@ func TestParseStat(t *testing.T) {
 			t.Errorf("parseStat(%q) = %+v, %v; want %+v, %v", tc.line, got, ok, tc.want, tc.ok)
 		}
 	}
+}
+
+// FuzzParseStat: a stat line is parsed whatever its command name, which
+// any process sets to any bytes (prctl PR_SET_NAME): the fields after the
+// last ')' are the ones read, and nothing panics.
+func FuzzParseStat(f *testing.F) {
+	tail := " 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 4242 1 2 3 4 5\n"
+	f.Add([]byte("sleep"), byte('S'), uint32(1), []byte(tail))
+	f.Add([]byte("a) b) c"), byte('Z'), uint32(99), []byte(tail))
+	f.Add([]byte("x y\nz"), byte('R'), uint32(3), []byte(" 1 2\n"))
+	f.Fuzz(func(t *testing.T, comm []byte, state byte, ppid uint32, rest []byte) {
+		_, _ = parseStat(rest) // any bytes at all
+		// The kernel's states are letters (R, S, D, Z, T, t, X, I, ...).
+		if !('A' <= state && state <= 'Z' || 'a' <= state && state <= 'z') || ppid > math.MaxInt32 || bytes.IndexByte(comm, 0) >= 0 {
+			return
+		}
+		line := fmt.Appendf(nil, "7 (%s) %c %d%s", comm, state, ppid, tail)
+		got, ok := parseStat(line)
+		if want := (procStat{ppid: int(ppid), state: state, start: 4242}); !ok || got != want {
+			t.Fatalf("parseStat(%q) = %+v, %v; want %+v", line, got, ok, want)
+		}
+	})
 }
