@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math"
 	"os"
 	"os/signal"
 	"strconv"
@@ -145,28 +144,13 @@ func parseStat(b []byte) (procStat, bool) {
 	if k < len(f) || len(f[0]) != 1 {
 		return procStat{}, false
 	}
-	ppid, ok1 := decimal(f[1])
-	start, ok2 := decimal(f[19])
-	if !ok1 || !ok2 || ppid > math.MaxInt32 {
+	// The conversions do not escape, so they take no allocation.
+	ppid, err1 := strconv.ParseUint(string(f[1]), 10, 31)
+	start, err2 := strconv.ParseUint(string(f[19]), 10, 64)
+	if err1 != nil || err2 != nil {
 		return procStat{}, false
 	}
 	return procStat{ppid: int(ppid), state: f[0][0], start: start}, true
-}
-
-// decimal parses the unsigned decimal number b, refusing anything else
-// and anything past 19 digits (no overflow).
-func decimal(b []byte) (uint64, bool) {
-	if len(b) == 0 || len(b) > 19 {
-		return 0, false
-	}
-	var n uint64
-	for _, c := range b {
-		if c < '0' || c > '9' {
-			return 0, false
-		}
-		n = n*10 + uint64(c-'0')
-	}
-	return n, true
 }
 
 // scanProcs reads the stat of every process in /proc. Processes that end
