@@ -2,6 +2,23 @@
 
 #include "textflag.h"
 
+// FLAGS sets each byte of flags to 0xff or 0x00, or at least its high bit,
+// where the same byte of block (which it spoils) is a quote, a backslash
+// or at most 0x1f, or has its high bit set and X10 keeps it. tmp is
+// scratch. X1-X4 and X10 hold the constants set up below.
+#define FLAGS(block, flags, tmp) \
+	MOVOU block, flags \
+	PCMPEQB X1, flags  \
+	MOVOU block, tmp   \
+	PCMPEQB X2, tmp    \
+	POR tmp, flags     \
+	MOVOU block, tmp   \
+	PSUBUSB X3, tmp    \
+	PCMPEQB X4, tmp    \
+	POR tmp, flags     \
+	PAND X10, block    \
+	POR block, flags
+
 // func stopBlocks(b []byte, high uint64) int
 //
 // Each 16-byte block is tested at once: a byte is flagged when it equals
@@ -36,30 +53,10 @@ pair:
 	JA   single
 
 	MOVOU (SI)(AX*1), X0
-	MOVOU X0, X5
-	PCMPEQB X1, X5
-	MOVOU X0, X6
-	PCMPEQB X2, X6
-	POR X6, X5
-	MOVOU X0, X6
-	PSUBUSB X3, X6
-	PCMPEQB X4, X6
-	POR X6, X5
-	PAND X10, X0
-	POR X0, X5
+	FLAGS(X0, X5, X6)
 
 	MOVOU 16(SI)(AX*1), X7
-	MOVOU X7, X8
-	PCMPEQB X1, X8
-	MOVOU X7, X9
-	PCMPEQB X2, X9
-	POR X9, X8
-	MOVOU X7, X9
-	PSUBUSB X3, X9
-	PCMPEQB X4, X9
-	POR X9, X8
-	PAND X10, X7
-	POR X7, X8
+	FLAGS(X7, X8, X9)
 
 	PMOVMSKB X5, DX
 	PMOVMSKB X8, BX
@@ -73,17 +70,7 @@ single:
 	CMPQ AX, CX
 	JAE  none
 	MOVOU (SI)(AX*1), X0
-	MOVOU X0, X5
-	PCMPEQB X1, X5
-	MOVOU X0, X6
-	PCMPEQB X2, X6
-	POR X6, X5
-	MOVOU X0, X6
-	PSUBUSB X3, X6
-	PCMPEQB X4, X6
-	POR X6, X5
-	PAND X10, X0
-	POR X0, X5
+	FLAGS(X0, X5, X6)
 	PMOVMSKB X5, DX
 	TESTQ DX, DX
 	JNZ  found
