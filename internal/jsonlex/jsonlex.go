@@ -404,9 +404,10 @@ func ScanString(b []byte, i int, fl Flags) (end int, esc bool, f *Fault) {
 			i += size
 			if i < len(b) && b[i] >= utf8.RuneSelf {
 				// Text beyond ASCII goes on: it is validated a run at a
-				// time, up to the next quote, backslash or control. One
-				// rune at a time, CJK text cost five times as much; a
-				// lone accented letter keeps the cheaper path above.
+				// time, up to the next quote, backslash or control;
+				// rune by rune, CJK text costs three to five times as
+				// much. A lone accented letter keeps the path above,
+				// which is cheaper for it.
 				j := SpecialRun(b, i)
 				if !utf8.Valid(b[i:j]) {
 					return i, false, badRune(b, i)
