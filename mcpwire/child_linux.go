@@ -61,9 +61,12 @@ func spawn(cmd Command) (Conn, error) {
 	cmd.defaults()
 	env := cmd.childEnv()
 	token := ""
+	var since uint64
 	if cmd.SweepDescendants {
 		token = newCustodyToken()
 		env = append(env, custodyEnv+"="+token)
+		// Before the fork: the leader and all it starts begin later.
+		since = bootTicks()
 	}
 	path, err := lookPath(cmd.Argv[0], env)
 	if err != nil {
@@ -132,15 +135,11 @@ func spawn(cmd Command) (Conn, error) {
 	errW.Close()
 
 	c := &childConn{
-		cmd: cmd, ec: ec, pid: ec.Process.Pid, pidfd: pidfd, log: log, token: token, cgroup: cg,
+		cmd: cmd, ec: ec, pid: ec.Process.Pid, pidfd: pidfd, log: log, token: token, since: since, cgroup: cg,
 		stdin: inW, stdout: outR, stderr: errR,
 		rd: framewrite.RawReader(outR), wr: framewrite.RawWriter(inW),
 		tail: newRing(cmd.StderrTailBytes), done: make(chan struct{}),
 		drained: make(chan struct{}), eof: make(chan struct{}), exited: make(chan struct{}),
-	}
-	if token != "" {
-		// Read before the wait goroutine can reap the leader.
-		c.since = startOf(c.pid)
 	}
 	log.Info().Int("pid", c.pid).Str("path", path).Msg("mcpwire: server started")
 	go c.drainStderr()
@@ -158,7 +157,8 @@ type childConn struct {
 	pidfd int
 	log   zerolog.Logger
 	// token marks the server's processes for the sweep ("" = no sweep);
-	// since is the leader's starttime, before which none of them began.
+	// since is a starttime no later than the leader's (bootTicks before
+	// its fork), before which none of them began.
 	token string
 	since uint64
 	// cgroup is the server's own cgroup directory ("" = none).

@@ -173,12 +173,23 @@ func scanProcs() map[int]procStat {
 	return procs
 }
 
-// startOf is pid's starttime, or 0 (no bound) when its stat cannot be
-// read.
-func startOf(pid int) uint64 {
-	st, _ := readStat(pid)
-	return st.start
+// bootTicks is the time since boot in the clock ticks that
+// /proc/PID/stat counts a process's start in, rounded down, so a process
+// forked after the call has a starttime no lower: the kernel converts a
+// task's start_boottime the same way, in the reader's time namespace as
+// CLOCK_BOOTTIME is in ours. The ticks are USER_HZ, 100 on every
+// architecture Go supports on Linux; where one counted faster, the bound
+// would only be looser. It is 0 (no bound) if the clock cannot be read.
+func bootTicks() uint64 {
+	var ts unix.Timespec
+	if err := unix.ClockGettime(unix.CLOCK_BOOTTIME, &ts); err != nil {
+		return 0
+	}
+	return uint64(ts.Nano()) / (1e9 / userHZ)
 }
+
+// userHZ is the kernel's USER_HZ, the unit of /proc/PID/stat's times.
+const userHZ = 100
 
 // carries reports whether the environment pid started with holds
 // custodyEnv=token. An unreadable environment (another user's process,

@@ -212,10 +212,11 @@ func TestCustodySince(t *testing.T) {
 		_ = cmd.Wait()
 	}()
 	pid := cmd.Process.Pid
-	start := startOf(pid)
-	if start == 0 {
+	st, ok := readStat(pid)
+	if !ok || st.start == 0 {
 		t.Fatalf("no starttime for pid %d", pid)
 	}
+	start := st.start
 	self := os.Getpid()
 	if _, ok := custody(token, self, start)[pid]; !ok {
 		t.Errorf("custody with the carrier's own starttime misses pid %d", pid)
@@ -225,6 +226,31 @@ func TestCustodySince(t *testing.T) {
 	}
 	if found := custody(token, self, start+1); len(found) != 0 {
 		t.Errorf("custody bounded after the carrier started found %v", found)
+	}
+}
+
+// TestBootTicks: the bound taken before a fork is no later than the
+// child's starttime in /proc, and the clock read after it no earlier, so
+// bootTicks counts in the units and from the origin the kernel uses.
+func TestBootTicks(t *testing.T) {
+	defer leakcheck.Check(t)()
+	for range 20 {
+		before := bootTicks()
+		cmd := exec.Command("true")
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		st, ok := readStat(cmd.Process.Pid)
+		after := bootTicks()
+		if err := cmd.Wait(); err != nil {
+			t.Fatal(err)
+		}
+		if !ok {
+			t.Fatalf("no stat for pid %d", cmd.Process.Pid)
+		}
+		if before == 0 || st.start < before || st.start > after {
+			t.Fatalf("starttime %d outside the clock's %d..%d", st.start, before, after)
+		}
 	}
 }
 
