@@ -10,6 +10,7 @@ import (
 
 	"github.com/capbridge/capbridge/bridge"
 	"github.com/capbridge/capbridge/bridge/config"
+	"github.com/capbridge/capbridge/internal/testkit/fakeclock"
 )
 
 // While servers boot, doctor says every progressEvery which are still
@@ -38,11 +39,11 @@ func TestDoctorBootProgress(t *testing.T) {
 		log(map[string]any{"server": "memory", "message": evStderr, "stderr": "npm warn exec The following package was not found and will be installed: @modelcontextprotocol/server-memory@2025.8.4"})
 		log(map[string]any{"server": "quick", "message": evReady, "tools": 3})
 
-		advance(progressEvery - time.Millisecond)
+		fakeclock.Advance(progressEvery - time.Millisecond)
 		if got := out.String(); got != "" {
 			t.Fatalf("progress before %s: %q", progressEvery, got)
 		}
-		advance(time.Millisecond)
+		fakeclock.Advance(time.Millisecond)
 		want := `capbridge doctor: memory still starting after 5s: started (pid 4242), waiting for its answer to initialize; its last stderr line: "npm warn exec The following package was not found and will be installed: @modelcontextprotocol/server-memory@2025.8.4"` + "\n" +
 			"capbridge doctor: fetch still starting after 5s: starting\n"
 		if got := out.String(); got != want {
@@ -53,7 +54,7 @@ func TestDoctorBootProgress(t *testing.T) {
 		// starting five seconds later.
 		log(map[string]any{"server": "memory", "message": evInitialized})
 		log(map[string]any{"server": "fetch", "message": evFailed})
-		advance(progressEvery)
+		fakeclock.Advance(progressEvery)
 		want += `capbridge doctor: memory still starting after 10s: initialized, listing its tools; its last stderr line: "npm warn exec The following package was not found and will be installed: @modelcontextprotocol/server-memory@2025.8.4"` + "\n"
 		if got := out.String(); got != want {
 			t.Fatalf("after 10 s:\n%s\nwant\n%s", got, want)
@@ -61,14 +62,14 @@ func TestDoctorBootProgress(t *testing.T) {
 
 		// A long stderr line is clipped; a ready server is not named.
 		log(map[string]any{"server": "memory", "message": evStderr, "stderr": strings.Repeat("x", 10*maxProgressStderr)})
-		advance(progressEvery)
+		fakeclock.Advance(progressEvery)
 		last := out.String()[len(want):]
 		if len(last) > 200+maxProgressStderr || !strings.Contains(last, "x…\"") {
 			t.Errorf("a long stderr line is quoted as %q", last)
 		}
 		log(map[string]any{"server": "memory", "message": evReady})
 		before := out.String()
-		advance(3 * progressEvery)
+		fakeclock.Advance(3 * progressEvery)
 		if got := out.String(); got != before {
 			t.Errorf("progress after every server's boot ended: %q", got[len(before):])
 		}
@@ -94,22 +95,11 @@ func TestDoctorBootProgressRedacts(t *testing.T) {
 			defer close(done)
 			events.watch(ctx, bridge.NewSecretWriter(&out, cfg), []string{"memory"}, time.Now())
 		}()
-		advance(progressEvery)
+		fakeclock.Advance(progressEvery)
 		cancel()
 		<-done
 		if got := out.String(); strings.Contains(got, secret) || !strings.Contains(got, "connecting with API_TOKEN=") {
 			t.Errorf("progress line %q: want the stderr line without the secret", got)
 		}
 	})
-}
-
-// advance moves the synctest bubble's clock on by d once every goroutine
-// in it is blocked, and returns once they are blocked again: the fake
-// clock's time passes at once, and the test reads what the watcher wrote
-// only when it has finished writing. Outside a bubble synctest.Wait
-// panics, so advance can never become a real sleep.
-func advance(d time.Duration) {
-	synctest.Wait()
-	time.Sleep(d)
-	synctest.Wait()
 }

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/capbridge/capbridge/internal/testkit/fakeclock"
 )
 
 // files is an in-memory file system whose contents the test changes.
@@ -73,21 +75,21 @@ func TestWatch(t *testing.T) {
 		count, stop := watching(t, f)
 		defer stop()
 
-		advance(5 * time.Second)
+		fakeclock.Advance(5 * time.Second)
 		if n := count(); n != 0 {
 			t.Fatalf("%d changes reported with no change", n)
 		}
 
 		f.set("a.toml", "two")
-		advance(900 * time.Millisecond)
+		fakeclock.Advance(900 * time.Millisecond)
 		if n := count(); n != 0 {
 			t.Fatalf("reported before the change held for Quiet: %d", n)
 		}
-		advance(400 * time.Millisecond)
+		fakeclock.Advance(400 * time.Millisecond)
 		if n := count(); n != 1 {
 			t.Fatalf("%d changes reported once it held, want 1", n)
 		}
-		advance(5 * time.Second)
+		fakeclock.Advance(5 * time.Second)
 		if n := count(); n != 1 {
 			t.Fatalf("%d changes reported for one change, want 1", n)
 		}
@@ -96,44 +98,35 @@ func TestWatch(t *testing.T) {
 		// last, is one change, reported once the last has held.
 		for i := range 6 {
 			f.set("b.lock", "lock "+string(rune('a'+i)))
-			advance(500 * time.Millisecond)
+			fakeclock.Advance(500 * time.Millisecond)
 		}
 		if n := count(); n != 1 {
 			t.Fatalf("reported during a burst: %d", n)
 		}
-		advance(time.Second)
+		fakeclock.Advance(time.Second)
 		if n := count(); n != 2 {
 			t.Fatalf("%d changes after a burst, want 2", n)
 		}
 
 		// Changed and changed back within Quiet: nothing to report.
 		f.set("a.toml", "three")
-		advance(300 * time.Millisecond)
+		fakeclock.Advance(300 * time.Millisecond)
 		f.set("a.toml", "two")
-		advance(5 * time.Second)
+		fakeclock.Advance(5 * time.Second)
 		if n := count(); n != 2 {
 			t.Fatalf("a change undone within Quiet was reported: %d", n)
 		}
 
 		// Removed, then written anew: reported once readable and held.
 		f.remove("a.toml")
-		advance(5 * time.Second)
+		fakeclock.Advance(5 * time.Second)
 		if n := count(); n != 2 {
 			t.Fatalf("an unreadable file was reported as a change: %d", n)
 		}
 		f.set("a.toml", "four")
-		advance(1500 * time.Millisecond)
+		fakeclock.Advance(1500 * time.Millisecond)
 		if n := count(); n != 3 {
 			t.Fatalf("%d changes once the file came back, want 3", n)
 		}
 	})
-}
-
-// advance moves the synctest bubble's clock on by d once every goroutine
-// in it is blocked, and returns once they are blocked again. Outside a
-// bubble synctest.Wait panics, so advance can never become a real sleep.
-func advance(d time.Duration) {
-	synctest.Wait()
-	time.Sleep(d)
-	synctest.Wait()
 }
