@@ -19,8 +19,6 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
-
-	"github.com/capbridge/capbridge/capwire"
 )
 
 // Roles the test binary plays in a child process, chosen by environment:
@@ -161,16 +159,9 @@ func testMetricsFlood(t *testing.T, bin string) {
 	}
 
 	env := []string{"CAPBRIDGE_CONTROL=" + dir + "/control.sock"}
-	token, errOut, code := runCLI(t, bin, env, "grant", "--servers", "demo", "--ttl", "1m")
-	if code != 0 {
-		t.Fatalf("grant through the control socket while the metrics port is flooded: exit %d, %s", code, errOut)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	c, err := capwire.Dial(ctx, dir+"/call.sock", strings.TrimSpace(token))
-	if err != nil {
-		t.Fatalf("dialling the call socket while the metrics port is flooded: %v", err)
-	}
+	// The grant and the dial, through the control and call sockets while
+	// the metrics port is flooded.
+	ctx, c, _ := grantDial(t, bin, env, dir+"/call.sock", "--servers", "demo", "--ttl", "1m")
 	r, err := c.Call(ctx, "demo", "echo", map[string]any{"text": "still here"})
 	c.Close()
 	if err != nil || r.Text() != "still here" {

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"errors"
 	"os"
 	"path/filepath"
@@ -81,24 +80,14 @@ func testSecretsNeverWritten(t *testing.T, bin string) {
 	srv, ready := startServe(t, bin, append(env, "OTEL_EXPORTER_OTLP_ENDPOINT="+recv.URL), "serve", "-c", cfg)
 	noSecrets(t, "the ready line", ready)
 	ctl := []string{"CAPBRIDGE_CONTROL=" + dir + "/control.sock"}
-	token, errOut, code := runCLI(t, bin, ctl, "grant", "--servers", "s")
-	if code != 0 {
-		t.Fatalf("grant: %s", errOut)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	c, err := capwire.Dial(ctx, dir+"/call.sock", strings.TrimSpace(token))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	ctx, c, token := grantDial(t, bin, ctl, dir+"/call.sock", "--servers", "s")
 	for name := range testSecrets {
 		if _, err := c.Call(ctx, "s", "print_env", map[string]any{"name": name}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	var denials []string
-	_, err = c.Call(ctx, "s", "crash", nil)
+	_, err := c.Call(ctx, "s", "crash", nil)
 	var d *capwire.Denied
 	if !errors.As(err, &d) || !strings.Contains(d.Message, "stderr tail") || !strings.Contains(d.Message, "SECRET_FILE=") {
 		t.Fatalf("crash: %v; want a denial with the stderr tail", err)
@@ -178,16 +167,7 @@ func testReloadSecretsRedacted(t *testing.T, bin string) {
 			t.Fatalf("the added server was not ready within 60 s; stderr:\n%s", srv.stderr.String())
 		}
 	}
-	token, errOut, code := runCLI(t, bin, ctl, "grant", "--servers", "b")
-	if code != 0 {
-		t.Fatalf("grant: %s", errOut)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	c, err := capwire.Dial(ctx, dir+"/call.sock", strings.TrimSpace(token))
-	if err != nil {
-		t.Fatal(err)
-	}
+	ctx, c, _ := grantDial(t, bin, ctl, dir+"/call.sock", "--servers", "b")
 	if r, err := c.Call(ctx, "b", "echo", map[string]any{"text": secret}); err != nil || r.Text() != secret {
 		t.Fatalf("echo through the added server: %v, %v", r, err)
 	}

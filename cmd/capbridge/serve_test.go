@@ -406,6 +406,27 @@ func (s *servedBinary) stop() (rest []byte, err error) {
 	return rest, err
 }
 
+// grantDial issues a grant through the control socket env names
+// (`capbridge grant` with grantArgs) and dials callSock with its token,
+// which it returns too. The returned context bounds the test's calls
+// (60 s); the connection is closed when the test ends, or earlier by the
+// caller.
+func grantDial(t *testing.T, bin string, env []string, callSock string, grantArgs ...string) (context.Context, *capwire.Client, string) {
+	t.Helper()
+	token, errOut, code := runCLI(t, bin, env, append([]string{"grant"}, grantArgs...)...)
+	if code != 0 {
+		t.Fatalf("grant %v: exit %d, %s", grantArgs, code, errOut)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	t.Cleanup(cancel)
+	c, err := capwire.Dial(ctx, callSock, strings.TrimSpace(token))
+	if err != nil {
+		t.Fatalf("dialling %s with the granted token: %v", callSock, err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return ctx, c, strings.TrimSpace(token)
+}
+
 // runCLI runs the built binary with env added to ours, bounded in time,
 // and returns its output and exit status.
 func runCLI(t *testing.T, bin string, env []string, args ...string) (stdout, stderr string, code int) {
