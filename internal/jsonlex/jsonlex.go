@@ -808,7 +808,7 @@ func skipValue(b []byte, i int) int {
 // RFC 8259 syntax, nesting within bound.MaxDepth, every string UTF-8. A
 // decoder handed a Value walks it without validating it again. Holding
 // one is the proof: Values come only from ScanObject, which validates
-// every byte it yields, and from Clone and Own; nothing converts bytes
+// every byte it yields, and from Clone, Own and Lease; nothing converts bytes
 // from elsewhere into a Value. Its bytes alias what was scanned and must
 // not be modified. The zero Value is "absent".
 type Value struct {
@@ -816,6 +816,9 @@ type Value struct {
 	// s, when set, is the memory b views: an owned Value lives in a
 	// string, so text cut from it (Str) is shared, not copied.
 	s string
+	// class is 1 + the lease class of a leased Value's memory (Lease);
+	// 0 for any other.
+	class uint8
 }
 
 // Bytes returns the value's JSON text (nil for the zero Value). The
