@@ -94,7 +94,12 @@ func (b *Bridge) start(g *Grant, peer PeerCred, a startArgs, traceparent string)
 	go func() {
 		defer stop(nil)
 		begun := time.Now()
-		sc.o = b.call(ctx, callRequest{server: a.Server, tool: a.Tool, args: args, timeoutMS: a.TimeoutMS, grant: g, peer: peer, traceparent: tp, span: span})
+		o := b.call(ctx, callRequest{server: a.Server, tool: a.Tool, args: args, timeoutMS: a.TimeoutMS, grant: g, peer: peer, traceparent: tp, span: span})
+		// Kept until collected, perhaps by two collects at once, each
+		// of which frees what it answers: its memory must never be
+		// given back.
+		o.from = nil
+		sc.o = o
 		took := time.Since(begun)
 		account(g, sc.o, took)
 		close(sc.done)

@@ -178,6 +178,7 @@ func BenchmarkCallPath(b *testing.B) {
 				if o.result == nil || len(o.result.Content) != 1 || len(o.result.Content[0].Text) != tc.n {
 					b.Fatalf("outcome %+v", o)
 				}
+				o.free() // as a connection's call does once it has replied
 			}
 		})
 	}

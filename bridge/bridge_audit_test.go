@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"strconv"
 	"strings"
 	"sync"
@@ -105,6 +106,76 @@ func TestAuditLine(t *testing.T) {
 				t.Errorf("result_text = %v", ok["result_text"])
 			}
 		})
+	}
+}
+
+// A result large enough to be read into leased memory (1 KiB and up)
+// is given back only once its reply is written and its audit line is:
+// with calls in flight on several connections at once, every reply and
+// every audit line carries its own call's text whole. Released memory is
+// zeroed, so a reply or line written after the release would read zeros,
+// and one written after the memory's next lease another call's text.
+func TestLeasedResultsReachReplyAndAudit(t *testing.T) {
+	defer leakcheck.Check(t)()
+	var sink lockedBuffer
+	tb := startBridge(t, func(c *config.Config) { c.Bridge.AuditValues = true }, mcptestServer("t", mcptest.Scenario{}))
+	tb.audit = zerolog.New(&sink)
+	_, token, err := tb.Grant(GrantSpec{Servers: map[string][]string{"t": nil}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), backstop)
+	defer cancel()
+	const conns, calls = 4, 24
+	textOf := func(c, i int) string {
+		// Sizes across several lease classes, each text its own.
+		n := 1<<10 + (c*calls+i)*613
+		tag := strconv.Itoa(c*calls+i) + "-"
+		return strings.Repeat(tag, n/len(tag)+1)[:n]
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, conns*calls)
+	for c := range conns {
+		cl := tb.dial(token)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer cl.Close()
+			for i := range calls {
+				want := textOf(c, i)
+				r, err := cl.Call(ctx, "t", "echo", map[string]any{"text": want})
+				switch {
+				case err != nil:
+					errs <- err
+				case len(r.Content) != 1 || r.Content[0].Text != want:
+					errs <- fmt.Errorf("call %d/%d: the reply is not its own text", c, i)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	tb.shutdown()
+	want := map[string]bool{}
+	for c := range conns {
+		for i := range calls {
+			text := textOf(c, i)
+			want[text[:min(len(text), maxAuditValue)]] = true // the line's cap
+		}
+	}
+	lines := sink.lines("call")
+	if len(lines) != conns*calls {
+		t.Fatalf("%d audit lines, want %d", len(lines), conns*calls)
+	}
+	for _, l := range lines {
+		text, _ := l["result_text"].(string)
+		if !want[text] {
+			t.Errorf("an audit line's result_text is no call's text: %.16q…", text)
+		}
+		delete(want, text)
 	}
 }
 

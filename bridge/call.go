@@ -56,6 +56,21 @@ type outcome struct {
 	// audit line.
 	transport  string
 	httpStatus int
+	// from is the server's result that result's strings are cut from,
+	// whose memory may be leased (mcpwire.CallToolResult.Release). Only
+	// a caller that is done with every string of the outcome may free
+	// it; one that keeps the outcome (an async call's) leaves it to the
+	// collector.
+	from *mcpwire.CallToolResult
+}
+
+// free gives back the memory o's result strings share, if it is leased.
+// It must be o's last use.
+func (o *outcome) free() {
+	if o.from != nil {
+		o.from.Release()
+		o.from = nil
+	}
 }
 
 func deny(code, msg string) outcome {
@@ -416,7 +431,7 @@ func (b *Bridge) reduce(res *mcpwire.CallToolResult) outcome {
 		r.Structured = mp
 		size += len(mp)
 	}
-	return outcome{result: r, resultBytes: size}
+	return outcome{result: r, resultBytes: size, from: res}
 }
 
 // conversionDenial denies a value interchange could not convert. The

@@ -306,6 +306,9 @@ func (c *callConn) run(ctx context.Context, m *capserver.Call) {
 	c.b.auditCall(c.grant, c.peer, server, op, sent, took)
 	c.grant.usage.end()
 	endCallTrace(span, c.grant, server, op, &sent)
+	// The reply is written (encoded, at least) and audited: nothing
+	// holds the result's strings any more.
+	o.free()
 }
 
 // send writes the reply for id, turning a result too large for a frame

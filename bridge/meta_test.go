@@ -3,6 +3,7 @@ package bridge
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -89,6 +90,47 @@ func TestCapbridgeCapability(t *testing.T) {
 	}
 	c.Close()
 	c2.Close()
+	tb.shutdown()
+}
+
+// A started call's outcome is kept for collecting, so its result is never
+// given back to the lease pool: two collects that both wait for a call
+// with a large result both answer it whole.
+func TestCollectTwiceAtOnce(t *testing.T) {
+	defer leakcheck.Check(t)()
+	tb := startBridge(t, nil, mcptestServer("t", mcptest.Scenario{}))
+	token := tb.grant(map[string][]string{"t": nil})
+	ctx, cancel := context.WithTimeout(context.Background(), backstop)
+	defer cancel()
+	text := strings.Repeat("later ", 1<<10)
+	for range 3 {
+		c1, c2 := tb.dial(token), tb.dial(token)
+		h, err := c1.Start(ctx, "t", "slow", map[string]any{"ms": 200, "text": text})
+		if err != nil {
+			t.Fatal(err)
+		}
+		results := make(chan error, 2)
+		for _, c := range []*capwire.Client{c1, c2} {
+			go func() {
+				r, err := c.Collect(ctx, h)
+				var d *capwire.Denied
+				switch {
+				case errors.As(err, &d) && d.Code == capwire.CodeBadArguments:
+					err = nil // the other collect took it first
+				case err == nil && r.Text() != text:
+					err = fmt.Errorf("collected %d bytes, not the call's text", len(r.Text()))
+				}
+				results <- err
+			}()
+		}
+		for range 2 {
+			if err := <-results; err != nil {
+				t.Error(err)
+			}
+		}
+		c1.Close()
+		c2.Close()
+	}
 	tb.shutdown()
 }
 

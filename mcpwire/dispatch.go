@@ -72,8 +72,9 @@ func (c *Client) handleResponse(m *mcpproto.Message) {
 	} else {
 		if m.ID.IsInt && c.isToolCall(m.ID.Int) {
 			// Its texts will be cut from this one copy rather than
-			// copied again (mcpproto.DecodeCallToolResultValue).
-			res = m.Result.Own()
+			// copied again (mcpproto.DecodeCallToolResultValue), in
+			// memory its caller may give back (CallToolResult.Release).
+			res = m.Result.Lease()
 		} else {
 			res = m.Result.Clone()
 		}

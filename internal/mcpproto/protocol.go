@@ -77,11 +77,27 @@ type ContentBlock struct {
 
 // CallToolResult is a decoded tools/call result. StructuredContent and
 // Meta are raw JSON, nil when absent.
+//
+// A result decoded from a leased Value (jsonlex.Value.Lease) has its
+// texts in that lease, which Release gives back; see Release.
 type CallToolResult struct {
 	Content           []ContentBlock
 	StructuredContent []byte
 	IsError           bool
 	Meta              []byte
+
+	mem jsonlex.Value // the lease the strings of Content share, if any
+}
+
+// Release gives back the leased memory the strings of r's Content share,
+// if there is any, and empties r. It is optional (an unreleased result is
+// collected like any other) and must be the last use of r and of every
+// string taken from it: the memory, zeroed, is another result's next.
+// Calling it again does nothing. It is not safe for concurrent use.
+func (r *CallToolResult) Release() {
+	mem := r.mem
+	*r = CallToolResult{}
+	mem.Release()
 }
 
 // pfault builds a ProtocolFault.
@@ -502,8 +518,10 @@ func DecodeCallToolResult(raw []byte) (*CallToolResult, error) {
 // arrived validated (Message.Result): it is walked, not checked again.
 // From an owned Value (jsonlex.Value.Own) the texts and Raw share its
 // one copy and StructuredContent and Meta are copies of their own, so
-// the result aliases nothing that can be written; otherwise the result
-// aliases v's bytes as DecodeCallToolResult's aliases raw.
+// the result aliases nothing that can be written; from a leased one
+// (jsonlex.Value.Lease) the same holds until the result's Release, which
+// gives the lease back; otherwise the result aliases v's bytes as
+// DecodeCallToolResult's aliases raw.
 func DecodeCallToolResultValue(v jsonlex.Value) (*CallToolResult, error) {
 	obj := v.Bytes()
 	switch {
@@ -563,6 +581,9 @@ func decodeCallToolResult(own jsonlex.Value, obj []byte) (*CallToolResult, error
 	}
 	if !haveContent {
 		return nil, pfault("tools/call", "/content", -1, "missing")
+	}
+	if own.Leased() {
+		r.mem = own
 	}
 	return r, nil
 }

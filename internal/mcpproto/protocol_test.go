@@ -255,3 +255,47 @@ func TestOwnedResultSharesNothingWritable(t *testing.T) {
 		t.Errorf("content = %+v, want %+v", r.Content, want)
 	}
 }
+
+// TestLeasedResultRelease: a result decoded from a leased Value shares
+// its texts with the lease until Release, which gives the lease back
+// (zeroed: a text kept past it reads zeros), empties the result and may
+// be called again harmlessly; StructuredContent and Meta are the
+// result's own throughout. A result from an owned Value has nothing to
+// give back.
+func TestLeasedResultRelease(t *testing.T) {
+	long := strings.Repeat("y", 2<<10)
+	line := []byte(`{"jsonrpc":"2.0","id":1,"result":{"content":[{"type":"text","text":"` + long + `"}],"structuredContent":{"k":1},"_meta":{"m":1}}}`)
+	var m Message
+	if err := DecodeMessage(line, &m); err != nil {
+		t.Fatal(err)
+	}
+	r, err := DecodeCallToolResultValue(m.Result.Lease())
+	if err != nil {
+		t.Fatal(err)
+	}
+	text, sc := r.Content[0].Text, r.StructuredContent
+	if text != long || string(sc) != `{"k":1}` {
+		t.Fatalf("text %.8q…, structuredContent %s", text, sc)
+	}
+	r.Release()
+	if r.Content != nil || r.StructuredContent != nil || r.Meta != nil {
+		t.Errorf("a released result still holds %+v", r)
+	}
+	if text != strings.Repeat("\x00", len(long)) {
+		t.Errorf("a text kept past Release reads %.8q…, not zeros", text)
+	}
+	if string(sc) != `{"k":1}` {
+		t.Errorf("structuredContent changed with the lease: %s", sc)
+	}
+	r.Release()
+
+	owned, err := DecodeCallToolResultValue(m.Result.Own())
+	if err != nil {
+		t.Fatal(err)
+	}
+	kept := owned.Content[0].Text
+	owned.Release()
+	if kept != long {
+		t.Error("releasing a result of an owned Value changed its text")
+	}
+}
