@@ -15,9 +15,9 @@ import (
 // itself. A leased Value's memory comes from a pool and goes back to it
 // when its holder says the value and every string cut from it are dead.
 //
-// Memory is leased in power-of-two classes from minLease to maxLease;
-// smaller values are owned as usual (their garbage is cheap), larger ones
-// too (they are rare, and a pool would pin their memory).
+// Memory is leased in power-of-two classes from 1 KiB to 64 KiB; smaller
+// values are owned as usual (their garbage is cheap), larger ones too
+// (they are rare, and a pool would pin their memory).
 const (
 	minLeaseShift = 10 // 1 KiB
 	maxLeaseShift = 16 // 64 KiB
