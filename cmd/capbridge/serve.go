@@ -61,6 +61,8 @@ cannot be opened, 5 shutdown that could not confirm every server exited.`)
 	callSocket := fs.String("call-socket", "", "override [bridge] call_socket")
 	controlSocket := fs.String("control-socket", "", "override [bridge] control_socket")
 	lockFlag := fs.String("lock", "", "serve only the tools this lock approves (capbridge lock), withholding any that changed; overrides [bridge] lock")
+	cpuProfile := fs.String("cpu-profile", "", "write a CPU profile of serve (pprof format) to this file, from start to exit: for measuring capbridge")
+	allocProfile := fs.String("alloc-profile", "", "write a profile of every allocation serve sampled (pprof format) to this file at exit: for measuring capbridge")
 	watch := fs.Bool("watch", false, "apply the config files (and the lock) when they change, as capbridge reload does: once a change has held for a second; a config that does not validate is refused and logged, and the running one stays")
 	pos, code, ok := fs.parse(args, stdout, stderr)
 	if !ok {
@@ -96,6 +98,12 @@ cannot be opened, 5 shutdown that could not confirm every server exited.`)
 	if os.Getenv("GOMAXPROCS") == "" {
 		runtime.GOMAXPROCS(cfg.Bridge.Procs)
 	}
+	stopProfiles, err := startProfiles(*cpuProfile, *allocProfile)
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return exitError
+	}
+	defer stopProfiles(stderr)
 	// Everything serve writes goes through secrets: what the config's
 	// secret references resolved to is replaced, whatever a server prints
 	// and whatever an error quotes.

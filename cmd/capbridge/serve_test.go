@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"compress/gzip"
 	"context"
 	"debug/buildinfo"
 	"encoding/json"
@@ -105,6 +106,7 @@ func TestServe(t *testing.T) {
 	t.Run("a secret that does not resolve", func(t *testing.T) { testSecretUnresolved(t, bin) })
 	t.Run("a reload's secrets are redacted in the audit file", func(t *testing.T) { testReloadSecretsRedacted(t, bin) })
 	t.Run("skew names a dropped tool", func(t *testing.T) { testSkewNamesDroppedTool(t, bin) })
+	t.Run("profiles", func(t *testing.T) { testProfiles(t, bin) })
 	t.Run("ready when the sockets are open", func(t *testing.T) {
 		dir := shortTempDir(t)
 		cfg := filepath.Join(dir, "capbridge.toml")
@@ -348,6 +350,58 @@ func testSIGTERMUnderLoad(t *testing.T, bin string) {
 		}
 	}
 	demoGone(t, demoPID)
+}
+
+// --cpu-profile and --alloc-profile write pprof profiles of serve, from
+// start to exit; a path serve cannot write fails it before anything runs.
+func testProfiles(t *testing.T, bin string) {
+	rt := shortTempDir(t)
+	env := []string{"XDG_RUNTIME_DIR=" + rt}
+	cpu, alloc := filepath.Join(rt, "cpu.pprof"), filepath.Join(rt, "allocs.pprof")
+	srv, _ := startServe(t, bin, env, "serve", "--cpu-profile", cpu, "--alloc-profile", alloc)
+	for range 20 {
+		if out, errOut, code := runCLI(t, bin, env, "call", "demo", "echo", `{"text":"hello"}`); code != 0 || out != "hello\n" {
+			t.Fatalf("call demo echo: exit %d, stdout %q, stderr %q", code, out, errOut)
+		}
+	}
+	if _, err := srv.stop(); err != nil {
+		t.Fatalf("serve: %v\n%s", err, srv.stderr.String())
+	}
+	// A profile is a gzipped protocol buffer whose string table names
+	// its sample types and the functions sampled.
+	for path, want := range map[string][]string{
+		cpu:   {"samples", "cpu", "nanoseconds"},
+		alloc: {"alloc_space", "github.com/capbridge/capbridge/bridge."},
+	} {
+		f, err := os.Open(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		zr, err := gzip.NewReader(f)
+		if err != nil {
+			t.Fatalf("%s: %v", path, err)
+		}
+		raw, err := io.ReadAll(zr)
+		f.Close()
+		if err != nil {
+			t.Fatalf("%s: %v", path, err)
+		}
+		for _, w := range want {
+			if !bytes.Contains(raw, []byte(w)) {
+				t.Errorf("%s does not name %q", filepath.Base(path), w)
+			}
+		}
+		if info, err := os.Stat(path); err != nil {
+			t.Error(err)
+		} else if info.Mode().Perm() != 0o600 {
+			t.Errorf("%s: mode %v, want 0600", filepath.Base(path), info.Mode())
+		}
+	}
+
+	stdout, stderr, code := runCLI(t, bin, env, "serve", "--cpu-profile", filepath.Join(rt, "no-such-dir", "cpu.pprof"))
+	if code != exitError || stdout != "" || !strings.Contains(stderr, "--cpu-profile") {
+		t.Errorf("an unwritable profile: exit %d, stdout %q, stderr %q; want exit %d, no ready line, the flag named", code, stdout, stderr, exitError)
+	}
 }
 
 // servedBinary is a running `capbridge serve`. A test that ends with it
