@@ -8,6 +8,8 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/capbridge/capbridge/internal/testkit/rawecho"
@@ -33,6 +35,7 @@ type sampleJob struct {
 	Capbridge string `json:"capbridge"`
 	CRelay    string `json:"crelay"`
 	Tmp       string `json:"tmp"`
+	Profile   string `json:"profile,omitempty"`
 }
 
 // maybeSample runs this process as one sample and exits when sampleEnv is
@@ -57,7 +60,7 @@ func maybeSample() {
 		argv, senv := rawecho.Command()
 		hargv, henv := rawecho.HTTPCommand()
 		_, h25env := rawecho.HTTP2025Command()
-		e := &env{serverArgv: argv, serverEnv: senv, httpArgv: hargv, httpEnv: henv, http2025Env: h25env, capbridge: job.Capbridge, crelay: job.CRelay, tmp: job.Tmp}
+		e := &env{serverArgv: argv, serverEnv: senv, httpArgv: hargv, httpEnv: henv, http2025Env: h25env, capbridge: job.Capbridge, crelay: job.CRelay, tmp: job.Tmp, profile: job.Profile}
 		p := plan{small: job.Small, large: job.Large, warm: job.Warm, cap: time.Duration(job.CapNS)}
 		s = measure(context.Background(), e, cl, job.Cell, p)
 	}
@@ -87,12 +90,16 @@ func clientNamed(name string) (client, bool) {
 // measureApart measures cl in c in a fresh process (this binary with
 // sampleEnv set), bounded like an in-process measure, and returns its
 // sample.
-func measureApart(ctx context.Context, e *env, cl client, c cell, p plan) sample {
+func measureApart(ctx context.Context, e *env, cl client, c cell, p plan, run int) sample {
 	fail := func(err error) sample { return sample{Cell: c, Client: cl.name, Err: err.Error()} }
 	if cl.name == "c-relay" && e.crelaySkip != "" {
 		return sample{Cell: c, Client: cl.name, Skipped: e.crelaySkip}
 	}
-	job, err := json.Marshal(sampleJob{Client: cl.name, Cell: c, Small: p.small, Large: p.large, Warm: p.warm, CapNS: int64(p.cap), Capbridge: e.capbridge, CRelay: e.crelay, Tmp: e.tmp})
+	job := sampleJob{Client: cl.name, Cell: c, Small: p.small, Large: p.large, Warm: p.warm, CapNS: int64(p.cap), Capbridge: e.capbridge, CRelay: e.crelay, Tmp: e.tmp}
+	if e.profileDir != "" {
+		job.Profile = filepath.Join(e.profileDir, fmt.Sprintf("%s-%s-run%d", cl.name, strings.ReplaceAll(c.flagName(), "/", "-"), run))
+	}
+	spec, err := json.Marshal(job)
 	if err != nil {
 		return fail(err)
 	}
@@ -103,7 +110,7 @@ func measureApart(ctx context.Context, e *env, cl client, c cell, p plan) sample
 	ctx, cancel := context.WithTimeout(ctx, p.cap+2*lifetimeSlack)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, exe, "-test.run=^$", "-test.bench=^$")
-	cmd.Env = append(withoutVars(os.Environ(), sampleEnv, relayEnv, rawecho.Env), sampleEnv+"="+string(job))
+	cmd.Env = append(withoutVars(os.Environ(), sampleEnv, relayEnv, rawecho.Env), sampleEnv+"="+string(spec))
 	var out bytes.Buffer
 	var errTail tail
 	cmd.Stdout, cmd.Stderr = &out, io.MultiWriter(&errTail, os.Stderr)

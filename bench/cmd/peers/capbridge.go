@@ -104,7 +104,11 @@ func bootCapbridge(ctx context.Context, e *env, write func(cfgPath, call, contro
 		return nil, err
 	}
 	defer logf.Close()
-	cmd := exec.Command(e.capbridge, "serve", "-c", cfgPath)
+	args := []string{"serve", "-c", cfgPath}
+	if e.profile != "" {
+		args = append(args, "--cpu-profile", e.profile+".cpu.pprof", "--alloc-profile", e.profile+".allocs.pprof")
+	}
+	cmd := exec.Command(e.capbridge, args...)
 	cmd.Stderr = logf // the JSON log and audit trail, one line per call: part of the cost
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {

@@ -7,10 +7,12 @@
 //
 // Usage, from the bench module:
 //
-//	go run ./cmd/peers [-runs 3] [-out DIR] [-quick] [-capbridge BIN] [-clients LIST] [-cells LIST]
+//	go run ./cmd/peers [-runs 3] [-out DIR] [-quick] [-capbridge BIN] [-clients LIST] [-cells LIST] [-profile DIR]
 //
 // -clients (raw,mcp-go,...) and -cells (64B/1,16KiB/32,...) measure a subset;
 // the goals a subset has no samples for are reported as not measured.
+// -profile DIR has each capbridge serve write its CPU and allocation
+// profiles there.
 //
 // It writes DIR/results.json (every sample and every derived number),
 // DIR/results.md (the table and the goals) and DIR/chart.svg. The exit
@@ -56,7 +58,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 	bin := fs.String("capbridge", "", "a capbridge binary to measure (default: build one from this repository)")
 	clientList := fs.String("clients", strings.Join(clientNames(clients), ","), "the clients to measure, comma-separated")
 	cellList := fs.String("cells", strings.Join(cellNames(cells), ","), "the cells to measure, comma-separated (payload/in flight)")
-	const usage = "usage: peers [-runs N] [-out DIR] [-quick] [-capbridge BIN] [-clients LIST] [-cells LIST]"
+	profile := fs.String("profile", "", "write each capbridge serve's CPU and allocation profiles (pprof) into this directory, named by client, cell and run")
+	const usage = "usage: peers [-runs N] [-out DIR] [-quick] [-capbridge BIN] [-clients LIST] [-cells LIST] [-profile DIR]"
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -78,7 +81,16 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if *quick {
 		p = quickPlan
 	}
-	if err := measureAll(context.Background(), *runs, p, sel, *quick, *bin, *out, stderr); err != nil {
+	if *profile != "" {
+		if *profile, err = filepath.Abs(*profile); err == nil {
+			err = os.MkdirAll(*profile, 0o755)
+		}
+		if err != nil {
+			fmt.Fprintf(stderr, "peers: -profile: %v\n", err)
+			return 1
+		}
+	}
+	if err := measureAll(context.Background(), *runs, p, sel, *quick, *bin, *out, *profile, stderr); err != nil {
 		fmt.Fprintln(stderr, "peers:", err)
 		return 1
 	}
@@ -89,7 +101,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 // measureAll runs the whole comparison and writes its outputs to outDir.
 // It returns an error if a client failed anywhere or a child process was
 // left behind; the outputs are written either way, when they can be.
-func measureAll(ctx context.Context, runs int, p plan, sel selection, quick bool, bin, outDir string, log io.Writer) error {
+func measureAll(ctx context.Context, runs int, p plan, sel selection, quick bool, bin, outDir, profileDir string, log io.Writer) error {
 	tmp, err := os.MkdirTemp("", "peers")
 	if err != nil {
 		return err
@@ -125,7 +137,7 @@ func measureAll(ctx context.Context, runs int, p plan, sel selection, quick bool
 	argv, senv := rawecho.Command()
 	hargv, henv := rawecho.HTTPCommand()
 	_, h25env := rawecho.HTTP2025Command()
-	e := &env{serverArgv: argv, serverEnv: senv, httpArgv: hargv, httpEnv: henv, http2025Env: h25env, capbridge: bin, crelay: crelay, crelaySkip: crelaySkip, tmp: tmp}
+	e := &env{serverArgv: argv, serverEnv: senv, httpArgv: hargv, httpEnv: henv, http2025Env: h25env, capbridge: bin, crelay: crelay, crelaySkip: crelaySkip, tmp: tmp, profileDir: profileDir}
 
 	started := time.Now().UTC()
 	samples := runAll(ctx, e, runs, p, sel, func(s sample) {

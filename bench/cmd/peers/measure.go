@@ -257,7 +257,7 @@ func runAll(ctx context.Context, e *env, runs int, p plan, sel selection, progre
 		for ci, c := range sel.cells {
 			for pos := range sel.clients {
 				cl := sel.clients[(pos+run+ci)%len(sel.clients)]
-				s := measureApart(ctx, e, cl, c, p)
+				s := measureApart(ctx, e, cl, c, p, run)
 				s.Run, s.Order = run, pos
 				progress(s)
 				out = append(out, s)

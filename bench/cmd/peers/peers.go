@@ -57,6 +57,10 @@ type env struct {
 	crelay     string
 	crelaySkip string
 	tmp        string // a directory the run owns
+	// profileDir is where -profile puts capbridge's profiles ("": none);
+	// profile is the path prefix of this sample's, set in the sample's
+	// own process.
+	profileDir, profile string
 }
 
 // A client is one of the compared clients.

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"encoding/xml"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -27,12 +28,13 @@ func TestMain(m *testing.M) {
 // clients (six over stdio, four over HTTP) in every cell, capbridge built
 // from this repository and the C relay by the machine's C compiler — and
 // checks that each output parses and every client produced numbers (the C
-// relay is skipped, saying why, only where there is no compiler). It
+// relay is skipped, saying why, only where there is no compiler), and
+// that every capbridge serve wrote the profiles -profile asks for. It
 // asserts nothing about the numbers' size: the machine decides those.
 func TestQuickRun(t *testing.T) {
-	out := t.TempDir()
+	out, profiles := t.TempDir(), t.TempDir()
 	var stdout, stderr bytes.Buffer
-	if code := run([]string{"-quick", "-runs", "1", "-out", out}, &stdout, &stderr); code != 0 {
+	if code := run([]string{"-quick", "-runs", "1", "-out", out, "-profile", profiles}, &stdout, &stderr); code != 0 {
 		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, &stdout, &stderr)
 	}
 	if left := stray(); len(left) > 0 {
@@ -60,6 +62,17 @@ func TestQuickRun(t *testing.T) {
 	for _, s := range rep.Samples {
 		if s.Skipped != "" && (s.Client != "c-relay" || noCC == "") {
 			t.Errorf("%s, %s skipped (%s) on a machine with a C compiler", s.Cell, s.Client, s.Skipped)
+		}
+	}
+	for _, s := range rep.Samples {
+		if !strings.HasPrefix(s.Client, "capbridge") {
+			continue
+		}
+		for _, kind := range []string{"cpu", "allocs"} {
+			name := fmt.Sprintf("%s-%s-run0.%s.pprof", s.Client, strings.ReplaceAll(s.Cell.flagName(), "/", "-"), kind)
+			if info, err := os.Stat(filepath.Join(profiles, name)); err != nil || info.Size() == 0 {
+				t.Errorf("no %s profile of %s, %s: %v", kind, s.Cell, s.Client, err)
+			}
 		}
 	}
 	for _, r := range rep.Rows {
