@@ -128,8 +128,9 @@ func TestLeasedResultsReachReplyAndAudit(t *testing.T) {
 	defer cancel()
 	const conns, calls = 4, 24
 	textOf := func(c, i int) string {
-		// Sizes across several lease classes, each text its own.
-		n := 1<<10 + (c*calls+i)*613
+		// Sizes across the lease classes, from a result owned (under
+		// 1 KiB) up, each text its own.
+		n := 900 + (c*calls+i)*613
 		tag := strconv.Itoa(c*calls+i) + "-"
 		return strings.Repeat(tag, n/len(tag)+1)[:n]
 	}

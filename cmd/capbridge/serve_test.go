@@ -397,6 +397,26 @@ func testProfiles(t *testing.T, bin string) {
 			t.Errorf("%s: mode %v, want 0600", filepath.Base(path), info.Mode())
 		}
 	}
+	// The string table names every allocation site, counted or not: what
+	// pprof reads from the profile must count bytes in the bridge's code
+	// (its boot alone allocates far more than the runtime's sampling
+	// interval).
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	top, err := exec.CommandContext(ctx, "go", "tool", "pprof", "-top", "-sample_index=alloc_space", bin, alloc).Output()
+	if err != nil {
+		t.Fatalf("go tool pprof: %v", err)
+	}
+	counted := false
+	for _, line := range strings.Split(string(top), "\n") {
+		f := strings.Fields(line)
+		if len(f) == 6 && strings.HasPrefix(f[5], "github.com/capbridge/capbridge/bridge.") && f[3] != "0" {
+			counted = true
+		}
+	}
+	if !counted {
+		t.Errorf("the allocation profile counts nothing in package bridge:\n%s", top)
+	}
 
 	stdout, stderr, code := runCLI(t, bin, env, "serve", "--cpu-profile", filepath.Join(rt, "no-such-dir", "cpu.pprof"))
 	if code != exitError || stdout != "" || !strings.Contains(stderr, "--cpu-profile") {

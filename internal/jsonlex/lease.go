@@ -67,12 +67,13 @@ func (v Value) Lease() Value {
 // by Release.
 func (v Value) Leased() bool { return v.class != 0 }
 
-// Release gives a leased Value's memory back to the pool, zeroed, so
-// that a string wrongly kept past it reads zeros rather than another
-// value's bytes; for any other Value it does nothing. It must be the last
-// use of v, of its copies and of everything taken from them, and it must
-// be called at most once per lease: the memory's next holder may be
-// anyone.
+// Release gives a leased Value's memory back to the pool, zeroed; for
+// any other Value it does nothing. It must be the last use of v, of its
+// copies and of everything taken from them, and it must be called at most
+// once per lease: the memory's next holder may be anyone. A string wrongly
+// kept past it reads zeros until the memory is leased again, and the next
+// value's bytes after that: the zeroing makes such a mistake show in
+// tests, it does not make it safe.
 func (v Value) Release() {
 	if v.class == 0 {
 		return

@@ -273,7 +273,7 @@ func TestLeasedResultRelease(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	text, sc := r.Content[0].Text, r.StructuredContent
+	text, sc, meta := r.Content[0].Text, r.StructuredContent, r.Meta
 	if text != long || string(sc) != `{"k":1}` {
 		t.Fatalf("text %.8q…, structuredContent %s", text, sc)
 	}
@@ -284,8 +284,8 @@ func TestLeasedResultRelease(t *testing.T) {
 	if text != strings.Repeat("\x00", len(long)) {
 		t.Errorf("a text kept past Release reads %.8q…, not zeros", text)
 	}
-	if string(sc) != `{"k":1}` {
-		t.Errorf("structuredContent changed with the lease: %s", sc)
+	if string(sc) != `{"k":1}` || string(meta) != `{"m":1}` {
+		t.Errorf("structuredContent or _meta changed with the lease: %s, %s", sc, meta)
 	}
 	r.Release()
 
