@@ -211,6 +211,9 @@ type call struct {
 
 var callPool = sync.Pool{New: func() any { return new(call) }}
 
+// linePool holds line buffers: requests being built, and JSON bodies of
+// responses being read (the client copies whatever it keeps of a line it
+// handles, so a body's buffer is free once the line is handled).
 var linePool = sync.Pool{New: func() any { b := make([]byte, 0, 512); return &b }}
 
 // Start spawns the server described by cmd and connects to it. ctx

@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -336,8 +337,20 @@ func (h *httpCarrier) answer(ctx context.Context, cl *call, o outbound, resp *ht
 // readJSON reads a body holding one message (or, under 2025-03-26, a
 // batch), bounded by the message cap.
 func (h *httpCarrier) readJSON(resp *http.Response, cl *call, o outbound, m *mcpproto.Message) error {
-	body, err := io.ReadAll(io.LimitReader(resp.Body, int64(h.c.cfg.MaxLineBytes)+1))
-	if err != nil {
+	bp := linePool.Get().(*[]byte)
+	body, err := readBody((*bp)[:0], resp, h.c.cfg.MaxLineBytes)
+	err = h.handleJSON(body, err, resp, cl, o, m)
+	if cap(body) <= maxPooledLine {
+		*bp = body[:0]
+		linePool.Put(bp)
+	}
+	return err
+}
+
+// handleJSON is readJSON's handling of the body it read (or failed to
+// read: readErr). Nothing it returns aliases body.
+func (h *httpCarrier) handleJSON(body []byte, readErr error, resp *http.Response, cl *call, o outbound, m *mcpproto.Message) error {
+	if err := readErr; err != nil {
 		return &HTTPError{Method: o.method, Status: resp.StatusCode, ContentType: "application/json", Reason: "reading the body: " + err.Error(), Err: err}
 	}
 	if len(body) > h.c.cfg.MaxLineBytes {
@@ -348,6 +361,31 @@ func (h *httpCarrier) readJSON(resp *http.Response, cl *call, o outbound, m *mcp
 		return nil
 	}
 	return &HTTPError{Method: o.method, Status: resp.StatusCode, ContentType: "application/json", Reason: "the body is not the reply to the request", Body: bodyPreview(body)}
+}
+
+// readBody appends resp's body to dst, reading at most limit+1 bytes: a
+// body longer than limit is seen as such without being read whole. dst
+// grows once to an announced length up to maxPooledLine (a longer one is
+// not believed in advance: memory follows the bytes that arrive), and by
+// doubling otherwise, where io.ReadAll starts small every time.
+func readBody(dst []byte, resp *http.Response, limit int) ([]byte, error) {
+	if n := resp.ContentLength; n > 0 && n <= int64(min(limit, maxPooledLine)) {
+		dst = slices.Grow(dst, int(n)+1) // +1: the read that finds the end
+	}
+	r := io.LimitedReader{R: resp.Body, N: int64(limit) + 1}
+	for {
+		if len(dst) == cap(dst) {
+			dst = append(dst, 0)[:len(dst)]
+		}
+		n, err := r.Read(dst[len(dst):cap(dst)])
+		dst = dst[:len(dst)+n]
+		switch {
+		case err == io.EOF:
+			return dst, nil
+		case err != nil:
+			return dst, err
+		}
+	}
 }
 
 // readEvents hands the messages of an SSE stream to the client until

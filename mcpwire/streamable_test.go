@@ -1,9 +1,11 @@
 package mcpwire
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -437,5 +439,60 @@ func TestAuthorizer(t *testing.T) {
 		if n := face.Requests("POST unauthorized") + face.Requests("GET unauthorized"); n != 1 {
 			t.Fatalf("legacy %v, no login: %d requests refused, want the first alone (no fallback)", legacy, n)
 		}
+	}
+}
+
+// failingReader returns its bytes, then err.
+type failingReader struct {
+	b   []byte
+	err error
+}
+
+func (f *failingReader) Read(p []byte) (int, error) {
+	if len(f.b) == 0 {
+		return 0, f.err
+	}
+	n := copy(p, f.b)
+	f.b = f.b[n:]
+	return n, nil
+}
+
+// TestReadBody: a JSON body is read whole up to the cap and one byte
+// past it (so that a longer one is seen as such), into the buffer given,
+// which grows to an announced length only when that is small; a failed
+// read is returned with what arrived.
+func TestReadBody(t *testing.T) {
+	const limit = 1 << 20
+	for _, tc := range []struct {
+		name     string
+		size     int
+		announce int64 // Content-Length; -1 unknown
+		want     int
+	}{
+		{"empty", 0, 0, 0},
+		{"small, announced", 100, 100, 100},
+		{"small, unannounced", 100, -1, 100},
+		{"16 KiB, announced", 16 << 10, 16 << 10, 16 << 10},
+		{"at the cap", limit, -1, limit},
+		{"past the cap", limit + 100, limit + 100, limit + 1},
+		{"a lie: 1 MiB announced, 10 bytes sent", 10, limit, 10},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			body := []byte(strings.Repeat("x", tc.size))
+			resp := &http.Response{Body: io.NopCloser(bytes.NewReader(body)), ContentLength: tc.announce}
+			got, err := readBody(make([]byte, 0, 16), resp, limit)
+			if err != nil || len(got) != tc.want || string(got) != string(body[:tc.want]) {
+				t.Fatalf("read %d bytes, %v; want %d", len(got), err, tc.want)
+			}
+			if tc.announce > maxPooledLine && tc.size < 1<<10 && cap(got) > 1<<10 {
+				t.Errorf("a body announced as %d bytes and %d long took a buffer of %d", tc.announce, tc.size, cap(got))
+			}
+		})
+	}
+	boom := errors.New("connection reset")
+	resp := &http.Response{Body: io.NopCloser(&failingReader{b: []byte("partial"), err: boom}), ContentLength: -1}
+	got, err := readBody(nil, resp, limit)
+	if !errors.Is(err, boom) || string(got) != "partial" {
+		t.Errorf("a failed read: %q, %v", got, err)
 	}
 }
