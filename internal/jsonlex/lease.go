@@ -1,6 +1,7 @@
 package jsonlex
 
 import (
+	"math/bits"
 	"sync"
 	"unsafe"
 )
@@ -34,11 +35,8 @@ func leaseClass(n int) int {
 	if n < 1<<minLeaseShift || n > 1<<maxLeaseShift {
 		return -1
 	}
-	c := 0
-	for 1<<(minLeaseShift+c) < n {
-		c++
-	}
-	return c
+	// The least power of two at or above n is 1<<bits.Len(n-1).
+	return max(bits.Len(uint(n-1))-minLeaseShift, 0)
 }
 
 // Lease is Own into memory taken from a pool: a copy that nothing writes
