@@ -87,6 +87,12 @@ func clientNamed(name string) (client, bool) {
 	return client{}, false
 }
 
+// profileName is the prefix of the profiles -profile collects of client's
+// capbridge in cell c, in run run.
+func profileName(client string, c cell, run int) string {
+	return fmt.Sprintf("%s-%s-run%d", client, strings.ReplaceAll(c.flagName(), "/", "-"), run)
+}
+
 // measureApart measures cl in c in a fresh process (this binary with
 // sampleEnv set), bounded like an in-process measure, and returns its
 // sample.
@@ -97,7 +103,7 @@ func measureApart(ctx context.Context, e *env, cl client, c cell, p plan, run in
 	}
 	job := sampleJob{Client: cl.name, Cell: c, Small: p.small, Large: p.large, Warm: p.warm, CapNS: int64(p.cap), Capbridge: e.capbridge, CRelay: e.crelay, Tmp: e.tmp}
 	if e.profileDir != "" {
-		job.Profile = filepath.Join(e.profileDir, fmt.Sprintf("%s-%s-run%d", cl.name, strings.ReplaceAll(c.flagName(), "/", "-"), run))
+		job.Profile = filepath.Join(e.profileDir, profileName(cl.name, c, run))
 	}
 	spec, err := json.Marshal(job)
 	if err != nil {

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"encoding/xml"
 	"errors"
-	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -69,7 +68,7 @@ func TestQuickRun(t *testing.T) {
 			continue
 		}
 		for _, kind := range []string{"cpu", "allocs"} {
-			name := fmt.Sprintf("%s-%s-run0.%s.pprof", s.Client, strings.ReplaceAll(s.Cell.flagName(), "/", "-"), kind)
+			name := profileName(s.Client, s.Cell, 0) + "." + kind + ".pprof"
 			if info, err := os.Stat(filepath.Join(profiles, name)); err != nil || info.Size() == 0 {
 				t.Errorf("no %s profile of %s, %s: %v", kind, s.Cell, s.Client, err)
 			}
