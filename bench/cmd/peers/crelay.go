@@ -3,10 +3,15 @@ package main
 import (
 	"context"
 	_ "embed"
+	"errors"
 	"fmt"
+	"io"
+	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 
 	"github.com/capbridge/capbridge/internal/testkit/rawecho"
 )
@@ -76,4 +81,84 @@ func startCRelay(ctx context.Context, e *env, text string, inflight int) (peer, 
 	// The child inherits crelay's environment: the server's own.
 	cmd.Env = append(withoutVars(os.Environ(), relayEnv, rawecho.Env, sampleEnv), e.serverEnv...)
 	return startRelayed(ctx, "c-relay", cmd, dir, sock, text, inflight)
+}
+
+// The c-relay-http client is the same floor in front of an HTTP server:
+// raw-http's client, its connections dialed to crelay's Unix socket
+// (crelay -tcp), each relayed to a TCP connection of crelay's own to the
+// server's loopback port. It is capbridge-http's path with a middle that
+// does nothing, in C: what http-a's limit asks of any bridge is read
+// against it.
+type cRelayHTTPPeer struct {
+	*rawHTTPPeer
+	relay *exec.Cmd
+	stdin io.WriteCloser // its end ends the relay
+	dir   string
+}
+
+func startCRelayHTTP(ctx context.Context, e *env, _ string, inflight int) (peer, error) {
+	if e.crelay == "" {
+		return nil, fmt.Errorf("c-relay-http: not built")
+	}
+	srv, err := startHTTPEcho(ctx, e)
+	if err != nil {
+		return nil, err
+	}
+	hostport, ok := strings.CutPrefix(srv.url, "http://")
+	hostport, _, _ = strings.Cut(hostport, "/")
+	if !ok {
+		return nil, errors.Join(fmt.Errorf("c-relay-http: server URL %q is not http://", srv.url), srv.close())
+	}
+	dir, err := os.MkdirTemp(e.tmp, "crelay")
+	if err != nil {
+		return nil, errors.Join(err, srv.close())
+	}
+	sock := filepath.Join(dir, "relay.sock")
+	cmd := exec.Command(e.crelay, "-tcp", sock, hostport)
+	cmd.Stderr = os.Stderr
+	stdin, err := cmd.StdinPipe()
+	var stdout io.ReadCloser
+	if err == nil {
+		stdout, err = cmd.StdoutPipe()
+	}
+	if err == nil {
+		err = cmd.Start()
+	}
+	if err != nil {
+		os.RemoveAll(dir)
+		return nil, errors.Join(err, srv.close())
+	}
+	p := &cRelayHTTPPeer{relay: cmd, stdin: stdin, dir: dir, rawHTTPPeer: &rawHTTPPeer{srv: srv}}
+	bootCtx, cancel := context.WithTimeout(ctx, readyTimeout)
+	defer cancel()
+	line, err := awaitReady(bootCtx, stdout)
+	if err == nil && line != "ready" {
+		err = fmt.Errorf("relay printed %q instead of its ready line", line)
+	}
+	if err != nil {
+		_ = cmd.Process.Kill()
+		return nil, errors.Join(fmt.Errorf("c-relay-http: %w", err), p.close())
+	}
+	hc := newHTTPClient(inflight)
+	hc.Transport.(*http.Transport).DialContext = func(ctx context.Context, _, _ string) (net.Conn, error) {
+		var d net.Dialer
+		return d.DialContext(ctx, "unix", sock)
+	}
+	p.hc = hc
+	return p, nil
+}
+
+func (p *cRelayHTTPPeer) procs() []proc {
+	return []proc{{"bridge", p.relay.Process.Pid}, p.srv.proc()}
+}
+
+// close ends the relay (its stdin's end), then the server.
+func (p *cRelayHTTPPeer) close() error {
+	if p.hc != nil {
+		p.hc.CloseIdleConnections()
+	}
+	_ = p.stdin.Close()
+	err := waitProc(p.relay)
+	os.RemoveAll(p.dir)
+	return errors.Join(err, p.srv.close())
 }

@@ -1,9 +1,13 @@
 // Command peers measures capbridge's whole jail boundary against the Go MCP
-// SDKs in one run: five clients — hand-built JSON lines over pipes (the
-// one-hop floor), the same lines through a relay that copies bytes (the
-// two-hop floor), mark3labs/mcp-go, modelcontextprotocol/go-sdk and
-// capbridge (the capwire client through a real `capbridge serve`) — each
-// against its own copy of the same physical-limit server, internal/testkit/rawecho.
+// SDKs and against the floors of its hops, in one run, each client against
+// its own copy of the same physical-limit server, internal/testkit/rawecho.
+// Over stdio: hand-built JSON lines over pipes (raw, the one-hop floor), the
+// same lines through a relay that copies bytes, in Go (raw-relay) and in C
+// (c-relay: the two-hop floors), mark3labs/mcp-go, modelcontextprotocol/go-sdk
+// and capbridge (the capwire client through a real `capbridge serve`). Over
+// Streamable HTTP, the same server behind net/http: hand-built bodies on a
+// keep-alive client (raw-http), the same through the C relay (c-relay-http),
+// both SDKs' HTTP clients, and capbridge with the server's url, in each era.
 //
 // Usage, from the bench module:
 //
@@ -126,7 +130,7 @@ func measureAll(ctx context.Context, runs int, p plan, sel selection, quick bool
 		ver = strings.TrimPrefix(strings.TrimSpace(string(out)), "capbridge ")
 	}
 	var crelay, crelaySkip string
-	if sel.has("c-relay") {
+	if sel.has("c-relay") || sel.has("c-relay-http") {
 		if crelay, crelaySkip, err = buildCRelay(ctx, tmp); err != nil {
 			return err
 		}

@@ -53,7 +53,8 @@ type env struct {
 	http2025Env []string
 	capbridge   string // path of the capbridge binary
 	// crelay is the C relay's binary; "" when it was not built, and
-	// then crelaySkip says why c-relay's samples are skipped.
+	// then crelaySkip says why c-relay's and c-relay-http's samples are
+	// skipped.
 	crelay     string
 	crelaySkip string
 	tmp        string // a directory the run owns
@@ -79,6 +80,7 @@ var clients = []client{
 	{"go-sdk", startGoSDK},
 	{"capbridge", startCapbridge},
 	{"raw-http", startRawHTTP},
+	{"c-relay-http", startCRelayHTTP},
 	{"mcp-go-http", startMCPGoHTTP},
 	{"go-sdk-http", startGoSDKHTTP},
 	{"capbridge-http", startCapbridgeHTTP},

@@ -23,11 +23,12 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-// TestQuickRun runs the whole harness once in -quick mode — all ten
-// clients (six over stdio, four over HTTP) in every cell, capbridge built
+// TestQuickRun runs the whole harness once in -quick mode — all twelve
+// clients (six over stdio, six over HTTP) in every cell, capbridge built
 // from this repository and the C relay by the machine's C compiler — and
 // checks that each output parses and every client produced numbers (the C
-// relay is skipped, saying why, only where there is no compiler), and
+// relay's two clients are skipped, saying why, only where there is no
+// compiler), and
 // that every capbridge serve wrote the profiles -profile asks for. It
 // asserts nothing about the numbers' size: the machine decides those.
 func TestQuickRun(t *testing.T) {
@@ -48,8 +49,8 @@ func TestQuickRun(t *testing.T) {
 	if err := json.Unmarshal(b, &rep); err != nil {
 		t.Fatalf("results.json: %v", err)
 	}
-	if len(clients) != 11 {
-		t.Errorf("%d clients, want raw, raw-relay, c-relay, mcp-go, go-sdk and capbridge, and the five over HTTP (capbridge in both eras)", len(clients))
+	if len(clients) != 12 {
+		t.Errorf("%d clients, want raw, raw-relay, c-relay, mcp-go, go-sdk and capbridge, and the six over HTTP (raw-http, c-relay-http, both SDKs, capbridge in both eras)", len(clients))
 	}
 	if got, want := len(rep.Samples), len(cells)*len(clients); got != want {
 		t.Errorf("%d samples, want %d", got, want)
@@ -59,7 +60,7 @@ func TestQuickRun(t *testing.T) {
 	}
 	_, noCC := findCC()
 	for _, s := range rep.Samples {
-		if s.Skipped != "" && (s.Client != "c-relay" || noCC == "") {
+		if s.Skipped != "" && (!isCRelay(s.Client) || noCC == "") {
 			t.Errorf("%s, %s skipped (%s) on a machine with a C compiler", s.Cell, s.Client, s.Skipped)
 		}
 	}
@@ -76,7 +77,7 @@ func TestQuickRun(t *testing.T) {
 	}
 	for _, r := range rep.Rows {
 		where := r.Cell.String() + ", " + r.Client
-		if r.Client == "c-relay" && noCC != "" {
+		if isCRelay(r.Client) && noCC != "" {
 			t.Logf("%s: skipped, as it must be: %s", where, noCC)
 			continue
 		}
@@ -84,7 +85,7 @@ func TestQuickRun(t *testing.T) {
 			t.Errorf("%s: no numbers: %+v", where, r)
 		}
 		want := []string{"client", "server"}
-		if r.Client == "capbridge" || r.Client == "capbridge-http" || r.Client == "capbridge-http-2025" || r.Client == "raw-relay" || r.Client == "c-relay" {
+		if r.Client == "capbridge" || r.Client == "capbridge-http" || r.Client == "capbridge-http-2025" || r.Client == "raw-relay" || isCRelay(r.Client) {
 			want = append(want, "bridge")
 		}
 		for _, role := range want {
@@ -125,8 +126,8 @@ func TestQuickRun(t *testing.T) {
 	if len(rep.Goals) != 7 {
 		t.Errorf("%d goals, want 4 over stdio and 3 over HTTP", len(rep.Goals))
 	}
-	if len(rep.Floor) != 5 {
-		t.Errorf("%d ratios against the floors, want 5", len(rep.Floor))
+	if len(rep.Floor) != 8 {
+		t.Errorf("%d ratios against the floors, want 8", len(rep.Floor))
 	}
 	for _, fr := range rep.Floor {
 		if noCC != "" && strings.Contains(fr.What, "c-relay") {
@@ -142,7 +143,7 @@ func TestQuickRun(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, cl := range clients {
-		if cl.name == "c-relay" && noCC != "" {
+		if isCRelay(cl.name) && noCC != "" {
 			continue
 		}
 		if c := strings.Count(string(md), "| "+cl.name+" | 1 |"); c != len(cells) {
@@ -288,3 +289,7 @@ func TestGoals(t *testing.T) {
 		}
 	}
 }
+
+// isCRelay says whether client is one of the C relay's, skipped where the
+// machine has no C compiler.
+func isCRelay(client string) bool { return client == "c-relay" || client == "c-relay-http" }

@@ -127,6 +127,22 @@ func pump(dst io.Writer, src io.Reader) error {
 	}
 }
 
+// awaitReady returns the first line a relay prints on r, without its
+// newline, or an error if none comes before ctx ends.
+func awaitReady(ctx context.Context, r io.Reader) (string, error) {
+	lines := make(chan string, 1)
+	go func() {
+		line, _ := bufio.NewReader(io.LimitReader(r, 64)).ReadString('\n')
+		lines <- strings.TrimSuffix(line, "\n")
+	}()
+	select {
+	case line := <-lines:
+		return line, nil
+	case <-ctx.Done():
+		return "", fmt.Errorf("relay was not ready within %v", readyTimeout)
+	}
+}
+
 // withoutVars returns environ without the variables named.
 func withoutVars(environ []string, names ...string) []string {
 	var out []string
@@ -176,22 +192,16 @@ func startRelayed(ctx context.Context, name string, cmd *exec.Cmd, dir, sock, te
 		return nil, fmt.Errorf("%s: %w", name, err)
 	}
 
-	lines := make(chan string, 1)
-	go func() {
-		line, _ := bufio.NewReader(io.LimitReader(pr, 64)).ReadString('\n')
-		lines <- line
-	}()
 	bootCtx, cancel := context.WithTimeout(ctx, readyTimeout)
 	defer cancel()
-	var server int
-	select {
-	case line := <-lines:
-		pid, ok := strings.CutPrefix(strings.TrimSuffix(line, "\n"), "ready ")
-		if server, err = strconv.Atoi(pid); !ok || err != nil || server <= 0 {
-			return fail(fmt.Errorf("relay printed %q instead of its ready line", line))
-		}
-	case <-bootCtx.Done():
-		return fail(fmt.Errorf("relay was not ready within %v", readyTimeout))
+	line, err := awaitReady(bootCtx, pr)
+	if err != nil {
+		return fail(err)
+	}
+	pid, ok := strings.CutPrefix(line, "ready ")
+	server, err := strconv.Atoi(pid)
+	if !ok || err != nil || server <= 0 {
+		return fail(fmt.Errorf("relay printed %q instead of its ready line", line))
 	}
 	var d net.Dialer
 	c, err := d.DialContext(bootCtx, "unix", sock)

@@ -2,6 +2,7 @@
  * crelay: the two-hop floor with no runtime in the middle.
  *
  * Usage: crelay SOCKET PROGRAM [ARG...]
+ *        crelay -tcp SOCKET HOST:PORT
  *
  * It listens on the Unix socket SOCKET, starts PROGRAM (the rawecho
  * server) with pipes for its stdin and stdout, prints "ready PID\n" (the
@@ -15,12 +16,23 @@
  * stdin, the child exits, its stdout ends, the socket is shut down and
  * the child reaped. The exit status is 0 only if every copy ended
  * cleanly and the child exited 0.
+ *
+ * With -tcp it is the same floor in front of an HTTP server: it listens
+ * on SOCKET, prints "ready\n", and relays every connection it accepts to
+ * a TCP connection of its own to HOST:PORT (an IPv4 address), with two
+ * blocking threads per connection as above; what either side shuts down
+ * is shut down on the other. It runs until its stdin ends.
  */
 #define _GNU_SOURCE
+#include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -86,11 +98,129 @@ static int fail(const char *what) {
 	return 1;
 }
 
+/* A pair is one connection relayed in the -tcp mode: a copy each way, each
+ * on a thread of its own; the copy that ends last closes both
+ * descriptors. */
+struct pair;
+
+struct half {
+	struct pump pump;
+	struct pair *pair;
+};
+
+struct pair {
+	struct half up, down;
+	atomic_int live;
+};
+
+/* relayHalf copies one way, then shuts the destination's writing side
+ * down, so that the far reader sees the end this one saw. */
+static void *relayHalf(void *arg) {
+	struct half *h = arg;
+	copy(&h->pump);
+	shutdown(h->pump.dst, SHUT_WR);
+	struct pair *p = h->pair;
+	if (atomic_fetch_sub(&p->live, 1) == 1) {
+		close(p->up.pump.src);
+		close(p->up.pump.dst);
+		free(p);
+	}
+	return NULL;
+}
+
+/* dialTCP connects to HOST:PORT (an IPv4 address), with Nagle's delay
+ * off as Go's net package leaves it. */
+static int dialTCP(const char *hostport) {
+	char host[64];
+	const char *colon = strrchr(hostport, ':');
+	if (colon == NULL || (size_t)(colon - hostport) >= sizeof host) {
+		errno = EINVAL;
+		return -1;
+	}
+	memcpy(host, hostport, (size_t)(colon - hostport));
+	host[colon - hostport] = '\0';
+	struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)atoi(colon + 1))};
+	if (inet_pton(AF_INET, host, &sa.sin_addr) != 1) {
+		errno = EINVAL;
+		return -1;
+	}
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -1;
+	int one = 1;
+	if (setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one) < 0 ||
+	    connect(fd, (struct sockaddr *)&sa, sizeof sa) < 0) {
+		int err = errno;
+		close(fd);
+		errno = err;
+		return -1;
+	}
+	return fd;
+}
+
+/* relayTCP is the -tcp mode: it accepts on ln until stdin ends, relaying
+ * each connection to one of its own to hostport. */
+static int relayTCP(int ln, const char *hostport) {
+	printf("ready\n");
+	fflush(stdout);
+	struct pollfd fds[2] = {{.fd = ln, .events = POLLIN}, {.fd = 0, .events = POLLIN}};
+	for (;;) {
+		if (poll(fds, 2, -1) < 0) {
+			if (errno == EINTR)
+				continue;
+			return fail("poll");
+		}
+		if (fds[1].revents != 0) {
+			char b[64];
+			ssize_t n = read(0, b, sizeof b);
+			if (n == 0 || (n < 0 && errno != EINTR && errno != EAGAIN))
+				return 0; /* the harness is done: the threads end with us */
+		}
+		if (fds[0].revents == 0)
+			continue;
+		int conn = accept4(ln, NULL, NULL, SOCK_CLOEXEC);
+		if (conn < 0) {
+			if (errno == EINTR || errno == ECONNABORTED)
+				continue;
+			return fail("accept");
+		}
+		int tcp = dialTCP(hostport);
+		if (tcp < 0) {
+			close(conn);
+			return fail("connect");
+		}
+		struct pair *p = calloc(1, sizeof *p);
+		if (p == NULL) {
+			close(conn);
+			close(tcp);
+			return fail("calloc");
+		}
+		p->up = (struct half){.pump = {.src = conn, .dst = tcp}, .pair = p};
+		p->down = (struct half){.pump = {.src = tcp, .dst = conn}, .pair = p};
+		atomic_init(&p->live, 2);
+		pthread_attr_t attr;
+		pthread_attr_init(&attr);
+		pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+		pthread_t t;
+		int perr = pthread_create(&t, &attr, relayHalf, &p->up);
+		if (perr == 0)
+			perr = pthread_create(&t, &attr, relayHalf, &p->down);
+		pthread_attr_destroy(&attr);
+		if (perr != 0) {
+			errno = perr;
+			return fail("pthread_create");
+		}
+	}
+}
+
 int main(int argc, char **argv) {
-	if (argc < 3) {
-		fprintf(stderr, "usage: crelay SOCKET PROGRAM [ARG...]\n");
+	int tcpMode = argc == 4 && strcmp(argv[1], "-tcp") == 0;
+	if (argc < 3 || (strcmp(argv[1], "-tcp") == 0 && !tcpMode)) {
+		fprintf(stderr, "usage: crelay SOCKET PROGRAM [ARG...]\n       crelay -tcp SOCKET HOST:PORT\n");
 		return 2;
 	}
+	if (tcpMode)
+		argv++;
 	/* A write to a peer that went away fails with EPIPE instead. */
 	signal(SIGPIPE, SIG_IGN);
 	/* The harness that started us is our only user: end with it. */
@@ -107,8 +237,13 @@ int main(int argc, char **argv) {
 		return fail("socket");
 	if (bind(ln, (struct sockaddr *)&addr, sizeof addr) < 0)
 		return fail("bind");
-	if (listen(ln, 1) < 0)
+	if (listen(ln, tcpMode ? 128 : 1) < 0)
 		return fail("listen");
+	if (tcpMode) {
+		int rc = relayTCP(ln, argv[2]);
+		unlink(argv[1]);
+		return rc;
+	}
 
 	int in[2], out[2];
 	if (pipe2(in, O_CLOEXEC) < 0 || pipe2(out, O_CLOEXEC) < 0)
