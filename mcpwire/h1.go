@@ -30,10 +30,13 @@ import (
 //
 // It serves plain http:// requests that no proxy carries (fastTransport
 // routes the rest, https with its HTTP/2, and proxied requests, to
-// net/http). The request is written with net/http's own serializer and
-// the response read with its parser (http.ReadResponse, which handles
-// Content-Length, chunked and close-delimited bodies), so both are
-// net/http's behaviour; only the connection handling is this one's.
+// net/http). Requests and response heads of the shapes MCP's exchanges
+// take are written and read by a fast path that does exactly what
+// net/http's serializer and parser would (writeHead, readHead); every other is
+// written by Request.Write and read by http.ReadResponse (chunked and
+// close-delimited bodies, folded lines, 1xx answers, and the heads
+// net/http refuses), so the behaviour is net/http's throughout and only
+// the connection handling is this one's.
 //
 // Bounds: a response head of at most maxResponseHead bytes; at most
 // maxIdle idle connections, each retired after idleTimeout unused or when
@@ -143,16 +146,25 @@ func (t *h1Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	return resp, nil
 }
 
-// exchange writes req and reads the response head.
+// exchange writes req and reads the response head: by the fast path
+// (writeHead, readHead) when the request and the head take its shapes, else by
+// net/http's Request.Write and http.ReadResponse.
 func (t *h1Transport) exchange(c *h1Conn, req *http.Request) (*http.Response, error) {
-	if err := req.Write(c.bw); err != nil {
+	ok, err := writeHead(c.bw, req)
+	if !ok && err == nil {
+		err = req.Write(c.bw)
+	}
+	if err != nil {
 		return nil, err
 	}
 	if err := c.bw.Flush(); err != nil {
 		return nil, err
 	}
 	c.limit = maxResponseHead
-	resp, err := http.ReadResponse(c.br, req)
+	resp := readHead(c.br, req)
+	if resp == nil {
+		resp, err = http.ReadResponse(c.br, req)
+	}
 	c.limit = math.MaxInt64
 	return resp, err
 }

@@ -425,8 +425,19 @@ func (h *httpCarrier) readEvents(ctx context.Context, resp *http.Response, m *mc
 	return last, retry, nil
 }
 
+// mediaType is the media type of resp's Content-Type, lower-cased, ""
+// when there is none or it does not parse.
 func mediaType(resp *http.Response) string {
-	mt, _, err := mime.ParseMediaType(resp.Header.Get("Content-Type"))
+	ct := resp.Header.Get("Content-Type")
+	// The two MCP answers' types, as servers send them, without
+	// ParseMediaType's map of parameters.
+	switch ct {
+	case "application/json", "text/event-stream":
+		return ct
+	case "application/json; charset=utf-8":
+		return "application/json"
+	}
+	mt, _, err := mime.ParseMediaType(ct)
 	if err != nil {
 		return ""
 	}
