@@ -77,6 +77,13 @@ type h1Conn struct {
 	bw    *bufio.Writer
 	limit int64 // bytes Read may still return; reset after the head
 	since time.Time
+
+	// The check before reuse (alive): the descriptor's RawConn (nil when
+	// the connection has none), and the peek's callback and result,
+	// bound once so that a check allocates nothing.
+	rc     syscall.RawConn
+	peekFn func(fd uintptr) bool
+	live   bool
 }
 
 // Read is the connection's, bounded by limit (the response head's bound
@@ -187,13 +194,14 @@ func closeBody(req *http.Request) {
 	}
 }
 
-// canonicalAddr is req's host with its port.
+// canonicalAddr is req's host with its port: the URL's own host when it
+// names one (as every configured url with a port does), so that a
+// request builds no string.
 func canonicalAddr(req *http.Request) string {
-	host, port := req.URL.Hostname(), req.URL.Port()
-	if port == "" {
-		port = "80"
+	if req.URL.Port() != "" {
+		return req.URL.Host
 	}
-	return net.JoinHostPort(host, port)
+	return net.JoinHostPort(req.URL.Hostname(), "80")
 }
 
 // conn takes an idle connection to key that the server has not closed,
@@ -210,7 +218,7 @@ func (t *h1Transport) conn(ctx context.Context, key string) (*h1Conn, bool, erro
 		c := list[len(list)-1]
 		t.idle[key] = list[:len(list)-1]
 		t.mu.Unlock()
-		if time.Since(c.since) < idleTimeout && alive(c.Conn) {
+		if time.Since(c.since) < idleTimeout && c.alive() {
 			return c, true, nil
 		}
 		_ = c.Close()
@@ -227,6 +235,13 @@ func (t *h1Transport) dialConn(ctx context.Context, key string) (*h1Conn, error)
 	// work (framewrite's raw I/O says why); the poller still does every
 	// wait, so deadlines hold.
 	c := &h1Conn{Conn: nc, raw: framewrite.RawReader(nc), key: key, limit: math.MaxInt64}
+	if sc, ok := nc.(syscall.Conn); ok {
+		if c.rc, err = sc.SyscallConn(); err != nil {
+			_ = nc.Close()
+			return nil, err
+		}
+		c.peekFn = c.peek
+	}
 	c.br = bufio.NewReaderSize(c, h1Buffer)
 	c.bw = bufio.NewWriterSize(framewrite.RawWriter(nc), h1Buffer)
 	return c, nil
@@ -261,25 +276,25 @@ func (t *h1Transport) CloseIdleConnections() {
 // alive reports whether an idle connection is still open and holds no
 // stray bytes: a peek that does not wait (the server may have closed it,
 // or sent something unasked, since it was put back).
-func alive(c net.Conn) bool {
-	sc, ok := c.(syscall.Conn)
-	if !ok {
+func (c *h1Conn) alive() bool {
+	if c.rc == nil {
 		return true
 	}
-	raw, err := sc.SyscallConn()
-	if err != nil {
+	c.live = false
+	if err := c.rc.Read(c.peekFn); err != nil {
 		return false
 	}
-	live := false
+	return c.live
+}
+
+// peek is alive's callback: raw, since it cannot block (MSG_DONTWAIT)
+// and the runtime's syscall entry would wake its monitor thread on every
+// call.
+func (c *h1Conn) peek(fd uintptr) bool {
 	var one [1]byte
-	_ = raw.Read(func(fd uintptr) bool {
-		// Raw: it cannot block (MSG_DONTWAIT), and the runtime's
-		// syscall entry would wake its monitor thread on every call.
-		_, _, e := syscall.RawSyscall6(syscall.SYS_RECVFROM, fd, uintptr(unsafe.Pointer(&one[0])), 1, syscall.MSG_PEEK|syscall.MSG_DONTWAIT, 0, 0)
-		live = e == syscall.EAGAIN
-		return true
-	})
-	return live
+	_, _, e := syscall.RawSyscall6(syscall.SYS_RECVFROM, fd, uintptr(unsafe.Pointer(&one[0])), 1, syscall.MSG_PEEK|syscall.MSG_DONTWAIT, 0, 0)
+	c.live = e == syscall.EAGAIN
+	return true
 }
 
 // h1Body is a response's body read from its connection. Closing it puts

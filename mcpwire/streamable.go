@@ -50,9 +50,9 @@ type httpCarrier struct {
 	stop context.CancelCauseFunc
 	bg   sync.WaitGroup // the long-lived streams and background POSTs
 
-	session  atomic.Pointer[string] // Mcp-Session-Id, once assigned
-	version  atomic.Pointer[string] // MCP-Protocol-Version to send
-	fallback atomic.Bool            // initialize was refused 400/404/405
+	session  atomic.Pointer[string]   // Mcp-Session-Id, once assigned
+	version  atomic.Pointer[[]string] // MCP-Protocol-Version to send, as the field's value
+	fallback atomic.Bool              // initialize was refused 400/404/405
 
 	mu      sync.Mutex
 	getOpen bool
@@ -91,8 +91,8 @@ func (h *httpCarrier) header(hd http.Header, o outbound, accept []string) error 
 		hd[k] = v
 	}
 	hd["Accept"] = accept
-	if v := h.versionFor(o.method); v != "" {
-		hd["Mcp-Protocol-Version"] = []string{v}
+	if v := h.versionFor(o.method); v != nil {
+		hd["Mcp-Protocol-Version"] = v
 	}
 	modern := h.c.Era() == EraModern || o.method == "server/discover"
 	if s := h.session.Load(); s != nil && !modern {
@@ -101,7 +101,7 @@ func (h *httpCarrier) header(hd http.Header, o outbound, accept []string) error 
 	if o.method != "" {
 		// The 2026-07-28 standard headers, which intermediaries route on;
 		// earlier servers ignore them.
-		hd["Mcp-Method"] = []string{o.method}
+		hd["Mcp-Method"] = methodField(o.method)
 		if o.name != "" {
 			hd["Mcp-Name"] = []string{headerValue(o.name)}
 		}
@@ -117,15 +117,37 @@ func (h *httpCarrier) header(hd http.Header, o outbound, accept []string) error 
 
 // versionFor is the MCP-Protocol-Version a request carries: the modern
 // revision for the probe and in the modern era, the negotiated one after
-// initialize, none on initialize itself.
-func (h *httpCarrier) versionFor(method string) string {
+// initialize, none (nil) on initialize itself. The value is shared by
+// every request: a field's values are only read, and a slice whose
+// capacity is its length cannot be appended to in place.
+func (h *httpCarrier) versionFor(method string) []string {
 	if method == "server/discover" || h.c.Era() == EraModern {
-		return mcpproto.ModernVersion
+		return modernVersionField
 	}
 	if v := h.version.Load(); v != nil {
 		return *v
 	}
-	return ""
+	return nil
+}
+
+var modernVersionField = []string{mcpproto.ModernVersion}
+
+// methodFields are the Mcp-Method values of the requests every call or
+// boot sends, shared as versionFor's are.
+var methodFields = func() map[string][]string {
+	m := map[string][]string{}
+	for _, method := range []string{"tools/call", "tools/list", "server/discover", "initialize", "ping", "resources/read", "prompts/get", "subscriptions/listen"} {
+		m[method] = []string{method}
+	}
+	return m
+}()
+
+// methodField is method as an Mcp-Method field's value.
+func methodField(method string) []string {
+	if v, ok := methodFields[method]; ok {
+		return v
+	}
+	return []string{method}
 }
 
 // headerValue renders a value for an Mcp-Name or Mcp-Param header: as
@@ -532,7 +554,10 @@ func (h *httpCarrier) cancels() bool { return h.c.Era() != EraModern }
 
 // negotiated records the revision initialize settled on, for every
 // later request's MCP-Protocol-Version.
-func (h *httpCarrier) negotiated(v string) { h.version.Store(&v) }
+func (h *httpCarrier) negotiated(v string) {
+	f := []string{v}
+	h.version.Store(&f)
+}
 
 // established runs once the handshake is done: in the legacy eras the
 // GET stream is opened for the server's own messages, and the handshake
