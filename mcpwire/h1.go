@@ -167,10 +167,18 @@ func (t *h1Transport) exchange(c *h1Conn, req *http.Request) (*http.Response, er
 	if err := c.bw.Flush(); err != nil {
 		return nil, err
 	}
+	// Informational answers (1xx but 101) may come before the final one
+	// (103 Early Hints); they are skipped, as net/http's Transport skips
+	// them, and their heads count against the final head's bound.
 	c.limit = maxResponseHead
-	resp := readHead(c.br, req)
-	if resp == nil {
-		resp, err = http.ReadResponse(c.br, req)
+	var resp *http.Response
+	for {
+		if resp = readHead(c.br, req); resp == nil {
+			resp, err = http.ReadResponse(c.br, req)
+		}
+		if err != nil || resp.StatusCode/100 != 1 || resp.StatusCode == http.StatusSwitchingProtocols {
+			break
+		}
 	}
 	c.limit = math.MaxInt64
 	return resp, err

@@ -268,3 +268,60 @@ func TestH1CancelAndBounds(t *testing.T) {
 		t.Fatalf("a 2 MiB head: %v", err)
 	}
 }
+
+// Informational answers before the final one are skipped, as net/http's
+// Transport skips them, and the connection is kept; an endless run of
+// them ends at the head's bound.
+func TestH1Informational(t *testing.T) {
+	t.Cleanup(leakcheck.Check(t))
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer ln.Close()
+	hint := "HTTP/1.1 103 Early Hints\r\nLink: </a.css>; rel=preload\r\n\r\n"
+	wg.Go(func() {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		br := bufio.NewReader(c)
+		for range 2 {
+			req, err := http.ReadRequest(br)
+			if err != nil {
+				return
+			}
+			_, _ = io.Copy(io.Discard, req.Body)
+			if _, err := io.WriteString(c, hint+hint+"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"); err != nil {
+				return
+			}
+		}
+		// The third request is answered with hints alone, past the bound.
+		if _, err := http.ReadRequest(br); err != nil {
+			return
+		}
+		for sent := 0; sent <= maxResponseHead; sent += len(hint) {
+			if _, err := io.WriteString(c, hint); err != nil {
+				return
+			}
+		}
+	})
+	hc, _ := HTTPClient(HTTPOptions{})
+	defer hc.CloseIdleConnections()
+	url := "http://" + ln.Addr().String() + "/mcp"
+	// The server serves one connection: a second would never be
+	// answered, and the backstop would end the test.
+	ctx, cancel := context.WithTimeout(context.Background(), waitFor)
+	defer cancel()
+	for i := range 2 {
+		if body, err := h1Get(t, hc, ctx, url); err != nil || body != "ok" {
+			t.Fatalf("exchange %d: %q, %v", i, body, err)
+		}
+	}
+	if body, err := h1Get(t, hc, ctx, url); err == nil || ctx.Err() != nil {
+		t.Fatalf("an endless run of 1xx answers gave %q, %v", body, err)
+	}
+}
