@@ -154,13 +154,6 @@ func TestH1ServerClosedIdle(t *testing.T) {
 // the request, which no one read, goes once more on a new connection.
 func TestH1ClosedAsReused(t *testing.T) {
 	t.Cleanup(leakcheck.Check(t))
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var wg sync.WaitGroup
-	defer wg.Wait()
-	defer ln.Close()
 	answer := func(c net.Conn, br *bufio.Reader) bool {
 		req, err := http.ReadRequest(br)
 		if err != nil {
@@ -170,7 +163,7 @@ func TestH1ClosedAsReused(t *testing.T) {
 		_, err = io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
 		return err == nil
 	}
-	wg.Go(func() {
+	url := rawHTTPServer(t, func(ln net.Listener) {
 		// The first connection answers one request, then hangs up on
 		// the next as soon as it starts arriving.
 		c, err := ln.Accept()
@@ -191,12 +184,30 @@ func TestH1ClosedAsReused(t *testing.T) {
 	})
 	hc, _ := HTTPClient(HTTPOptions{})
 	defer hc.CloseIdleConnections()
-	url := "http://" + ln.Addr().String() + "/mcp"
 	for i := range 2 {
 		if body, err := h1Get(t, hc, context.Background(), url); err != nil || body != "ok" {
 			t.Fatalf("exchange %d: %q, %v", i, body, err)
 		}
 	}
+}
+
+// rawHTTPServer listens on a loopback port and runs serve with the
+// listener on a goroutine of its own, to answer by hand; the test's
+// cleanup closes the listener and waits for serve. It returns the URL of
+// /mcp there.
+func rawHTTPServer(t *testing.T, serve func(ln net.Listener)) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	wg.Go(func() { serve(ln) })
+	t.Cleanup(func() {
+		_ = ln.Close()
+		wg.Wait()
+	})
+	return "http://" + ln.Addr().String() + "/mcp"
 }
 
 // A request's context ends its exchange while the body is read (the
@@ -274,15 +285,8 @@ func TestH1CancelAndBounds(t *testing.T) {
 // them ends at the head's bound.
 func TestH1Informational(t *testing.T) {
 	t.Cleanup(leakcheck.Check(t))
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var wg sync.WaitGroup
-	defer wg.Wait()
-	defer ln.Close()
 	hint := "HTTP/1.1 103 Early Hints\r\nLink: </a.css>; rel=preload\r\n\r\n"
-	wg.Go(func() {
+	url := rawHTTPServer(t, func(ln net.Listener) {
 		c, err := ln.Accept()
 		if err != nil {
 			return
@@ -311,7 +315,6 @@ func TestH1Informational(t *testing.T) {
 	})
 	hc, _ := HTTPClient(HTTPOptions{})
 	defer hc.CloseIdleConnections()
-	url := "http://" + ln.Addr().String() + "/mcp"
 	// The server serves one connection: a second would never be
 	// answered, and the backstop would end the test.
 	ctx, cancel := context.WithTimeout(context.Background(), waitFor)
