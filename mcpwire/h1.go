@@ -118,12 +118,16 @@ func (t *h1Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	// The context ends the exchange wherever it is, head or body.
 	stop := context.AfterFunc(ctx, func() { _ = c.SetDeadline(time.Unix(1, 0)) })
-	resp, err := t.exchange(c, req)
-	if err != nil && reused && !stopped(ctx) && nothingRead(err) {
+	resp, sent, err := t.exchange(c, req)
+	if err != nil && reused && !stopped(ctx) && nothingRead(err) && (!sent || replayable(req)) {
 		// The server closed the idle connection as it was taken (the
-		// check before reuse can race its FIN): the request was not
-		// read by anyone, so it goes on a new connection, once. A
-		// request with a body that cannot be made again is not resent.
+		// check before reuse can race its FIN). The request goes once
+		// more on a new connection when no server can have acted on it:
+		// its write failed, so none read it whole; or it is one that
+		// may be sent twice. A request that was written, a tools/call
+		// among them, is never sent again, since the server may have
+		// read it and then gone: a call runs at most once (net/http's
+		// own rule). A body that cannot be made again is not resent.
 		if req.Body == nil || req.GetBody != nil {
 			if req.GetBody != nil {
 				if req.Body, err = req.GetBody(); err != nil {
@@ -138,7 +142,7 @@ func (t *h1Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 				return nil, err
 			}
 			stop = context.AfterFunc(ctx, func() { _ = c.SetDeadline(time.Unix(1, 0)) })
-			resp, err = t.exchange(c, req)
+			resp, _, err = t.exchange(c, req)
 		}
 	}
 	if err != nil {
@@ -155,23 +159,23 @@ func (t *h1Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 
 // exchange writes req and reads the response head: by the fast path
 // (writeHead, readHead) when the request and the head take its shapes, else by
-// net/http's Request.Write and http.ReadResponse.
-func (t *h1Transport) exchange(c *h1Conn, req *http.Request) (*http.Response, error) {
+// net/http's Request.Write and http.ReadResponse. sent reports whether
+// the request was written whole (a failure after it is the response's).
+func (t *h1Transport) exchange(c *h1Conn, req *http.Request) (resp *http.Response, sent bool, err error) {
 	ok, err := writeHead(c.bw, req)
 	if !ok && err == nil {
 		err = req.Write(c.bw)
 	}
-	if err != nil {
-		return nil, err
+	if err == nil {
+		err = c.bw.Flush()
 	}
-	if err := c.bw.Flush(); err != nil {
-		return nil, err
+	if err != nil {
+		return nil, false, err
 	}
 	// Informational answers (1xx but 101) may come before the final one
 	// (103 Early Hints); they are skipped, as net/http's Transport skips
 	// them, and their heads count against the final head's bound.
 	c.limit = maxResponseHead
-	var resp *http.Response
 	for {
 		if resp = readHead(c.br, req); resp == nil {
 			resp, err = http.ReadResponse(c.br, req)
@@ -181,7 +185,23 @@ func (t *h1Transport) exchange(c *h1Conn, req *http.Request) (*http.Response, er
 		}
 	}
 	c.limit = math.MaxInt64
-	return resp, err
+	return resp, true, err
+}
+
+// replayable reports whether req may be sent twice, by net/http's rule:
+// a method without effects, or a request that says it is idempotent; and
+// a body that can be made again.
+func replayable(req *http.Request) bool {
+	if req.Body != nil && req.Body != http.NoBody && req.GetBody == nil {
+		return false
+	}
+	switch req.Method {
+	case http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodTrace:
+		return true
+	}
+	_, a := req.Header["Idempotency-Key"]
+	_, b := req.Header["X-Idempotency-Key"]
+	return a || b
 }
 
 // nothingRead reports whether err says the connection ended before any

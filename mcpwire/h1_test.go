@@ -2,6 +2,7 @@ package mcpwire
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"io"
 	"net"
@@ -9,6 +10,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -150,46 +152,125 @@ func TestH1ServerClosedIdle(t *testing.T) {
 }
 
 // A server that closes a reused connection as the request arrives,
-// without answering (its keep-alive ran out as the request crossed it):
-// the request, which no one read, goes once more on a new connection.
+// without answering (its keep-alive ran out as the request crossed it, or
+// it went down having read it). The request was written whole, so the
+// server may have acted on it: a POST, a tools/call among them, fails and
+// is never sent again; a GET, which may be sent twice, goes once more on
+// a new connection (net/http's rule).
 func TestH1ClosedAsReused(t *testing.T) {
 	t.Cleanup(leakcheck.Check(t))
-	answer := func(c net.Conn, br *bufio.Reader) bool {
+	// answer reads a request and answers it, and says which method it
+	// had ("" when none came).
+	answer := func(c net.Conn, br *bufio.Reader) string {
 		req, err := http.ReadRequest(br)
 		if err != nil {
-			return false
+			return ""
 		}
 		_, _ = io.Copy(io.Discard, req.Body)
-		_, err = io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
-		return err == nil
+		_, _ = io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+		return req.Method
 	}
+	// Each connection answers one request and hangs up on the next as
+	// soon as it starts arriving; the method that opened each goes to
+	// opened.
+	opened := make(chan string, 4)
 	url := rawHTTPServer(t, func(ln net.Listener) {
-		// The first connection answers one request, then hangs up on
-		// the next as soon as it starts arriving.
-		c, err := ln.Accept()
-		if err != nil {
-			return
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			br := bufio.NewReader(c)
+			opened <- answer(c, br)
+			_, _ = br.Peek(1)
+			_ = c.Close()
 		}
-		br := bufio.NewReader(c)
-		answer(c, br)
-		_, _ = br.Peek(1)
-		_ = c.Close()
-		// The second answers.
-		c, err = ln.Accept()
-		if err != nil {
-			return
-		}
-		answer(c, bufio.NewReader(c))
-		_ = c.Close()
 	})
 	hc, _ := HTTPClient(HTTPOptions{})
 	defer hc.CloseIdleConnections()
+	ctx, cancel := context.WithTimeout(context.Background(), waitFor)
+	defer cancel()
+	get := func() (string, error) {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		resp, err := hc.Do(req)
+		if err != nil {
+			return "", err
+		}
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		return string(b), err
+	}
+
+	if body, err := h1Get(t, hc, ctx, url); err != nil || body != "ok" || <-opened != http.MethodPost {
+		t.Fatalf("the first POST: %q, %v", body, err)
+	}
+	if body, err := h1Get(t, hc, ctx, url); err == nil {
+		t.Fatalf("a POST the server hung up on was answered %q: it was sent again", body)
+	}
+	// The next connection's first request is the GET below, not the
+	// POST again.
+	if body, err := get(); err != nil || body != "ok" {
+		t.Fatalf("a GET after the POST: %q, %v", body, err)
+	}
+	if m := <-opened; m != http.MethodGet {
+		t.Fatalf("the second connection began with %q, not the GET: the POST was sent again", m)
+	}
+	// That connection hangs up on the next GET, which goes again.
+	if body, err := get(); err != nil || body != "ok" {
+		t.Fatalf("a GET the server hung up on: %q, %v", body, err)
+	}
+	if m := <-opened; m != http.MethodGet {
+		t.Fatalf("the third connection began with %q", m)
+	}
+}
+
+// A request whose write fails on a reused connection reached no server
+// whole, so it goes once more on a new connection, a POST too.
+func TestH1WriteFailedOnReuse(t *testing.T) {
+	t.Cleanup(leakcheck.Check(t))
+	var dials []*scriptConn
+	tr := newH1Transport(func(context.Context, string, string) (net.Conn, error) {
+		c := &scriptConn{}
+		if len(dials) == 0 {
+			c.failWrite = 2 // the first connection fails its second request
+		}
+		dials = append(dials, c)
+		return c, nil
+	}, 4)
+	hc := &http.Client{Transport: tr}
+	defer hc.CloseIdleConnections()
 	for i := range 2 {
-		if body, err := h1Get(t, hc, context.Background(), url); err != nil || body != "ok" {
+		if body, err := h1Get(t, hc, context.Background(), "http://127.0.0.1:9/mcp"); err != nil || body != "ok" {
 			t.Fatalf("exchange %d: %q, %v", i, body, err)
 		}
 	}
+	if len(dials) != 2 || dials[0].writes != 2 || dials[1].writes != 1 {
+		t.Fatalf("%d connections", len(dials))
+	}
 }
+
+// scriptConn is a connection whose every write is a whole request,
+// answered "ok" at once, but its failWrite-th (from 1), which fails as a
+// write to a peer that has gone does.
+type scriptConn struct {
+	net.Conn  // the methods the transport does not call
+	failWrite int
+	writes    int
+	pending   bytes.Buffer
+}
+
+func (c *scriptConn) Write(p []byte) (int, error) {
+	c.writes++
+	if c.writes == c.failWrite {
+		return 0, syscall.EPIPE
+	}
+	c.pending.WriteString("HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+	return len(p), nil
+}
+
+func (c *scriptConn) Read(p []byte) (int, error)  { return c.pending.Read(p) }
+func (c *scriptConn) Close() error                { return nil }
+func (c *scriptConn) SetDeadline(time.Time) error { return nil }
 
 // rawHTTPServer listens on a loopback port and runs serve with the
 // listener on a goroutine of its own, to answer by hand; the test's
