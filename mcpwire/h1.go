@@ -32,11 +32,13 @@ import (
 // routes the rest, https with its HTTP/2, and proxied requests, to
 // net/http). Requests and response heads of the shapes MCP's exchanges
 // take are written and read by a fast path that does exactly what
-// net/http's serializer and parser would (writeHead, readHead); every other is
-// written by Request.Write and read by http.ReadResponse (chunked and
-// close-delimited bodies, folded lines, 1xx answers, and the heads
-// net/http refuses), so the behaviour is net/http's throughout and only
-// the connection handling is this one's.
+// net/http's serializer and parser would (writeHead, readHead); every
+// other is written by Request.Write and read by http.ReadResponse
+// (chunked and close-delimited bodies, folded lines, 1xx answers, and
+// the heads net/http refuses), so the behaviour is net/http's throughout
+// and only the connection handling is this one's, with its Transport's
+// rules: informational answers skipped, and a request sent again only
+// when no server can have acted on it.
 //
 // Bounds: a response head of at most maxResponseHead bytes; at most
 // maxIdle idle connections, each retired after idleTimeout unused or when
@@ -158,9 +160,10 @@ func (t *h1Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 }
 
 // exchange writes req and reads the response head: by the fast path
-// (writeHead, readHead) when the request and the head take its shapes, else by
-// net/http's Request.Write and http.ReadResponse. sent reports whether
-// the request was written whole (a failure after it is the response's).
+// (writeHead, readHead) when the request and the head take its shapes,
+// else by net/http's Request.Write and http.ReadResponse. sent reports
+// whether the request was written whole (a failure after it is the
+// response's).
 func (t *h1Transport) exchange(c *h1Conn, req *http.Request) (resp *http.Response, sent bool, err error) {
 	ok, err := writeHead(c.bw, req)
 	if !ok && err == nil {
