@@ -82,8 +82,8 @@ const PageSize = 500
 
 // ToolsCommand is Command for a server that lists n tools: echo, then
 // n-1 generated ones (bigtools.Tool 1 … n-1), PageSize to a page. When
-// listed is not empty, the server writes to that file, each time it has
-// written a listing's last page, the time it did so (Unix nanoseconds, in
+// listed is not empty, the server writes to that file, each time it is
+// about to send a listing's last page, the time (Unix nanoseconds, in
 // decimal): what a benchmark measures a bridge's readiness from.
 func ToolsCommand(n int, listed string) (argv, env []string) {
 	argv, env = Command()
@@ -224,16 +224,18 @@ func (s server) serve(r io.Reader, w io.Writer) error {
 			continue // a notification, or a response to a request we never make
 		}
 		out = append(out, '\n')
+		if s.listed != "" && lastPage(out) {
+			// The benchmark reading it is this server's parent, on the same
+			// machine: the wall clock is shared. Written before the page
+			// is sent, so the file is there once the bridge can be ready,
+			// however late this process runs again after the send.
+			_ = os.WriteFile(s.listed, strconv.AppendInt(nil, time.Now().UnixNano(), 10), 0o600)
+		}
 		if _, err := bw.Write(out); err != nil {
 			return err
 		}
 		if err := bw.Flush(); err != nil {
 			return err
-		}
-		if s.listed != "" && lastPage(out) {
-			// The benchmark reading it is this server's parent, on the same
-			// machine: the wall clock is shared.
-			_ = os.WriteFile(s.listed, strconv.AppendInt(nil, time.Now().UnixNano(), 10), 0o600)
 		}
 	}
 }
