@@ -9,6 +9,7 @@ import (
 	"net/textproto"
 	"strconv"
 	"strings"
+	"sync/atomic"
 )
 
 // The HTTP/1.1 heads of h1Transport's exchanges, written and read
@@ -33,11 +34,14 @@ const defaultUserAgent = "Go-http-client/1.1"
 
 // writeHead writes req's head and body to bw as Request.Write would, and
 // reports whether it did; it writes nothing, and reports false, for a
-// request outside the fast path's shapes: a method or header that is not
-// a plain token and visible text, a host with anything but letters,
-// digits, dots, colons, dashes and brackets, an unknown or streamed body
-// length, a close, a transfer encoding or trailer. A body shorter than
-// its ContentLength is an error, as it is to Request.Write.
+// request outside the fast path's shapes: CONNECT, a method or header
+// that is not a plain token and visible text, more than maxFastFields
+// field names, a host with anything but letters, digits, dots, colons,
+// dashes and brackets, an unknown or streamed body length, a close, a
+// transfer encoding or trailer. What it writes is byte for byte what
+// Request.Write would (the fields in its sorted order too). A body
+// shorter or longer than its ContentLength is an error, as it is to
+// Request.Write.
 func writeHead(bw *bufio.Writer, req *http.Request) (bool, error) {
 	host := req.Host
 	if host == "" {
@@ -47,20 +51,35 @@ func writeHead(bw *bufio.Writer, req *http.Request) (bool, error) {
 	if body == http.NoBody {
 		body = nil
 	}
-	if !isToken(req.Method) || !plainHost(host) || req.URL.Opaque != "" || req.Close ||
+	if !isToken(req.Method) || req.Method == http.MethodConnect || !plainHost(host) || req.URL.Opaque != "" || req.Close ||
 		len(req.TransferEncoding) > 0 || req.Trailer != nil || req.ContentLength < 0 ||
 		(req.ContentLength == 0) != (body == nil) {
 		return false, nil
 	}
 	ua, hasUA := req.Header["User-Agent"]
+	// The fields go in Request.Write's order, sorted by name: the order
+	// of a field's values as a server joins them, when two names fold to
+	// one, is then the same.
+	var keyBuf [maxFastFields]string
+	keys := keyBuf[:0]
 	for k, vv := range req.Header {
-		if !isToken(k) {
+		if !isToken(k) || len(keys) == maxFastFields {
 			return false, nil
 		}
 		for _, v := range vv {
 			if !plainValue(v) {
 				return false, nil
 			}
+		}
+		switch k {
+		case "Host", "User-Agent", "Content-Length", "Transfer-Encoding", "Trailer":
+			continue // Request.Write's own
+		}
+		keys = append(keys, k)
+	}
+	for i := 1; i < len(keys); i++ {
+		for j := i; j > 0 && keys[j] < keys[j-1]; j-- {
+			keys[j], keys[j-1] = keys[j-1], keys[j]
 		}
 	}
 	uri := req.URL.RequestURI()
@@ -92,12 +111,8 @@ func writeHead(bw *bufio.Writer, req *http.Request) (bool, error) {
 		bw.Write(strconv.AppendInt(n[:0], req.ContentLength, 10))
 		bw.WriteString("\r\n")
 	}
-	for k, vv := range req.Header {
-		switch k {
-		case "Host", "User-Agent", "Content-Length", "Transfer-Encoding", "Trailer":
-			continue // Request.Write's own, or refused above
-		}
-		for _, v := range vv {
+	for _, k := range keys {
+		for _, v := range req.Header[k] {
 			writeField(bw, k, v)
 		}
 	}
@@ -106,17 +121,31 @@ func writeHead(bw *bufio.Writer, req *http.Request) (bool, error) {
 		return true, err
 	}
 	n, err := io.Copy(bw, io.LimitReader(body, req.ContentLength))
+	var more int
+	if err == nil && n == req.ContentLength {
+		var one [1]byte
+		more, _ = body.Read(one[:])
+	}
 	cerr := body.Close()
 	switch {
 	case err != nil:
 		return true, err
 	case n != req.ContentLength:
 		return true, errShortBody
+	case more > 0:
+		return true, errLongBody
 	}
 	return true, cerr
 }
 
-var errShortBody = errors.New("mcpwire: the request body is shorter than its Content-Length")
+// maxFastFields bounds the field names writeHead sorts on its stack; a
+// request with more goes to Request.Write.
+const maxFastFields = 24
+
+var (
+	errShortBody = errors.New("mcpwire: the request body is shorter than its Content-Length")
+	errLongBody  = errors.New("mcpwire: the request body is longer than its Content-Length")
+)
 
 // writeField writes "k: v\r\n", v without the blanks around it that
 // Request.Write trims.
@@ -160,7 +189,10 @@ var headEnd = []byte("\r\n\r\n")
 
 // peekHead returns the head at the start of br's buffer, through its
 // blank line, reading more while the buffer has room; nil when the head
-// does not fit or the connection ends or fails first.
+// does not fit, when a line ends in a bare LF, or when the connection
+// ends or fails first. A bare LF may end the head already (net/textproto
+// reads it as a line end), so waiting for CRLF CRLF could wait for bytes
+// that never come.
 func peekHead(br *bufio.Reader) []byte {
 	if _, err := br.Peek(1); err != nil {
 		return nil
@@ -168,8 +200,23 @@ func peekHead(br *bufio.Reader) []byte {
 	from := 0
 	for {
 		buf, _ := br.Peek(br.Buffered())
-		if i := bytes.Index(buf[from:], headEnd); i >= 0 {
-			return buf[:from+i+4]
+		end := bytes.Index(buf[from:], headEnd)
+		scan := buf[from:]
+		if end >= 0 {
+			scan = scan[:end+4]
+		}
+		for i := bytes.IndexByte(scan, '\n'); i >= 0; {
+			if at := from + i; at == 0 || buf[at-1] != '\r' {
+				return nil
+			}
+			next := bytes.IndexByte(scan[i+1:], '\n')
+			if next < 0 {
+				break
+			}
+			i += 1 + next
+		}
+		if end >= 0 {
+			return buf[:from+end+4]
 		}
 		if len(buf) == br.Size() {
 			return nil
@@ -332,11 +379,11 @@ var commonKeys = [...]string{
 type lengthBody struct {
 	r      *bufio.Reader
 	n      int64 // bytes still to read
-	closed bool
+	closed atomic.Bool
 }
 
 func (b *lengthBody) Read(p []byte) (int, error) {
-	if b.closed {
+	if b.closed.Load() {
 		return 0, http.ErrBodyReadAfterClose
 	}
 	if b.n <= 0 {
@@ -359,7 +406,7 @@ func (b *lengthBody) Read(p []byte) (int, error) {
 // Close marks the body closed. What is left unread stays on the
 // connection, which h1Body then closes rather than reuses.
 func (b *lengthBody) Close() error {
-	b.closed = true
+	b.closed.Store(true)
 	return nil
 }
 
