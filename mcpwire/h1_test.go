@@ -51,9 +51,21 @@ func (cs *countingServer) conns() int {
 	return cs.opened
 }
 
-func h1Get(t *testing.T, hc *http.Client, ctx context.Context, url string) (string, error) {
+// h1Post POSTs a small body to url and returns the answer's body.
+func h1Post(t *testing.T, hc *http.Client, ctx context.Context, url string) (string, error) {
 	t.Helper()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, strings.NewReader(`{"x":1}`))
+	return h1Send(t, hc, ctx, http.MethodPost, url)
+}
+
+// h1Send sends a request of method to url (a POST with a small body)
+// and returns the answer's body.
+func h1Send(t *testing.T, hc *http.Client, ctx context.Context, method, url string) (string, error) {
+	t.Helper()
+	var body io.Reader
+	if method == http.MethodPost {
+		body = strings.NewReader(`{"x":1}`)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, url, body)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -101,7 +113,7 @@ func TestH1Reuse(t *testing.T) {
 		if i%2 == 1 {
 			path = "/chunked"
 		}
-		body, err := h1Get(t, hc, ctx, cs.URL+path)
+		body, err := h1Post(t, hc, ctx, cs.URL+path)
 		if err != nil || (body != "ok" && body != "part one, part two") {
 			t.Fatalf("exchange %d: %q, %v", i, body, err)
 		}
@@ -109,11 +121,11 @@ func TestH1Reuse(t *testing.T) {
 	if n := cs.conns(); n != 1 {
 		t.Fatalf("%d connections for 20 sequential exchanges, want 1", n)
 	}
-	if body, err := h1Get(t, hc, ctx, cs.URL+"/close"); err != nil || body != "closing" {
+	if body, err := h1Post(t, hc, ctx, cs.URL+"/close"); err != nil || body != "closing" {
 		t.Fatalf("close: %q, %v", body, err)
 	}
 	<-cs.closed
-	if _, err := h1Get(t, hc, ctx, cs.URL); err != nil || cs.conns() != 2 {
+	if _, err := h1Post(t, hc, ctx, cs.URL); err != nil || cs.conns() != 2 {
 		t.Fatalf("after Connection: close: %v, %d connections", err, cs.conns())
 	}
 	// A body closed unread leaves a connection that cannot be reused.
@@ -124,7 +136,7 @@ func TestH1Reuse(t *testing.T) {
 	}
 	_ = resp.Body.Close()
 	<-cs.closed
-	if _, err := h1Get(t, hc, ctx, cs.URL); err != nil || cs.conns() != 3 {
+	if _, err := h1Post(t, hc, ctx, cs.URL); err != nil || cs.conns() != 3 {
 		t.Fatalf("after an unread body: %v, %d connections", err, cs.conns())
 	}
 }
@@ -139,14 +151,14 @@ func TestH1ServerClosedIdle(t *testing.T) {
 	cs.Config.SetKeepAlivesEnabled(true)
 	hc, _ := HTTPClient(HTTPOptions{})
 	defer hc.CloseIdleConnections()
-	if _, err := h1Get(t, hc, context.Background(), cs.URL); err != nil {
+	if _, err := h1Post(t, hc, context.Background(), cs.URL); err != nil {
 		t.Fatal(err)
 	}
 	// The server ends its idle connections (as a server's keep-alive
 	// timeout does), and the client is told nothing.
 	cs.CloseClientConnections()
 	<-cs.closed
-	if body, err := h1Get(t, hc, context.Background(), cs.URL); err != nil || body != "ok" || cs.conns() != 2 {
+	if body, err := h1Post(t, hc, context.Background(), cs.URL); err != nil || body != "ok" || cs.conns() != 2 {
 		t.Fatalf("after the server closed the idle connection: %q, %v, %d connections", body, err, cs.conns())
 	}
 }
@@ -190,21 +202,12 @@ func TestH1ClosedAsReused(t *testing.T) {
 	defer hc.CloseIdleConnections()
 	ctx, cancel := context.WithTimeout(context.Background(), waitFor)
 	defer cancel()
-	get := func() (string, error) {
-		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-		resp, err := hc.Do(req)
-		if err != nil {
-			return "", err
-		}
-		defer resp.Body.Close()
-		b, err := io.ReadAll(resp.Body)
-		return string(b), err
-	}
+	get := func() (string, error) { return h1Send(t, hc, ctx, http.MethodGet, url) }
 
-	if body, err := h1Get(t, hc, ctx, url); err != nil || body != "ok" || <-opened != http.MethodPost {
+	if body, err := h1Post(t, hc, ctx, url); err != nil || body != "ok" || <-opened != http.MethodPost {
 		t.Fatalf("the first POST: %q, %v", body, err)
 	}
-	if body, err := h1Get(t, hc, ctx, url); err == nil {
+	if body, err := h1Post(t, hc, ctx, url); err == nil {
 		t.Fatalf("a POST the server hung up on was answered %q: it was sent again", body)
 	}
 	// The next connection's first request is the GET below, not the
@@ -240,7 +243,7 @@ func TestH1WriteFailedOnReuse(t *testing.T) {
 	hc := &http.Client{Transport: tr}
 	defer hc.CloseIdleConnections()
 	for i := range 2 {
-		if body, err := h1Get(t, hc, context.Background(), "http://127.0.0.1:9/mcp"); err != nil || body != "ok" {
+		if body, err := h1Post(t, hc, context.Background(), "http://127.0.0.1:9/mcp"); err != nil || body != "ok" {
 			t.Fatalf("exchange %d: %q, %v", i, body, err)
 		}
 	}
@@ -334,7 +337,7 @@ func TestH1CancelAndBounds(t *testing.T) {
 		t.Fatal("the read did not end with its context")
 	}
 	_ = resp.Body.Close()
-	if body, err := h1Get(t, hc, context.Background(), cs.URL); err != nil || body != "ok" || cs.conns() != 2 {
+	if body, err := h1Post(t, hc, context.Background(), cs.URL); err != nil || body != "ok" || cs.conns() != 2 {
 		t.Fatalf("after the cancelled exchange: %q, %v, %d connections", body, err, cs.conns())
 	}
 
@@ -353,7 +356,7 @@ func TestH1CancelAndBounds(t *testing.T) {
 		_, _ = http.ReadRequest(bufio.NewReader(c))
 		_, _ = io.WriteString(c, "HTTP/1.1 200 OK\r\nX-Huge: "+strings.Repeat("a", 2<<20)+"\r\n\r\n")
 	})
-	_, err = h1Get(t, hc, context.Background(), "http://"+ln.Addr().String()+"/")
+	_, err = h1Post(t, hc, context.Background(), "http://"+ln.Addr().String()+"/")
 	_ = ln.Close()
 	wg.Wait()
 	if err == nil || !strings.Contains(err.Error(), "head longer than 1 MiB") {
@@ -401,11 +404,11 @@ func TestH1Informational(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), waitFor)
 	defer cancel()
 	for i := range 2 {
-		if body, err := h1Get(t, hc, ctx, url); err != nil || body != "ok" {
+		if body, err := h1Post(t, hc, ctx, url); err != nil || body != "ok" {
 			t.Fatalf("exchange %d: %q, %v", i, body, err)
 		}
 	}
-	if body, err := h1Get(t, hc, ctx, url); err == nil || ctx.Err() != nil {
+	if body, err := h1Post(t, hc, ctx, url); err == nil || ctx.Err() != nil {
 		t.Fatalf("an endless run of 1xx answers gave %q, %v", body, err)
 	}
 }
