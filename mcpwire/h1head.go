@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/textproto"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -77,11 +78,7 @@ func writeHead(bw *bufio.Writer, req *http.Request) (bool, error) {
 		}
 		keys = append(keys, k)
 	}
-	for i := 1; i < len(keys); i++ {
-		for j := i; j > 0 && keys[j] < keys[j-1]; j-- {
-			keys[j], keys[j-1] = keys[j-1], keys[j]
-		}
-	}
+	slices.Sort(keys)
 	uri := req.URL.RequestURI()
 	for i := 0; i < len(uri); i++ {
 		if uri[i] <= ' ' || uri[i] >= 0x7f {
@@ -205,15 +202,15 @@ func peekHead(br *bufio.Reader) []byte {
 		if end >= 0 {
 			scan = scan[:end+4]
 		}
-		for i := bytes.IndexByte(scan, '\n'); i >= 0; {
-			if at := from + i; at == 0 || buf[at-1] != '\r' {
-				return nil
-			}
-			next := bytes.IndexByte(scan[i+1:], '\n')
-			if next < 0 {
+		for i := 0; ; {
+			j := bytes.IndexByte(scan[i:], '\n')
+			if j < 0 {
 				break
 			}
-			i += 1 + next
+			if at := from + i + j; at == 0 || buf[at-1] != '\r' {
+				return nil
+			}
+			i += j + 1
 		}
 		if end >= 0 {
 			return buf[:from+end+4]
@@ -235,11 +232,12 @@ func parseHead(head []byte, req *http.Request) *http.Response {
 	line, rest, _ := strings.Cut(s, "\r\n")
 	// "HTTP/1.1 200 OK": http.ReadResponse's Status is what follows the
 	// first space.
-	if len(line) < 12 || line[:9] != "HTTP/1.1 " || (len(line) > 12 && line[12] != ' ') {
+	if len(line) < 12 || line[:9] != "HTTP/1.1 " || (len(line) > 12 && line[12] != ' ') || !validValue(line[12:]) {
 		return nil
 	}
+	status := line[9:]
 	code := 0
-	for _, c := range []byte(line[9:12]) {
+	for _, c := range []byte(status[:3]) {
 		if c < '0' || c > '9' {
 			return nil
 		}
@@ -247,11 +245,6 @@ func parseHead(head []byte, req *http.Request) *http.Response {
 	}
 	if code < 200 || code > 599 || code == http.StatusNoContent || code == http.StatusNotModified {
 		return nil
-	}
-	for i := 12; i < len(line); i++ {
-		if !validValueByte(line[i]) {
-			return nil
-		}
 	}
 
 	// Count the fields first: one map, one slice of values.
@@ -266,19 +259,11 @@ func parseHead(head []byte, req *http.Request) *http.Response {
 		if line == "" {
 			break
 		}
+		// A name that is a token cannot start a folded line, and a
+		// value of visible text holds no line end.
 		k, v, ok := strings.Cut(line, ":")
-		if !ok || k == "" || line[0] == ' ' || line[0] == '\t' || strings.IndexByte(line, '\n') >= 0 {
+		if !ok || !isToken(k) || !validValue(v) {
 			return nil
-		}
-		for i := 0; i < len(k); i++ {
-			if !validFieldByte(k[i]) {
-				return nil
-			}
-		}
-		for i := 0; i < len(v); i++ {
-			if !validValueByte(v[i]) {
-				return nil
-			}
 		}
 		k = canonicalKey(k)
 		v = strings.Trim(v, " \t")
@@ -304,7 +289,7 @@ func parseHead(head []byte, req *http.Request) *http.Response {
 		return nil
 	}
 	resp := &http.Response{
-		Status: line0(s)[9:], StatusCode: code,
+		Status: status, StatusCode: code,
 		Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
 		Header: h, ContentLength: int64(n), Request: req,
 	}
@@ -321,12 +306,6 @@ func parseHead(head []byte, req *http.Request) *http.Response {
 		delete(h, "Connection")
 	}
 	return resp
-}
-
-// line0 is s's first line.
-func line0(s string) string {
-	line, _, _ := strings.Cut(s, "\r\n")
-	return line
 }
 
 // canonicalKey is k in canonical form, the common names without
@@ -470,9 +449,13 @@ var tokenChars = func() (t [128]bool) {
 	return t
 }()
 
-// validValueByte reports whether c may be in a field value or reason
-// phrase as net/textproto reads them: visible ASCII, space, tab and
-// obs-text.
-func validValueByte(c byte) bool {
-	return c == '\t' || (c >= ' ' && c != 0x7f)
+// validValue reports whether s may be a field value or reason phrase as
+// net/textproto reads them: visible ASCII, space, tab and obs-text.
+func validValue(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c != '\t' && (c < ' ' || c == 0x7f) {
+			return false
+		}
+	}
+	return true
 }

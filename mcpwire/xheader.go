@@ -3,7 +3,6 @@ package mcpwire
 import (
 	"errors"
 	"fmt"
-	"regexp"
 	"strconv"
 	"strings"
 
@@ -26,9 +25,6 @@ type headerParam struct {
 
 // maxHeaderParams bounds the annotations one tool may carry.
 const maxHeaderParams = 32
-
-// tchar is RFC 9110's token.
-var tchar = regexp.MustCompile("^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
 
 var errStop = errors.New("stop")
 
@@ -82,7 +78,7 @@ func headerParams(schema []byte) ([]headerParam, error) {
 			}
 			name := jsonlex.Unquote(ann)
 			switch {
-			case !tchar.MatchString(name):
+			case !isToken(name):
 				return fmt.Errorf("x-mcp-header %q at %s is not an HTTP token", name, where)
 			case seen[strings.ToLower(name)]:
 				return fmt.Errorf("x-mcp-header %q at %s is used twice", name, where)
