@@ -121,31 +121,22 @@ func (t *h1Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	// The context ends the exchange wherever it is, head or body.
 	stop := context.AfterFunc(ctx, func() { _ = c.SetDeadline(time.Unix(1, 0)) })
 	resp, sent, err := t.exchange(c, req)
-	if err != nil && reused && !stopped(ctx) && nothingRead(err) && (!sent || replayable(req)) {
+	if err != nil && reused && !stopped(ctx) && nothingRead(err) && resendable(req, sent) {
 		// The server closed the idle connection as it was taken (the
-		// check before reuse can race its FIN). The request goes once
-		// more on a new connection when no server can have acted on it:
-		// its write failed, so none read it whole; or it is one that
-		// may be sent twice. A request that was written, a tools/call
-		// among them, is never sent again, since the server may have
-		// read it and then gone: a call runs at most once (net/http's
-		// own rule). A body that cannot be made again is not resent.
-		if req.Body == nil || req.GetBody != nil {
-			if req.GetBody != nil {
-				if req.Body, err = req.GetBody(); err != nil {
-					stop()
-					_ = c.Close()
-					return nil, err
-				}
-			}
-			_ = c.Close()
-			stop()
-			if c, err = t.dialConn(ctx, key); err != nil {
+		// check before reuse can race its FIN): the request goes once
+		// more, on a new connection.
+		_ = c.Close()
+		stop()
+		if req.GetBody != nil {
+			if req.Body, err = req.GetBody(); err != nil {
 				return nil, err
 			}
-			stop = context.AfterFunc(ctx, func() { _ = c.SetDeadline(time.Unix(1, 0)) })
-			resp, _, err = t.exchange(c, req)
 		}
+		if c, err = t.dialConn(ctx, key); err != nil {
+			return nil, err
+		}
+		stop = context.AfterFunc(ctx, func() { _ = c.SetDeadline(time.Unix(1, 0)) })
+		resp, _, err = t.exchange(c, req)
 	}
 	if err != nil {
 		stop()
@@ -191,12 +182,20 @@ func (t *h1Transport) exchange(c *h1Conn, req *http.Request) (resp *http.Respons
 	return resp, true, err
 }
 
-// replayable reports whether req may be sent twice, by net/http's rule:
-// a method without effects, or a request that says it is idempotent; and
-// a body that can be made again.
-func replayable(req *http.Request) bool {
-	if req.Body != nil && req.Body != http.NoBody && req.GetBody == nil {
+// resendable reports whether req may go once more after its exchange
+// failed before any answer (sent: after it was written whole). Its body
+// must be one that can be made again, and no server may have acted on
+// it: its write failed, so none read it whole, or it may be sent twice
+// by net/http's rule (a method without effects, or a request that says
+// it is idempotent). A request that was written, a tools/call among
+// them, is never sent again, since the server may have read it and then
+// gone: a call runs at most once.
+func resendable(req *http.Request, sent bool) bool {
+	if req.Body != nil && req.GetBody == nil {
 		return false
+	}
+	if !sent {
+		return true
 	}
 	switch req.Method {
 	case http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodTrace:
