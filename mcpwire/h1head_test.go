@@ -81,32 +81,16 @@ func TestReadHeadWaitsForNoMore(t *testing.T) {
 		if !strings.Contains(tc.in, "\n\n") && !strings.Contains(tc.in, "\n\r\n") {
 			continue
 		}
-		r := &noMoreReader{data: []byte(tc.in)}
+		// On a live connection, a read past the answer would block.
+		r := &failingReader{b: []byte(tc.in), err: errors.New("read past the answer")}
 		resp := readHead(bufio.NewReaderSize(r, 4096), req)
-		if r.past {
+		if r.failed {
 			t.Errorf("%s: readHead waited for bytes after a complete head", tc.name)
 		}
 		if (resp != nil) != tc.fast {
 			t.Errorf("%s: fast path took it: %v, want %v", tc.name, resp != nil, tc.fast)
 		}
 	}
-}
-
-// noMoreReader returns data, then records a read past it, which on a
-// live connection would block, and fails it.
-type noMoreReader struct {
-	data []byte
-	past bool
-}
-
-func (r *noMoreReader) Read(p []byte) (int, error) {
-	if len(r.data) == 0 {
-		r.past = true
-		return 0, errors.New("read past the answer")
-	}
-	n := copy(p, r.data)
-	r.data = r.data[n:]
-	return n, nil
 }
 
 // TestReadHeadLongerThanBuffer leaves a head that does not fit in the

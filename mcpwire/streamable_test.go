@@ -442,14 +442,17 @@ func TestAuthorizer(t *testing.T) {
 	}
 }
 
-// failingReader returns its bytes, then err.
+// failingReader returns its bytes, then err; failed records a read
+// past them.
 type failingReader struct {
-	b   []byte
-	err error
+	b      []byte
+	err    error
+	failed bool
 }
 
 func (f *failingReader) Read(p []byte) (int, error) {
 	if len(f.b) == 0 {
+		f.failed = true
 		return 0, f.err
 	}
 	n := copy(p, f.b)
