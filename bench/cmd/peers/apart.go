@@ -98,7 +98,7 @@ func profileName(client string, c cell, run int) string {
 // sample.
 func measureApart(ctx context.Context, e *env, cl client, c cell, p plan, run int) sample {
 	fail := func(err error) sample { return sample{Cell: c, Client: cl.name, Err: err.Error()} }
-	if (cl.name == "c-relay" || cl.name == "c-relay-http") && e.crelaySkip != "" {
+	if isCRelay(cl.name) && e.crelaySkip != "" {
 		return sample{Cell: c, Client: cl.name, Skipped: e.crelaySkip}
 	}
 	job := sampleJob{Client: cl.name, Cell: c, Small: p.small, Large: p.large, Warm: p.warm, CapNS: int64(p.cap), Capbridge: e.capbridge, CRelay: e.crelay, Tmp: e.tmp}

@@ -28,6 +28,10 @@ import (
 //go:embed crelay/crelay.c
 var crelaySource []byte
 
+// isCRelay says whether client is one of the C relay's: built only when
+// one is measured, and skipped where the machine has no C compiler.
+func isCRelay(client string) bool { return client == "c-relay" || client == "c-relay-http" }
+
 // cCompilers are tried in order when $CC is unset.
 var cCompilers = []string{"cc", "gcc", "clang"}
 

@@ -36,6 +36,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"runtime/debug"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -130,7 +131,7 @@ func measureAll(ctx context.Context, runs int, p plan, sel selection, quick bool
 		ver = strings.TrimPrefix(strings.TrimSpace(string(out)), "capbridge ")
 	}
 	var crelay, crelaySkip string
-	if sel.has("c-relay") || sel.has("c-relay-http") {
+	if slices.ContainsFunc(sel.clients, func(cl client) bool { return isCRelay(cl.name) }) {
 		if crelay, crelaySkip, err = buildCRelay(ctx, tmp); err != nil {
 			return err
 		}

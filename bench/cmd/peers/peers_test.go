@@ -289,7 +289,3 @@ func TestGoals(t *testing.T) {
 		}
 	}
 }
-
-// isCRelay says whether client is one of the C relay's, skipped where the
-// machine has no C compiler.
-func isCRelay(client string) bool { return client == "c-relay" || client == "c-relay-http" }
