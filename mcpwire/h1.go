@@ -133,6 +133,7 @@ func (t *h1Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 			}
 		}
 		if c, err = t.dialConn(ctx, key); err != nil {
+			closeBody(req)
 			return nil, err
 		}
 		stop = context.AfterFunc(ctx, func() { _ = c.SetDeadline(time.Unix(1, 0)) })

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"errors"
 	"io"
 	"net"
 	"net/http"
@@ -251,6 +252,41 @@ func TestH1WriteFailedOnReuse(t *testing.T) {
 		t.Fatalf("%d connections", len(dials))
 	}
 }
+
+// When the new connection for a resend cannot be dialled, the request's
+// body is closed all the same, as a RoundTripper must close it.
+func TestH1ResendDialFails(t *testing.T) {
+	t.Cleanup(leakcheck.Check(t))
+	refused := errors.New("connection refused")
+	dials := 0
+	tr := newH1Transport(func(context.Context, string, string) (net.Conn, error) {
+		if dials++; dials > 1 {
+			return nil, refused
+		}
+		return &scriptConn{failWrite: 2}, nil
+	}, 4)
+	defer tr.CloseIdleConnections()
+	const url = "http://127.0.0.1:9/mcp"
+	if body, err := h1Post(t, &http.Client{Transport: tr}, context.Background(), url); err != nil || body != "ok" {
+		t.Fatalf("the first exchange: %q, %v", body, err)
+	}
+	closed := false
+	req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(`{}`))
+	req.GetBody = func() (io.ReadCloser, error) {
+		return closeFunc{strings.NewReader(`{}`), func() { closed = true }}, nil
+	}
+	if _, err := tr.RoundTrip(req); !errors.Is(err, refused) || !closed {
+		t.Fatalf("RoundTrip: %v; the remade body closed: %v", err, closed)
+	}
+}
+
+// closeFunc is a body whose Close calls a function.
+type closeFunc struct {
+	io.Reader
+	f func()
+}
+
+func (c closeFunc) Close() error { c.f(); return nil }
 
 // scriptConn is a connection whose every write is a whole request,
 // answered "ok" at once, but its failWrite-th (from 1), which fails as a
