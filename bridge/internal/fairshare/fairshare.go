@@ -38,8 +38,11 @@ type Limits struct {
 // guards the counts and the queue. Running and Queued read gauges kept
 // beside them, without the lock.
 //
-// Bounds: the table holds only keys with a call running or waiting; only
-// a call that queues has a timer.
+// Bounds: the table holds only keys with a call running or waiting, and
+// one share kept for the next key. Only a call that queues waits on a
+// timer, and the waiters that hold them are pooled: admission allocates
+// nothing once its pools are warm, as one program with more calls in
+// flight than its share queues on every call.
 type Shares[K comparable] struct {
 	lim Limits
 
@@ -49,6 +52,12 @@ type Shares[K comparable] struct {
 	keys    map[K]*share[K] // keys with a call running or waiting
 	ring    []*share[K]     // keys with a call waiting, in turn order
 	turn    int             // index in ring of the key served next
+	spare   *share[K]       // a share forgotten, for the next key to use
+
+	// waiters is this resource's own pool of waiters: the channel and
+	// timer a waiter holds may not cross from one synctest bubble into
+	// another, so they are not shared with other resources.
+	waiters sync.Pool
 
 	inflight, waiting atomic.Int64
 }
@@ -58,13 +67,23 @@ type share[K comparable] struct {
 	key     K
 	running int
 	waiters []*waiter // oldest first
+	release func()    // releases a slot of this share; made with it, not per call
 }
 
-// waiter is one queued call. ready is closed when dispatch gives it a
-// slot, which it then owns.
+// waiter is one queued call. dispatch marks it granted and puts a token
+// in ready when it gives it a slot, which it then owns. A waiter goes
+// back to the pool once its wait is over: its timer stopped (which, since
+// Go 1.23, leaves nothing to receive on timer.C), and any token taken.
 type waiter struct {
-	ready   chan struct{}
+	ready   chan struct{} // capacity 1: dispatch never blocks
+	timer   *time.Timer   // stopped while pooled
 	granted bool
+}
+
+func newWaiter() any {
+	t := time.NewTimer(time.Hour)
+	t.Stop()
+	return &waiter{ready: make(chan struct{}, 1), timer: t}
 }
 
 // New returns admission for one resource under lim. PerKey is raised to
@@ -72,7 +91,7 @@ type waiter struct {
 func New[K comparable](lim Limits) *Shares[K] {
 	lim.PerKey = max(1, min(lim.PerKey, lim.Max))
 	lim.QueuePerKey = max(0, min(lim.QueuePerKey, lim.MaxQueue))
-	return &Shares[K]{lim: lim, keys: map[K]*share[K]{}}
+	return &Shares[K]{lim: lim, keys: map[K]*share[K]{}, waiters: sync.Pool{New: newWaiter}}
 }
 
 // Running is the number of calls running.
@@ -114,10 +133,9 @@ func (a *Shares[K]) Admit(ctx context.Context, key K, d time.Duration) (func(), 
 	a.mu.Lock()
 	sh := a.keys[key]
 	if sh == nil {
-		sh = &share[K]{key: key}
-		a.keys[key] = sh
+		sh = a.newShare(key)
 	}
-	release := func() { a.release(sh) }
+	release := sh.release
 	// A key's calls wait in order: a key with calls waiting never has
 	// room under its cap while the resource has a free slot (dispatch
 	// would have used it), so a new call never passes an older one.
@@ -138,7 +156,8 @@ func (a *Shares[K]) Admit(ctx context.Context, key K, d time.Duration) (func(), 
 		a.mu.Unlock()
 		return nil, 0, err
 	}
-	w := &waiter{ready: make(chan struct{})}
+	w := a.waiters.Get().(*waiter)
+	w.granted = false
 	if len(sh.waiters) == 0 {
 		a.ring = append(a.ring, sh)
 	}
@@ -148,28 +167,48 @@ func (a *Shares[K]) Admit(ctx context.Context, key K, d time.Duration) (func(), 
 	a.mu.Unlock()
 
 	start := time.Now()
-	t := time.NewTimer(d)
-	defer t.Stop()
+	w.timer.Reset(d)
 	var err error
 	select {
 	case <-w.ready:
+		w.timer.Stop()
+		a.waiters.Put(w)
 		return release, time.Since(start), nil
-	case <-t.C:
+	case <-w.timer.C:
 		err = ErrTimeout
 	case <-ctx.Done():
+		w.timer.Stop()
 		err = context.Cause(ctx)
 	}
 	a.mu.Lock()
 	if w.granted {
 		// Dispatch gave it a slot as the wait ended: hand the slot on.
 		a.mu.Unlock()
+		<-w.ready // put there, under mu, with granted
+		a.waiters.Put(w)
 		release()
 		return nil, 0, err
 	}
 	a.unqueue(sh, w)
 	a.forget(sh)
 	a.mu.Unlock()
+	a.waiters.Put(w)
 	return nil, 0, err
+}
+
+// newShare enters key in the table, in the spare share if there is one.
+// The caller holds mu.
+func (a *Shares[K]) newShare(key K) *share[K] {
+	sh := a.spare
+	if sh != nil {
+		a.spare = nil
+	} else {
+		sh = &share[K]{}
+		sh.release = func() { a.release(sh) }
+	}
+	sh.key = key
+	a.keys[key] = sh
+	return sh
 }
 
 // take counts a call of sh as running. The caller holds mu.
@@ -213,7 +252,7 @@ func (a *Shares[K]) dispatch() {
 		a.waiting.Store(int64(a.queued))
 		w.granted = true
 		a.take(sh)
-		close(w.ready)
+		w.ready <- struct{}{}
 		if len(sh.waiters) == 0 {
 			a.dropFromRing(found)
 			a.turn = found // the key after it has moved into its place
@@ -261,9 +300,14 @@ func (a *Shares[K]) dropFromRing(i int) {
 }
 
 // forget drops sh from the table once it has nothing running or waiting,
-// so the table holds only keys in use. The caller holds mu.
+// so the table holds only keys in use, and keeps it as the spare: a key
+// whose calls run one at a time comes and goes with every call. The
+// caller holds mu.
 func (a *Shares[K]) forget(sh *share[K]) {
 	if sh.running == 0 && len(sh.waiters) == 0 {
 		delete(a.keys, sh.key)
+		var zero K
+		sh.key, sh.waiters = zero, nil // hold neither the key nor old waiters
+		a.spare = sh
 	}
 }

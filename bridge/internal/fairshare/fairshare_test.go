@@ -157,6 +157,71 @@ func TestSharesGiveUp(t *testing.T) {
 
 var errCancelled = errors.New("cancelled")
 
+// A queued call's waiter is reused by the calls that queue after it, so
+// however its wait ended (granted, timed out, granted as it timed out)
+// it must leave nothing behind: no slot held, no grant or timer tick for
+// the next call to find.
+func TestSharesWaitersReused(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		a := New[string](Limits{Max: 1, PerKey: 1, MaxQueue: 4, QueuePerKey: 4})
+		ctx := context.Background()
+		var granted, timedOut int
+		for i := range 60 {
+			rel, _, err := a.Admit(ctx, "a", time.Hour)
+			if err != nil {
+				t.Fatal(err)
+			}
+			// The holder lets go before the waiter's deadline, after it,
+			// or at the same instant.
+			released := make(chan struct{})
+			time.AfterFunc(time.Second+time.Duration(i%3-1)*time.Millisecond, func() { rel(); close(released) })
+			switch rel, _, err := a.Admit(ctx, "a", time.Second); {
+			case err == nil:
+				granted++
+				rel()
+			case errors.Is(err, ErrTimeout):
+				timedOut++
+			default:
+				t.Fatal(err)
+			}
+			<-released
+			if a.running != 0 || a.queued != 0 || len(a.keys) != 0 || len(a.ring) != 0 {
+				t.Fatalf("round %d left running %d queued %d keys %d ring %d", i, a.running, a.queued, len(a.keys), len(a.ring))
+			}
+			if a.spare == nil || a.spare.key != "" || a.spare.waiters != nil {
+				t.Fatalf("round %d: the spare share holds %+v", i, a.spare)
+			}
+
+			// The next call to queue waits until it is given the slot.
+			hold, _, err := a.Admit(ctx, "a", time.Hour)
+			if err != nil {
+				t.Fatal(err)
+			}
+			done := make(chan error, 1)
+			go func() {
+				rel, _, err := a.Admit(ctx, "a", time.Hour)
+				if err == nil {
+					rel()
+				}
+				done <- err
+			}()
+			synctest.Wait()
+			select {
+			case err := <-done:
+				t.Fatalf("round %d: a queued call returned before any slot was free: %v", i, err)
+			default:
+			}
+			hold()
+			if err := <-done; err != nil {
+				t.Fatalf("round %d: %v", i, err)
+			}
+		}
+		if granted == 0 || timedOut == 0 {
+			t.Fatalf("granted %d, timed out %d: both ends should have been seen", granted, timedOut)
+		}
+	})
+}
+
 // A drain waits for the calls admitted before it, refuses those after,
 // and ends with the last to retire.
 func TestFlight(t *testing.T) {
@@ -190,4 +255,32 @@ func TestFlight(t *testing.T) {
 		}
 	}()
 	f.Retire()
+}
+
+// BenchmarkAdmit measures a call's admission and release with one key,
+// running (every call finds a slot) and queued (twice the slots are
+// wanted, so nearly every call waits for another's release, as one
+// program with 32 calls in flight does under the default share of 16).
+func BenchmarkAdmit(b *testing.B) {
+	for _, bc := range []struct {
+		name string
+		max  int
+	}{{"running", 64}, {"queued", 16}} {
+		b.Run(bc.name, func(b *testing.B) {
+			a := New[string](Limits{Max: bc.max, PerKey: bc.max, MaxQueue: 64, QueuePerKey: 64})
+			ctx := context.Background()
+			b.ReportAllocs()
+			b.SetParallelism(16) // 32 callers on 2 Ps
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					rel, _, err := a.Admit(ctx, "k", time.Hour)
+					if err != nil {
+						b.Error(err)
+						return
+					}
+					rel()
+				}
+			})
+		})
+	}
 }
