@@ -182,48 +182,65 @@ func readHead(br *bufio.Reader, req *http.Request) *http.Response {
 	return resp
 }
 
-var headEnd = []byte("\r\n\r\n")
-
 // peekHead returns the head at the start of br's buffer, through its
-// blank line, reading more while the buffer has room; nil when the head
-// does not fit, when a line ends in a bare LF, or when the connection
-// ends or fails first. A bare LF may end the head already (net/textproto
-// reads it as a line end), so waiting for CRLF CRLF could wait for bytes
-// that never come.
+// blank line, reading more while the buffer has room. It returns nil as
+// soon as a line ends in a bare LF (net/textproto may read it as a line
+// end, so the blank line this waits for may never come) or a line is
+// complete that the fast path would not take and net/http may refuse as
+// it arrives: a status line that is not HTTP/1.1's with three digits, a
+// field line that is folded or has no colon; and nil when the head does
+// not fit, or the connection ends or fails first. So a server that is
+// not speaking HTTP is told so by http.ReadResponse at its first line,
+// not when the call's deadline ends the wait for a blank line.
 func peekHead(br *bufio.Reader) []byte {
 	if _, err := br.Peek(1); err != nil {
 		return nil
 	}
-	from := 0
+	// line is where the first line not yet complete starts, from where
+	// its end is looked for: each byte is looked at once.
+	line, from := 0, 0
 	for {
 		buf, _ := br.Peek(br.Buffered())
-		end := bytes.Index(buf[from:], headEnd)
-		scan := buf[from:]
-		if end >= 0 {
-			scan = scan[:end+4]
-		}
-		for i := 0; ; {
-			j := bytes.IndexByte(scan[i:], '\n')
+		for {
+			j := bytes.IndexByte(buf[from:], '\n')
 			if j < 0 {
+				from = len(buf)
 				break
 			}
-			if at := from + i + j; at == 0 || buf[at-1] != '\r' {
+			at := from + j
+			if at == 0 || buf[at-1] != '\r' {
 				return nil
 			}
-			i += j + 1
-		}
-		if end >= 0 {
-			return buf[:from+end+4]
+			l := buf[line : at-1]
+			switch {
+			case line == 0:
+				if !statusShape(l) {
+					return nil
+				}
+			case len(l) == 0:
+				return buf[:at+1]
+			case l[0] == ' ' || l[0] == '\t' || bytes.IndexByte(l, ':') < 0:
+				return nil
+			}
+			line, from = at+1, at+1
 		}
 		if len(buf) == br.Size() {
 			return nil
 		}
-		from = max(len(buf)-3, 0)
 		if _, err := br.Peek(len(buf) + 1); err != nil {
 			return nil
 		}
 	}
 }
+
+// statusShape reports whether l has the shape of an HTTP/1.1 status
+// line: the version, a space, three digits, then a space or nothing.
+func statusShape(l []byte) bool {
+	return len(l) >= 12 && string(l[:9]) == "HTTP/1.1 " &&
+		isDigit(l[9]) && isDigit(l[10]) && isDigit(l[11]) && (len(l) == 12 || l[12] == ' ')
+}
+
+func isDigit(c byte) bool { return '0' <= c && c <= '9' }
 
 // parseHead reads head (through its blank line), or returns nil when
 // http.ReadResponse might read it otherwise.

@@ -93,6 +93,42 @@ func TestReadHeadWaitsForNoMore(t *testing.T) {
 	}
 }
 
+// TestReadHeadStopsAtABadLine: a line the fast path would not take ends
+// its wait as soon as the line is complete, so that a server that is not
+// speaking HTTP (or not the HTTP it takes) is answered by
+// http.ReadResponse at that line rather than by the call's deadline. For
+// a bad status line, net/http refuses there too, reading no further.
+func TestReadHeadStopsAtABadLine(t *testing.T) {
+	req, _ := http.NewRequest(http.MethodPost, "http://127.0.0.1/mcp", nil)
+	for _, tc := range []struct {
+		in         string
+		statusLine bool // net/http refuses at this line
+	}{
+		{"SSH-2.0-OpenSSH_9.6\r\n", true},
+		{"HTTP/1.1 2x0 OK\r\n", true},
+		{"HTTP/1.1 20\r\n", true},
+		{"\r\n", true},
+		{"HTTP/1.0 200 OK\r\n", false},
+		{"HTTP/1.1 2000 OK\r\n", false},
+		{"HTTP/1.1 200 OK\r\nno colon here\r\n", false},
+		{"HTTP/1.1 200 OK\r\nA: b\r\n folded\r\n", false},
+		{"HTTP/1.1 200 OK\nContent-Length: 0", false},
+	} {
+		// On a live connection, a read past these bytes would block.
+		r := &failingReader{b: []byte(tc.in), err: errors.New("read past the bad line")}
+		if resp := readHead(bufio.NewReaderSize(r, 4096), req); resp != nil || r.failed {
+			t.Errorf("%q: fast path %v, waited for more: %v", tc.in, resp != nil, r.failed)
+		}
+		if !tc.statusLine {
+			continue
+		}
+		r = &failingReader{b: []byte(tc.in), err: errors.New("read past the bad line")}
+		if _, err := http.ReadResponse(bufio.NewReader(r), req); err == nil || r.failed {
+			t.Errorf("%q: net/http: %v, waited for more: %v", tc.in, err, r.failed)
+		}
+	}
+}
+
 // TestReadHeadLongerThanBuffer leaves a head that does not fit in the
 // connection's buffer to net/http.
 func TestReadHeadLongerThanBuffer(t *testing.T) {
