@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"math"
 	"net"
@@ -37,8 +38,10 @@ import (
 // (chunked and close-delimited bodies, folded lines, 1xx answers, and
 // the heads net/http refuses), so the behaviour is net/http's throughout
 // and only the connection handling is this one's, with its Transport's
-// rules: informational answers skipped, and a request sent again only
-// when no server can have acted on it.
+// rules: informational answers skipped, a connection reused only after a
+// final answer whose body ended by its framing with neither side asking
+// to close, a request with a field it refuses refused, and a request sent
+// again only when no server can have acted on it.
 //
 // Bounds: a response head of at most maxResponseHead bytes; at most
 // maxIdle idle connections, each retired after idleTimeout unused or when
@@ -54,9 +57,8 @@ type h1Transport struct {
 	dial    func(ctx context.Context, network, addr string) (net.Conn, error)
 	maxIdle int
 
-	mu     sync.Mutex
-	idle   map[string][]*h1Conn // by host:port, most recently used last
-	closed bool
+	mu   sync.Mutex
+	idle map[string][]*h1Conn // by host:port, most recently used last
 }
 
 // Bounds of the HTTP/1.1 transport.
@@ -118,26 +120,40 @@ func (t *h1Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		closeBody(req)
 		return nil, err
 	}
-	// The context ends the exchange wherever it is, head or body.
-	stop := context.AfterFunc(ctx, func() { _ = c.SetDeadline(time.Unix(1, 0)) })
-	resp, sent, err := t.exchange(c, req)
-	if err != nil && reused && !stopped(ctx) && nothingRead(err) && resendable(req, sent) {
+	stop := expire(ctx, c)
+	resp, sent, answered, err := t.exchange(c, req)
+	if err != nil && reused && !answered && !stopped(ctx) && hungUp(err) && resendable(req, sent) {
 		// The server closed the idle connection as it was taken (the
 		// check before reuse can race its FIN): the request goes once
-		// more, on a new connection.
+		// more, on a new connection, as a copy with its body made again
+		// (a RoundTripper does not modify its request).
 		_ = c.Close()
 		stop()
 		if req.GetBody != nil {
-			if req.Body, err = req.GetBody(); err != nil {
+			body, err := req.GetBody()
+			if err != nil {
 				return nil, err
 			}
+			again := *req
+			again.Body = body
+			req = &again
 		}
 		if c, err = t.dialConn(ctx, key); err != nil {
 			closeBody(req)
 			return nil, err
 		}
-		stop = context.AfterFunc(ctx, func() { _ = c.SetDeadline(time.Unix(1, 0)) })
-		resp, _, err = t.exchange(c, req)
+		stop = expire(ctx, c)
+		resp, _, _, err = t.exchange(c, req)
+	}
+	if errors.Is(err, errInvalidField) {
+		// Refused before a byte was written: the connection is as it was.
+		if stop() {
+			t.put(c)
+		} else {
+			_ = c.Close()
+		}
+		closeBody(req)
+		return nil, err
 	}
 	if err != nil {
 		stop()
@@ -147,25 +163,41 @@ func (t *h1Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		}
 		return nil, err
 	}
-	resp.Body = &h1Body{t: t, c: c, body: resp.Body, stop: stop, keep: !resp.Close && !req.Close && resp.ContentLength != -1 || isChunked(resp)}
+	// The connection is kept for another exchange only after a final
+	// answer (a 101 hands it to another protocol) whose body ends by its
+	// framing, when neither side asked to close it.
+	keep := !resp.Close && !req.Close && resp.StatusCode >= 200 && (resp.ContentLength != -1 || isChunked(resp))
+	resp.Body = &h1Body{t: t, c: c, body: resp.Body, stop: stop, keep: keep}
 	return resp, nil
+}
+
+// expire ends c's exchange, wherever it is (head or body), when ctx
+// ends: the connection's deadline moves to the past, so a read or write
+// in progress returns. c is a parameter, so the callback holds the
+// connection it was made for whatever its caller's variable holds next.
+func expire(ctx context.Context, c *h1Conn) (stop func() bool) {
+	return context.AfterFunc(ctx, func() { _ = c.SetDeadline(time.Unix(1, 0)) })
 }
 
 // exchange writes req and reads the response head: by the fast path
 // (writeHead, readHead) when the request and the head take its shapes,
 // else by net/http's Request.Write and http.ReadResponse. sent reports
 // whether the request was written whole (a failure after it is the
-// response's).
-func (t *h1Transport) exchange(c *h1Conn, req *http.Request) (resp *http.Response, sent bool, err error) {
+// response's), answered whether any byte of an answer arrived. A request
+// with a header field net/http's Transport would refuse is refused here
+// too, before anything is written.
+func (t *h1Transport) exchange(c *h1Conn, req *http.Request) (resp *http.Response, sent, answered bool, err error) {
 	ok, err := writeHead(c.bw, req)
 	if !ok && err == nil {
-		err = req.Write(c.bw)
+		if err = validHeader(req.Header); err == nil {
+			err = req.Write(c.bw)
+		}
 	}
 	if err == nil {
 		err = c.bw.Flush()
 	}
 	if err != nil {
-		return nil, false, err
+		return nil, false, false, err
 	}
 	// Informational answers (1xx but 101) may come before the final one
 	// (103 Early Hints); they are skipped, as net/http's Transport skips
@@ -179,12 +211,37 @@ func (t *h1Transport) exchange(c *h1Conn, req *http.Request) (resp *http.Respons
 			break
 		}
 	}
+	// The buffer was empty when the request went (a reused connection
+	// holds no stray bytes), so every byte since passed through Read.
+	answered = c.limit < maxResponseHead
 	c.limit = math.MaxInt64
-	return resp, true, err
+	return resp, true, answered, err
+}
+
+// errInvalidField is a request refused before any byte of it was
+// written, for a header field net/http's Transport refuses.
+var errInvalidField = errors.New("mcpwire: invalid header field")
+
+// validHeader refuses what net/http's Transport refuses before it
+// writes a request: a field name that is not a token, or a value with a
+// control character other than tab (Request.Write would send it with its
+// line breaks turned into spaces).
+func validHeader(h http.Header) error {
+	for k, vv := range h {
+		if !isToken(k) {
+			return fmt.Errorf("%w name %q", errInvalidField, k)
+		}
+		for _, v := range vv {
+			if !validValue(v) {
+				return fmt.Errorf("%w value for %q", errInvalidField, k)
+			}
+		}
+	}
+	return nil
 }
 
 // resendable reports whether req may go once more after its exchange
-// failed before any answer (sent: after it was written whole). Its body
+// failed before any byte of an answer (sent: after it was written whole). Its body
 // must be one that can be made again, and no server may have acted on
 // it: its write failed, so none read it whole, or it may be sent twice
 // by net/http's rule (a method without effects, or a request that says
@@ -207,9 +264,9 @@ func resendable(req *http.Request, sent bool) bool {
 	return a || b
 }
 
-// nothingRead reports whether err says the connection ended before any
-// byte of the response arrived.
-func nothingRead(err error) bool {
+// hungUp reports whether err is the connection's end or reset, as
+// a server that closed it meets a request.
+func hungUp(err error) bool {
 	return errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, unix.ECONNRESET) || errors.Is(err, unix.EPIPE)
 }
 
@@ -282,7 +339,7 @@ func (t *h1Transport) dialConn(ctx context.Context, key string) (*h1Conn, error)
 func (t *h1Transport) put(c *h1Conn) {
 	c.since = time.Now()
 	t.mu.Lock()
-	if !t.closed && len(t.idle[c.key]) < t.maxIdle {
+	if len(t.idle[c.key]) < t.maxIdle {
 		t.idle[c.key] = append(t.idle[c.key], c)
 		t.mu.Unlock()
 		return

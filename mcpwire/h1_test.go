@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -254,7 +255,8 @@ func TestH1WriteFailedOnReuse(t *testing.T) {
 }
 
 // When the new connection for a resend cannot be dialled, the request's
-// body is closed all the same, as a RoundTripper must close it.
+// body is closed all the same, as a RoundTripper must close it; the
+// caller's request is left as it was (the resend is a copy).
 func TestH1ResendDialFails(t *testing.T) {
 	t.Cleanup(leakcheck.Check(t))
 	refused := errors.New("connection refused")
@@ -275,8 +277,12 @@ func TestH1ResendDialFails(t *testing.T) {
 	req.GetBody = func() (io.ReadCloser, error) {
 		return closeFunc{strings.NewReader(`{}`), func() { closed = true }}, nil
 	}
+	body := req.Body
 	if _, err := tr.RoundTrip(req); !errors.Is(err, refused) || !closed {
 		t.Fatalf("RoundTrip: %v; the remade body closed: %v", err, closed)
+	}
+	if req.Body != body {
+		t.Fatal("the resend changed the caller's request")
 	}
 }
 
@@ -447,4 +453,231 @@ func TestH1Informational(t *testing.T) {
 	if body, err := h1Post(t, hc, ctx, url); err == nil || ctx.Err() != nil {
 		t.Fatalf("an endless run of 1xx answers gave %q, %v", body, err)
 	}
+}
+
+// scriptedServer answers each request read on each connection it
+// accepts with answer (the connection's index, the request's index on
+// it); answer returns false to hang up. seen lists the requests read,
+// as "METHOD@connection", in order. The test's cleanup closes every
+// connection and waits for the server's goroutines.
+func scriptedServer(t *testing.T, answer func(conn, n int, req *http.Request, c net.Conn) bool) (url string, seen func() []string) {
+	t.Helper()
+	var mu sync.Mutex
+	var log []string
+	var open []net.Conn
+	url = rawHTTPServer(t, func(ln net.Listener) {
+		var wg sync.WaitGroup
+		defer wg.Wait()
+		defer func() {
+			mu.Lock()
+			for _, c := range open {
+				_ = c.Close()
+			}
+			mu.Unlock()
+		}()
+		for ci := 0; ; ci++ {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			open = append(open, c)
+			mu.Unlock()
+			wg.Go(func() {
+				defer c.Close()
+				br := bufio.NewReader(c)
+				for n := 0; ; n++ {
+					req, err := http.ReadRequest(br)
+					if err != nil {
+						return
+					}
+					_, _ = io.Copy(io.Discard, req.Body)
+					mu.Lock()
+					log = append(log, req.Method+"@"+string(rune('0'+ci)))
+					mu.Unlock()
+					if !answer(ci, n, req, c) {
+						return
+					}
+				}
+			})
+		}
+	})
+	return url, func() []string {
+		mu.Lock()
+		defer mu.Unlock()
+		return append([]string(nil), log...)
+	}
+}
+
+// A connection is kept only after a final answer whose body ends by its
+// framing and when neither side asked to close it: not after a 101 (the
+// connection then speaks another protocol), nor after a chunked answer
+// to a request that asked to close.
+func TestH1KeepsOnlyWhatMayBeReused(t *testing.T) {
+	t.Cleanup(leakcheck.Check(t))
+	for _, tc := range []struct {
+		name   string
+		answer string
+		close  bool
+	}{
+		{"101", "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n", false},
+		{"chunked to a close", "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nok\r\n0\r\n\r\n", true},
+		{"chunked", "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nok\r\n0\r\n\r\n", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			url, seen := scriptedServer(t, func(_, _ int, req *http.Request, c net.Conn) bool {
+				a := "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"
+				if req.Method == http.MethodGet {
+					a = tc.answer
+				}
+				_, err := io.WriteString(c, a)
+				return err == nil // kept open, whatever was asked
+			})
+			tr := newH1Transport((&net.Dialer{}).DialContext, 4)
+			defer tr.CloseIdleConnections()
+			req, _ := http.NewRequest(http.MethodGet, url, nil)
+			req.Close = tc.close
+			resp, err := tr.RoundTrip(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, _ = io.Copy(io.Discard, resp.Body)
+			_ = resp.Body.Close()
+			if body, err := h1Post(t, &http.Client{Transport: tr}, context.Background(), url); err != nil || body != "ok" {
+				t.Fatalf("the POST after: %q, %v", body, err)
+			}
+			want := []string{"GET@0", "POST@1"}
+			if tc.name == "chunked" {
+				want = []string{"GET@0", "POST@0"}
+			}
+			if got := seen(); !slices.Equal(got, want) {
+				t.Fatalf("the server saw %v, want %v", got, want)
+			}
+		})
+	}
+}
+
+// A request the server began to answer on a reused connection before it
+// hung up is not sent again, though it is one that may go twice: the
+// server had it (net/http resends only when not one byte came back).
+func TestH1NoResendAfterPartialAnswer(t *testing.T) {
+	t.Cleanup(leakcheck.Check(t))
+	url, seen := scriptedServer(t, func(ci, n int, _ *http.Request, c net.Conn) bool {
+		if n == 1 {
+			_, _ = io.WriteString(c, "HTTP/1.1 103 Early Hints\r\nLink: </a>\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 2\r\n")
+			return false
+		}
+		_, err := io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+		return err == nil
+	})
+	hc, _ := HTTPClient(HTTPOptions{})
+	defer hc.CloseIdleConnections()
+	ctx, cancel := context.WithTimeout(context.Background(), waitFor)
+	defer cancel()
+	if body, err := h1Send(t, hc, ctx, http.MethodGet, url); err != nil || body != "ok" {
+		t.Fatalf("the first GET: %q, %v", body, err)
+	}
+	if body, err := h1Send(t, hc, ctx, http.MethodGet, url); err == nil {
+		t.Fatalf("a GET whose answer broke off was answered %q", body)
+	}
+	if got := seen(); !slices.Equal(got, []string{"GET@0", "GET@0"}) {
+		t.Fatalf("the server saw %v: the GET it began to answer was sent again", got)
+	}
+}
+
+// A server that is not speaking HTTP is told so at its first line, as
+// net/http does, not when the call's deadline ends a wait for the rest
+// of a head.
+func TestH1NotHTTP(t *testing.T) {
+	t.Cleanup(leakcheck.Check(t))
+	url, _ := scriptedServer(t, func(_, _ int, _ *http.Request, c net.Conn) bool {
+		_, _ = io.WriteString(c, "SSH-2.0-OpenSSH_9.6\r\n")
+		_, _ = c.Read(make([]byte, 1)) // held open until the client goes
+		return false
+	})
+	hc, _ := HTTPClient(HTTPOptions{})
+	defer hc.CloseIdleConnections()
+	ctx, cancel := context.WithTimeout(context.Background(), waitFor)
+	defer cancel()
+	if _, err := h1Post(t, hc, ctx, url); err == nil || ctx.Err() != nil || !strings.Contains(err.Error(), "malformed HTTP response") {
+		t.Fatalf("an SSH banner: %v (context: %v)", err, ctx.Err())
+	}
+}
+
+// A request with a field net/http's Transport refuses is refused here
+// too, and nothing reaches the server (Request.Write would send it with
+// its line break turned into a space).
+func TestH1InvalidHeader(t *testing.T) {
+	t.Cleanup(leakcheck.Check(t))
+	url, seen := scriptedServer(t, func(_, _ int, _ *http.Request, c net.Conn) bool {
+		_, err := io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+		return err == nil
+	})
+	tr := newH1Transport((&net.Dialer{}).DialContext, 4)
+	defer tr.CloseIdleConnections()
+	for _, h := range []http.Header{{"X-Api-Key": {"secret\nX-Evil: 1"}}, {"X Key": {"v"}}} {
+		req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(`{}`))
+		req.Header = h
+		if resp, err := tr.RoundTrip(req); err == nil || !strings.Contains(err.Error(), "invalid header field") {
+			if resp != nil {
+				_ = resp.Body.Close()
+			}
+			t.Fatalf("%v: %v", h, err)
+		}
+	}
+	if body, err := h1Post(t, &http.Client{Transport: tr}, context.Background(), url); err != nil || body != "ok" {
+		t.Fatalf("a valid request after: %q, %v", body, err)
+	}
+	if got := seen(); !slices.Equal(got, []string{"POST@0"}) {
+		t.Fatalf("the server saw %v", got)
+	}
+}
+
+// When the context ends as a resend begins (between the exchange that
+// failed and the resend's dial, here as the failed connection is
+// closed), the callback that expires the first connection acts on that
+// connection, not on whatever the transport holds next: after a failed
+// dial, nothing.
+func TestH1ResendCancelled(t *testing.T) {
+	t.Cleanup(leakcheck.Check(t))
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	first := &expiringConn{scriptConn: scriptConn{failWrite: 2}, onClose: cancel, expired: make(chan struct{})}
+	refused := errors.New("dial: operation was canceled")
+	dials := 0
+	tr := newH1Transport(func(context.Context, string, string) (net.Conn, error) {
+		if dials++; dials > 1 {
+			return nil, refused
+		}
+		return first, nil
+	}, 4)
+	defer tr.CloseIdleConnections()
+	const url = "http://127.0.0.1:9/mcp"
+	if body, err := h1Post(t, &http.Client{Transport: tr}, context.Background(), url); err != nil || body != "ok" {
+		t.Fatalf("the first exchange: %q, %v", body, err)
+	}
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, url, strings.NewReader(`{}`))
+	req.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(strings.NewReader(`{}`)), nil }
+	if _, err := tr.RoundTrip(req); err == nil {
+		t.Fatal("a request whose context ended was answered")
+	}
+	<-first.expired // a panic on the callback's goroutine would end the test first
+}
+
+// expiringConn is a scriptConn whose Close calls onClose and whose
+// deadline moved to the past closes expired.
+type expiringConn struct {
+	scriptConn
+	onClose func()
+	expired chan struct{}
+	once    sync.Once
+}
+
+func (c *expiringConn) Close() error { c.onClose(); return nil }
+
+func (c *expiringConn) SetDeadline(d time.Time) error {
+	if d.Before(time.Now()) {
+		c.once.Do(func() { close(c.expired) })
+	}
+	return nil
 }
