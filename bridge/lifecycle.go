@@ -317,7 +317,7 @@ func (s *server) dial(ctx context.Context) (*mcpwire.Client, error) {
 		// A person's login (capbridge login), if one was saved; none is
 		// needed until the server answers 401, which then says
 		// needs_login.
-		login := mcpauth.NewStoredAuthorizer(mcpauth.Store{Dir: s.opts.tokenDir}, s.cfg().Name, hc)
+		login := mcpauth.NewStoredAuthorizer(mcpauth.Store{Dir: s.opts.tokenDir}, s.cfg().Name, rm.URL, hc)
 		r.Auth = login
 		s.mu.Lock()
 		s.login = login

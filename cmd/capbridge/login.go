@@ -183,7 +183,14 @@ certificate reach the authorization server, if it needs them.`)
 			fmt.Fprintf(stdout, "the authorization server offers no revocation: the tokens live until they expire\n")
 		}
 	}
-	if err := store.Delete(name); err != nil {
+	// Under the store's lock: a serve refreshing the login at this moment
+	// finishes first, and one refreshing after finds it gone.
+	unlock, err := store.Lock(name)
+	if err == nil {
+		err = store.Delete(name)
+		unlock()
+	}
+	if err != nil {
 		fmt.Fprintf(stderr, "capbridge logout %s: %v\n", name, err)
 		return exitError
 	}

@@ -84,6 +84,12 @@ const (
 	maxStepUps = 3
 	// assertionLife is how long a private_key_jwt assertion is valid.
 	assertionLife = 5 * time.Minute
+	// refetchAfter: a token the server refuses this soon after it was
+	// fetched is not replaced by another fetch (the authorization server
+	// issues tokens the server does not take), so a server that refuses
+	// every token costs at most one token request in this time, not one
+	// a request.
+	refetchAfter = 30 * time.Second
 )
 
 // Authorizer authorizes a remote server's requests with the client
@@ -98,16 +104,16 @@ type Authorizer struct {
 	creds  ClientCredentials
 	hc     *http.Client
 
+	now func() time.Time // time.Now but in tests
+
 	mu       sync.Mutex
 	meta     *ServerMetadata
 	idpToken string // the IdP's token endpoint, once found
 	resource string // the resource indicator
 	scopes   []string
 	token    *oauth2.Token
+	fetched  time.Time // when token was fetched
 	stepUps  int
-	// tried is the token a challenge last refused: a second refusal of
-	// the same token is final, not another fetch.
-	refused string
 }
 
 // NewAuthorizer returns an Authorizer for the MCP endpoint server. hc
@@ -122,7 +128,7 @@ func NewAuthorizer(server string, creds ClientCredentials, hc *http.Client) (*Au
 	case creds.IdentityAssertion != nil && (creds.IdentityAssertion.IDPIssuer == "" || creds.IdentityAssertion.IDToken == nil):
 		return nil, fail("enterprise-managed authorization", errors.New("give the IdP's issuer and the person's ID token"))
 	}
-	return &Authorizer{server: server, creds: creds, hc: hc}, nil
+	return &Authorizer{server: server, creds: creds, hc: hc, now: time.Now}, nil
 }
 
 // Authorize puts the current token on h, fetching one first when the
@@ -146,14 +152,30 @@ func (a *Authorizer) Authorize(ctx context.Context, h http.Header) error {
 
 // Challenge answers a 401 (discovery on the first, then a new token) or
 // a 403 insufficient_scope (a token for the challenge's scopes), and
-// reports whether the request should be tried again.
+// reports whether the request should be tried again. A refusal of a
+// token older than the current one is answered with the current one:
+// another request's challenge fetched it, and counts its step-up.
 func (a *Authorizer) Challenge(ctx context.Context, resp *http.Response) (bool, error) {
 	ch, _ := ParseChallenge(resp.Header.Values("Www-Authenticate"))
 	sent := strings.TrimPrefix(resp.Request.Header.Get("Authorization"), "Bearer ")
+	stepUp := resp.StatusCode == http.StatusForbidden && ch.Error == "insufficient_scope"
+	if resp.StatusCode == http.StatusForbidden && !stepUp {
+		return false, nil // forbidden for another reason: the caller sees the 403
+	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	if a.token != nil && sent != a.token.AccessToken {
+		return true, nil // another request has fetched a newer token already
+	}
+	if a.meta == nil {
+		// The first refusal, a 401 or a 403 that asks for scopes before
+		// any token was sent: it says where tokens come from.
+		if err := a.discoverLocked(ctx, ch); err != nil {
+			return false, err
+		}
+	}
 	switch {
-	case resp.StatusCode == http.StatusForbidden && ch.Error == "insufficient_scope":
+	case stepUp:
 		if a.stepUps == maxStepUps {
 			return false, fail("step-up", fmt.Errorf("the server asked for more scopes %d times (now %q); refusing", maxStepUps, ch.Scope))
 		}
@@ -163,22 +185,10 @@ func (a *Authorizer) Challenge(ctx context.Context, resp *http.Response) (bool, 
 				a.scopes = append(a.scopes, s)
 			}
 		}
-	case resp.StatusCode == http.StatusForbidden:
-		return false, nil // forbidden for another reason: the caller sees the 403
-	case a.meta == nil:
-		if err := a.discoverLocked(ctx, ch); err != nil {
-			return false, err
-		}
-	case a.token != nil && sent == a.token.AccessToken && a.refused == sent:
+	case a.token != nil && a.now().Sub(a.fetched) < refetchAfter:
 		return false, fail("the server refused a fresh token", errors.New("check the client's registration and scopes at the authorization server"))
-	default:
-		a.refused = sent
-		if ch.Scope != "" {
-			a.scopes = strings.Fields(ch.Scope)
-		}
-	}
-	if a.token != nil && sent != a.token.AccessToken && resp.StatusCode == http.StatusUnauthorized {
-		return true, nil // another request has fetched a newer token already
+	case a.token != nil && ch.Scope != "":
+		a.scopes = strings.Fields(ch.Scope)
 	}
 	if err := a.fetchLocked(ctx); err != nil {
 		return false, err
@@ -247,7 +257,7 @@ func (a *Authorizer) fetchLocked(ctx context.Context) error {
 	if err != nil {
 		return fail(grant+" at "+a.meta.TokenEndpoint, tokenError(err))
 	}
-	a.token, a.refused = tok, ""
+	a.token, a.fetched = tok, a.now()
 	return nil
 }
 

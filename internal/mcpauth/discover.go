@@ -21,6 +21,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"strings"
 )
@@ -231,11 +232,14 @@ func sameResource(resource string, server *url.URL) bool {
 // with a path, OAuth metadata with the path inserted, OpenID discovery
 // with the path inserted, OpenID discovery with the path appended; for
 // one without, OAuth metadata, then OpenID discovery. The document's
-// issuer must be issuer (RFC 8414 §3.3).
+// issuer must be issuer (RFC 8414 §3.3). The issuer and every endpoint
+// must be https, or http on a loopback host (the MCP authorization
+// spec: all authorization server endpoints over HTTPS): client secrets,
+// codes and tokens go there.
 func DiscoverServer(ctx context.Context, hc *http.Client, issuer string) (*ServerMetadata, error) {
 	u, err := url.Parse(issuer)
-	if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
-		return nil, fail("the authorization server", fmt.Errorf("%q is not an http(s) URL", issuer))
+	if err != nil || u.Host == "" || !secureURL(u) {
+		return nil, fail("the authorization server", fmt.Errorf("%q is not an https URL (or http on a loopback host)", issuer))
 	}
 	o, p := origin(u), strings.TrimRight(u.Path, "/")
 	tries := []string{o + "/.well-known/oauth-authorization-server", o + "/.well-known/openid-configuration"}
@@ -254,9 +258,50 @@ func DiscoverServer(ctx context.Context, hc *http.Client, issuer string) (*Serve
 		if md.TokenEndpoint == "" {
 			return nil, fail("authorization server metadata at "+t, errors.New("has no token_endpoint"))
 		}
+		if err := md.endpointsOn(""); err != nil {
+			return nil, fail("authorization server metadata at "+t, err)
+		}
 		return &md, nil
 	}
 	return nil, fail("discovering the authorization server's metadata", last)
+}
+
+// endpointsOn checks md's endpoints: each is https, or http on a
+// loopback host or on the origin allowed (a server the config allows
+// plain http, whose own authorization server it is; "" for none).
+func (md *ServerMetadata) endpointsOn(allowed string) error {
+	for _, e := range []struct{ name, url string }{
+		{"authorization_endpoint", md.AuthorizationEndpoint}, {"token_endpoint", md.TokenEndpoint},
+		{"registration_endpoint", md.RegistrationEndpoint}, {"revocation_endpoint", md.RevocationEndpoint},
+	} {
+		if e.url == "" {
+			continue
+		}
+		u, err := url.Parse(e.url)
+		if err != nil || u.Host == "" || (u.Scheme != "https" && u.Scheme != "http") {
+			return fmt.Errorf("its %s %q is not an http(s) URL", e.name, e.url)
+		}
+		if !secureURL(u) && origin(u) != allowed {
+			return fmt.Errorf("its %s %q is plain http to a host that is not loopback: secrets would cross the network in the clear", e.name, e.url)
+		}
+	}
+	return nil
+}
+
+// secureURL reports whether u is https, or http to a loopback host.
+func secureURL(u *url.URL) bool {
+	switch u.Scheme {
+	case "https":
+		return true
+	case "http":
+		h := u.Hostname()
+		if h == "localhost" {
+			return true
+		}
+		ip, err := netip.ParseAddr(h)
+		return err == nil && ip.Unmap().IsLoopback()
+	}
+	return false
 }
 
 // errNoDocument: a metadata URI answered with an HTTP error status (404
@@ -320,6 +365,9 @@ func Discover(ctx context.Context, hc *http.Client, server string, ch Challenge)
 		iu, perr := url.Parse(md.Issuer)
 		if perr != nil || origin(iu) != o || md.TokenEndpoint == "" {
 			return nil, fail("authorization server metadata at "+o, fmt.Errorf("names the issuer %q and token endpoint %q: not of the server's origin %s", md.Issuer, md.TokenEndpoint, o))
+		}
+		if err := md.endpointsOn(o); err != nil {
+			return nil, fail("authorization server metadata at "+o, err)
 		}
 		d.Server = &md
 	case errors.Is(err, errNoDocument):

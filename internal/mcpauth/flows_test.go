@@ -139,7 +139,7 @@ func TestLoginClient(t *testing.T) {
 			if err := store.Save(sv); err != nil {
 				t.Fatal(err)
 			}
-			call(t, srv, NewStoredAuthorizer(store, "web", as.Client()))
+			call(t, srv, NewStoredAuthorizer(store, "web", srv, as.Client()))
 			reqs = as.Requests()
 			if g := reqs[len(reqs)-1]; g["grant_type"][0] != "refresh_token" || (g["basic_auth"] != nil) != tc.basic || (g["client_secret"] != nil) != tc.post {
 				t.Fatalf("refresh %v", g)
@@ -172,7 +172,7 @@ func TestLoginStepUp(t *testing.T) {
 	if err := store.Save(sv); err != nil {
 		t.Fatal(err)
 	}
-	auth := NewStoredAuthorizer(store, "web", as.Client())
+	auth := NewStoredAuthorizer(store, "web", srv, as.Client())
 	_, err = mcpwire.Dial(context.Background(), mcpwire.Remote{URL: srv, Auth: auth}, mcpwire.Config{})
 	if !errors.Is(err, ErrStepUp) || !errors.Is(err, ErrNeedsLogin) || !errors.Is(err, mcpwire.ErrAuthorization) || !strings.Contains(err.Error(), `"mcp:write" missing`) {
 		t.Fatalf("a token without mcp:write: %v", err)
@@ -210,7 +210,7 @@ func TestLoginStepUp(t *testing.T) {
 	if err := store.Save(next); err != nil {
 		t.Fatal(err)
 	}
-	_, err = mcpwire.Dial(context.Background(), mcpwire.Remote{URL: srv, Auth: NewStoredAuthorizer(store, "web", as.Client())}, mcpwire.Config{})
+	_, err = mcpwire.Dial(context.Background(), mcpwire.Remote{URL: srv, Auth: NewStoredAuthorizer(store, "web", srv, as.Client())}, mcpwire.Config{})
 	if errors.Is(err, ErrNeedsLogin) || !strings.Contains(err.Error(), "would not help") {
 		t.Fatalf("scopes held already: %v", err)
 	}
@@ -218,7 +218,7 @@ func TestLoginStepUp(t *testing.T) {
 	if err := store.Save(next); err != nil {
 		t.Fatal(err)
 	}
-	_, err = mcpwire.Dial(context.Background(), mcpwire.Remote{URL: srv, Auth: NewStoredAuthorizer(store, "web", as.Client())}, mcpwire.Config{})
+	_, err = mcpwire.Dial(context.Background(), mcpwire.Remote{URL: srv, Auth: NewStoredAuthorizer(store, "web", srv, as.Client())}, mcpwire.Config{})
 	if errors.Is(err, ErrNeedsLogin) || !strings.Contains(err.Error(), "after 3 logins") {
 		t.Fatalf("after maxStepUps: %v", err)
 	}

@@ -88,8 +88,12 @@ func Login(ctx context.Context, o LoginOptions) (*Saved, error) {
 	if meta.AuthorizationEndpoint == "" {
 		return nil, fail("authorization server metadata", errors.New("has no authorization_endpoint: it cannot log a person in"))
 	}
-	if m := meta.CodeChallengeMethodsSupported; len(m) > 0 && !slices.Contains(m, "S256") {
-		return nil, fail("authorization server metadata", errors.New("does not support PKCE with S256, which MCP requires"))
+	// MCP requires PKCE with S256. Since 2025-06-18 a client must refuse
+	// an authorization server whose metadata does not say it supports
+	// it; a 2025-03-26 server (no protected resource metadata) may not
+	// say, and is sent S256 all the same.
+	if m := meta.CodeChallengeMethodsSupported; !slices.Contains(m, "S256") && (len(m) > 0 || !d.Legacy2025) {
+		return nil, fail("authorization server metadata", errors.New("does not list S256 in code_challenge_methods_supported: PKCE with S256, which MCP requires, is not offered"))
 	}
 	scopes := loginScopes(ch, o, d)
 
@@ -109,6 +113,9 @@ func Login(ctx context.Context, o LoginOptions) (*Saved, error) {
 	state := randomString()
 	authURL := cfg.AuthCodeURL(state, oauth2.S256ChallengeOption(verifier), oauth2.SetAuthURLParam("resource", d.Resource))
 
+	// Only a redirect with this login's state ends the wait: any other
+	// request to the listener (a stale tab, a forged redirect, another
+	// local process) is refused and the wait goes on.
 	got := make(chan url.Values, 1)
 	srv := &http.Server{ReadHeaderTimeout: 10 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path != redirectPath {
@@ -116,6 +123,10 @@ func Login(ctx context.Context, o LoginOptions) (*Saved, error) {
 			return
 		}
 		q := r.URL.Query()
+		if q.Get("state") != state {
+			http.Error(w, "capbridge: this is not the redirect of the login in progress", http.StatusBadRequest)
+			return
+		}
 		select {
 		case got <- q:
 		default:
@@ -148,11 +159,12 @@ func Login(ctx context.Context, o LoginOptions) (*Saved, error) {
 	select {
 	case q = <-got:
 	case <-wait.Done():
-		return nil, fail("waiting for the authorization", fmt.Errorf("no redirect within %v", maxLoginWait))
+		if ctx.Err() != nil {
+			return nil, fail("waiting for the authorization", context.Cause(ctx))
+		}
+		return nil, fail("waiting for the authorization", fmt.Errorf("no redirect with this login's state within %v", maxLoginWait))
 	}
 	switch {
-	case q.Get("state") != state:
-		return nil, fail("the authorization response", errors.New("its state is not this login's (a forged or stale redirect)"))
 	case q.Get("error") != "":
 		return nil, fail("the authorization server refused", fmt.Errorf("%s: %s", q.Get("error"), q.Get("error_description")))
 	case q.Get("code") == "":

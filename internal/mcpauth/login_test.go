@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	neturl "net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -68,7 +69,7 @@ func TestLogin(t *testing.T) {
 			t.Fatalf("store dir: %v, %v", di.Mode(), err)
 		}
 
-		call(t, url, NewStoredAuthorizer(store, "web", as.Client()))
+		call(t, url, NewStoredAuthorizer(store, "web", url, as.Client()))
 		after, err := store.Load("web")
 		if err != nil || after.AccessToken == sv.AccessToken || after.RefreshToken == sv.RefreshToken {
 			t.Fatalf("the refreshed tokens were not saved: %+v, %v", after, err)
@@ -91,14 +92,14 @@ func TestNeedsLogin(t *testing.T) {
 	t.Cleanup(as.Close)
 	_, url := guarded(t, as, mcptest.HTTPOptions{})
 	store := Store{Dir: t.TempDir()}
-	_, err := mcpwire.Dial(context.Background(), mcpwire.Remote{URL: url, Auth: NewStoredAuthorizer(store, "web", as.Client())}, mcpwire.Config{})
+	_, err := mcpwire.Dial(context.Background(), mcpwire.Remote{URL: url, Auth: NewStoredAuthorizer(store, "web", url, as.Client())}, mcpwire.Config{})
 	if !errors.Is(err, ErrNeedsLogin) {
 		t.Fatalf("no saved login: %v", err)
 	}
 	if err := store.Save(&Saved{Server: "web", URL: url, TokenEndpoint: as.URL + "/token", ClientID: "nobody", AccessToken: "stale", RefreshToken: "bogus", Expiry: time.Now().Add(-time.Hour)}); err != nil {
 		t.Fatal(err)
 	}
-	_, err = mcpwire.Dial(context.Background(), mcpwire.Remote{URL: url, Auth: NewStoredAuthorizer(store, "web", as.Client())}, mcpwire.Config{})
+	_, err = mcpwire.Dial(context.Background(), mcpwire.Remote{URL: url, Auth: NewStoredAuthorizer(store, "web", url, as.Client())}, mcpwire.Config{})
 	if !errors.Is(err, ErrNeedsLogin) || strings.Contains(err.Error(), "bogus") {
 		t.Fatalf("a refused refresh: %v", err)
 	}
@@ -110,45 +111,48 @@ func TestNeedsLogin(t *testing.T) {
 	}
 }
 
-// A redirect that is not this login's (wrong state), or names another
-// issuer (a mix-up, RFC 9207), is refused.
+// A redirect that is not this login's (wrong state: a stale tab, a
+// forged redirect, another local process) is refused by the listener,
+// and the login waits on for its own; one that names another issuer (a
+// mix-up, RFC 9207) fails the login.
 func TestLoginState(t *testing.T) {
 	t.Cleanup(leakcheck.Check(t))
 	as := oauthtest.New(oauthtest.Options{})
 	t.Cleanup(as.Close)
-	as.AddPublicClient("capbridge-cli", "mcp:read")
+	as.AddPublicClient("capbridge-cli", "mcp:read", "offline_access")
 	_, url := guarded(t, as, mcptest.HTTPOptions{})
-	mixUp := false
-	forge := func(u string) error {
-		i := strings.Index(u, "redirect_uri=")
-		if i < 0 {
-			return errors.New("no redirect_uri")
+	param := func(u, name string) string {
+		q, _ := neturl.Parse(u)
+		return q.Query().Get(name)
+	}
+	redirect := func(u, query string) (int, error) {
+		resp, err := http.Get(param(u, "redirect_uri") + query)
+		if err != nil {
+			return 0, err
 		}
-		ru := u[i+len("redirect_uri="):]
-		if j := strings.IndexByte(ru, '&'); j >= 0 {
-			ru = ru[:j]
-		}
-		ru = strings.ReplaceAll(strings.ReplaceAll(ru, "%3A", ":"), "%2F", "/")
-		query := "?code=x&state=forged"
-		if mixUp {
-			st := u[strings.Index(u, "state=")+len("state="):]
-			if j := strings.IndexByte(st, '&'); j >= 0 {
-				st = st[:j]
-			}
-			query = "?code=x&state=" + st + "&iss=https%3A%2F%2Fevil.example"
-		}
-		resp, err := http.Get(ru + query)
+		_ = resp.Body.Close()
+		return resp.StatusCode, nil
+	}
+	refused := 0
+	forgeFirst := func(u string) error {
+		code, err := redirect(u, "?code=x&state=forged")
 		if err != nil {
 			return err
 		}
-		return resp.Body.Close()
+		if code == http.StatusBadRequest {
+			refused++
+		}
+		return browser(as.Client())(u)
 	}
-	_, err := Login(context.Background(), LoginOptions{Server: "web", URL: url, ClientID: "capbridge-cli", HTTP: as.Client(), Open: forge})
-	if err == nil || !strings.Contains(err.Error(), "state") {
-		t.Fatalf("forged state: %v", err)
+	sv, err := Login(context.Background(), LoginOptions{Server: "web", URL: url, ClientID: "capbridge-cli", HTTP: as.Client(), Open: forgeFirst})
+	if err != nil || refused != 1 || sv.AccessToken == "" {
+		t.Fatalf("a forged redirect before the real one: %v (refused %d)", err, refused)
 	}
-	mixUp = true
-	_, err = Login(context.Background(), LoginOptions{Server: "web", URL: url, ClientID: "capbridge-cli", HTTP: as.Client(), Open: forge})
+	mixUp := func(u string) error {
+		_, err := redirect(u, "?code=x&state="+neturl.QueryEscape(param(u, "state"))+"&iss=https%3A%2F%2Fevil.example")
+		return err
+	}
+	_, err = Login(context.Background(), LoginOptions{Server: "web", URL: url, ClientID: "capbridge-cli", HTTP: as.Client(), Open: mixUp})
 	if err == nil || !strings.Contains(err.Error(), "iss") {
 		t.Fatalf("another issuer: %v", err)
 	}

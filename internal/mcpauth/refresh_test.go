@@ -22,12 +22,15 @@ import (
 // login authorizer in a process of its own (TestConcurrentRefresh).
 const refresherEnv = "MCPAUTH_TEST_REFRESHER"
 
+// refresherURLEnv is the URL of the server whose login the refresher uses.
+const refresherURLEnv = "MCPAUTH_TEST_REFRESHER_URL"
+
 // refresher is one process using the saved login of the store the
 // environment names: it says "ready", waits for "go" on stdin, authorizes
 // a request (refreshing the token about to expire) and prints the token
 // it would send.
 func refresher() int {
-	a := NewStoredAuthorizer(Store{Dir: os.Getenv(refresherEnv)}, "web", http.DefaultClient)
+	a := NewStoredAuthorizer(Store{Dir: os.Getenv(refresherEnv)}, "web", os.Getenv(refresherURLEnv), http.DefaultClient)
 	fmt.Println("ready")
 	in := bufio.NewScanner(os.Stdin)
 	if !in.Scan() || in.Text() != "go" {
@@ -74,7 +77,7 @@ func TestConcurrentRefresh(t *testing.T) {
 	var procs []proc
 	for range 2 {
 		cmd := exec.Command(os.Args[0], "-test.run=^$")
-		cmd.Env = append(os.Environ(), refresherEnv+"="+store.Dir)
+		cmd.Env = append(os.Environ(), refresherEnv+"="+store.Dir, refresherURLEnv+"="+srv)
 		cmd.Stderr = os.Stderr
 		in, err := cmd.StdinPipe()
 		if err != nil {

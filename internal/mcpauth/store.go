@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -83,24 +84,70 @@ func (s Store) path(server, ext string) (string, error) {
 }
 
 // Load returns the saved tokens of server; ErrNeedsLogin when there are
-// none.
+// none. The file must be what Save writes: a regular file (a symbolic
+// link is not followed), this user's, readable by no one else; any other
+// was not written by capbridge, and its token endpoint is not trusted.
 func (s Store) Load(server string) (*Saved, error) {
 	p, err := s.path(server, ".json")
 	if err != nil {
 		return nil, err
 	}
-	b, err := os.ReadFile(p)
+	f, err := os.OpenFile(p, os.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK, 0)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, ErrNeedsLogin
 	}
 	if err != nil {
+		return nil, fail("reading the token store", fmt.Errorf("%s: %w (a symbolic link is not followed)", p, err))
+	}
+	defer f.Close()
+	if err := private(f, p); err != nil {
+		return nil, err
+	}
+	b, err := io.ReadAll(io.LimitReader(f, maxSaved+1))
+	if err != nil {
 		return nil, fail("reading the token store", err)
+	}
+	if len(b) > maxSaved {
+		return nil, fail("the token store's file for "+server, errors.New("is larger than a saved login; run capbridge login again"))
 	}
 	var sv Saved
 	if err := json.Unmarshal(b, &sv); err != nil || sv.AccessToken == "" {
 		return nil, fail("the token store's file for "+server, errors.New("is not a saved login; run capbridge login again"))
 	}
 	return &sv, nil
+}
+
+// maxSaved bounds a saved login's file: a few KiB of endpoints and
+// tokens.
+const maxSaved = 1 << 20
+
+// private checks that f, opened from p, is a regular file of this
+// user's that no one else may read or write.
+func private(f *os.File, p string) error {
+	var st unix.Stat_t
+	if err := unix.Fstat(int(f.Fd()), &st); err != nil {
+		return fail("reading the token store", err)
+	}
+	switch {
+	case st.Mode&unix.S_IFMT != unix.S_IFREG:
+		return fail("the token store", fmt.Errorf("%s is not a regular file; remove it and run capbridge login again", p))
+	case int(st.Uid) != os.Geteuid():
+		return fail("the token store", fmt.Errorf("%s belongs to uid %d, not this user; remove it and run capbridge login again", p, st.Uid))
+	case st.Mode&0o077 != 0:
+		return fail("the token store", fmt.Errorf("%s has mode %#o: others may read or change it; remove it and run capbridge login again", p, st.Mode&0o777))
+	}
+	return nil
+}
+
+// dir makes the store's directory, 0700, or checks the one there is.
+func (s Store) dir() error {
+	if err := os.MkdirAll(s.Dir, 0o700); err != nil {
+		return fail("the token store", err)
+	}
+	if err := os.Chmod(s.Dir, 0o700); err != nil {
+		return fail("the token store", err)
+	}
+	return nil
 }
 
 // Save replaces server's saved tokens atomically: a file written beside
@@ -110,11 +157,8 @@ func (s Store) Save(sv *Saved) error {
 	if err != nil {
 		return err
 	}
-	if err := os.MkdirAll(s.Dir, 0o700); err != nil {
-		return fail("the token store", err)
-	}
-	if err := os.Chmod(s.Dir, 0o700); err != nil {
-		return fail("the token store", err)
+	if err := s.dir(); err != nil {
+		return err
 	}
 	b, err := json.Marshal(sv)
 	if err != nil {
@@ -169,12 +213,16 @@ func (s Store) Lock(server string) (func(), error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := os.MkdirAll(s.Dir, 0o700); err != nil {
-		return nil, fail("the token store", err)
+	if err := s.dir(); err != nil {
+		return nil, err
 	}
-	f, err := os.OpenFile(p, os.O_CREATE|os.O_RDWR, 0o600)
+	f, err := os.OpenFile(p, os.O_CREATE|os.O_RDWR|unix.O_NOFOLLOW|unix.O_NONBLOCK, 0o600)
 	if err != nil {
-		return nil, fail("the token store's lock", err)
+		return nil, fail("the token store's lock", fmt.Errorf("%s: %w (a symbolic link is not followed)", p, err))
+	}
+	if err := private(f, p); err != nil {
+		_ = f.Close()
+		return nil, err
 	}
 	deadline := time.Now().Add(lockWait)
 	for {

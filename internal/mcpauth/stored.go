@@ -21,10 +21,14 @@ import (
 // store's lock, so two capbridge processes never refresh at once, and
 // saving the new tokens) before it expires and once when the server
 // refuses it, and reports ErrNeedsLogin when there is no token, no
-// refresh token, or the refresh is refused. Safe for concurrent use.
+// refresh token, or the refresh is refused. A login saved for another
+// URL under the server's name (the config's url changed since) is never
+// sent, and one removed (capbridge logout) is not refreshed back into
+// the store. Safe for concurrent use.
 type StoredAuthorizer struct {
 	store  Store
 	server string
+	url    string // the server's URL, which the saved login must be for
 	hc     *http.Client
 
 	mu    sync.Mutex
@@ -36,9 +40,32 @@ type StoredAuthorizer struct {
 	looked bool
 }
 
-// NewStoredAuthorizer returns the authorizer of server's saved login.
-func NewStoredAuthorizer(store Store, server string, hc *http.Client) *StoredAuthorizer {
-	return &StoredAuthorizer{store: store, server: server, hc: hc}
+// NewStoredAuthorizer returns the authorizer of the login saved for the
+// server named server at url.
+func NewStoredAuthorizer(store Store, server, url string, hc *http.Client) *StoredAuthorizer {
+	return &StoredAuthorizer{store: store, server: server, url: url, hc: hc}
+}
+
+// load reads the saved login, which must be for this server's URL.
+func (a *StoredAuthorizer) load() (*Saved, error) {
+	sv, err := a.store.Load(a.server)
+	if err != nil {
+		return nil, err
+	}
+	if sv.URL != a.url {
+		step := fmt.Sprintf("the login saved for %s is for %s, not %s: run capbridge login %s", a.server, shownURL(sv.URL), shownURL(a.url), a.server)
+		return nil, &authError{step: step, err: ErrNeedsLogin}
+	}
+	return sv, nil
+}
+
+// shownURL is raw without its query, fragment and user information.
+func shownURL(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "(a URL that does not parse)"
+	}
+	return shown(u)
 }
 
 // Authorize sends the saved access token, refreshed first when it is
@@ -52,7 +79,7 @@ func (a *StoredAuthorizer) Authorize(ctx context.Context, h http.Header) error {
 			return nil
 		}
 		a.looked = true
-		sv, err := a.store.Load(a.server)
+		sv, err := a.load()
 		if errors.Is(err, ErrNeedsLogin) {
 			return nil
 		}
@@ -86,11 +113,15 @@ func (a *StoredAuthorizer) Challenge(ctx context.Context, resp *http.Response) (
 	sent := strings.TrimPrefix(resp.Request.Header.Get("Authorization"), "Bearer ")
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if sv, err := a.store.Load(a.server); err == nil && sv.AccessToken != sent {
+	sv, err := a.load()
+	if err == nil && sv.AccessToken != sent {
 		a.saved = sv // a newer token, from a login or another process's refresh
 		return true, nil
 	}
 	if a.saved == nil {
+		if errors.Is(err, ErrNeedsLogin) {
+			return false, err // none, or one for another URL: says which
+		}
 		return false, ErrNeedsLogin
 	}
 	if resp.StatusCode == http.StatusForbidden {
@@ -137,7 +168,7 @@ func (a *StoredAuthorizer) stepUpLocked(ch Challenge) error {
 		return err
 	}
 	defer unlock()
-	sv, err := a.store.Load(a.server)
+	sv, err := a.load()
 	if err != nil {
 		return err
 	}
@@ -161,16 +192,28 @@ func (a *StoredAuthorizer) StepUp() []string {
 }
 
 // refreshLocked refreshes the token if it is still sent (another
-// request, or another capbridge, may have refreshed it already).
+// request, or another capbridge, may have refreshed it already). The
+// store is read again under its lock first: a login removed or replaced
+// by one for another URL since is not refreshed, so a logout is not
+// undone by a serve that still holds the tokens.
 func (a *StoredAuthorizer) refreshLocked(ctx context.Context, sent string) error {
 	unlock, err := a.store.Lock(a.server)
 	if err != nil {
 		return err
 	}
 	defer unlock()
-	if sv, err := a.store.Load(a.server); err == nil {
-		a.saved = sv // what another process saved
+	sv, err := a.load()
+	if errors.Is(err, ErrNeedsLogin) {
+		a.saved = nil
+		if err == ErrNeedsLogin {
+			return &authError{step: "the saved login was removed (capbridge logout)", err: ErrNeedsLogin}
+		}
+		return err
 	}
+	if err != nil {
+		return err
+	}
+	a.saved = sv // what another process may have saved
 	if a.saved.AccessToken != sent && (a.saved.Expiry.IsZero() || time.Until(a.saved.Expiry) >= renewBefore) {
 		return nil
 	}
@@ -180,7 +223,11 @@ func (a *StoredAuthorizer) refreshLocked(ctx context.Context, sent string) error
 	cfg := &oauth2.Config{ClientID: a.saved.ClientID, ClientSecret: a.saved.ClientSecret, Scopes: a.saved.Scopes,
 		Endpoint: oauth2.Endpoint{TokenURL: a.saved.TokenEndpoint, AuthStyle: savedAuthStyle(a.saved)}}
 	old := &oauth2.Token{RefreshToken: a.saved.RefreshToken, Expiry: time.Unix(1, 0)}
-	tok, err := cfg.TokenSource(context.WithValue(ctx, oauth2.HTTPClient, a.hc), old).Token()
+	hc := a.hc
+	if a.saved.Resource != "" {
+		hc = withFormParam(a.hc, "resource", a.saved.Resource)
+	}
+	tok, err := cfg.TokenSource(context.WithValue(ctx, oauth2.HTTPClient, hc), old).Token()
 	if err != nil {
 		var re *oauth2.RetrieveError
 		if errors.As(err, &re) {

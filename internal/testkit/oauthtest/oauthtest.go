@@ -66,6 +66,9 @@ type Options struct {
 	// Scopes are scopes_supported; default mcp:read, mcp:write and
 	// offline_access.
 	Scopes []string
+	// NoPKCEMethods leaves code_challenge_methods_supported out of the
+	// metadata (PKCE is still enforced).
+	NoPKCEMethods bool
 }
 
 // New starts an authorization server.
@@ -102,7 +105,7 @@ func New(o Options) *Server {
 	mux.HandleFunc("/register", s.register)
 	mux.HandleFunc("/revoke", s.revoke)
 	meta := func(w http.ResponseWriter, _ *http.Request) {
-		writeJSON(w, map[string]any{
+		md := map[string]any{
 			"issuer":                                s.Issuer(o.Path),
 			"token_endpoint":                        s.URL + "/token",
 			"authorization_endpoint":                s.URL + "/authorize",
@@ -113,7 +116,11 @@ func New(o Options) *Server {
 			"token_endpoint_auth_methods_supported": s.authMethods,
 			"scopes_supported":                      o.Scopes,
 			"client_id_metadata_document_supported": o.Documents != nil,
-		})
+		}
+		if o.NoPKCEMethods {
+			delete(md, "code_challenge_methods_supported")
+		}
+		writeJSON(w, md)
 	}
 	if o.Path == "" {
 		mux.HandleFunc("/.well-known/oauth-authorization-server", meta)
