@@ -185,8 +185,17 @@ func authorizedDo(ctx context.Context, hc *http.Client, auth Authorizer, method 
 			}
 		}
 		resp, err := hc.Do(req)
-		if err != nil || auth == nil || try > 0 || (resp.StatusCode != http.StatusUnauthorized && resp.StatusCode != http.StatusForbidden) {
-			return resp, err
+		if err != nil {
+			// net/http's *url.Error quotes the whole URL, whose query may
+			// carry an API key; the callers name the URL as shownURL.
+			var ue *url.Error
+			if errors.As(err, &ue) {
+				err = ue.Err
+			}
+			return nil, err
+		}
+		if auth == nil || try > 0 || (resp.StatusCode != http.StatusUnauthorized && resp.StatusCode != http.StatusForbidden) {
+			return resp, nil
 		}
 		retry, aerr := auth.Challenge(ctx, resp)
 		if aerr != nil {
@@ -276,6 +285,9 @@ func HTTPClient(o HTTPOptions) (*http.Client, error) {
 		IdleConnTimeout:       4 * time.Second,
 		TLSHandshakeTimeout:   10 * time.Second,
 		ExpectContinueTimeout: time.Second,
+		// The plain-http path's bound on a response head, over https
+		// (HTTP/2's header list too) and proxies as well.
+		MaxResponseHeaderBytes: maxResponseHead,
 	}
 	return &http.Client{Transport: &fastTransport{h1: newH1Transport(dialer.DialContext, conns), base: tr}, CheckRedirect: sameOrigin}, nil
 }

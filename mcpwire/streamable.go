@@ -282,10 +282,6 @@ func (h *httpCarrier) failed(rctx context.Context, cl *call, o outbound, err err
 		h.c.settle(cl.id, jsonlex.Value{}, he)
 		return true, nil
 	}
-	var ue *url.Error
-	if errors.As(err, &ue) {
-		err = ue.Err // the URL is named once, by the client's log
-	}
 	h.c.settle(cl.id, jsonlex.Value{}, &HTTPError{Method: o.method, Reason: err.Error(), Err: err})
 	return true, nil
 }

@@ -499,3 +499,22 @@ func TestReadBody(t *testing.T) {
 		t.Errorf("a failed read: %q, %v", got, err)
 	}
 }
+
+// An error a remote request meets never quotes the URL's query (it may
+// carry an API key): net/http's own errors name the whole URL, so they
+// are unwrapped, and the URL is named without its query.
+func TestRemoteErrorsHideQuery(t *testing.T) {
+	t.Cleanup(leakcheck.Check(t))
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	_ = ln.Close() // nothing listens there now: every request is refused
+	for _, tr := range []Transport{TransportAuto, TransportStreamable, TransportSSE} {
+		_, err := Dial(context.Background(), Remote{URL: "http://" + addr + "/mcp?api_key=SECRET-Q", Transport: tr}, Config{})
+		if err == nil || strings.Contains(err.Error(), "SECRET-Q") || !strings.Contains(err.Error(), addr+"/mcp") {
+			t.Errorf("transport %d: %v", tr, err)
+		}
+	}
+}

@@ -170,3 +170,35 @@ func TestRemoteRedirect(t *testing.T) {
 	}
 	closeHTTP(t, c)
 }
+
+// A response head beyond 1 MiB is refused over https (HTTP/2) as over
+// plain http.
+func TestRemoteTLSHeadBound(t *testing.T) {
+	t.Cleanup(leakcheck.Check(t))
+	dir := t.TempDir()
+	ca := newCA(t)
+	caFile := filepath.Join(dir, "ca.pem")
+	if err := os.WriteFile(caFile, ca.pem, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	serverCert, _, _ := ca.issue(t, dir, "server", false)
+	ts := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("X-Huge", strings.Repeat("a", 2<<20))
+		w.WriteHeader(http.StatusOK)
+	}))
+	ts.EnableHTTP2 = true
+	ts.Config.MaxHeaderBytes = 4 << 20
+	ts.TLS = &tls.Config{Certificates: []tls.Certificate{serverCert}}
+	ts.StartTLS()
+	t.Cleanup(ts.Close)
+	hc, err := HTTPClient(HTTPOptions{CAFile: caFile})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer hc.CloseIdleConnections()
+	resp, err := hc.Get(ts.URL + "/mcp")
+	if err == nil {
+		_ = resp.Body.Close()
+		t.Fatalf("a 2 MiB head over %s was taken", resp.Proto)
+	}
+}
