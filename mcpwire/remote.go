@@ -80,9 +80,13 @@ type Authorizer interface {
 // Defaults of the HTTP transports (docs/remote.md lists them).
 const (
 	defaultShutdownTimeout = 2 * time.Second
-	// maxResumes bounds how often one call's SSE stream is resumed with
-	// Last-Event-ID before the call fails.
+	// maxResumes bounds how often in a row one call's SSE stream is
+	// resumed with Last-Event-ID without a message before the call
+	// fails (its deadline bounds the rest).
 	maxResumes = 8
+	// minStreamWait is the least wait before a stream that ended is
+	// resumed or opened again, whatever retry the server asked for.
+	minStreamWait = 100 * time.Millisecond
 	// maxRetryWait caps the retry a server asks for between
 	// reconnections, so a huge value cannot park a call.
 	maxRetryWait = 30 * time.Second

@@ -234,19 +234,31 @@ func (h *httpCarrier) roundTrip(ctx context.Context, cl *call, o outbound, line 
 	if err != nil {
 		return h.failed(rctx, cl, o, err)
 	}
-	last, retry, err := h.answer(rctx, cl, o, resp, m)
-	for resumes := 0; err == nil && h.waiting(cl) && last != "" && resumes < maxResumes && h.c.Era() != EraModern; resumes++ {
+	last, retry, _, err := h.answer(rctx, cl, o, resp, m)
+	// A server may end a call's stream at any time, and the client
+	// resumes it (2025-11-25: servers poll so); a run of maxResumes
+	// resumptions that carry no message ends the call, as does its
+	// deadline.
+	for empty := 0; err == nil && h.waiting(cl) && last != "" && empty < maxResumes && h.c.Era() != EraModern; {
 		// The stream ended before the reply, but it had event ids: the
 		// spec's resumption is a GET with Last-Event-ID, after the
 		// retry the server asked for.
-		if !sleepCtx(rctx, retry) {
+		if !sleepCtx(rctx, max(retry, minStreamWait)) {
 			break
 		}
 		resp, err = h.do(rctx, http.MethodGet, outbound{}, nil, hAcceptSSE, func(hd http.Header) { hd["Last-Event-Id"] = []string{last} })
 		if err != nil {
 			return h.failed(rctx, cl, o, err)
 		}
-		last, retry, err = h.answer(rctx, cl, o, resp, m)
+		var id string
+		var n int
+		id, retry, n, err = h.answer(rctx, cl, o, resp, m)
+		if id != "" {
+			last = id // else the stream carried no id, and resumes from where it did
+		}
+		if empty++; n > 0 {
+			empty = 0
+		}
 	}
 	if rctx.Err() != nil && h.waiting(cl) {
 		if why := context.Cause(rctx); !errors.Is(why, errGaveUp) {
@@ -311,29 +323,30 @@ func (h *httpCarrier) waiting(cl *call) bool {
 // answer reads the response to cl's request and hands every message in
 // it to the client, until cl is settled or the response ends. For an SSE
 // stream it returns the last event id and the retry wait, for a
-// resumption. An error is that call's failure.
-func (h *httpCarrier) answer(ctx context.Context, cl *call, o outbound, resp *http.Response, m *mcpproto.Message) (string, time.Duration, error) {
+// resumption, and how many messages it carried. An error is that call's
+// failure.
+func (h *httpCarrier) answer(ctx context.Context, cl *call, o outbound, resp *http.Response, m *mcpproto.Message) (string, time.Duration, int, error) {
 	defer resp.Body.Close()
 	mt := mediaType(resp)
 	if h.sessionGone(resp) {
-		return "", 0, nil
+		return "", 0, 0, nil
 	}
 	if o.method == "initialize" && resp.StatusCode/100 == 2 {
 		if err := h.takeSession(resp); err != nil {
-			return "", 0, err
+			return "", 0, 0, err
 		}
 	}
 	switch {
 	case resp.StatusCode == http.StatusOK && mt == "text/event-stream":
 		return h.readEvents(ctx, resp, m, func() bool { return h.waiting(cl) }, o.method)
 	case resp.StatusCode/100 == 2 && mt == "application/json":
-		return "", 0, h.readJSON(resp, cl, o, m)
+		return "", 0, 0, h.readJSON(resp, cl, o, m)
 	case resp.StatusCode/100 == 2:
 		reason := "a request's answer must be application/json or text/event-stream"
 		if resp.StatusCode == http.StatusAccepted {
 			reason = "202 Accepted carries no reply to a request"
 		}
-		return "", 0, h.httpErr(o, resp, reason)
+		return "", 0, 0, h.httpErr(o, resp, reason)
 	}
 	if o.method == "initialize" {
 		switch resp.StatusCode {
@@ -346,10 +359,10 @@ func (h *httpCarrier) answer(ctx context.Context, cl *call, o outbound, resp *ht
 		// why (a 2026-07-28 server's 400 UnsupportedProtocolVersion,
 		// HeaderMismatch): that is the call's answer.
 		if err := h.readJSON(resp, cl, o, m); err == nil && !h.waiting(cl) {
-			return "", 0, nil
+			return "", 0, 0, nil
 		}
 	}
-	return "", 0, h.httpErr(o, resp, "")
+	return "", 0, 0, h.httpErr(o, resp, "")
 }
 
 // readJSON reads a body holding one message (or, under 2025-03-26, a
@@ -409,7 +422,7 @@ func readBody(dst []byte, resp *http.Response, limit int) ([]byte, error) {
 // readEvents hands the messages of an SSE stream to the client until
 // more() says to stop or the stream ends, returning the last event id and
 // the retry wait it asked for. A malformed stream is an error.
-func (h *httpCarrier) readEvents(ctx context.Context, resp *http.Response, m *mcpproto.Message, more func() bool, method string) (string, time.Duration, error) {
+func (h *httpCarrier) readEvents(ctx context.Context, resp *http.Response, m *mcpproto.Message, more func() bool, method string) (last string, retry time.Duration, n int, err error) {
 	dec := sse.NewDecoder(resp.Body, h.lim)
 	// The id and retry fields count whether or not their event is
 	// dispatched: a server primes a stream with an id alone and sends a
@@ -426,21 +439,22 @@ func (h *httpCarrier) readEvents(ctx context.Context, resp *http.Response, m *mc
 		ev, err := dec.Next()
 		if err != nil {
 			if errors.Is(err, sse.ErrFault) {
-				return "", 0, &HTTPError{Method: method, Status: resp.StatusCode, ContentType: "text/event-stream", Reason: err.Error(), Err: err}
+				return "", 0, n, &HTTPError{Method: method, Status: resp.StatusCode, ContentType: "text/event-stream", Reason: err.Error(), Err: err}
 			}
 			if ctx.Err() == nil && !errors.Is(err, io.EOF) {
 				h.c.log.Debug().Err(err).Str("method", method).Msg("mcpwire: SSE stream broke")
 			}
-			last, retry := ended()
-			return last, retry, nil
+			last, retry = ended()
+			return last, retry, n, nil
 		}
 		if ev.Type != "message" || len(ev.Data) == 0 {
 			continue // a priming event, or one MCP does not define
 		}
+		n++
 		h.c.handleLine(ev.Data, m)
 	}
-	last, retry := ended()
-	return last, retry, nil
+	last, retry = ended()
+	return last, retry, n, nil
 }
 
 // mediaType is the media type of resp's Content-Type, lower-cased, ""
@@ -597,6 +611,7 @@ func (h *httpCarrier) getStream(opened chan struct{}) {
 		if !sleepCtx(h.base, wait) {
 			return
 		}
+		retry := time.Duration(0)
 		resp, err := h.do(h.base, http.MethodGet, outbound{}, nil, hAcceptSSE, func(hd http.Header) {
 			if last != "" {
 				hd["Last-Event-Id"] = []string{last}
@@ -625,8 +640,7 @@ func (h *httpCarrier) getStream(opened chan struct{}) {
 			drainBody(resp)
 			return
 		case resp.StatusCode == http.StatusOK && mediaType(resp) == "text/event-stream":
-			fails = -1
-			id, retry, err := h.readEvents(h.base, resp, m, func() bool { return true }, "GET stream")
+			id, r, n, err := h.readEvents(h.base, resp, m, func() bool { return true }, "GET stream")
 			_ = resp.Body.Close()
 			if id != "" {
 				last = id
@@ -634,16 +648,27 @@ func (h *httpCarrier) getStream(opened chan struct{}) {
 			if err != nil {
 				h.c.log.Warn().Err(err).Msg("mcpwire: the GET stream was malformed; reconnecting")
 			}
-			wait = retry
+			if n > 0 {
+				fails, wait = 0, max(r, minStreamWait)
+				continue
+			}
+			retry = r
 		default:
 			h.c.log.Debug().Int("status", resp.StatusCode).Msg("mcpwire: the GET stream was refused")
 			drainBody(resp)
 		}
 		fails++
-		if fails > 0 {
-			wait = min(defaultRetryWait<<min(fails-1, 5), maxRetryWait)
-		}
+		wait = backoff(retry, fails)
 	}
+}
+
+// backoff is the wait before a long-lived stream is opened again after
+// its fails-th failure in a row (a stream that carried no message is
+// one): the server's retry, but at least the default doubled with each
+// failure, up to maxRetryWait. A server that answers retry: 0 and
+// closes at once is not asked again in a tight loop.
+func backoff(retry time.Duration, fails int) time.Duration {
+	return max(retry, min(defaultRetryWait<<min(fails-1, 5), maxRetryWait))
 }
 
 // listen opens the subscriptions/listen stream: a POST whose SSE answer
@@ -688,6 +713,7 @@ func (h *httpCarrier) listenStream(ctx context.Context, id int64, line []byte, o
 		if fails > 0 || wait > 0 {
 			h.c.signalToolsChanged() // what the gap missed
 		}
+		retry := time.Duration(0)
 		resp, err := h.do(ctx, http.MethodPost, o, line, hAccept, nil)
 		once.Do(func() { close(opened) })
 		switch {
@@ -704,13 +730,16 @@ func (h *httpCarrier) listenStream(ctx context.Context, id int64, line []byte, o
 			drainBody(resp)
 			return
 		case resp.StatusCode == http.StatusOK && mediaType(resp) == "text/event-stream":
-			fails = -1
-			_, retry, err := h.readEvents(ctx, resp, m, func() bool { return h.c.m.subID.Load() == id }, o.method)
+			_, r, n, err := h.readEvents(ctx, resp, m, func() bool { return h.c.m.subID.Load() == id }, o.method)
 			_ = resp.Body.Close()
 			if err != nil {
 				h.c.log.Warn().Err(err).Msg("mcpwire: the subscriptions/listen stream was malformed; reopening")
 			}
-			wait = retry
+			if n > 0 {
+				fails, wait = 0, max(r, minStreamWait)
+				continue
+			}
+			retry = r
 		case resp.StatusCode/100 == 2 && mediaType(resp) == "application/json":
 			// A JSON answer is the stream's end (or a refusal): the
 			// client's dispatch logs which.
@@ -725,9 +754,7 @@ func (h *httpCarrier) listenStream(ctx context.Context, id int64, line []byte, o
 			return
 		}
 		fails++
-		if fails > 0 {
-			wait = min(defaultRetryWait<<min(fails-1, 5), maxRetryWait)
-		}
+		wait = backoff(retry, fails)
 	}
 }
 

@@ -518,3 +518,44 @@ func TestRemoteErrorsHideQuery(t *testing.T) {
 		}
 	}
 }
+
+// TestStreamablePolled: a server that ends a long call's stream after
+// every progress event (retry: 0) is resumed as long as each resumption
+// brings something, past maxResumes in all, and the call gets its reply.
+func TestStreamablePolled(t *testing.T) {
+	t.Cleanup(leakcheck.Check(t))
+	const steps = maxResumes + 4
+	face, url := httpServer(t, mcptest.Scenario{}, mcptest.HTTPOptions{SSE: true, DropAfter: 1, Poll: true})
+	c := dial(t, url, Remote{}, Config{})
+	res, err := c.CallTool(context.Background(), "progress", JSONArgs([]byte(`{"steps":`+strconv.Itoa(steps)+`,"interval_ms":1}`)), CallOptions{MaxTimeout: waitFor})
+	if err != nil || res.IsError {
+		t.Fatalf("a polled call: %+v, %v", res, err)
+	}
+	if got := face.Requests("GET resume"); got <= maxResumes {
+		t.Fatalf("resumed %d times", got)
+	}
+	closeHTTP(t, c)
+}
+
+// TestStreamableGETStreamBacksOff: a GET stream the server ends at once,
+// empty, with retry: 0, is not opened again in a tight loop: each time
+// it brings nothing counts as a failure, and the wait grows from a
+// second. (A lower bound: a slow machine only makes the waits longer.)
+func TestStreamableGETStreamBacksOff(t *testing.T) {
+	t.Cleanup(leakcheck.Check(t))
+	face, url := httpServer(t, mcptest.Scenario{}, mcptest.HTTPOptions{EndGET: true})
+	start := time.Now()
+	c := dial(t, url, Remote{}, Config{})
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for face.Requests("GET") < 2 {
+		if time.Since(start) > waitFor {
+			t.Fatal("the GET stream was not opened again")
+		}
+		<-tick.C
+	}
+	if took := time.Since(start); took < defaultRetryWait {
+		t.Fatalf("the GET stream was opened twice in %v", took)
+	}
+	closeHTTP(t, c)
+}

@@ -62,6 +62,13 @@ type HTTPOptions struct {
 	// events without its reply (a retry field first), leaving the rest
 	// for a GET with Last-Event-ID, once per stream.
 	DropAfter int
+	// Poll, with DropAfter, ends the stream again after every event
+	// past the first DropAfter, with retry: 0: a server that makes the
+	// client poll for a long call's progress (2025-11-25).
+	Poll bool
+	// EndGET ends every GET stream at once, with retry: 0 and no
+	// message: a server that keeps closing it.
+	EndGET bool
 	// CheckParams holds a 2026-07-28 tools/call to the x-mcp-header
 	// annotations of the tool in the listing the server has now (the
 	// relisted one once tools/list_changed was sent): each annotated
@@ -640,12 +647,20 @@ func (hs *HTTPServer) pump(w http.ResponseWriter, r *http.Request, st *stream) b
 				w.WriteHeader(http.StatusOK)
 				started = true
 			}
-			for _, msg := range q {
+			for i, msg := range q {
 				st.sent++
 				fmt.Fprintf(w, "id: %s-%d\ndata: %s\n\n", st.id, st.sent, msg)
-				if hs.o.DropAfter > 0 && !st.dropped && st.sent >= hs.o.DropAfter && !final {
+				if reply := final && i == len(q)-1; hs.o.DropAfter > 0 && (!st.dropped || hs.o.Poll) && st.sent >= hs.o.DropAfter && !reply {
+					// The messages not yet written wait for the resumption.
+					st.mu.Lock()
+					st.queue = append(q[i+1:len(q):len(q)], st.queue...)
+					st.mu.Unlock()
 					st.dropped = true
-					fmt.Fprintf(w, "retry: 20\n\n")
+					if hs.o.Poll {
+						fmt.Fprintf(w, "retry: 0\n\n")
+					} else {
+						fmt.Fprintf(w, "retry: 20\n\n")
+					}
 					if fl != nil {
 						fl.Flush()
 					}
@@ -692,6 +707,11 @@ func (hs *HTTPServer) get(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		hs.pump(w, r, st)
+		return
+	}
+	if hs.o.EndGET {
+		w.Header().Set("Content-Type", "text/event-stream")
+		_, _ = io.WriteString(w, "retry: 0\n\n")
 		return
 	}
 	in.mu.Lock()
