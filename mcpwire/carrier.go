@@ -58,6 +58,13 @@ type carrier interface {
 	// the request's response is the cancellation, and the notification
 	// is not expected.
 	cancels() bool
+	// sendAside sends a notification or a response no caller waits
+	// for (a cancellation, the answer to a server's request), without
+	// holding whoever runs it for a server that does not take it: on a
+	// stream it is written at once, bounded by the write timeout; over
+	// HTTP it is posted in the background, and dropped when too many
+	// are in flight (both are advisory). sendAside may keep line.
+	sendAside(req outbound, line []byte)
 	// electLocked runs when a call leaves Client.calls without being
 	// settled by what was read (its caller gave up): a stream carrier
 	// passes the reading side on. Under Client.mu.

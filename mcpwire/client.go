@@ -687,8 +687,9 @@ func (c *Client) isToolCall(id int64) bool {
 	return cl != nil && cl.tool
 }
 
-// sendCancelled tells the server to stop a call we gave up on. Best
-// effort and bounded by WriteTimeout: a failure here is death anyway.
+// sendCancelled tells the server to stop a call we gave up on: best
+// effort, never holding the caller past a write the transport bounds by
+// WriteTimeout (sendAside).
 func (c *Client) sendCancelled(id int64, why error) {
 	reason := "cancelled"
 	if errors.Is(why, ErrTimeout) || errors.Is(why, context.DeadlineExceeded) {
@@ -696,7 +697,7 @@ func (c *Client) sendCancelled(id int64, why error) {
 	}
 	p := strconv.AppendInt([]byte(`{"requestId":`), id, 10)
 	p = append(p, `,"reason":"`+reason+`"}`...)
-	_ = c.notify(context.Background(), "notifications/cancelled", p)
+	c.car.sendAside(outbound{method: "notifications/cancelled"}, appendNotification(nil, "notifications/cancelled", p))
 }
 
 func (c *Client) notify(ctx context.Context, method string, params []byte) error {

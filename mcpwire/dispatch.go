@@ -2,7 +2,6 @@ package mcpwire
 
 import (
 	"bytes"
-	"context"
 	"errors"
 	"fmt"
 	"strconv"
@@ -111,7 +110,7 @@ func (c *Client) handleServerRequest(m *mcpproto.Message) {
 		line = appendErrorResponse(nil, m.ID.Raw, -32601, "Method not found")
 		c.log.Warn().Str("method", preview(m.Method)).Msg("mcpwire: server request refused (-32601)")
 	}
-	_ = c.car.send(context.Background(), outbound{}, line)
+	c.car.sendAside(outbound{}, line)
 }
 
 func (c *Client) handleNotification(m *mcpproto.Message) {

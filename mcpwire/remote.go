@@ -84,6 +84,10 @@ const (
 	// resumed with Last-Event-ID without a message before the call
 	// fails (its deadline bounds the rest).
 	maxResumes = 8
+	// maxAsidePosts bounds the posts no caller waits for (cancellations,
+	// answers to the server's requests) in flight at once to one
+	// server; more are dropped.
+	maxAsidePosts = 64
 	// minStreamWait is the least wait before a stream that ended is
 	// resumed or opened again, whatever retry the server asked for.
 	minStreamWait = 100 * time.Millisecond

@@ -143,7 +143,12 @@ func (s *streamCarrier) unlisten(id int64) {
 	_ = s.w.Write(context.Background(), appendNotification(nil, "notifications/cancelled", p), true, false)
 }
 
-func (s *streamCarrier) cancels() bool                { return true }
+func (s *streamCarrier) cancels() bool { return true }
+
+func (s *streamCarrier) sendAside(o outbound, line []byte) {
+	_ = s.send(context.Background(), o, line)
+}
+
 func (s *streamCarrier) negotiated(string)            {}
 func (s *streamCarrier) established(context.Context)  {}
 func (s *streamCarrier) electLocked()                 { s.side.ElectLocked() }

@@ -54,10 +54,11 @@ type httpCarrier struct {
 	version  atomic.Pointer[[]string] // MCP-Protocol-Version to send, as the field's value
 	fallback atomic.Bool              // initialize was refused 400/404/405
 
-	mu      sync.Mutex
-	getOpen bool
-	listens map[int64]context.CancelFunc
-	closed  bool
+	mu         sync.Mutex
+	getOpen    bool
+	listens    map[int64]context.CancelFunc
+	closed     bool
+	asidePosts int // posts no caller waits for, in flight (sendAside)
 
 	readers chan struct{} // closed when shutdown has waited for bg
 }
@@ -561,6 +562,30 @@ func (h *httpCarrier) send(ctx context.Context, o outbound, line []byte) error {
 // response stream is the cancellation; earlier revisions ask for the
 // notification (the response's end is not one there).
 func (h *httpCarrier) cancels() bool { return h.c.Era() != EraModern }
+
+// sendAside posts line on a goroutine of its own (at most maxAsidePosts
+// at once, each bounded by the write timeout and the client's life), so
+// that a call given up on a server that has stopped answering returns at
+// its deadline, and a server's request on a call's stream holds that
+// call no longer than the stream does.
+func (h *httpCarrier) sendAside(o outbound, line []byte) {
+	h.mu.Lock()
+	if h.closed || h.asidePosts == maxAsidePosts {
+		h.mu.Unlock()
+		h.c.log.Debug().Str("method", o.method).Msg("mcpwire: a post no caller waits for dropped (closing, or too many in flight)")
+		return
+	}
+	h.asidePosts++
+	h.bg.Add(1)
+	h.mu.Unlock()
+	go func() {
+		defer h.bg.Done()
+		_ = h.send(context.Background(), o, line)
+		h.mu.Lock()
+		h.asidePosts--
+		h.mu.Unlock()
+	}()
+}
 
 // negotiated records the revision initialize settled on, for every
 // later request's MCP-Protocol-Version.

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"errors"
 	"io"
 	"net"
@@ -218,10 +219,8 @@ func TestStreamableCancel(t *testing.T) {
 		if !errors.Is(err, context.DeadlineExceeded) {
 			t.Fatalf("hang = %v", err)
 		}
-		notified := face.Requests("POST notifications/cancelled")
-		if (notified == 1) != (c.Era() == EraLegacy) {
-			t.Fatalf("era %v: notifications/cancelled posted %d times", c.Era(), notified)
-		}
+		// The notification is posted aside: the server hears of it soon
+		// after the call returned.
 		deadline := time.Now().Add(waitFor)
 		for {
 			res, err := c.CallTool(context.Background(), "cancellations", JSONArgs(nil), CallOptions{})
@@ -234,6 +233,9 @@ func TestStreamableCancel(t *testing.T) {
 			if time.Now().After(deadline) {
 				t.Fatalf("era %v: the server never heard of the cancellation: %q", c.Era(), res.Content[0].Text)
 			}
+		}
+		if notified := face.Requests("POST notifications/cancelled"); (notified == 1) != (c.Era() == EraLegacy) {
+			t.Fatalf("era %v: notifications/cancelled posted %d times", c.Era(), notified)
 		}
 		closeHTTP(t, c)
 	}
@@ -557,5 +559,89 @@ func TestStreamableGETStreamBacksOff(t *testing.T) {
 	if took := time.Since(start); took < defaultRetryWait {
 		t.Fatalf("the GET stream was opened twice in %v", took)
 	}
+	closeHTTP(t, c)
+}
+
+// TestStreamableCancelDoesNotHold: a call given up on at its deadline
+// returns then, though the server takes the notifications/cancelled
+// that follows no faster than the call (the post goes on its own).
+func TestStreamableCancelDoesNotHold(t *testing.T) {
+	t.Cleanup(leakcheck.Check(t))
+	face := mcptest.NewHTTP(mcptest.Scenario{}, mcptest.HTTPOptions{})
+	held := make(chan struct{})
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		if bytes.Contains(body, []byte(`"notifications/cancelled"`)) {
+			select {
+			case held <- struct{}{}:
+			default:
+			}
+			<-r.Context().Done() // never answered
+			return
+		}
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		face.ServeHTTP(w, r)
+	}))
+	t.Cleanup(func() {
+		face.Close()
+		ts.Close()
+	})
+	c := dial(t, ts.URL+"/mcp", Remote{}, Config{WriteTimeout: waitFor})
+	start := time.Now()
+	_, err := c.CallTool(context.Background(), "slow", JSONArgs([]byte(`{"ms":60000}`)), CallOptions{IdleTimeout: 200 * time.Millisecond, MaxTimeout: 200 * time.Millisecond})
+	if !errors.Is(err, ErrTimeout) {
+		t.Fatalf("a call past its deadline: %v", err)
+	}
+	if took := time.Since(start); took > waitFor/2 {
+		t.Fatalf("the call returned %v after it began: it waited for its cancellation's post", took)
+	}
+	<-held // the cancellation was posted all the same
+	closeHTTP(t, c)
+}
+
+// TestStreamableServerRequestDoesNotHold: a server's request on a call's
+// stream is answered without holding the call: the reply that follows it
+// is read at once, though the server never takes the answer's post.
+func TestStreamableServerRequestDoesNotHold(t *testing.T) {
+	t.Cleanup(leakcheck.Check(t))
+	face := mcptest.NewHTTP(mcptest.Scenario{}, mcptest.HTTPOptions{})
+	held := make(chan struct{}, 1)
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		var m struct {
+			ID     json.RawMessage `json:"id"`
+			Method string          `json:"method"`
+			Params struct {
+				Name string `json:"name"`
+			} `json:"params"`
+		}
+		_ = json.Unmarshal(body, &m)
+		switch {
+		case m.Method == "tools/call" && m.Params.Name == "pinged":
+			w.Header().Set("Content-Type", "text/event-stream")
+			fmt.Fprintf(w, "data: {\"jsonrpc\":\"2.0\",\"id\":\"srv-1\",\"method\":\"ping\"}\n\n")
+			fmt.Fprintf(w, "data: {\"jsonrpc\":\"2.0\",\"id\":%s,\"result\":{\"content\":[{\"type\":\"text\",\"text\":\"after the ping\"}]}}\n\n", m.ID)
+		case string(m.ID) == `"srv-1"`: // the answer to the ping: never taken
+			held <- struct{}{}
+			<-r.Context().Done()
+		default:
+			r.Body = io.NopCloser(bytes.NewReader(body))
+			face.ServeHTTP(w, r)
+		}
+	}))
+	t.Cleanup(func() {
+		face.Close()
+		ts.Close()
+	})
+	c := dial(t, ts.URL+"/mcp", Remote{}, Config{WriteTimeout: waitFor})
+	start := time.Now()
+	res, err := c.CallTool(context.Background(), "pinged", JSONArgs([]byte(`{}`)), CallOptions{})
+	if err != nil || res.Content[0].Text != "after the ping" {
+		t.Fatalf("a call whose stream carried a ping: %+v, %v", res, err)
+	}
+	if took := time.Since(start); took > waitFor/2 {
+		t.Fatalf("the call took %v: it waited for the ping's answer to be taken", took)
+	}
+	<-held
 	closeHTTP(t, c)
 }
