@@ -159,9 +159,11 @@ func (s *sseConn) Read(p []byte) (int, error) {
 	return n, nil
 }
 
-// Write posts each line of p to the endpoint; a refusal is a write
-// failure, which ends the client (the transport has no way to say which
-// call a refused POST was).
+// Write posts each line of p to the endpoint, for what is written
+// through the carrier's shared writer; a refusal there is a write
+// failure, which ends the client (a writer cannot say whose line it
+// was). Calls' requests and the messages no caller waits for are posted
+// by postLine instead.
 func (s *sseConn) Write(p []byte) (int, error) {
 	s.wmu.Lock()
 	dl := s.wdl
@@ -184,6 +186,14 @@ func (s *sseConn) Write(p []byte) (int, error) {
 		p = p[i+1:]
 	}
 	return n, nil
+}
+
+// postLine posts one message, bounded by ctx and the connection's life.
+func (s *sseConn) postLine(ctx context.Context, line []byte) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	defer context.AfterFunc(s.ctx, cancel)()
+	return s.post(ctx, line)
 }
 
 func (s *sseConn) post(ctx context.Context, line []byte) error {

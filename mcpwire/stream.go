@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"os"
 	"strconv"
+	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -94,6 +96,22 @@ type streamCarrier struct {
 	// to its holder.
 	side readside.Side
 	rs   readState
+
+	// post is conn when each message goes as a request of its own (the
+	// legacy HTTP+SSE transport's POSTs), else nil. A call's message is
+	// then posted by its caller, concurrently with the others and bounded
+	// by the call's deadline, and a refusal fails that call alone; the
+	// messages no caller waits for are posted aside, counted in asideN
+	// (at most maxAsidePosts) and waited for by shutdown.
+	post   poster
+	aside  sync.WaitGroup
+	asideN atomic.Int32
+}
+
+// poster is a Conn whose every message is a request of its own.
+type poster interface {
+	// postLine sends line, bounded by ctx and the connection's life.
+	postLine(ctx context.Context, line []byte) error
 }
 
 // newStream readies the carrier over conn: over a Conn with read
@@ -101,6 +119,7 @@ type streamCarrier struct {
 // goroutine reads for the client's whole life.
 func newStream(c *Client, conn Conn) *streamCarrier {
 	s := &streamCarrier{c: c, conn: conn}
+	s.post, _ = conn.(poster)
 	s.w = framewrite.NewGroup(conn, framewrite.GroupConfig{
 		Timeout: c.cfg.WriteTimeout, MaxQueued: maxQueued, Done: c.deadc, Stopped: c.Err,
 		Fail: s.writeFailed,
@@ -121,13 +140,52 @@ func newStream(c *Client, conn Conn) *streamCarrier {
 }
 
 func (s *streamCarrier) roundTrip(ctx context.Context, cl *call, _ outbound, line []byte, gather bool) (bool, error) {
-	if err := s.w.Write(ctx, line, true, gather); err != nil {
+	if s.post != nil {
+		if sent, done, err := s.postCall(ctx, cl, line); done {
+			return sent, err
+		}
+	} else if err := s.w.Write(ctx, line, true, gather); err != nil {
 		return false, err
 	}
 	return true, s.side.Await(ctx, &cl.Waiter)
 }
 
+// postCall posts cl's request, bounded by its caller's context and the
+// call's deadline. done reports that the call needs no waiting for its
+// reply: it is given up on (sent, and the reason), refused (not sent,
+// and the refusal), or settled by the client's death (the server cannot
+// be reached: as a process that exited, the restart policy applies).
+func (s *streamCarrier) postCall(ctx context.Context, cl *call, line []byte) (sent, done bool, err error) {
+	dl := time.Now().Add(cl.idle)
+	if cl.hard.Before(dl) {
+		dl = cl.hard
+	}
+	pctx, cancel := context.WithDeadline(ctx, dl)
+	defer cancel()
+	err = s.post.postLine(pctx, line)
+	var he *HTTPError
+	switch {
+	case err == nil:
+		return true, false, nil
+	case ctx.Err() != nil:
+		return true, true, context.Cause(ctx)
+	case pctx.Err() != nil:
+		return true, true, ErrTimeout
+	case errors.As(err, &he):
+		return false, true, err
+	case unreachable(err):
+		s.c.die(fmt.Errorf("mcpwire: POST (HTTP+SSE): %w", err))
+		return true, true, nil
+	}
+	return true, true, err
+}
+
 func (s *streamCarrier) send(ctx context.Context, _ outbound, line []byte) error {
+	if s.post != nil {
+		pctx, cancel := context.WithTimeout(ctx, s.c.cfg.WriteTimeout)
+		defer cancel()
+		return s.post.postLine(pctx, line)
+	}
 	return s.w.Write(ctx, line, true, false)
 }
 
@@ -146,15 +204,37 @@ func (s *streamCarrier) unlisten(id int64) {
 func (s *streamCarrier) cancels() bool { return true }
 
 func (s *streamCarrier) sendAside(o outbound, line []byte) {
-	_ = s.send(context.Background(), o, line)
+	if s.post == nil {
+		_ = s.send(context.Background(), o, line)
+		return
+	}
+	if s.asideN.Add(1) > maxAsidePosts {
+		s.asideN.Add(-1)
+		s.c.log.Debug().Str("method", o.method).Msg("mcpwire: a post no caller waits for dropped (too many in flight)")
+		return
+	}
+	s.aside.Add(1)
+	go func() {
+		defer s.aside.Done()
+		defer s.asideN.Add(-1)
+		_ = s.send(context.Background(), o, line)
+	}()
 }
 
-func (s *streamCarrier) negotiated(string)            {}
-func (s *streamCarrier) established(context.Context)  {}
-func (s *streamCarrier) electLocked()                 { s.side.ElectLocked() }
-func (s *streamCarrier) endLocked()                   { s.side.EndLocked() }
-func (s *streamCarrier) tail() []byte                 { return s.conn.StderrTail() }
-func (s *streamCarrier) shutdown() (Exit, error)      { return s.conn.Shutdown() }
+func (s *streamCarrier) negotiated(string)           {}
+func (s *streamCarrier) established(context.Context) {}
+func (s *streamCarrier) electLocked()                { s.side.ElectLocked() }
+func (s *streamCarrier) endLocked()                  { s.side.EndLocked() }
+func (s *streamCarrier) tail() []byte                { return s.conn.StderrTail() }
+
+// shutdown ends the connection, which ends the posts made aside, then
+// waits for them.
+func (s *streamCarrier) shutdown() (Exit, error) {
+	e, err := s.conn.Shutdown()
+	s.aside.Wait()
+	return e, err
+}
+
 func (s *streamCarrier) readersDone() <-chan struct{} { return s.side.Done() }
 
 func (s *streamCarrier) kind() string {
@@ -216,7 +296,11 @@ func (s *streamCarrier) readChunk() bool {
 // stdout, the death waits (bounded) for the server's end, so that it is
 // reported with the exit status and the stderr that says why.
 func (s *streamCarrier) writeFailed(err error) {
-	reason := fmt.Errorf("mcpwire: write to server stdin: %w", err)
+	to := "server stdin"
+	if s.post != nil {
+		to = "the HTTP+SSE endpoint"
+	}
+	reason := fmt.Errorf("mcpwire: write to %s: %w", to, err)
 	if errors.Is(err, syscall.EPIPE) {
 		if end, ok := s.awaitEnd(); ok && end != nil {
 			reason = fmt.Errorf("%w, after %w", end, reason)

@@ -4,8 +4,8 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"fmt"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -643,5 +643,45 @@ func TestStreamableServerRequestDoesNotHold(t *testing.T) {
 		t.Fatalf("the call took %v: it waited for the ping's answer to be taken", took)
 	}
 	<-held
+	closeHTTP(t, c)
+}
+
+// TestLegacySSEPostBounds: over the legacy transport each call's POST is
+// its own: one the endpoint holds ends at the call's deadline, one it
+// refuses fails that call alone, and the client serves the next call.
+func TestLegacySSEPostBounds(t *testing.T) {
+	t.Cleanup(leakcheck.Check(t))
+	face := mcptest.NewHTTP(mcptest.Scenario{}, mcptest.HTTPOptions{LegacySSE: true})
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodPost {
+			face.ServeHTTP(w, r)
+			return
+		}
+		body, _ := io.ReadAll(r.Body)
+		switch {
+		case bytes.Contains(body, []byte(`"name":"held"`)):
+			<-r.Context().Done()
+		case bytes.Contains(body, []byte(`"name":"refused"`)):
+			http.Error(w, "no", http.StatusInternalServerError)
+		default:
+			r.Body = io.NopCloser(bytes.NewReader(body))
+			face.ServeHTTP(w, r)
+		}
+	}))
+	t.Cleanup(func() {
+		face.Close()
+		ts.Close()
+	})
+	c := dial(t, ts.URL+"/mcp", Remote{Transport: TransportSSE}, Config{WriteTimeout: waitFor})
+	start := time.Now()
+	_, err := c.CallTool(context.Background(), "held", JSONArgs(nil), CallOptions{IdleTimeout: 200 * time.Millisecond, MaxTimeout: 200 * time.Millisecond})
+	if !errors.Is(err, ErrTimeout) || time.Since(start) > waitFor/2 {
+		t.Fatalf("a held POST: %v after %v", err, time.Since(start))
+	}
+	var he *HTTPError
+	if _, err := c.CallTool(context.Background(), "refused", JSONArgs(nil), CallOptions{}); !errors.As(err, &he) || he.Status != http.StatusInternalServerError {
+		t.Fatalf("a refused POST: %v", err)
+	}
+	echo(t, c, "after both")
 	closeHTTP(t, c)
 }
