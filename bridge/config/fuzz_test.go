@@ -44,6 +44,8 @@ func FuzzLoad(f *testing.F) {
 	f.Add([]byte("[mcp.a]\ncommand = \"/a\"\ntools.allow = []\n"))
 	f.Add([]byte("[bridge]\ncall_socket_mode = \"0666\"\nallowed_uids = [1000]\n"))
 	f.Add([]byte("a.b.c = { d = [1, { e = 2 }] }\n[[x.y]]\nz = 1\n"))
+	f.Add([]byte("[mcp.r]\nurl = \"https://h.example/mcp?k=v\"\ntransport = \"sse\"\nheaders = { \"X-Team\" = \"core\" }\nheader_env = { \"X-Key\" = \"HOME\" }\nbearer_token_env = \"HOME\"\noauth = { client_id = \"c\", client_secret_env = \"HOME\" }\n"))
+	f.Add([]byte("[mcp.r]\nurl = \"\"\nheaders = { \"X\" = \"y\" }\n"))
 	f.Fuzz(func(t *testing.T, doc []byte) {
 		cfg, err := Load("f.toml", doc)
 		if err != nil {

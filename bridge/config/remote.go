@@ -213,6 +213,14 @@ func (r *reader) checkRemote(key string, st map[string]any, s *Server) {
 			r.fail(key+"."+k, "remove it: a remote server is not a process capbridge starts", "%s applies only to a server started by command", k)
 		}
 	}
+	if rm == nil {
+		// The loader drops a Remote with no URL: url was not a string
+		// (str has said so) or an empty one, said here.
+		if st["url"] == "" {
+			r.fail(key+".url", urlFix, "is empty")
+		}
+		return
+	}
 	if msg, fix := checkURL(rm); msg != "" {
 		r.fail(key+".url", fix, "%s", msg)
 		return
@@ -495,9 +503,12 @@ func soleVar(v string) (string, bool) {
 	return name, envName.MatchString(name)
 }
 
+// urlFix is what to write where a remote server's URL is wrong.
+const urlFix = `write the server's URL, such as "https://mcp.example.com/mcp"`
+
 // checkURL says what is wrong with a remote server's URL, if anything.
 func checkURL(rm *Remote) (msg, fix string) {
-	fix = `write the server's URL, such as "https://mcp.example.com/mcp"`
+	fix = urlFix
 	u, err := url.Parse(rm.URL)
 	switch {
 	case err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https"):

@@ -44,6 +44,14 @@ func TestRemoteServerMistakes(t *testing.T) {
 		{"both", "command = \"x\"\nurl = \"https://h/mcp\"", "mcp.s", "has both command and url"},
 		{"neither", "restart = \"never\"", "mcp.s", "no command and no url"},
 		{"not http", `url = "ftp://h/x"`, "mcp.s.url", "is not an http or https URL"},
+		// A url with no usable string must be an error at its line, never
+		// a Remote without URL reaching the URL check.
+		{"empty url", `url = ""`, "mcp.s.url", "is empty"},
+		{"url a number", `url = 5`, "mcp.s.url", "must be a string"},
+		{"url a list", `url = ["https://h/mcp"]`, "mcp.s.url", "must be a string"},
+		{"url a table", `url = { a = "https://h/mcp" }`, "mcp.s.url", "must be a string"},
+		{"empty url with remote keys", "url = \"\"\nbearer_token_env = \"HOME\"", "mcp.s.url", "is empty"},
+		{"empty url beside command", "url = \"\"\ncommand = \"x\"", "mcp.s", "has both command and url"},
 		{"clear text", `url = "http://example.com/mcp"`, "mcp.s.url", "not a loopback address"},
 		{"user in url", `url = "https://u:p@h/mcp"`, "mcp.s.url", "carries a user or password"},
 		{"unset variable", "url = \"https://h/mcp\"\nbearer_token_env = \"CAPBRIDGE_SURELY_UNSET\"", "mcp.s.bearer_token_env", "the variable CAPBRIDGE_SURELY_UNSET is not set"},
