@@ -11,6 +11,7 @@ import (
 	"os"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 )
 
@@ -221,7 +222,7 @@ func (r *reader) checkRemote(key string, st map[string]any, s *Server) {
 		}
 		return
 	}
-	if msg, fix := checkURL(rm); msg != "" {
+	if msg, fix := checkURL(rm, rm.URL); msg != "" {
 		r.fail(key+".url", fix, "%s", msg)
 		return
 	}
@@ -308,7 +309,7 @@ func (r *reader) idpKeys(k string, o *OAuth, want bool) {
 		r.fail(k+".idp_client_secret_env", "keep one of idp_client_secret_env and idp_client_secret_file", "both give the IdP client's secret")
 	default:
 		if u, err := url.Parse(o.IDPIssuer); err != nil || u.Host == "" || (u.Scheme != "https" && !(u.Scheme == "http" && loopbackHost(u.Hostname()))) {
-			r.fail(k+".idp_issuer", "use the IdP's https issuer URL", "%q is not an https URL", o.IDPIssuer)
+			r.fail(k+".idp_issuer", "use the IdP's https issuer URL", "%s is not an https URL", quoteURL(o.IDPIssuer))
 		}
 		for _, e := range []struct{ key, v string }{{"id_token_env", o.IDTokenEnv}, {"idp_client_secret_env", o.IDPClientSecretEnv}} {
 			if e.v != "" {
@@ -349,11 +350,11 @@ func checkClientMetadataURL(s string) string {
 	u, err := url.Parse(s)
 	switch {
 	case err != nil || u.Scheme != "https" || u.Host == "":
-		return fmt.Sprintf("%q is not an https URL", s)
+		return fmt.Sprintf("%s is not an https URL", quoteURL(s))
 	case u.Path == "" || u.Path == "/":
-		return fmt.Sprintf("%q has no path: the document must be at a path of its own", s)
+		return fmt.Sprintf("%s has no path: the document must be at a path of its own", quoteURL(s))
 	case u.Fragment != "" || u.User != nil || strings.Contains(u.Path, "/./") || strings.Contains(u.Path, "/../"):
-		return fmt.Sprintf("%q carries a fragment, credentials or dot segments", s)
+		return fmt.Sprintf("%s carries a fragment, credentials or dot segments", quoteURL(s))
 	}
 	return ""
 }
@@ -479,7 +480,9 @@ func (l *editorLoader) remoteEntry(e *editorEntry, url string) (Server, bool) {
 		}
 		rm.Headers[h] = l.expand(e, "headers."+h, v)
 	}
-	if msg, fix := checkURL(rm); msg != "" && !l.opts.Placeholders {
+	// The error quotes the URL as written: expanded, a variable in it
+	// would print its value.
+	if msg, fix := checkURL(rm, url); msg != "" && !l.opts.Placeholders {
 		l.fail(e.line, e.path+".url", fix, "%s", msg)
 	}
 	for _, name := range append(slices.Sorted(maps.Values(rm.HeaderEnv)), rm.BearerTokenEnv) {
@@ -506,19 +509,46 @@ func soleVar(v string) (string, bool) {
 // urlFix is what to write where a remote server's URL is wrong.
 const urlFix = `write the server's URL, such as "https://mcp.example.com/mcp"`
 
-// checkURL says what is wrong with a remote server's URL, if anything.
-func checkURL(rm *Remote) (msg, fix string) {
+// checkURL says what is wrong with a remote server's URL, if anything;
+// written is the URL as the file has it, which a message may quote.
+func checkURL(rm *Remote, written string) (msg, fix string) {
 	fix = urlFix
 	u, err := url.Parse(rm.URL)
 	switch {
 	case err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https"):
-		return fmt.Sprintf("%q is not an http or https URL", rm.URL), fix
+		return fmt.Sprintf("%s is not an http or https URL", quoteURL(written)), fix
 	case u.User != nil:
 		return "the URL carries a user or password", "put the credential in header_env or bearer_token_env, where it is kept out of logs"
 	case u.Scheme == "http" && !rm.AllowHTTP && !loopbackHost(u.Hostname()):
 		return fmt.Sprintf("plain http to %s, which is not a loopback address: the traffic and any token would cross the network in clear", u.Hostname()), "use https, or set allow_http = true if the network path is trusted"
 	}
 	return "", ""
+}
+
+// quoteURL is s as an error may quote it. A URL's userinfo, query and
+// fragment are where a password, an API key or a token is carried, so
+// they are left out ("…" marks a query or fragment dropped); a value
+// that does not parse as a URL cannot be told apart into parts, so none
+// of it is quoted.
+func quoteURL(s string) string {
+	u, err := url.Parse(s)
+	if err != nil {
+		return "the value"
+	}
+	if u.Opaque != "" {
+		// "scheme:rest" with no "//": rest may be "user:password@host".
+		return strconv.Quote(u.Scheme + ":…")
+	}
+	query, fragment := u.RawQuery != "" || u.ForceQuery, u.Fragment != ""
+	u.User, u.RawQuery, u.ForceQuery, u.Fragment, u.RawFragment = nil, "", false, "", ""
+	shown := u.String()
+	if query {
+		shown += "?…"
+	}
+	if fragment {
+		shown += "#…"
+	}
+	return strconv.Quote(shown)
 }
 
 func countSet(ss ...string) int {

@@ -219,3 +219,46 @@ id_token_file = "`+tokenFile+`"
 		t.Fatalf("a token file gone since: %v", err)
 	}
 }
+
+// A URL's error is printed to terminals and logs: it quotes the URL
+// without the userinfo, query and fragment where credentials are
+// carried, not even a variable's expanded value, and nothing of a value
+// that does not parse.
+func TestRemoteURLErrorHidesCredentials(t *testing.T) {
+	const secret = "SECRET-KEY-123"
+	for _, tc := range []struct {
+		name, file, doc, key, shown string
+	}{
+		{"bad scheme, query", "c.toml", `url = "htps://mcp.example.com/mcp?api_key=` + secret + `"`, "mcp.s.url", `"htps://mcp.example.com/mcp?…" is not an http or https URL`},
+		{"no host, query", "c.toml", `url = "https:/mcp.example.com/mcp?api_key=` + secret + `"`, "mcp.s.url", `"https:/mcp.example.com/mcp?…" is not`},
+		{"no host, password", "c.toml", `url = "https://user:` + secret + `@/mcp"`, "mcp.s.url", `"https:///mcp" is not`},
+		{"fragment", "c.toml", `url = "ftp://h/mcp#` + secret + `"`, "mcp.s.url", `"ftp://h/mcp#…" is not`},
+		{"opaque", "c.toml", `url = "https:user:` + secret + `@h"`, "mcp.s.url", `"https:…" is not`},
+		{"unparsable", "c.toml", `url = "https://h:` + secret + `/%zz"`, "mcp.s.url", "the value is not"},
+		{"metadata document", "c.toml", "url = \"https://h/mcp\"\noauth = { client_metadata_url = \"http://example.com/c.json?k=" + secret + "\" }", "mcp.s.oauth.client_metadata_url", `"http://example.com/c.json?…" is not an https URL`},
+		{"editor, expanded query", "mcp.json", `{"mcpServers": {"s": {"type": "http", "url": "htps://mcp.example.com/mcp?key=${API_KEY}"}}}`, "mcpServers.s.url", `"htps://mcp.example.com/mcp?…" is not`},
+		{"editor, expanded path", "mcp.json", `{"mcpServers": {"s": {"type": "http", "url": "htps://mcp.example.com/${API_KEY}/mcp"}}}`, "mcpServers.s.url", `"htps://mcp.example.com/$%7BAPI_KEY%7D/mcp" is not`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var err error
+			if tc.file == "c.toml" {
+				_, err = Load(tc.file, []byte("[mcp.s]\n"+tc.doc+"\n"))
+			} else {
+				_, _, err = LoadEditor(tc.file, []byte(tc.doc), EditorOptions{LookupEnv: env(map[string]string{"API_KEY": secret})})
+			}
+			var list ErrorList
+			if !errors.As(err, &list) {
+				t.Fatalf("err = %v", err)
+			}
+			if strings.Contains(err.Error(), secret) {
+				t.Fatalf("the error prints the credential: %v", err)
+			}
+			for _, e := range list {
+				if e.Key == tc.key && strings.Contains(e.Msg, tc.shown) && e.Line > 0 && e.Fix != "" {
+					return
+				}
+			}
+			t.Fatalf("no error at %s saying %q: %v", tc.key, tc.shown, err)
+		})
+	}
+}
