@@ -6,6 +6,7 @@ import (
 	"io"
 	"io/fs"
 	"maps"
+	"net/url"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -22,7 +23,10 @@ server's table, commented out at its default, and, with --from, the stdio
 servers of an editor's MCP config (Claude Desktop, Claude Code, Cursor,
 Windsurf, VS Code or Codex) as [mcp.NAME] tables. capbridge.toml has no
 variables, so the editor's ${VAR} placeholders are expanded as serve
---mcp-config would expand them, and each table says which it used. The file
+--mcp-config would expand them, and each table says which it used; a remote
+server's credentials are written only as the names of their variables
+(bearer_token_env, header_env), and a header or URL that would hold a
+variable's value is left out, with a warning. The file
 is checked with serve's reader before it is written. It refuses to replace
 an existing file without --force.
 
@@ -103,9 +107,11 @@ func writeNew(path string, data []byte, mode os.FileMode, force bool) error {
 }
 
 // initConfig renders the file, and checks that serve's reader takes it.
-// secret reports whether it holds env values or expanded variables,
-// either of which may be a credential; warnings are the entries of the
-// editor's file that were left out (remote or disabled servers).
+// secret reports whether it holds env values, expanded variables, or a
+// remote server's headers or URL query copied from the editor's file,
+// any of which may be a credential; warnings are what of the editor's
+// file was left out (disabled servers, credentials the file cannot
+// name).
 func initConfig(from, workspace, out string) (data []byte, secret bool, warnings config.ErrorList, err error) {
 	var b strings.Builder
 	b.WriteString(initHeader)
@@ -124,7 +130,7 @@ func initConfig(from, workspace, out string) (data []byte, secret bool, warnings
 		}
 		for _, s := range servers {
 			writeServer(&b, s)
-			secret = secret || len(s.Env) > 0 || len(s.vars) > 0
+			secret = secret || len(s.Env) > 0 || len(s.vars) > 0 || copiesCredentials(s.Remote)
 		}
 		if len(servers) == 0 {
 			fmt.Fprintf(&b, "\n# %s has no server capbridge can run.\n", from)
@@ -198,15 +204,36 @@ func convertEditor(from, workspace string) ([]convertedServer, config.ErrorList,
 	if err != nil {
 		return nil, nil, fmt.Errorf("capbridge init: reading %s for its variables: %w", from, err)
 	}
-	out := make([]convertedServer, len(servers))
-	for i, s := range servers {
-		out[i].Server = s
+	out := make([]convertedServer, 0, len(servers))
+	for _, s := range servers {
 		j := slices.IndexFunc(named, func(n config.Server) bool { return n.Name == s.Name })
 		if j < 0 {
+			out = append(out, convertedServer{Server: s})
 			continue
 		}
+		n := named[j]
+		if s.Remote != nil && n.Remote != nil {
+			var left config.ErrorList
+			s, left = remoteCredentials(s, n.Remote)
+			warnings = append(warnings, left...)
+			if s.Remote == nil {
+				continue
+			}
+			// The variables listed are those of the values written as
+			// expanded: not of a header left out, nor of a reference
+			// written as it is.
+			nr := *n.Remote
+			nr.Headers = maps.Clone(nr.Headers)
+			maps.DeleteFunc(nr.Headers, func(h, _ string) bool {
+				_, kept := s.Remote.Headers[h]
+				return !kept || isRef(s, "headers."+h)
+			})
+			n.Remote = &nr
+		}
+		out = append(out, convertedServer{Server: s})
+		i := len(out) - 1
 		seen := map[string]bool{}
-		for _, f := range serverStrings(named[j]) {
+		for _, f := range serverStrings(n) {
 			for _, m := range placeholder.FindAllStringSubmatch(f, -1) {
 				if seen[m[1]] {
 					continue
@@ -224,6 +251,121 @@ func convertEditor(from, workspace string) ([]convertedServer, config.ErrorList,
 		}
 	}
 	return out, warnings, nil
+}
+
+// standIn is a variable as convertEditor's second reading renders it,
+// "/${NAME}"; the slash is the reading's, not the file's.
+var standIn = regexp.MustCompile(`/(\$\{[A-Za-z_][A-Za-z0-9_]*\})`)
+
+// credentialVars are the variables a field of the second reading uses
+// that may hold a credential: all but the workspace and the home
+// directory, which are paths.
+func credentialVars(rendered string) []string {
+	var names []string
+	for _, m := range placeholder.FindAllStringSubmatch(rendered, -1) {
+		if n := m[1]; n != "workspaceFolder" && n != "HOME" && !slices.Contains(names, n) {
+			names = append(names, n)
+		}
+	}
+	return names
+}
+
+// remoteCredentials keeps a variable's value out of what init writes for
+// a remote server. capbridge.toml names a credential's variable only as
+// a whole header value (header_env) or bearer token (bearer_token_env),
+// which the editor reader has already made of "${VAR}" and
+// "Bearer ${VAR}"; a header that uses a variable any other way
+// ("token ${GH}", "session=${S}") is left out, and so is the whole
+// server when its URL takes a variable where a credential goes (its
+// userinfo, path, query or fragment: the value would be written into
+// the URL). A variable that gives the URL's scheme and host (a base URL)
+// is expanded as elsewhere. rm is the server as the second reading
+// renders it; each thing left out is a warning naming the editor's file
+// and line. The returned server has no Remote when it is left out.
+func remoteCredentials(s config.Server, rm *config.Remote) (config.Server, config.ErrorList) {
+	var left config.ErrorList
+	warn := func(msg, fix string) {
+		left = append(left, &config.Error{File: s.File, Line: s.Line, Msg: msg, Fix: fix})
+	}
+	if names := credentialVars(rm.URL); len(names) > 0 && !baseURLVars(rm.URL, s.Remote.URL) {
+		warn(fmt.Sprintf("server %s: its url takes %s where a credential goes (userinfo, path, query or fragment), and capbridge.toml would hold the value; the server is left out", s.Name, varList(names)),
+			fmt.Sprintf("add [mcp.%s] to capbridge.toml yourself, with a URL that holds no credential and the credential in bearer_token_env, header_env or header_file", s.Name))
+		s.Remote = nil
+		return s, left
+	}
+	c := *s.Remote
+	c.Headers = maps.Clone(c.Headers)
+	for _, h := range slices.Sorted(maps.Keys(rm.Headers)) {
+		if isRef(s, "headers."+h) {
+			continue // a ${file:…} or ${cmd:…} reference, written as it is and resolved at each boot
+		}
+		if names := credentialVars(rm.Headers[h]); len(names) > 0 {
+			delete(c.Headers, h)
+			warn(fmt.Sprintf("server %s: header %q uses %s within a longer value, which capbridge.toml cannot take from a variable; the header is left out, and the server may refuse capbridge without it", s.Name, h, varList(names)),
+				fmt.Sprintf(`export the whole value as one variable and write "%s": "${THAT_VARIABLE}" in the editor's file, then run init again (or add header_env or header_file to [mcp.%s])`, h, s.Name))
+		}
+	}
+	if len(c.Headers) == 0 {
+		c.Headers = nil
+	}
+	s.Remote = &c
+	return s, left
+}
+
+var urlScheme = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9+.-]*://`)
+
+// baseURLVars reports whether the variables of a URL, as the second
+// reading renders it, give only its scheme and host, and the URL they
+// expanded to carries no userinfo, query or fragment a value could have
+// brought.
+func baseURLVars(rendered, expanded string) bool {
+	t := standIn.ReplaceAllString(rendered, "$1")
+	t = strings.TrimPrefix(t, urlScheme.FindString(t))
+	end := len(t) // where the host ends: the first /, ? or # outside a placeholder
+	for i := 0; i < len(t); i++ {
+		if strings.HasPrefix(t[i:], "${") {
+			k := strings.IndexByte(t[i:], '}')
+			if k < 0 {
+				return false
+			}
+			i += k
+			continue
+		}
+		if strings.IndexByte("/?#", t[i]) >= 0 {
+			end = i
+			break
+		}
+	}
+	if strings.Contains(t[end:], "${") || strings.Contains(t[:end], "@") {
+		return false
+	}
+	u, err := url.Parse(expanded)
+	return err == nil && u.User == nil && u.RawQuery == "" && !u.ForceQuery && u.Fragment == ""
+}
+
+// isRef reports whether the server's field key ("headers.X") holds a
+// secret reference, kept as written and resolved at each boot.
+func isRef(s config.Server, key string) bool {
+	return slices.ContainsFunc(s.Refs, func(r config.Ref) bool { return r.Key == key })
+}
+
+func varList(names []string) string {
+	q := make([]string, len(names))
+	for i, n := range names {
+		q[i] = "${" + n + "}"
+	}
+	return strings.Join(q, ", ")
+}
+
+// copiesCredentials reports whether what init writes for a remote server
+// holds something of the editor's file that may be a credential: a
+// header's value or the URL's query.
+func copiesCredentials(rm *config.Remote) bool {
+	if rm == nil {
+		return false
+	}
+	u, err := url.Parse(rm.URL)
+	return len(rm.Headers) > 0 || err != nil || u.RawQuery != "" || u.User != nil
 }
 
 // serverStrings lists the fields the editor formats may put variables in.

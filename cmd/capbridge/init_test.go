@@ -251,3 +251,80 @@ func TestInitSaysWhatItLeavesOut(t *testing.T) {
 		t.Fatalf("exit %d, stderr %q; want the disabled server named on stderr", code, errOut)
 	}
 }
+
+// A remote server's credentials reach capbridge.toml only as variable
+// names: a header that uses a variable inside a longer value is left out,
+// and so is a server whose URL takes a variable where a credential goes,
+// each named on stderr and in the file with the editor's file:line. What
+// is copied from the editor's file as written (a literal header, a URL's
+// query) makes the file 0600.
+func TestInitRemoteCredentials(t *testing.T) {
+	t.Setenv("INIT_GH", "ghp_VALUE_GH")
+	t.Setenv("INIT_SESSION", "VALUE_SESSION")
+	t.Setenv("INIT_KEY", "VALUE_KEY")
+	t.Setenv("INIT_BASE", "")
+	os.Unsetenv("INIT_BASE") // t.Setenv restores it after the test
+	for _, tc := range []struct {
+		name, entry string
+		written     []string // in the file
+		leftOut     []string // on stderr, and in the file's comments
+		mode        os.FileMode
+	}{
+		{"variable inside a header", `{"type": "http", "url": "https://h.example/mcp", "headers": {"Authorization": "token ${INIT_GH}", "X-Team": "core"}}`,
+			[]string{`url = "https://h.example/mcp"`, `headers = { "X-Team" = "core" }`}, []string{"mcp.json:2: server s: header \"Authorization\" uses ${INIT_GH}", "export the whole value as one variable"}, 0o600},
+		{"cookie", `{"type": "sse", "url": "https://h.example/sse", "headers": {"Cookie": "session=${INIT_SESSION}"}}`,
+			[]string{`url = "https://h.example/sse"`}, []string{"mcp.json:2: server s: header \"Cookie\" uses ${INIT_SESSION}"}, 0o644},
+		{"variable in the query", `{"type": "http", "url": "https://h.example/mcp?api_key=${INIT_KEY}"}`,
+			nil, []string{"mcp.json:2: server s: its url takes ${INIT_KEY}", "add [mcp.s] to capbridge.toml yourself"}, 0o644},
+		{"variable in the path", `{"type": "http", "url": "https://h.example/mcp/${INIT_KEY}/sse"}`,
+			nil, []string{"mcp.json:2: server s: its url takes ${INIT_KEY}"}, 0o644},
+		{"base URL variable", `{"type": "http", "url": "${INIT_BASE:-https://api.example.com}/mcp", "headers": {"Authorization": "Bearer ${INIT_KEY}"}}`,
+			[]string{`url = "https://api.example.com/mcp"`, `bearer_token_env = "INIT_KEY"`}, nil, 0o600},
+		{"whole value a variable", `{"type": "http", "url": "https://h.example/mcp", "headers": {"X-Key": "${INIT_KEY}"}}`,
+			[]string{`header_env = { "X-Key" = "INIT_KEY" }`}, nil, 0o644},
+		{"literal header", `{"type": "http", "url": "https://h.example/mcp", "headers": {"Authorization": "Bearer lin_api_LITERAL"}}`,
+			[]string{`"Authorization" = "Bearer lin_api_LITERAL"`}, nil, 0o600},
+		{"literal query", `{"type": "http", "url": "https://h.example/mcp?team=core"}`,
+			[]string{`url = "https://h.example/mcp?team=core"`}, nil, 0o600},
+		{"file reference", `{"type": "http", "url": "https://h.example/mcp", "headers": {"X-Key": "k=${file:/run/k} ${INIT_KEY}"}}`,
+			[]string{`"X-Key" = "k=${file:/run/k} ${INIT_KEY}"`}, nil, 0o600},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			from := filepath.Join(dir, "mcp.json")
+			if err := os.WriteFile(from, []byte("{\"mcpServers\": {\n  \"s\": "+tc.entry+"}}\n"), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			out := filepath.Join(dir, "capbridge.toml")
+			_, errOut, code := runInProcess("init", "--from", from, "--out", out)
+			if code != exitOK {
+				t.Fatalf("exit %d: %s", code, errOut)
+			}
+			data, err := os.ReadFile(out)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, v := range []string{"ghp_VALUE_GH", "VALUE_SESSION", "VALUE_KEY"} {
+				if strings.Contains(string(data), v) || strings.Contains(errOut, v) {
+					t.Errorf("a variable's value (%s) was written:\n%s\nstderr: %s", v, data, errOut)
+				}
+			}
+			for _, w := range tc.written {
+				if !strings.Contains(string(data), w) {
+					t.Errorf("the file lacks %s:\n%s", w, data)
+				}
+			}
+			for _, w := range tc.leftOut {
+				if !strings.Contains(errOut, w) || !strings.Contains(string(data), w) {
+					t.Errorf("stderr and the file do not both say %q:\nstderr: %s\nfile:\n%s", w, errOut, data)
+				}
+			}
+			if len(tc.leftOut) == 0 && errOut != "" {
+				t.Errorf("stderr: %s", errOut)
+			}
+			if fi, err := os.Stat(out); err != nil || fi.Mode().Perm() != tc.mode {
+				t.Errorf("mode %v (%v), want %v", fi.Mode().Perm(), err, tc.mode)
+			}
+		})
+	}
+}
