@@ -22,6 +22,7 @@ var testEnv = env(map[string]string{
 	// Codex's bearer_token_env_var names it; serve reads it at each
 	// boot.
 	"FIGMA_OAUTH_TOKEN": "f",
+	"TWO_LINES":         "a\r\nX-Injected: 1",
 })
 
 // Each file in testdata is shaped as its editor writes it; every field
@@ -164,6 +165,16 @@ func TestLoadEditorErrors(t *testing.T) {
 		{"codex wrong type", "[mcp_servers.a]\ncommand = \"x\"\nargs = \"-y pkg\"\n", 3, "mcp_servers.a.args", "must be an array", ""},
 		{"codex unset", "[mcp_servers.a]\ncommand = \"x\"\nenv = { T = \"${T}\" }\n", 1, "mcp_servers.a.env.T", "T is not set", "export T"},
 		{"codex syntax", "[mcp_servers.a]\ncommand = \n", 2, "", "TOML syntax", "toml.io"},
+		// An editor's headers get the checks capbridge.toml's get.
+		{"reserved header", "{\"mcpServers\": {\n\"s\": {\"type\": \"http\", \"url\": \"https://h/mcp\", \"headers\": {\"Mcp-Session-Id\": \"forged\"}}}}", 2, "mcpServers.s.headers.Mcp-Session-Id", "is the protocol's", "capbridge sets this header itself"},
+		{"reserved header, any case", `{"mcpServers": {"s": {"url": "https://h/mcp", "headers": {"content-TYPE": "text/plain"}}}}`, 1, "mcpServers.s.headers.content-TYPE", "is the protocol's", "capbridge sets this header itself"},
+		{"reserved header from a variable", `{"mcpServers": {"s": {"url": "https://h/mcp", "headers": {"Host": "${API_KEY}"}}}}`, 1, "mcpServers.s.headers.Host", "is the protocol's", ""},
+		{"reserved bearer-like header", `{"mcpServers": {"s": {"url": "https://h/mcp", "headers": {"Mcp-Protocol-Version": "Bearer ${API_KEY}"}}}}`, 1, "mcpServers.s.headers.Mcp-Protocol-Version", "is the protocol's", ""},
+		{"bad header name", `{"mcpServers": {"s": {"url": "https://h/mcp", "headers": {"Bad Name": "x"}}}}`, 1, "mcpServers.s.headers.Bad Name", "bad header name", "letters, digits"},
+		{"header line break", `{"mcpServers": {"s": {"url": "https://h/mcp", "headers": {"X-Split": "a\r\nX-Injected: 1"}}}}`, 1, "mcpServers.s.headers.X-Split", "line break", "one line"},
+		{"header NUL", `{"mcpServers": {"s": {"url": "https://h/mcp", "headers": {"X-K": "a\u0000b"}}}}`, 1, "mcpServers.s.headers.X-K", "NUL", "remove"},
+		{"header variable line break", `{"mcpServers": {"s": {"url": "https://h/mcp", "headers": {"X-K": "k=${TWO_LINES}"}}}}`, 1, "mcpServers.s.headers.X-K", "expands to a value with a line break", "one-line"},
+		{"codex reserved header", "[mcp_servers.s]\nurl = \"https://h/mcp\"\nhttp_headers = { \"Accept\" = \"*/*\" }\n", 3, "mcp_servers.s.http_headers.Accept", "is the protocol's", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			file := "mcp.json"

@@ -180,24 +180,48 @@ func (r *reader) headers(key string, v any, dst *map[string]string) {
 	}
 	out := make(map[string]string, len(t))
 	for _, k := range slices.Sorted(maps.Keys(t)) {
-		switch {
-		case !headerName.MatchString(k):
-			r.fail(key+"."+k, "a header name has letters, digits and -", "bad header name %q", k)
-			continue
-		case slices.Contains(reserved, strings.ToLower(k)) || strings.HasPrefix(strings.ToLower(k), "mcp-param-"):
-			r.fail(key+"."+k, "remove it: capbridge sets this header itself", "header %q is the protocol's", k)
+		if msg, fix := headerNameProblem(k); msg != "" {
+			r.fail(key+"."+k, fix, "%s", msg)
 			continue
 		}
 		var s string
 		if r.str(key+"."+k, t[k], &s) {
-			if strings.ContainsAny(s, "\r\n") {
-				r.fail(key+"."+k, "write the value on one line", "a header value holds a line break")
+			if msg, fix := headerValueProblem(s); msg != "" {
+				r.fail(key+"."+k, fix, "%s", msg)
 				continue
 			}
 			out[k] = s
 		}
 	}
 	*dst = out
+}
+
+// headerNameProblem says what is wrong with the name of a header a
+// config sets, if anything: one that is not an HTTP field name, or one
+// capbridge sets itself (a forged session or protocol version would
+// break the exchange, or be taken by the server as capbridge's). Every
+// reader of headers, capbridge.toml's and the editors', applies it.
+func headerNameProblem(name string) (msg, fix string) {
+	switch l := strings.ToLower(name); {
+	case !headerName.MatchString(name):
+		return fmt.Sprintf("bad header name %q", name), "a header name has letters, digits and -"
+	case slices.Contains(reserved, l) || strings.HasPrefix(l, "mcp-param-"):
+		return fmt.Sprintf("header %q is the protocol's", name), "remove it: capbridge sets this header itself"
+	}
+	return "", ""
+}
+
+// headerValueProblem says what is wrong with a header's value as
+// written, if anything: a line break would end the header and start
+// another, and no header may carry a NUL.
+func headerValueProblem(v string) (msg, fix string) {
+	switch {
+	case strings.ContainsAny(v, "\r\n"):
+		return "a header value holds a line break", "write the value on one line"
+	case strings.IndexByte(v, 0) >= 0:
+		return "contains a NUL character", "remove the NUL character"
+	}
+	return "", ""
 }
 
 // checkRemote holds a remote server's rules: url xor command, a usable
@@ -460,6 +484,16 @@ func (l *editorLoader) remoteEntry(e *editorEntry, url string) (Server, bool) {
 	}
 	for _, h := range slices.Sorted(maps.Keys(e.Headers)) {
 		v := e.Headers[h]
+		// The checks capbridge.toml's headers get: the editor's file
+		// reaches the same requests.
+		if msg, fix := headerNameProblem(h); msg != "" {
+			l.fail(e.line, e.path+".headers."+h, fix, "%s", msg)
+			continue
+		}
+		if msg, fix := headerValueProblem(v); msg != "" {
+			l.fail(e.line, e.path+".headers."+h, fix, "%s", msg)
+			continue
+		}
 		if name, ok := soleVar(strings.TrimPrefix(v, "Bearer ")); ok && strings.EqualFold(h, "Authorization") && strings.HasPrefix(v, "Bearer ") && rm.BearerTokenEnv == "" {
 			rm.BearerTokenEnv = name
 			continue
@@ -478,7 +512,13 @@ func (l *editorLoader) remoteEntry(e *editorEntry, url string) (Server, bool) {
 			rm.Headers[h] = v
 			continue
 		}
-		rm.Headers[h] = l.expand(e, "headers."+h, v)
+		x := l.expand(e, "headers."+h, v)
+		if strings.ContainsAny(x, "\r\n") {
+			// A variable brought it; its value stays out of the message.
+			l.fail(e.line, e.path+".headers."+h, "give the variable a one-line value", "a variable it uses expands to a value with a line break, which a header cannot carry")
+			continue
+		}
+		rm.Headers[h] = x
 	}
 	// The error quotes the URL as written: expanded, a variable in it
 	// would print its value.
