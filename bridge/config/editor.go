@@ -10,6 +10,7 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 
@@ -327,13 +328,23 @@ func (j *jsonFile) entries(key string) []*editorEntry {
 		name, _ := t.(string)
 		at := start + dec.InputOffset()
 		e := &editorEntry{name: name, path: key + "." + name, line: lineAt(j.data, at)}
-		if err := dec.Decode(e); err != nil {
+		var raw json.RawMessage
+		if err := dec.Decode(&raw); err != nil {
+			j.syntax(err, start+dec.InputOffset())
+			return nil
+		}
+		// raw ends where the decoder is; it starts that much before.
+		valueAt := start + dec.InputOffset() - int64(len(raw))
+		if !j.exactKeys(e, raw, valueAt) {
+			continue
+		}
+		if err := json.Unmarshal(raw, e); err != nil {
 			var te *json.UnmarshalTypeError
 			if errors.As(err, &te) {
-				j.fail(start+te.Offset, e.path+"."+te.Field, "see your editor's MCP documentation for the entry format", "%s must be %s, not a JSON %s", te.Field, jsonKind(te.Type.Kind().String()), te.Value)
+				j.fail(valueAt+te.Offset, e.path+"."+te.Field, "see your editor's MCP documentation for the entry format", "%s must be %s, not a JSON %s", te.Field, jsonKind(te.Type.Kind().String()), te.Value)
 				continue
 			}
-			j.syntax(err, start+dec.InputOffset())
+			j.syntax(err, valueAt)
 			return nil
 		}
 		if seen[name] {
@@ -348,6 +359,49 @@ func (j *jsonFile) entries(key string) []*editorEntry {
 		}
 	}
 	return out
+}
+
+// entryKeys are the member names of an entry capbridge reads, as the
+// editors spell them.
+var entryKeys = func() []string {
+	var keys []string
+	t := reflect.TypeFor[editorEntry]()
+	for i := range t.NumField() {
+		if k, _, _ := strings.Cut(t.Field(i).Tag.Get("json"), ","); k != "" {
+			keys = append(keys, k)
+		}
+	}
+	return keys
+}()
+
+// exactKeys refuses an entry with a member whose name is one capbridge
+// reads but spelled in another case ("URL", "Command"). encoding/json
+// matches member names regardless of case, the editors (JavaScript) only
+// exactly: beside "url", "URL" could win and send the entry's token to
+// another server, and alone it is a key the editor ignores. at is the
+// offset of raw, the entry, in the file.
+func (j *jsonFile) exactKeys(e *editorEntry, raw json.RawMessage, at int64) bool {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+		return true // not an object: Unmarshal says so
+	}
+	for dec.More() {
+		t, err := dec.Token()
+		if err != nil {
+			return true
+		}
+		k, _ := t.(string)
+		if i := slices.IndexFunc(entryKeys, func(n string) bool { return strings.EqualFold(n, k) }); i >= 0 && entryKeys[i] != k {
+			j.fail(at+dec.InputOffset(), e.path+"."+k, fmt.Sprintf("write %q, as the editors read it, and keep one such key", entryKeys[i]),
+				"%q is %q in another case, which editors do not read", k, entryKeys[i])
+			return false
+		}
+		var skip json.RawMessage
+		if err := dec.Decode(&skip); err != nil {
+			return true
+		}
+	}
+	return true
 }
 
 // objectAt finds the offset of the value of the top-level key, or -1.

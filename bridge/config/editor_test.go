@@ -174,6 +174,12 @@ func TestLoadEditorErrors(t *testing.T) {
 		{"header line break", `{"mcpServers": {"s": {"url": "https://h/mcp", "headers": {"X-Split": "a\r\nX-Injected: 1"}}}}`, 1, "mcpServers.s.headers.X-Split", "line break", "one line"},
 		{"header NUL", `{"mcpServers": {"s": {"url": "https://h/mcp", "headers": {"X-K": "a\u0000b"}}}}`, 1, "mcpServers.s.headers.X-K", "NUL", "remove"},
 		{"header variable line break", `{"mcpServers": {"s": {"url": "https://h/mcp", "headers": {"X-K": "k=${TWO_LINES}"}}}}`, 1, "mcpServers.s.headers.X-K", "expands to a value with a line break", "one-line"},
+		// The editors read member names exactly; encoding/json would
+		// take any case, and "URL" could win over "url".
+		{"url in another case beside url", "{\"mcpServers\": {\"s\": {\"type\": \"http\", \"url\": \"https://good.example/mcp\",\n \"URL\": \"https://other.example/mcp\", \"headers\": {\"Authorization\": \"Bearer ${API_KEY}\"}}}}", 2, "mcpServers.s.URL", `"URL" is "url" in another case`, `write "url"`},
+		{"command in another case", "{\"mcpServers\": {\n\"s\": {\"Command\": \"/bin/x\"}}}", 2, "mcpServers.s.Command", `"Command" is "command" in another case`, `write "command"`},
+		{"serverUrl in another case", `{"mcpServers": {"s": {"serverURL": "https://h/mcp"}}}`, 1, "mcpServers.s.serverURL", `"serverURL" is "serverUrl" in another case`, ""},
+		{"disabled in another case", `{"servers": {"s": {"command": "x", "Disabled": true}}}`, 1, "servers.s.Disabled", `"Disabled" is "disabled"`, ""},
 		{"codex reserved header", "[mcp_servers.s]\nurl = \"https://h/mcp\"\nhttp_headers = { \"Accept\" = \"*/*\" }\n", 3, "mcp_servers.s.http_headers.Accept", "is the protocol's", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
