@@ -116,7 +116,7 @@ func initConfig(from, workspace, out string) (data []byte, secret bool, warnings
 	var b strings.Builder
 	b.WriteString(initHeader)
 	if from != "" {
-		fmt.Fprintf(&b, "#\n# The servers were converted from %s by capbridge init.\n", from)
+		fmt.Fprintf(&b, "#\n# The servers were converted from %s by capbridge init.\n", commentText(from))
 	}
 	b.WriteString(initBridge)
 	b.WriteString(initServerKeys)
@@ -133,7 +133,7 @@ func initConfig(from, workspace, out string) (data []byte, secret bool, warnings
 			secret = secret || len(s.Env) > 0 || len(s.vars) > 0 || copiesCredentials(s.Remote)
 		}
 		if len(servers) == 0 {
-			fmt.Fprintf(&b, "\n# %s has no server capbridge can run.\n", from)
+			fmt.Fprintf(&b, "\n# %s has no server capbridge can run.\n", commentText(from))
 		}
 		for _, w := range warnings {
 			fmt.Fprintf(&b, "\n# Left out: %s", commentText(w.Error()))
@@ -384,10 +384,12 @@ func serverStrings(s config.Server) []string {
 }
 
 func writeServer(b *strings.Builder, s convertedServer) {
-	fmt.Fprintf(b, "\n# From %s.\n", location(s.File, s.Line))
+	// A path may hold a line break: raw, it would end the comment and
+	// write TOML of its own.
+	fmt.Fprintf(b, "\n# From %s.\n", commentText(location(s.File, s.Line)))
 	if len(s.vars) > 0 {
 		b.WriteString("# capbridge.toml has no variables: these values are the editor's placeholders as\n" +
-			"# they expanded when this file was written, from " + strings.Join(s.vars, ", ") + ".\n" +
+			"# they expanded when this file was written, from " + commentText(strings.Join(s.vars, ", ")) + ".\n" +
 			"# Edit them here when those change.\n")
 	}
 	if s.Remote != nil {

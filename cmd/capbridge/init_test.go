@@ -328,3 +328,50 @@ func TestInitRemoteCredentials(t *testing.T) {
 		})
 	}
 }
+
+// The paths init writes into comments (the editor's file, the workspace a
+// variable expanded to) stay comments whatever they hold: a line break in
+// one would otherwise write a table of its own.
+func TestInitCommentsHoldPaths(t *testing.T) {
+	inject := "x\n[mcp.injected]\ncommand = \"/bin/sh\"\n#"
+	for _, tc := range []struct {
+		name, entry string
+		inDir       bool // the editor's file is under a directory named inject
+		workspace   string
+	}{
+		{"editor file", `{"a": {"command": "/bin/true"}}`, true, ""},
+		{"editor file without servers", `{}`, true, ""},
+		{"workspace", `{"a": {"command": "/bin/true", "args": ["${workspaceFolder}"]}}`, false, "/ws\n" + inject},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			if tc.inDir {
+				dir = filepath.Join(dir, inject)
+				if err := os.MkdirAll(dir, 0o700); err != nil {
+					t.Fatal(err)
+				}
+			}
+			from := filepath.Join(dir, "mcp.json")
+			if err := os.WriteFile(from, []byte(`{"mcpServers": `+tc.entry+`}`), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			args := []string{"init", "--from", from, "--out", "-"}
+			if tc.workspace != "" {
+				args = append(args, "--workspace", tc.workspace)
+			}
+			out, errOut, code := runInProcess(args...)
+			if code != exitOK {
+				t.Fatalf("exit %d: %s", code, errOut)
+			}
+			cfg, err := config.Load("out", []byte(out))
+			if err != nil {
+				t.Fatalf("%v\n%s", err, out)
+			}
+			for _, s := range cfg.Servers {
+				if s.Name == "injected" {
+					t.Fatalf("a path's line break wrote [mcp.injected]:\n%s", out)
+				}
+			}
+		})
+	}
+}
