@@ -114,6 +114,7 @@ func writeNew(path string, data []byte, mode os.FileMode, force bool) error {
 // name).
 func initConfig(from, workspace, out string) (data []byte, secret bool, warnings config.ErrorList, err error) {
 	var b strings.Builder
+	var starts []serverStart
 	b.WriteString(initHeader)
 	if from != "" {
 		fmt.Fprintf(&b, "#\n# The servers were converted from %s by capbridge init.\n", commentText(from))
@@ -129,6 +130,7 @@ func initConfig(from, workspace, out string) (data []byte, secret bool, warnings
 			return nil, false, nil, err
 		}
 		for _, s := range servers {
+			starts = append(starts, serverStart{line: strings.Count(b.String(), "\n") + 1, s: s.Server})
 			writeServer(&b, s)
 			secret = secret || len(s.Env) > 0 || len(s.vars) > 0 || copiesCredentials(s.Remote)
 		}
@@ -148,9 +150,37 @@ func initConfig(from, workspace, out string) (data []byte, secret bool, warnings
 		name = "(standard output)"
 	}
 	if _, err := config.Load(name, data); err != nil {
+		if list, ok := errors.AsType[config.ErrorList](err); ok && len(starts) > 0 {
+			return nil, false, nil, fmt.Errorf("capbridge init: %s has what capbridge.toml cannot hold, so nothing is written:\n%v", from, atEditor(list, starts))
+		}
 		return nil, false, nil, fmt.Errorf("capbridge init: the file would not load, so it is not written:\n%v", err)
 	}
 	return data, secret, warnings, nil
+}
+
+// serverStart is the line of the file being written where a converted
+// server's lines start.
+type serverStart struct {
+	line int
+	s    config.Server
+}
+
+// atEditor moves the errors in a converted server's lines to the entry of
+// the editor's file it came from: the file they would name is the one
+// not written, and the editor's file is the one to fix.
+func atEditor(list config.ErrorList, starts []serverStart) config.ErrorList {
+	out := make(config.ErrorList, len(list))
+	for i, e := range list {
+		c := *e
+		if j := slices.IndexFunc(starts, func(st serverStart) bool { return st.line > e.Line }); j != 0 && e.Line > 0 {
+			if j < 0 {
+				j = len(starts)
+			}
+			c.File, c.Line = starts[j-1].s.File, starts[j-1].s.Line
+		}
+		out[i] = &c
+	}
+	return out
 }
 
 // convertedServer is an editor's server with the variables its entry

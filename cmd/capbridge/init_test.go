@@ -375,3 +375,23 @@ func TestInitCommentsHoldPaths(t *testing.T) {
 		})
 	}
 }
+
+// A mistake only capbridge.toml's reader finds in a converted server is
+// reported at the editor's entry, which is the file to fix, not at a
+// line of the file init did not write.
+func TestInitErrorsNameTheEditorFile(t *testing.T) {
+	dir := t.TempDir()
+	from := filepath.Join(dir, "config.toml")
+	doc := "model = \"m\"\n\n[mcp_servers.ok]\ncommand = \"/bin/true\"\n\n[mcp_servers.both]\ncommand = \"/bin/true\"\nenabled_tools = [\"t\"]\ndisabled_tools = [\"t\"]\n"
+	if err := os.WriteFile(from, []byte(doc), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(dir, "capbridge.toml")
+	_, errOut, code := runInProcess("init", "--from", from, "--out", out)
+	if code != exitConfig || !strings.Contains(errOut, from+":6: mcp.both.tools: tool \"t\" is both allowed and denied") || strings.Contains(errOut, out) {
+		t.Errorf("exit %d, stderr %q; want exit %d and the error at %s:6", code, errOut, exitConfig, from)
+	}
+	if _, err := os.Stat(out); !os.IsNotExist(err) {
+		t.Errorf("init wrote a file it refused: %v", err)
+	}
+}
