@@ -25,8 +25,9 @@ Windsurf, VS Code or Codex) as [mcp.NAME] tables. capbridge.toml has no
 variables, so the editor's ${VAR} placeholders are expanded as serve
 --mcp-config would expand them, and each table says which it used; a remote
 server's credentials are written only as the names of their variables
-(bearer_token_env, header_env), and a header or URL that would hold a
-variable's value is left out, with a warning. The file
+(bearer_token_env, header_env, or a header's ${VAR} kept as written and
+read at each boot), and a URL that would hold a variable's value is left
+out, with a warning. The file
 is checked with serve's reader before it is written. It refuses to replace
 an existing file without --force.
 
@@ -250,13 +251,13 @@ func convertEditor(from, workspace string) ([]convertedServer, config.ErrorList,
 				continue
 			}
 			// The variables listed are those of the values written as
-			// expanded: not of a header left out, nor of a reference
-			// written as it is.
+			// expanded: not of a header left out, nor of one written as
+			// a reference or a template, as it is.
 			nr := *n.Remote
 			nr.Headers = maps.Clone(nr.Headers)
 			maps.DeleteFunc(nr.Headers, func(h, _ string) bool {
-				_, kept := s.Remote.Headers[h]
-				return !kept || isRef(s, "headers."+h)
+				v, kept := s.Remote.Headers[h]
+				return !kept || isRef(s, "headers."+h) || strings.Contains(v, "${")
 			})
 			n.Remote = &nr
 		}
@@ -301,17 +302,18 @@ func credentialVars(rendered string) []string {
 }
 
 // remoteCredentials keeps a variable's value out of what init writes for
-// a remote server. capbridge.toml names a credential's variable only as
-// a whole header value (header_env) or bearer token (bearer_token_env),
-// which the editor reader has already made of "${VAR}" and
-// "Bearer ${VAR}"; a header that uses a variable any other way
-// ("token ${GH}", "session=${S}") is left out, and so is the whole
-// server when its URL takes a variable where a credential goes (its
-// userinfo, path, query or fragment: the value would be written into
-// the URL). A variable that gives the URL's scheme and host (a base URL)
-// is expanded as elsewhere. rm is the server as the second reading
-// renders it; each thing left out is a warning naming the editor's file
-// and line. The returned server has no Remote when it is left out.
+// a remote server. The editor reader has made "${VAR}" and
+// "Bearer ${VAR}" header values into header_env and bearer_token_env; a
+// header that uses a variable any other way ("token ${GH}",
+// "session=${S}") is written as the editor wrote it, a template that
+// serve resolves from its environment at each boot. A URL cannot take a
+// variable so: the whole server is left out when its URL takes one where
+// a credential goes (its userinfo, path, query or fragment: the value
+// would be written into the URL). A variable that gives the URL's scheme
+// and host (a base URL) is expanded as elsewhere. rm is the server as
+// the second reading renders it; each thing left out is a warning naming
+// the editor's file and line. The returned server has no Remote when it
+// is left out.
 func remoteCredentials(s config.Server, rm *config.Remote) (config.Server, config.ErrorList) {
 	var left config.ErrorList
 	warn := func(msg, fix string) {
@@ -330,9 +332,7 @@ func remoteCredentials(s config.Server, rm *config.Remote) (config.Server, confi
 			continue // a ${file:…} or ${cmd:…} reference, written as it is and resolved at each boot
 		}
 		if names := credentialVars(rm.Headers[h]); len(names) > 0 {
-			delete(c.Headers, h)
-			warn(fmt.Sprintf("server %s: header %q uses %s within a longer value, which capbridge.toml cannot take from a variable; the header is left out, and the server may refuse capbridge without it", s.Name, h, varList(names)),
-				fmt.Sprintf(`export the whole value as one variable and write "%s": "${THAT_VARIABLE}" in the editor's file, then run init again (or add header_env or header_file to [mcp.%s])`, h, s.Name))
+			c.Headers[h] = standIn.ReplaceAllString(rm.Headers[h], "$1")
 		}
 	}
 	if len(c.Headers) == 0 {

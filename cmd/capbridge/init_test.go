@@ -271,9 +271,9 @@ func TestInitRemoteCredentials(t *testing.T) {
 		mode        os.FileMode
 	}{
 		{"variable inside a header", `{"type": "http", "url": "https://h.example/mcp", "headers": {"Authorization": "token ${INIT_GH}", "X-Team": "core"}}`,
-			[]string{`url = "https://h.example/mcp"`, `headers = { "X-Team" = "core" }`}, []string{"mcp.json:2: server s: header \"Authorization\" uses ${INIT_GH}", "export the whole value as one variable"}, 0o600},
+			[]string{`url = "https://h.example/mcp"`, `headers = { "Authorization" = "token ${INIT_GH}", "X-Team" = "core" }`}, nil, 0o600},
 		{"cookie", `{"type": "sse", "url": "https://h.example/sse", "headers": {"Cookie": "session=${INIT_SESSION}"}}`,
-			[]string{`url = "https://h.example/sse"`}, []string{"mcp.json:2: server s: header \"Cookie\" uses ${INIT_SESSION}"}, 0o644},
+			[]string{`url = "https://h.example/sse"`, `headers = { "Cookie" = "session=${INIT_SESSION}" }`}, nil, 0o600},
 		{"variable in the query", `{"type": "http", "url": "https://h.example/mcp?api_key=${INIT_KEY}"}`,
 			nil, []string{"mcp.json:2: server s: its url takes ${INIT_KEY}", "add [mcp.s] to capbridge.toml yourself"}, 0o644},
 		{"variable in the path", `{"type": "http", "url": "https://h.example/mcp/${INIT_KEY}/sse"}`,
