@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"io"
@@ -104,7 +105,7 @@ func probeRemote(s config.Server) *remoteProbe {
 	_ = conn.SetDeadline(time.Now().Add(3 * probeWait))
 	if proxy != nil && u.Scheme == "https" {
 		began = time.Now()
-		err := connectThrough(conn, target)
+		err := connectThrough(conn, target, proxy.User)
 		if !add("connect", began, err == nil, "CONNECT "+target+" through the proxy: "+okOr(err, "200"), "the proxy refuses to reach "+target+": check its rules, or list the host in NO_PROXY if it is reached directly") {
 			return p
 		}
@@ -208,9 +209,15 @@ func okOr(err error, ok string) string {
 	return ok
 }
 
-// connectThrough asks an HTTP proxy on conn for a tunnel to target.
-func connectThrough(conn net.Conn, target string) error {
+// connectThrough asks an HTTP proxy on conn for a tunnel to target,
+// with the proxy URL's credentials (user) when it has them, as serve's
+// transport sends them.
+func connectThrough(conn net.Conn, target string, user *url.Userinfo) error {
 	req := &http.Request{Method: http.MethodConnect, URL: &url.URL{Opaque: target}, Host: target, Header: http.Header{}}
+	if user != nil {
+		pw, _ := user.Password()
+		req.Header.Set("Proxy-Authorization", "Basic "+base64.StdEncoding.EncodeToString([]byte(user.Username()+":"+pw)))
+	}
 	if err := req.Write(conn); err != nil {
 		return err
 	}

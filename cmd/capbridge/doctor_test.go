@@ -1,6 +1,8 @@
 package main
 
 import (
+	"bufio"
+	"encoding/base64"
 	"encoding/json"
 	"encoding/pem"
 	"io"
@@ -8,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -385,4 +388,29 @@ func doctorJSON(t *testing.T, bin string, env []string, code int, args ...string
 		t.Fatalf("doctor --json %s: exit %d (want %d), %v\nstdout:\n%s\nstderr:\n%s", strings.Join(args, " "), got, code, err, out, errOut)
 	}
 	return r
+}
+
+// Doctor's CONNECT carries the proxy URL's credentials, as serve's
+// transport does: without them a proxy that wants them answers 407, and
+// doctor would blame the proxy's rules for what serve does not meet.
+func TestConnectThroughAuthenticates(t *testing.T) {
+	client, proxy := net.Pipe()
+	defer client.Close()
+	got := make(chan string, 1)
+	go func() {
+		defer proxy.Close()
+		req, err := http.ReadRequest(bufio.NewReader(proxy))
+		if err != nil {
+			got <- err.Error()
+			return
+		}
+		got <- req.Method + " " + req.Host + " " + req.Header.Get("Proxy-Authorization")
+		_, _ = io.WriteString(proxy, "HTTP/1.1 200 Connection established\r\n\r\n")
+	}()
+	if err := connectThrough(client, "mcp.example.test:443", url.UserPassword("alice", "pw")); err != nil {
+		t.Fatal(err)
+	}
+	if g, want := <-got, "CONNECT mcp.example.test:443 Basic "+base64.StdEncoding.EncodeToString([]byte("alice:pw")); g != want {
+		t.Fatalf("the proxy got %q, want %q", g, want)
+	}
 }
