@@ -537,12 +537,18 @@ func (l *editorLoader) remoteEntry(e *editorEntry, url string) (Server, bool) {
 	return s, len(l.errs) == n
 }
 
-// soleVar reports whether v is exactly one ${VAR} or ${env:VAR}.
+// soleVar reports whether v is exactly one ${VAR} or ${env:VAR}: an
+// environment variable, not one of the editors' own (${workspaceFolder},
+// ${userHome}), which are expanded as elsewhere.
 func soleVar(v string) (string, bool) {
 	if !strings.HasPrefix(v, "${") || !strings.HasSuffix(v, "}") {
 		return "", false
 	}
-	name := strings.TrimPrefix(v[2:len(v)-1], "env:")
+	inner := v[2 : len(v)-1]
+	if inner == "workspaceFolder" || inner == "userHome" {
+		return "", false
+	}
+	name := strings.TrimPrefix(inner, "env:")
 	return name, envName.MatchString(name)
 }
 

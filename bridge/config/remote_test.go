@@ -262,3 +262,18 @@ func TestRemoteURLErrorHidesCredentials(t *testing.T) {
 		})
 	}
 }
+
+// An editor's own placeholders (${workspaceFolder}, ${userHome}) as a
+// whole header value are expanded as elsewhere, not taken as the names of
+// environment variables; ${env:NAME} still names one.
+func TestEditorHeaderBuiltins(t *testing.T) {
+	data := []byte(`{"mcpServers": {"s": {"type": "http", "url": "https://h.example/mcp", "headers": {"X-Project": "${workspaceFolder}", "X-Key": "${env:workspaceFolder}"}}}}`)
+	servers, _, err := LoadEditor("mcp.json", data, EditorOptions{Workspace: "/work/proj", LookupEnv: func(k string) (string, bool) { return "set", k == "workspaceFolder" }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rm := servers[0].Remote
+	if rm.Headers["X-Project"] != "/work/proj" || rm.HeaderEnv["X-Key"] != "workspaceFolder" || rm.HeaderEnv["X-Project"] != "" {
+		t.Fatalf("headers %v, header_env %v", rm.Headers, rm.HeaderEnv)
+	}
+}
