@@ -237,6 +237,7 @@ func convertEditor(from, workspace string) ([]convertedServer, config.ErrorList,
 	}
 	out := make([]convertedServer, 0, len(servers))
 	for _, s := range servers {
+		s = absFileRefs(s)
 		j := slices.IndexFunc(named, func(n config.Server) bool { return n.Name == s.Name })
 		if j < 0 {
 			out = append(out, convertedServer{Server: s})
@@ -371,6 +372,41 @@ func baseURLVars(rendered, expanded string) bool {
 	}
 	u, err := url.Parse(expanded)
 	return err == nil && u.User == nil && u.RawQuery == "" && !u.ForceQuery && u.Fragment == ""
+}
+
+// fileRef is a ${file:PATH} reference.
+var fileRef = regexp.MustCompile(`\$\{file:([^}]*)\}`)
+
+// absFileRefs makes each relative ${file:PATH} of s's references
+// absolute: the editor's file resolves it beside itself, and the file
+// init writes would resolve it beside that file, elsewhere.
+func absFileRefs(s config.Server) config.Server {
+	dir, err := filepath.Abs(filepath.Dir(s.File))
+	if err != nil {
+		return s
+	}
+	abs := func(v string) string {
+		return fileRef.ReplaceAllStringFunc(v, func(m string) string {
+			p := m[len("${file:") : len(m)-1]
+			if p == "" || filepath.IsAbs(p) {
+				return m
+			}
+			return "${file:" + filepath.Join(dir, p) + "}"
+		})
+	}
+	for _, r := range s.Refs {
+		if name, ok := strings.CutPrefix(r.Key, "env."); ok && s.Env != nil {
+			s.Env = maps.Clone(s.Env)
+			s.Env[name] = abs(s.Env[name])
+		}
+		if name, ok := strings.CutPrefix(r.Key, "headers."); ok && s.Remote != nil && s.Remote.Headers != nil {
+			rm := *s.Remote
+			rm.Headers = maps.Clone(rm.Headers)
+			rm.Headers[name] = abs(rm.Headers[name])
+			s.Remote = &rm
+		}
+	}
+	return s
 }
 
 // isRef reports whether the server's field key ("headers.X") holds a

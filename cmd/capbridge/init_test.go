@@ -395,3 +395,32 @@ func TestInitErrorsNameTheEditorFile(t *testing.T) {
 		t.Errorf("init wrote a file it refused: %v", err)
 	}
 }
+
+// A relative ${file:PATH} is beside the editor's file, where the editor
+// reads it; init writes it absolute, so the file it writes elsewhere
+// reads the same one.
+func TestInitFileRefsAbsolute(t *testing.T) {
+	dir := t.TempDir()
+	conf := filepath.Join(dir, "conf")
+	if err := os.MkdirAll(conf, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	from := filepath.Join(conf, "mcp.json")
+	entry := `{"mcpServers": {"r": {"type": "http", "url": "https://h.example/mcp", "headers": {"X-Key": "${file:key.txt}"}}, "p": {"command": "/bin/true", "env": {"K": "k=${file:sub/key.txt}"}}}}`
+	if err := os.WriteFile(from, []byte(entry), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(dir, "capbridge.toml")
+	if _, errOut, code := runInProcess("init", "--from", from, "--out", out); code != exitOK {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	data, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range []string{`"X-Key" = "${file:` + filepath.Join(conf, "key.txt") + `}"`, `K = "k=${file:` + filepath.Join(conf, "sub", "key.txt") + `}"`} {
+		if !strings.Contains(string(data), w) {
+			t.Errorf("the file lacks %s:\n%s", w, data)
+		}
+	}
+}
