@@ -581,8 +581,13 @@ func quoteURL(s string) string {
 	if err != nil {
 		return "the value"
 	}
-	if u.Opaque != "" {
-		// "scheme:rest" with no "//": rest may be "user:password@host".
+	if u.Opaque != "" || u.Host == "" {
+		// "scheme:rest", or a mistyped "//" ("https:/…", "https//…"):
+		// with no host to part it from, the rest may be
+		// "user:password@host".
+		if u.Scheme == "" {
+			return "the value"
+		}
 		return strconv.Quote(u.Scheme + ":…")
 	}
 	query, fragment := u.RawQuery != "" || u.ForceQuery, u.Fragment != ""

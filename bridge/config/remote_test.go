@@ -230,8 +230,10 @@ func TestRemoteURLErrorHidesCredentials(t *testing.T) {
 		name, file, doc, key, shown string
 	}{
 		{"bad scheme, query", "c.toml", `url = "htps://mcp.example.com/mcp?api_key=` + secret + `"`, "mcp.s.url", `"htps://mcp.example.com/mcp?…" is not an http or https URL`},
-		{"no host, query", "c.toml", `url = "https:/mcp.example.com/mcp?api_key=` + secret + `"`, "mcp.s.url", `"https:/mcp.example.com/mcp?…" is not`},
-		{"no host, password", "c.toml", `url = "https://user:` + secret + `@/mcp"`, "mcp.s.url", `"https:///mcp" is not`},
+		{"no host, query", "c.toml", `url = "https:/mcp.example.com/mcp?api_key=` + secret + `"`, "mcp.s.url", `"https:…" is not`},
+		{"no host, password", "c.toml", `url = "https://user:` + secret + `@/mcp"`, "mcp.s.url", `"https:…" is not`},
+		{"one slash, password", "c.toml", `url = "https:/alice:` + secret + `@mcp.example.com/mcp"`, "mcp.s.url", `"https:…" is not`},
+		{"no colon, password", "c.toml", `url = "https//alice:` + secret + `@mcp.example.com/mcp"`, "mcp.s.url", "the value is not"},
 		{"fragment", "c.toml", `url = "ftp://h/mcp#` + secret + `"`, "mcp.s.url", `"ftp://h/mcp#…" is not`},
 		{"opaque", "c.toml", `url = "https:user:` + secret + `@h"`, "mcp.s.url", `"https:…" is not`},
 		{"unparsable", "c.toml", `url = "https://h:` + secret + `/%zz"`, "mcp.s.url", "the value is not"},
