@@ -7,7 +7,6 @@ import (
 	"os"
 	"strconv"
 	"sync"
-	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -101,11 +100,15 @@ type streamCarrier struct {
 	// legacy HTTP+SSE transport's POSTs), else nil. A call's message is
 	// then posted by its caller, concurrently with the others and bounded
 	// by the call's deadline, and a refusal fails that call alone; the
-	// messages no caller waits for are posted aside, counted in asideN
-	// (at most maxAsidePosts) and waited for by shutdown.
-	post   poster
-	aside  sync.WaitGroup
-	asideN atomic.Int32
+	// messages no caller waits for are posted aside (at most
+	// maxAsidePosts at once), and shutdown waits for them. asideMu
+	// guards the count and closed, so that none starts once shutdown
+	// has begun to wait.
+	post    poster
+	aside   sync.WaitGroup
+	asideMu sync.Mutex
+	asideN  int
+	closed  bool
 }
 
 // poster is a Conn whose every message is a request of its own.
@@ -208,16 +211,21 @@ func (s *streamCarrier) sendAside(o outbound, line []byte) {
 		_ = s.send(context.Background(), o, line)
 		return
 	}
-	if s.asideN.Add(1) > maxAsidePosts {
-		s.asideN.Add(-1)
-		s.c.log.Debug().Str("method", o.method).Msg("mcpwire: a post no caller waits for dropped (too many in flight)")
+	s.asideMu.Lock()
+	if s.closed || s.asideN == maxAsidePosts {
+		s.asideMu.Unlock()
+		s.c.log.Debug().Str("method", o.method).Msg("mcpwire: a post no caller waits for dropped (closing, or too many in flight)")
 		return
 	}
+	s.asideN++
 	s.aside.Add(1)
+	s.asideMu.Unlock()
 	go func() {
 		defer s.aside.Done()
-		defer s.asideN.Add(-1)
 		_ = s.send(context.Background(), o, line)
+		s.asideMu.Lock()
+		s.asideN--
+		s.asideMu.Unlock()
 	}()
 }
 
@@ -230,6 +238,9 @@ func (s *streamCarrier) tail() []byte                { return s.conn.StderrTail(
 // shutdown ends the connection, which ends the posts made aside, then
 // waits for them.
 func (s *streamCarrier) shutdown() (Exit, error) {
+	s.asideMu.Lock()
+	s.closed = true
+	s.asideMu.Unlock()
 	e, err := s.conn.Shutdown()
 	s.aside.Wait()
 	return e, err

@@ -673,7 +673,7 @@ func (h *httpCarrier) getStream(opened chan struct{}) {
 			if err != nil {
 				h.c.log.Warn().Err(err).Msg("mcpwire: the GET stream was malformed; reconnecting")
 			}
-			if n > 0 {
+			if ended(n, r) {
 				fails, wait = 0, max(r, minStreamWait)
 				continue
 			}
@@ -687,11 +687,16 @@ func (h *httpCarrier) getStream(opened chan struct{}) {
 	}
 }
 
+// ended reports whether a long-lived stream that carried n messages and
+// asked for retry ended as a stream may: having carried a message, or
+// asking for a wait of its own (a server that polls, a proxy's idle
+// timeout). One that carried none and asks to be reopened at once is a
+// failure, whose backoff keeps it from being opened again in a loop.
+func ended(n int, retry time.Duration) bool { return n > 0 || retry >= minStreamWait }
+
 // backoff is the wait before a long-lived stream is opened again after
-// its fails-th failure in a row (a stream that carried no message is
-// one): the server's retry, but at least the default doubled with each
-// failure, up to maxRetryWait. A server that answers retry: 0 and
-// closes at once is not asked again in a tight loop.
+// its fails-th failure in a row: the server's retry, but at least the
+// default doubled with each failure, up to maxRetryWait.
 func backoff(retry time.Duration, fails int) time.Duration {
 	return max(retry, min(defaultRetryWait<<min(fails-1, 5), maxRetryWait))
 }
@@ -760,7 +765,7 @@ func (h *httpCarrier) listenStream(ctx context.Context, id int64, line []byte, o
 			if err != nil {
 				h.c.log.Warn().Err(err).Msg("mcpwire: the subscriptions/listen stream was malformed; reopening")
 			}
-			if n > 0 {
+			if ended(n, r) {
 				fails, wait = 0, max(r, minStreamWait)
 				continue
 			}

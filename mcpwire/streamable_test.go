@@ -560,6 +560,23 @@ func TestStreamableGETStreamBacksOff(t *testing.T) {
 		t.Fatalf("the GET stream was opened twice in %v", took)
 	}
 	closeHTTP(t, c)
+
+	// One that asks for a wait of its own (a server that polls, a
+	// proxy's idle timeout) is reopened after it, without backing off:
+	// four openings take some 450 ms, where a backoff would take 7 s.
+	face, url = httpServer(t, mcptest.Scenario{}, mcptest.HTTPOptions{EndGET: true, GETRetry: 150})
+	start = time.Now()
+	c = dial(t, url, Remote{}, Config{})
+	for face.Requests("GET") < 4 {
+		if time.Since(start) > waitFor {
+			t.Fatal("the GET stream was not opened again")
+		}
+		<-tick.C
+	}
+	if took := time.Since(start); took > 5*time.Second {
+		t.Fatalf("four openings of a stream that asked for 150 ms took %v", took)
+	}
+	closeHTTP(t, c)
 }
 
 // TestStreamableCancelDoesNotHold: a call given up on at its deadline
@@ -595,7 +612,11 @@ func TestStreamableCancelDoesNotHold(t *testing.T) {
 	if took := time.Since(start); took > waitFor/2 {
 		t.Fatalf("the call returned %v after it began: it waited for its cancellation's post", took)
 	}
-	<-held // the cancellation was posted all the same
+	select { // the cancellation was posted all the same
+	case <-held:
+	case <-time.After(waitFor):
+		t.Fatal("notifications/cancelled was never posted")
+	}
 	closeHTTP(t, c)
 }
 
@@ -642,7 +663,11 @@ func TestStreamableServerRequestDoesNotHold(t *testing.T) {
 	if took := time.Since(start); took > waitFor/2 {
 		t.Fatalf("the call took %v: it waited for the ping's answer to be taken", took)
 	}
-	<-held
+	select {
+	case <-held:
+	case <-time.After(waitFor):
+		t.Fatal("the ping was never answered")
+	}
 	closeHTTP(t, c)
 }
 
@@ -684,4 +709,34 @@ func TestLegacySSEPostBounds(t *testing.T) {
 	}
 	echo(t, c, "after both")
 	closeHTTP(t, c)
+}
+
+// TestLegacySSEAsideDuringClose: messages posted aside while the client
+// closes (cancellations, answers to the server's requests, as a death
+// finds them) are dropped or waited for, never started under shutdown's
+// wait.
+func TestLegacySSEAsideDuringClose(t *testing.T) {
+	t.Cleanup(leakcheck.Check(t))
+	_, url := httpServer(t, mcptest.Scenario{}, mcptest.HTTPOptions{LegacySSE: true})
+	for range 10 {
+		c := dial(t, url, Remote{Transport: TransportSSE}, Config{})
+		s := c.car.(*streamCarrier)
+		line := appendNotification(nil, "notifications/message", []byte(`{"level":"info","data":"x"}`))
+		var wg sync.WaitGroup
+		for range 4 {
+			wg.Go(func() {
+				for range 16 {
+					s.sendAside(outbound{method: "notifications/message"}, line)
+				}
+			})
+		}
+		closeHTTP(t, c)
+		wg.Wait()
+		s.asideMu.Lock()
+		n := s.asideN
+		s.asideMu.Unlock()
+		if n != 0 {
+			t.Fatalf("%d posts aside outlived the close", n)
+		}
+	}
 }

@@ -66,9 +66,10 @@ type HTTPOptions struct {
 	// past the first DropAfter, with retry: 0: a server that makes the
 	// client poll for a long call's progress (2025-11-25).
 	Poll bool
-	// EndGET ends every GET stream at once, with retry: 0 and no
-	// message: a server that keeps closing it.
-	EndGET bool
+	// EndGET ends every GET stream at once, with retry: GETRetry (in
+	// ms; 0 by default) and no message: a server that keeps closing it.
+	EndGET   bool
+	GETRetry int
 	// CheckParams holds a 2026-07-28 tools/call to the x-mcp-header
 	// annotations of the tool in the listing the server has now (the
 	// relisted one once tools/list_changed was sent): each annotated
@@ -711,7 +712,7 @@ func (hs *HTTPServer) get(w http.ResponseWriter, r *http.Request) {
 	}
 	if hs.o.EndGET {
 		w.Header().Set("Content-Type", "text/event-stream")
-		_, _ = io.WriteString(w, "retry: 0\n\n")
+		fmt.Fprintf(w, "retry: %d\n\n", hs.o.GETRetry)
 		return
 	}
 	in.mu.Lock()
