@@ -237,8 +237,15 @@ func sameResource(resource string, server *url.URL) bool {
 // spec: all authorization server endpoints over HTTPS): client secrets,
 // codes and tokens go there.
 func DiscoverServer(ctx context.Context, hc *http.Client, issuer string) (*ServerMetadata, error) {
+	return discoverServer(ctx, hc, issuer, "")
+}
+
+// discoverServer is DiscoverServer, which also takes plain http on the
+// origin allowed ("" for none): a server the config allows plain http,
+// whose own authorization server it is.
+func discoverServer(ctx context.Context, hc *http.Client, issuer, allowed string) (*ServerMetadata, error) {
 	u, err := url.Parse(issuer)
-	if err != nil || u.Host == "" || !secureURL(u) {
+	if err != nil || u.Host == "" || (!secureURL(u) && (u.Scheme != "http" || origin(u) != allowed)) {
 		return nil, fail("the authorization server", fmt.Errorf("%q is not an https URL (or http on a loopback host)", issuer))
 	}
 	o, p := origin(u), strings.TrimRight(u.Path, "/")
@@ -258,7 +265,7 @@ func DiscoverServer(ctx context.Context, hc *http.Client, issuer string) (*Serve
 		if md.TokenEndpoint == "" {
 			return nil, fail("authorization server metadata at "+t, errors.New("has no token_endpoint"))
 		}
-		if err := md.endpointsOn(""); err != nil {
+		if err := md.endpointsOn(allowed); err != nil {
 			return nil, fail("authorization server metadata at "+t, err)
 		}
 		return &md, nil
@@ -344,7 +351,11 @@ func Discover(ctx context.Context, hc *http.Client, server string, ch Challenge)
 	}
 	rm, err := DiscoverResource(ctx, hc, server, ch)
 	if err == nil {
-		meta, err := DiscoverServer(ctx, hc, rm.AuthorizationServers[0])
+		allowed := ""
+		if u.Scheme == "http" {
+			allowed = origin(u) // the config allowed this server plain http
+		}
+		meta, err := discoverServer(ctx, hc, rm.AuthorizationServers[0], allowed)
 		if err != nil {
 			return nil, err
 		}

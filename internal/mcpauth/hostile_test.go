@@ -134,11 +134,50 @@ func TestPlainHTTPAuthorizationServer(t *testing.T) {
 		}
 	}
 	mu.Lock()
-	defer mu.Unlock()
 	if len(asked) != 1 {
 		t.Fatalf("asked %v: a plain http issuer on another host was asked", asked)
 	}
+	mu.Unlock()
+
+	// A server the config allows plain http (on a LAN) may have its own
+	// origin as its authorization server, as the 2025-03-26 way allows;
+	// another plain http host is refused all the same.
+	lan := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/.well-known/oauth-protected-resource/mcp":
+			fmt.Fprintf(w, `{"resource":"http://mcp.lan/mcp","authorization_servers":[%q]}`, r.URL.Query().Get("as"))
+		case "/.well-known/oauth-protected-resource/other":
+			fmt.Fprint(w, `{"resource":"http://mcp.lan/other","authorization_servers":["http://as.lan"]}`)
+		case "/.well-known/oauth-authorization-server":
+			fmt.Fprint(w, `{"issuer":"http://mcp.lan","token_endpoint":"http://mcp.lan/token"}`)
+		default:
+			http.NotFound(w, r)
+		}
+	}))
+	defer lan.Close()
+	hc := &http.Client{Transport: toServer(lan)}
+	d, err := Discover(ctx, hc, "http://mcp.lan/mcp", Challenge{ResourceMetadata: "http://mcp.lan/.well-known/oauth-protected-resource/mcp?as=http://mcp.lan"})
+	if err != nil || d.Server.TokenEndpoint != "http://mcp.lan/token" {
+		t.Fatalf("the server's own origin: %+v, %v", d, err)
+	}
+	if _, err := Discover(ctx, hc, "http://mcp.lan/other", Challenge{}); err == nil || !strings.Contains(err.Error(), "not an https URL") {
+		t.Fatalf("another plain http host: %v", err)
+	}
 }
+
+// toServer is a transport that sends every request to ts, whatever host
+// its URL names: hosts a test cannot listen on.
+func toServer(ts *httptest.Server) http.RoundTripper {
+	return roundTripFunc(func(r *http.Request) (*http.Response, error) {
+		r = r.Clone(r.Context())
+		r.URL.Scheme, r.URL.Host = "http", strings.TrimPrefix(ts.URL, "http://")
+		return http.DefaultTransport.RoundTrip(r)
+	})
+}
+
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
 
 // TestStoredLoginBinding: a saved login is sent only to the server it
 // was made for, and one removed (capbridge logout) while serve holds its
@@ -172,6 +211,13 @@ func TestStoredLoginBinding(t *testing.T) {
 		t.Fatalf("refused with a login for another URL: %v", err)
 	}
 
+	// The same endpoint with another query (an API key rotated there) is
+	// the same server.
+	h = http.Header{}
+	if err := NewStoredAuthorizer(store, "web", url+"?key=rotated", as.Client()).Authorize(ctx, h); err != nil || h.Get("Authorization") == "" {
+		t.Fatalf("the same endpoint, another query: %v, sent %q", err, h.Get("Authorization"))
+	}
+
 	// A refresh names the resource.
 	a := NewStoredAuthorizer(store, "web", url, as.Client())
 	sv.Expiry = time.Now().Add(-time.Minute)
@@ -200,9 +246,9 @@ func TestStoredLoginBinding(t *testing.T) {
 	}
 }
 
-// TestStoreRefusesPlantedFiles: the store reads and locks only files it
-// would have written itself: no symbolic link is followed, and a token
-// file others may read or change is refused.
+// TestStoreRefusesPlantedFiles: the store reads only a token file no one
+// else could have written (a symbolic link is checked where it leads),
+// and locks without following one.
 func TestStoreRefusesPlantedFiles(t *testing.T) {
 	dir := t.TempDir()
 	store := Store{Dir: filepath.Join(dir, "oauth")}
@@ -226,27 +272,26 @@ func TestStoreRefusesPlantedFiles(t *testing.T) {
 		t.Fatalf("the store directory after Lock: %v, %v", fi.Mode(), err)
 	}
 
+	// A link to a file others may change is refused; to one they may
+	// only read (a mounted secret), taken.
 	planted := filepath.Join(dir, "planted.json")
 	if err := os.WriteFile(planted, []byte(`{"server":"web","access_token":"x","token_endpoint":"https://attacker.example/token"}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(planted, 0o666); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.Symlink(planted, filepath.Join(store.Dir, "web.json")); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := store.Load("web"); err == nil || errors.Is(err, ErrNeedsLogin) {
-		t.Fatalf("read through a symbolic link: %v", err)
+	if _, err := store.Load("web"); err == nil || !strings.Contains(err.Error(), "others may change it") {
+		t.Fatalf("a file others may change, through a symbolic link: %v", err)
 	}
-	if err := os.Remove(filepath.Join(store.Dir, "web.json")); err != nil {
+	if err := os.Chmod(planted, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if err := store.Save(&Saved{Server: "web", AccessToken: "x"}); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Chmod(filepath.Join(store.Dir, "web.json"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := store.Load("web"); err == nil || !strings.Contains(err.Error(), "mode") {
-		t.Fatalf("a token file others may read: %v", err)
+	if sv, err := store.Load("web"); err != nil || sv.AccessToken != "x" {
+		t.Fatalf("a mounted login, through a symbolic link: %v", err)
 	}
 }
 

@@ -84,20 +84,20 @@ func (s Store) path(server, ext string) (string, error) {
 }
 
 // Load returns the saved tokens of server; ErrNeedsLogin when there are
-// none. The file must be what Save writes: a regular file (a symbolic
-// link is not followed), this user's, readable by no one else; any other
-// was not written by capbridge, and its token endpoint is not trusted.
+// none. The file must be one no one else could have written (private):
+// its token endpoint is where the tokens go. It may be a symbolic link
+// (a login mounted from a secret store), checked where it leads.
 func (s Store) Load(server string) (*Saved, error) {
 	p, err := s.path(server, ".json")
 	if err != nil {
 		return nil, err
 	}
-	f, err := os.OpenFile(p, os.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK, 0)
+	f, err := os.OpenFile(p, os.O_RDONLY|unix.O_NONBLOCK, 0)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, ErrNeedsLogin
 	}
 	if err != nil {
-		return nil, fail("reading the token store", fmt.Errorf("%s: %w (a symbolic link is not followed)", p, err))
+		return nil, fail("reading the token store", err)
 	}
 	defer f.Close()
 	if err := private(f, p); err != nil {
@@ -121,8 +121,9 @@ func (s Store) Load(server string) (*Saved, error) {
 // tokens.
 const maxSaved = 1 << 20
 
-// private checks that f, opened from p, is a regular file of this
-// user's that no one else may read or write.
+// private checks that f, opened from p, is a regular file that no one
+// but this user (or root, as a mounted secret's owner) could have
+// written.
 func private(f *os.File, p string) error {
 	var st unix.Stat_t
 	if err := unix.Fstat(int(f.Fd()), &st); err != nil {
@@ -131,10 +132,10 @@ func private(f *os.File, p string) error {
 	switch {
 	case st.Mode&unix.S_IFMT != unix.S_IFREG:
 		return fail("the token store", fmt.Errorf("%s is not a regular file; remove it and run capbridge login again", p))
-	case int(st.Uid) != os.Geteuid():
+	case int(st.Uid) != os.Geteuid() && st.Uid != 0:
 		return fail("the token store", fmt.Errorf("%s belongs to uid %d, not this user; remove it and run capbridge login again", p, st.Uid))
-	case st.Mode&0o077 != 0:
-		return fail("the token store", fmt.Errorf("%s has mode %#o: others may read or change it; remove it and run capbridge login again", p, st.Mode&0o777))
+	case st.Mode&0o022 != 0:
+		return fail("the token store", fmt.Errorf("%s has mode %#o: others may change it; remove it and run capbridge login again", p, st.Mode&0o777))
 	}
 	return nil
 }

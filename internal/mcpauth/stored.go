@@ -52,7 +52,9 @@ func (a *StoredAuthorizer) load() (*Saved, error) {
 	if err != nil {
 		return nil, err
 	}
-	if sv.URL != a.url {
+	// The endpoint, not its query: an API key in the query may rotate
+	// without the login's token changing audience.
+	if shownURL(sv.URL) != shownURL(a.url) {
 		step := fmt.Sprintf("the login saved for %s is for %s, not %s: run capbridge login %s", a.server, shownURL(sv.URL), shownURL(a.url), a.server)
 		return nil, &authError{step: step, err: ErrNeedsLogin}
 	}
