@@ -585,7 +585,7 @@ func TestStreamableGETStreamBacksOff(t *testing.T) {
 func TestStreamableCancelDoesNotHold(t *testing.T) {
 	t.Cleanup(leakcheck.Check(t))
 	face := mcptest.NewHTTP(mcptest.Scenario{}, mcptest.HTTPOptions{})
-	held := make(chan struct{})
+	held := make(chan struct{}, 1)
 	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
 		if bytes.Contains(body, []byte(`"notifications/cancelled"`)) {
