@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 	"strconv"
-	"sync"
 	"syscall"
 	"time"
 
@@ -100,15 +99,9 @@ type streamCarrier struct {
 	// legacy HTTP+SSE transport's POSTs), else nil. A call's message is
 	// then posted by its caller, concurrently with the others and bounded
 	// by the call's deadline, and a refusal fails that call alone; the
-	// messages no caller waits for are posted aside (at most
-	// maxAsidePosts at once), and shutdown waits for them. asideMu
-	// guards the count and closed, so that none starts once shutdown
-	// has begun to wait.
-	post    poster
-	aside   sync.WaitGroup
-	asideMu sync.Mutex
-	asideN  int
-	closed  bool
+	// messages no caller waits for are posted aside.
+	post  poster
+	aside asides
 }
 
 // poster is a Conn whose every message is a request of its own.
@@ -211,22 +204,9 @@ func (s *streamCarrier) sendAside(o outbound, line []byte) {
 		_ = s.send(context.Background(), o, line)
 		return
 	}
-	s.asideMu.Lock()
-	if s.closed || s.asideN == maxAsidePosts {
-		s.asideMu.Unlock()
+	if !s.aside.run(func() { _ = s.send(context.Background(), o, line) }) {
 		s.c.log.Debug().Str("method", o.method).Msg("mcpwire: a post no caller waits for dropped (closing, or too many in flight)")
-		return
 	}
-	s.asideN++
-	s.aside.Add(1)
-	s.asideMu.Unlock()
-	go func() {
-		defer s.aside.Done()
-		_ = s.send(context.Background(), o, line)
-		s.asideMu.Lock()
-		s.asideN--
-		s.asideMu.Unlock()
-	}()
 }
 
 func (s *streamCarrier) negotiated(string)           {}
@@ -238,11 +218,9 @@ func (s *streamCarrier) tail() []byte                { return s.conn.StderrTail(
 // shutdown ends the connection, which ends the posts made aside, then
 // waits for them.
 func (s *streamCarrier) shutdown() (Exit, error) {
-	s.asideMu.Lock()
-	s.closed = true
-	s.asideMu.Unlock()
+	s.aside.close()
 	e, err := s.conn.Shutdown()
-	s.aside.Wait()
+	s.aside.wait()
 	return e, err
 }
 

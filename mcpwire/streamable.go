@@ -46,19 +46,19 @@ type httpCarrier struct {
 	// base is the parent of every request's context; cancelled when
 	// the client dies, so every exchange in flight and every stream
 	// ends.
-	base context.Context
-	stop context.CancelCauseFunc
-	bg   sync.WaitGroup // the long-lived streams and background POSTs
+	base  context.Context
+	stop  context.CancelCauseFunc
+	bg    sync.WaitGroup // the long-lived streams
+	aside asides         // the posts no caller waits for
 
 	session  atomic.Pointer[string]   // Mcp-Session-Id, once assigned
 	version  atomic.Pointer[[]string] // MCP-Protocol-Version to send, as the field's value
 	fallback atomic.Bool              // initialize was refused 400/404/405
 
-	mu         sync.Mutex
-	getOpen    bool
-	listens    map[int64]context.CancelFunc
-	closed     bool
-	asidePosts int // posts no caller waits for, in flight (sendAside)
+	mu      sync.Mutex
+	getOpen bool
+	listens map[int64]context.CancelFunc
+	closed  bool
 
 	readers chan struct{} // closed when shutdown has waited for bg
 }
@@ -569,22 +569,9 @@ func (h *httpCarrier) cancels() bool { return h.c.Era() != EraModern }
 // its deadline, and a server's request on a call's stream holds that
 // call no longer than the stream does.
 func (h *httpCarrier) sendAside(o outbound, line []byte) {
-	h.mu.Lock()
-	if h.closed || h.asidePosts == maxAsidePosts {
-		h.mu.Unlock()
+	if !h.aside.run(func() { _ = h.send(context.Background(), o, line) }) {
 		h.c.log.Debug().Str("method", o.method).Msg("mcpwire: a post no caller waits for dropped (closing, or too many in flight)")
-		return
 	}
-	h.asidePosts++
-	h.bg.Add(1)
-	h.mu.Unlock()
-	go func() {
-		defer h.bg.Done()
-		_ = h.send(context.Background(), o, line)
-		h.mu.Lock()
-		h.asidePosts--
-		h.mu.Unlock()
-	}()
 }
 
 // negotiated records the revision initialize settled on, for every
@@ -818,8 +805,10 @@ func (h *httpCarrier) shutdown() (Exit, error) {
 	h.mu.Lock()
 	h.closed = true
 	h.mu.Unlock()
+	h.aside.close()
 	h.stop(errGaveUp)
 	h.bg.Wait()
+	h.aside.wait()
 	defer close(h.readers)
 	status := "no session"
 	if s := h.session.Load(); s != nil {

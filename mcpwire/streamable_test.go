@@ -32,6 +32,27 @@ func httpServer(t *testing.T, sc mcptest.Scenario, o mcptest.HTTPOptions) (*mcpt
 	return face, ts.URL + "/mcp"
 }
 
+// interceptedServer is httpServer with intercept in front of the face:
+// it sees each request's body first and answers the requests it takes
+// (true); the face answers the rest. It returns the URL of /mcp.
+func interceptedServer(t *testing.T, o mcptest.HTTPOptions, intercept func(w http.ResponseWriter, r *http.Request, body []byte) bool) string {
+	t.Helper()
+	face := mcptest.NewHTTP(mcptest.Scenario{}, o)
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		if intercept(w, r, body) {
+			return
+		}
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		face.ServeHTTP(w, r)
+	}))
+	t.Cleanup(func() {
+		face.Close()
+		ts.Close()
+	})
+	return ts.URL + "/mcp"
+}
+
 func dial(t *testing.T, url string, r Remote, cfg Config) *Client {
 	t.Helper()
 	r.URL = url
@@ -584,26 +605,19 @@ func TestStreamableGETStreamBacksOff(t *testing.T) {
 // that follows no faster than the call (the post goes on its own).
 func TestStreamableCancelDoesNotHold(t *testing.T) {
 	t.Cleanup(leakcheck.Check(t))
-	face := mcptest.NewHTTP(mcptest.Scenario{}, mcptest.HTTPOptions{})
 	held := make(chan struct{}, 1)
-	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		body, _ := io.ReadAll(r.Body)
-		if bytes.Contains(body, []byte(`"notifications/cancelled"`)) {
-			select {
-			case held <- struct{}{}:
-			default:
-			}
-			<-r.Context().Done() // never answered
-			return
+	url := interceptedServer(t, mcptest.HTTPOptions{}, func(_ http.ResponseWriter, r *http.Request, body []byte) bool {
+		if !bytes.Contains(body, []byte(`"notifications/cancelled"`)) {
+			return false
 		}
-		r.Body = io.NopCloser(bytes.NewReader(body))
-		face.ServeHTTP(w, r)
-	}))
-	t.Cleanup(func() {
-		face.Close()
-		ts.Close()
+		select {
+		case held <- struct{}{}:
+		default:
+		}
+		<-r.Context().Done() // never answered
+		return true
 	})
-	c := dial(t, ts.URL+"/mcp", Remote{}, Config{WriteTimeout: waitFor})
+	c := dial(t, url, Remote{}, Config{WriteTimeout: waitFor})
 	start := time.Now()
 	_, err := c.CallTool(context.Background(), "slow", JSONArgs([]byte(`{"ms":60000}`)), CallOptions{IdleTimeout: 200 * time.Millisecond, MaxTimeout: 200 * time.Millisecond})
 	if !errors.Is(err, ErrTimeout) {
@@ -625,10 +639,8 @@ func TestStreamableCancelDoesNotHold(t *testing.T) {
 // is read at once, though the server never takes the answer's post.
 func TestStreamableServerRequestDoesNotHold(t *testing.T) {
 	t.Cleanup(leakcheck.Check(t))
-	face := mcptest.NewHTTP(mcptest.Scenario{}, mcptest.HTTPOptions{})
 	held := make(chan struct{}, 1)
-	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		body, _ := io.ReadAll(r.Body)
+	url := interceptedServer(t, mcptest.HTTPOptions{}, func(w http.ResponseWriter, r *http.Request, body []byte) bool {
 		var m struct {
 			ID     json.RawMessage `json:"id"`
 			Method string          `json:"method"`
@@ -646,15 +658,11 @@ func TestStreamableServerRequestDoesNotHold(t *testing.T) {
 			held <- struct{}{}
 			<-r.Context().Done()
 		default:
-			r.Body = io.NopCloser(bytes.NewReader(body))
-			face.ServeHTTP(w, r)
+			return false
 		}
-	}))
-	t.Cleanup(func() {
-		face.Close()
-		ts.Close()
+		return true
 	})
-	c := dial(t, ts.URL+"/mcp", Remote{}, Config{WriteTimeout: waitFor})
+	c := dial(t, url, Remote{}, Config{WriteTimeout: waitFor})
 	start := time.Now()
 	res, err := c.CallTool(context.Background(), "pinged", JSONArgs([]byte(`{}`)), CallOptions{})
 	if err != nil || res.Content[0].Text != "after the ping" {
@@ -676,28 +684,20 @@ func TestStreamableServerRequestDoesNotHold(t *testing.T) {
 // refuses fails that call alone, and the client serves the next call.
 func TestLegacySSEPostBounds(t *testing.T) {
 	t.Cleanup(leakcheck.Check(t))
-	face := mcptest.NewHTTP(mcptest.Scenario{}, mcptest.HTTPOptions{LegacySSE: true})
-	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Method != http.MethodPost {
-			face.ServeHTTP(w, r)
-			return
-		}
-		body, _ := io.ReadAll(r.Body)
+	url := interceptedServer(t, mcptest.HTTPOptions{LegacySSE: true}, func(w http.ResponseWriter, r *http.Request, body []byte) bool {
 		switch {
+		case r.Method != http.MethodPost:
+			return false
 		case bytes.Contains(body, []byte(`"name":"held"`)):
 			<-r.Context().Done()
 		case bytes.Contains(body, []byte(`"name":"refused"`)):
 			http.Error(w, "no", http.StatusInternalServerError)
 		default:
-			r.Body = io.NopCloser(bytes.NewReader(body))
-			face.ServeHTTP(w, r)
+			return false
 		}
-	}))
-	t.Cleanup(func() {
-		face.Close()
-		ts.Close()
+		return true
 	})
-	c := dial(t, ts.URL+"/mcp", Remote{Transport: TransportSSE}, Config{WriteTimeout: waitFor})
+	c := dial(t, url, Remote{Transport: TransportSSE}, Config{WriteTimeout: waitFor})
 	start := time.Now()
 	_, err := c.CallTool(context.Background(), "held", JSONArgs(nil), CallOptions{IdleTimeout: 200 * time.Millisecond, MaxTimeout: 200 * time.Millisecond})
 	if !errors.Is(err, ErrTimeout) || time.Since(start) > waitFor/2 {
@@ -732,10 +732,7 @@ func TestLegacySSEAsideDuringClose(t *testing.T) {
 		}
 		closeHTTP(t, c)
 		wg.Wait()
-		s.asideMu.Lock()
-		n := s.asideN
-		s.asideMu.Unlock()
-		if n != 0 {
+		if n := s.aside.running(); n != 0 {
 			t.Fatalf("%d posts aside outlived the close", n)
 		}
 	}

@@ -85,18 +85,26 @@ func (ca *testCA) issue(t *testing.T, dir, name string, client bool) (tls.Certif
 	return pair, cf, kf
 }
 
+// tlsFixture is a test CA written to a ca_file in dir, and a server
+// certificate it issued.
+func tlsFixture(t *testing.T, dir string) (ca *testCA, caFile string, serverCert tls.Certificate) {
+	t.Helper()
+	ca = newCA(t)
+	caFile = filepath.Join(dir, "ca.pem")
+	if err := os.WriteFile(caFile, ca.pem, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	serverCert, _, _ = ca.issue(t, dir, "server", false)
+	return ca, caFile, serverCert
+}
+
 // TestRemoteTLS: a server whose certificate a private CA issued is
 // trusted only with ca_file; one that requires a client certificate is
 // reached only with it; HTTP/2 is what TLS negotiates.
 func TestRemoteTLS(t *testing.T) {
 	t.Cleanup(leakcheck.Check(t))
 	dir := t.TempDir()
-	ca := newCA(t)
-	caFile := filepath.Join(dir, "ca.pem")
-	if err := os.WriteFile(caFile, ca.pem, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	serverCert, _, _ := ca.issue(t, dir, "server", false)
+	ca, caFile, serverCert := tlsFixture(t, dir)
 	_, clientCert, clientKey := ca.issue(t, dir, "client", true)
 	pool := x509.NewCertPool()
 	pool.AddCert(ca.cert)
@@ -175,13 +183,7 @@ func TestRemoteRedirect(t *testing.T) {
 // plain http.
 func TestRemoteTLSHeadBound(t *testing.T) {
 	t.Cleanup(leakcheck.Check(t))
-	dir := t.TempDir()
-	ca := newCA(t)
-	caFile := filepath.Join(dir, "ca.pem")
-	if err := os.WriteFile(caFile, ca.pem, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	serverCert, _, _ := ca.issue(t, dir, "server", false)
+	_, caFile, serverCert := tlsFixture(t, t.TempDir())
 	ts := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("X-Huge", strings.Repeat("a", 2<<20))
 		w.WriteHeader(http.StatusOK)

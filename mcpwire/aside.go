@@ -1,0 +1,53 @@
+package mcpwire
+
+import "sync"
+
+// asides runs a carrier's posts that no caller waits for (cancellations,
+// answers to the server's requests), each on a goroutine of its own, so
+// that a server that does not take them holds no call: at most
+// maxAsidePosts at once (more are dropped: both kinds are advisory), and
+// none once closed. The carrier's shutdown closes it, ends the posts
+// (their context is the client's life) and waits for them.
+//
+// Concurrency: every method may be called from any goroutine; mu guards
+// the count and closed, so that no post starts once wait may run.
+type asides struct {
+	mu     sync.Mutex
+	n      int
+	closed bool
+	wg     sync.WaitGroup
+}
+
+// run starts post, or reports false when closed or too many are running.
+func (a *asides) run(post func()) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.closed || a.n == maxAsidePosts {
+		return false
+	}
+	a.n++
+	a.wg.Go(func() {
+		post()
+		a.mu.Lock()
+		a.n--
+		a.mu.Unlock()
+	})
+	return true
+}
+
+// close refuses every later run.
+func (a *asides) close() {
+	a.mu.Lock()
+	a.closed = true
+	a.mu.Unlock()
+}
+
+// wait waits for the posts running; close must have been called.
+func (a *asides) wait() { a.wg.Wait() }
+
+// running is the number of posts running.
+func (a *asides) running() int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.n
+}
