@@ -12,6 +12,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/capbridge/capbridge/bridge/config"
 )
@@ -238,6 +239,13 @@ func convertEditor(from, workspace string) ([]convertedServer, config.ErrorList,
 	out := make([]convertedServer, 0, len(servers))
 	for _, s := range servers {
 		s = absFileRefs(s)
+		if slices.ContainsFunc(serverStrings(s), func(v string) bool { return !utf8.ValidString(v) }) {
+			// TOML holds text only: written, the bytes would change.
+			warnings = append(warnings, &config.Error{File: s.File, Line: s.Line,
+				Msg: fmt.Sprintf("server %s: a value holds bytes that are not UTF-8 (most likely a variable's), which capbridge.toml cannot hold; the server is left out", s.Name),
+				Fix: "give the variable a UTF-8 value and run init again, or serve the editor's file with --mcp-config"})
+			continue
+		}
 		j := slices.IndexFunc(named, func(n config.Server) bool { return n.Name == s.Name })
 		if j < 0 {
 			out = append(out, convertedServer{Server: s})

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/pelletier/go-toml/v2"
 
@@ -422,5 +423,24 @@ func TestInitFileRefsAbsolute(t *testing.T) {
 		if !strings.Contains(string(data), w) {
 			t.Errorf("the file lacks %s:\n%s", w, data)
 		}
+	}
+}
+
+// A value that is not UTF-8 (a variable's) cannot be written in TOML
+// without changing its bytes: the server is left out, saying why, rather
+// than written with different arguments than the editor's.
+func TestInitLeavesOutNonUTF8(t *testing.T) {
+	t.Setenv("INIT_BYTES", "a\xffb")
+	dir := t.TempDir()
+	from := filepath.Join(dir, "mcp.json")
+	if err := os.WriteFile(from, []byte(`{"mcpServers": {"a": {"command": "/bin/true", "args": ["${INIT_BYTES}"]}, "b": {"command": "/bin/true"}}}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, errOut, code := runInProcess("init", "--from", from, "--out", "-")
+	if code != exitOK || !strings.Contains(errOut, "server a: a value holds bytes that are not UTF-8") {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	if strings.Contains(out, "[mcp.a]") || !strings.Contains(out, "[mcp.b]") || !utf8.ValidString(out) {
+		t.Fatalf("the file:\n%s", out)
 	}
 }
