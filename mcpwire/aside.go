@@ -44,10 +44,3 @@ func (a *asides) close() {
 
 // wait waits for the posts running; close must have been called.
 func (a *asides) wait() { a.wg.Wait() }
-
-// running is the number of posts running.
-func (a *asides) running() int {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return a.n
-}

@@ -159,11 +159,9 @@ func (s *sseConn) Read(p []byte) (int, error) {
 	return n, nil
 }
 
-// Write posts each line of p to the endpoint, for what is written
-// through the carrier's shared writer; a refusal there is a write
-// failure, which ends the client (a writer cannot say whose line it
-// was). Calls' requests and the messages no caller waits for are posted
-// by postLine instead.
+// Write posts each line of p to the endpoint, as a Conn's Write; the
+// carrier posts each message by postLine instead, so that a refusal
+// fails the call whose message it was.
 func (s *sseConn) Write(p []byte) (int, error) {
 	s.wmu.Lock()
 	dl := s.wdl

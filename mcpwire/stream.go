@@ -96,10 +96,11 @@ type streamCarrier struct {
 	rs   readState
 
 	// post is conn when each message goes as a request of its own (the
-	// legacy HTTP+SSE transport's POSTs), else nil. A call's message is
-	// then posted by its caller, concurrently with the others and bounded
-	// by the call's deadline, and a refusal fails that call alone; the
-	// messages no caller waits for are posted aside.
+	// legacy HTTP+SSE transport's POSTs), else nil. Every message is then
+	// posted (roundTrip and send), none written through w: a call's by
+	// its caller, concurrently with the others and bounded by the call's
+	// deadline, a refusal failing that call alone; the messages no
+	// caller waits for aside.
 	post  poster
 	aside asides
 }
@@ -186,7 +187,7 @@ func (s *streamCarrier) send(ctx context.Context, _ outbound, line []byte) error
 }
 
 func (s *streamCarrier) listen(ctx context.Context, _ int64, line []byte) error {
-	return s.w.Write(ctx, line, true, false)
+	return s.send(ctx, outbound{}, line)
 }
 
 // unlisten ends the stream as a stdio client must: notifications/cancelled
@@ -194,7 +195,7 @@ func (s *streamCarrier) listen(ctx context.Context, _ int64, line []byte) error 
 func (s *streamCarrier) unlisten(id int64) {
 	p := strconv.AppendInt([]byte(`{"requestId":`), id, 10)
 	p = append(p, `,"reason":"client closing"}`...)
-	_ = s.w.Write(context.Background(), appendNotification(nil, "notifications/cancelled", p), true, false)
+	_ = s.send(context.Background(), outbound{}, appendNotification(nil, "notifications/cancelled", p))
 }
 
 func (s *streamCarrier) cancels() bool { return true }
@@ -285,11 +286,7 @@ func (s *streamCarrier) readChunk() bool {
 // stdout, the death waits (bounded) for the server's end, so that it is
 // reported with the exit status and the stderr that says why.
 func (s *streamCarrier) writeFailed(err error) {
-	to := "server stdin"
-	if s.post != nil {
-		to = "the HTTP+SSE endpoint"
-	}
-	reason := fmt.Errorf("mcpwire: write to %s: %w", to, err)
+	reason := fmt.Errorf("mcpwire: write to server stdin: %w", err)
 	if errors.Is(err, syscall.EPIPE) {
 		if end, ok := s.awaitEnd(); ok && end != nil {
 			reason = fmt.Errorf("%w, after %w", end, reason)

@@ -257,8 +257,10 @@ func (h *httpCarrier) roundTrip(ctx context.Context, cl *call, o outbound, line 
 		if id != "" {
 			last = id // else the stream carried no id, and resumes from where it did
 		}
-		if empty++; n > 0 {
+		if n > 0 {
 			empty = 0
+		} else {
+			empty++
 		}
 	}
 	if rctx.Err() != nil && h.waiting(cl) {

@@ -732,7 +732,10 @@ func TestLegacySSEAsideDuringClose(t *testing.T) {
 		}
 		closeHTTP(t, c)
 		wg.Wait()
-		if n := s.aside.running(); n != 0 {
+		s.aside.mu.Lock()
+		n := s.aside.n
+		s.aside.mu.Unlock()
+		if n != 0 {
 			t.Fatalf("%d posts aside outlived the close", n)
 		}
 	}
