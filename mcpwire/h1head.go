@@ -235,7 +235,7 @@ func peekHead(br *bufio.Reader) []byte {
 
 // statusShape reports whether l has the shape of an HTTP/1.1 status
 // line: the version, a space, three digits, then a space or nothing.
-func statusShape(l []byte) bool {
+func statusShape[T string | []byte](l T) bool {
 	return len(l) >= 12 && string(l[:9]) == "HTTP/1.1 " &&
 		isDigit(l[9]) && isDigit(l[10]) && isDigit(l[11]) && (len(l) == 12 || l[12] == ' ')
 }
@@ -249,17 +249,11 @@ func parseHead(head []byte, req *http.Request) *http.Response {
 	line, rest, _ := strings.Cut(s, "\r\n")
 	// "HTTP/1.1 200 OK": http.ReadResponse's Status is what follows the
 	// first space.
-	if len(line) < 12 || line[:9] != "HTTP/1.1 " || (len(line) > 12 && line[12] != ' ') || !validValue(line[12:]) {
+	if !statusShape(line) || !validValue(line[12:]) {
 		return nil
 	}
 	status := line[9:]
-	code := 0
-	for _, c := range []byte(status[:3]) {
-		if c < '0' || c > '9' {
-			return nil
-		}
-		code = code*10 + int(c-'0')
-	}
+	code := int(status[0]-'0')*100 + int(status[1]-'0')*10 + int(status[2]-'0')
 	if code < 200 || code > 599 || code == http.StatusNoContent || code == http.StatusNotModified {
 		return nil
 	}
