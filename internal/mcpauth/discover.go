@@ -245,7 +245,7 @@ func DiscoverServer(ctx context.Context, hc *http.Client, issuer string) (*Serve
 // whose own authorization server it is.
 func discoverServer(ctx context.Context, hc *http.Client, issuer, allowed string) (*ServerMetadata, error) {
 	u, err := url.Parse(issuer)
-	if err != nil || u.Host == "" || (!secureURL(u) && (u.Scheme != "http" || origin(u) != allowed)) {
+	if err != nil || u.Host == "" || !reachable(u, allowed) {
 		return nil, fail("the authorization server", fmt.Errorf("%q is not an https URL (or http on a loopback host)", issuer))
 	}
 	o, p := origin(u), strings.TrimRight(u.Path, "/")
@@ -288,24 +288,24 @@ func (md *ServerMetadata) endpointsOn(allowed string) error {
 		if err != nil || u.Host == "" || (u.Scheme != "https" && u.Scheme != "http") {
 			return fmt.Errorf("its %s %q is not an http(s) URL", e.name, e.url)
 		}
-		if !secureURL(u) && origin(u) != allowed {
+		if !reachable(u, allowed) {
 			return fmt.Errorf("its %s %q is plain http to a host that is not loopback: secrets would cross the network in the clear", e.name, e.url)
 		}
 	}
 	return nil
 }
 
-// secureURL reports whether u is https, or http to a loopback host.
-func secureURL(u *url.URL) bool {
+// reachable reports whether secrets may go to u: https, or http to a
+// loopback host or on the origin allowed ("" for none).
+func reachable(u *url.URL, allowed string) bool {
 	switch u.Scheme {
 	case "https":
 		return true
 	case "http":
-		h := u.Hostname()
-		if h == "localhost" {
+		if h := u.Hostname(); h == "localhost" || origin(u) == allowed {
 			return true
 		}
-		ip, err := netip.ParseAddr(h)
+		ip, err := netip.ParseAddr(u.Hostname())
 		return err == nil && ip.Unmap().IsLoopback()
 	}
 	return false
