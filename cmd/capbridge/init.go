@@ -131,9 +131,12 @@ func initConfig(from, workspace, out string) (data []byte, secret bool, warnings
 		if err != nil {
 			return nil, false, nil, err
 		}
+		lines := strings.Count(b.String(), "\n")
 		for _, s := range servers {
-			starts = append(starts, serverStart{line: strings.Count(b.String(), "\n") + 1, s: s.Server})
+			starts = append(starts, serverStart{line: lines + 1, s: s.Server})
+			at := b.Len()
 			writeServer(&b, s)
+			lines += strings.Count(b.String()[at:], "\n")
 			secret = secret || len(s.Env) > 0 || len(s.vars) > 0 || copiesCredentials(s.Remote)
 		}
 		if len(servers) == 0 {
