@@ -5,14 +5,14 @@ import (
 	"fmt"
 	"io"
 	"maps"
-	"net"
-	"net/netip"
 	"net/url"
 	"os"
 	"regexp"
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/capbridge/capbridge/internal/loopback"
 )
 
 // Remote is how a server reached over HTTP is configured: [mcp.<name>]
@@ -332,7 +332,7 @@ func (r *reader) idpKeys(k string, o *OAuth, want bool) {
 	case countSet(o.IDPClientSecretEnv, o.IDPClientSecretFile) > 1:
 		r.fail(k+".idp_client_secret_env", "keep one of idp_client_secret_env and idp_client_secret_file", "both give the IdP client's secret")
 	default:
-		if u, err := url.Parse(o.IDPIssuer); err != nil || u.Host == "" || (u.Scheme != "https" && !(u.Scheme == "http" && loopbackHost(u.Hostname()))) {
+		if u, err := url.Parse(o.IDPIssuer); err != nil || u.Host == "" || (u.Scheme != "https" && !(u.Scheme == "http" && loopback.Host(u.Hostname()))) {
 			r.fail(k+".idp_issuer", "use the IdP's https issuer URL", "%s is not an https URL", quoteURL(o.IDPIssuer))
 		}
 		for _, e := range []struct{ key, v string }{{"id_token_env", o.IDTokenEnv}, {"idp_client_secret_env", o.IDPClientSecretEnv}} {
@@ -392,14 +392,6 @@ func (r *reader) envSet(key, name string) {
 	if _, ok := os.LookupEnv(name); !ok {
 		r.fail(key, fmt.Sprintf("export %s in capbridge's environment (or use a *_file key)", name), "the variable %s is not set", name)
 	}
-}
-
-func loopbackHost(h string) bool {
-	if h == "localhost" {
-		return true
-	}
-	ip, err := netip.ParseAddr(h)
-	return err == nil && ip.IsLoopback() && net.ParseIP(h) != nil
 }
 
 // Secrets returns the headers every request to the remote server carries:
@@ -565,7 +557,7 @@ func checkURL(rm *Remote, written string) (msg, fix string) {
 		return fmt.Sprintf("%s is not an http or https URL", quoteURL(written)), fix
 	case u.User != nil:
 		return "the URL carries a user or password", "put the credential in header_env or bearer_token_env, where it is kept out of logs"
-	case u.Scheme == "http" && !rm.AllowHTTP && !loopbackHost(u.Hostname()):
+	case u.Scheme == "http" && !rm.AllowHTTP && !loopback.Host(u.Hostname()):
 		return fmt.Sprintf("plain http to %s, which is not a loopback address: the traffic and any token would cross the network in clear", u.Hostname()), "use https, or set allow_http = true if the network path is trusted"
 	}
 	return "", ""

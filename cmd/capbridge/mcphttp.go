@@ -12,6 +12,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/capbridge/capbridge/internal/loopback"
 	"github.com/capbridge/capbridge/internal/mcpserver"
 )
 
@@ -31,8 +32,7 @@ func newHTTPFront(addr, tokenFile, origins string) (*httpFront, error) {
 	if err != nil {
 		return nil, fmt.Errorf("--listen %q: %v (give host:port, 127.0.0.1:8080)", addr, err)
 	}
-	ip := net.ParseIP(strings.Trim(host, "[]"))
-	local := strings.EqualFold(host, "localhost") || (ip != nil && ip.IsLoopback())
+	local := loopback.Host(host)
 	h := &httpFront{local: local, token: os.Getenv("CAPBRIDGE_MCP_TOKEN")}
 	if tokenFile != "" {
 		b, err := os.ReadFile(tokenFile)

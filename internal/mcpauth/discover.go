@@ -21,9 +21,10 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/netip"
 	"net/url"
 	"strings"
+
+	"github.com/capbridge/capbridge/internal/loopback"
 )
 
 // ErrAuth is matched by every error this package returns.
@@ -302,11 +303,7 @@ func reachable(u *url.URL, allowed string) bool {
 	case "https":
 		return true
 	case "http":
-		if h := u.Hostname(); h == "localhost" || origin(u) == allowed {
-			return true
-		}
-		ip, err := netip.ParseAddr(u.Hostname())
-		return err == nil && ip.Unmap().IsLoopback()
+		return loopback.Host(u.Hostname()) || origin(u) == allowed
 	}
 	return false
 }

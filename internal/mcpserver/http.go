@@ -12,13 +12,14 @@ import (
 	"fmt"
 	"io"
 	"mime"
-	"net"
 	"net/http"
 	"net/url"
 	"slices"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/capbridge/capbridge/internal/loopback"
 )
 
 // MCP over Streamable HTTP (one endpoint, POST; MCP's transports
@@ -141,7 +142,7 @@ func (h *HTTP) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // server answers only names of the loopback, and any Origin must be the
 // loopback's or one configured.
 func (h *HTTP) hostAllowed(r *http.Request) bool {
-	if h.Local && !loopbackName(r.Host) {
+	if h.Local && !loopback.HostPort(r.Host) {
 		return false
 	}
 	o := r.Header.Get("Origin")
@@ -152,21 +153,7 @@ func (h *HTTP) hostAllowed(r *http.Request) bool {
 		return true
 	}
 	u, err := url.Parse(o)
-	return err == nil && h.Local && loopbackName(u.Host)
-}
-
-// loopbackName reports whether host[:port] names the loopback.
-func loopbackName(hostport string) bool {
-	host := hostport
-	if h, _, err := net.SplitHostPort(hostport); err == nil {
-		host = h
-	}
-	host = strings.TrimSuffix(strings.TrimPrefix(host, "["), "]")
-	if strings.EqualFold(host, "localhost") {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
+	return err == nil && h.Local && loopback.Host(u.Hostname())
 }
 
 func (h *HTTP) post(w http.ResponseWriter, r *http.Request) {
