@@ -339,7 +339,8 @@ func shownURL(u *url.URL) string {
 func Dial(ctx context.Context, r Remote, cfg Config) (*Client, error) {
 	u, err := url.Parse(r.URL)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, &DeadError{Reason: fmt.Errorf("mcpwire: %q is not an http or https URL", r.URL)}
+		// Not r.URL itself: its userinfo or query may be a credential.
+		return nil, &DeadError{Reason: errors.New("mcpwire: the server's URL is not an http or https URL with a host")}
 	}
 	if r.Client == nil {
 		if r.Client, err = HTTPClient(HTTPOptions{}); err != nil {

@@ -540,6 +540,13 @@ func TestRemoteErrorsHideQuery(t *testing.T) {
 			t.Errorf("transport %d: %v", tr, err)
 		}
 	}
+	// A URL Dial refuses outright is not repeated either.
+	for _, bad := range []string{"ftp://u:SECRET-P@h/?k=SECRET-Q", "http:///mcp?k=SECRET-Q", "%zz?k=SECRET-Q"} {
+		_, err := Dial(context.Background(), Remote{URL: bad}, Config{})
+		if err == nil || strings.Contains(err.Error(), "SECRET") {
+			t.Errorf("Dial(%q): %v", bad, err)
+		}
+	}
 }
 
 // TestStreamablePolled: a server that ends a long call's stream after
