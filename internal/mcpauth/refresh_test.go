@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -129,4 +130,49 @@ func TestConcurrentRefresh(t *testing.T) {
 	if strings.Contains(sent[0], sv.AccessToken) {
 		t.Fatal("the old token was sent")
 	}
+}
+
+// TestStepUpDuringRefresh: StepUp answers while a refresh waits on a
+// token endpoint that does not answer. A status asks for it, and behind
+// a status that waited, the server's retirement and shutdown would too,
+// for as long as the authorization server kept the request.
+func TestStepUpDuringRefresh(t *testing.T) {
+	t.Cleanup(leakcheck.Check(t))
+	hit, release := make(chan struct{}, 1), make(chan struct{})
+	as := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case hit <- struct{}{}:
+		default:
+		}
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+		http.Error(w, "unavailable", http.StatusServiceUnavailable)
+	}))
+	t.Cleanup(as.Close)
+	const url = "http://127.0.0.1:1/mcp"
+	store := Store{Dir: filepath.Join(t.TempDir(), "oauth")}
+	if err := store.Save(&Saved{Server: "web", URL: url, TokenEndpoint: as.URL + "/token", ClientID: "c",
+		AccessToken: "access", RefreshToken: "refresh", Expiry: time.Now().Add(time.Second), StepUp: []string{"mcp:write"}}); err != nil {
+		t.Fatal(err)
+	}
+	a := NewStoredAuthorizer(store, "web", url, as.Client())
+	refreshed := make(chan error, 1)
+	go func() { refreshed <- a.Authorize(context.Background(), http.Header{}) }()
+	<-hit // the refresh holds the authorizer's lock, waiting
+	got := make(chan []string, 1)
+	go func() { got <- a.StepUp() }()
+	select {
+	case want := <-got:
+		if len(want) != 1 || want[0] != "mcp:write" {
+			t.Errorf("StepUp() = %q", want)
+		}
+		close(release)
+	case <-time.After(30 * time.Second): // a backstop: it answers at once
+		t.Error("StepUp waited for the refresh")
+		close(release)
+		<-got
+	}
+	<-refreshed
 }

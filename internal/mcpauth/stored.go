@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/oauth2"
@@ -32,7 +33,11 @@ type StoredAuthorizer struct {
 	hc     *http.Client
 
 	mu    sync.Mutex
-	saved *Saved
+	saved *Saved // set by setSavedLocked alone
+	// stepUp is saved.StepUp, for StepUp: a status asks for it, and must
+	// not wait behind a token refresh that holds mu for a network
+	// request.
+	stepUp atomic.Pointer[[]string]
 	// looked: the store was read once. Without a saved login nothing is
 	// sent, and the store is read again only when the server refuses a
 	// request (Challenge), not on every request: a server that needs no
@@ -88,7 +93,7 @@ func (a *StoredAuthorizer) Authorize(ctx context.Context, h http.Header) error {
 		if err != nil {
 			return err
 		}
-		a.saved = sv
+		a.setSavedLocked(sv)
 	}
 	if !a.saved.Expiry.IsZero() && time.Until(a.saved.Expiry) < renewBefore {
 		if err := a.refreshLocked(ctx, a.saved.AccessToken); err != nil {
@@ -117,7 +122,7 @@ func (a *StoredAuthorizer) Challenge(ctx context.Context, resp *http.Response) (
 	defer a.mu.Unlock()
 	sv, err := a.load()
 	if err == nil && sv.AccessToken != sent {
-		a.saved = sv // a newer token, from a login or another process's refresh
+		a.setSavedLocked(sv) // a newer token, from a login or another process's refresh
 		return true, nil
 	}
 	if a.saved == nil {
@@ -178,19 +183,29 @@ func (a *StoredAuthorizer) stepUpLocked(ch Challenge) error {
 	if err := a.store.Save(sv); err != nil {
 		return err
 	}
-	a.saved = sv
+	a.setSavedLocked(sv)
 	return &stepUpError{want: need, missing: missing}
 }
 
 // StepUp returns the scopes a server asked for that the saved login's
-// token lacks (a login asks for them), or nil.
+// token lacks (a login asks for them), or nil. It never waits, not even
+// for a refresh in progress: a server's status asks for it under the
+// server's lock.
 func (a *StoredAuthorizer) StepUp() []string {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if a.saved == nil {
-		return nil
+	if p := a.stepUp.Load(); p != nil {
+		return slices.Clone(*p)
 	}
-	return slices.Clone(a.saved.StepUp)
+	return nil
+}
+
+func (a *StoredAuthorizer) setSavedLocked(sv *Saved) {
+	a.saved = sv
+	if sv == nil || len(sv.StepUp) == 0 {
+		a.stepUp.Store(nil)
+		return
+	}
+	want := slices.Clone(sv.StepUp)
+	a.stepUp.Store(&want)
 }
 
 // refreshLocked refreshes the token if it is still sent (another
@@ -206,7 +221,7 @@ func (a *StoredAuthorizer) refreshLocked(ctx context.Context, sent string) error
 	defer unlock()
 	sv, err := a.load()
 	if errors.Is(err, ErrNeedsLogin) {
-		a.saved = nil
+		a.setSavedLocked(nil)
 		if err == ErrNeedsLogin {
 			return &authError{step: "the saved login was removed (capbridge logout)", err: ErrNeedsLogin}
 		}
@@ -215,7 +230,7 @@ func (a *StoredAuthorizer) refreshLocked(ctx context.Context, sent string) error
 	if err != nil {
 		return err
 	}
-	a.saved = sv // what another process may have saved
+	a.setSavedLocked(sv) // what another process may have saved
 	if a.saved.AccessToken != sent && (a.saved.Expiry.IsZero() || time.Until(a.saved.Expiry) >= renewBefore) {
 		return nil
 	}
@@ -248,7 +263,7 @@ func (a *StoredAuthorizer) refreshLocked(ctx context.Context, sent string) error
 	if err := a.store.Save(&next); err != nil {
 		return err
 	}
-	a.saved = &next
+	a.setSavedLocked(&next)
 	return nil
 }
 
