@@ -29,7 +29,9 @@ func (c *Client) ReadResource(ctx context.Context, uri string, opt CallOptions) 
 	} else {
 		params = append(append([]byte{'{'}, member...), '}')
 	}
-	raw, err := c.request(ctx, "resources/read", params, Args{}, "", opt, true)
+	// The uri is also the request's Mcp-Name (2026-07-28's standard
+	// headers require it of resources/read); earlier eras ignore it.
+	raw, err := c.request(ctx, "resources/read", params, Args{}, uri, opt, true)
 	if err != nil {
 		if c.Era() == EraModern {
 			err = requirement("resources/read", err)

@@ -199,3 +199,24 @@ func TestStreamableHeaderMismatch(t *testing.T) {
 	}
 	closeHTTP(t, c)
 }
+
+// TestStreamableReadResourceNamed: a 2026-07-28 resources/read carries
+// Mcp-Name with its params.uri, which the revision's standard headers
+// require of it as of tools/call and prompts/get (a server rejects a
+// request without it, -32020).
+func TestStreamableReadResourceNamed(t *testing.T) {
+	t.Cleanup(leakcheck.Check(t))
+	face, url := httpServer(t, mcptest.Scenario{Era: mcptest.EraModernOnly}, mcptest.HTTPOptions{})
+	c := dial(t, url, Remote{}, Config{})
+	defer closeHTTP(t, c)
+	if c.Era() != EraModern {
+		t.Fatalf("era %v", c.Era())
+	}
+	const uri = "file:///mcptest/link.txt"
+	if _, err := c.ReadResource(context.Background(), uri, CallOptions{}); err != nil {
+		t.Fatalf("ReadResource: %v", err)
+	}
+	if got := face.LastHeaders("POST resources/read").Get("Mcp-Name"); got != uri {
+		t.Fatalf("resources/read Mcp-Name = %q, want %q", got, uri)
+	}
+}

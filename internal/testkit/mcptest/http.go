@@ -248,6 +248,7 @@ type httpMsg struct {
 	Method string          `json:"method"`
 	Params struct {
 		Name          string `json:"name"`
+		URI           string `json:"uri"`
 		ProgressToken json.RawMessage
 		Meta          map[string]json.RawMessage `json:"_meta"`
 		Arguments     struct {
@@ -384,7 +385,8 @@ func knownVersion(v string) bool {
 
 // checkHeaders holds a 2026-07-28 request to the revision's header
 // rules: MCP-Protocol-Version and Mcp-Method present and matching the
-// body, Mcp-Name matching params.name (Base64 sentinel decoded).
+// body, Mcp-Name matching params.name or params.uri (Base64 sentinel
+// decoded) where the revision requires it.
 func checkHeaders(r *http.Request, m *httpMsg) (int, string) {
 	var v string
 	_ = json.Unmarshal(m.Params.Meta[metaProtocolVersion], &v)
@@ -397,13 +399,20 @@ func checkHeaders(r *http.Request, m *httpMsg) (int, string) {
 	if h := r.Header.Get("Mcp-Method"); h != m.Method {
 		return codeHeaderMismatch, fmt.Sprintf("Header mismatch: Mcp-Method %q, body %q", h, m.Method)
 	}
-	if m.Method == "tools/call" {
+	want, named := "", false
+	switch m.Method {
+	case "tools/call", "prompts/get":
+		want, named = m.Params.Name, true
+	case "resources/read":
+		want, named = m.Params.URI, true
+	}
+	if named {
 		h := r.Header.Get("Mcp-Name")
 		if dec, ok := decodeSentinel(h); ok {
 			h = dec
 		}
-		if h != m.Params.Name {
-			return codeHeaderMismatch, fmt.Sprintf("Header mismatch: Mcp-Name %q, body %q", h, m.Params.Name)
+		if h != want {
+			return codeHeaderMismatch, fmt.Sprintf("Header mismatch: Mcp-Name %q, body %q", h, want)
 		}
 	}
 	return 0, ""
