@@ -15,6 +15,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/capbridge/capbridge/internal/mcpproto"
 	"github.com/capbridge/capbridge/internal/truncate"
 )
 
@@ -329,6 +330,23 @@ func shownURL(u *url.URL) string {
 	return v.String()
 }
 
+// modernRefusal reports whether err is one of the JSON-RPC errors the
+// 2026-07-28 revision defines for a request it cannot serve: the server
+// that sent it speaks Streamable HTTP, so the 400 it came with is no
+// sign of the legacy HTTP+SSE transport (that binding's backwards
+// compatibility falls back only on a 400, 404 or 405 without one).
+func modernRefusal(err error) bool {
+	var rpc *RPCError
+	if !errors.As(err, &rpc) {
+		return false
+	}
+	switch rpc.Code {
+	case mcpproto.CodeHeaderMismatch, mcpproto.CodeMissingRequiredClientCapability, mcpproto.CodeUnsupportedProtocolVersion:
+		return true
+	}
+	return false
+}
+
 // Dial connects to the remote server r and performs the MCP handshake
 // as Connect does: over Streamable HTTP, the server/discover probe of
 // the 2026-07-28 revision first (unless Config.Era says otherwise), then
@@ -361,7 +379,7 @@ func Dial(ctx context.Context, r Remote, cfg Config) (*Client, error) {
 	h := newHTTPCarrier(c, u, r)
 	c.car = h
 	client, err := c.connect(ctx)
-	if err == nil || r.Transport != TransportAuto || !h.fallback.Load() || ctx.Err() != nil {
+	if err == nil || r.Transport != TransportAuto || !h.fallback.Load() || ctx.Err() != nil || modernRefusal(err) {
 		return client, err
 	}
 	c.log.Info().Str("url", shownURL(u)).Err(err).Msg("mcpwire: Streamable HTTP refused initialize; trying the legacy HTTP+SSE transport")

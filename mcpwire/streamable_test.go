@@ -351,6 +351,24 @@ func TestLegacySSE(t *testing.T) {
 	}
 }
 
+// TestNoLegacyFallbackOnModernRefusal: with transport auto, an
+// initialize refused 400 with one of 2026-07-28's own errors (here
+// -32022 from a server of that revision alone, met by a client held to
+// the 2025 era) comes from a Streamable HTTP server: the legacy SSE
+// stream is not tried, and the server's reason is the error.
+func TestNoLegacyFallbackOnModernRefusal(t *testing.T) {
+	t.Cleanup(leakcheck.Check(t))
+	face, url := httpServer(t, mcptest.Scenario{Era: mcptest.EraModernOnly}, mcptest.HTTPOptions{})
+	_, err := Dial(context.Background(), Remote{URL: url}, Config{Era: EraLegacy})
+	var rpc *RPCError
+	if !errors.As(err, &rpc) || rpc.Code != -32022 {
+		t.Fatalf("Dial: %v", err)
+	}
+	if got := face.Requests("GET"); got != 0 {
+		t.Fatalf("%d GETs for a legacy SSE stream", got)
+	}
+}
+
 // TestRemoteUnreachable: no server, a server that says nothing, a
 // bearer token missing or present.
 func TestRemoteUnreachable(t *testing.T) {
