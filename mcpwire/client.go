@@ -445,7 +445,14 @@ func (c *Client) CallTool(ctx context.Context, name string, args Args, opt CallO
 	seen := c.hdr.Load()
 	raw, err := c.request(ctx, "tools/call", nil, args, name, opt, true)
 	if err != nil && c.Era() == EraModern && isHeaderMismatch(err) && c.car.kind() == "streamable-http" {
-		raw, err = c.headerRetry(ctx, name, args, opt, seen, err)
+		if left := time.Until(deadline); left > 0 {
+			// The re-listing and the second attempt are this same call:
+			// its hard deadline holds them both.
+			rctx, cancel := context.WithDeadline(ctx, deadline)
+			opt.MaxTimeout = left
+			raw, err = c.headerRetry(rctx, name, args, opt, seen, err)
+			cancel()
+		}
 	}
 	if err != nil {
 		if c.Era() == EraModern {

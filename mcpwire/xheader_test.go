@@ -1,14 +1,20 @@
 package mcpwire
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"regexp"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/capbridge/capbridge/internal/testkit/leakcheck"
 	"github.com/capbridge/capbridge/internal/testkit/mcptest"
@@ -218,5 +224,65 @@ func TestStreamableReadResourceNamed(t *testing.T) {
 	}
 	if got := face.LastHeaders("POST resources/read").Get("Mcp-Name"); got != uri {
 		t.Fatalf("resources/read Mcp-Name = %q, want %q", got, uri)
+	}
+}
+
+// TestStreamableHeaderRetryDeadline: the re-listing after a -32020 and
+// the call sent again are the same call, held to its MaxTimeout: a
+// server that refuses the call's headers and then never answers
+// tools/list does not keep the caller for the client's own (here hour
+// long) per-request timeouts.
+func TestStreamableHeaderRetryDeadline(t *testing.T) {
+	t.Cleanup(leakcheck.Check(t))
+	face := mcptest.NewHTTP(mcptest.Scenario{Era: mcptest.EraModernOnly}, mcptest.HTTPOptions{})
+	listed := make(chan struct{}, 1)
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		var m struct {
+			ID     json.RawMessage `json:"id"`
+			Method string          `json:"method"`
+		}
+		_ = json.Unmarshal(body, &m)
+		switch m.Method {
+		case "tools/call":
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusBadRequest)
+			fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%s,"error":{"code":-32020,"message":"Header mismatch: Mcp-Param-Region missing"}}`, m.ID)
+			return
+		case "tools/list":
+			select {
+			case listed <- struct{}{}:
+			default:
+			}
+			<-r.Context().Done() // until the client gives up
+			return
+		}
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		face.ServeHTTP(w, r)
+	}))
+	t.Cleanup(func() { ts.Close(); face.Close() })
+	c := dial(t, ts.URL+"/mcp", Remote{}, Config{CallIdleTimeout: time.Hour, CallMaxTimeout: time.Hour})
+	defer closeHTTP(t, c)
+	if c.Era() != EraModern {
+		t.Fatalf("era %v", c.Era())
+	}
+	const hard = 200 * time.Millisecond
+	done := make(chan error, 1)
+	go func() {
+		_, err := c.CallTool(context.Background(), "echo", JSONArgs([]byte(`{"text":"x"}`)), CallOptions{MaxTimeout: hard})
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if !isHeaderMismatch(err) {
+			t.Fatalf("CallTool: %v, want the server's -32020", err)
+		}
+	case <-time.After(waitFor): // a backstop: the call ends 200 ms in
+		t.Fatal("the call outlived its MaxTimeout, waiting on the re-listing")
+	}
+	select {
+	case <-listed:
+	default:
+		t.Fatal("the tools were not listed again")
 	}
 }
