@@ -208,11 +208,21 @@ func (s *sseConn) post(ctx context.Context, line []byte) error {
 		return err
 	}
 	defer drainBody(resp)
-	if resp.StatusCode/100 != 2 {
-		b, _ := io.ReadAll(io.LimitReader(resp.Body, errorPreview+8))
-		return &HTTPError{Method: "POST (HTTP+SSE)", Status: resp.StatusCode, ContentType: mediaType(resp), Reason: "the endpoint refused a message", Body: bodyPreview(b)}
+	reason, mt := "", mediaType(resp)
+	switch {
+	case resp.StatusCode/100 != 2:
+		reason = "the endpoint refused a message"
+	case mt == "text/html" || mt == "application/xhtml+xml":
+		// The 2024-11-05 transport leaves the acceptance's body open
+		// (servers send 202 with text or nothing), but a page is no
+		// acceptance: a login page or a proxy's, and the reply the call
+		// waits for on the stream will never come.
+		reason = "an HTML page is no acceptance of a message"
+	default:
+		return nil
 	}
-	return nil
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, errorPreview+8))
+	return &HTTPError{Method: "POST (HTTP+SSE)", Status: resp.StatusCode, ContentType: mt, Reason: reason, Body: bodyPreview(b)}
 }
 
 func (s *sseConn) SetWriteDeadline(t time.Time) error {

@@ -706,6 +706,31 @@ func TestStreamableServerRequestDoesNotHold(t *testing.T) {
 
 // TestLegacySSEPostBounds: over the legacy transport each call's POST is
 // its own: one the endpoint holds ends at the call's deadline, one it
+// TestLegacySSEHTMLAnswer: over the legacy HTTP+SSE transport an HTML
+// page answering a call's POST with 200 (a login page, a proxy's) fails
+// that call with a fault naming the status and content type, as over
+// Streamable HTTP, rather than leaving it to wait out its deadline for a
+// reply the stream will never bring.
+func TestLegacySSEHTMLAnswer(t *testing.T) {
+	t.Cleanup(leakcheck.Check(t))
+	url := interceptedServer(t, mcptest.HTTPOptions{LegacySSE: true}, func(w http.ResponseWriter, r *http.Request, body []byte) bool {
+		if r.Method != http.MethodPost || !bytes.Contains(body, []byte(`"text":"page"`)) {
+			return false
+		}
+		w.Header().Set("Content-Type", "text/html; charset=utf-8")
+		_, _ = io.WriteString(w, "<html><body>Sign in</body></html>")
+		return true
+	})
+	c := dial(t, url, Remote{Transport: TransportSSE}, Config{})
+	defer closeHTTP(t, c)
+	_, err := c.CallTool(context.Background(), "echo", JSONArgs([]byte(`{"text":"page"}`)), CallOptions{MaxTimeout: waitFor})
+	var he *HTTPError
+	if !errors.As(err, &he) || he.Status != http.StatusOK || he.ContentType != "text/html" {
+		t.Fatalf("CallTool: %v, want a fault naming HTTP 200 and text/html", err)
+	}
+	echo(t, c, "the connection serves on")
+}
+
 // refuses fails that call alone, and the client serves the next call.
 func TestLegacySSEPostBounds(t *testing.T) {
 	t.Cleanup(leakcheck.Check(t))
