@@ -3,6 +3,7 @@ package bridge
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -222,7 +223,8 @@ func TestRemoteNeedsLogin(t *testing.T) {
 }
 
 // A server that echoes the request's credential in an error page does
-// not pass it on to the caller: the value is redacted by name.
+// not pass it on to the caller: the value is redacted, naming the header
+// it was sent in.
 func TestRemoteRedactsEchoedToken(t *testing.T) {
 	t.Cleanup(leakcheck.Check(t))
 	t.Setenv("CAPBRIDGE_TEST_TOKEN", "s3cret-token-value")
@@ -248,7 +250,34 @@ func TestRemoteRedactsEchoedToken(t *testing.T) {
 	defer cancel()
 	_, err := c.Call(ctx, "web", "echo", map[string]any{"text": "x"})
 	var d *capwire.Denied
-	if !errors.As(err, &d) || !strings.Contains(d.Message, "HTTP 502") || strings.Contains(d.Message, "s3cret-token-value") || !strings.Contains(d.Message, "[redacted:bearer_token]") {
+	if !errors.As(err, &d) || !strings.Contains(d.Message, "HTTP 502") || strings.Contains(d.Message, "s3cret-token-value") || !strings.Contains(d.Message, "[redacted:Authorization]") {
 		t.Fatalf("denial %v", err)
+	}
+}
+
+// A server that echoes the credential in the error page it answers the
+// handshake with: the failed boot's reason, which status, the log and the
+// restart's audit line repeat, has it redacted too.
+func TestRemoteRestartRedactsEchoedToken(t *testing.T) {
+	t.Cleanup(leakcheck.Check(t))
+	t.Setenv("CAPBRIDGE_TEST_TOKEN", "s3cret-token-value")
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/plain")
+		w.WriteHeader(http.StatusBadGateway)
+		_, _ = w.Write([]byte("upstream refused " + r.Header.Get("Authorization")))
+	}))
+	t.Cleanup(ts.Close)
+	remote := config.NewServer("web", "")
+	remote.Remote = &config.Remote{URL: ts.URL + "/mcp", Transport: config.TransportAuto, BearerTokenEnv: "CAPBRIDGE_TEST_TOKEN"}
+	remote.RestartBackoff, remote.RestartMax = 5*time.Millisecond, 10*time.Millisecond
+	audit, logs := &syncBuffer{}, &syncBuffer{}
+	tb := startBridgeOpts(t, Options{Log: zerolog.New(logs), Audit: zerolog.New(audit)}, nil, remote)
+	eventually(t, "a restart audited", func() bool { return strings.Contains(audit.String(), `"event":"restart"`) })
+	st := tb.srv("web").status()
+	tb.shutdown()
+	for what, text := range map[string]string{"audit": audit.String(), "log": logs.String(), "status": fmt.Sprint(st)} {
+		if strings.Contains(text, "s3cret-token-value") || !strings.Contains(text, "[redacted") {
+			t.Errorf("%s:\n%s", what, text)
+		}
 	}
 }

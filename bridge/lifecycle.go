@@ -739,14 +739,17 @@ func (s *server) publish(t *table) *table {
 }
 
 // failed records a failed boot attempt. A remote server that needs a
-// person's login is needs_login, and its reason names the command.
+// person's login is needs_login, and its reason names the command. The
+// reason is redacted as it is kept: it goes on to status, logs and the
+// restart's audit line, and a server's words may carry a credential (an
+// error page that echoes the request's Authorization).
 func (s *server) failed(err error) {
 	var tail []byte
 	var dead *mcpwire.DeadError
 	if errors.As(err, &dead) {
 		tail = dead.Stderr
 	}
-	state, reason := StateFailed, withoutTail(err)
+	state, reason := StateFailed, s.redact.Text(withoutTail(err))
 	if errors.Is(err, mcpauth.ErrNeedsLogin) {
 		state, reason = StateNeedsLogin, fmt.Sprintf("it needs a person's authorization: run `capbridge login %s` (%s)", s.cfg().Name, reason)
 	}
@@ -766,7 +769,8 @@ func (s *server) failed(err error) {
 // died records the death of the live client and shuts it down, and
 // reports whether it was a clean exit (status 0, on its own, with the
 // connection intact until then). The state leaves ready before the
-// shutdown sequence runs, so calls are refused at once.
+// shutdown sequence runs, so calls are refused at once. Its reason is
+// redacted as failed's is.
 func (s *server) died(client *mcpwire.Client, err error) (clean bool) {
 	var tail []byte
 	var dead *mcpwire.DeadError
@@ -774,7 +778,7 @@ func (s *server) died(client *mcpwire.Client, err error) (clean bool) {
 		tail = dead.Stderr
 	}
 	s.mu.Lock()
-	s.state, s.reason, s.tail = StateDead, "died: "+withoutTail(err), tail
+	s.state, s.reason, s.tail = StateDead, "died: "+s.redact.Text(withoutTail(err)), tail
 	st := s.statusLocked()
 	s.mu.Unlock()
 	s.log.Error().Str("error", st.Reason).Bytes("stderr_tail", tail).Msg("server died")

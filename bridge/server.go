@@ -605,7 +605,7 @@ func (s *server) statusLocked() (st serverStatus) {
 		case <-s.cur.client.Done():
 			// Dead, and the supervisor has yet to act on it: ready
 			// would be a lie, with the pid of a process that is gone.
-			st.State, st.Reason = string(StateDead), "died: "+withoutTail(s.cur.client.Err())
+			st.State, st.Reason = string(StateDead), "died: "+s.redact.Text(withoutTail(s.cur.client.Err()))
 		default:
 			st.PID = s.cur.client.Pid()
 		}

@@ -1,6 +1,7 @@
 package mcpwire
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -10,6 +11,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -220,6 +222,62 @@ func authorizedDo(ctx context.Context, hc *http.Client, auth Authorizer, method 
 
 // Unwrap exposes the underlying error.
 func (e *HTTPError) Unwrap() error { return e.Err }
+
+// answerPreview is bodyPreview for the start b of resp's body, with the
+// credentials of the request that drew it taken out: a server or proxy
+// that echoes the request in an error page (a 502 that quotes its
+// Authorization) must not put the token into the errors, status, logs
+// and audit lines that repeat the preview. A credential is the value of
+// any header but those of HTTP and MCP themselves, so a configured
+// header of any name counts, and also its part after a scheme ("Bearer
+// TOKEN": the token alone); values under 4 bytes are left, as replacing
+// them would garble the text and hide nothing worth hiding.
+func answerPreview(resp *http.Response, b []byte) string {
+	if resp.Request != nil {
+		for name, vs := range resp.Request.Header {
+			if protocolHeader(name) {
+				continue
+			}
+			marker := "[redacted:" + name + "]"
+			for _, v := range vs {
+				b = scrub(b, v, marker)
+				if _, token, ok := strings.Cut(v, " "); ok {
+					b = scrub(b, strings.TrimSpace(token), marker)
+				}
+			}
+		}
+	}
+	return bodyPreview(b)
+}
+
+// scrub replaces v in b by marker, and a start of v that b ends with
+// (the preview's window may cut the echo short), copying b only when it
+// holds either.
+func scrub(b []byte, v, marker string) []byte {
+	if len(v) < 4 {
+		return b
+	}
+	if bytes.Contains(b, []byte(v)) {
+		b = bytes.ReplaceAll(b, []byte(v), []byte(marker))
+	}
+	for k := min(len(v)-1, len(b)); k >= 4; k-- {
+		if bytes.HasSuffix(b, []byte(v[:k])) {
+			return append(slices.Clip(b[:len(b)-k]), marker...)
+		}
+	}
+	return b
+}
+
+// protocolHeader reports whether the request header name (canonical) is
+// one HTTP or MCP defines, which carries no credential.
+func protocolHeader(name string) bool {
+	switch name {
+	case "Accept", "Accept-Encoding", "Content-Type", "Content-Length", "User-Agent", "Traceparent",
+		"Mcp-Method", "Mcp-Name", "Mcp-Protocol-Version", "Last-Event-Id":
+		return true
+	}
+	return strings.HasPrefix(name, "Mcp-Param-")
+}
 
 // bodyPreview renders the start of an unusable body for an error.
 func bodyPreview(b []byte) string {

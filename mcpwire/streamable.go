@@ -394,7 +394,7 @@ func (h *httpCarrier) handleJSON(body []byte, readErr error, resp *http.Response
 	if !h.waiting(cl) || resp.StatusCode/100 != 2 {
 		return nil
 	}
-	return &HTTPError{Method: o.method, Status: resp.StatusCode, ContentType: "application/json", Reason: "the body is not the reply to the request", Body: bodyPreview(body)}
+	return &HTTPError{Method: o.method, Status: resp.StatusCode, ContentType: "application/json", Reason: "the body is not the reply to the request", Body: answerPreview(resp, body)}
 }
 
 // readBody appends resp's body to dst, reading at most limit+1 bytes: a
@@ -496,7 +496,7 @@ func (h *httpCarrier) httpErr(o outbound, resp *http.Response, reason string) *H
 			reason = "the server refused the request"
 		}
 	}
-	return &HTTPError{Method: o.method, Status: resp.StatusCode, ContentType: mediaType(resp), Reason: reason, Body: bodyPreview(b)}
+	return &HTTPError{Method: o.method, Status: resp.StatusCode, ContentType: mediaType(resp), Reason: reason, Body: answerPreview(resp, b)}
 }
 
 // sessionGone handles a 404 to a request that carried a session: the

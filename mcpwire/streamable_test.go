@@ -790,3 +790,53 @@ func TestLegacySSEAsideDuringClose(t *testing.T) {
 		}
 	}
 }
+
+// TestRemoteErrorsHideEchoedCredentials: a server or proxy that echoes
+// the request's credentials in an error page (its Authorization, a
+// configured key header, the token cut short by the preview's window)
+// does not put them into the error, which status, logs and audit
+// repeat; the rest of the page is kept.
+func TestRemoteErrorsHideEchoedCredentials(t *testing.T) {
+	t.Cleanup(leakcheck.Check(t))
+	long := strings.Repeat("T", 150) + "LONGTOKENEND"
+	for _, tc := range []struct {
+		name    string
+		headers map[string]string
+		echo    func(r *http.Request) string
+		secrets []string
+	}{
+		{"bearer", map[string]string{"Authorization": "Bearer s3cret-token"},
+			func(r *http.Request) string { return "refused " + r.Header.Get("Authorization") }, []string{"s3cret-token"}},
+		{"token alone", map[string]string{"Authorization": "Bearer s3cret-token"},
+			func(r *http.Request) string { return "bad token s3cret-token, try again" }, []string{"s3cret-token"}},
+		{"key header", map[string]string{"X-Api-Key": "k3y-value"},
+			func(r *http.Request) string { return "key " + r.Header.Get("X-Api-Key") + " unknown" }, []string{"k3y-value"}},
+		{"cut short", map[string]string{"Authorization": "Bearer " + long},
+			func(r *http.Request) string { return strings.Repeat("x", 60) + r.Header.Get("Authorization") }, []string{"TTTT"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				w.Header().Set("Content-Type", "text/plain")
+				w.WriteHeader(http.StatusBadGateway)
+				_, _ = io.WriteString(w, tc.echo(r))
+			}))
+			defer ts.Close()
+			hdr := http.Header{}
+			for k, v := range tc.headers {
+				hdr.Set(k, v)
+			}
+			for _, tr := range []Transport{TransportStreamable, TransportSSE} {
+				_, err := Dial(context.Background(), Remote{URL: ts.URL + "/mcp", Transport: tr, Header: hdr}, Config{Era: EraLegacy})
+				var he *HTTPError
+				if !errors.As(err, &he) || !strings.Contains(he.Body, "[redacted:") {
+					t.Fatalf("transport %d: %v", tr, err)
+				}
+				for _, s := range tc.secrets {
+					if strings.Contains(err.Error(), s) {
+						t.Errorf("transport %d: %v", tr, err)
+					}
+				}
+			}
+		})
+	}
+}
