@@ -7,8 +7,10 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -279,5 +281,29 @@ func TestRemoteRestartRedactsEchoedToken(t *testing.T) {
 		if strings.Contains(text, "s3cret-token-value") || !strings.Contains(text, "[redacted") {
 			t.Errorf("%s:\n%s", what, text)
 		}
+	}
+}
+
+// A bearer_token_file that is a FIFO no one writes (a secret agent not
+// running yet) fails the boot attempt at once, naming the key, rather
+// than holding it, and behind it the server's retirement, for ever.
+func TestRemoteTokenFileNotRegular(t *testing.T) {
+	t.Cleanup(leakcheck.Check(t))
+	fifo := filepath.Join(t.TempDir(), "token")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	remote, _ := remoteServer(t, "web", mcptest.Scenario{}, mcptest.HTTPOptions{})
+	remote.Remote.BearerTokenFile = fifo
+	s := newServer(remote, zerolog.Nop(), zerolog.Nop(), bootOptions{}, nil)
+	s.begin()
+	defer s.retire()
+	select {
+	case <-s.firstDone:
+	case <-time.After(backstop):
+		t.Fatal("the boot is still reading the token file")
+	}
+	if st := s.status(); st.State == string(StateReady) || !strings.Contains(st.Reason, "bearer_token_file") || !strings.Contains(st.Reason, "not a regular file") {
+		t.Fatalf("status: %+v", st)
 	}
 }

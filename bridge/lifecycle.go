@@ -295,7 +295,7 @@ func (s *server) clientConfig() mcpwire.Config {
 // notifications posted beside the calls.
 func (s *server) dial(ctx context.Context) (*mcpwire.Client, error) {
 	rm := s.cfg().Remote
-	headers, err := rm.Secrets(s.cfg().Name, os.LookupEnv, os.ReadFile)
+	headers, err := rm.Secrets(s.cfg().Name, os.LookupEnv, config.ReadSecretFile)
 	if err != nil {
 		return nil, err
 	}
@@ -331,13 +331,13 @@ func (s *server) dial(ctx context.Context) (*mcpwire.Client, error) {
 func (s *server) authorizer(rm *config.Remote, hc *http.Client) (*mcpauth.Authorizer, error) {
 	o := rm.OAuth
 	creds := mcpauth.ClientCredentials{ClientID: o.ClientID, KeyID: o.KeyID, Scopes: o.Scopes}
-	secret, err := o.ClientSecret(s.cfg().Name, os.LookupEnv, os.ReadFile)
+	secret, err := o.ClientSecret(s.cfg().Name, os.LookupEnv, config.ReadSecretFile)
 	if err != nil {
 		return nil, err
 	}
 	creds.Secret = secret
 	if o.PrivateKeyFile != "" {
-		pem, err := os.ReadFile(o.PrivateKeyFile)
+		pem, err := config.ReadSecretFile(o.PrivateKeyFile)
 		if err != nil {
 			return nil, fmt.Errorf("[mcp.%s] oauth.private_key_file: %w", s.cfg().Name, err)
 		}
@@ -346,13 +346,13 @@ func (s *server) authorizer(rm *config.Remote, hc *http.Client) (*mcpauth.Author
 		}
 	}
 	if o.Grant == config.GrantIDJAG {
-		idpSecret, err := o.IDPClientSecret(s.cfg().Name, os.LookupEnv, os.ReadFile)
+		idpSecret, err := o.IDPClientSecret(s.cfg().Name, os.LookupEnv, config.ReadSecretFile)
 		if err != nil {
 			return nil, err
 		}
 		name := s.cfg().Name
 		creds.IdentityAssertion = &mcpauth.IdentityAssertion{IDPIssuer: o.IDPIssuer, IDPClientID: o.IDPClientID, IDPClientSecret: idpSecret,
-			IDToken: func() (string, error) { return o.IDToken(name, os.LookupEnv, os.ReadFile) }}
+			IDToken: func() (string, error) { return o.IDToken(name, os.LookupEnv, config.ReadSecretFile) }}
 	}
 	return mcpauth.NewAuthorizer(rm.URL, creds, hc)
 }

@@ -3,10 +3,13 @@ package config
 import (
 	"context"
 	"fmt"
+	"io"
 	"maps"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"time"
 	"unicode/utf8"
 )
@@ -31,12 +34,37 @@ import (
 // test, its own).
 type SecretSources struct {
 	LookupEnv func(string) (string, bool)
-	// ReadFile reads at most MaxSecret+1 bytes of a file.
+	// ReadFile reads a file of at most MaxSecret bytes (ReadSecretFile).
 	ReadFile func(path string) ([]byte, error)
 	// Run runs argv without a shell, stdin empty, within ctx, and returns
 	// its stdout (at most MaxSecret+1 bytes); an error says how it
 	// failed (its exit status and the start of its stderr).
 	Run func(ctx context.Context, argv []string) ([]byte, error)
+}
+
+// ReadSecretFile reads the secret in the file at path: a regular file of
+// at most MaxSecret bytes. It is opened without waiting, so a FIFO no one
+// writes, or a device, named by mistake is refused at once instead of
+// holding the boot (and everything that waits for it) for ever, and a
+// log file is refused rather than read whole.
+func ReadSecretFile(path string) ([]byte, error) {
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, fmt.Errorf("%s is not a regular file (%s)", path, fi.Mode().Type())
+	}
+	b, err := io.ReadAll(io.LimitReader(f, MaxSecret+1))
+	if err == nil && len(b) > MaxSecret {
+		err = fmt.Errorf("%s holds more than %d bytes: point it at the secret alone", path, MaxSecret)
+	}
+	return b, err
 }
 
 // Bounds of a secret reference.

@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"strings"
@@ -19,21 +17,7 @@ import (
 // systemSecrets are the secrets of this machine: capbridge's environment,
 // its files, and the commands it may run (config.ResolveSecrets).
 func systemSecrets() config.SecretSources {
-	return config.SecretSources{LookupEnv: os.LookupEnv, ReadFile: readSecretFile, Run: runSecretCommand}
-}
-
-// readSecretFile reads at most config.MaxSecret+1 bytes: a device or a
-// log file named by mistake is refused, not read whole.
-func readSecretFile(path string) ([]byte, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	if fi, err := f.Stat(); err == nil && !fi.Mode().IsRegular() {
-		return nil, fmt.Errorf("%s is not a regular file (%s)", path, fi.Mode().Type())
-	}
-	return io.ReadAll(io.LimitReader(f, config.MaxSecret+1))
+	return config.SecretSources{LookupEnv: os.LookupEnv, ReadFile: config.ReadSecretFile, Run: runSecretCommand}
 }
 
 // runSecretCommand runs argv without a shell, in a process group of its
