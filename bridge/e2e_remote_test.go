@@ -187,8 +187,15 @@ func TestRemoteOAuthClientCredentials(t *testing.T) {
 
 // A remote server that needs a person's login and has none is
 // needs_login, its reason the command to run, while it waits; a login
-// saved meanwhile is picked up at its next attempt.
+// saved meanwhile is picked up at its next attempt, whatever the restart
+// policy: waiting for a person is no failure of the server's.
 func TestRemoteNeedsLogin(t *testing.T) {
+	for _, restart := range []config.Restart{config.RestartOnFailure, config.RestartNever} {
+		t.Run(string(restart), func(t *testing.T) { testRemoteNeedsLogin(t, restart) })
+	}
+}
+
+func testRemoteNeedsLogin(t *testing.T, restart config.Restart) {
 	t.Cleanup(leakcheck.Check(t))
 	as := oauthtest.New(oauthtest.Options{})
 	t.Cleanup(as.Close)
@@ -198,6 +205,7 @@ func TestRemoteNeedsLogin(t *testing.T) {
 	cfg := config.NewServer("web", "")
 	cfg.Remote = &config.Remote{URL: g.URL, Transport: config.TransportAuto}
 	cfg.RestartBackoff, cfg.RestartMax = 10*time.Millisecond, 20*time.Millisecond
+	cfg.Restart = restart
 	dir := t.TempDir()
 	s := newServer(cfg, zerolog.Nop(), zerolog.Nop(), bootOptions{tokenDir: dir}, nil)
 	s.begin()

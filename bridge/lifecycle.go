@@ -188,7 +188,10 @@ func (s *server) run(ctx context.Context) {
 				return
 			}
 			s.failed(err)
-			if !retries(s.cfg().Restart, false) {
+			// A server waiting for a person's login has not failed:
+			// whatever the policy, the next attempt is what finds the
+			// login that status asks for.
+			if !retries(s.cfg().Restart, false) && !errors.Is(err, mcpauth.ErrNeedsLogin) {
 				return
 			}
 		}

@@ -249,7 +249,9 @@ type Restart string
 
 const (
 	// RestartNever leaves a server that failed to boot failed, and one
-	// that died dead, until capbridge restarts.
+	// that died dead, until capbridge restarts. A remote server waiting
+	// for a person's login is no failure: it is tried again under every
+	// policy, so that it finds the login when it is made.
 	RestartNever Restart = "never"
 	// RestartOnFailure restarts after a failed boot or any death except a
 	// clean exit (status 0, the connection intact until then).
