@@ -32,39 +32,65 @@ var errStop = errors.New("stop")
 // inputSchema (validated JSON): the properties reachable from the root
 // through properties keys only, each of type string, integer or
 // boolean, with names that are tokens unique without regard to case. An
-// annotation anywhere else, or one that breaks a rule, is an error
-// naming it.
+// annotation on any other subschema, or one that breaks a rule, is an
+// error naming it. Only subschemas are read as schemas, by the keyword
+// that holds them (JSON Schema 2020-12's applicators, and the $defs that
+// $ref reaches): a property named x-mcp-header, or an instance under
+// default, const, enum or examples, is data and no annotation.
 func headerParams(schema []byte) ([]headerParam, error) {
 	var out []headerParam
 	seen := map[string]bool{}
 	var walk func(node []byte, path []string, reachable bool, where string) error
+	// each walks every subschema of a keyword whose value is a map of
+	// them (asMap) or a list of them.
+	each := func(v []byte, asMap bool, where string) error {
+		i := jsonlex.SkipSpace(v, 0)
+		switch {
+		case i < len(v) && v[i] == '{' && asMap:
+			return jsonlex.EachMember(v, func(k, sub []byte) error {
+				return walk(sub, nil, false, where+"/"+jsonlex.Unquote(k))
+			})
+		case i < len(v) && v[i] == '[' && !asMap:
+			return jsonlex.EachElement(v, func(n int, sub []byte) error {
+				return walk(sub, nil, false, where+"/"+strconv.Itoa(n))
+			})
+		}
+		return nil
+	}
 	walk = func(node []byte, path []string, reachable bool, where string) error {
 		i := jsonlex.SkipSpace(node, 0)
-		if i >= len(node) {
-			return nil
-		}
-		switch node[i] {
-		case '[':
-			return jsonlex.EachElement(node, func(n int, v []byte) error {
-				return walk(v, nil, false, where+"/"+strconv.Itoa(n))
-			})
-		case '{':
-		default:
-			return nil
+		if i >= len(node) || node[i] != '{' {
+			return nil // a boolean schema, or no schema
 		}
 		var ann, typ []byte
 		var props []byte
 		err := jsonlex.EachMember(node, func(k, v []byte) error {
-			switch {
-			case jsonlex.KeyIs(k, "x-mcp-header"):
+			key := jsonlex.Unquote(k)
+			switch key {
+			case "x-mcp-header":
 				ann = v
-			case jsonlex.KeyIs(k, "type"):
+			case "type":
 				typ = v
-			case jsonlex.KeyIs(k, "properties") && reachable:
-				props = v
-				return nil
+			case "properties":
+				if reachable {
+					props = v
+					return nil
+				}
+				return each(v, true, where+"/properties")
+			case "patternProperties", "$defs", "definitions", "dependentSchemas":
+				return each(v, true, where+"/"+key)
+			case "allOf", "anyOf", "oneOf", "prefixItems":
+				return each(v, false, where+"/"+key)
+			case "items":
+				if err := each(v, false, where+"/items"); err != nil { // the array form of older drafts
+					return err
+				}
+				return walk(v, nil, false, where+"/items")
+			case "additionalProperties", "unevaluatedProperties", "propertyNames", "contains",
+				"additionalItems", "unevaluatedItems", "not", "if", "then", "else":
+				return walk(v, nil, false, where+"/"+key)
 			}
-			return walk(v, nil, false, where+"/"+jsonlex.Unquote(k))
+			return nil
 		})
 		if err != nil {
 			return err

@@ -33,6 +33,15 @@ func TestHeaderParams(t *testing.T) {
 		{"empty", `{"type":"object","properties":{"a":{"type":"string","x-mcp-header":""}}}`, "", "not an HTTP token"},
 		{"twice", `{"type":"object","properties":{"a":{"type":"string","x-mcp-header":"K"},"b":{"type":"string","x-mcp-header":"k"}}}`, "", "used twice"},
 		{"not a string", `{"type":"object","properties":{"a":{"type":"string","x-mcp-header":1}}}`, "", "is not a string"},
+		{"under $defs", `{"type":"object","$defs":{"r":{"type":"string","x-mcp-header":"R"}},"properties":{"r":{"$ref":"#/$defs/r"}}}`, "", "not on a property reachable"},
+		{"under not", `{"type":"object","not":{"properties":{"a":{"type":"string","x-mcp-header":"A"}}}}`, "", "not on a property reachable"},
+		{"items as a list", `{"type":"object","properties":{"a":{"type":"array","items":[{"type":"string","x-mcp-header":"A"}]}}}`, "", "not on a property reachable"},
+		// Data, not schemas: a property of that name, instances.
+		{"a property so named", `{"type":"object","properties":{"rows":{"type":"array","items":{"type":"object","properties":{"x-mcp-header":{"type":"string"}}}}}}`, "", ""},
+		{"in a default", `{"type":"object","properties":{"cfg":{"type":"object","default":{"x-mcp-header":"Region"}}}}`, "", ""},
+		{"in const and enum", `{"type":"object","properties":{"a":{"const":{"x-mcp-header":1},"enum":[{"x-mcp-header":"X"}]}}}`, "", ""},
+		{"a definition so named", `{"type":"object","$defs":{"x-mcp-header":{"type":"string"}}}`, "", ""},
+		{"beside data", `{"type":"object","properties":{"r":{"type":"string","x-mcp-header":"R","examples":[{"x-mcp-header":2}]}}}`, "R:r", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ps, err := headerParams([]byte(tc.schema))
