@@ -3,6 +3,7 @@ package mcpwire
 import (
 	"errors"
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 
@@ -148,8 +149,8 @@ func paramHeaders(params []headerParam, args []byte, set func(name, value string
 		case v[0] == 't' || v[0] == 'f':
 			s = string(v)
 		default:
-			n, err := strconv.ParseInt(string(v), 10, 64)
-			if err != nil || n > 1<<53-1 || n < -(1<<53-1) {
+			n, ok := safeInteger(v)
+			if !ok {
 				return errInvalid(fmt.Sprintf("the argument %s mirrored into Mcp-Param-%s is not a safe integer, string or boolean", strings.Join(p.path, "."), p.name))
 			}
 			s = strconv.FormatInt(n, 10)
@@ -157,6 +158,57 @@ func paramHeaders(params []headerParam, args []byte, set func(name, value string
 		set("Mcp-Param-"+p.name, headerValue(s))
 	}
 	return nil
+}
+
+// safeInteger returns the value of the JSON number v (validated) when it
+// is an integer, in JSON Schema's sense (a zero fraction: 42.0 and 4.2e1
+// are 42), within JavaScript's safe range, as the revision requires of a
+// mirrored integer. It works on the digits, exactly: a float64 would
+// round what lies near the range's ends. Its work is bounded by v's
+// length and a cap on the exponent.
+func safeInteger(v []byte) (int64, bool) {
+	num := string(v)
+	neg := strings.HasPrefix(num, "-")
+	num = strings.TrimPrefix(num, "-")
+	mant, exp := num, 0
+	if i := strings.IndexAny(num, "eE"); i >= 0 {
+		e, err := strconv.Atoi(strings.TrimPrefix(num[i+1:], "+"))
+		if err != nil {
+			e = math.MaxInt32 // beyond any cap below; its sign is all that counts
+			if strings.HasPrefix(num[i+1:], "-") {
+				e = math.MinInt32
+			}
+		}
+		mant, exp = num[:i], e
+	}
+	intPart, frac, _ := strings.Cut(mant, ".")
+	digits := strings.TrimLeft(intPart+frac, "0")
+	if digits == "" {
+		return 0, true // zero, whatever its exponent
+	}
+	// The value is digits × 10^(point - len(digits)), point counted from
+	// the first significant digit.
+	point := len(intPart) - (len(intPart+frac) - len(digits)) + exp
+	const maxDigits = 16 // 2^53-1 has 16
+	switch {
+	case point > maxDigits || point <= 0:
+		return 0, false // too large, or below one
+	case point < len(digits):
+		if strings.Trim(digits[point:], "0") != "" {
+			return 0, false // a fraction
+		}
+		digits = digits[:point]
+	default:
+		digits += strings.Repeat("0", point-len(digits))
+	}
+	n, err := strconv.ParseInt(digits, 10, 64)
+	if err != nil || n > 1<<53-1 {
+		return 0, false
+	}
+	if neg {
+		n = -n
+	}
+	return n, true
 }
 
 // lookupPath returns the value at the properties path in obj, or nil.

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/big"
 	"net/http"
 	"net/http/httptest"
 	"regexp"
@@ -88,6 +89,30 @@ func TestParamHeaders(t *testing.T) {
 	}
 	if err := paramHeaders(ps[1:2], []byte(`{"o":{"i":9007199254740993}}`), func(string, string) {}); !errors.Is(err, ErrInvalidArgument) {
 		t.Fatalf("an unsafe integer: %v", err)
+	}
+}
+
+// TestSafeInteger: an integer is any JSON number with a zero fraction
+// (JSON Schema), mirrored in plain decimal; its value is taken from the
+// digits exactly, so the range's ends are not rounded across.
+func TestSafeInteger(t *testing.T) {
+	for in, want := range map[string]string{
+		"42": "42", "-7": "-7", "0": "0", "-0": "0", "42.0": "42", "4.2e1": "42", "4.20E+1": "42",
+		"1e2": "100", "0.0001e4": "1", "100e-2": "1", "0e999999999999": "0", "0.000": "0",
+		"9007199254740991": "9007199254740991", "-9007199254740991": "-9007199254740991",
+		"9007199254740991.000": "9007199254740991", "9.007199254740991e15": "9007199254740991",
+		"9007199254740992": "", "1e16": "", "1.5": "", "42.01": "", "1e-1": "", "0.5e1": "5",
+		"9007199254740991.0000000001": "", "1e999999999999999999": "", "1e-999999999999999999": "",
+		"12345678901234567890": "",
+	} {
+		n, ok := safeInteger([]byte(in))
+		got := ""
+		if ok {
+			got = strconv.FormatInt(n, 10)
+		}
+		if got != want {
+			t.Errorf("safeInteger(%s) = %q, want %q", in, got, want)
+		}
 	}
 }
 
@@ -294,4 +319,31 @@ func TestStreamableHeaderRetryDeadline(t *testing.T) {
 	default:
 		t.Fatal("the tools were not listed again")
 	}
+}
+
+// FuzzSafeInteger holds safeInteger to math/big's exact reading of the
+// same number, where that is cheap (short numbers, small exponents).
+func FuzzSafeInteger(f *testing.F) {
+	for _, s := range []string{"42", "42.0", "4.2e1", "-0.0001e4", "9007199254740991", "9007199254740992", "1.5", "0e5"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		var v json.Number
+		if len(s) > 40 || json.Unmarshal([]byte(s), &v) != nil || string(v) != s {
+			return
+		}
+		if i := strings.IndexAny(s, "eE"); i >= 0 && len(strings.TrimLeft(s[i+1:], "+-")) > 3 {
+			return
+		}
+		n, ok := safeInteger([]byte(s))
+		r, exact := new(big.Rat).SetString(s)
+		if !exact {
+			t.Fatalf("big cannot read %q", s)
+		}
+		limit := big.NewRat(1<<53-1, 1)
+		want := r.IsInt() && r.Cmp(limit) <= 0 && r.Cmp(new(big.Rat).Neg(limit)) >= 0
+		if ok != want || (ok && big.NewRat(n, 1).Cmp(r) != 0) {
+			t.Fatalf("safeInteger(%s) = %d, %v; big says %v, %v", s, n, ok, r, want)
+		}
+	})
 }
