@@ -10,7 +10,6 @@ import (
 	"net"
 	"net/http"
 	"net/url"
-	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -18,6 +17,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/capbridge/capbridge/internal/mcpproto"
+	"github.com/capbridge/capbridge/internal/regular"
 	"github.com/capbridge/capbridge/internal/truncate"
 )
 
@@ -304,6 +304,10 @@ type HTTPOptions struct {
 	MaxConnsPerHost int
 }
 
+// maxPEMFile bounds a certificate file HTTPClient reads: a whole system
+// bundle of authorities is a few hundred KiB.
+const maxPEMFile = 4 << 20
+
 // HTTPClient returns the HTTP client a remote server is reached with: a
 // pooled keep-alive transport (HTTP/2 where TLS offers it; plain http
 // with no proxy is exchanged by the caller itself, h1Transport), the system's
@@ -317,7 +321,7 @@ func HTTPClient(o HTTPOptions) (*http.Client, error) {
 		if err != nil {
 			pool = x509.NewCertPool()
 		}
-		pem, err := os.ReadFile(o.CAFile)
+		pem, err := regular.ReadFile(o.CAFile, maxPEMFile)
 		if err != nil {
 			return nil, fmt.Errorf("mcpwire: ca_file: %w", err)
 		}
@@ -327,7 +331,15 @@ func HTTPClient(o HTTPOptions) (*http.Client, error) {
 		tc.RootCAs = pool
 	}
 	if o.CertFile != "" || o.KeyFile != "" {
-		cert, err := tls.LoadX509KeyPair(o.CertFile, o.KeyFile)
+		certPEM, err := regular.ReadFile(o.CertFile, maxPEMFile)
+		if err != nil {
+			return nil, fmt.Errorf("mcpwire: client certificate: %w", err)
+		}
+		keyPEM, err := regular.ReadFile(o.KeyFile, maxPEMFile)
+		if err != nil {
+			return nil, fmt.Errorf("mcpwire: client certificate's key: %w", err)
+		}
+		cert, err := tls.X509KeyPair(certPEM, keyPEM)
 		if err != nil {
 			return nil, fmt.Errorf("mcpwire: client certificate: %w", err)
 		}

@@ -16,6 +16,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -154,6 +155,17 @@ func TestRemoteTLS(t *testing.T) {
 	}
 	if _, err := HTTPClient(HTTPOptions{CAFile: clientKey}); err == nil || !strings.Contains(err.Error(), "no PEM certificate") {
 		t.Fatalf("a ca_file that is a key: %v", err)
+	}
+	// A FIFO no one writes is refused, not waited on (the boot that
+	// builds the client would wait with it).
+	fifo := filepath.Join(dir, "fifo")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range []HTTPOptions{{CAFile: fifo}, {CertFile: fifo, KeyFile: clientKey}, {CertFile: clientCert, KeyFile: fifo}} {
+		if _, err := HTTPClient(o); err == nil || !strings.Contains(err.Error(), "not a regular file") {
+			t.Fatalf("%+v: %v", o, err)
+		}
 	}
 }
 

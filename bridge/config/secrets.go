@@ -3,15 +3,14 @@ package config
 import (
 	"context"
 	"fmt"
-	"io"
 	"maps"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
-	"syscall"
 	"time"
 	"unicode/utf8"
+
+	"github.com/capbridge/capbridge/internal/regular"
 )
 
 // Secrets come from where operators keep them. A server's env values and
@@ -43,29 +42,8 @@ type SecretSources struct {
 }
 
 // ReadSecretFile reads the secret in the file at path: a regular file of
-// at most MaxSecret bytes. It is opened without waiting, so a FIFO no one
-// writes, or a device, named by mistake is refused at once instead of
-// holding the boot (and everything that waits for it) for ever, and a
-// log file is refused rather than read whole.
-func ReadSecretFile(path string) ([]byte, error) {
-	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return nil, err
-	}
-	if !fi.Mode().IsRegular() {
-		return nil, fmt.Errorf("%s is not a regular file (%s)", path, fi.Mode().Type())
-	}
-	b, err := io.ReadAll(io.LimitReader(f, MaxSecret+1))
-	if err == nil && len(b) > MaxSecret {
-		err = fmt.Errorf("%s holds more than %d bytes: point it at the secret alone", path, MaxSecret)
-	}
-	return b, err
-}
+// at most MaxSecret bytes, opened without waiting (regular.ReadFile).
+func ReadSecretFile(path string) ([]byte, error) { return regular.ReadFile(path, MaxSecret) }
 
 // Bounds of a secret reference.
 const (

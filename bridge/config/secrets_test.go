@@ -4,14 +4,10 @@ import (
 	"context"
 	"errors"
 	"io/fs"
-	"os"
-	"path/filepath"
 	"reflect"
 	"slices"
 	"strings"
-	"syscall"
 	"testing"
-	"time"
 )
 
 // fakeSources is a machine's secrets: files by path, commands by their
@@ -182,49 +178,6 @@ func TestSplitArgv(t *testing.T) {
 	for _, bad := range []string{"", "   ", `a "b`} {
 		if _, err := splitArgv(bad); err == nil {
 			t.Errorf("splitArgv(%q) accepted", bad)
-		}
-	}
-}
-
-// TestReadSecretFile: a secret file is a regular file of at most
-// MaxSecret bytes; a FIFO no one writes is refused at once, not waited
-// on, and so are a directory, a device and a file too large.
-func TestReadSecretFile(t *testing.T) {
-	dir := t.TempDir()
-	ok := filepath.Join(dir, "token")
-	if err := os.WriteFile(ok, []byte("s3cret\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if b, err := ReadSecretFile(ok); err != nil || string(b) != "s3cret\n" {
-		t.Fatalf("a token file: %q, %v", b, err)
-	}
-	big := filepath.Join(dir, "big")
-	if err := os.WriteFile(big, make([]byte, MaxSecret+1), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	fifo := filepath.Join(dir, "fifo")
-	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	for _, tc := range []struct{ path, want string }{
-		{big, "more than 65536 bytes"},
-		{fifo, "not a regular file"},
-		{dir, "not a regular file"},
-		{"/dev/zero", "not a regular file"},
-		{filepath.Join(dir, "absent"), "no such file"},
-	} {
-		done := make(chan error, 1)
-		go func() {
-			_, err := ReadSecretFile(tc.path)
-			done <- err
-		}()
-		select {
-		case err := <-done:
-			if err == nil || !strings.Contains(err.Error(), tc.want) {
-				t.Errorf("%s: %v, want %q", tc.path, err, tc.want)
-			}
-		case <-time.After(time.Minute): // a backstop: it answers at once
-			t.Fatalf("%s: still reading", tc.path)
 		}
 	}
 }
