@@ -1,14 +1,17 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -142,4 +145,51 @@ func tomlList(ss []string) string {
 		q[i] = fmt.Sprintf("%q", s)
 	}
 	return "[" + strings.Join(q, ", ") + "]"
+}
+
+// capbridge mcp on stdio stops on SIGTERM while its host still holds its
+// stdin open (a supervisor, a terminal's ^C, systemd stopping it): it
+// takes the signal over to shut down in order, so it must act on it
+// rather than wait for its next line.
+func TestMCPStopsOnSignal(t *testing.T) {
+	defer leakcheck.Check(t)()
+	bin := filepath.Join(t.TempDir(), "capbridge")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	cmd := exec.Command(bin, "mcp", "--warm", "0")
+	cmd.Env = withoutEnv("CAPBRIDGE_TS_CLIENT", "CAPBRIDGE_PY_CLIENT")
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stdin.Close()
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stderr := &syncBuffer{}
+	cmd.Stderr = stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	if _, err := io.WriteString(stdin, `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`+"\n"); err != nil {
+		t.Fatal(err)
+	}
+	if line, err := bufio.NewReader(stdout).ReadString('\n'); err != nil || !strings.Contains(line, `"protocolVersion"`) {
+		t.Fatalf("initialize: %q, %v\nstderr:\n%s", line, err, stderr.String())
+	}
+	go func() { _, _ = io.Copy(io.Discard, stdout) }()
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-exited:
+	case <-time.After(time.Minute): // a backstop: it stops at once
+		stdin.Close()
+		<-exited
+		t.Fatalf("capbridge mcp went on after SIGTERM, its stdin open\nstderr:\n%s", stderr.String())
+	}
 }

@@ -81,8 +81,11 @@ type Server struct {
 var ErrBadParams = errors.New("mcpserver: invalid params")
 
 // Serve speaks MCP over r and w (newline-delimited JSON-RPC, as the stdio
-// transport says) until r ends or ctx does. Calls still running then are
-// cancelled and waited for. It returns nil when r ended cleanly.
+// transport says) until r ends or ctx does, whichever is first: a host
+// that holds its end of r open while capbridge is told to stop (a signal)
+// does not keep it serving. Calls still running then are cancelled and
+// waited for. It returns nil when r ended cleanly or ctx did; if ctx
+// did, the goroutine reading r ends when r does (close r to end it).
 func (s *Server) Serve(ctx context.Context, r io.Reader, w io.Writer) error {
 	ctx, cancel := context.WithCancel(ctx)
 	c := &conn{srv: s, w: w, inflight: map[string]context.CancelFunc{}}
@@ -90,20 +93,39 @@ func (s *Server) Serve(ctx context.Context, r io.Reader, w io.Writer) error {
 		cancel()
 		c.wg.Wait()
 	}()
-	br := bufio.NewReaderSize(r, 64<<10)
+	type read struct {
+		line []byte
+		err  error
+	}
+	lines := make(chan read)
+	go func() {
+		br := bufio.NewReaderSize(r, 64<<10)
+		for {
+			line, err := readLine(br)
+			select {
+			case lines <- read{line, err}:
+			case <-ctx.Done():
+				return
+			}
+			if err != nil {
+				return
+			}
+		}
+	}()
 	for {
-		line, err := readLine(br)
-		if len(line) > 0 {
-			c.handle(ctx, line)
-		}
-		if err == io.EOF {
+		select {
+		case <-ctx.Done():
 			return nil
-		}
-		if err != nil {
-			return err
-		}
-		if ctx.Err() != nil {
-			return nil
+		case in := <-lines:
+			if len(in.line) > 0 {
+				c.handle(ctx, in.line)
+			}
+			if in.err == io.EOF {
+				return nil
+			}
+			if in.err != nil {
+				return in.err
+			}
 		}
 	}
 }

@@ -159,3 +159,32 @@ func FuzzServe(f *testing.F) {
 		}
 	})
 }
+
+// Serve returns when its context ends, its input still open and silent:
+// a host that keeps its pipe while capbridge mcp is told to stop (a
+// signal ends the context) does not keep it serving. The call running is
+// cancelled and waited for.
+func TestServeEndsWithContext(t *testing.T) {
+	started := make(chan struct{}, 1)
+	inR, inW := io.Pipe()
+	defer inW.Close() // ends the goroutine still reading
+	outR, outW := io.Pipe()
+	defer outR.Close()
+	go func() { _, _ = io.Copy(io.Discard, outR) }()
+	ctx, cancel := context.WithCancel(context.Background())
+	errc := make(chan error, 1)
+	go func() { errc <- testServer(started).Serve(ctx, inR, outW) }()
+	if _, err := io.WriteString(inW, `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"block"}}`+"\n"); err != nil {
+		t.Fatal(err)
+	}
+	<-started
+	cancel()
+	select {
+	case err := <-errc:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(time.Minute): // a backstop: it returns at once
+		t.Fatal("Serve went on after its context ended, its input open")
+	}
+}
