@@ -43,6 +43,7 @@ import (
 const (
 	maxBody        = 4 << 20 // one JSON-RPC message in a POST
 	maxSessions    = 64      // live legacy sessions; the longest idle goes first
+	maxRunning     = 64      // tool calls running at once, every session's and the sessionless era's
 	sessionIdle    = 30 * time.Minute
 	codeHeaderMism = -32020
 )
@@ -63,6 +64,7 @@ type HTTP struct {
 	Origins []string
 
 	once     sync.Once
+	running  chan struct{} // a slot per call running (maxRunning)
 	mu       sync.Mutex
 	sessions map[string]*session
 	closed   bool
@@ -84,6 +86,7 @@ type session struct {
 func (h *HTTP) init() {
 	h.once.Do(func() {
 		h.sessions = map[string]*session{}
+		h.running = make(chan struct{}, maxRunning)
 		if h.now == nil {
 			h.now = time.Now
 		}
@@ -102,9 +105,17 @@ func (h *HTTP) Close() {
 	h.sessions = map[string]*session{}
 	h.mu.Unlock()
 	for _, s := range all {
-		s.cancel()
+		s.end()
 		s.wg.Wait()
 	}
+}
+
+// end cancels the session's calls; under mu, so that no call joins wg
+// once it is over (legacy refuses a call to an ended session).
+func (s *session) end() {
+	s.mu.Lock()
+	s.cancel()
+	s.mu.Unlock()
 }
 
 func (h *HTTP) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -114,8 +125,10 @@ func (h *HTTP) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if h.Token != "" {
-		tok, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-		if !ok || subtle.ConstantTimeCompare([]byte(tok), []byte(h.Token)) != 1 {
+		// The scheme's name is case-insensitive (RFC 9110, 11.1).
+		scheme, tok, ok := strings.Cut(r.Header.Get("Authorization"), " ")
+		tok = strings.TrimLeft(tok, " ")
+		if !ok || !strings.EqualFold(scheme, "Bearer") || subtle.ConstantTimeCompare([]byte(tok), []byte(h.Token)) != 1 {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="capbridge"`)
 			httpError(w, http.StatusUnauthorized, codeInvalidRequest, "a bearer token is required")
 			return
@@ -313,14 +326,19 @@ func (h *HTTP) legacy(w http.ResponseWriter, r *http.Request, req request, m met
 		ctx, cancel := context.WithCancel(s.ctx)
 		defer cancel()
 		s.mu.Lock()
+		ended := s.ctx.Err() != nil
 		_, dup := s.inflight[key]
 		full := len(s.inflight) >= maxInFlight
-		if !dup && !full {
+		if !ended && !dup && !full {
 			s.inflight[key] = cancel
 			s.wg.Add(1)
 		}
 		s.mu.Unlock()
 		switch {
+		case ended:
+			// Ended (DELETE, eviction, shutdown) since it was looked up.
+			httpError(w, http.StatusNotFound, codeInvalidRequest, http.StatusText(http.StatusNotFound)+": Mcp-Session-Id")
+			return
 		case dup:
 			reply(w, http.StatusOK, errorMsg(req.ID, codeInvalidRequest, "a request with this id is still in flight", nil))
 			return
@@ -342,11 +360,23 @@ func (h *HTTP) legacy(w http.ResponseWriter, r *http.Request, req request, m met
 
 // call runs a tool for one POST and writes its response: as JSON, or as
 // an SSE stream of progress then the response when the caller asked for
-// progress. A cancelled call is not answered.
+// progress. At most maxRunning calls run at once, whatever their
+// session or era; one more is refused at once, not queued. A cancelled
+// call is not answered: its POST gets a stream that ends without a
+// message, since a POST that carried a request is answered with JSON or
+// a stream (Streamable HTTP), and the response is what the receiver
+// SHOULD not send (MCP, cancellation).
 func (h *HTTP) call(w http.ResponseWriter, ctx context.Context, req request, m meta, p callParams, modern bool) {
 	tool := h.Server.tool(p.Name)
 	if tool == nil {
 		reply(w, http.StatusOK, errorMsg(req.ID, codeInvalidParams, "unknown tool: "+p.Name, nil))
+		return
+	}
+	select {
+	case h.running <- struct{}{}:
+		defer func() { <-h.running }()
+	default:
+		reply(w, http.StatusOK, errorMsg(req.ID, codeInternal, fmt.Sprintf("%d calls are running already; try again when one ends", maxRunning), nil))
 		return
 	}
 	progress := func(float64, float64, string) {}
@@ -357,7 +387,10 @@ func (h *HTTP) call(w http.ResponseWriter, ctx context.Context, req request, m m
 	}
 	res, err := tool.Call(ctx, p.args(), progress)
 	if ctx.Err() != nil {
-		return // cancelled: the receiver SHOULD not respond (MCP, cancellation)
+		if stream == nil {
+			startSSE(w)
+		}
+		return
 	}
 	var msg map[string]any
 	if err != nil {
@@ -497,7 +530,7 @@ func (h *HTTP) end(s *session) {
 	h.mu.Lock()
 	delete(h.sessions, s.id)
 	h.mu.Unlock()
-	s.cancel()
+	s.end()
 }
 
 func resultMsg(id json.RawMessage, result map[string]any) map[string]any {

@@ -5,10 +5,12 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -312,4 +314,111 @@ func FuzzHTTP(f *testing.F) {
 			t.Fatalf("status %d", w.Code)
 		}
 	})
+}
+
+// Calls running at once are bounded whatever the era: the 2026-07-28
+// path, which has no session to count them, refuses the call beyond
+// maxRunning at once, as a legacy session refuses the one beyond its own
+// bound.
+func TestHTTPCallsBounded(t *testing.T) {
+	defer leakcheck.Check(t)()
+	release := make(chan struct{})
+	entered := make(chan struct{}, 2*maxRunning)
+	srv := &Server{Name: "t", Version: "1", Tools: []Tool{{Name: "hold", InputSchema: json.RawMessage(`{"type":"object"}`),
+		Call: func(ctx context.Context, _ json.RawMessage, _ Progress) (*Result, error) {
+			entered <- struct{}{}
+			select {
+			case <-release:
+			case <-ctx.Done():
+			}
+			return &Result{Text: "done"}, nil
+		}}}}
+	h := &HTTP{Server: srv, Local: true}
+	ts := httptest.NewServer(h)
+	defer ts.Close()
+	defer h.Close()
+	hc := &http.Client{Transport: &http.Transport{}}
+	defer hc.CloseIdleConnections()
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer close(release)
+	const n = maxRunning + 8
+	refused := make(chan struct{}, n)
+	for i := range n {
+		wg.Go(func() {
+			body := fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"hold","_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}}`, i)
+			req, _ := http.NewRequest(http.MethodPost, ts.URL+"/mcp", strings.NewReader(body))
+			req.Header.Set("Content-Type", "application/json")
+			req.Header.Set("Mcp-Protocol-Version", "2026-07-28")
+			req.Header.Set("Mcp-Method", "tools/call")
+			req.Header.Set("Mcp-Name", "hold")
+			resp, err := hc.Do(req)
+			if err != nil {
+				return
+			}
+			defer resp.Body.Close()
+			var m map[string]any
+			if json.NewDecoder(resp.Body).Decode(&m) == nil && m["error"] != nil {
+				refused <- struct{}{}
+			}
+		})
+	}
+	backstop := time.After(time.Minute)
+	for seen := 0; ; {
+		select {
+		case <-refused:
+			return
+		case <-entered:
+			if seen++; seen > maxRunning {
+				t.Fatalf("%d calls run at once; at most %d may", seen, maxRunning)
+			}
+		case <-backstop:
+			t.Fatal("no call refused, none over the bound, in a minute")
+		}
+	}
+}
+
+// A legacy call cancelled by notifications/cancelled, with no progress
+// stream open, is not answered, but its POST still gets one of the two
+// answers a request's POST may have (Streamable HTTP): a stream, which
+// ends without a message.
+func TestHTTPCancelledCallAnswered(t *testing.T) {
+	defer leakcheck.Check(t)()
+	started := make(chan struct{}, 1)
+	h := &HTTP{Server: testServer(started), Local: true}
+	ts := httptest.NewServer(h)
+	defer ts.Close()
+	defer h.Close()
+	c := &httpClient{t: t, url: ts.URL + "/mcp", hdr: http.Header{}}
+	resp := c.post(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25"}}`)
+	c.hdr.Set("Mcp-Session-Id", resp.Header.Get("Mcp-Session-Id"))
+	decode(t, resp, 200)
+	got := make(chan *http.Response, 1)
+	go func() { got <- c.post(`{"jsonrpc":"2.0","id":"b","method":"tools/call","params":{"name":"block"}}`) }()
+	<-started
+	decode(t, c.post(`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":"b"}}`), 202)
+	resp = <-got
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if ct := resp.Header.Get("Content-Type"); resp.StatusCode != 200 || ct != "text/event-stream" || len(b) != 0 {
+		t.Errorf("the cancelled call's POST: %d, Content-Type %q, body %q; want an empty stream", resp.StatusCode, ct, b)
+	}
+}
+
+// The bearer token's scheme is matched in any case (RFC 9110, 11.1).
+func TestHTTPBearerSchemeCase(t *testing.T) {
+	defer leakcheck.Check(t)()
+	h := &HTTP{Server: testServer(make(chan struct{}, 1)), Local: true, Token: "s3cret"}
+	ts := httptest.NewServer(h)
+	defer ts.Close()
+	defer h.Close()
+	c := &httpClient{t: t, url: ts.URL + "/mcp", hdr: http.Header{}}
+	const init = `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25"}}`
+	for auth, want := range map[string]int{"Bearer s3cret": 200, "bearer s3cret": 200, "BEARER  s3cret": 200, "Basic s3cret": 401, "Bearer s3cre": 401, "Bearers3cret": 401} {
+		resp := c.post(init, "Authorization", auth)
+		resp.Body.Close()
+		if resp.StatusCode != want {
+			t.Errorf("Authorization: %s: status %d, want %d", auth, resp.StatusCode, want)
+		}
+	}
 }
