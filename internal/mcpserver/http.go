@@ -124,6 +124,23 @@ func (h *HTTP) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		httpError(w, http.StatusForbidden, codeInvalidRequest, "this Host or Origin may not reach the server")
 		return
 	}
+	if o := r.Header.Get("Origin"); o != "" {
+		// A page of an allowed origin is a browser's, which reads an
+		// answer only with CORS's leave, and asks before a POST of JSON
+		// with these headers (a preflight, which carries no credentials:
+		// the token still guards every request that does something).
+		hd := w.Header()
+		hd.Set("Access-Control-Allow-Origin", o)
+		hd.Set("Access-Control-Expose-Headers", "Mcp-Session-Id, WWW-Authenticate")
+		hd.Add("Vary", "Origin")
+		if r.Method == http.MethodOptions && r.Header.Get("Access-Control-Request-Method") != "" {
+			hd.Set("Access-Control-Allow-Methods", "POST, DELETE")
+			hd.Set("Access-Control-Allow-Headers", corsHeaders)
+			hd.Set("Access-Control-Max-Age", "600")
+			w.WriteHeader(http.StatusNoContent)
+			return
+		}
+	}
 	if h.Token != "" {
 		// The scheme's name is case-insensitive (RFC 9110, 11.1).
 		scheme, tok, ok := strings.Cut(r.Header.Get("Authorization"), " ")
@@ -150,6 +167,10 @@ func (h *HTTP) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		httpError(w, http.StatusMethodNotAllowed, codeInvalidRequest, "this server sends nothing unasked: POST requests")
 	}
 }
+
+// corsHeaders are the request headers a page may send: HTTP's for a
+// JSON POST with a token, and MCP's.
+const corsHeaders = "Authorization, Content-Type, Mcp-Protocol-Version, Mcp-Session-Id, Mcp-Method, Mcp-Name, Last-Event-ID"
 
 // hostAllowed checks Host and Origin against DNS rebinding: a local
 // server answers only names of the loopback, and any Origin must be the

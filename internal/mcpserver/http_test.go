@@ -422,3 +422,53 @@ func TestHTTPBearerSchemeCase(t *testing.T) {
 		}
 	}
 }
+
+// A page of an allowed origin can reach the server as browsers require:
+// its preflight, which carries no credentials, is answered with CORS's
+// leave for the methods and headers MCP uses, and each answer names the
+// origin and exposes the session's header. Any other origin is still
+// 403, preflight included, and the token still guards the requests.
+func TestHTTPAllowedOriginCORS(t *testing.T) {
+	defer leakcheck.Check(t)()
+	for _, token := range []string{"", "s3cret"} {
+		h := &HTTP{Server: testServer(make(chan struct{}, 1)), Local: true, Token: token, Origins: []string{"https://app.example"}}
+		ts := httptest.NewServer(h)
+		preflight := func(origin string) *http.Response {
+			req, _ := http.NewRequest(http.MethodOptions, ts.URL+"/mcp", nil)
+			req.Header.Set("Origin", origin)
+			req.Header.Set("Access-Control-Request-Method", "POST")
+			req.Header.Set("Access-Control-Request-Headers", "authorization, content-type, mcp-protocol-version, mcp-session-id")
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			return resp
+		}
+		resp := preflight("https://app.example")
+		if resp.StatusCode != http.StatusNoContent || resp.Header.Get("Access-Control-Allow-Origin") != "https://app.example" ||
+			!strings.Contains(resp.Header.Get("Access-Control-Allow-Headers"), "Mcp-Session-Id") || !strings.Contains(resp.Header.Get("Access-Control-Allow-Methods"), "POST") {
+			t.Errorf("token %q: the allowed origin's preflight: %d %v", token, resp.StatusCode, resp.Header)
+		}
+		if resp := preflight("https://evil.example"); resp.StatusCode != http.StatusForbidden || resp.Header.Get("Access-Control-Allow-Origin") != "" {
+			t.Errorf("token %q: another origin's preflight: %d %v", token, resp.StatusCode, resp.Header)
+		}
+		c := &httpClient{t: t, url: ts.URL + "/mcp", hdr: http.Header{"Origin": {"https://app.example"}}}
+		extra := []string{}
+		if token != "" {
+			if resp := c.post(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25"}}`); resp.StatusCode != http.StatusUnauthorized {
+				t.Errorf("a POST without the token: %d", resp.StatusCode)
+			} else {
+				resp.Body.Close()
+			}
+			extra = []string{"Authorization", "Bearer " + token}
+		}
+		resp = c.post(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25"}}`, extra...)
+		if resp.Header.Get("Access-Control-Allow-Origin") != "https://app.example" || !strings.Contains(resp.Header.Get("Access-Control-Expose-Headers"), "Mcp-Session-Id") {
+			t.Errorf("token %q: the POST's answer: %v", token, resp.Header)
+		}
+		decode(t, resp, 200)
+		ts.Close()
+		h.Close()
+	}
+}
