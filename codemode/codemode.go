@@ -272,7 +272,9 @@ type Request struct {
 	Code     string
 	// Servers the program may call; nil means every server offered.
 	Servers []string
-	// Timeout is the run's wall clock; 0 means the default.
+	// Timeout is the run's wall clock; 0 means the default. What comes
+	// before the program starts (a first Go run's wait for its build
+	// cache, the bridge's grant) has that long and grantSlack more.
 	Timeout time.Duration
 }
 
@@ -331,28 +333,45 @@ func (r *Runner) Run(ctx context.Context, req Request) (*Result, error) {
 	if timeout == 0 {
 		timeout = r.cfg.DefaultTimeout
 	}
+	// The setup is bounded by the run's own time: a bridge that does not
+	// answer, or a first Go run's build cache, cannot hold a caller whose
+	// context has no deadline (a stdio host's) past what it asked for.
+	setup, endSetup := context.WithTimeout(ctx, timeout+grantSlack)
+	defer endSetup()
+	setupEnds, _ := setup.Deadline()
+	late := func(err error) error {
+		switch {
+		// By the clock, not setup.Err(): a read given the deadline can
+		// time out an instant before the context's own timer fires.
+		case ctx.Err() != nil || time.Now().Before(setupEnds):
+			return err
+		case errors.Is(err, ErrUnavailable):
+			return fmt.Errorf("%w (the run's setup took longer than its timeout and %s more)", err, grantSlack)
+		}
+		return fmt.Errorf("%w: the run's setup took longer than its timeout and %s more: %v", ErrUnavailable, grantSlack, err)
+	}
 	if rt.prep != nil {
-		if err := rt.prep.wait(ctx, r); err != nil {
+		if err := rt.prep.wait(setup, r); err != nil {
 			return nil, err
 		}
 	}
-	servers, err := r.servers(ctx, req.Servers)
+	servers, err := r.servers(setup, req.Servers)
 	if err != nil {
-		return nil, err
+		return nil, late(err)
 	}
-	callSocket, err := r.socket(ctx)
+	callSocket, err := r.socket(setup)
 	if err != nil {
-		return nil, err
+		return nil, late(err)
 	}
-	files, err := r.facades(ctx, rt, servers)
+	files, err := r.facades(setup, rt, servers)
 	if err != nil {
-		return nil, err
+		return nil, late(err)
 	}
 	sum := sha256.Sum256([]byte(req.Code))
 	runID := newRunID()
-	cc, err := control.Dial(ctx, r.cfg.Control)
+	cc, err := control.Dial(setup, r.cfg.Control)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrUnavailable, err)
+		return nil, late(fmt.Errorf("%w: %v", ErrUnavailable, err))
 	}
 	defer cc.Close()
 	grantServers := map[string][]string{}
@@ -360,10 +379,10 @@ func (r *Runner) Run(ctx context.Context, req Request) (*Result, error) {
 		grantServers[s] = nil
 	}
 	ttl := uint64((timeout + grantSlack) / time.Millisecond)
-	g, err := cc.Grant(ctx, &control.GrantRequest{Servers: grantServers, TTLMS: &ttl, AllowDestructive: r.cfg.AllowDestructive,
+	g, err := cc.Grant(setup, &control.GrantRequest{Servers: grantServers, TTLMS: &ttl, AllowDestructive: r.cfg.AllowDestructive,
 		Run: &control.Run{ID: runID, Language: req.Language, CodeSHA256: hex.EncodeToString(sum[:])}})
 	if err != nil {
-		return nil, fmt.Errorf("codemode: granting the run: %w", err)
+		return nil, late(fmt.Errorf("codemode: granting the run: %w", err))
 	}
 	var out *jail.Outcome
 	var runErr error

@@ -2,7 +2,10 @@ package codemode
 
 import (
 	"context"
+	"errors"
+	"net"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -92,5 +95,55 @@ print(r.text())
 			}
 			t.Logf("%s took %d ms", lang, res.TookMS)
 		})
+	}
+}
+
+// A run's setup is bounded by its own time: a bridge whose control
+// socket accepts and never answers holds a 1 ms run for its timeout and
+// grantSlack, not for as long as its caller's context lasts (a stdio
+// host's has no deadline). The error says it could not run.
+func TestRunSetupBounded(t *testing.T) {
+	defer leakcheck.Check(t)()
+	sock := filepath.Join(t.TempDir(), "control.sock")
+	ln, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	accepted := make(chan struct{})
+	var held []net.Conn
+	go func() {
+		defer close(accepted)
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			held = append(held, c) // never answered
+		}
+	}()
+	defer func() {
+		ln.Close()
+		<-accepted
+		for _, c := range held {
+			c.Close()
+		}
+	}()
+	r, err := New(Config{Control: sock, CallSocket: filepath.Join(t.TempDir(), "call.sock"), Languages: []string{Python}, NoCgroup: true})
+	if err != nil {
+		t.Skipf("no python runtime here: %v", err)
+	}
+	defer r.Close()
+	done := make(chan error, 1)
+	go func() {
+		_, err := r.Run(context.Background(), Request{Language: Python, Code: "print(1)", Timeout: time.Millisecond})
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if !errors.Is(err, ErrUnavailable) || !strings.Contains(err.Error(), "setup took longer") {
+			t.Fatalf("Run: %v", err)
+		}
+	case <-time.After(5 * time.Minute): // a backstop: it ends grantSlack in
+		t.Fatal("the run's setup waited on the bridge past its bound")
 	}
 }
