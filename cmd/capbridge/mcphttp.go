@@ -70,6 +70,12 @@ func (h *httpFront) serve(ctx context.Context, srv *mcpserver.Server, log zerolo
 		BaseContext: func(net.Listener) context.Context { return ctx }}
 	url := "http://" + h.ln.Addr().String() + "/mcp"
 	log.Info().Str("url", url).Bool("token", h.token != "").Msg("serving MCP on Streamable HTTP")
+	if h.token == "" {
+		// Only the loopback gets here without one; on a machine shared
+		// with other users, each of them could run programs with these
+		// servers.
+		log.Warn().Msg("no bearer token: any local user can reach this port; on a shared machine give --token-file FILE or $CAPBRIDGE_MCP_TOKEN")
+	}
 	errc := make(chan error, 1)
 	go func() { errc <- hs.Serve(h.ln) }()
 	select {
