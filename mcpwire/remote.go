@@ -308,13 +308,10 @@ type HTTPOptions struct {
 // bundle of authorities is a few hundred KiB.
 const maxPEMFile = 4 << 20
 
-// HTTPClient returns the HTTP client a remote server is reached with: a
-// pooled keep-alive transport (HTTP/2 where TLS offers it; plain http
-// with no proxy is exchanged by the caller itself, h1Transport), the system's
-// roots plus CAFile, the client certificate when given, HTTPS_PROXY and
-// NO_PROXY from the environment, and redirects followed only within the
-// request's origin.
-func HTTPClient(o HTTPOptions) (*http.Client, error) {
+// TLSConfig is the TLS configuration HTTPClient uses: TLS 1.2 at least,
+// the system's roots plus o.CAFile, and the client certificate when o
+// names one. The files are read as regular.ReadFile reads them.
+func TLSConfig(o HTTPOptions) (*tls.Config, error) {
 	tc := &tls.Config{MinVersion: tls.VersionTLS12}
 	if o.CAFile != "" {
 		pool, err := x509.SystemCertPool()
@@ -344,6 +341,20 @@ func HTTPClient(o HTTPOptions) (*http.Client, error) {
 			return nil, fmt.Errorf("mcpwire: client certificate: %w", err)
 		}
 		tc.Certificates = []tls.Certificate{cert}
+	}
+	return tc, nil
+}
+
+// HTTPClient returns the HTTP client a remote server is reached with: a
+// pooled keep-alive transport (HTTP/2 where TLS offers it; plain http
+// with no proxy is exchanged by the caller itself, h1Transport), the system's
+// roots plus CAFile, the client certificate when given, HTTPS_PROXY and
+// NO_PROXY from the environment, and redirects followed only within the
+// request's origin.
+func HTTPClient(o HTTPOptions) (*http.Client, error) {
+	tc, err := TLSConfig(o)
+	if err != nil {
+		return nil, err
 	}
 	conns := o.MaxConnsPerHost
 	if conns <= 0 {

@@ -3,7 +3,7 @@ package config
 import (
 	"errors"
 	"fmt"
-	"io"
+	"io/fs"
 	"maps"
 	"net/url"
 	"os"
@@ -353,17 +353,15 @@ func (r *reader) idpKeys(k string, o *OAuth, want bool) {
 // picked up): a file that is missing or unreadable is a config error
 // naming the server's key and the file, not a boot that fails later.
 func (r *reader) readable(key, path string) {
-	f, err := os.Open(path)
-	if err == nil {
-		var one [1]byte
-		_, err = f.Read(one[:])
-		if errors.Is(err, io.EOF) {
-			err = nil // empty is the content's problem, said at boot
+	// As the boot reads it (ReadSecretFile): a FIFO no one writes, which
+	// a plain open would wait on for ever, is refused here too. Empty is
+	// the content's problem, said at boot.
+	if _, err := ReadSecretFile(path); err != nil {
+		var pe *fs.PathError
+		if errors.As(err, &pe) {
+			err = pe.Err // the path is said already
 		}
-		f.Close()
-	}
-	if err != nil {
-		r.fail(key, fmt.Sprintf("make %s readable by capbridge's user, or name another file", path), "cannot read %s: %v", path, errors.Unwrap(err))
+		r.fail(key, fmt.Sprintf("make %s a readable file of capbridge's user, or name another file", path), "cannot read %s: %v", path, err)
 	}
 }
 

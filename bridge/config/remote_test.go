@@ -5,7 +5,9 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 )
 
 func TestRemoteServer(t *testing.T) {
@@ -65,7 +67,7 @@ func TestRemoteServerMistakes(t *testing.T) {
 		// load with the server's key and the file, not a boot that fails.
 		{"missing bearer file", "url = \"https://h/mcp\"\nbearer_token_file = \"/nonexistent/token\"", "mcp.s.bearer_token_file", "cannot read /nonexistent/token: no such file or directory"},
 		{"missing header file", "url = \"https://h/mcp\"\nheader_file = { \"X-K\" = \"/nonexistent/key\" }", "mcp.s.header_file.X-K", "cannot read /nonexistent/key"},
-		{"unreadable header file", "url = \"https://h/mcp\"\nheader_file = { \"X-K\" = \"/\" }", "mcp.s.header_file.X-K", "cannot read /: is a directory"},
+		{"unreadable header file", "url = \"https://h/mcp\"\nheader_file = { \"X-K\" = \"/\" }", "mcp.s.header_file.X-K", "cannot read /: not a regular file but a directory"},
 		{"missing client secret file", "url = \"https://h/mcp\"\noauth = { client_id = \"c\", client_secret_file = \"/nonexistent/s\" }", "mcp.s.oauth.client_secret_file", "cannot read /nonexistent/s"},
 		{"missing login secret file", "url = \"https://h/mcp\"\noauth = { grant = \"authorization_code\", client_id = \"c\", client_secret_file = \"/nonexistent/s\" }", "mcp.s.oauth.client_secret_file", "cannot read /nonexistent/s"},
 		{"missing key file", "url = \"https://h/mcp\"\noauth = { client_id = \"c\", private_key_file = \"/nonexistent/k.pem\" }", "mcp.s.oauth.private_key_file", "cannot read /nonexistent/k.pem"},
@@ -277,5 +279,33 @@ func TestEditorHeaderBuiltins(t *testing.T) {
 	rm := servers[0].Remote
 	if rm.Headers["X-Project"] != "/work/proj" || rm.HeaderEnv["X-Key"] != "workspaceFolder" || rm.HeaderEnv["X-Project"] != "" {
 		t.Fatalf("headers %v, header_env %v", rm.Headers, rm.HeaderEnv)
+	}
+}
+
+// A secret file that is a FIFO no one writes (a secret agent not yet
+// running) is a config error naming its key, at once: the check that the
+// file is readable does not wait on it, and so cannot hang a serve's
+// start or a reload behind it.
+func TestRemoteSecretFileFIFO(t *testing.T) {
+	fifo := filepath.Join(t.TempDir(), "token")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := Load("c.toml", []byte("[mcp.s]\nurl = \"https://h/mcp\"\nbearer_token_file = \""+fifo+"\"\n"))
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if err == nil || !strings.Contains(err.Error(), "bearer_token_file") || !strings.Contains(err.Error(), "not a regular file") {
+			t.Fatalf("Load: %v", err)
+		}
+	case <-time.After(time.Minute): // a backstop: it answers at once
+		if w, err := os.OpenFile(fifo, os.O_WRONLY|syscall.O_NONBLOCK, 0); err == nil {
+			w.Close() // lets the open waiting on it return
+		}
+		<-done
+		t.Fatal("Load waited on the FIFO")
 	}
 }

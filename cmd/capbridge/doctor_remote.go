@@ -236,26 +236,13 @@ func connectThrough(conn net.Conn, target string, user *url.Userinfo) error {
 // (the system roots and ca_file, the client certificate), and describes
 // the server's certificate.
 func handshake(conn net.Conn, host string, rm *config.Remote) (string, error) {
-	cfg := &tls.Config{ServerName: host, MinVersion: tls.VersionTLS12, NextProtos: []string{"h2", "http/1.1"}}
-	if rm.CAFile != "" {
-		pool, err := x509.SystemCertPool()
-		if err != nil {
-			pool = x509.NewCertPool()
-		}
-		pem, err := os.ReadFile(rm.CAFile)
-		if err != nil {
-			return "", fmt.Errorf("ca_file: %w", err)
-		}
-		pool.AppendCertsFromPEM(pem)
-		cfg.RootCAs = pool
+	// The TLS configuration serve uses, so that what doctor checks is
+	// what serve will meet.
+	cfg, err := mcpwire.TLSConfig(mcpwire.HTTPOptions{CAFile: rm.CAFile, CertFile: rm.ClientCert, KeyFile: rm.ClientKey})
+	if err != nil {
+		return "", err
 	}
-	if rm.ClientCert != "" {
-		cert, err := tls.LoadX509KeyPair(rm.ClientCert, rm.ClientKey)
-		if err != nil {
-			return "", fmt.Errorf("client certificate: %w", err)
-		}
-		cfg.Certificates = []tls.Certificate{cert}
-	}
+	cfg.ServerName, cfg.NextProtos = host, []string{"h2", "http/1.1"}
 	tc := tls.Client(conn, cfg)
 	if err := tc.Handshake(); err != nil {
 		return err.Error(), err
@@ -299,7 +286,7 @@ func httpProbe(s config.Server) (int, mcpauth.Challenge, string, error) {
 		return 0, mcpauth.Challenge{}, err.Error(), err
 	}
 	defer hc.CloseIdleConnections()
-	headers, err := rm.Secrets(s.Name, os.LookupEnv, os.ReadFile)
+	headers, err := rm.Secrets(s.Name, os.LookupEnv, config.ReadSecretFile)
 	if err != nil {
 		return 0, mcpauth.Challenge{}, err.Error(), err
 	}

@@ -82,7 +82,7 @@ URL (an https URL of your own) for oauth.client_metadata_url.`)
 		fmt.Fprintln(stderr, err)
 		return exitError
 	}
-	headers, err := rm.Secrets(s.Name, os.LookupEnv, os.ReadFile)
+	headers, err := rm.Secrets(s.Name, os.LookupEnv, config.ReadSecretFile)
 	if err != nil {
 		fmt.Fprintln(stderr, err)
 		return exitError
@@ -101,7 +101,7 @@ URL (an https URL of your own) for oauth.client_metadata_url.`)
 			return exitError
 		}
 		o.ClientID, o.Scopes, o.ClientMetadataURL = oa.ClientID, oa.Scopes, oa.ClientMetadataURL
-		if o.ClientSecret, err = oa.ClientSecret(s.Name, os.LookupEnv, os.ReadFile); err != nil {
+		if o.ClientSecret, err = oa.ClientSecret(s.Name, os.LookupEnv, config.ReadSecretFile); err != nil {
 			fmt.Fprintln(stderr, err)
 			return exitError
 		}
