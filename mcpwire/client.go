@@ -178,11 +178,12 @@ type Client struct {
 	// hdr is each tool's x-mcp-header annotations, from the last listing
 	// over Streamable HTTP in the 2026-07-28 era (xheader.go); dropped
 	// the tools that listing left out for an invalid annotation, with
-	// why. relistMu makes the calls refused -32020 on one listing share
-	// one re-listing (headerRetry).
-	hdr      atomic.Pointer[map[string][]headerParam]
-	dropped  atomic.Pointer[map[string]string]
-	relistMu sync.Mutex
+	// why. relisting, a one-slot semaphore, makes the calls refused
+	// -32020 on one listing share one re-listing (headerRetry); a call
+	// waits for it no longer than its own deadline.
+	hdr       atomic.Pointer[map[string][]headerParam]
+	dropped   atomic.Pointer[map[string]string]
+	relisting chan struct{}
 
 	exit    Exit
 	exitErr error
@@ -249,6 +250,7 @@ func newClient(cfg Config) *Client {
 		calls: make(map[int64]*call), abandoned: make(map[int64]chan struct{}),
 		deadc:        make(chan struct{}),
 		shutdownDone: make(chan struct{}), toolsChanged: make(chan struct{}, 1),
+		relisting: make(chan struct{}, 1),
 	}
 	if cfg.Logger != nil {
 		c.log = *cfg.Logger
@@ -480,16 +482,20 @@ func isHeaderMismatch(err error) bool {
 // runs it, so nothing is done twice. A second refusal is the call's
 // answer; a failed re-listing leaves the first one.
 func (c *Client) headerRetry(ctx context.Context, name string, args Args, opt CallOptions, seen *map[string][]headerParam, first error) (jsonlex.Value, error) {
-	c.relistMu.Lock()
+	select {
+	case c.relisting <- struct{}{}:
+	case <-ctx.Done():
+		return jsonlex.Value{}, first // another call's re-listing outlasted this call
+	}
 	if c.hdr.Load() == seen {
 		if _, err := c.ListTools(ctx); err != nil {
-			c.relistMu.Unlock()
+			<-c.relisting
 			c.log.Warn().Err(err).Str("tool", preview([]byte(name))).Msg("mcpwire: re-listing after a header mismatch failed")
 			return jsonlex.Value{}, first
 		}
 		c.signalToolsChanged()
 	}
-	c.relistMu.Unlock()
+	<-c.relisting
 	c.log.Info().Str("tool", preview([]byte(name))).Msg("mcpwire: the server refused the call's headers (-32020); listed the tools again and sending it once more")
 	return c.request(ctx, "tools/call", nil, args, name, opt, true)
 }

@@ -347,3 +347,66 @@ func FuzzSafeInteger(f *testing.F) {
 		}
 	})
 }
+
+// TestStreamableHeaderRetryShared: a call refused -32020 while another
+// call's re-listing is under way waits for it no longer than its own
+// deadline, though it shares that re-listing rather than starting one.
+func TestStreamableHeaderRetryShared(t *testing.T) {
+	t.Cleanup(leakcheck.Check(t))
+	face := mcptest.NewHTTP(mcptest.Scenario{Era: mcptest.EraModernOnly}, mcptest.HTTPOptions{})
+	listed := make(chan struct{}, 1)
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		var m struct {
+			ID     json.RawMessage `json:"id"`
+			Method string          `json:"method"`
+		}
+		_ = json.Unmarshal(body, &m)
+		switch m.Method {
+		case "tools/call":
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusBadRequest)
+			fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%s,"error":{"code":-32020,"message":"Header mismatch: Mcp-Param-Region missing"}}`, m.ID)
+			return
+		case "tools/list":
+			select {
+			case listed <- struct{}{}:
+			default:
+			}
+			<-r.Context().Done() // until the client gives up
+			return
+		}
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		face.ServeHTTP(w, r)
+	}))
+	t.Cleanup(func() { ts.Close(); face.Close() })
+	c := dial(t, ts.URL+"/mcp", Remote{}, Config{CallIdleTimeout: time.Hour, CallMaxTimeout: time.Hour})
+	if c.Era() != EraModern {
+		t.Fatalf("era %v", c.Era())
+	}
+	first := make(chan error, 1)
+	go func() {
+		_, err := c.CallTool(context.Background(), "echo", JSONArgs([]byte(`{"text":"a"}`)), CallOptions{MaxTimeout: time.Hour})
+		first <- err
+	}()
+	<-listed // the first call's re-listing holds the slot, stalled
+	second := make(chan error, 1)
+	go func() {
+		_, err := c.CallTool(context.Background(), "echo", JSONArgs([]byte(`{"text":"b"}`)), CallOptions{MaxTimeout: 200 * time.Millisecond})
+		second <- err
+	}()
+	select {
+	case err := <-second:
+		if !isHeaderMismatch(err) {
+			t.Errorf("the second call: %v, want the server's -32020", err)
+		}
+	case <-time.After(waitFor): // a backstop: it ends 200 ms in
+		t.Error("the second call waited on the first's re-listing past its own deadline")
+		closeHTTP(t, c)
+		<-first
+		<-second
+		return
+	}
+	closeHTTP(t, c) // ends the first call's re-listing
+	<-first
+}
