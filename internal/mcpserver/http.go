@@ -124,11 +124,14 @@ func (h *HTTP) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		httpError(w, http.StatusForbidden, codeInvalidRequest, "this Host or Origin may not reach the server")
 		return
 	}
-	if o := r.Header.Get("Origin"); o != "" {
-		// A page of an allowed origin is a browser's, which reads an
-		// answer only with CORS's leave, and asks before a POST of JSON
-		// with these headers (a preflight, which carries no credentials:
-		// the token still guards every request that does something).
+	if o := r.Header.Get("Origin"); o != "" && slices.Contains(h.Origins, o) {
+		// A page of an origin the operator named is a browser's, which
+		// reads an answer only with CORS's leave, and asks before a POST
+		// of JSON with these headers (a preflight, which carries no
+		// credentials: the token still guards every request that does
+		// something). Only named origins: the loopback's own, which the
+		// rebinding guard lets through, are any local web page, and a
+		// port without a token would be theirs.
 		hd := w.Header()
 		hd.Set("Access-Control-Allow-Origin", o)
 		hd.Set("Access-Control-Expose-Headers", "Mcp-Session-Id, WWW-Authenticate")

@@ -423,11 +423,13 @@ func TestHTTPBearerSchemeCase(t *testing.T) {
 	}
 }
 
-// A page of an allowed origin can reach the server as browsers require:
-// its preflight, which carries no credentials, is answered with CORS's
-// leave for the methods and headers MCP uses, and each answer names the
-// origin and exposes the session's header. Any other origin is still
-// 403, preflight included, and the token still guards the requests.
+// A page of an origin --allow-origin names can reach the server as
+// browsers require: its preflight, which carries no credentials, is
+// answered with CORS's leave for the methods and headers MCP uses, and
+// each answer names the origin and exposes the session's header. Any
+// other origin is still 403, preflight included; a loopback page, which
+// the rebinding guard lets through, gets no leave; and the token still
+// guards the requests.
 func TestHTTPAllowedOriginCORS(t *testing.T) {
 	defer leakcheck.Check(t)()
 	for _, token := range []string{"", "s3cret"} {
@@ -452,6 +454,18 @@ func TestHTTPAllowedOriginCORS(t *testing.T) {
 		}
 		if resp := preflight("https://evil.example"); resp.StatusCode != http.StatusForbidden || resp.Header.Get("Access-Control-Allow-Origin") != "" {
 			t.Errorf("token %q: another origin's preflight: %d %v", token, resp.StatusCode, resp.Header)
+		}
+		// A loopback page passes the rebinding guard but was not named:
+		// no CORS leave, so a browser neither sends its POST nor lets it
+		// read an answer.
+		if resp := preflight("http://localhost:9999"); resp.StatusCode == http.StatusNoContent || resp.Header.Get("Access-Control-Allow-Origin") != "" {
+			t.Errorf("token %q: a loopback page's preflight: %d %v", token, resp.StatusCode, resp.Header)
+		}
+		local := &httpClient{t: t, url: ts.URL + "/mcp", hdr: http.Header{"Origin": {"http://127.0.0.1:9999"}}}
+		if resp := local.post(`{"jsonrpc":"2.0","id":1,"method":"ping"}`); resp.Header.Get("Access-Control-Allow-Origin") != "" {
+			t.Errorf("token %q: an answer to a loopback page: %v", token, resp.Header)
+		} else {
+			resp.Body.Close()
 		}
 		c := &httpClient{t: t, url: ts.URL + "/mcp", hdr: http.Header{"Origin": {"https://app.example"}}}
 		extra := []string{}
