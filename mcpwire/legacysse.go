@@ -212,11 +212,12 @@ func (s *sseConn) post(ctx context.Context, line []byte) error {
 	switch {
 	case resp.StatusCode/100 != 2:
 		reason = "the endpoint refused a message"
-	case mt == "text/html" || mt == "application/xhtml+xml":
-		// The 2024-11-05 transport leaves the acceptance's body open
-		// (servers send 202 with text or nothing), but a page is no
-		// acceptance: a login page or a proxy's, and the reply the call
-		// waits for on the stream will never come.
+	case resp.StatusCode != http.StatusAccepted && (mt == "text/html" || mt == "application/xhtml+xml"):
+		// The 2024-11-05 transport leaves the acceptance's body open:
+		// servers send 202 with text, HTML included (Express's send()),
+		// or nothing. But a page under another 2xx is no acceptance: a
+		// login page or a proxy's, and the reply the call waits for on
+		// the stream will never come.
 		reason = "an HTML page is no acceptance of a message"
 	default:
 		return nil

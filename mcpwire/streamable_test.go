@@ -731,6 +731,33 @@ func TestLegacySSEHTMLAnswer(t *testing.T) {
 	echo(t, c, "the connection serves on")
 }
 
+// TestLegacySSEAccepted202HTML: a legacy server that accepts messages
+// with 202 and an HTML body (Express's res.status(202).send("Accepted"))
+// has accepted them: its replies come on the stream.
+func TestLegacySSEAccepted202HTML(t *testing.T) {
+	t.Cleanup(leakcheck.Check(t))
+	face := mcptest.NewHTTP(mcptest.Scenario{}, mcptest.HTTPOptions{LegacySSE: true})
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPost {
+			w = htmlTyped{w}
+		}
+		face.ServeHTTP(w, r)
+	}))
+	t.Cleanup(func() { face.Close(); ts.Close() })
+	c := dial(t, ts.URL+"/mcp", Remote{Transport: TransportSSE}, Config{})
+	defer closeHTTP(t, c)
+	echo(t, c, "accepted with a page")
+}
+
+// htmlTyped types every answer text/html, as Express's send() of a string
+// does.
+type htmlTyped struct{ http.ResponseWriter }
+
+func (h htmlTyped) WriteHeader(code int) {
+	h.Header().Set("Content-Type", "text/html; charset=utf-8")
+	h.ResponseWriter.WriteHeader(code)
+}
+
 // refuses fails that call alone, and the client serves the next call.
 func TestLegacySSEPostBounds(t *testing.T) {
 	t.Cleanup(leakcheck.Check(t))
