@@ -78,7 +78,8 @@ func headerParams(schema []byte) ([]headerParam, error) {
 					return nil
 				}
 				return each(v, true, where+"/properties")
-			case "patternProperties", "$defs", "definitions", "dependentSchemas":
+			case "patternProperties", "$defs", "definitions", "dependentSchemas",
+				"dependencies": // draft-07's: a schema, or a list of names that each() passes over
 				return each(v, true, where+"/"+key)
 			case "allOf", "anyOf", "oneOf", "prefixItems":
 				return each(v, false, where+"/"+key)
@@ -88,7 +89,7 @@ func headerParams(schema []byte) ([]headerParam, error) {
 				}
 				return walk(v, nil, false, where+"/items")
 			case "additionalProperties", "unevaluatedProperties", "propertyNames", "contains",
-				"additionalItems", "unevaluatedItems", "not", "if", "then", "else":
+				"additionalItems", "unevaluatedItems", "not", "if", "then", "else", "contentSchema":
 				return walk(v, nil, false, where+"/"+key)
 			}
 			return nil

@@ -37,6 +37,8 @@ func TestHeaderParams(t *testing.T) {
 		{"under $defs", `{"type":"object","$defs":{"r":{"type":"string","x-mcp-header":"R"}},"properties":{"r":{"$ref":"#/$defs/r"}}}`, "", "not on a property reachable"},
 		{"under not", `{"type":"object","not":{"properties":{"a":{"type":"string","x-mcp-header":"A"}}}}`, "", "not on a property reachable"},
 		{"items as a list", `{"type":"object","properties":{"a":{"type":"array","items":[{"type":"string","x-mcp-header":"A"}]}}}`, "", "not on a property reachable"},
+		{"under dependencies", `{"type":"object","properties":{"a":{"type":"string"}},"dependencies":{"a":{"properties":{"b":{"type":"string","x-mcp-header":"B"}}},"c":["a"]}}`, "", "not on a property reachable"},
+		{"under contentSchema", `{"type":"object","properties":{"a":{"type":"string","contentSchema":{"type":"object","properties":{"b":{"type":"string","x-mcp-header":"B"}}}}}}`, "", "not on a property reachable"},
 		// Data, not schemas: a property of that name, instances.
 		{"a property so named", `{"type":"object","properties":{"rows":{"type":"array","items":{"type":"object","properties":{"x-mcp-header":{"type":"string"}}}}}}`, "", ""},
 		{"in a default", `{"type":"object","properties":{"cfg":{"type":"object","default":{"x-mcp-header":"Region"}}}}`, "", ""},
