@@ -273,8 +273,10 @@ type Request struct {
 	// Servers the program may call; nil means every server offered.
 	Servers []string
 	// Timeout is the run's wall clock; 0 means the default. What comes
-	// before the program starts (a first Go run's wait for its build
-	// cache, the bridge's grant) has that long and grantSlack more.
+	// before the program starts (the bridge's status, façades and grant)
+	// has that long and grantSlack more; a first Go run's wait for its
+	// build cache comes before that, bounded by the preparation's own
+	// limit (goPrepWall), as the first run is documented to wait.
 	Timeout time.Duration
 }
 
@@ -333,9 +335,14 @@ func (r *Runner) Run(ctx context.Context, req Request) (*Result, error) {
 	if timeout == 0 {
 		timeout = r.cfg.DefaultTimeout
 	}
+	if rt.prep != nil {
+		if err := rt.prep.wait(ctx, r); err != nil {
+			return nil, err
+		}
+	}
 	// The setup is bounded by the run's own time: a bridge that does not
-	// answer, or a first Go run's build cache, cannot hold a caller whose
-	// context has no deadline (a stdio host's) past what it asked for.
+	// answer cannot hold a caller whose context has no deadline (a stdio
+	// host's) past what it asked for.
 	setup, endSetup := context.WithTimeout(ctx, timeout+grantSlack)
 	defer endSetup()
 	setupEnds, _ := setup.Deadline()
@@ -349,11 +356,6 @@ func (r *Runner) Run(ctx context.Context, req Request) (*Result, error) {
 			return fmt.Errorf("%w (the run's setup took longer than its timeout and %s more)", err, grantSlack)
 		}
 		return fmt.Errorf("%w: the run's setup took longer than its timeout and %s more: %v", ErrUnavailable, grantSlack, err)
-	}
-	if rt.prep != nil {
-		if err := rt.prep.wait(setup, r); err != nil {
-			return nil, err
-		}
 	}
 	servers, err := r.servers(setup, req.Servers)
 	if err != nil {
