@@ -102,12 +102,14 @@ func TestRemoteCustody(t *testing.T) {
 
 // A server that ends its session is met again at once with a new one:
 // the call that found the session gone fails server_unavailable naming
-// it, the next is served.
+// it, audited with the 404 as any HTTP failure is; the next is served.
 func TestRemoteSessionRestart(t *testing.T) {
 	t.Cleanup(leakcheck.Check(t))
 	remote, face := remoteServer(t, "web", mcptest.Scenario{}, mcptest.HTTPOptions{})
 	remote.RestartBackoff = time.Millisecond
 	tb := startBridge(t, nil, remote)
+	var sink lockedBuffer
+	tb.audit = zerolog.New(&sink)
 	c := tb.dial(tb.grant(map[string][]string{"web": nil}))
 	ctx, cancel := context.WithTimeout(context.Background(), backstop)
 	defer cancel()
@@ -115,6 +117,10 @@ func TestRemoteSessionRestart(t *testing.T) {
 	var d *capwire.Denied
 	if !errors.As(err, &d) || d.Code != capwire.CodeServerUnavailable || !strings.Contains(d.Message, "session") {
 		t.Fatalf("the call that found the session gone: %v", err)
+	}
+	eventually(t, "its audit line", func() bool { return len(sink.lines("call")) == 1 })
+	if l := sink.lines("call")[0]; l["outcome"] != capwire.CodeServerUnavailable || l["transport"] != "streamable-http" || l["http_status"] != float64(404) {
+		t.Fatalf("the audit line of the call that found the session gone: %v", l)
 	}
 	eventually(t, "a new session", func() bool {
 		return face.Requests("POST initialize") == 2 && tb.srv("web").snapshot().State == StateReady

@@ -157,6 +157,9 @@ func (s *streamCarrier) postCall(ctx context.Context, cl *call, line []byte) (se
 	if cl.hard.Before(dl) {
 		dl = cl.hard
 	}
+	if ctx.Err() != nil {
+		return false, true, context.Cause(ctx) // given up on before its POST: never sent
+	}
 	pctx, cancel := context.WithDeadline(ctx, dl)
 	defer cancel()
 	err = s.post.postLine(pctx, line)

@@ -228,6 +228,13 @@ func (h *httpCarrier) roundTrip(ctx context.Context, cl *call, o outbound, line 
 
 	m := msgPool.Get().(*mcpproto.Message)
 	defer msgPool.Put(m)
+	if why := context.Cause(rctx); why != nil && !errors.Is(why, errGaveUp) {
+		// Given up on before its POST: the server never saw it, so it is
+		// neither abandoned nor cancelled at the server, and whatever
+		// its owner held for it is free at once. (The client's death
+		// goes on to failed, which leaves the call to its settlement.)
+		return false, why
+	}
 	resp, err := h.do(rctx, http.MethodPost, o, line, hAccept, nil)
 	if errors.Is(err, ErrInvalidArgument) {
 		return false, err // an argument no header can carry: nothing was sent
@@ -511,7 +518,10 @@ func (h *httpCarrier) sessionGone(resp *http.Response) bool {
 	if len(shown) > 8 {
 		shown = shown[:8] + "…"
 	}
-	h.c.die(fmt.Errorf("%w: the server answered HTTP 404 for session %s; a new session starts with the next client", ErrSessionExpired, shown))
+	// An *HTTPError in the reason, so that the call it fails is audited
+	// with its status as any other HTTP failure is.
+	h.c.die(&HTTPError{Method: resp.Request.Header.Get("Mcp-Method"), Status: http.StatusNotFound, ContentType: mediaType(resp),
+		Reason: fmt.Sprintf("the server ended session %s; a new session starts with the next client", shown), Err: ErrSessionExpired})
 	return true
 }
 

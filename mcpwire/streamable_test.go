@@ -867,3 +867,35 @@ func TestRemoteErrorsHideEchoedCredentials(t *testing.T) {
 		})
 	}
 }
+
+// TestHTTPUnsentCallNotAbandoned: a call given up on before its POST is
+// made never reaches the server: it is not reported abandoned
+// (CallOptions.Abandoned is for a request written), nor cancelled with a
+// notifications/cancelled for a request the server never got, over
+// either transport.
+func TestHTTPUnsentCallNotAbandoned(t *testing.T) {
+	t.Cleanup(leakcheck.Check(t))
+	for _, tr := range []Transport{TransportStreamable, TransportSSE} {
+		o := mcptest.HTTPOptions{LegacySSE: tr == TransportSSE}
+		face, url := httpServer(t, mcptest.Scenario{}, o)
+		c := dial(t, url, Remote{Transport: tr}, Config{})
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		abandoned := false
+		_, err := c.CallTool(ctx, "echo", JSONArgs([]byte(`{"text":"x"}`)), CallOptions{Abandoned: func(<-chan struct{}) { abandoned = true }})
+		if !errors.Is(err, context.Canceled) {
+			t.Fatalf("transport %d: %v", tr, err)
+		}
+		echo(t, c, "after")
+		closeHTTP(t, c) // waits for the posts made aside
+		if n := face.Requests("POST tools/call"); n != 1 {
+			t.Errorf("transport %d: tools/call posted %d times, want 1 (the echo after)", tr, n)
+		}
+		if abandoned {
+			t.Errorf("transport %d: Abandoned was called for a call never sent", tr)
+		}
+		if n := face.Requests("POST notifications/cancelled"); n != 0 {
+			t.Errorf("transport %d: notifications/cancelled posted %d times", tr, n)
+		}
+	}
+}
