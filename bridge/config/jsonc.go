@@ -58,6 +58,19 @@ func jsoncDepth(data []byte) int64 {
 	return -1
 }
 
+// DuplicateKey reports the first member of the JSON value data (standard
+// JSON) that repeats a key of its object: its key and the lines of both
+// members. JSON readers disagree on which of the two counts (most keep
+// the last), so a writer that patches one cannot know it patched the one
+// its reader sees.
+func DuplicateKey(data []byte) (line, first int, key string, ok bool) {
+	at, f, k := duplicateMember(data)
+	if at < 0 {
+		return 0, 0, "", false
+	}
+	return lineAt(data, at), lineAt(data, f), k, true
+}
+
 // duplicateMember walks the JSON value at the start of data and returns
 // the offsets (in data) of the first member that repeats a key of its
 // object and of the member it repeats, with the key, or -1:

@@ -86,10 +86,10 @@ missing; its other servers and comments kept).`)
 }
 
 // writeNew writes data to path, which must not exist unless force is
-// set: then it is replaced atomically.
+// set: then it is replaced atomically (replaceUserFile).
 func writeNew(path string, data []byte, mode os.FileMode, force bool) error {
 	if force {
-		return writeFileAtomic(path, data, mode)
+		return replaceUserFile(path, data, mode)
 	}
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, mode)
 	if errors.Is(err, fs.ErrExist) {

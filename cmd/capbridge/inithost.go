@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"unicode/utf8"
 
 	"github.com/tailscale/hujson"
 
@@ -32,7 +33,8 @@ type hostEntry struct {
 
 // mcpHostEntry writes host's entry for `capbridge mcp -c cfg` to stdout
 // and, when into is set, adds it to that host config file (created when
-// missing; other entries, comments and layout kept; an existing
+// missing; other entries and comments kept, the whole re-indented by
+// hujson's formatter; written through a symbolic link; an existing
 // "capbridge" entry replaced only with force).
 func mcpHostEntry(host, cfg, into string, force bool, stdout io.Writer) error {
 	key, ok := mcpHosts[host]
@@ -50,6 +52,13 @@ func mcpHostEntry(host, cfg, into string, force bool, stdout io.Writer) error {
 	}
 	if cfg, err = filepath.Abs(cfg); err != nil {
 		return err
+	}
+	for _, p := range []string{exe, cfg} {
+		if !utf8.ValidString(p) {
+			// JSON would write U+FFFD for its bad bytes: a path the host
+			// would not find.
+			return fmt.Errorf("capbridge init: %q is not UTF-8, which a host's JSON config cannot hold: rename or move it", p)
+		}
 	}
 	if _, err := os.Stat(cfg); err != nil {
 		return fmt.Errorf("capbridge init: the config the entry names: %w (write it first: capbridge init --out %s)", err, cfg)
@@ -91,6 +100,13 @@ func addHostEntry(path, key string, e hostEntry, force bool, stdout io.Writer) e
 	if err != nil {
 		return fmt.Errorf("capbridge init: %s is not JSON (with comments): %w", path, err)
 	}
+	// A repeated key: hosts read the last, the patch would change the
+	// first, and init would report an entry the host never sees.
+	std := v.Clone()
+	std.Standardize()
+	if line, first, key, ok := config.DuplicateKey(std.Pack()); ok {
+		return fmt.Errorf("capbridge init: %s:%d: %q appears twice in one object (first on line %d); keep one of them", path, line, key, first)
+	}
 	var ops []map[string]any
 	if v.Find("/"+key) == nil {
 		ops = append(ops, map[string]any{"op": "add", "path": "/" + key, "value": map[string]any{}})
@@ -110,7 +126,7 @@ func addHostEntry(path, key string, e hostEntry, force bool, stdout io.Writer) e
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return err
 	}
-	if err := writeFileAtomic(path, v.Pack(), mode); err != nil {
+	if err := replaceUserFile(path, v.Pack(), mode); err != nil {
 		return fmt.Errorf("capbridge init: %w", err)
 	}
 	fmt.Fprintf(stdout, "added capbridge to %s; the host starts it as: %s\n", path, shellJoin(config.Server{Command: e.Command, Args: e.Args}))

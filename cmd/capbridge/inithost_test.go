@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
 	"os"
 	"os/exec"
@@ -151,4 +152,105 @@ func TestREADMEHostEntries(t *testing.T) {
 		t.Fatalf("the README's JSON entry has no capbridge: %s", block[1])
 	}
 	hostAnswers(t, "the README's JSON entry", user(append([]string{e.Command}, e.Args...)))
+}
+
+// A host config kept in a dotfiles repository and linked into place
+// (stow, chezmoi, home-manager) is updated through the link: the link
+// stays, its target gets the entry, and the target's mode is kept.
+func TestHostConfigThroughSymlink(t *testing.T) {
+	dotfiles := t.TempDir()
+	real := filepath.Join(dotfiles, "claude_desktop_config.json")
+	if err := os.WriteFile(real, []byte("{\n  \"mcpServers\": {\n    \"git\": {\"command\": \"uvx\"}\n  }\n}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	link := filepath.Join(t.TempDir(), "claude_desktop_config.json")
+	if err := os.Symlink(real, link); err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	if err := addHostEntry(link, "mcpServers", hostEntry{Command: "/opt/capbridge", Args: []string{"mcp", "-c", "/etc/capbridge.toml"}}, false, &out); err != nil {
+		t.Fatal(err)
+	}
+	if fi, err := os.Lstat(link); err != nil || fi.Mode()&os.ModeSymlink == 0 {
+		t.Fatalf("the link was replaced: %v, %v", fi, err)
+	}
+	got, _ := os.ReadFile(real)
+	if !strings.Contains(string(got), `"capbridge"`) || !strings.Contains(string(got), `"git"`) {
+		t.Fatalf("the link's target:\n%s", got)
+	}
+	if fi, _ := os.Stat(real); fi.Mode().Perm() != 0o600 {
+		t.Fatalf("the target's mode became %04o", fi.Mode().Perm())
+	}
+	dangling := filepath.Join(t.TempDir(), "mcp.json")
+	if err := os.Symlink(filepath.Join(dotfiles, "absent.json"), dangling); err != nil {
+		t.Fatal(err)
+	}
+	if err := addHostEntry(dangling, "mcpServers", hostEntry{Command: "/opt/capbridge"}, false, &out); err == nil {
+		t.Fatal("a link to no file was written over")
+	}
+}
+
+// init --out FILE --force writes through FILE's symbolic link, and never
+// leaves a file more readable than it was.
+func TestInitForceKeepsLinkAndMode(t *testing.T) {
+	dotfiles := t.TempDir()
+	real := filepath.Join(dotfiles, "capbridge.toml")
+	if err := os.WriteFile(real, []byte("# mine\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	link := filepath.Join(t.TempDir(), "capbridge.toml")
+	if err := os.Symlink(real, link); err != nil {
+		t.Fatal(err)
+	}
+	if _, errOut, code := runInProcess("init", "--out", link, "--force"); code != exitOK {
+		t.Fatalf("init --force: %d %s", code, errOut)
+	}
+	if fi, _ := os.Lstat(link); fi.Mode()&os.ModeSymlink == 0 {
+		t.Error("init --force replaced the link with a file")
+	}
+	if got, _ := os.ReadFile(real); string(got) == "# mine\n" {
+		t.Error("the link's target was not written")
+	}
+	if fi, _ := os.Stat(real); fi.Mode().Perm() != 0o600 {
+		t.Errorf("a 0600 file came back %04o", fi.Mode().Perm())
+	}
+}
+
+// A host config that repeats a key is refused, naming both lines: hosts
+// read the last of the two, and the entry would go into the first.
+func TestHostConfigDuplicateKey(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "claude_desktop_config.json")
+	const before = "{\n  // comments are kept out of the count\n  \"mcpServers\": {},\n  \"mcpServers\": {\"git\": {\"command\": \"uvx\"}}\n}\n"
+	if err := os.WriteFile(p, []byte(before), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	err := addHostEntry(p, "mcpServers", hostEntry{Command: "/opt/capbridge", Args: []string{"mcp"}}, false, &out)
+	if err == nil || !strings.Contains(err.Error(), p+":4:") || !strings.Contains(err.Error(), "first on line 3") {
+		t.Fatalf("a repeated key: %v", err)
+	}
+	if got, _ := os.ReadFile(p); string(got) != before {
+		t.Fatal("the file was changed")
+	}
+}
+
+// A config path whose bytes are not UTF-8 (legal on Linux) is refused:
+// the host's JSON would hold another path, one that does not exist.
+func TestHostEntryNonUTF8Path(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "caf\xe9")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Skip(err)
+	}
+	cfg := filepath.Join(dir, "capbridge.toml")
+	if err := os.WriteFile(cfg, []byte("[bridge]\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	into := filepath.Join(t.TempDir(), "mcp.json")
+	var out bytes.Buffer
+	if err := mcpHostEntry("cursor", cfg, into, false, &out); err == nil || !strings.Contains(err.Error(), "not UTF-8") {
+		t.Fatalf("a non-UTF-8 path: %v", err)
+	}
+	if _, err := os.Stat(into); err == nil {
+		t.Fatal("the host config was written")
+	}
 }

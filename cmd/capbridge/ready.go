@@ -35,6 +35,26 @@ func notify(notifySocket, state string) error {
 	return nil
 }
 
+// replaceUserFile replaces a file the user keeps (a host's config, their
+// capbridge.toml) as writeFileAtomic does, but through a symbolic link
+// when path is one (a dotfiles manager's), rather than over the link, and
+// never with a mode wider than the file it replaces. Not for a file in a
+// directory others can write: following a link planted there is what
+// writeFileAtomic's rename over it avoids.
+func replaceUserFile(path string, data []byte, mode os.FileMode) error {
+	if fi, err := os.Lstat(path); err == nil && fi.Mode()&os.ModeSymlink != 0 {
+		target, err := filepath.EvalSymlinks(path)
+		if err != nil {
+			return fmt.Errorf("%s is a symbolic link that leads to no file (%v): give the file itself", path, err)
+		}
+		path = target
+	}
+	if fi, err := os.Stat(path); err == nil {
+		mode &= fi.Mode().Perm()
+	}
+	return writeFileAtomic(path, data, mode)
+}
+
 // writeFileAtomic writes data to path so that a reader sees either no
 // file or the whole of it: a temporary file in the same directory,
 // synced, then renamed over path.
