@@ -263,13 +263,11 @@ func TestStreamableReadResourceNamed(t *testing.T) {
 	}
 }
 
-// TestStreamableHeaderRetryDeadline: the re-listing after a -32020 and
-// the call sent again are the same call, held to its MaxTimeout: a
-// server that refuses the call's headers and then never answers
-// tools/list does not keep the caller for the client's own (here hour
-// long) per-request timeouts.
-func TestStreamableHeaderRetryDeadline(t *testing.T) {
-	t.Cleanup(leakcheck.Check(t))
+// mismatchServer is a 2026-07-28 server that refuses every tools/call
+// -32020 HeaderMismatch and never answers tools/list (it holds the
+// request until the client gives up), signalling listed at the first
+// tools/list. It returns the URL of its /mcp.
+func mismatchServer(t *testing.T) (string, <-chan struct{}) {
 	face := mcptest.NewHTTP(mcptest.Scenario{Era: mcptest.EraModernOnly}, mcptest.HTTPOptions{})
 	listed := make(chan struct{}, 1)
 	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -290,14 +288,25 @@ func TestStreamableHeaderRetryDeadline(t *testing.T) {
 			case listed <- struct{}{}:
 			default:
 			}
-			<-r.Context().Done() // until the client gives up
+			<-r.Context().Done()
 			return
 		}
 		r.Body = io.NopCloser(bytes.NewReader(body))
 		face.ServeHTTP(w, r)
 	}))
 	t.Cleanup(func() { ts.Close(); face.Close() })
-	c := dial(t, ts.URL+"/mcp", Remote{}, Config{CallIdleTimeout: time.Hour, CallMaxTimeout: time.Hour})
+	return ts.URL + "/mcp", listed
+}
+
+// TestStreamableHeaderRetryDeadline: the re-listing after a -32020 and
+// the call sent again are the same call, held to its MaxTimeout: a
+// server that refuses the call's headers and then never answers
+// tools/list does not keep the caller for the client's own (here hour
+// long) per-request timeouts.
+func TestStreamableHeaderRetryDeadline(t *testing.T) {
+	t.Cleanup(leakcheck.Check(t))
+	url, listed := mismatchServer(t)
+	c := dial(t, url, Remote{}, Config{CallIdleTimeout: time.Hour, CallMaxTimeout: time.Hour})
 	defer closeHTTP(t, c)
 	if c.Era() != EraModern {
 		t.Fatalf("era %v", c.Era())
@@ -355,34 +364,8 @@ func FuzzSafeInteger(f *testing.F) {
 // deadline, though it shares that re-listing rather than starting one.
 func TestStreamableHeaderRetryShared(t *testing.T) {
 	t.Cleanup(leakcheck.Check(t))
-	face := mcptest.NewHTTP(mcptest.Scenario{Era: mcptest.EraModernOnly}, mcptest.HTTPOptions{})
-	listed := make(chan struct{}, 1)
-	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		body, _ := io.ReadAll(r.Body)
-		var m struct {
-			ID     json.RawMessage `json:"id"`
-			Method string          `json:"method"`
-		}
-		_ = json.Unmarshal(body, &m)
-		switch m.Method {
-		case "tools/call":
-			w.Header().Set("Content-Type", "application/json")
-			w.WriteHeader(http.StatusBadRequest)
-			fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%s,"error":{"code":-32020,"message":"Header mismatch: Mcp-Param-Region missing"}}`, m.ID)
-			return
-		case "tools/list":
-			select {
-			case listed <- struct{}{}:
-			default:
-			}
-			<-r.Context().Done() // until the client gives up
-			return
-		}
-		r.Body = io.NopCloser(bytes.NewReader(body))
-		face.ServeHTTP(w, r)
-	}))
-	t.Cleanup(func() { ts.Close(); face.Close() })
-	c := dial(t, ts.URL+"/mcp", Remote{}, Config{CallIdleTimeout: time.Hour, CallMaxTimeout: time.Hour})
+	url, listed := mismatchServer(t)
+	c := dial(t, url, Remote{}, Config{CallIdleTimeout: time.Hour, CallMaxTimeout: time.Hour})
 	if c.Era() != EraModern {
 		t.Fatalf("era %v", c.Era())
 	}
