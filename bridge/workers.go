@@ -23,13 +23,13 @@ const maxIdleWorkers = 64
 // call, keeps the small stack an idle connection should cost.
 //
 // Calls wait in one queue, oldest first, and a worker takes the oldest
-// when it runs, whichever worker was woken for it: calls start in the
-// order they were read, however the scheduler orders the workers (with
-// one thread running Go code, as serve has by default, each runs until it
-// blocks, so a server's queue sees a connection's calls in the order they
-// came). Each call queued wakes an idle worker or starts one, so the queue
-// holds at most the calls admitted and not yet started. The most recently
-// idle worker is woken first, whose stack is warmest.
+// when it runs, whichever worker was woken for it: calls are taken in the
+// order they were read, however the scheduler orders the workers. (Which
+// of two calls taken together reaches its server first is still the
+// scheduler's: a worker can be preempted between taking its call and
+// sending it.) Each call queued wakes an idle worker or starts one, so
+// the queue holds at most the calls admitted and not yet started. The
+// most recently idle worker is woken first, whose stack is warmest.
 //
 // Concurrency: run and close may be called from any goroutine; close is
 // called once, after the last connection has ended (Shutdown), and waits
