@@ -14,6 +14,7 @@ import (
 	"github.com/capbridge/capbridge/bridge/config"
 	"github.com/capbridge/capbridge/internal/testkit/leakcheck"
 	"github.com/capbridge/capbridge/internal/testkit/mcptest"
+	"github.com/capbridge/capbridge/internal/testkit/need"
 	"github.com/capbridge/capbridge/jail"
 )
 
@@ -128,9 +129,10 @@ func TestRunSetupBounded(t *testing.T) {
 			c.Close()
 		}
 	}()
+	need.Command(t, "python3", "the README names Python >= 3.10")
 	r, err := New(Config{Control: sock, CallSocket: filepath.Join(t.TempDir(), "call.sock"), Languages: []string{Python}, NoCgroup: true})
 	if err != nil {
-		t.Skipf("no python runtime here: %v", err)
+		t.Fatal(err)
 	}
 	defer r.Close()
 	done := make(chan error, 1)

@@ -239,7 +239,7 @@ func TestHostConfigDuplicateKey(t *testing.T) {
 func TestHostEntryNonUTF8Path(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "caf\xe9")
 	if err := os.Mkdir(dir, 0o755); err != nil {
-		t.Skip(err)
+		t.Fatal(err) // Linux's file systems take any bytes but '/' and NUL
 	}
 	cfg := filepath.Join(dir, "capbridge.toml")
 	if err := os.WriteFile(cfg, []byte("[bridge]\n"), 0o600); err != nil {
