@@ -18,12 +18,14 @@ type asides struct {
 	wg     sync.WaitGroup
 }
 
-// run starts post, or reports false when closed or too many are running.
-func (a *asides) run(post func()) bool {
+// run starts post, the message o, or drops it, saying so to c's log,
+// when closed or too many are running.
+func (a *asides) run(c *Client, o outbound, post func()) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.closed || a.n == maxAsidePosts {
-		return false
+		c.log.Debug().Str("method", o.method).Msg("mcpwire: a post no caller waits for dropped (closing, or too many in flight)")
+		return
 	}
 	a.n++
 	a.wg.Go(func() {
@@ -32,7 +34,6 @@ func (a *asides) run(post func()) bool {
 		a.n--
 		a.mu.Unlock()
 	})
-	return true
 }
 
 // close refuses every later run.

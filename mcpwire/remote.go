@@ -16,7 +16,6 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/capbridge/capbridge/internal/mcpproto"
 	"github.com/capbridge/capbridge/internal/regular"
 	"github.com/capbridge/capbridge/internal/truncate"
 )
@@ -412,20 +411,14 @@ func shownURL(u *url.URL) string {
 }
 
 // modernRefusal reports whether err is one of the JSON-RPC errors the
-// 2026-07-28 revision defines for a request it cannot serve: the server
-// that sent it speaks Streamable HTTP, so the 400 it came with is no
-// sign of the legacy HTTP+SSE transport (that binding's backwards
-// compatibility falls back only on a 400, 404 or 405 without one).
+// 2026-07-28 revision defines for a request it cannot serve (those
+// requirement knows): the server that sent it speaks Streamable HTTP, so
+// the 400 it came with is no sign of the legacy HTTP+SSE transport (that
+// binding's backwards compatibility falls back only on a 400, 404 or
+// 405 without one).
 func modernRefusal(err error) bool {
-	var rpc *RPCError
-	if !errors.As(err, &rpc) {
-		return false
-	}
-	switch rpc.Code {
-	case mcpproto.CodeHeaderMismatch, mcpproto.CodeMissingRequiredClientCapability, mcpproto.CodeUnsupportedProtocolVersion:
-		return true
-	}
-	return false
+	var re *RequirementError
+	return errors.As(requirement("initialize", err), &re)
 }
 
 // Dial connects to the remote server r and performs the MCP handshake

@@ -208,9 +208,7 @@ func (s *streamCarrier) sendAside(o outbound, line []byte) {
 		_ = s.send(context.Background(), o, line)
 		return
 	}
-	if !s.aside.run(func() { _ = s.send(context.Background(), o, line) }) {
-		s.c.log.Debug().Str("method", o.method).Msg("mcpwire: a post no caller waits for dropped (closing, or too many in flight)")
-	}
+	s.aside.run(s.c, o, func() { _ = s.send(context.Background(), o, line) })
 }
 
 func (s *streamCarrier) negotiated(string)           {}

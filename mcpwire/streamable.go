@@ -581,9 +581,7 @@ func (h *httpCarrier) cancels() bool { return h.c.Era() != EraModern }
 // its deadline, and a server's request on a call's stream holds that
 // call no longer than the stream does.
 func (h *httpCarrier) sendAside(o outbound, line []byte) {
-	if !h.aside.run(func() { _ = h.send(context.Background(), o, line) }) {
-		h.c.log.Debug().Str("method", o.method).Msg("mcpwire: a post no caller waits for dropped (closing, or too many in flight)")
-	}
+	h.aside.run(h.c, o, func() { _ = h.send(context.Background(), o, line) })
 }
 
 // negotiated records the revision initialize settled on, for every
