@@ -536,7 +536,13 @@ func DecodeCallToolResultValue(v jsonlex.Value) (*CallToolResult, error) {
 // decodeCallToolResult decodes the validated object obj, which is own's
 // bytes when own is not zero: its strings are then cut from own.
 func decodeCallToolResult(own jsonlex.Value, obj []byte) (*CallToolResult, error) {
-	r := &CallToolResult{}
+	// The result and its content, when that is one block (what most
+	// tools answer), are one allocation.
+	one := &struct {
+		r   CallToolResult
+		blk [1]ContentBlock
+	}{}
+	r := &one.r
 	var haveContent bool
 	var fault error
 	_ = jsonlex.EachMember(obj, func(key, v []byte) error {
@@ -549,7 +555,7 @@ func decodeCallToolResult(own jsonlex.Value, obj []byte) (*CallToolResult, error
 				break
 			}
 			// Most results hold one block; more grow the slice.
-			r.Content = make([]ContentBlock, 0, 1)
+			r.Content = one.blk[:0]
 			return jsonlex.EachElement(v, func(i int, bv []byte) error {
 				b, why, at := decodeBlock(own, bv)
 				if why != "" {
@@ -597,6 +603,27 @@ func raw(own jsonlex.Value, v []byte) []byte {
 	return v
 }
 
+// blockType reads a content block's type. The types the spec defines
+// are returned as constants: a result's every block has one, and the
+// copy would be the only allocation its text block costs.
+func blockType(v []byte) (string, string) {
+	if v[0] == '"' {
+		switch string(v[1 : len(v)-1]) {
+		case "text":
+			return "text", ""
+		case "image":
+			return "image", ""
+		case "audio":
+			return "audio", ""
+		case "resource":
+			return "resource", ""
+		case "resource_link":
+			return "resource_link", ""
+		}
+	}
+	return str(v)
+}
+
 func decodeBlock(own jsonlex.Value, v []byte) (b ContentBlock, why, at string) {
 	if v[0] != '{' {
 		return b, "content block is not an object (found " + kindName(v) + ")", ""
@@ -608,7 +635,7 @@ func decodeBlock(own jsonlex.Value, v []byte) (b ContentBlock, why, at string) {
 		switch {
 		case jsonlex.KeyIs(key, "type"):
 			haveType, at = true, "/type"
-			b.Type, why = str(mv)
+			b.Type, why = blockType(mv)
 		case jsonlex.KeyIs(key, "text"):
 			haveText, text = true, mv
 		}

@@ -299,3 +299,35 @@ func TestLeasedResultRelease(t *testing.T) {
 		t.Error("releasing a result of an owned Value changed its text")
 	}
 }
+
+// TestDecodeCallToolResultAllocs holds the decoding of the result most
+// tools answer, one text block from an owned Value, to one allocation:
+// the result with its block. The text and the block's Raw are cut from
+// the Value, and the type is one the spec names, so it is not copied.
+func TestDecodeCallToolResultAllocs(t *testing.T) {
+	line := []byte(`{"jsonrpc":"2.0","id":1,"result":{"content":[{"type":"text","text":"hello"}]}}`)
+	var m Message
+	if err := DecodeMessage(line, &m); err != nil {
+		t.Fatal(err)
+	}
+	own := m.Result.Own()
+	allocs := testing.AllocsPerRun(100, func() {
+		r, err := DecodeCallToolResultValue(own)
+		if err != nil || len(r.Content) != 1 || r.Content[0].Text != "hello" || r.Content[0].Type != "text" {
+			t.Fatal(r, err)
+		}
+	})
+	if allocs > 1 {
+		t.Errorf("decoding a one-block result: %v allocations, want 1", allocs)
+	}
+	for _, typ := range []string{"text", "image", "audio", "resource", "resource_link", "other", `\u0074ext`} {
+		r, err := DecodeCallToolResult([]byte(`{"content":[{"type":"` + typ + `","text":"t"}]}`))
+		want := typ
+		if typ == `\u0074ext` {
+			want = "text"
+		}
+		if err != nil || r.Content[0].Type != want {
+			t.Errorf("type %s: %+v, %v; want the type %q", typ, r, err, want)
+		}
+	}
+}
