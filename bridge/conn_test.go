@@ -163,7 +163,7 @@ func TestWorkerQueueOldestFirst(t *testing.T) {
 	next := uint64(0)
 	for round := range 3 {
 		for range 5 {
-			p.queue = append(p.queue, job{m: &capserver.Call{CallMsg: &capwire.CallMsg{ID: next}}})
+			p.queue = append(p.queue, job{m: &capserver.Call{CallMsg: capwire.CallMsg{ID: next}}})
 			next++
 		}
 		for want := next - 5; want < next; want++ {

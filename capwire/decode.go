@@ -123,6 +123,14 @@ type envelope struct {
 // string, a duplicated key) is a non-fatal bad_request that carries the
 // frame's id when it had a usable one.
 func Decode(b []byte) (Message, error) {
+	return DecodeInto(b, nil)
+}
+
+// DecodeInto is Decode, except that a call is decoded into *call (which
+// it returns) rather than into a new CallMsg, so that a reader keeping
+// each call in a struct of its own allocates once per call. *call is
+// written only when b holds a valid call; nil call means a new one.
+func DecodeInto(b []byte, call *CallMsg) (Message, error) {
 	e := envelope{b: b}
 	if err := e.scan(); err != nil {
 		return nil, err
@@ -139,7 +147,7 @@ func Decode(b []byte) (Message, error) {
 	case typeWelcome:
 		return e.welcome()
 	case typeCall:
-		return e.call()
+		return e.call(call)
 	case typeCancel:
 		return e.cancel()
 	case typeResult:
@@ -444,12 +452,12 @@ func (e *envelope) welcome() (Message, error) {
 	return &WelcomeMsg{V: v, Servers: servers}, nil
 }
 
-func (e *envelope) call() (Message, error) {
+func (e *envelope) call(into *CallMsg) (Message, error) {
 	id, err := e.uint(fID)
 	if err != nil {
 		return nil, err
 	}
-	c := &CallMsg{ID: id}
+	c := CallMsg{ID: id}
 	if c.Cap, err = e.nonEmpty(fCap); err != nil {
 		return nil, err
 	}
@@ -471,7 +479,11 @@ func (e *envelope) call() (Message, error) {
 	if c.Traceparent, err = e.optStr(fTraceparent); err != nil {
 		return nil, err
 	}
-	return c, nil
+	if into == nil {
+		into = new(CallMsg)
+	}
+	*into = c
+	return into, nil
 }
 
 func (e *envelope) cancel() (Message, error) {

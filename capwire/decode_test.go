@@ -174,3 +174,36 @@ func TestDecodeResultAllocs(t *testing.T) {
 		t.Errorf("no blocks: got %#v, want an empty, non-nil slice", c)
 	}
 }
+
+// TestDecodeIntoAllocs: a call decoded into a CallMsg the caller holds
+// allocates only its capability and operation names; Decode allocates
+// the message as well. A frame that is not a valid call leaves the
+// caller's CallMsg as it was.
+func TestDecodeIntoAllocs(t *testing.T) {
+	frame := m("t", "call", "id", 9, "cap", "mcp.fs", "op", "read", "args", m("path", "/x"))
+	var into CallMsg
+	allocs := testing.AllocsPerRun(100, func() {
+		got, err := DecodeInto(frame, &into)
+		if err != nil || got != Message(&into) || into.Op != "read" {
+			t.Fatal(got, err)
+		}
+	})
+	if allocs > 2 {
+		t.Errorf("DecodeInto of a call: %v allocations, want at most 2", allocs)
+	}
+	if got, err := Decode(frame); err != nil || got.(*CallMsg) == &into || got.(*CallMsg).Cap != "mcp.fs" {
+		t.Errorf("Decode: %+v, %v", got, err)
+	}
+	kept := into
+	for _, f := range [][]byte{
+		m("t", "call", "id", 10, "cap", "mcp.fs", "op", "", "args", m()),
+		m("t", "cancel", "id", 10),
+	} {
+		if got, err := DecodeInto(f, &into); err == nil && got == Message(&into) {
+			t.Errorf("%x decoded into the caller's CallMsg", f)
+		}
+		if !reflect.DeepEqual(into, kept) {
+			t.Errorf("%x changed the caller's CallMsg to %+v", f, into)
+		}
+	}
+}

@@ -101,7 +101,7 @@ func New(conn net.Conn, cfg Config) *Conn {
 // Call is a call read by Read. Its Args alias a pooled frame buffer that
 // Release returns.
 type Call struct {
-	*capwire.CallMsg
+	capwire.CallMsg
 	buf *[]byte
 }
 
@@ -209,14 +209,17 @@ func (s *Conn) Read() (capwire.Message, error) {
 		return nil, err
 	}
 	s.count(frameHeader+len(frame), 0)
-	m, err := capwire.Decode(frame)
+	// Nearly every frame is a call: decoding it into its Call makes the
+	// two one allocation.
+	c := &Call{buf: buf}
+	m, err := capwire.DecodeInto(frame, &c.CallMsg)
 	if err != nil {
 		framewrite.PutBuf(buf)
 		return nil, err
 	}
 	switch m := m.(type) {
 	case *capwire.CallMsg:
-		return &Call{CallMsg: m, buf: buf}, nil
+		return c, nil
 	case *capwire.CancelMsg:
 		framewrite.PutBuf(buf)
 		return m, nil
