@@ -96,9 +96,9 @@ func (b *Bridge) start(g *Grant, peer PeerCred, a startArgs, traceparent string)
 		begun := time.Now()
 		o := b.call(ctx, callRequest{server: a.Server, tool: a.Tool, args: args, timeoutMS: a.TimeoutMS, grant: g, peer: peer, traceparent: tp, span: span})
 		// Kept until collected, perhaps by two collects at once, each
-		// of which frees what it answers: its memory must never be
-		// given back.
-		o.from = nil
+		// of which frees what it answers and sends it under its own id:
+		// its memory must never be given back, nor its message shared.
+		o.from, o.msg = nil, nil
 		sc.o = o
 		took := time.Since(begun)
 		account(g, sc.o, took)

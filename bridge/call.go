@@ -44,6 +44,9 @@ type callRequest struct {
 type outcome struct {
 	result *capwire.Result
 	denial *capwire.Denied
+	// msg, when not nil, is the message whose Result result is, so that
+	// sending the reply allocates no message of its own (reduce).
+	msg *capwire.ResultMsg
 	// argBytes and resultBytes are for the audit line; argValues is a
 	// copy of the converted arguments, kept only when audit_values is set.
 	argBytes, resultBytes int
@@ -394,13 +397,13 @@ func (b *Bridge) ended(cause error, req callRequest) outcome {
 // (blockOf), structuredContent becomes MessagePack, and isError is
 // carried.
 func (b *Bridge) reduce(res *mcpwire.CallToolResult) outcome {
-	// The result and its content, when that is one block (what most
-	// tools answer), are one allocation.
+	// The result, its content when that is one block (what most tools
+	// answer) and the message the reply is sent in are one allocation.
 	one := &struct {
-		r   capwire.Result
+		m   capwire.ResultMsg
 		blk [1]capwire.Block
 	}{}
-	r := &one.r
+	r := &one.m.Result
 	r.IsError, r.Content = res.IsError, one.blk[:0]
 	if len(res.Content) > len(one.blk) {
 		r.Content = make([]capwire.Block, 0, len(res.Content))
@@ -431,7 +434,7 @@ func (b *Bridge) reduce(res *mcpwire.CallToolResult) outcome {
 		r.Structured = mp
 		size += len(mp)
 	}
-	return outcome{result: r, resultBytes: size, from: res}
+	return outcome{result: r, msg: &one.m, resultBytes: size, from: res}
 }
 
 // conversionDenial denies a value interchange could not convert. The

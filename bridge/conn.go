@@ -330,7 +330,12 @@ func (c *callConn) send(id uint64, o outcome, others bool) outcome {
 	if others {
 		send = c.sc.SendGathering
 	}
-	err := send(context.Background(), &capwire.ResultMsg{ID: id, Result: *o.result})
+	msg := o.msg
+	if msg == nil || &msg.Result != o.result {
+		msg = &capwire.ResultMsg{Result: *o.result}
+	}
+	msg.ID = id
+	err := send(context.Background(), msg)
 	switch {
 	case err == nil, errors.Is(err, capwire.ErrClosed):
 		return o
