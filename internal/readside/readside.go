@@ -186,13 +186,18 @@ func (s *Side) Await(ctx context.Context, w *Waiter) error {
 // lets go of the reading side first.
 func (s *Side) lead(ctx context.Context, w *Waiter) error {
 	if ctx.Done() != nil {
-		stop := context.AfterFunc(ctx, func() {
-			s.mu.Lock()
-			if s.leader == w {
-				s.setReadDeadlineLocked(kickTime)
-			}
-			s.mu.Unlock()
-		})
+		if w.kickSide != s {
+			// Bound once for the life of w on s, not once a call:
+			// waiters are pooled.
+			w.kick, w.kickSide = func() {
+				s.mu.Lock()
+				if s.leader == w {
+					s.setReadDeadlineLocked(kickTime)
+				}
+				s.mu.Unlock()
+			}, s
+		}
+		stop := context.AfterFunc(ctx, w.kick)
 		defer stop()
 	}
 	for {
@@ -350,6 +355,10 @@ type Waiter struct {
 	armed  bool
 	expiry time.Time // zero: none
 	slack  time.Duration
+	// kick interrupts the leader's Read once its ctx ends, if w still
+	// leads kickSide; made by lead, kept across Reset.
+	kick     func()
+	kickSide *Side
 }
 
 // SettleLocked records that w's call has its outcome and wakes its

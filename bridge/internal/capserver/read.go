@@ -156,7 +156,10 @@ type frameReader struct {
 	rd io.Reader
 	// rc is conn's descriptor where it has one: a read with nothing
 	// buffered waits on it holding no buffer (idleRead).
-	rc      syscall.RawConn
+	rc syscall.RawConn
+	// idleFn is idleRead as a func value, made once: a method value
+	// handed to rc.Read would be allocated on every wait.
+	idleFn  func(fd uintptr) bool
 	budget  *Budget // nil: partial frames are bounded only by the frame limit
 	timeout time.Duration
 
@@ -175,7 +178,9 @@ type frameReader struct {
 }
 
 func newFrameReader(conn net.Conn, budget *Budget, timeout time.Duration) *frameReader {
-	return &frameReader{conn: conn, rd: framewrite.RawReader(conn), rc: framewrite.Pollable(conn), budget: budget, timeout: timeout}
+	fr := &frameReader{conn: conn, rd: framewrite.RawReader(conn), rc: framewrite.Pollable(conn), budget: budget, timeout: timeout}
+	fr.idleFn = fr.idleRead
+	return fr
 }
 
 // take gives fr a read-ahead buffer, empty.
@@ -372,7 +377,7 @@ func (fr *frameReader) fill() error {
 // os.ErrDeadlineExceeded past the read deadline, io.EOF at the end.
 func (fr *frameReader) idleFill() error {
 	fr.errno = 0
-	if err := fr.rc.Read(fr.idleRead); err != nil {
+	if err := fr.rc.Read(fr.idleFn); err != nil {
 		return err
 	}
 	switch {
