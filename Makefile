@@ -68,7 +68,7 @@ gotest:
 	go test -race -count=1 -timeout 20m ./...
 	# Allocation bounds are measured without the race detector, whose
 	# sync.Pool drops items at random (those tests skip under -race).
-	go test -count=1 -run 'Allocs' ./interchange/
+	go test -count=1 -run 'Allocs' ./interchange/ ./bridge/
 	# The portable scans that stand in for assembly elsewhere (purego, and
 	# every architecture but amd64) are held to the same tests.
 	go test -count=1 -tags purego ./internal/jsonlex/ ./interchange/

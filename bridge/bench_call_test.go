@@ -133,7 +133,7 @@ func benchBridge(b *testing.B, argv, env []string) (*Bridge, string) {
 
 // benchBridgeOpts is benchBridge with the Options given (their Config is
 // the benchmark's).
-func benchBridgeOpts(b *testing.B, o Options, argv, env []string) (*Bridge, string) {
+func benchBridgeOpts(b testing.TB, o Options, argv, env []string) (*Bridge, string) {
 	b.Helper()
 	dir, err := os.MkdirTemp("", "cb")
 	if err != nil {
