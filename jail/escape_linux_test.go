@@ -1,6 +1,7 @@
 package jail
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -316,4 +317,111 @@ func jailHelper() int {
 	}
 	fmt.Printf("helper: %s (host uid %d)\n", strings.TrimSpace(string(out.Stdout)), os.Getuid())
 	return 0
+}
+
+// A program holds no descriptor of the host's: one the bridge's parent
+// left open without close-on-exec (here a host directory, opened so by
+// this test) is closed to it, cold or warm, so it cannot reach the
+// files below it.
+func TestEscapeDescriptors(t *testing.T) {
+	defer leakcheck.Check(t)()
+	needJail(t)
+	host := filepath.Join(t.TempDir(), "host-marker")
+	if err := os.Mkdir(host, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(host, "secret"), []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// No O_CLOEXEC: every process this one starts inherits it.
+	fd, err := syscall.Open(host, syscall.O_RDONLY|syscall.O_DIRECTORY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer syscall.Close(fd)
+	probe := `import os
+for f in sorted(os.listdir("/proc/self/fd"), key=int):
+    try:
+        print("fd", f, os.readlink("/proc/self/fd/" + f))
+    except OSError as e:
+        print("fd", f, e.strerror)
+try:
+    print("listed", os.listdir(` + strconv.Itoa(fd) + `))
+except OSError as e:
+    print("refused", e.strerror)
+`
+	check := func(what string, out *Outcome) {
+		text := string(out.Stdout)
+		if strings.Contains(text, "host-marker") || strings.Contains(text, "secret") || !strings.Contains(text, "refused") {
+			t.Errorf("%s: the program reached a descriptor of the host:\n%s%s", what, out.Stdout, out.Stderr)
+		}
+	}
+	var c Config
+	check("cold", runPy(t, &c, probe, 20*time.Second, nil))
+	w, err := c.Prestart(&Program{Argv: warmPy, Env: []string{"PATH=/usr/bin:/bin"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := w.Run(context.Background(), &Program{Files: []File{{Path: "/work/main.py", Data: []byte(probe)}}, WallClock: 30 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	check("warm", out)
+}
+
+// A program cannot signal a process outside its jail through a process
+// group: kill(0, sig) and kill(-1, sig) reach only the jail's own, not
+// the group the bridge runs in (a process group is not bounded by the
+// PID namespace). The signal is SIGWINCH, which every process here
+// ignores unless it asks, so a jail that did reach this test's group
+// harms nothing but the witness's count.
+func TestEscapeProcessGroup(t *testing.T) {
+	defer leakcheck.Check(t)()
+	needJail(t)
+	witness := exec.Command(python, "-I", "-S", "-c", `import signal, sys
+seen = []
+signal.signal(signal.SIGWINCH, lambda n, f: seen.append(n))
+print("ready", flush=True)
+sys.stdin.readline()
+print("seen", seen, flush=True)`)
+	// The witness runs as the jail's programs do on the host, which is
+	// what a signal's permission is checked against.
+	var c Config
+	uid, gid := c.RunIDs()
+	witness.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid), NoSetGroups: true}}
+	in, err := witness.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	outR, err := witness.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := witness.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { in.Close(); _ = witness.Process.Kill(); _ = witness.Wait() }()
+	lines := bufio.NewReader(outR)
+	if l, err := lines.ReadString('\n'); l != "ready\n" {
+		t.Fatalf("the witness: %q, %v", l, err)
+	}
+	out := runPy(t, &c, `import os, signal
+for target in [0, -1]:
+    try:
+        os.kill(target, signal.SIGWINCH)
+        print("sent", target)
+    except OSError as e:
+        print("refused", target, e.strerror)
+`, 20*time.Second, nil)
+	if !strings.Contains(string(out.Stdout), "sent 0") {
+		t.Fatalf("the program did not run: %s%s", out.Stdout, out.Stderr)
+	}
+	// The signal, if sent, was pending before the run returned: the
+	// witness runs its handler before its read returns this line.
+	if _, err := io.WriteString(in, "report\n"); err != nil {
+		t.Fatal(err)
+	}
+	if l, err := lines.ReadString('\n'); l != "seen []\n" {
+		t.Fatalf("a process in the bridge's process group got the jail's signal: %q, %v", l, err)
+	}
 }

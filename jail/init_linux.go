@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 
 	"golang.org/x/sys/unix"
@@ -20,11 +21,41 @@ import (
 // that runs jails), before any goroutine that could hold a file or a
 // thread the program must not inherit. t rewrites the files a Program
 // names in Transform; nil refuses them.
+//
+// It also marks close-on-exec every descriptor this process inherited
+// beyond stderr (beyond init's own, in a jail's init): whatever its
+// parent left open without that flag would otherwise reach every
+// process it starts, a jail's program (through init or a wrapper) or a
+// server, and a descriptor of a host directory is a way out of any view.
 func MaybeInit(t Transformer) {
 	if os.Getenv(envInit) == "" {
+		closeOnExecFrom(3)
 		return
 	}
+	closeOnExecFrom(fdStatus + 1)
 	os.Exit(initMain(t))
+}
+
+// closeOnExecFrom marks every descriptor from lo up close-on-exec: with
+// one close_range(2) where the kernel has CLOSE_RANGE_CLOEXEC (5.11),
+// else one by one from /proc/self/fd. Nothing this process opens itself
+// is affected: Go opens every descriptor close-on-exec already.
+func closeOnExecFrom(lo int) {
+	if unix.CloseRange(uint(lo), ^uint(0), unix.CLOSE_RANGE_CLOEXEC) == nil {
+		return
+	}
+	d, err := os.Open("/proc/self/fd")
+	if err != nil {
+		return
+	}
+	names, _ := d.Readdirnames(-1)
+	own := int(d.Fd())
+	d.Close()
+	for _, n := range names {
+		if fd, err := strconv.Atoi(n); err == nil && fd >= lo && fd != own {
+			unix.CloseOnExec(fd)
+		}
+	}
 }
 
 // exitSetup is init's exit status when it reports a failure on fdStatus.

@@ -104,6 +104,11 @@ func (c *Config) startInit(sp *spec) (*started, error) {
 		Credential: &syscall.Credential{Uid: 0, Gid: 0, NoSetGroups: true},
 		// The jail dies with whoever started it.
 		Pdeathsig: syscall.SIGKILL,
+		// A session and process group of its own: left in capbridge's,
+		// the program could signal them all with kill(0, sig), the
+		// bridge and other jails' programs included, since a process
+		// group is not bounded by the PID namespace.
+		Setsid: true,
 	}
 	cgStarted, cgDone, err := c.intoCgroup(cmd.SysProcAttr)
 	if err != nil {
