@@ -337,16 +337,16 @@ func (b *Bridge) failed(ctx context.Context, s *server, req callRequest, err err
 	case ctx.Err() != nil:
 		return b.ended(context.Cause(ctx), req)
 	case errors.Is(err, mcpwire.ErrInputRequired):
-		return deny(capwire.CodeInputRequired, "server "+quote(req.server)+" asked for client input capbridge cannot give: "+s.redact.Text(truncate.Ellipsis(err.Error(), 1024)))
+		return deny(capwire.CodeInputRequired, "server "+quote(req.server)+" asked for client input capbridge cannot give: "+s.redact.Cut(err.Error(), 1024))
 	case errors.As(err, &reqErr):
 		// A 2026-07-28 refusal naming what the server requires (client
 		// capabilities, a protocol version): its own words say more
 		// than the bare code.
-		o := deny(capwire.CodeServerError, "server "+quote(req.server)+" refused "+quote(req.tool)+": "+s.redact.Text(truncate.Ellipsis(reqErr.Error(), 1024)))
+		o := deny(capwire.CodeServerError, "server "+quote(req.server)+" refused "+quote(req.tool)+": "+s.redact.Cut(reqErr.Error(), 1024))
 		o.denial.RPCCode = int(reqErr.RPC.Code)
 		return o
 	case errors.As(err, &rpc):
-		o := deny(capwire.CodeServerError, "server "+quote(req.server)+" answered error "+strconv.FormatInt(rpc.Code, 10)+": "+s.redact.Text(truncate.Ellipsis(rpc.Message, 1024)))
+		o := deny(capwire.CodeServerError, "server "+quote(req.server)+" answered error "+strconv.FormatInt(rpc.Code, 10)+": "+s.redact.Cut(rpc.Message, 1024))
 		o.denial.RPCCode = int(rpc.Code)
 		return o
 	case errors.As(err, &dead):
@@ -356,7 +356,7 @@ func (b *Bridge) failed(ctx context.Context, s *server, req callRequest, err err
 	case errors.Is(err, mcpwire.ErrInvalidArgument):
 		return deny(capwire.CodeBadArguments, "the arguments cannot be sent: "+err.Error())
 	case errors.Is(err, mcpwire.ErrTaskCancelled):
-		return deny(capwire.CodeCancelled, "server "+quote(req.server)+" cancelled the task running "+quote(req.tool)+": "+s.redact.Text(truncate.Ellipsis(err.Error(), 1024)))
+		return deny(capwire.CodeCancelled, "server "+quote(req.server)+" cancelled the task running "+quote(req.tool)+": "+s.redact.Cut(err.Error(), 1024))
 	case errors.Is(err, mcpwire.ErrBusy):
 		return deny(capwire.CodeOverloaded, "server "+quote(req.server)+" has too many calls in flight")
 	case errors.Is(err, mcpwire.ErrProtocol):

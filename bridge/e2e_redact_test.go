@@ -6,7 +6,9 @@ import (
 	"testing"
 
 	"github.com/capbridge/capbridge/bridge/config"
+	"github.com/capbridge/capbridge/capwire"
 	"github.com/capbridge/capbridge/internal/testkit/leakcheck"
+	"github.com/capbridge/capbridge/internal/testkit/mcptest"
 )
 
 // With stderr_to_caller on, what a failing server printed reaches the
@@ -39,6 +41,30 @@ func TestStderrToCallerRedactsInheritedAndShapes(t *testing.T) {
 		if strings.Contains(d.Message, secret) {
 			t.Errorf("the caller was shown %q: %s", secret, d.Message)
 		}
+	}
+	c.Close()
+	tb.shutdown()
+}
+
+// A server's error message is redacted before it is cut to its bound:
+// a secret that straddles the cut does not reach the program as a prefix.
+func TestServerErrorRedactedBeforeCut(t *testing.T) {
+	defer leakcheck.Check(t)()
+	const secret = "hunter2-correct-horse-battery-staple-0123456789abcdefghijklmnopqrstuvwxyz"
+	s := mcptestServer("t", mcptest.Scenario{})
+	s.Env["CB_LEAKY_SECRET"] = secret
+	tb := startBridge(t, nil, s)
+	c := tb.dial(tb.grant(map[string][]string{"t": nil}))
+	ctx, cancel := context.WithTimeout(context.Background(), backstop)
+	defer cancel()
+	// The secret starts 24 bytes before the message's 1024-byte bound.
+	_, err := c.Call(ctx, "t", "rpc_error", map[string]any{"message": strings.Repeat("x", 1000), "env": "CB_LEAKY_SECRET"})
+	d := denial(t, err)
+	if d.Code != capwire.CodeServerError || !strings.Contains(d.Message, "xxxx") {
+		t.Fatalf("the denial: %+v", d)
+	}
+	if strings.Contains(d.Message, secret[:8]) {
+		t.Errorf("the program was shown the start of a secret: …%s", d.Message[max(0, len(d.Message)-80):])
 	}
 	c.Close()
 	tb.shutdown()

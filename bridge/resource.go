@@ -9,7 +9,6 @@ import (
 
 	"github.com/capbridge/capbridge/bridge/control"
 	"github.com/capbridge/capbridge/capwire"
-	"github.com/capbridge/capbridge/internal/truncate"
 	"github.com/capbridge/capbridge/mcpwire"
 )
 
@@ -106,7 +105,7 @@ func (h *controlHandler) Resources(ctx context.Context, r *control.ResourcesRequ
 		case errors.As(err, &rpc) && rpc.Code == -32601:
 			items = nil
 		case err != nil:
-			return nil, &control.Error{Code: control.CodeInternal, Message: "server " + quote(r.Server) + ": " + s.redact.Text(truncate.Ellipsis(err.Error(), 1024))}
+			return nil, &control.Error{Code: control.CodeInternal, Message: "server " + quote(r.Server) + ": " + s.redact.Cut(err.Error(), 1024)}
 		}
 		*l.dst = "[" + string(bytes.Join(items, []byte(","))) + "]"
 	}

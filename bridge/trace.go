@@ -5,7 +5,6 @@ import (
 
 	"github.com/capbridge/capbridge/capwire"
 	"github.com/capbridge/capbridge/internal/telemetry"
-	"github.com/capbridge/capbridge/internal/truncate"
 )
 
 // The call path's tracing hooks. With traces off (b.tracer nil) each is a
@@ -88,7 +87,7 @@ func (s *server) endOp(op *telemetry.Op, t *table, err error) {
 		return
 	}
 	if err != nil {
-		op.End(0, s.redact.Text(truncate.Ellipsis(withoutTail(err), 1024)))
+		op.End(0, s.redact.Cut(withoutTail(err), 1024))
 		return
 	}
 	op.End(len(t.tools), "")

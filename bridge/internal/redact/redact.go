@@ -35,6 +35,10 @@ type Redactor struct {
 	secrets []secret
 }
 
+// shapeRoom is how far past a cut Cut looks for the rest of a
+// credential shape that starts before it.
+const shapeRoom = 4 << 10
+
 type secret struct{ name, value string }
 
 // New returns a Redactor of the values in env, named by their keys: the
@@ -71,6 +75,22 @@ func (r *Redactor) Text(s string) string {
 		s = r.whole.Replace(s)
 	}
 	return redactShapes(s)
+}
+
+// Cut returns s redacted as Text redacts it, cut to at most n bytes
+// (truncate.Ellipsis). The cut comes after the redaction, so it can
+// split a marker but never leave a secret's start behind it. Only what
+// a secret or shape starting within the first n bytes can reach is
+// redacted, so a message of megabytes costs what a short one does.
+func (r *Redactor) Cut(s string, n int) string {
+	longest := 0
+	if len(r.secrets) > 0 {
+		longest = len(r.secrets[0].value)
+	}
+	if lim := n + longest + shapeRoom; len(s) > lim {
+		s = s[:lim]
+	}
+	return truncate.Ellipsis(r.Text(s), n)
 }
 
 // Tail renders a stderr tail for a caller: valid UTF-8, secrets and

@@ -46,6 +46,34 @@ func TestRedactor(t *testing.T) {
 	}
 }
 
+// Cut redacts before it cuts: a secret or a credential shape that
+// straddles the cut leaves no part of itself in front of it, and a huge
+// message is cut to the same bound.
+func TestCut(t *testing.T) {
+	const secret = "hunter2-correct-horse-battery-staple"
+	r := New(map[string]string{"PASS": secret})
+	for _, tc := range []struct {
+		name, in string
+	}{
+		{"secret across the cut", strings.Repeat("x", 90) + secret + " is wrong"},
+		{"shape across the cut", strings.Repeat("x", 90) + " Authorization: Bearer abcdefghijklmnopqrstuvwxyz"},
+		{"secret far beyond", strings.Repeat("y", 1<<20) + secret},
+	} {
+		got := r.Cut(tc.in, 100)
+		if len(got) > 100+len("…") {
+			t.Errorf("%s: %d bytes, over the bound", tc.name, len(got))
+		}
+		for _, part := range []string{secret[:minRedacted], "abcd"} {
+			if strings.Contains(got, part) {
+				t.Errorf("%s: %q holds %q", tc.name, got, part)
+			}
+		}
+	}
+	if got := r.Cut("short "+secret, 100); got != "short [redacted:PASS]" {
+		t.Errorf("a short message: %q", got)
+	}
+}
+
 // overlap finds the longest suffix of a that is a prefix of b.
 func TestOverlap(t *testing.T) {
 	for _, tc := range []struct {

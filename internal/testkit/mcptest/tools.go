@@ -67,6 +67,8 @@ var catalogue = []tool{
 		`{"type":"object","properties":{"path":{"type":"string"},"text":{"type":"string"}},"required":["path"]}`, (*server).gate},
 	{"print_env", "Writes the value of the environment variable name to stderr, then answers ok.",
 		`{"type":"object","properties":{"name":{"type":"string"}},"required":["name"]}`, (*server).printEnv},
+	{"rpc_error", "Answers a JSON-RPC error (-32000) whose message is message followed by the value of the environment variable env, if named.",
+		`{"type":"object","properties":{"message":{"type":"string"},"env":{"type":"string"}}}`, (*server).rpcErrorTool},
 }
 
 // toolsByName dispatches calls; defaultListing is the sorted listing.
@@ -598,6 +600,22 @@ func (s *server) printEnv(c *call) {
 	}
 	s.logf("%s=%s", a.Name, os.Getenv(a.Name))
 	s.answer(c, textResult("ok"))
+}
+
+// rpcErrorTool fails the call as a server whose error message quotes its
+// configuration does.
+func (s *server) rpcErrorTool(c *call) {
+	var a struct {
+		Message string `json:"message"`
+		Env     string `json:"env"`
+	}
+	if !s.decodeArgs(c, &a) {
+		return
+	}
+	if a.Env != "" {
+		a.Message += os.Getenv(a.Env)
+	}
+	s.writeError(c.id, -32000, a.Message)
 }
 
 // gate answers once a file exists at the path given: the test creates it
