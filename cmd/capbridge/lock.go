@@ -123,9 +123,11 @@ func bootSurface(cfg *config.Config, log zerolog.Logger) (*lock.File, map[string
 }
 
 // surfaceLog is the log lock and skew give the servers' boot: warnings
-// and errors only, on stderr, in serve's format.
+// and errors only, on stderr, in serve's format, with what the config's
+// secret references resolved to replaced, as serve's are (a server that
+// fails to boot prints its stderr into them).
 func surfaceLog(stderr io.Writer, cfg *config.Config) zerolog.Logger {
-	log, _ := newLogger(stderr, cfg.Bridge.LogFormat, "warn")
+	log, _ := newLogger(bridge.NewSecretWriter(stderr, cfg), cfg.Bridge.LogFormat, "warn")
 	return log
 }
 

@@ -161,6 +161,11 @@ func (ff *frontFlags) start(ctx context.Context, stderr io.Writer) (*front, int)
 			fmt.Fprintln(stderr, err)
 			return nil, exitConfig
 		}
+		// From here on the log holds what the servers print and what
+		// errors quote: it goes through the config's secrets, as serve's
+		// does (an MCP host keeps this stderr in its own log files).
+		log = zerolog.New(bridge.NewSecretWriter(stderr, cfg)).With().Timestamp().Logger()
+		f.log = log
 		for _, w := range warnings {
 			log.Warn().Str("file", w.File).Int("line", w.Line).Str("key", w.Key).Str("fix", w.Fix).Msg(w.Msg)
 		}

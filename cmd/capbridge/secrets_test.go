@@ -199,3 +199,42 @@ func testSecretUnresolved(t *testing.T, bin string) {
 	}
 	noSecrets(t, "doctor", out)
 }
+
+// lock, skew and mcp boot the servers too, and log a server that fails
+// to boot with its stderr: a server that prints its secrets as it dies
+// leaves them redacted in those logs as in serve's (an MCP host keeps
+// mcp's stderr in its own log files).
+func testBootLogsRedacted(t *testing.T, bin string) {
+	dir := shortTempDir(t)
+	if err := os.WriteFile(filepath.Join(dir, "token"), []byte(testSecrets["SECRET_FILE"]+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	toml := "[bridge]\ncall_socket = \"" + dir + "/call.sock\"\ncontrol_socket = \"" + dir + "/control.sock\"\nlog_format = \"json\"\n\n" +
+		"[mcp.s]\ncommand = \"/bin/sh\"\nargs = [\"-c\", \"echo SECRET_FILE=$SECRET_FILE SECRET_CMD=$SECRET_CMD SECRET_ENV=$SECRET_ENV >&2; exit 3\"]\n" +
+		"restart = \"never\"\n[mcp.s.env]\nSECRET_FILE = \"${file:token}\"\nSECRET_CMD = \"${cmd:echo " + testSecrets["SECRET_CMD"] + "}\"\nSECRET_ENV = \"${env:CB_TEST_SECRET}\"\n"
+	cfg := filepath.Join(dir, "capbridge.toml")
+	if err := os.WriteFile(cfg, []byte(toml), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// skew needs a lock to compare with: one of a server s that boots.
+	good := filepath.Join(dir, "good.toml")
+	if err := os.WriteFile(good, []byte("[mcp.s]\n"+mcptest.TOML(mcptest.Scenario{})), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	lockFile := filepath.Join(dir, "capbridge.lock")
+	if _, errOut, code := runCLI(t, bin, nil, "lock", "-c", good, "--out", lockFile); code != 0 {
+		t.Fatalf("lock: exit %d\n%s", code, errOut)
+	}
+	env := []string{"CB_TEST_SECRET=" + testSecrets["SECRET_ENV"]}
+	for _, args := range [][]string{
+		{"lock", "-c", cfg, "--out", filepath.Join(dir, "other.lock")},
+		{"skew", "-c", cfg, "--lock", lockFile},
+		{"mcp", "-c", cfg, "--warm", "0"},
+	} {
+		out, errOut, _ := runCLI(t, bin, env, args...)
+		if !strings.Contains(errOut, "SECRET_FILE=[redacted:") {
+			t.Errorf("%s: the server's dying words are not in the log, redacted:\n%s", args[0], errOut)
+		}
+		noSecrets(t, args[0], out+errOut)
+	}
+}
