@@ -231,7 +231,8 @@ type Server struct {
 
 	// Refs are the env and header values that hold placeholders, as
 	// written; ResolveSecrets expands them into Env and Remote.Headers
-	// and records what it resolved in Secrets (secrets.go).
+	// and records what it resolved in Secrets (secrets.go), beside what
+	// an editor's file expanded at load (editorLoader.expandSecret).
 	Refs            []Ref
 	Secrets         map[string]string
 	secretsResolved bool

@@ -193,7 +193,7 @@ func (l *editorLoader) entry(e *editorEntry) (Server, bool) {
 				s.Env[k] = e.Env[k]
 				continue
 			}
-			s.Env[k] = l.expand(e, "env."+k, e.Env[k])
+			s.Env[k] = l.expandSecret(e, "env."+k, e.Env[k], &s.Secrets)
 		}
 	}
 	if e.Cwd != "" {
@@ -225,6 +225,36 @@ func (l *editorLoader) deferred(e *editorEntry, field, v string, refs *[]Ref) bo
 	}
 	*refs = append(*refs, Ref{Key: field, Template: v, Line: e.line})
 	return true
+}
+
+// expandSecret is expand for an env or header value, which is where a
+// token exported for the server arrives: what each variable in it
+// resolved to, and the whole value when one did, is recorded in
+// *secrets for redaction, as ResolveSecrets records what capbridge.toml's
+// references resolve to. The workspace and the home directory are
+// paths, not recorded (expander.found).
+func (l *editorLoader) expandSecret(e *editorEntry, field, v string, secrets *map[string]string) string {
+	x := l.x
+	recorded := false
+	record := func(key, val string) {
+		if len(val) >= minSecret {
+			if *secrets == nil {
+				*secrets = map[string]string{}
+			}
+			(*secrets)[key] = val
+			recorded = true
+		}
+	}
+	x.found = func(ph, val string) { record(field+" "+ph, val) }
+	out, u := x.expand(v)
+	if u != nil {
+		l.fail(e.line, e.path+"."+field, u.fix, "%s", u.msg)
+		return out
+	}
+	if recorded {
+		record(field, out)
+	}
+	return out
 }
 
 func (l *editorLoader) expand(e *editorEntry, field, v string) string {

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -224,5 +225,42 @@ func TestMerge(t *testing.T) {
 	}
 	if len(cfg.Servers) != 2 || cfg.Servers[0].Name != "filesystem" {
 		t.Errorf("merged servers = %+v", cfg.Servers)
+	}
+}
+
+// What an editor's env and header values take from variables is
+// recorded for redaction, as capbridge.toml's references are: a token
+// exported for the server, whole or inside a longer value; paths (the
+// workspace, the home directory) and values written out are not.
+func TestEditorVariablesRecordedAsSecrets(t *testing.T) {
+	env := func(k string) (string, bool) {
+		v, ok := map[string]string{"TOK": "tok-secret-0001", "TOK2": "tok-secret-0002", "HOME": "/home/me", "HDR": "hdr-secret-0003"}[k]
+		return v, ok
+	}
+	doc := `{"mcpServers": {
+  "s": {"command": "/bin/srv", "env": {"A": "${env:TOK}", "B": "pre-${TOK2}", "C": "${workspaceFolder}/x", "D": "${HOME}/y", "E": "written"}},
+  "r": {"url": "https://h.example/mcp", "headers": {"X-Key": "k=${HDR}"}}}}`
+	servers, _, err := LoadEditor("mcp.json", []byte(doc), EditorOptions{Workspace: "/work/proj", LookupEnv: env})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ResolveSecrets(&Config{Servers: servers}, SecretSources{LookupEnv: env}); err != nil {
+		t.Fatal(err)
+	}
+	var all []string
+	for _, s := range servers {
+		for _, v := range s.SecretValues() {
+			all = append(all, v)
+		}
+	}
+	for _, want := range []string{"tok-secret-0001", "tok-secret-0002", "pre-tok-secret-0002", "k=hdr-secret-0003", "hdr-secret-0003"} {
+		if !slices.Contains(all, want) {
+			t.Errorf("%q is not recorded as a secret: %q", want, all)
+		}
+	}
+	for _, not := range []string{"/work/proj/x", "/work/proj", "/home/me", "/home/me/y", "written"} {
+		if slices.Contains(all, not) {
+			t.Errorf("%q is recorded as a secret: %q", not, all)
+		}
 	}
 }

@@ -466,6 +466,7 @@ func (l *editorLoader) remoteEntry(e *editorEntry, url string) (Server, bool) {
 	}
 	rm := &Remote{URL: l.expand(e, "url", url), Transport: TransportAuto, BearerTokenEnv: e.bearerEnv, HeaderEnv: e.headerVars}
 	var refs []Ref
+	var secrets map[string]string
 	switch e.Type {
 	case "sse":
 		rm.Transport = TransportSSE
@@ -502,7 +503,7 @@ func (l *editorLoader) remoteEntry(e *editorEntry, url string) (Server, bool) {
 			rm.Headers[h] = v
 			continue
 		}
-		x := l.expand(e, "headers."+h, v)
+		x := l.expandSecret(e, "headers."+h, v, &secrets)
 		if strings.ContainsAny(x, "\r\n") {
 			// A variable brought it; its value stays out of the message.
 			l.fail(e.line, e.path+".headers."+h, "give the variable a one-line value", "a variable it uses expands to a value with a line break, which a header cannot carry")
@@ -521,7 +522,7 @@ func (l *editorLoader) remoteEntry(e *editorEntry, url string) (Server, bool) {
 		}
 	}
 	s := NewServer(e.name, "")
-	s.Remote, s.Refs = rm, refs
+	s.Remote, s.Refs, s.Secrets = rm, refs, secrets
 	s.ToolsAllow, s.ToolsDeny = e.allow, e.deny
 	s.File, s.Line = l.file, e.line
 	return s, len(l.errs) == n

@@ -216,7 +216,11 @@ func ResolveSecrets(cfg *Config, src SecretSources) error {
 
 func (s *Server) resolveSecrets(src SecretSources) ErrorList {
 	var errs ErrorList
-	s.Secrets = map[string]string{}
+	// An editor's file records what its variables expanded to at load
+	// (editorLoader.expandSecret): kept beside what resolves here.
+	if s.Secrets == nil {
+		s.Secrets = map[string]string{}
+	}
 	for _, ref := range s.Refs {
 		key := "mcp." + s.Name + "." + ref.Key
 		x := expander{lookup: src.LookupEnv, refs: true, src: &src, dir: filepath.Dir(s.File)}
