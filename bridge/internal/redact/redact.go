@@ -48,6 +48,9 @@ func New(env map[string]string) *Redactor {
 	for _, name := range slices.Sorted(maps.Keys(env)) {
 		if v := env[name]; len(v) >= minRedacted {
 			r.secrets = append(r.secrets, secret{name, v})
+			for _, l := range lines(v) {
+				r.secrets = append(r.secrets, secret{name, l})
+			}
 		}
 	}
 	if len(r.secrets) == 0 {

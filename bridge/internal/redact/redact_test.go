@@ -15,6 +15,7 @@ func TestRedactor(t *testing.T) {
 		{"token abcd1234 and xxabcd1234yy", "token [redacted:TOKEN] and [redacted:LONG]"},
 		{"ab stays: TINY is too short", "ab stays: TINY is too short"},
 		{"key:\n-----BEGIN KEY-----\nMIIB\n-----END KEY-----\ndone", "key:\n[redacted:PEM]\ndone"},
+		{"a line: MIIB", "a line: [redacted:PEM]"},
 	} {
 		if got := r.Text(tc.in); got != tc.want {
 			t.Errorf("Text(%q) = %q, want %q", tc.in, got, tc.want)
@@ -27,7 +28,7 @@ func TestRedactor(t *testing.T) {
 		{"d1234 then the rest", "[redacted:TOKEN] then the rest"},
 		{"1234yy then abcd123", "[redacted:LONG] then [redacted:TOKEN]"},
 		{"234 is too little to tell", "234 is too little to tell"},
-		{"MIIB\n-----END KEY-----\nafter", "[redacted:PEM]\nafter"},
+		{"MIIB\n-----END KEY-----\nafter", "[redacted:PEM]\n[redacted:PEM]\nafter"}, // each line of a key is a secret too
 		{"\x80\x80bad start \xff", "bad start \uFFFD"},
 	} {
 		if got := r.Tail([]byte(tc.in)); got != tc.want {
@@ -156,7 +157,8 @@ func FuzzTail(f *testing.F) {
 }
 
 // The Writer replaces each secret, raw and as JSON escapes it, longest
-// first, and can be given new secrets while in use.
+// first, and each line of one of several lines; it can be given new
+// secrets while in use.
 func TestWriter(t *testing.T) {
 	var out strings.Builder
 	w := NewWriter(&out, map[string]string{"env.A": `ab"c\d`, "env.B": "tok-1234", "env.C": "tok-12345", "short": "xyz"})
@@ -167,6 +169,17 @@ func TestWriter(t *testing.T) {
 	want := `{"msg":"saw [redacted:env.A] and [redacted:env.C] and [redacted:env.B] and xyz"}` + "\n"
 	if out.String() != want {
 		t.Fatalf("wrote %q, want %q", out.String(), want)
+	}
+	// A value of several lines is redacted line by line too: a server
+	// prints it a line at a time, and each is logged on its own.
+	out.Reset()
+	pem := "-----BEGIN PRIVATE KEY-----\r\nMIIEvQIBADANBgkqhkiG9w0BAQEFAASC\r\nBKcwggSjAgEAAoIBAQC7\r\n-----END PRIVATE KEY-----\r\n"
+	w.Set(map[string]string{"key": pem})
+	for l := range strings.Lines(pem) {
+		fmt.Fprintf(w, `{"stderr":%q}`+"\n", strings.TrimRight(l, "\r\n"))
+	}
+	if strings.Contains(out.String(), "MIIEvQ") || strings.Contains(out.String(), "BKcwgg") || strings.Count(out.String(), "[redacted:key]") != 4 {
+		t.Errorf("a key printed a line at a time:\n%s", out.String())
 	}
 	out.Reset()
 	w.Set(nil)

@@ -26,9 +26,11 @@ func Values(secrets map[string]string) *strings.Replacer {
 			continue
 		}
 		m := "[redacted:" + name + "]"
-		pairs = append(pairs, pair{v, m})
-		if esc := jsonEscaped(v); esc != v {
-			pairs = append(pairs, pair{esc, m})
+		for _, v := range append([]string{v}, lines(v)...) {
+			pairs = append(pairs, pair{v, m})
+			if esc := jsonEscaped(v); esc != v {
+				pairs = append(pairs, pair{esc, m})
+			}
 		}
 	}
 	if len(pairs) == 0 {
@@ -40,6 +42,23 @@ func Values(secrets map[string]string) *strings.Replacer {
 		flat = append(flat, p.value, p.marker)
 	}
 	return strings.NewReplacer(flat...)
+}
+
+// lines are the lines of a value of several (a private key, a
+// certificate), each at least minRedacted bytes: a server that prints
+// such a value writes it a line at a time, and each line is logged, and
+// so redacted, on its own.
+func lines(v string) []string {
+	if !strings.Contains(v, "\n") {
+		return nil
+	}
+	var out []string
+	for l := range strings.Lines(v) {
+		if l = strings.TrimRight(l, "\r\n"); len(l) >= minRedacted {
+			out = append(out, l)
+		}
+	}
+	return out
 }
 
 // jsonEscaped is v as it appears inside a JSON string.
