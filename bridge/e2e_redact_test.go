@@ -9,6 +9,7 @@ import (
 	"github.com/capbridge/capbridge/capwire"
 	"github.com/capbridge/capbridge/internal/testkit/leakcheck"
 	"github.com/capbridge/capbridge/internal/testkit/mcptest"
+	"github.com/rs/zerolog"
 )
 
 // With stderr_to_caller on, what a failing server printed reaches the
@@ -68,4 +69,39 @@ func TestServerErrorRedactedBeforeCut(t *testing.T) {
 	}
 	c.Close()
 	tb.shutdown()
+}
+
+// What the operator is told of a server's stderr has its secrets out at
+// the cuts too: status's tail, a ring that may begin inside a secret, and
+// a log line cut short at its logged length, which may end inside one.
+func TestStderrCutsRedacted(t *testing.T) {
+	defer leakcheck.Check(t)()
+	const secret = "S3CR3T-0123456789-abcdefghij-KLMNOPQRSTU"
+	s := config.NewServer("edgy", "/bin/sh")
+	// A line of 1000 bytes and the secret, cut by the log at 1 KiB; then
+	// the secret again, its start pushed out of the 8 KiB ring by what
+	// follows.
+	s.Args = []string{"-c", `read -r first; { head -c 1000 /dev/zero | tr '\0' x; printf '%s\n' "$SECRET"; printf '%s' "$SECRET"; head -c 8170 /dev/zero | tr '\0' y; } >&2; exit 3`}
+	s.Env = map[string]string{"SECRET": secret}
+	s.Secrets = map[string]string{"env.SECRET": secret}
+	var logs syncBuffer
+	log := zerolog.New(NewSecretWriterOf(&logs, map[string]string{"edgy env.SECRET": secret}))
+	tb := startBridgeOpts(t, Options{Log: log, Audit: log}, nil, neverRestart(s))
+	st := tb.srv("edgy").status()
+	tb.shutdown()
+	if !strings.HasPrefix(st.StderrTail, "[redacted:") || strings.Contains(st.StderrTail, secret[len(secret)-8:]) {
+		t.Errorf("status's stderr tail starts %q: the end of a secret the ring cut", st.StderrTail[:min(60, len(st.StderrTail))])
+	}
+	cut := false
+	for l := range strings.Lines(logs.String()) {
+		if strings.Contains(l, `"truncated":true`) {
+			cut = true
+		}
+		if strings.Contains(l, secret[:8]) || strings.Contains(l, secret[len(secret)-8:]) {
+			t.Errorf("a log line holds part of a secret: %.200s", l)
+		}
+	}
+	if !cut {
+		t.Errorf("no stderr line was logged cut short:\n%s", logs.String())
+	}
 }

@@ -259,6 +259,9 @@ func (s *server) start(ctx context.Context) (*table, error) {
 		Inherit: nonNil(s.cfg().InheritEnv),
 		Dir:     s.cfg().Cwd,
 		Logger:  &s.log,
+		// The log's writer replaces whole secrets; a line cut short may
+		// end with a secret's start, which only the server knows.
+		CutLine: s.secrets.CutEnd,
 		// Retiring a server ends all it started, browsers that setsid()
 		// out of its process group included.
 		SweepDescendants: true,
@@ -761,7 +764,7 @@ func (s *server) failed(err error) {
 	first := s.settleFirst()
 	st := s.statusLocked()
 	s.mu.Unlock()
-	s.log.Error().Str("error", st.Reason).Bytes("stderr_tail", tail).Msg("server failed to boot")
+	s.log.Error().Str("error", st.Reason).Str("stderr_tail", st.StderrTail).Msg("server failed to boot")
 	s.logs.Flush()
 	s.progress(st)
 	if first != nil {
@@ -784,7 +787,7 @@ func (s *server) died(client *mcpwire.Client, err error) (clean bool) {
 	s.state, s.reason, s.tail = StateDead, "died: "+s.redact.Text(withoutTail(err)), tail
 	st := s.statusLocked()
 	s.mu.Unlock()
-	s.log.Error().Str("error", st.Reason).Bytes("stderr_tail", tail).Msg("server died")
+	s.log.Error().Str("error", st.Reason).Str("stderr_tail", st.StderrTail).Msg("server died")
 	s.logs.Flush()
 	s.progress(st)
 	exit, cerr := client.Close()
@@ -825,7 +828,7 @@ func (s *server) settleFirst() chan struct{} {
 		return nil
 	}
 	s.firstSet = true
-	s.first = Status{State: s.state, Reason: s.reason, StderrTail: truncate.Tail(s.tail, -1)}
+	s.first = Status{State: s.state, Reason: s.reason, StderrTail: s.secrets.Ring(truncate.Tail(s.tail, -1))}
 	return s.firstDone
 }
 

@@ -87,9 +87,10 @@ type server struct {
 	logs   *auditlog.Limiter // log's limiter; flushed when the server ends
 	redact *redact.Redactor  // the values of its environment (secretsOf), for what callers are told
 	// secrets replaces the values its secret references resolved to
-	// (config.ResolveSecrets) in what the operator is told (status's
-	// reason and stderr tail); nil when it has none.
-	secrets *strings.Replacer
+	// (config.ResolveSecrets) in what the operator is told: status's
+	// reason and stderr tail, whose ring may begin or end within one,
+	// and the end of a stderr line the log cut short.
+	secrets *redact.Redactor
 	audit   zerolog.Logger
 	opts    bootOptions
 
@@ -168,7 +169,7 @@ func newServer(cfg config.Server, log, audit zerolog.Logger, o bootOptions, prog
 		log:        log,
 		logs:       logs,
 		redact:     redact.New(secretsOf(cfg, os.LookupEnv)),
-		secrets:    redact.Values(cfg.SecretValues()),
+		secrets:    redact.New(cfg.SecretValues()),
 		audit:      audit,
 		opts:       o,
 		jitter:     equalJitter,
@@ -571,9 +572,7 @@ func (s *server) status() serverStatus {
 // resolved secrets redacted.
 func (s *server) statusLocked() (st serverStatus) {
 	defer func() {
-		if s.secrets != nil {
-			st.Reason, st.StderrTail = s.secrets.Replace(st.Reason), s.secrets.Replace(st.StderrTail)
-		}
+		st.Reason, st.StderrTail = s.secrets.Ring(st.Reason), s.secrets.Ring(st.StderrTail)
 	}()
 	st = serverStatus{
 		Name: s.cfg().Name, State: string(s.state), Reason: s.reason,

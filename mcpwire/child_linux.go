@@ -320,7 +320,11 @@ func (c *childConn) drainStderr() {
 			if truncated {
 				ev = ev.Bool("truncated", true)
 			}
-			ev.Str("stderr", strings.ToValidUTF8(string(line), string(utf8.RuneError))).Msg("mcpwire: server stderr")
+			text := strings.ToValidUTF8(string(line), string(utf8.RuneError))
+			if truncated && c.cmd.CutLine != nil {
+				text = c.cmd.CutLine(text)
+			}
+			ev.Str("stderr", text).Msg("mcpwire: server stderr")
 		}
 		line, truncated = line[:0], false
 	}

@@ -51,10 +51,14 @@ type Command struct {
 	// nil logs nothing.
 	Logger *zerolog.Logger
 
-	StderrTailBytes int           // ring of stderr kept for errors (default 8 KiB)
-	StdinGrace      time.Duration // wait after closing stdin (default 2 s)
-	TermGrace       time.Duration // wait after SIGTERM (default 2 s)
-	KillGrace       time.Duration // wait after SIGKILL, in the ladder and in the sweep (default 1 s)
+	StderrTailBytes int // ring of stderr kept for errors (default 8 KiB)
+	// CutLine, if set, rewrites a stderr line cut short to the logged
+	// length before it is logged: the cut may have left the start of a
+	// secret at its end, which only the caller can recognise.
+	CutLine    func(line string) string
+	StdinGrace time.Duration // wait after closing stdin (default 2 s)
+	TermGrace  time.Duration // wait after SIGTERM (default 2 s)
+	KillGrace  time.Duration // wait after SIGKILL, in the ladder and in the sweep (default 1 s)
 	// SweepDescendants makes Shutdown, once the leader has exited and its
 	// process group has been killed, also end every process the server
 	// started that is still alive: those that left the group with

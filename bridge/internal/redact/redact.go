@@ -124,6 +124,29 @@ func (r *Redactor) Tail(b []byte) string {
 	return s
 }
 
+// Ring returns the text of a ring buffer, which may start after a
+// secret's first bytes and end before its last, with every secret
+// replaced, its cut edges included (as Tail does), and nothing else:
+// credential shapes are left, as in the operator's own views (Values).
+func (r *Redactor) Ring(s string) string {
+	if r.whole == nil {
+		return s
+	}
+	return r.edges(r.whole.Replace(s))
+}
+
+// CutEnd returns s, a text cut short after its secrets were replaced,
+// with a secret's start (at least minRedacted bytes of it) that ends it
+// replaced too: the cut may have left one.
+func (r *Redactor) CutEnd(s string) string {
+	for _, sec := range r.secrets {
+		if k := overlap(s, sec.value); k > 0 {
+			return s[:len(s)-k] + sec.marker()
+		}
+	}
+	return s
+}
+
 // edges replaces a secret's suffix that starts s and a secret's prefix
 // that ends it, each the longest of any secret.
 func (r *Redactor) edges(s string) string {
@@ -133,13 +156,7 @@ func (r *Redactor) edges(s string) string {
 			break
 		}
 	}
-	for _, sec := range r.secrets {
-		if k := overlap(s, sec.value); k > 0 {
-			s = s[:len(s)-k] + sec.marker()
-			break
-		}
-	}
-	return s
+	return r.CutEnd(s)
 }
 
 // overlap returns the largest k ≥ minRedacted such that a's last k bytes

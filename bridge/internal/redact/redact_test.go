@@ -42,6 +42,15 @@ func TestRedactor(t *testing.T) {
 	if len(got) > MaxTail || !strings.HasPrefix(got, "…é") || !strings.HasSuffix(got, " [redacted:TOKEN]") {
 		t.Errorf("tail of %d bytes = %d bytes %.12q…%q", len(long), len(got), got, got[max(0, len(got)-20):])
 	}
+	// Ring is the operator's view of the same ring: the edges and whole
+	// values replaced, shapes left; CutEnd replaces only a start at the
+	// end, for a line that begins where a line begins.
+	if got := r.Ring("d1234 then Bearer abcdefghijkl and abcd12"); got != "[redacted:TOKEN] then Bearer abcdefghijkl and [redacted:TOKEN]" {
+		t.Errorf("Ring = %q", got)
+	}
+	if got := r.CutEnd("1234 stays at the start; the end abcd12"); got != "1234 stays at the start; the end [redacted:TOKEN]" {
+		t.Errorf("CutEnd = %q", got)
+	}
 	if got := New(nil).Tail([]byte("  plain\n")); got != "plain" {
 		t.Errorf("tail without secrets = %q", got)
 	}
