@@ -136,7 +136,7 @@ func (c *Client) followTask(ctx context.Context, task *Task, deadline time.Time,
 		}
 		wait := defaultTaskPoll
 		if task.PollInterval > 0 {
-			wait = min(max(time.Duration(task.PollInterval)*time.Millisecond, minTaskPoll), maxTaskPoll)
+			wait = pollWait(task.PollInterval)
 		}
 		left := time.Until(deadline)
 		if left <= 0 {
@@ -194,4 +194,12 @@ func (c *Client) taskParams(id string) []byte {
 		return c.metaParams(member)
 	}
 	return append(append([]byte{'{'}, member...), '}')
+}
+
+// pollWait is the wait a server's pollInterval (milliseconds) asks for,
+// within [minTaskPoll, maxTaskPoll]: clamped before it becomes a
+// Duration, which a server's 10^13 would overflow into a negative wait,
+// the fastest poll.
+func pollWait(ms int64) time.Duration {
+	return max(time.Duration(min(ms, maxTaskPoll.Milliseconds()))*time.Millisecond, minTaskPoll)
 }

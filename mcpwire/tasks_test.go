@@ -3,6 +3,7 @@ package mcpwire
 import (
 	"context"
 	"errors"
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -96,5 +97,25 @@ func TestModernTaskCancel(t *testing.T) {
 	_, err = c.CallToolTask(context.Background(), "echo", JSONArgs([]byte(`{"text":"x"}`)), CallOptions{MaxTimeout: 200 * time.Millisecond}, nil)
 	if !errors.Is(err, ErrTimeout) {
 		t.Errorf("a task past the call's maximum: %v", err)
+	}
+}
+
+// A server's pollInterval is held within the poll bounds whatever its
+// size: one so large that it would overflow a Duration is the slowest
+// poll, not the fastest.
+func TestPollWait(t *testing.T) {
+	for _, tc := range []struct {
+		ms   int64
+		want time.Duration
+	}{
+		{1, minTaskPoll},
+		{int64(minTaskPoll/time.Millisecond) + 1, minTaskPoll + time.Millisecond},
+		{int64(maxTaskPoll / time.Millisecond), maxTaskPoll},
+		{1e13, maxTaskPoll},
+		{math.MaxInt64 / 2, maxTaskPoll},
+	} {
+		if got := pollWait(tc.ms); got != tc.want {
+			t.Errorf("pollWait(%d) = %v, want %v", tc.ms, got, tc.want)
+		}
 	}
 }

@@ -228,7 +228,7 @@ func decodeID(val []byte) (ID, string) {
 // decodeRPCError reads a JSON-RPC error object strictly: integer "code",
 // string "message", optional raw "data".
 func decodeRPCError(val []byte) (*RPCError, string) {
-	if val[0] != '{' {
+	if len(val) == 0 || val[0] != '{' {
 		return nil, `"error" is not an object`
 	}
 	e := &RPCError{}

@@ -171,6 +171,8 @@ func FuzzProtocol(f *testing.F) {
 		`{"contents":[{"uri":"a:","text":"t"},{"uri":"b:","mimeType":"x/y","blob":"AA=="}]}`,
 		`{"task":{"taskId":"t1","status":"working","ttl":null,"pollInterval":1000}}`,
 		`{"taskId":"t1","status":"completed","statusMessage":"done"}`,
+		`{"resultType":"task","taskId":"t","status":"failed"}`,
+		`{"taskId":"t3","status":"failed","error":{"code":-32000,"message":"no"}}`,
 		`{"resources":[{"uri":"a:","name":"a"}],"nextCursor":"c"}`,
 		`{"resourceTemplates":[{"uriTemplate":"a:{x}","name":"a"}]}`,
 	} {
@@ -182,7 +184,13 @@ func FuzzProtocol(f *testing.F) {
 			func() error { _, err := DecodeInitializeResult(raw); return err }(),
 			func() error { _, err := DecodeReadResourceResult(raw); return err }(),
 			func() error { _, _, err := DecodeCreateTaskResult(raw); return err }(),
-			func() error { _, err := DecodeTask(raw); return err }(),
+			func() error {
+				task, err := DecodeTask(raw)
+				if err == nil {
+					_, err = task.TaskError()
+				}
+				return err
+			}(),
 			func() error { _, err := DecodeListPage("resources/list", "resources", "uri", raw); return err }(),
 		} {
 			var pf *ProtocolFault

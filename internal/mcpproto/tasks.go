@@ -140,6 +140,11 @@ func millis(v []byte) (int64, string) {
 // TaskError is the JSON-RPC error a failed 2026-07-28 task carries, as
 // an *RPCError, or a fault at /error when it is not one.
 func (t *Task) TaskError() (*RPCError, error) {
+	if len(t.Error) == 0 {
+		// A server may mark a task failed and give no error: the spec
+		// asks for one, and its absence is the server's fault.
+		return nil, pfault("tasks/get", "/error", -1, "a failed task carries no error")
+	}
 	e, why := decodeRPCError(t.Error)
 	if why != "" {
 		return nil, pfault("tasks/get", "/error", -1, why)

@@ -25,10 +25,19 @@ func TestDecodeTasks(t *testing.T) {
 	if rpc, rerr := task.TaskError(); err != nil || rerr != nil || rpc.Code != -32000 || rpc.Message != "no" {
 		t.Errorf("failed task: %+v %v %v", task, err, rerr)
 	}
-	task, _ = DecodeTask([]byte(`{"taskId":"t3","status":"failed","error":{"code":"x"}}`))
 	var pf *ProtocolFault
-	if _, rerr := task.TaskError(); !errors.As(rerr, &pf) || pf.Path != "/error" {
-		t.Errorf("a bad task error: %v", rerr)
+	for _, raw := range []string{
+		`{"taskId":"t3","status":"failed","error":{"code":"x"}}`,
+		`{"taskId":"t3","status":"failed"}`, // no error at all: a fault, not a panic
+		`{"resultType":"task","taskId":"t","status":"failed"}`,
+	} {
+		task, err := DecodeTask([]byte(raw))
+		if err != nil {
+			t.Fatalf("%s: %v", raw, err)
+		}
+		if _, rerr := task.TaskError(); !errors.As(rerr, &pf) || pf.Path != "/error" {
+			t.Errorf("%s: a bad task error: %v", raw, rerr)
+		}
 	}
 	for _, tc := range []struct{ raw, path string }{
 		{`{"task":3}`, "/task"},
