@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"unicode/utf8"
 
+	"github.com/capbridge/capbridge/internal/bound"
 	"github.com/capbridge/capbridge/internal/jsonlex"
 )
 
@@ -98,6 +99,17 @@ func (r *CallToolResult) Release() {
 	mem := r.mem
 	*r = CallToolResult{}
 	mem.Release()
+}
+
+// maxEntries is the most entries one page or result may hold: no
+// listing capbridge reads holds more tools (bound.MaxTools), and a page
+// of minimal entries that a 16 MiB line allows would otherwise be decoded
+// whole, hundreds of megabytes of them, before any count was checked.
+const maxEntries = bound.MaxTools
+
+// tooMany is the fault of an array with an entry at index i = maxEntries.
+func tooMany(what, path string, i int) *ProtocolFault {
+	return pfault(what, path+"/"+strconv.Itoa(i), i, "more than "+strconv.Itoa(maxEntries)+" entries: over the limit")
 }
 
 // pfault builds a ProtocolFault.
@@ -308,6 +320,10 @@ func DecodeToolsPage(raw []byte) (*ToolsPage, error) {
 			}
 			p.Tools = p.Tools[:0]
 			return jsonlex.EachElement(v, func(i int, tv []byte) error {
+				if i == maxEntries {
+					fault = tooMany("tools/list", "/tools", i)
+					return fault
+				}
 				t, why, at := decodeTool(tv)
 				if why != "" {
 					fault = pfault("tools/list", "/tools/"+strconv.Itoa(i)+at, i, why)
@@ -369,6 +385,10 @@ func DecodeToolList(raw []byte) ([]Tool, error) {
 	var tools []Tool
 	var fault error
 	_ = jsonlex.EachElement(arr, func(i int, tv []byte) error {
+		if i == maxEntries {
+			fault = tooMany("tools/list", "", i)
+			return fault
+		}
 		t, why, at := decodeTool(tv)
 		if why != "" {
 			fault = pfault("tools/list", "/"+strconv.Itoa(i)+at, i, why)

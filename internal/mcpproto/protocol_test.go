@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"reflect"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -336,6 +337,34 @@ func TestDecodeCallToolResultAllocs(t *testing.T) {
 		}
 		if err != nil || r.Content[0].Type != want {
 			t.Errorf("type %s: %+v, %v; want the type %q", typ, r, err, want)
+		}
+	}
+}
+
+// A page or result holds at most maxEntries entries: decoding faults at
+// the first beyond, rather than building every entry a 16 MiB line can
+// carry before a count is checked.
+func TestEntriesBounded(t *testing.T) {
+	page := func(member, entry string, n int) []byte {
+		return []byte(`{"` + member + `":[` + strings.TrimSuffix(strings.Repeat(entry+",", n), ",") + `]}`)
+	}
+	const tool, named, content = `{"name":"a","inputSchema":{}}`, `{"uri":"a:","name":"a"}`, `{"uri":"a:","text":"t"}`
+	decoders := []struct {
+		name, member, entry string
+		decode              func([]byte) error
+	}{
+		{"tools/list", "tools", tool, func(b []byte) error { _, err := DecodeToolsPage(b); return err }},
+		{"resources/list", "resources", named, func(b []byte) error { _, err := DecodeListPage("resources/list", "resources", "uri", b); return err }},
+		{"resources/read", "contents", content, func(b []byte) error { _, err := DecodeReadResourceResult(b); return err }},
+	}
+	for _, d := range decoders {
+		if err := d.decode(page(d.member, d.entry, maxEntries)); err != nil {
+			t.Errorf("%s of %d entries: %v", d.name, maxEntries, err)
+		}
+		var pf *ProtocolFault
+		err := d.decode(page(d.member, d.entry, maxEntries+1))
+		if !errors.As(err, &pf) || pf.Path != "/"+d.member+"/"+strconv.Itoa(maxEntries) {
+			t.Errorf("%s of %d entries: %v, want a fault at the first beyond", d.name, maxEntries+1, err)
 		}
 	}
 }

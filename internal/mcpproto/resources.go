@@ -44,6 +44,10 @@ func DecodeReadResourceResult(raw []byte) (*ReadResourceResult, error) {
 			return fault
 		}
 		return jsonlex.EachElement(v, func(i int, ev []byte) error {
+			if i == maxEntries {
+				fault = tooMany("resources/read", "/contents", i)
+				return fault
+			}
 			at := "/contents/" + strconv.Itoa(i)
 			c, why, where := decodeContents(ev)
 			if why != "" {
@@ -128,6 +132,10 @@ func DecodeListPage(method, member, key string, raw []byte) (*ListPage, error) {
 				return fault
 			}
 			return jsonlex.EachElement(v, func(i int, ev []byte) error {
+				if i == maxEntries {
+					fault = tooMany(method, "/"+member, i)
+					return fault
+				}
 				if why, at := namedEntry(ev, key); why != "" {
 					fault = pfault(method, "/"+member+"/"+strconv.Itoa(i)+at, i, why)
 					return fault
