@@ -169,7 +169,7 @@ func FuzzSubscriptionID(f *testing.F) {
 // FuzzDecodeResultType: total, and a known type is what encoding/json
 // reads (absent is complete).
 func FuzzDecodeResultType(f *testing.F) {
-	for _, s := range []string{`{}`, `{"resultType":"complete"}`, `{"resultType":"input_required"}`, `{"resultType":"x"}`, `{"resultType":1}`, `[`} {
+	for _, s := range []string{`{}`, `{"resultType":"complete"}`, `{"resultType":"input_required"}`, `{"resultType":"task"}`, `{"resultType":"x"}`, `{"resultType":1}`, `[`} {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, raw []byte) {
@@ -196,12 +196,15 @@ func FuzzDecodeResultType(f *testing.F) {
 		}
 		want, s := ResultComplete, ""
 		if v, ok := ref["resultType"]; ok {
-			if json.Unmarshal(v, &s) != nil || (s != "complete" && s != "input_required") {
+			if json.Unmarshal(v, &s) != nil || (s != "complete" && s != "input_required" && s != "task") {
 				t.Fatalf("accepted resultType %s", v)
 			}
 		}
-		if s == "input_required" {
+		switch s {
+		case "input_required":
 			want = ResultInputRequired
+		case "task":
+			want = ResultTask
 		}
 		if rt != want {
 			t.Errorf("%v, encoding/json reads %q", rt, s)
