@@ -2,6 +2,7 @@ package mcpproto
 
 import (
 	"strconv"
+	"unicode/utf8"
 
 	"github.com/capbridge/capbridge/internal/jsonlex"
 	"github.com/capbridge/capbridge/internal/truncate"
@@ -329,13 +330,15 @@ func SubscriptionID(params []byte) (ID, bool) {
 }
 
 // validObject returns b's one JSON object value, or false when b is
-// anything else: these readers take bytes straight from a server.
+// anything else, invalid UTF-8 included (as objectResult refuses it):
+// these readers take bytes straight from a server, and the strings they
+// return reach messages.
 func validObject(b []byte) ([]byte, bool) {
 	if len(b) == 0 {
 		return nil, false
 	}
 	start, end, _, serr := jsonlex.Valid(b, 0)
-	if serr != nil || b[start] != '{' {
+	if serr != nil || b[start] != '{' || !utf8.Valid(b[start:end]) {
 		return nil, false
 	}
 	return b[start:end], true

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"unicode/utf8"
 )
 
 func TestDecodeDiscoverResult(t *testing.T) {
@@ -208,6 +209,52 @@ func FuzzDecodeResultType(f *testing.F) {
 		}
 		if rt != want {
 			t.Errorf("%v, encoding/json reads %q", rt, s)
+		}
+	})
+}
+
+// FuzzServerData: the readers of what a server's errors and results
+// carry beside the envelope (a batch, -32022's and -32021's data, an
+// input_required result's requests, a saved listing, ping's result) are
+// total, fault with typed errors, and return only valid UTF-8.
+func FuzzServerData(f *testing.F) {
+	for _, s := range []string{
+		`[{"jsonrpc":"2.0","id":1,"result":{}},{"jsonrpc":"2.0","method":"x"}]`, `[]`, `[1]`,
+		`{"supported":["2025-11-25","2026-07-28"],"requested":"1999-01-01"}`, "{\"supported\":[\"\xff\xfe\"],\"requested\":\"\xc0\"}", `{"supported":"x"}`,
+		`{"requiredCapabilities":{"sampling":{}}}`,
+		`{"resultType":"input_required","inputRequests":{"a":{"method":"elicitation/create"},"b":{"method":1}}}`,
+		`{"tools":[{"name":"a","inputSchema":{}}]}`, `[{"name":"a","inputSchema":{}}]`, `{}`, ``, `{`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		var mf *MessageFault
+		if elems, err := SplitBatch(raw); err != nil && !errors.As(err, &mf) {
+			t.Fatalf("SplitBatch: %T %v", err, err)
+		} else if err == nil && len(elems) == 0 {
+			t.Fatal("SplitBatch accepted an empty batch")
+		}
+		if sup, req, ok := UnsupportedVersion(raw); ok {
+			for _, v := range append(sup, req) {
+				if !utf8.ValidString(v) {
+					t.Fatalf("UnsupportedVersion gave %q", v)
+				}
+			}
+		}
+		if caps := RequiredCapabilities(raw); caps != nil && (caps[0] != '{' || !utf8.Valid(caps)) {
+			t.Fatalf("RequiredCapabilities gave %q", caps)
+		}
+		for _, m := range InputRequestMethods(raw, 4) {
+			if !utf8.ValidString(m) {
+				t.Fatalf("InputRequestMethods gave %q", m)
+			}
+		}
+		var pf *ProtocolFault
+		if _, err := DecodeToolList(raw); err != nil && !errors.As(err, &pf) {
+			t.Fatalf("DecodeToolList: %T %v", err, err)
+		}
+		if err := DecodePingResult(raw); err != nil && !errors.As(err, &pf) {
+			t.Fatalf("DecodePingResult: %T %v", err, err)
 		}
 	})
 }
