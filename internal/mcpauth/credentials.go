@@ -227,6 +227,7 @@ func (a *Authorizer) fetchLocked(ctx context.Context) error {
 		EndpointParams: url.Values{"resource": {a.resource}},
 	}
 	grant := "the client credentials grant"
+	sent := []credential{{"client_secret", a.creds.Secret}} // what the token endpoint may echo
 	if ia := a.creds.IdentityAssertion; ia != nil {
 		jag, err := a.identityAssertionLocked(ctx, ia)
 		if err != nil {
@@ -237,6 +238,7 @@ func (a *Authorizer) fetchLocked(ctx context.Context) error {
 		cfg.EndpointParams.Set("grant_type", grantJWTBearer)
 		cfg.EndpointParams.Set("assertion", jag)
 		grant = "the JWT bearer grant"
+		sent = append(sent, credential{"assertion", jag})
 	}
 	if a.creds.Key != nil {
 		assertion, err := a.assertion()
@@ -246,6 +248,7 @@ func (a *Authorizer) fetchLocked(ctx context.Context) error {
 		cfg.AuthStyle = oauth2.AuthStyleInParams
 		cfg.EndpointParams.Set("client_assertion_type", "urn:ietf:params:oauth:client-assertion-type:jwt-bearer")
 		cfg.EndpointParams.Set("client_assertion", assertion)
+		sent = append(sent, credential{"client_assertion", assertion})
 	} else {
 		cfg.ClientSecret = a.creds.Secret
 		cfg.AuthStyle = oauth2.AuthStyleInHeader
@@ -255,7 +258,7 @@ func (a *Authorizer) fetchLocked(ctx context.Context) error {
 	}
 	tok, err := cfg.Token(ctx)
 	if err != nil {
-		return fail(grant+" at "+a.meta.TokenEndpoint, tokenError(err))
+		return fail(grant+" at "+a.meta.TokenEndpoint, tokenError(err, sent...))
 	}
 	a.token, a.fetched = tok, a.now()
 	return nil
@@ -296,7 +299,7 @@ func (a *Authorizer) identityAssertionLocked(ctx context.Context, ia *IdentityAs
 	}
 	tok, err := cfg.Token(ctx)
 	if err != nil {
-		return "", fail("the token exchange at the IdP "+a.idpToken, tokenError(err))
+		return "", fail("the token exchange at the IdP "+a.idpToken, tokenError(err, credential{"client_secret", ia.IDPClientSecret}, credential{"subject_token", idToken}))
 	}
 	if tt, _ := tok.Extra("issued_token_type").(string); tt != tokenTypeIDJAG {
 		return "", fail("the token exchange at the IdP "+a.idpToken, fmt.Errorf("issued a %q, not an identity assertion grant", tt))
@@ -305,18 +308,20 @@ func (a *Authorizer) identityAssertionLocked(ctx context.Context, ia *IdentityAs
 }
 
 // tokenError keeps what the token endpoint said (error and its
-// description) and drops the rest of its body.
-func tokenError(err error) error {
+// description), without the credentials the request carried and those
+// named (said), and drops the rest of its body.
+func tokenError(err error, named ...credential) error {
 	var re *oauth2.RetrieveError
 	if !errors.As(err, &re) {
 		return err
 	}
 	msg := fmt.Sprintf("HTTP %d", re.Response.StatusCode)
-	if re.ErrorCode != "" {
-		msg += ": " + re.ErrorCode
-	}
+	text := re.ErrorCode
 	if re.ErrorDescription != "" {
-		msg += " (" + re.ErrorDescription + ")"
+		text = strings.TrimSpace(text + " (" + re.ErrorDescription + ")")
+	}
+	if text != "" {
+		msg += ": " + said(text, re.Response.Request, named...)
 	}
 	return errors.New(msg)
 }

@@ -177,7 +177,8 @@ func Login(ctx context.Context, o LoginOptions) (*Saved, error) {
 	}
 	tok, err := cfg.Exchange(context.WithValue(ctx, oauth2.HTTPClient, o.HTTP), q.Get("code"), oauth2.VerifierOption(verifier), oauth2.SetAuthURLParam("resource", d.Resource))
 	if err != nil {
-		return nil, fail("exchanging the code at "+meta.TokenEndpoint, tokenError(err))
+		return nil, fail("exchanging the code at "+meta.TokenEndpoint, tokenError(err,
+			credential{"code", q.Get("code")}, credential{"code_verifier", verifier}, credential{"client_secret", cl.secret}))
 	}
 	sv := &Saved{Server: o.Server, URL: o.URL, Issuer: meta.Issuer, TokenEndpoint: meta.TokenEndpoint, RevocationEndpoint: meta.RevocationEndpoint,
 		ClientID: cl.id, ClientSecret: cl.secret, TokenAuth: cl.method, Registered: cl.registered,

@@ -248,7 +248,8 @@ func (a *StoredAuthorizer) refreshLocked(ctx context.Context, sent string) error
 	if err != nil {
 		var re *oauth2.RetrieveError
 		if errors.As(err, &re) {
-			return &authError{step: "refreshing the token", err: errors.Join(tokenError(err), ErrNeedsLogin)}
+			return &authError{step: "refreshing the token", err: errors.Join(tokenError(err,
+				credential{"refresh_token", a.saved.RefreshToken}, credential{"client_secret", a.saved.ClientSecret}, credential{"access_token", a.saved.AccessToken}), ErrNeedsLogin)}
 		}
 		return fail("refreshing the token", err)
 	}
@@ -328,7 +329,8 @@ func Revoke(ctx context.Context, hc *http.Client, sv *Saved) (bool, error) {
 			if out.Error == "unsupported_token_type" {
 				continue
 			}
-			return true, fail("revoking the tokens at "+sv.RevocationEndpoint, fmt.Errorf("HTTP %d %s", resp.StatusCode, out.Error))
+			// The error may quote the token it was asked to revoke.
+			return true, fail("revoking the tokens at "+sv.RevocationEndpoint, fmt.Errorf("HTTP %d %s", resp.StatusCode, said(out.Error, req)))
 		}
 	}
 	return true, nil
