@@ -93,7 +93,7 @@ func openSSE(ctx context.Context, u *url.URL, r Remote, cfg Config) (*sseConn, e
 		b, _ := io.ReadAll(io.LimitReader(resp.Body, errorPreview+8))
 		_ = resp.Body.Close()
 		cancel()
-		return nil, &HTTPError{Method: "GET (HTTP+SSE)", Status: resp.StatusCode, ContentType: mediaType(resp), Reason: "the legacy SSE stream did not open", Body: answerPreview(resp, b)}
+		return nil, &HTTPError{Method: "GET (HTTP+SSE)", Status: resp.StatusCode, ContentType: shownType(resp), Reason: "the legacy SSE stream did not open", Body: answerPreview(resp, b)}
 	}
 	s.body = resp.Body
 	s.dec = sse.NewDecoder(resp.Body, sse.Limits{MaxLine: cfg.MaxLineBytes + 64, MaxEvent: cfg.MaxLineBytes})
@@ -223,7 +223,7 @@ func (s *sseConn) post(ctx context.Context, line []byte) error {
 		return nil
 	}
 	b, _ := io.ReadAll(io.LimitReader(resp.Body, errorPreview+8))
-	return &HTTPError{Method: "POST (HTTP+SSE)", Status: resp.StatusCode, ContentType: mt, Reason: reason, Body: answerPreview(resp, b)}
+	return &HTTPError{Method: "POST (HTTP+SSE)", Status: resp.StatusCode, ContentType: shownType(resp), Reason: reason, Body: answerPreview(resp, b)}
 }
 
 func (s *sseConn) SetWriteDeadline(t time.Time) error {

@@ -210,7 +210,7 @@ func authorizedDo(ctx context.Context, hc *http.Client, auth Authorizer, method 
 		retry, aerr := auth.Challenge(ctx, resp)
 		if aerr != nil {
 			drainBody(resp)
-			return nil, &HTTPError{Method: method, Status: resp.StatusCode, ContentType: mediaType(resp), Reason: aerr.Error(), Err: aerr, Unauthorized: true}
+			return nil, &HTTPError{Method: method, Status: resp.StatusCode, ContentType: shownType(resp), Reason: aerr.Error(), Err: aerr, Unauthorized: true}
 		}
 		if !retry {
 			return resp, nil
@@ -230,7 +230,8 @@ func (e *HTTPError) Unwrap() error { return e.Err }
 // any header but those of HTTP and MCP themselves, so a configured
 // header of any name counts, and also its part after a scheme ("Bearer
 // TOKEN": the token alone); values under 4 bytes are left, as replacing
-// them would garble the text and hide nothing worth hiding.
+// them would garble the text and hide nothing worth hiding. It is how
+// an error quotes any text of an answer, its headers' included.
 func answerPreview(resp *http.Response, b []byte) string {
 	if resp.Request != nil {
 		for name, vs := range resp.Request.Header {
@@ -247,6 +248,16 @@ func answerPreview(resp *http.Response, b []byte) string {
 		}
 	}
 	return bodyPreview(b)
+}
+
+// shownType is resp's media type as an error quotes it: a header of the
+// answer, so as answerPreview quotes one.
+func shownType(resp *http.Response) string {
+	mt := mediaType(resp)
+	if mt == "" {
+		return ""
+	}
+	return answerPreview(resp, []byte(mt))
 }
 
 // scrub replaces v in b by marker, and a start of v that b ends with

@@ -277,7 +277,7 @@ func (h *httpCarrier) roundTrip(ctx context.Context, cl *call, o outbound, line 
 		return true, nil // death settled it
 	}
 	if err == nil && h.waiting(cl) {
-		err = &HTTPError{Method: o.method, Status: resp.StatusCode, ContentType: mediaType(resp), Reason: "the response ended before the reply"}
+		err = &HTTPError{Method: o.method, Status: resp.StatusCode, ContentType: shownType(resp), Reason: "the response ended before the reply"}
 	}
 	if err != nil {
 		h.c.settle(cl.id, jsonlex.Value{}, err)
@@ -495,7 +495,8 @@ func (h *httpCarrier) httpErr(o outbound, resp *http.Response, reason string) *H
 		case resp.StatusCode == http.StatusUnauthorized:
 			reason = "the server requires authorization"
 			if w := resp.Header.Get("Www-Authenticate"); w != "" {
-				reason += " (WWW-Authenticate: " + bodyPreview([]byte(w)) + ")"
+				// The challenge may quote the token it refused.
+				reason += " (WWW-Authenticate: " + answerPreview(resp, []byte(w)) + ")"
 			}
 		case resp.StatusCode/100 == 2:
 			reason = "unusable answer"
@@ -503,7 +504,7 @@ func (h *httpCarrier) httpErr(o outbound, resp *http.Response, reason string) *H
 			reason = "the server refused the request"
 		}
 	}
-	return &HTTPError{Method: o.method, Status: resp.StatusCode, ContentType: mediaType(resp), Reason: reason, Body: answerPreview(resp, b)}
+	return &HTTPError{Method: o.method, Status: resp.StatusCode, ContentType: shownType(resp), Reason: reason, Body: answerPreview(resp, b)}
 }
 
 // sessionGone handles a 404 to a request that carried a session: the
@@ -520,7 +521,7 @@ func (h *httpCarrier) sessionGone(resp *http.Response) bool {
 	}
 	// An *HTTPError in the reason, so that the call it fails is audited
 	// with its status as any other HTTP failure is.
-	h.c.die(&HTTPError{Method: resp.Request.Header.Get("Mcp-Method"), Status: http.StatusNotFound, ContentType: mediaType(resp),
+	h.c.die(&HTTPError{Method: resp.Request.Header.Get("Mcp-Method"), Status: http.StatusNotFound, ContentType: shownType(resp),
 		Reason: fmt.Sprintf("the server ended session %s; a new session starts with the next client", shown), Err: ErrSessionExpired})
 	return true
 }

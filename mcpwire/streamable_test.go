@@ -868,6 +868,51 @@ func TestRemoteErrorsHideEchoedCredentials(t *testing.T) {
 	}
 }
 
+// TestRemoteErrorsHideEchoedHeaders: a server that echoes the request's
+// credentials in its answer's headers (a 401's WWW-Authenticate naming
+// the token it refused, a Content-Type made of one) does not put them
+// into the error either.
+func TestRemoteErrorsHideEchoedHeaders(t *testing.T) {
+	t.Cleanup(leakcheck.Check(t))
+	const token = "tok-7f3a9c1e5b2d4f6a8c0e"
+	for _, tc := range []struct {
+		name    string
+		headers map[string]string
+		answer  func(w http.ResponseWriter, r *http.Request)
+		kept    string
+	}{
+		{"challenge", map[string]string{"Authorization": "Bearer " + token}, func(w http.ResponseWriter, r *http.Request) {
+			tok := strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ")
+			w.Header().Set("WWW-Authenticate", `Bearer error="invalid_token", error_description="Token '`+tok+`' has expired"`)
+			w.WriteHeader(http.StatusUnauthorized)
+		}, `error="invalid_token"`},
+		{"challenge key header", map[string]string{"X-Api-Key": token}, func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("WWW-Authenticate", `ApiKey error="unknown key `+r.Header.Get("X-Api-Key")+`"`)
+			w.WriteHeader(http.StatusUnauthorized)
+		}, "unknown key"},
+		{"content type", map[string]string{"Authorization": "Bearer " + token}, func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "text/"+strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer "))
+			w.WriteHeader(http.StatusBadGateway)
+		}, "text/"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ts := httptest.NewServer(http.HandlerFunc(tc.answer))
+			defer ts.Close()
+			hdr := http.Header{}
+			for k, v := range tc.headers {
+				hdr.Set(k, v)
+			}
+			_, err := Dial(context.Background(), Remote{URL: ts.URL + "/mcp", Transport: TransportStreamable, Header: hdr}, Config{})
+			if !errors.Is(err, ErrHTTP) || !strings.Contains(err.Error(), tc.kept) || !strings.Contains(err.Error(), "[redacted:") {
+				t.Fatalf("the server's answer is not quoted, or nothing was taken out: %v", err)
+			}
+			if strings.Contains(err.Error(), token) || strings.Contains(err.Error(), token[:12]) {
+				t.Errorf("the error holds the token: %v", err)
+			}
+		})
+	}
+}
+
 // TestHTTPUnsentCallNotAbandoned: a call given up on before its POST is
 // made never reaches the server: it is not reported abandoned
 // (CallOptions.Abandoned is for a request written), nor cancelled with a
