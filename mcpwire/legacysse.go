@@ -114,7 +114,7 @@ func openSSE(ctx context.Context, u *url.URL, r Remote, cfg Config) (*sseConn, e
 		if err != nil || origin(ep) != origin(u) {
 			_ = resp.Body.Close()
 			cancel()
-			return nil, fmt.Errorf("mcpwire: the SSE stream's endpoint %q is not on the stream's origin %s: refused", bodyPreview(ev.Data), origin(u))
+			return nil, fmt.Errorf("mcpwire: the SSE stream's endpoint %q is not on the stream's origin %s: refused", answerPreview(resp, ev.Data), origin(u))
 		}
 		if !stop() {
 			_ = resp.Body.Close()

@@ -2,9 +2,11 @@ package mcpwire
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"net"
@@ -223,31 +225,14 @@ func authorizedDo(ctx context.Context, hc *http.Client, auth Authorizer, method 
 func (e *HTTPError) Unwrap() error { return e.Err }
 
 // answerPreview is bodyPreview for the start b of resp's body, with the
-// credentials of the request that drew it taken out: a server or proxy
-// that echoes the request in an error page (a 502 that quotes its
-// Authorization) must not put the token into the errors, status, logs
-// and audit lines that repeat the preview. A credential is the value of
-// any header but those of HTTP and MCP themselves, so a configured
-// header of any name counts, and also its part after a scheme ("Bearer
-// TOKEN": the token alone); values under 4 bytes are left, as replacing
-// them would garble the text and hide nothing worth hiding. It is how
-// an error quotes any text of an answer, its headers' included.
+// credentials of the request that drew it taken out (scrubSent): a
+// server or proxy that echoes the request in an error page (a 502 that
+// quotes its Authorization, a 404 that quotes the URL with its
+// ?api_key=) must not put them into the errors, status, logs and audit
+// lines that repeat the preview. It is how any text of a server's
+// answer, a header's included, is quoted.
 func answerPreview(resp *http.Response, b []byte) string {
-	if resp.Request != nil {
-		for name, vs := range resp.Request.Header {
-			if protocolHeader(name) {
-				continue
-			}
-			marker := "[redacted:" + name + "]"
-			for _, v := range vs {
-				b = scrub(b, v, marker)
-				if _, token, ok := strings.Cut(v, " "); ok {
-					b = scrub(b, strings.TrimSpace(token), marker)
-				}
-			}
-		}
-	}
-	return bodyPreview(b)
+	return bodyPreview(scrubSent(b, resp.Request))
 }
 
 // shownType is resp's media type as an error quotes it: a header of the
@@ -258,6 +243,85 @@ func shownType(resp *http.Response) string {
 		return ""
 	}
 	return answerPreview(resp, []byte(mt))
+}
+
+// maxScrubbedRequests bounds the chain of requests scrubSent follows
+// back through redirects (sameOrigin allows 5).
+const maxScrubbedRequests = 8
+
+// minQueryValue is the shortest query value scrubSent takes out: a URL
+// carries short values that are no secret ("json", "true", a date) and
+// which an answer repeats for other reasons, while a key in a URL is
+// longer.
+const minQueryValue = 8
+
+// scrubSent takes out of b what req, and each request redirected to it,
+// carried:
+//   - the value of any header but those of HTTP and MCP themselves, so a
+//     configured header of any name counts, and also its part after a
+//     scheme ("Bearer TOKEN": the token alone) and a Basic one's decoded
+//     password (its user when it has none);
+//   - the URL's userinfo password (its user when it has none), and its
+//     query's values, as sent and decoded (a value under minQueryValue
+//     bytes is left).
+//
+// Each is replaced by "[redacted:WHERE]"; a value under 4 bytes is left,
+// as replacing it would garble the text and hide nothing worth hiding.
+func scrubSent(b []byte, req *http.Request) []byte {
+	for n := 0; req != nil && n < maxScrubbedRequests; n++ {
+		for name, vs := range req.Header {
+			if protocolHeader(name) {
+				continue
+			}
+			marker := "[redacted:" + name + "]"
+			for _, v := range vs {
+				b = scrub(b, v, marker)
+				scheme, token, ok := strings.Cut(v, " ")
+				if !ok {
+					continue
+				}
+				token = strings.TrimSpace(token)
+				b = scrub(b, token, marker)
+				if strings.EqualFold(scheme, "Basic") {
+					if dec, err := base64.StdEncoding.DecodeString(token); err == nil {
+						user, pass, _ := strings.Cut(string(dec), ":")
+						b = scrub(b, cmp.Or(pass, user), marker)
+					}
+				}
+			}
+		}
+		if u := req.URL; u != nil {
+			if u.User != nil {
+				pass, _ := u.User.Password()
+				b = scrub(b, cmp.Or(pass, u.User.Username()), "[redacted:url userinfo]")
+			}
+			for part := range strings.SplitSeq(u.RawQuery, "&") {
+				name, v, ok := strings.Cut(part, "=")
+				if !ok {
+					name, v = "", part // a bare value: ?KEY
+				}
+				if len(v) < minQueryValue {
+					continue
+				}
+				if dec, err := url.QueryUnescape(name); err == nil {
+					name = dec
+				}
+				marker := "[redacted:query " + name + "]"
+				if name == "" {
+					marker = "[redacted:query]"
+				}
+				b = scrub(b, v, marker)
+				if dec, err := url.QueryUnescape(v); err == nil && dec != v {
+					b = scrub(b, dec, marker)
+				}
+			}
+		}
+		if req.Response == nil {
+			break
+		}
+		req = req.Response.Request
+	}
+	return b
 }
 
 // scrub replaces v in b by marker, and a start of v that b ends with

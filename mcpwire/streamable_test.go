@@ -16,6 +16,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rs/zerolog"
+
 	"github.com/capbridge/capbridge/internal/testkit/leakcheck"
 	"github.com/capbridge/capbridge/internal/testkit/mcptest"
 )
@@ -908,6 +910,108 @@ func TestRemoteErrorsHideEchoedHeaders(t *testing.T) {
 			}
 			if strings.Contains(err.Error(), token) || strings.Contains(err.Error(), token[:12]) {
 				t.Errorf("the error holds the token: %v", err)
+			}
+		})
+	}
+}
+
+// lockedBuffer is a log's destination that a test reads while the
+// client may still write.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// TestRemoteErrorsHideEchoedURL: a server whose error page quotes the
+// request's URL ("Cannot POST /mcp?api_key=…", as Express's does) or the
+// user information it decoded does not put the URL's query values or
+// its password into the error, nor into the log lines of the era's and
+// the transport's fallbacks that carry it: over either transport, with
+// the value as sent or decoded, a token in the user alone, the query of
+// a request redirected since, and a legacy endpoint event naming
+// another origin. A short value ("json") is left.
+func TestRemoteErrorsHideEchoedURL(t *testing.T) {
+	t.Cleanup(leakcheck.Check(t))
+	const key = "qk-91d0c2f7e4a8b6"
+	cannot := func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/plain")
+		w.WriteHeader(http.StatusNotFound)
+		fmt.Fprintf(w, "Cannot %s %s", r.Method, r.URL.RequestURI())
+	}
+	for _, tc := range []struct {
+		name   string
+		tr     Transport
+		query  string // after /mcp
+		user   string // userinfo
+		answer http.HandlerFunc
+		hidden []string
+	}{
+		{"api_key", TransportAuto, "?api_key=" + key, "", cannot, []string{key}},
+		{"key", TransportAuto, "?format=json&key=" + key, "", cannot, []string{key}},
+		{"sse", TransportSSE, "?key=" + key, "", cannot, []string{key}},
+		{"decoded", TransportStreamable, "?key=qk%2F91d0+c2f7%3De4a8", "", func(w http.ResponseWriter, r *http.Request) {
+			w.WriteHeader(http.StatusForbidden)
+			fmt.Fprintf(w, "%s: key %s refused", r.URL.RequestURI(), r.URL.Query().Get("key"))
+		}, []string{"qk%2F91d0+c2f7%3De4a8", "qk/91d0 c2f7=e4a8", "91d0"}},
+		{"bare", TransportStreamable, "?" + key, "", cannot, []string{key}},
+		{"password", TransportStreamable, "", "ingest:pw-5566aa7", func(w http.ResponseWriter, r *http.Request) {
+			user, pass, _ := r.BasicAuth()
+			w.WriteHeader(http.StatusForbidden)
+			fmt.Fprintf(w, "user %s with password %s refused", user, pass)
+		}, []string{"pw-5566aa7"}},
+		{"token as user", TransportStreamable, "", "ghp_5566aa77bb", func(w http.ResponseWriter, r *http.Request) {
+			user, _, _ := r.BasicAuth()
+			w.WriteHeader(http.StatusForbidden)
+			fmt.Fprintf(w, "token %s refused", user)
+		}, []string{"ghp_5566aa77bb"}},
+		{"redirected", TransportStreamable, "?key=" + key, "", func(w http.ResponseWriter, r *http.Request) {
+			if r.URL.Path == "/mcp" {
+				http.Redirect(w, r, "/moved", http.StatusTemporaryRedirect)
+				return
+			}
+			w.WriteHeader(http.StatusNotFound)
+			fmt.Fprintf(w, "/mcp?key=%s moved: no %s here", key, r.URL.Path)
+		}, []string{key}},
+		{"endpoint event", TransportSSE, "?key=" + key, "", func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "text/event-stream")
+			fmt.Fprintf(w, "event: endpoint\ndata: http://elsewhere.example/messages?%s\n\n", r.URL.RawQuery)
+		}, []string{key}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ts := httptest.NewServer(tc.answer)
+			defer ts.Close()
+			u := ts.URL
+			if tc.user != "" {
+				u = "http://" + tc.user + "@" + strings.TrimPrefix(u, "http://")
+			}
+			var logs lockedBuffer
+			log := zerolog.New(&logs)
+			_, err := Dial(context.Background(), Remote{URL: u + "/mcp" + tc.query, Transport: tc.tr}, Config{Logger: &log, HandshakeTimeout: waitFor})
+			if err == nil || !strings.Contains(err.Error(), "[redacted:") {
+				t.Fatalf("the server's answer is not quoted, or nothing was taken out: %v", err)
+			}
+			for _, h := range tc.hidden {
+				if strings.Contains(err.Error(), h) {
+					t.Errorf("the error holds %q: %v", h, err)
+				}
+				if strings.Contains(logs.String(), h) {
+					t.Errorf("the log holds %q: %s", h, logs.String())
+				}
+			}
+			if strings.Contains(tc.query, "format=json") && strings.Contains(err.Error(), "[redacted:query format]") {
+				t.Errorf("a short value was taken out: %v", err)
 			}
 		})
 	}
