@@ -151,18 +151,82 @@ func resolve(cfg Config, getenv func(string) string) (settings, error) {
 
 // ParseEndpoint checks an OTLP endpoint: an http or https URL with a
 // host, and no user, query or fragment (which the exporters would
-// silently drop or misread).
+// silently drop or misread). Its errors quote the endpoint as
+// shownEndpoint does.
 func ParseEndpoint(raw string) (*url.URL, error) {
 	u, err := url.Parse(raw)
 	switch {
 	case err != nil:
-		return nil, fmt.Errorf("%q is not a URL", raw)
+		return nil, fmt.Errorf("%q is not a URL", shownEndpoint(raw))
 	case u.Scheme != "http" && u.Scheme != "https":
-		return nil, fmt.Errorf("%q: write an http:// or https:// URL, such as http://127.0.0.1:4318", raw)
+		return nil, fmt.Errorf("%q: write an http:// or https:// URL, such as http://127.0.0.1:4318", shownEndpoint(raw))
 	case u.Host == "":
-		return nil, fmt.Errorf("%q names no host", raw)
+		return nil, fmt.Errorf("%q names no host", shownEndpoint(raw))
 	case u.User != nil || u.RawQuery != "" || u.Fragment != "":
-		return nil, fmt.Errorf("%q: an OTLP endpoint has no user, query or fragment", raw)
+		return nil, fmt.Errorf("%q: an OTLP endpoint has no user, query or fragment", shownEndpoint(raw))
 	}
 	return u, nil
+}
+
+// redactedPart stands for what shownEndpoint leaves out (url.URL's
+// Redacted uses it too).
+const redactedPart = "xxxxx"
+
+// shownEndpoint is raw as an error may quote it: with its password (its
+// user when it has none: a token written as the user), each query value
+// and its fragment replaced by xxxxx, so that the mistake shows and the
+// credential does not (a collector's ingest password or API key is
+// what a user or query in an endpoint usually is). What does not parse
+// as a URL is cut before its first '?' or '#', and what may be userinfo
+// (up to an '@' in its authority) is replaced.
+func shownEndpoint(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		rest, cut := raw, ""
+		if i := strings.IndexAny(rest, "?#"); i >= 0 {
+			rest, cut = rest[:i], rest[i:i+1]+redactedPart
+		}
+		scheme, authority, ok := strings.Cut(rest, "://")
+		if !ok {
+			scheme, authority = "", rest
+		}
+		path := ""
+		if i := strings.IndexByte(authority, '/'); i >= 0 {
+			authority, path = authority[:i], authority[i:]
+		}
+		if i := strings.LastIndexByte(authority, '@'); i >= 0 {
+			authority = redactedPart + authority[i:]
+		}
+		if ok {
+			scheme += "://"
+		}
+		return scheme + authority + path + cut
+	}
+	// "user:password@host" without "//" parses as an opaque URL whose
+	// scheme is the user.
+	if i := strings.LastIndexByte(u.Opaque, '@'); i >= 0 {
+		u.Opaque = redactedPart + u.Opaque[i:]
+	}
+	if u.User != nil {
+		if _, ok := u.User.Password(); ok {
+			u.User = url.UserPassword(u.User.Username(), redactedPart)
+		} else {
+			u.User = url.User(redactedPart)
+		}
+	}
+	if u.RawQuery != "" {
+		parts := strings.Split(u.RawQuery, "&")
+		for i, p := range parts {
+			if k, _, ok := strings.Cut(p, "="); ok {
+				parts[i] = k + "=" + redactedPart
+			} else {
+				parts[i] = redactedPart
+			}
+		}
+		u.RawQuery = strings.Join(parts, "&")
+	}
+	if u.Fragment != "" {
+		u.Fragment, u.RawFragment = redactedPart, ""
+	}
+	return u.String()
 }

@@ -127,6 +127,48 @@ func TestResolve(t *testing.T) {
 	}
 }
 
+// TestEndpointErrorsHideCredentials: an endpoint refused for its user,
+// query or fragment (or for anything else) is quoted in the error with
+// its password, query values and fragment replaced (the user too when
+// it is the only credential), so the mistake shows and the collector's
+// password or key does not; as the table sets it or the environment
+// does, and when it does not parse as a URL at all.
+func TestEndpointErrorsHideCredentials(t *testing.T) {
+	for _, tc := range []struct {
+		raw    string
+		hidden []string
+		shown  string
+	}{
+		{"https://ingest:otlp-pass-5566@collector.example:4318", []string{"otlp-pass-5566"}, `"https://ingest:xxxxx@collector.example:4318": an OTLP endpoint has no user, query or fragment`},
+		{"https://collector.example:4318/?api_key=otlp-key-7788&region=eu", []string{"otlp-key-7788"}, `"https://collector.example:4318/?api_key=xxxxx&region=xxxxx"`},
+		{"https://otlp-token-9911@collector.example", []string{"otlp-token-9911"}, `"https://xxxxx@collector.example"`},
+		{"https://collector.example/#otlp-frag-3344", []string{"otlp-frag-3344"}, `"https://collector.example/#xxxxx"`},
+		{"ftp://ingest:otlp-pass-5566@collector.example/?k=otlp-key-7788", []string{"otlp-pass-5566", "otlp-key-7788"}, "write an http:// or https:// URL"},
+		{"https://ingest:otlp%zzpass@collector.example/?k=otlp-key-7788", []string{"otlp%zzpass", "otlp-key-7788"}, `"https://xxxxx@collector.example/?xxxxx" is not a URL`},
+		{"https://ingest:otlp-pass-5566@[::1/?k=otlp-key-7788", []string{"otlp-pass-5566", "otlp-key-7788"}, "is not a URL"},
+		{"ingest:otlp-pass-5566@collector.example:4318", []string{"otlp-pass-5566"}, `"ingest:xxxxx@collector.example:4318": write an http:// or https:// URL`},
+	} {
+		for _, where := range []struct {
+			cfg Config
+			env map[string]string
+		}{{cfg: Config{Endpoint: tc.raw}}, {env: map[string]string{"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": tc.raw}}} {
+			tr, err := New(where.cfg, envOf(where.env), "test", nil)
+			if err == nil {
+				tr.Shutdown()
+				t.Fatalf("%s: accepted", tc.raw)
+			}
+			if !strings.Contains(err.Error(), tc.shown) {
+				t.Errorf("%s: the error does not show the endpoint so: %v", tc.raw, err)
+			}
+			for _, h := range tc.hidden {
+				if strings.Contains(err.Error(), h) {
+					t.Errorf("%s: the error holds %q: %v", tc.raw, h, err)
+				}
+			}
+		}
+	}
+}
+
 // Off is a nil *Tracer, and everything on it is a no-op that allocates
 // nothing: the call path's whole cost when traces are off.
 func TestOffCostsNothing(t *testing.T) {
