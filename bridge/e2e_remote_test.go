@@ -2,11 +2,14 @@ package bridge
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -320,4 +323,57 @@ func TestRemoteTokenFileNotRegular(t *testing.T) {
 	if st := s.status(); st.State == string(StateReady) || !strings.Contains(st.Reason, "bearer_token_file") || !strings.Contains(st.Reason, "not a regular file") {
 		t.Fatalf("status: %+v", st)
 	}
+}
+
+// A remote server that quotes what it was sent in a JSON-RPC error (its
+// own words, which reach the program whole but for redaction) does not
+// pass on a credential read from a file, a header's, or a key in the
+// URL's query: the server's redactor knows them all.
+func TestRemoteRedactsQuotedCredentials(t *testing.T) {
+	t.Cleanup(leakcheck.Check(t))
+	dir := t.TempDir()
+	const token, header, key = "file-token-0123456789", "header-file-secret-42", "query-key-abcdef012"
+	for name, v := range map[string]string{"token": token, "header": header} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(v+"\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	face := mcptest.NewHTTP(mcptest.Scenario{}, mcptest.HTTPOptions{})
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Mcp-Method") != "tools/call" {
+			face.ServeHTTP(w, r)
+			return
+		}
+		var req struct {
+			ID json.RawMessage `json:"id"`
+		}
+		_ = json.NewDecoder(io.LimitReader(r.Body, 1<<20)).Decode(&req)
+		msg := "refused " + r.Header.Get("Authorization") + " with " + r.Header.Get("X-Api-Key") + " for " + r.URL.RawQuery
+		b, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": req.ID, "error": map[string]any{"code": -32000, "message": msg}})
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write(b)
+	}))
+	t.Cleanup(func() {
+		face.Close()
+		ts.Close()
+	})
+	remote := config.NewServer("web", "")
+	remote.Remote = &config.Remote{URL: ts.URL + "/mcp?key=" + key, Transport: config.TransportAuto,
+		BearerTokenFile: filepath.Join(dir, "token"), HeaderFile: map[string]string{"X-Api-Key": filepath.Join(dir, "header")}}
+	tb := startBridge(t, nil, remote)
+	c := tb.dial(tb.grant(map[string][]string{"web": nil}))
+	ctx, cancel := context.WithTimeout(context.Background(), backstop)
+	defer cancel()
+	_, err := c.Call(ctx, "web", "echo", map[string]any{"text": "x"})
+	d := denial(t, err)
+	if !strings.Contains(d.Message, "refused") {
+		t.Fatalf("the denial does not quote the server: %s", d.Message)
+	}
+	for _, secret := range []string{token, header, key} {
+		if strings.Contains(d.Message, secret) {
+			t.Errorf("the program was shown %q: %s", secret, d.Message)
+		}
+	}
+	c.Close()
+	tb.shutdown()
 }

@@ -168,7 +168,7 @@ func newServer(cfg config.Server, log, audit zerolog.Logger, o bootOptions, prog
 	s := &server{
 		log:        log,
 		logs:       logs,
-		redact:     redact.New(secretsOf(cfg, os.LookupEnv)),
+		redact:     redact.New(secretsOf(cfg, os.LookupEnv, config.ReadSecretFile)),
 		secrets:    redact.New(cfg.SecretValues()),
 		audit:      audit,
 		opts:       o,
@@ -193,13 +193,16 @@ func (s *server) cfg() *config.Server { return s.conf.Load() }
 func (s *server) name() string { return s.cfg().Name }
 
 // secretsOf is every value the server runs with that may be a
-// credential, by name, looked up with lookup: its env, the values it
-// inherits from capbridge's environment (inherit_env: a token exported in
-// the shell that started capbridge and passed through), and a remote
-// server's credentials taken from capbridge's environment (those from
-// files are read at boot, never logged, and never part of an error). A
-// server may print any of them.
-func secretsOf(cfg config.Server, lookup func(string) (string, bool)) map[string]string {
+// credential, by name, looked up with lookup and read with readFile: its
+// env, the values it inherits from capbridge's environment (inherit_env:
+// a token exported in the shell that started capbridge and passed
+// through), and a remote server's credentials: its headers, the
+// password and query values of its URL, and those taken from
+// capbridge's environment or from files. A server may print any of them,
+// and a remote one may quote what it was sent in its errors. A file is
+// read as it is when the server is set up; one rotated later is
+// redacted by its shape, if it has one, until the next reload.
+func secretsOf(cfg config.Server, lookup func(string) (string, bool), readFile func(string) ([]byte, error)) map[string]string {
 	out := make(map[string]string, len(cfg.Env)+len(cfg.InheritEnv))
 	for _, name := range cfg.InheritEnv {
 		if v, ok := lookup(name); ok {
@@ -210,19 +213,66 @@ func secretsOf(cfg config.Server, lookup func(string) (string, bool)) map[string
 	// What its secret references resolved to, headers' included, whole
 	// and each part ("Bearer ${cmd:…}" and the token alone).
 	maps.Copy(out, cfg.SecretValues())
-	if rm := cfg.Remote; rm != nil {
-		add := func(name, variable string) {
-			if v, ok := lookup(variable); ok && variable != "" {
-				out[name] = v
+	rm := cfg.Remote
+	if rm == nil {
+		return out
+	}
+	value := func(name, v string) {
+		out[name] = v
+		if scheme, rest, ok := strings.Cut(v, " "); ok && len(scheme) < len(v)/2 {
+			// "Bearer TOKEN": the token alone too.
+			out[name+" credential"] = strings.TrimSpace(rest)
+		}
+	}
+	env := func(name, variable string) {
+		if v, ok := lookup(variable); ok && variable != "" {
+			value(name, v)
+		}
+	}
+	file := func(name, path string) {
+		if path == "" {
+			return
+		}
+		if b, err := readFile(path); err == nil {
+			value(name, strings.TrimSpace(string(b)))
+		}
+	}
+	// Values written in the file need not be secrets ("X-Client:
+	// capbridge", "?format=json"): only those long enough to be one are
+	// taken, so that ordinary words are not redacted everywhere.
+	const written = 8
+	for h, v := range rm.Headers {
+		if len(v) >= written {
+			value("headers."+h, v)
+		}
+	}
+	for h, variable := range rm.HeaderEnv {
+		env("headers."+h, variable)
+	}
+	for h, path := range rm.HeaderFile {
+		file("headers."+h, path)
+	}
+	env("bearer_token", rm.BearerTokenEnv)
+	file("bearer_token", rm.BearerTokenFile)
+	if u, err := url.Parse(rm.URL); err == nil {
+		if p, ok := u.User.Password(); ok {
+			out["url password"] = p
+		}
+		for k, vs := range u.Query() {
+			for _, v := range vs {
+				if len(v) >= written {
+					out["url query "+k] = v
+				}
 			}
 		}
-		for h, variable := range rm.HeaderEnv {
-			add(h, variable)
-		}
-		add("bearer_token", rm.BearerTokenEnv)
-		if rm.OAuth != nil {
-			add("client_secret", rm.OAuth.ClientSecretEnv)
-		}
+	}
+	if o := rm.OAuth; o != nil {
+		env("client_secret", o.ClientSecretEnv)
+		file("client_secret", o.ClientSecretFile)
+		env("idp_client_secret", o.IDPClientSecretEnv)
+		file("idp_client_secret", o.IDPClientSecretFile)
+		env("id_token", o.IDTokenEnv)
+		file("id_token", o.IDTokenFile)
 	}
 	return out
 }
