@@ -88,26 +88,41 @@ func ParseChallenge(values []string) (Challenge, bool) {
 
 // splitChallenges splits a header value holding several challenges at
 // each scheme (a token followed by a space that is not inside quotes and
-// not a parameter).
+// not a parameter). Quotes are read as authParams reads them (RFC 9110
+// §5.6.4: a backslash inside quotes escapes the next byte), and each
+// comma looks ahead only as far as the token after it, so a header of a
+// megabyte of commas costs one pass, not one pass per comma.
 func splitChallenges(v string) []string {
 	var out []string
 	start, inQ := 0, false
 	for i := 0; i < len(v); i++ {
-		switch {
-		case v[i] == '"' && (i == 0 || v[i-1] != '\\'):
+		switch c := v[i]; {
+		case inQ && c == '\\':
+			i++
+		case c == '"':
 			inQ = !inQ
-		case v[i] == ',' && !inQ:
-			// A new challenge starts if what follows is "token " with
-			// no '=' before the space.
-			rest := strings.TrimLeft(v[i+1:], " ")
-			sp, eq := strings.IndexByte(rest, ' '), strings.IndexByte(rest, '=')
-			if sp > 0 && (eq < 0 || sp < eq) {
-				out = append(out, v[start:i])
-				start = i + 1
-			}
+		case c == ',' && !inQ && schemeAt(v[i+1:]):
+			out = append(out, v[start:i])
+			start = i + 1
 		}
 	}
 	return append(out, v[start:])
+}
+
+// schemeAt reports whether s, what follows a comma, starts (after
+// spaces) with a token and a space: a new challenge's scheme, not a
+// parameter ("key=…") or the next list element.
+func schemeAt(s string) bool {
+	s = strings.TrimLeft(s, " ")
+	for i := 0; i < len(s); i++ {
+		switch s[i] {
+		case ' ':
+			return i > 0
+		case '=', ',', '"':
+			return false
+		}
+	}
+	return false
 }
 
 // authParams reads auth-param pairs: key=token or key="quoted".

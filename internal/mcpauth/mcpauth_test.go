@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -29,20 +30,27 @@ func TestMain(m *testing.M) {
 	leakcheck.Main(m)
 }
 
+// challengeTests are ParseChallenge's cases, and FuzzParseChallenge's seeds.
+var challengeTests = []struct {
+	in   []string
+	want Challenge
+	ok   bool
+}{
+	{[]string{`Bearer resource_metadata="https://x/.well-known/oauth-protected-resource", scope="files:read"`}, Challenge{ResourceMetadata: "https://x/.well-known/oauth-protected-resource", Scope: "files:read"}, true},
+	{[]string{`Bearer error="insufficient_scope", scope="a b", resource_metadata="https://r"`}, Challenge{ResourceMetadata: "https://r", Scope: "a b", Error: "insufficient_scope"}, true},
+	{[]string{`Basic realm="x", Bearer scope=plain`}, Challenge{Scope: "plain"}, true},
+	{[]string{`Basic realm="a, Bearer scope=no"`}, Challenge{}, false},
+	{[]string{`bearer`}, Challenge{}, true},
+	{[]string{`Bearer scope="q\"uote"`}, Challenge{Scope: `q"uote`}, true},
+	// A quoted backslash ends with its quote, as authParams reads it.
+	{[]string{`Basic realm="a\\", Bearer resource_metadata="https://r.example/x"`}, Challenge{ResourceMetadata: "https://r.example/x"}, true},
+	{[]string{`Basic realm=a,b, Bearer scope=s`}, Challenge{Scope: "s"}, true},
+	{[]string{"Basic " + strings.Repeat(",", 1<<16) + " Bearer scope=s"}, Challenge{Scope: "s"}, true},
+	{nil, Challenge{}, false},
+}
+
 func TestParseChallenge(t *testing.T) {
-	for _, tc := range []struct {
-		in   []string
-		want Challenge
-		ok   bool
-	}{
-		{[]string{`Bearer resource_metadata="https://x/.well-known/oauth-protected-resource", scope="files:read"`}, Challenge{ResourceMetadata: "https://x/.well-known/oauth-protected-resource", Scope: "files:read"}, true},
-		{[]string{`Bearer error="insufficient_scope", scope="a b", resource_metadata="https://r"`}, Challenge{ResourceMetadata: "https://r", Scope: "a b", Error: "insufficient_scope"}, true},
-		{[]string{`Basic realm="x", Bearer scope=plain`}, Challenge{Scope: "plain"}, true},
-		{[]string{`Basic realm="a, Bearer scope=no"`}, Challenge{}, false},
-		{[]string{`bearer`}, Challenge{}, true},
-		{[]string{`Bearer scope="q\"uote"`}, Challenge{Scope: `q"uote`}, true},
-		{nil, Challenge{}, false},
-	} {
+	for _, tc := range challengeTests {
 		got, ok := ParseChallenge(tc.in)
 		if got != tc.want || ok != tc.ok {
 			t.Errorf("ParseChallenge(%q) = %+v, %v; want %+v, %v", tc.in, got, ok, tc.want, tc.ok)
@@ -50,7 +58,27 @@ func TestParseChallenge(t *testing.T) {
 	}
 }
 
+// BenchmarkParseChallengeCommas: a header of n commas, which a hostile
+// server may send up to the response head's limit, costs time linear in
+// n.
+func BenchmarkParseChallengeCommas(b *testing.B) {
+	for _, n := range []int{1 << 16, 1 << 20} {
+		h := []string{"Bearer " + strings.Repeat(", ", n/2)}
+		b.Run(strconv.Itoa(n), func(b *testing.B) {
+			b.SetBytes(int64(len(h[0])))
+			for b.Loop() {
+				ParseChallenge(h)
+			}
+		})
+	}
+}
+
 func FuzzParseChallenge(f *testing.F) {
+	for _, tc := range challengeTests {
+		for _, v := range tc.in {
+			f.Add(v)
+		}
+	}
 	for _, s := range []string{`Bearer resource_metadata="https://x", scope="a b"`, `Basic realm="x", Bearer error=insufficient_scope`, `Bearer scope="\"`, `,,=,"`} {
 		f.Add(s)
 	}
