@@ -22,9 +22,12 @@ func runInit(args []string, stdout, stderr io.Writer) int {
 Write a commented capbridge.toml: every key of the [bridge] table and of a
 server's table, commented out at its default, and, with --from, the stdio
 servers of an editor's MCP config (Claude Desktop, Claude Code, Cursor,
-Windsurf, VS Code or Codex) as [mcp.NAME] tables. capbridge.toml has no
-variables, so the editor's ${VAR} placeholders are expanded as serve
---mcp-config would expand them, and each table says which it used; a remote
+Windsurf, VS Code or Codex) as [mcp.NAME] tables. An env value that takes
+a variable is written as the editor wrote it, for serve to resolve from its
+environment at each boot, as capbridge.toml's env values may; the editor's
+other placeholders (in the command, arguments and cwd, the workspace, and a
+variable not set) are expanded as serve --mcp-config would expand them, and
+each table says which it used; a remote
 server's credentials are written only as the names of their variables
 (bearer_token_env, header_env, or a header's ${VAR} kept as written and
 read at each boot), and a URL that would hold a variable's value is left
@@ -273,6 +276,16 @@ func convertEditor(from, workspace string) ([]convertedServer, config.ErrorList,
 			})
 			n.Remote = &nr
 		}
+		if s.Remote == nil {
+			var kept []string
+			s, kept, warnings = envCredentials(s, n, workspace, unset, warnings)
+			// The variables listed are those of the values written as
+			// expanded, not of an env value kept as a reference.
+			n.Env = maps.Clone(n.Env)
+			for _, k := range kept {
+				delete(n.Env, k)
+			}
+		}
 		out = append(out, convertedServer{Server: s})
 		i := len(out) - 1
 		seen := map[string]bool{}
@@ -311,6 +324,52 @@ func credentialVars(rendered string) []string {
 		}
 	}
 	return names
+}
+
+// envCredentials keeps a variable's value out of a stdio server's env as
+// init writes it: an env value that uses a variable that may hold a
+// credential (credentialVars) is written as the editor wrote it, a
+// template serve resolves from its environment at each boot, as
+// capbridge.toml's env values may be, with the workspace and the home
+// directory in it expanded (capbridge.toml knows no workspace, and a
+// path is no secret; HOME as init sees it, which is what the editor's
+// reading expanded). A value whose variable was not set when init ran,
+// and so took its default, is written expanded, as before: serve would
+// find it unset. n is the server as the second reading renders it; the
+// keys of the values kept as templates are returned. A variable used by
+// the command, an argument or the working directory, which
+// capbridge.toml does not expand, is written expanded, with a warning.
+func envCredentials(s, n config.Server, workspace string, unset map[string]bool, warnings config.ErrorList) (config.Server, []string, config.ErrorList) {
+	var kept []string
+	for _, k := range slices.Sorted(maps.Keys(n.Env)) {
+		rendered := n.Env[k]
+		names := credentialVars(rendered)
+		if len(names) == 0 || isRef(s, "env."+k) || slices.ContainsFunc(names, func(v string) bool { return unset[v] }) {
+			continue
+		}
+		t := standIn.ReplaceAllString(rendered, "$1")
+		for _, path := range []struct{ name, value string }{{"workspaceFolder", workspace}, {"HOME", os.Getenv("HOME")}} {
+			t = strings.ReplaceAll(t, "${"+path.name+"}", path.value)
+		}
+		if strings.Count(t, "${") != len(placeholder.FindAllString(t, -1)) {
+			continue // a path that itself holds "${": written expanded
+		}
+		if s.Env == nil {
+			s.Env = map[string]string{}
+		}
+		s.Env[k] = t
+		kept = append(kept, k)
+	}
+	fields := append([]string{n.Command, n.Cwd}, n.Args...)
+	for _, f := range fields {
+		if names := credentialVars(f); len(names) > 0 {
+			warnings = append(warnings, &config.Error{File: s.File, Line: s.Line,
+				Msg: fmt.Sprintf("server %s: its command, an argument or its cwd takes %s, written into the file as it expanded: capbridge.toml expands variables only in env and header values", s.Name, "${"+strings.Join(names, "}, ${")+"}"),
+				Fix: "if the server can read it from its environment, pass it in env instead and run init again"})
+			break
+		}
+	}
+	return s, kept, warnings
 }
 
 // remoteCredentials keeps a variable's value out of what init writes for
@@ -465,8 +524,8 @@ func writeServer(b *strings.Builder, s convertedServer) {
 	// write TOML of its own.
 	fmt.Fprintf(b, "\n# From %s.\n", commentText(location(s.File, s.Line)))
 	if len(s.vars) > 0 {
-		b.WriteString("# capbridge.toml has no variables: these values are the editor's placeholders as\n" +
-			"# they expanded when this file was written, from " + commentText(strings.Join(s.vars, ", ")) + ".\n" +
+		b.WriteString("# Values here are the editor's placeholders as they expanded when this file\n" +
+			"# was written, from " + commentText(strings.Join(s.vars, ", ")) + ".\n" +
 			"# Edit them here when those change.\n")
 	}
 	if s.Remote != nil {

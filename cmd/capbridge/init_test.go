@@ -140,6 +140,11 @@ func TestInitFromEditors(t *testing.T) {
 			if err != nil {
 				t.Fatalf("the written file does not load:\n%v\n%s", err, data)
 			}
+			// An env value kept as the editor wrote it resolves as serve
+			// resolves it, to what the editor's reading gives.
+			if err := config.ResolveSecrets(cfg, config.SecretSources{LookupEnv: os.LookupEnv}); err != nil {
+				t.Fatal(err)
+			}
 			raw, err := os.ReadFile(editor)
 			if err != nil {
 				t.Fatal(err)
@@ -442,5 +447,58 @@ func TestInitLeavesOutNonUTF8(t *testing.T) {
 	}
 	if strings.Contains(out, "[mcp.a]") || !strings.Contains(out, "[mcp.b]") || !utf8.ValidString(out) {
 		t.Fatalf("the file:\n%s", out)
+	}
+}
+
+// A stdio server's env value that takes a variable is written as the
+// editor wrote it, so a token exported for the server is not copied into
+// capbridge.toml; the workspace and the home directory are expanded in
+// it, a variable that was not set is written as its default, and one
+// given to an argument, which capbridge.toml cannot expand, is written
+// expanded with a warning naming it.
+func TestInitKeepsEnvVariables(t *testing.T) {
+	home := t.TempDir()
+	t.Setenv("HOME", home)
+	t.Setenv("INIT_TOKEN", "ghp_INIT_TOKEN_VALUE")
+	t.Setenv("INIT_ARG", "arg-secret-value")
+	t.Setenv("INIT_UNSET", "")
+	os.Unsetenv("INIT_UNSET") // t.Setenv restores it after the test
+	dir := t.TempDir()
+	from := filepath.Join(dir, "mcp.json")
+	entry := `{"mcpServers": {
+  "s": {"command": "/bin/srv", "args": ["--key", "${INIT_ARG}"], "env": {"TOKEN": "${INIT_TOKEN}", "MIX": "x-${env:INIT_TOKEN}-${workspaceFolder}", "HOMED": "${userHome}/y", "DEF": "${INIT_UNSET:-dflt}"}}}}
+`
+	if err := os.WriteFile(from, []byte(entry), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(dir, "capbridge.toml")
+	_, errOut, code := runInProcess("init", "--from", from, "--out", out, "--workspace", "/ws")
+	if code != exitOK {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	data, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range []string{`TOKEN = "${INIT_TOKEN}"`, `MIX = "x-${INIT_TOKEN}-/ws"`, `HOMED = "` + home + `/y"`, `DEF = "dflt"`} {
+		if !strings.Contains(string(data), w) {
+			t.Errorf("the file lacks %s:\n%s", w, data)
+		}
+	}
+	if strings.Contains(string(data), "ghp_INIT_TOKEN_VALUE") {
+		t.Errorf("the token was written into the file:\n%s", data)
+	}
+	if !strings.Contains(errOut, "takes ${INIT_ARG}") {
+		t.Errorf("no warning names the argument's variable: %s", errOut)
+	}
+	cfg, err := config.Load(out, data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := config.ResolveSecrets(cfg, config.SecretSources{LookupEnv: os.LookupEnv}); err != nil {
+		t.Fatal(err)
+	}
+	if env := cfg.Servers[0].Env; env["TOKEN"] != "ghp_INIT_TOKEN_VALUE" || env["MIX"] != "x-ghp_INIT_TOKEN_VALUE-/ws" {
+		t.Errorf("serve would run the server with %v", env)
 	}
 }
