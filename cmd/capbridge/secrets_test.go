@@ -203,7 +203,9 @@ func testSecretUnresolved(t *testing.T, bin string) {
 // lock, skew and mcp boot the servers too, and log a server that fails
 // to boot with its stderr: a server that prints its secrets as it dies
 // leaves them redacted in those logs as in serve's (an MCP host keeps
-// mcp's stderr in its own log files).
+// mcp's stderr in its own log files). serve's ready line names a failed
+// server's reason, which holds them when the server refused the
+// handshake quoting them: redacted there too.
 func testBootLogsRedacted(t *testing.T, bin string) {
 	dir := shortTempDir(t)
 	if err := os.WriteFile(filepath.Join(dir, "token"), []byte(testSecrets["SECRET_FILE"]+"\n"), 0o600); err != nil {
@@ -237,4 +239,27 @@ func testBootLogsRedacted(t *testing.T, bin string) {
 		}
 		noSecrets(t, args[0], out+errOut)
 	}
+	// serve's ready line names a failed server's reason: one that refuses
+	// the handshake quoting a secret has it redacted there too.
+	script := filepath.Join(dir, "refuse.sh")
+	if err := os.WriteFile(script, []byte(`while read -r l; do
+  id=$(printf '%s' "$l" | sed -n 's/.*"id":\([0-9]*\).*/\1/p')
+  [ -n "$id" ] && printf '{"jsonrpc":"2.0","id":%s,"error":{"code":-32000,"message":"bad keys %s %s %s"}}\n' "$id" "$SECRET_FILE" "$SECRET_CMD" "$SECRET_ENV"
+done
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	refusing := strings.Replace(toml, `args = ["-c", "echo SECRET_FILE=$SECRET_FILE SECRET_CMD=$SECRET_CMD SECRET_ENV=$SECRET_ENV >&2; exit 3"]`, `args = ["`+script+`"]`, 1)
+	if err := os.WriteFile(cfg, []byte(refusing), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	srv, ready := startServe(t, bin, env, "serve", "-c", cfg)
+	if !strings.Contains(ready, "bad keys [redacted:") {
+		t.Errorf("the ready line does not quote the refusal, redacted: %s", ready)
+	}
+	noSecrets(t, "serve's ready line", ready)
+	if _, err := srv.stop(); err != nil {
+		t.Fatalf("serve: %v\n%s", err, srv.stderr.String())
+	}
+	noSecrets(t, "serve's logs", srv.stderr.String())
 }
