@@ -368,3 +368,20 @@ func TestEntriesBounded(t *testing.T) {
 		}
 	}
 }
+
+// A member given twice counts once, the last, in every page and result,
+// as encoding/json reads it.
+func TestDuplicateMemberLastWins(t *testing.T) {
+	tools, err := DecodeToolsPage([]byte(`{"tools":[{"name":"a","inputSchema":{}}],"tools":[{"name":"b","inputSchema":{}}]}`))
+	if err != nil || len(tools.Tools) != 1 || tools.Tools[0].Name != "b" {
+		t.Errorf("tools: %+v, %v", tools, err)
+	}
+	page, err := DecodeListPage("resources/list", "resources", "uri", []byte(`{"resources":[{"uri":"a:","name":"a"}],"resources":[{"uri":"b:","name":"b"}]}`))
+	if err != nil || len(page.Items) != 1 || !strings.Contains(string(page.Items[0]), "b:") {
+		t.Errorf("resources: %+v, %v", page, err)
+	}
+	read, err := DecodeReadResourceResult([]byte(`{"contents":[{"uri":"a:","text":"a"}],"contents":[{"uri":"b:","text":"b"}]}`))
+	if err != nil || len(read.Contents) != 1 || read.Contents[0].URI != "b:" {
+		t.Errorf("contents: %+v, %v", read, err)
+	}
+}

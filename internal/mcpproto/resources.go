@@ -43,6 +43,9 @@ func DecodeReadResourceResult(raw []byte) (*ReadResourceResult, error) {
 			fault = pfault("resources/read", "/contents", -1, "expected array, found "+kindName(v))
 			return fault
 		}
+		// A member given twice counts once, the last, as encoding/json
+		// and DecodeToolsPage read it.
+		r.Contents = r.Contents[:0]
 		return jsonlex.EachElement(v, func(i int, ev []byte) error {
 			if i == maxEntries {
 				fault = tooMany("resources/read", "/contents", i)
@@ -131,6 +134,7 @@ func DecodeListPage(method, member, key string, raw []byte) (*ListPage, error) {
 				fault = pfault(method, "/"+member, -1, "expected array, found "+kindName(v))
 				return fault
 			}
+			p.Items = p.Items[:0] // the last of a duplicated member, as above
 			return jsonlex.EachElement(v, func(i int, ev []byte) error {
 				if i == maxEntries {
 					fault = tooMany(method, "/"+member, i)
