@@ -91,6 +91,7 @@ type Decoder struct {
 	end    int
 	eof    error // the reader's terminal error, once seen
 	off    int64 // stream offset of buf[start]
+	lineAt int64 // stream offset of the line line last returned
 	first  bool  // no byte seen yet (a leading BOM is skipped)
 	skipLF bool  // the last line ended with CR: a following LF belongs to it
 
@@ -191,7 +192,7 @@ func (d *Decoder) field(line []byte) error {
 			n++
 		}
 		if n > d.lim.MaxEvent {
-			d.fault = &Fault{Kind: EventTooLarge, Offset: d.off, Limit: d.lim.MaxEvent}
+			d.fault = &Fault{Kind: EventTooLarge, Offset: d.lineAt, Limit: d.lim.MaxEvent}
 			return d.fault
 		}
 		if d.hasData {
@@ -266,16 +267,18 @@ func (d *Decoder) line() ([]byte, error) {
 		}
 		chunk := d.buf[d.start:d.end]
 		i := bytes.IndexAny(chunk, "\r\n")
+		// Where the line starts: its part already consumed is partial.
+		at := d.off - int64(len(d.partial))
 		if i < 0 {
 			if len(d.partial)+len(chunk) > d.lim.MaxLine {
-				return nil, &Fault{Kind: LineTooLong, Offset: d.off, Limit: d.lim.MaxLine}
+				return nil, &Fault{Kind: LineTooLong, Offset: at, Limit: d.lim.MaxLine}
 			}
 			d.partial = append(d.partial, chunk...)
 			d.consume(len(chunk))
 			continue
 		}
 		if len(d.partial)+i > d.lim.MaxLine {
-			return nil, &Fault{Kind: LineTooLong, Offset: d.off, Limit: d.lim.MaxLine}
+			return nil, &Fault{Kind: LineTooLong, Offset: at, Limit: d.lim.MaxLine}
 		}
 		d.skipLF = chunk[i] == '\r'
 		var line []byte
@@ -286,9 +289,10 @@ func (d *Decoder) line() ([]byte, error) {
 			line = d.partial
 		}
 		if !utf8.Valid(line) {
-			return nil, &Fault{Kind: InvalidUTF8, Offset: d.off}
+			return nil, &Fault{Kind: InvalidUTF8, Offset: at}
 		}
 		d.consume(i + 1)
+		d.lineAt = at
 		return line, nil
 	}
 }
