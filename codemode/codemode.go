@@ -394,7 +394,9 @@ func (r *Runner) Run(ctx context.Context, req Request) (*Result, error) {
 		d.WallClock = timeout
 		out, runErr = w.Run(ctx, d)
 		// A warm jail that died while it waited (its runtime killed by a
-		// limit, say) costs the run nothing: it runs cold.
+		// limit, say) costs the run nothing: it runs cold. ErrSetup says
+		// the program never had its token; once it had, the jail reports
+		// an outcome, since running it again would repeat its calls.
 		if errors.Is(runErr, jail.ErrSetup) && ctx.Err() == nil {
 			out, runErr = nil, nil
 		}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/capbridge/capbridge/internal/testkit/leakcheck"
+	"github.com/capbridge/capbridge/internal/testkit/need"
 )
 
 // With a pool, a run takes a warm jail (its runtime started, the client
@@ -59,5 +60,42 @@ print(r.text())
 				t.Errorf("a syntax error, warm: %+v", res)
 			}
 		})
+	}
+}
+
+// A program that signals its warm jail's init runs once: init stays, the
+// run is warm, its one call is made once, and its output and value are
+// its own. (Had init died, the run would have been retried cold, its
+// calls made again.)
+func TestRunWarmSignalsInit(t *testing.T) {
+	defer leakcheck.Check(t)()
+	need.Command(t, "python3", "the README names Python >= 3.10")
+	r, srv := newRunner(t, func(c *Config) { c.Warm = 1; c.Languages = []string{Python} })
+	defer srv.Close()
+	defer r.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if err := r.Prewarm(ctx); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "a warm python jail", func() bool { return len(r.pools[Python].ready) == 1 })
+	// The signal is taken once it is pending at init no more.
+	res, err := r.Run(ctx, Request{Language: Python, Timeout: 30 * time.Second, Code: `import os, signal, t
+r = await t.echo(text="once")
+print(r.text())
+os.kill(1, signal.SIGTERM)
+def pending():
+    for l in open("/proc/1/status"):
+        if l.startswith(("SigPnd:", "ShdPnd:")) and int(l.split()[1], 16) & (1 << (signal.SIGTERM - 1)):
+            return True
+    return False
+while pending():
+    os.sched_yield()
+r.text()`})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res.Warm || !res.OK() || res.Calls != 1 || res.Stdout != "once\n" || string(res.Value) != `"once"` {
+		t.Fatalf("a program that signalled its init: warm %v, %d calls, %+v", res.Warm, res.Calls, res)
 	}
 }

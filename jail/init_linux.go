@@ -7,10 +7,12 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
+	"syscall"
 
 	"golang.org/x/sys/unix"
 )
@@ -113,9 +115,9 @@ func initMain(t Transformer) int {
 // warmMain is a warm jail's init once it is built and hardened: it starts
 // the runtime, with a socket on its descriptor 3, says it is ready once
 // the runtime says it waits, and waits for the delivery; writes the delivered files into /work, applies
-// their transforms, hands the runtime its environment on the pipe, and
-// stays the namespace's init, reaping, until the runtime exits, whose
-// end it reports on status.
+// their transforms, says on status that the program starts, hands the
+// runtime its environment on the pipe, and stays the namespace's init,
+// reaping, until the runtime exits, whose end it reports on status.
 func warmMain(sp *spec, t Transformer, status *os.File, dec *json.Decoder, fail func(string, error) int) int {
 	// Nothing in the jail may read or write this process's memory
 	// through /proc: its other threads kept the capabilities only this
@@ -123,6 +125,8 @@ func warmMain(sp *spec, t Transformer, status *os.File, dec *json.Decoder, fail 
 	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
 		return fail("making init undumpable", err)
 	}
+	// Before anything else lives in the namespace.
+	absorbSignals()
 	// The runtime's descriptor 3: it writes one byte there once it waits
 	// for its program (loaded, its client imported), then reads its
 	// environment to EOF.
@@ -187,6 +191,14 @@ func warmMain(sp *spec, t Transformer, status *os.File, dec *json.Decoder, fail 
 	if d.Env == nil {
 		d.Env = []string{} // a JSON array, always
 	}
+	// Said before the runtime has its environment, and with it the run's
+	// token: from here on the program may act, and the run is its own
+	// whatever becomes of init (a setup failure is retried, a program
+	// must not be run twice).
+	if _, err := status.WriteString(statusStarted); err != nil {
+		kill()
+		return exitSetup
+	}
 	err = json.NewEncoder(ours).Encode(d.Env)
 	ours.Close()
 	if err != nil {
@@ -200,6 +212,35 @@ func warmMain(sp *spec, t Transformer, status *os.File, dec *json.Decoder, fail 
 		_, _ = fmt.Fprintf(status, "exit %d\n", ws.ExitStatus())
 	}
 	return 0
+}
+
+// statusStarted is the line a warm init writes on status once the program
+// may run.
+const statusStarted = "started\n"
+
+// absorbSignals makes every signal a process of the jail can send a warm
+// init harmless to it. The kernel delivers to a PID namespace's init,
+// from inside the namespace, only the signals it has a handler for
+// (pid_namespaces(7)); the Go runtime installs one for nearly all, whose
+// default is to exit (SIGTERM, SIGHUP, SIGINT, SIGUSR1…) or crash
+// (SIGQUIT, and SIGSEGV, SIGBUS, SIGILL, SIGSYS… when sent by kill). A
+// program's kill(1, SIGTERM) would so end its own run. Notify turns each
+// into a delivery to a channel nobody reads, which drops it; SIGKILL and
+// SIGSTOP from inside are never delivered to an init. Notify, not
+// Ignore: a signal ignored stays ignored across fork and execve
+// (signal(7)), so the runtime and the program would start with SIGTERM
+// or SIGINT ignored where a cold run has them default, and Ignore cannot
+// cover the signals Go keeps for faults; a signal with a handler is
+// reset to its default in the child (Go does so before execve). A fault
+// of init's own still crashes it.
+func absorbSignals() {
+	var sigs []os.Signal
+	for s := syscall.Signal(1); s <= 64; s++ {
+		if s != unix.SIGKILL && s != unix.SIGSTOP {
+			sigs = append(sigs, s)
+		}
+	}
+	signal.Notify(make(chan os.Signal, 1), sigs...)
 }
 
 // reapUntil reaps every child (the namespace's orphans come to init)

@@ -213,12 +213,24 @@ func (j *started) supervise(ctx context.Context, p *Program, warm bool) (*Outcom
 	}
 	if warm && !killed {
 		// Init outlived the program to report how it ended.
+		rest, started := strings.CutPrefix(string(status), statusStarted)
 		var n int
-		switch line := strings.TrimSpace(string(status)); {
+		switch line := strings.TrimSpace(rest); {
 		case scanf(line, "exit %d", &n):
 			out.ExitCode, out.Signal = n, ""
 		case scanf(line, "signal %d", &n):
 			out.ExitCode, out.Signal = -1, syscall.Signal(n).String()
+		case started:
+			// Init ended first: the kernel killed the program with the
+			// namespace. It had its environment, its token, so it may
+			// have acted: the run failed, its setup did not, and an
+			// ErrSetup would have it run again.
+			why := cmd.ProcessState.String()
+			if line != "" {
+				why += ": " + line
+			}
+			out.ExitCode, out.Signal = -1, syscall.SIGKILL.String()
+			out.Stderr = append(out.Stderr, "\n[capbridge: the jail's init ended before the program ("+why+")]\n"...)
 		default:
 			return nil, fmt.Errorf("%w: %s", ErrSetup, line)
 		}
@@ -341,7 +353,10 @@ type Warm struct {
 // does: p's Files (under /work) and Transform, its Env (which the runtime
 // is handed on its file descriptor 3, a JSON array of "KEY=value", to
 // set), its WallClock, output bounds and Started. Its Argv, Dir, Binds and
-// Overlays were Prestart's and must be empty.
+// Overlays were Prestart's and must be empty. An error matching ErrSetup
+// means the program never got its environment, so never ran; once it
+// has, every end of the run, the jail's init dying first included, is an
+// Outcome.
 func (w *Warm) Run(ctx context.Context, p *Program) (*Outcome, error) {
 	w.mu.Lock()
 	if w.used {
