@@ -149,3 +149,54 @@ func TestRunSetupBounded(t *testing.T) {
 		t.Fatal("the run's setup waited on the bridge past its bound")
 	}
 }
+
+// A program cannot take the call socket from later runs: it sees it on a
+// read-only bind, so even when it owns the inode (it runs as capbridge's
+// user unless capbridge is root; here the socket is given to the jail's
+// user to be so) it cannot change its mode or times, move or remove it,
+// and the next run still calls through it.
+func TestRunCannotLockCallSocket(t *testing.T) {
+	defer leakcheck.Check(t)()
+	need.Command(t, "python3", "the README names Python >= 3.10")
+	r, srv := newRunner(t, func(c *Config) { c.Languages = []string{Python} })
+	defer srv.Close()
+	sock := srv.CallSocket()
+	if os.Getuid() == 0 {
+		uid, gid := r.cfg.Jail.RunIDs()
+		if err := os.Chown(sock, uid, gid); err != nil {
+			t.Fatal(err)
+		}
+	}
+	before, err := os.Stat(sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	res, err := r.Run(ctx, Request{Language: Python, Timeout: 30 * time.Second, Code: `import os
+p = os.environ["CAPBRIDGE_SOCKET"]
+out = []
+for name, f in [("chmod", lambda: os.chmod(p, 0)), ("utime", lambda: os.utime(p, (0, 0))),
+                ("rename", lambda: os.rename(p, p + ".x")), ("unlink", lambda: os.unlink(p))]:
+    try:
+        f()
+        out.append(name + " done")
+    except OSError as e:
+        out.append(name + " refused")
+out`})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(res.Value) != `["chmod refused","utime refused","rename refused","unlink refused"]` {
+		t.Errorf("a program's changes to the call socket: %s%s", res.Value, res.Stderr)
+	}
+	after, err := os.Stat(sock)
+	if err != nil || after.Mode() != before.Mode() || !after.ModTime().Equal(before.ModTime()) {
+		t.Errorf("the call socket changed: %v %v, was %v %v (%v)", after.Mode(), after.ModTime(), before.Mode(), before.ModTime(), err)
+	}
+	res, err = r.Run(ctx, Request{Language: Python, Timeout: 30 * time.Second, Code: `import t
+(await t.echo(text="still here")).text()`})
+	if err != nil || !res.OK() || string(res.Value) != `"still here"` || res.Calls != 1 {
+		t.Fatalf("the next run's call: %+v, %v", res, err)
+	}
+}

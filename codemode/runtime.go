@@ -176,7 +176,12 @@ func (rt *runtimeInfo) base(callSocket string) *jail.Program {
 		Files: slices.Clone(rt.files),
 	}
 	if callSocket != "" {
-		p.Binds = append(p.Binds, jail.Bind{Source: callSocket, Target: jailSocket, Writable: true})
+		// Read-only: connect(2) needs write permission on the socket's
+		// inode, which the mount's flags do not touch (unix(7)); a
+		// writable mount would let a program that owns the inode (it runs
+		// as capbridge's user when capbridge is not root) chmod it and
+		// lock every later run and client out.
+		p.Binds = append(p.Binds, jail.Bind{Source: callSocket, Target: jailSocket})
 	}
 	if rt.lang == Go {
 		p.Dir = jailWork

@@ -22,7 +22,7 @@ var bwrapLine = []string{"bwrap", "--unshare-all", "--die-with-parent", "--new-s
 	"--ro-bind", "/usr", "/usr", "--symlink", "usr/bin", "/bin", "--symlink", "usr/lib", "/lib", "--symlink", "usr/lib64", "/lib64",
 	"--ro-bind", "{files}/work", "/work", "--ro-bind", "{files}/capbridge", "/capbridge",
 	"--ro-bind-try", "{files}/node_modules", "/node_modules",
-	"--bind", "{bind:/run/capbridge/call.sock}", "/run/capbridge/call.sock",
+	"--ro-bind", "{bind:/run/capbridge/call.sock}", "/run/capbridge/call.sock",
 	"--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--chdir", "/tmp", "--"}
 
 // needBwrap finds bubblewrap: under the test command (make deps installs

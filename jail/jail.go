@@ -137,9 +137,8 @@ type File struct {
 type Bind struct {
 	Source string // host path
 	Target string // absolute path in the jail
-	// Writable leaves the bind writable; only the call socket needs it
-	// (a socket's mode, not the mount, decides who may connect, and
-	// Writable keeps the promise plain).
+	// Writable leaves the bind writable. A socket needs no writable
+	// mount to be connected to: its inode's mode decides (unix(7)).
 	Writable bool
 }
 

@@ -33,7 +33,7 @@ import (
 //	        "--symlink", "usr/bin", "/bin", "--symlink", "usr/lib", "/lib", "--symlink", "usr/lib64", "/lib64",
 //	        "--ro-bind", "{files}/work", "/work", "--ro-bind", "{files}/capbridge", "/capbridge",
 //	        "--ro-bind-try", "{files}/node_modules", "/node_modules",
-//	        "--bind", "{bind:/run/capbridge/call.sock}", "/run/capbridge/call.sock",
+//	        "--ro-bind", "{bind:/run/capbridge/call.sock}", "/run/capbridge/call.sock",
 //	        "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--chdir", "/tmp", "--"]
 func (c *Config) runWrapped(ctx context.Context, p *Program) (*Outcome, error) {
 	if len(p.Overlays) > 0 {
