@@ -4,17 +4,23 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/capbridge/capbridge/internal/testkit/need"
 
@@ -424,4 +430,137 @@ for target in [0, -1]:
 	if l, err := lines.ReadString('\n'); l != "seen []\n" {
 		t.Fatalf("a process in the bridge's process group got the jail's signal: %q, %v", l, err)
 	}
+}
+
+// A mount below a bind or a system path is as read-only as the bind: a
+// tmpfs the host mounted there is written neither at the top nor below.
+// The helper (submountsHelper) mounts them in a mount namespace of its
+// own, so the host's table is untouched; it builds the jail twice, once
+// as this kernel allows (mount_setattr) and once as a kernel without
+// mount_setattr would (a filter answers ENOSYS), which remounts each
+// mount the table lists.
+func TestEscapeSubmounts(t *testing.T) {
+	defer leakcheck.Check(t)()
+	needJail(t)
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	for _, d := range []string{filepath.Dir(dir), dir} {
+		if err := os.Chmod(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i, noSetattr := range []string{"", "1"} {
+		name := map[string]string{"": "mount_setattr", "1": "remount each"}[noSetattr]
+		t.Run(name, func(t *testing.T) {
+			d := filepath.Join(dir, strconv.Itoa(i))
+			if err := os.Mkdir(d, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			cmd := exec.Command(self)
+			cmd.Env = []string{jailHelperEnv + "=" + helperSubmounts, helperDirEnv + "=" + d, helperNoSetattrEnv + "=" + noSetattr}
+			cmd.SysProcAttr = &syscall.SysProcAttr{Unshareflags: syscall.CLONE_NEWNS}
+			out, err := cmd.CombinedOutput()
+			var ee *exec.ExitError
+			if err != nil && !errors.As(err, &ee) {
+				need.Missing(t, "a mount namespace of the test's own", "run the tests as root, as CI does", err)
+			}
+			if err != nil || strings.Count(string(out), "refused") != 4 || strings.Count(string(out), "seen sub") != 2 {
+				t.Fatalf("writing below a read-only bind: %v\n%s", err, out)
+			}
+		})
+	}
+}
+
+// The submounts helper's name and its settings.
+const (
+	helperSubmounts    = "submounts"
+	helperDirEnv       = "CAPBRIDGE_JAIL_HELPER_DIR"
+	helperNoSetattrEnv = "CAPBRIDGE_JAIL_HELPER_NO_SETATTR"
+)
+
+// submountsHelper is TestEscapeSubmounts's other half, run in a mount
+// namespace of its own: it mounts a tmpfs below a directory it binds into
+// a jail and below one it gives as a system path, each writable by
+// anyone, and runs a program that tries to write at the top and below.
+// The system path is a tmpfs over /mnt (or /srv, /opt), in this
+// namespace only: one under /tmp would be hidden by the jail's /tmp.
+func submountsHelper() int {
+	fail := func(format string, a ...any) int {
+		fmt.Fprintf(os.Stderr, "helper: "+format+"\n", a...)
+		return 1
+	}
+	dir := os.Getenv(helperDirEnv)
+	var sys string
+	for _, d := range []string{"/mnt", "/srv", "/opt"} {
+		if fi, err := os.Stat(d); err == nil && fi.IsDir() {
+			sys = d
+			break
+		}
+	}
+	if sys == "" {
+		return fail("none of /mnt, /srv, /opt to mount a system path over")
+	}
+	if err := unix.Mount("tmpfs", sys, "tmpfs", 0, "mode=1777,size=1m"); err != nil {
+		return fail("mounting %s: %v", sys, err)
+	}
+	bind := filepath.Join(dir, "bind")
+	for _, top := range []string{bind, sys} {
+		sub := filepath.Join(top, "sub")
+		if err := os.MkdirAll(sub, 0o755); err != nil {
+			return fail("%v", err)
+		}
+		if err := os.Chmod(top, 0o1777); err != nil {
+			return fail("%v", err)
+		}
+		if err := unix.Mount("tmpfs", sub, "tmpfs", 0, "mode=1777,size=1m"); err != nil {
+			return fail("mounting %s: %v", sub, err)
+		}
+		if err := os.WriteFile(filepath.Join(sub, "seen"), []byte("seen sub\n"), 0o644); err != nil {
+			return fail("%v", err)
+		}
+	}
+	// The filter holds for this thread and what it starts: the jail's
+	// init is forked from it.
+	runtime.LockOSThread()
+	if os.Getenv(helperNoSetattrEnv) != "" {
+		if err := refuseMountSetattr(); err != nil {
+			return fail("installing the filter: %v", err)
+		}
+		if err := unix.MountSetattr(unix.AT_FDCWD, "/", 0, &unix.MountAttr{}); !errors.Is(err, unix.ENOSYS) {
+			return fail("mount_setattr under the filter: %v, want ENOSYS", err)
+		}
+	}
+	c := Config{System: append(slices.Clone(DefaultSystem), sys)}
+	out, err := c.Run(context.Background(), &Program{Argv: []string{"/bin/sh", "-c", `cat /r1/sub/seen ` + sys + `/sub/seen
+for f in /r1/w /r1/sub/w ` + sys + `/w ` + sys + `/sub/w; do
+	if (echo x > "$f") 2>/dev/null; then echo "wrote $f"; else echo "refused $f"; fi
+done`}, Binds: []Bind{{Source: bind, Target: "/r1"}}, WallClock: 20 * time.Second})
+	if err != nil {
+		return fail("%v", err)
+	}
+	fmt.Printf("%s%s", out.Stdout, out.Stderr)
+	for _, p := range []string{bind + "/w", bind + "/sub/w", sys + "/w", sys + "/sub/w"} {
+		if _, err := os.Stat(p); err == nil {
+			return fail("%s was written", p)
+		}
+	}
+	return 0
+}
+
+// refuseMountSetattr installs on this thread a filter answering ENOSYS to
+// mount_setattr, as a kernel older than 5.12 does.
+func refuseMountSetattr() error {
+	p := []unix.SockFilter{
+		{Code: bpfLdWAbs, K: offArch},
+		{Code: bpfJeqK, Jt: 0, Jf: 3, K: auditArch()},
+		{Code: bpfLdWAbs, K: offNR},
+		{Code: bpfJeqK, Jt: 0, Jf: 1, K: unix.SYS_MOUNT_SETATTR},
+		{Code: bpfRetK, K: retErrno | uint32(unix.ENOSYS)},
+		{Code: bpfRetK, K: retAllow},
+	}
+	prog := unix.SockFprog{Len: uint16(len(p)), Filter: &p[0]}
+	return unix.Prctl(unix.PR_SET_SECCOMP, unix.SECCOMP_MODE_FILTER, uintptr(unsafe.Pointer(&prog)), 0, 0)
 }

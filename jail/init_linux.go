@@ -471,35 +471,60 @@ func bindHost(src, dst string, writable, optional bool) error {
 	return remountRO(target, true)
 }
 
+// hostMountinfo is the mount table while the jail is built: the staging
+// root has no /proc, the host's below /oldroot does, and its self is init
+// (a PID namespace's processes have a pid in every ancestor's).
+const hostMountinfo = "/oldroot/proc/self/mountinfo"
+
 // remountRO makes the mount at path (and, when below, every mount below
-// it) read-only and nosuid, keeping the flags the kernel locked when the
-// mount came from a more privileged namespace (a remount that dropped one
-// would be refused).
+// it: a bind is recursive, and a host path's submounts come along)
+// read-only and nosuid.
 func remountRO(path string, below bool) error {
-	mounts := []string{path}
-	if below {
-		var err error
-		if mounts, err = mountsUnder(path); err != nil {
-			return err
-		}
+	if !below {
+		return remountOne(path)
+	}
+	// One call, for the whole tree at once (Linux 5.12): adding flags
+	// needs no care for those the kernel locked.
+	attr := unix.MountAttr{Attr_set: unix.MOUNT_ATTR_RDONLY | unix.MOUNT_ATTR_NOSUID}
+	err := unix.MountSetattr(unix.AT_FDCWD, path, unix.AT_RECURSIVE, &attr)
+	if err == nil {
+		return nil
+	}
+	// An older kernel, or a filter that predates the call (a container
+	// runtime's): one remount per mount, from the mount table.
+	if !errors.Is(err, unix.ENOSYS) && !errors.Is(err, unix.EPERM) {
+		return fmt.Errorf("making %s read-only: %w", path, err)
+	}
+	mounts, err := mountsUnder(hostMountinfo, path)
+	if err != nil {
+		return err
 	}
 	for _, m := range mounts {
-		var st unix.Statfs_t
-		if err := unix.Statfs(m, &st); err != nil {
-			// A mount point that vanished or cannot be reached (an
-			// autofs trigger) is not ours to seal; the top must be.
-			if m == path {
-				return fmt.Errorf("statfs %s: %w", m, err)
+		if err := remountOne(m); err != nil {
+			// A mount below that vanished or cannot be reached (an
+			// autofs trigger, a directory init may not search) cannot
+			// be reached by the program either, nor written if it is
+			// read-only already; any other must be sealed.
+			var st unix.Statfs_t
+			if m == path || (unix.Statfs(m, &st) == nil && st.Flags&unix.ST_RDONLY == 0) {
+				return err
 			}
-			continue
 		}
-		flags := uintptr(unix.MS_REMOUNT|unix.MS_BIND|unix.MS_RDONLY|unix.MS_NOSUID) | keptFlags(st.Flags)
-		if err := unix.Mount("", m, "", flags, ""); err != nil {
-			if m == path {
-				return fmt.Errorf("remounting %s read-only: %w", m, err)
-			}
-			continue
-		}
+	}
+	return nil
+}
+
+// remountOne makes the one mount at path read-only and nosuid, keeping
+// the flags the kernel locked when the mount came from a more privileged
+// namespace (a remount that dropped one would be refused).
+func remountOne(path string) error {
+	var st unix.Statfs_t
+	if err := unix.Statfs(path, &st); err != nil {
+		return fmt.Errorf("statfs %s: %w", path, err)
+	}
+	flags := uintptr(unix.MS_REMOUNT|unix.MS_BIND|unix.MS_RDONLY|unix.MS_NOSUID) | keptFlags(st.Flags)
+	if err := unix.Mount("", path, "", flags, ""); err != nil {
+		return fmt.Errorf("remounting %s read-only: %w", path, err)
 	}
 	return nil
 }
@@ -520,18 +545,20 @@ func keptFlags(f int64) uintptr {
 	return out
 }
 
-// mountsUnder lists path and the mount points below it, from
-// /proc/self/mountinfo, outermost first.
-func mountsUnder(path string) ([]string, error) {
-	f, err := os.Open("/proc/self/mountinfo")
+// mountsUnder lists path and the mount points below it, from the mount
+// table at mountinfo, outermost first. A table that cannot be read is an
+// error: the mounts below would be left as they are.
+func mountsUnder(mountinfo, path string) ([]string, error) {
+	f, err := os.Open(mountinfo)
 	if err != nil {
-		// Before /proc exists in the new root the old one still serves.
-		return []string{path}, nil
+		return nil, fmt.Errorf("reading the mount table: %w", err)
 	}
 	defer f.Close()
 	out := []string{path}
 	prefix := strings.TrimSuffix(path, "/") + "/"
-	sc := bufio.NewScanner(io.LimitReader(f, 4<<20))
+	const most = 16 << 20
+	lr := &io.LimitedReader{R: f, N: most + 1}
+	sc := bufio.NewScanner(lr)
 	sc.Buffer(make([]byte, 0, 4096), 64<<10)
 	for sc.Scan() {
 		fields := strings.Fields(sc.Text())
@@ -542,6 +569,12 @@ func mountsUnder(path string) ([]string, error) {
 		if strings.HasPrefix(mp, prefix) {
 			out = append(out, mp)
 		}
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("reading the mount table: %w", err)
+	}
+	if lr.N == 0 {
+		return nil, fmt.Errorf("reading the mount table: larger than %d bytes", most)
 	}
 	return out, nil
 }

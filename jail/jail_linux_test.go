@@ -14,7 +14,11 @@ import (
 
 func TestMain(m *testing.M) {
 	MaybeInit(nil)
-	if os.Getenv(jailHelperEnv) != "" {
+	switch os.Getenv(jailHelperEnv) {
+	case "":
+	case helperSubmounts:
+		os.Exit(submountsHelper())
+	default:
 		os.Exit(jailHelper())
 	}
 	leakcheck.Main(m)
