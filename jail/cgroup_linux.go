@@ -259,16 +259,39 @@ func readBounded(path string) ([]byte, error) {
 }
 
 // intoCgroup, when c has a Cgroup, makes the run's cgroup and has attr
-// start the process in it; done removes it once the run has ended, and
-// started closes what the start needed.
-func (c *Config) intoCgroup(attr *syscall.SysProcAttr) (started, done func(), err error) {
+// start the process in it; done removes it once the run has ended,
+// started closes what the start needed, and kill kills every process in
+// it (without a Cgroup, each does nothing).
+func (c *Config) intoCgroup(attr *syscall.SysProcAttr) (started, done, kill func(), err error) {
 	if c.Cgroup == nil {
-		return func() {}, func() {}, nil
+		return func() {}, func() {}, func() {}, nil
 	}
 	f, remove, err := c.Cgroup.enter()
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	attr.UseCgroupFD, attr.CgroupFD = true, int(f.Fd())
-	return func() { f.Close() }, func() { f.Close(); remove() }, nil
+	dir := f.Name()
+	return func() { f.Close() }, func() { f.Close(); remove() }, func() { killCgroup(dir) }, nil
+}
+
+// killCgroup kills every process in the cgroup at dir, wherever it went:
+// another process group, a session of its own. cgroup.kill (Linux 5.14)
+// does it at once; before it, the cgroup is frozen (5.2), so nothing in
+// it forks meanwhile, and each process it lists is killed (a frozen
+// process still dies of SIGKILL).
+func killCgroup(dir string) {
+	if writeCgroup(dir, "cgroup.kill", "1") == nil {
+		return
+	}
+	_ = writeCgroup(dir, "cgroup.freeze", "1")
+	procs, err := readBounded(filepath.Join(dir, "cgroup.procs"))
+	if err != nil {
+		return
+	}
+	for _, f := range strings.Fields(string(procs)) {
+		if pid, err := strconv.Atoi(f); err == nil && pid > 0 {
+			_ = unix.Kill(pid, unix.SIGKILL)
+		}
+	}
 }

@@ -2,10 +2,14 @@ package jail
 
 import (
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
+
+	"github.com/capbridge/capbridge/internal/testkit/leakcheck"
 )
 
 // fakeCgroupTree lays out what DetectCgroup reads under a temporary root:
@@ -163,5 +167,45 @@ func TestCgroupPrepareAndEnter(t *testing.T) {
 	staleCgroups.Unlock()
 	if n != 1 {
 		t.Errorf("%d stale cgroups recorded, want the one that could not be removed", n)
+	}
+}
+
+// Killing a run's cgroup, on a fake one: with cgroup.kill (Linux 5.14)
+// one write does it; before it, the cgroup is frozen and each process it
+// lists killed (here a real one, which dies of it).
+func TestKillCgroup(t *testing.T) {
+	defer leakcheck.Check(t)()
+	dir := t.TempDir()
+	for _, f := range []string{"cgroup.kill", "cgroup.freeze"} {
+		if err := os.WriteFile(filepath.Join(dir, f), nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	killCgroup(dir)
+	if b, _ := os.ReadFile(filepath.Join(dir, "cgroup.kill")); string(b) != "1" {
+		t.Errorf("cgroup.kill: %q, want 1", b)
+	}
+	if b, _ := os.ReadFile(filepath.Join(dir, "cgroup.freeze")); len(b) != 0 {
+		t.Errorf("cgroup.freeze written (%q) where cgroup.kill did it", b)
+	}
+
+	old := t.TempDir()
+	sleeper := exec.Command("/bin/sleep", "3600")
+	if err := sleeper.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = sleeper.Process.Kill() }()
+	for f, data := range map[string]string{"cgroup.freeze": "", "cgroup.procs": strconv.Itoa(sleeper.Process.Pid) + "\n"} {
+		if err := os.WriteFile(filepath.Join(old, f), []byte(data), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	killCgroup(old)
+	if b, _ := os.ReadFile(filepath.Join(old, "cgroup.freeze")); string(b) != "1" {
+		t.Errorf("cgroup.freeze: %q, want 1", b)
+	}
+	err := sleeper.Wait()
+	if ws, ok := sleeper.ProcessState.Sys().(syscall.WaitStatus); !ok || ws.Signal() != syscall.SIGKILL {
+		t.Errorf("the cgroup's process: %v, want killed", err)
 	}
 }

@@ -26,8 +26,8 @@ func DetectCgroup() (*Cgroup, CgroupStatus) {
 // Prepare fails off Linux.
 func (c *Cgroup) Prepare() error { return ErrUnsupported }
 
-func (c *Config) intoCgroup(*syscall.SysProcAttr) (started, done func(), err error) {
-	return func() {}, func() {}, nil
+func (c *Config) intoCgroup(*syscall.SysProcAttr) (started, done, kill func(), err error) {
+	return func() {}, func() {}, func() {}, nil
 }
 
 // RunIDs are capbridge's own ids off Linux.

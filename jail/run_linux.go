@@ -110,7 +110,8 @@ func (c *Config) startInit(sp *spec) (*started, error) {
 		// group is not bounded by the PID namespace.
 		Setsid: true,
 	}
-	cgStarted, cgDone, err := c.intoCgroup(cmd.SysProcAttr)
+	// Killing init kills the namespace; the cgroup's kill is not needed.
+	cgStarted, cgDone, _, err := c.intoCgroup(cmd.SysProcAttr)
 	if err != nil {
 		j.closeAll()
 		return nil, fmt.Errorf("%w: %v", ErrSetup, err)

@@ -26,7 +26,12 @@ import (
 // the wrapper's. The wrapper must provide what the built-in jail does
 // (namespaces, no network, read-only binds, /tmp); the wall clock, the
 // output bounds and the result channel (file descriptor 4) are still
-// capbridge's, and the wrapper's process group is killed when the run ends.
+// capbridge's. The run ends with the wrapper: its process group, and the
+// run's cgroup when there is one, are killed then, and what else still
+// holds the program's output is given wrapDrainGrace before its pipes
+// are closed under it. Without a cgroup, a process that left the
+// wrapper's process group (setsid) outlives the run unless the wrapper
+// ends it (bubblewrap's --die-with-parent and PID namespace do).
 // bubblewrap, for one:
 //
 //	wrap = ["bwrap", "--unshare-all", "--die-with-parent", "--new-session", "--ro-bind", "/usr", "/usr",
@@ -88,13 +93,21 @@ func (c *Config) runWrapped(ctx context.Context, p *Program) (*Outcome, error) {
 	cmd.Env = p.Env
 	cmd.Dir = dir
 	cmd.SysProcAttr = wrapAttr()
-	cgStarted, cgDone, err := c.intoCgroup(cmd.SysProcAttr)
+	cgStarted, cgDone, cgKill, err := c.intoCgroup(cmd.SysProcAttr)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrSetup, err)
 	}
 	defer cgDone()
-	return supervise(ctx, cmd, p, cgStarted, func() { _ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) })
+	return supervise(ctx, cmd, p, cgStarted, func() {
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		cgKill()
+	})
 }
+
+// wrapDrainGrace is how long a wrapped run's output is still read once
+// the wrapper has exited: what it wrote is in the pipes already, and
+// whatever else still holds them is not the run's.
+const wrapDrainGrace = time.Second
 
 // supervise starts cmd with the program's streams and result channel,
 // enforces the wall clock and the output bound with kill, and collects
@@ -165,9 +178,23 @@ func supervise(ctx context.Context, cmd *exec.Cmd, p *Program, started, killFn f
 	wg.Go(func() { drain(resR, res, &outputBudget{limit: 1 << 62}) })
 	_ = cmd.Wait()
 	// The wrapper has exited; anything it left holding our pipes goes with
-	// its process group.
+	// its process group and the run's cgroup. What escaped both (a daemon
+	// in a session of its own, with no cgroup to find it by) is not waited
+	// for: the pipes' read ends are closed under it after a grace, which
+	// ends the reads.
 	killFn()
-	wg.Wait()
+	drained := make(chan struct{})
+	go func() { wg.Wait(); close(drained) }()
+	grace := time.NewTimer(wrapDrainGrace)
+	select {
+	case <-drained:
+		grace.Stop()
+	case <-grace.C:
+		for _, f := range []*os.File{outR, errR, resR} {
+			f.Close()
+		}
+		<-drained
+	}
 	out := &Outcome{Ended: EndedExit, Took: time.Since(start),
 		Stdout: stdout.buf, StdoutBytes: stdout.n, Stderr: stderr.buf, StderrBytes: stderr.n,
 		Result: res.buf, ResultTruncated: res.n > MaxResult, ExitCode: cmd.ProcessState.ExitCode()}
