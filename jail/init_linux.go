@@ -318,7 +318,7 @@ func build(sp *spec) error {
 		return err
 	}
 	if err := unix.Mount("tmpfs", "/newroot/tmp", "tmpfs", unix.MS_NOSUID|unix.MS_NODEV,
-		fmt.Sprintf("mode=1777,size=%d,nr_inodes=%d", sp.TmpSize, 1<<14)); err != nil {
+		fmt.Sprintf("mode=1777,size=%d,nr_inodes=%d", sp.TmpSize, maxInodes)); err != nil {
 		return fmt.Errorf("mounting /tmp: %w", err)
 	}
 	if sp.Warm {
@@ -327,7 +327,8 @@ func build(sp *spec) error {
 		if err := mkdirIn("/work"); err != nil {
 			return err
 		}
-		if err := unix.Mount("tmpfs", "/newroot/work", "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, fmt.Sprintf("mode=0755,size=%d", maxSpec)); err != nil {
+		if err := unix.Mount("tmpfs", "/newroot/work", "tmpfs", unix.MS_NOSUID|unix.MS_NODEV,
+			fmt.Sprintf("mode=0755,size=%d,nr_inodes=%d", maxSpec, maxInodes)); err != nil {
 			return fmt.Errorf("mounting /work: %w", err)
 		}
 	}

@@ -84,6 +84,10 @@ const (
 	maxSpec          = 64 << 20 // the spec init reads
 	maxStatus        = 8 << 10  // what init reports of a failed setup
 	rootSize         = 64 << 20 // the read-only root's tmpfs: the files given and the mount points
+	// maxInodes caps the files, directories and links a writable tmpfs
+	// (/tmp, a warm jail's /work) holds: an empty file takes no block,
+	// so size= alone lets a program fill the host's memory with inodes.
+	maxInodes = 1 << 14
 )
 
 // Config is the jail's fixed configuration: what every run gets. The zero

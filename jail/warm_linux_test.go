@@ -209,3 +209,31 @@ print("not killed")`)}}, WallClock: time.Minute})
 		t.Errorf("outcome %+v\n%s", got.out, got.out.Stderr)
 	}
 }
+
+// A warm jail's /work, which its program may write, is bounded in files
+// as /tmp is: empty files, which take no space, stop at the inode cap.
+func TestWarmWorkInodes(t *testing.T) {
+	defer leakcheck.Check(t)()
+	needJail(t)
+	var c Config
+	w, err := c.Prestart(&Program{Argv: warmPy, Env: []string{"PATH=/usr/bin:/bin"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := w.Run(context.Background(), &Program{Files: []File{{Path: "/work/main.py", Data: []byte(fmt.Sprintf(`import os
+n = 0
+try:
+    while n < %d:
+        open("/work/f%%d" %% n, "w").close()
+        n += 1
+    print("made", n)
+except OSError as e:
+    print("stopped after", n, e.strerror)`, 2*maxInodes))}}, WallClock: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n int
+	if k, _ := fmt.Sscanf(string(out.Stdout), "stopped after %d", &n); k != 1 || n > maxInodes || !strings.Contains(string(out.Stdout), "No space left on device") {
+		t.Fatalf("files made in /work: %s%s", out.Stdout, out.Stderr)
+	}
+}
