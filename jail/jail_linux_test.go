@@ -18,6 +18,8 @@ func TestMain(m *testing.M) {
 	case "":
 	case helperSubmounts:
 		os.Exit(submountsHelper())
+	case helperPipes:
+		os.Exit(pipesHelper())
 	default:
 		os.Exit(jailHelper())
 	}

@@ -114,23 +114,33 @@ const wrapDrainGrace = time.Second
 // the outcome. started is called once cmd has been started (or failed
 // to).
 func supervise(ctx context.Context, cmd *exec.Cmd, p *Program, started, killFn func()) (*Outcome, error) {
-	outR, outW, err := os.Pipe()
-	if err != nil {
-		return nil, fmt.Errorf("jail: %w", err)
-	}
-	errR, errW, err := os.Pipe()
-	if err != nil {
-		return nil, fmt.Errorf("jail: %w", err)
-	}
-	resR, resW, err := os.Pipe()
-	if err != nil {
-		return nil, fmt.Errorf("jail: %w", err)
-	}
+	// Each file is closed on the way out from the moment it is made: a
+	// failure at the second pipe (descriptors running out) leaks nothing.
+	var opened []*os.File
 	defer func() {
-		for _, f := range []*os.File{outR, outW, errR, errW, resR, resW} {
+		for _, f := range opened {
 			f.Close()
 		}
 	}()
+	pipe := func() (r, w *os.File, err error) {
+		r, w, err = os.Pipe()
+		if err == nil {
+			opened = append(opened, r, w)
+		}
+		return r, w, err
+	}
+	outR, outW, err := pipe()
+	if err != nil {
+		return nil, fmt.Errorf("jail: %w", err)
+	}
+	errR, errW, err := pipe()
+	if err != nil {
+		return nil, fmt.Errorf("jail: %w", err)
+	}
+	resR, resW, err := pipe()
+	if err != nil {
+		return nil, fmt.Errorf("jail: %w", err)
+	}
 	cmd.Stdout, cmd.Stderr = outW, errW
 	// fd 3 is left empty (/dev/null) so the result channel is fd 4, as in
 	// the built-in jail.
@@ -138,7 +148,7 @@ func supervise(ctx context.Context, cmd *exec.Cmd, p *Program, started, killFn f
 	if err != nil {
 		return nil, fmt.Errorf("jail: %w", err)
 	}
-	defer null.Close()
+	opened = append(opened, null)
 	cmd.ExtraFiles = []*os.File{null, resW}
 	start := time.Now()
 	err = cmd.Start()
