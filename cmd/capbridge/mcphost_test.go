@@ -346,7 +346,7 @@ func TestRunWrapCLI(t *testing.T) {
 	}
 	wrap := "bwrap --unshare-all --die-with-parent --new-session --ro-bind /usr /usr --symlink usr/bin /bin --symlink usr/lib /lib " +
 		"--symlink usr/lib64 /lib64 --ro-bind {files}/work /work --ro-bind {files}/capbridge /capbridge " +
-		"--bind {bind:/run/capbridge/call.sock} /run/capbridge/call.sock --proc /proc --dev /dev --tmpfs /tmp --chdir /tmp --"
+		"--ro-bind {bind:/run/capbridge/call.sock} /run/capbridge/call.sock --proc /proc --dev /dev --tmpfs /tmp --chdir /tmp --"
 	out, errOut, code := runCLI(t, bin, nil, "run", "--attach", dir+"/control.sock", "--wrap", wrap, prog)
 	if code != 0 || out != "wrapped True\n" {
 		t.Errorf("capbridge run --wrap: exit %d, stdout %q, stderr:\n%s", code, out, errOut)
