@@ -231,7 +231,7 @@ func TestServeProtocol(t *testing.T) {
 func TestServeListing(t *testing.T) {
 	defer leakcheck.Check(t)()
 	want := []string{"add", "bad_utf8", "calls", "cancellations", "content", "crash", "deep_result", "duplicate_id", "echo", "fail", "gate", "hang", "kill", "long_line",
-		"meta", "nan_result", "noise", "notify", "print_env", "progress", "relist", "result_and_error", "running", "server_request", "slow", "stderr", "string_id", "unknown_id"}
+		"meta", "nan_result", "noise", "notify", "print_env", "progress", "relist", "result_and_error", "rpc_error", "running", "server_request", "slow", "stderr", "string_id", "unknown_id"}
 	for _, size := range []int{0, 1, 8, 20, 100} {
 		c := startServe(t, Scenario{PageSize: size})
 		var names []string
