@@ -9,6 +9,7 @@ import (
 	"github.com/capbridge/capbridge/capwire"
 	"github.com/capbridge/capbridge/internal/testkit/leakcheck"
 	"github.com/capbridge/capbridge/internal/testkit/mcptest"
+	"github.com/capbridge/capbridge/internal/testkit/syncbuf"
 	"github.com/rs/zerolog"
 )
 
@@ -84,7 +85,7 @@ func TestStderrCutsRedacted(t *testing.T) {
 	s.Args = []string{"-c", `read -r first; { head -c 1000 /dev/zero | tr '\0' x; printf '%s\n' "$SECRET"; printf '%s' "$SECRET"; head -c 8170 /dev/zero | tr '\0' y; } >&2; exit 3`}
 	s.Env = map[string]string{"SECRET": secret}
 	s.Secrets = map[string]string{"env.SECRET": secret}
-	var logs syncBuffer
+	var logs syncbuf.Buffer
 	log := zerolog.New(NewSecretWriterOf(&logs, map[string]string{"edgy env.SECRET": secret}))
 	tb := startBridgeOpts(t, Options{Log: log, Audit: log}, nil, neverRestart(s))
 	st := tb.srv("edgy").status()

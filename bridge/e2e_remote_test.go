@@ -25,6 +25,7 @@ import (
 	"github.com/capbridge/capbridge/internal/testkit/leakcheck"
 	"github.com/capbridge/capbridge/internal/testkit/mcptest"
 	"github.com/capbridge/capbridge/internal/testkit/oauthtest"
+	"github.com/capbridge/capbridge/internal/testkit/syncbuf"
 )
 
 // remoteServer configures a server reached over HTTP at mcptest's HTTP
@@ -289,7 +290,7 @@ func TestRemoteRestartRedactsEchoedToken(t *testing.T) {
 	remote := config.NewServer("web", "")
 	remote.Remote = &config.Remote{URL: ts.URL + "/mcp", Transport: config.TransportAuto, BearerTokenEnv: "CAPBRIDGE_TEST_TOKEN"}
 	remote.RestartBackoff, remote.RestartMax = 5*time.Millisecond, 10*time.Millisecond
-	audit, logs := &syncBuffer{}, &syncBuffer{}
+	audit, logs := &syncbuf.Buffer{}, &syncbuf.Buffer{}
 	tb := startBridgeOpts(t, Options{Log: zerolog.New(logs), Audit: zerolog.New(audit)}, nil, remote)
 	eventually(t, "a restart audited", func() bool { return strings.Contains(audit.String(), `"event":"restart"`) })
 	st := tb.srv("web").status()

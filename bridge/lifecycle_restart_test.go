@@ -1,12 +1,10 @@
 package bridge
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"testing/synctest"
@@ -18,25 +16,8 @@ import (
 	"github.com/capbridge/capbridge/capwire"
 	"github.com/capbridge/capbridge/internal/testkit/leakcheck"
 	"github.com/capbridge/capbridge/internal/testkit/mcptest"
+	"github.com/capbridge/capbridge/internal/testkit/syncbuf"
 )
-
-// syncBuffer is a log sink the supervisor and the test share.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
 
 // failingServer is a server whose every boot attempt fails with "boom",
 // sending the (fake) time of each attempt on the returned channel.
@@ -60,7 +41,7 @@ func failingServer(policy config.Restart, audit zerolog.Logger) (*server, <-chan
 // shows the wait, and each restart is audited.
 func TestRestartBackoffSequence(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		var audit syncBuffer
+		var audit syncbuf.Buffer
 		s, attempts := failingServer(config.RestartOnFailure, zerolog.New(&audit))
 		start := time.Now()
 		s.begin()

@@ -15,11 +15,12 @@ import (
 	"github.com/capbridge/capbridge/internal/lock"
 	"github.com/capbridge/capbridge/internal/testkit/leakcheck"
 	"github.com/capbridge/capbridge/internal/testkit/mcptest"
+	"github.com/capbridge/capbridge/internal/testkit/syncbuf"
 )
 
 // startLocked is startBridgeLog with a lock: a booted, listening bridge
 // holding its servers to lf in mode, its audit trail in audit.
-func startLocked(t *testing.T, lf *lock.File, mode string, audit *syncBuffer, servers ...config.Server) *testBridge {
+func startLocked(t *testing.T, lf *lock.File, mode string, audit *syncbuf.Buffer, servers ...config.Server) *testBridge {
 	t.Helper()
 	log := zerolog.New(audit)
 	return startBridgeOpts(t, Options{Log: log, Audit: log, Lock: lf}, func(c *config.Config) { c.Bridge.LockMode = mode }, servers...)
@@ -73,7 +74,7 @@ func TestLockWithholdsDrift(t *testing.T) {
 		toolMeta("echo", obj, "echoes", ""),
 		toolMeta("add", sum, "adds", `{"v":1}`),
 	}})
-	audit := &syncBuffer{}
+	audit := &syncbuf.Buffer{}
 	tb := startLocked(t, locked, config.LockEnforce, audit, mcptestServer("s", mcptest.Scenario{
 		Tools: []json.RawMessage{
 			toolMeta("relist", `{"type":"object"}`, "switch", ""),
@@ -150,7 +151,7 @@ func TestLockWarnMode(t *testing.T) {
 	defer leakcheck.Check(t)()
 	obj := `{"type":"object","properties":{"text":{"type":"string"}}}`
 	locked := lockOf(t, "s", mcptest.Scenario{Tools: []json.RawMessage{toolMeta("echo", obj, "echoes", "")}})
-	audit := &syncBuffer{}
+	audit := &syncbuf.Buffer{}
 	tb := startLocked(t, locked, config.LockWarn, audit, mcptestServer("s", mcptest.Scenario{Tools: []json.RawMessage{
 		toolMeta("echo", `{"type":"object","properties":{"text":{"type":"string"},"extra":{}}}`, "echoes", ""),
 		toolMeta("fail", `{"type":"object"}`, "fails", ""),
@@ -211,7 +212,7 @@ restrict.add."/a" = { min = 0, max = 10 }
 	}
 	s := mcptestServer("s", mcptest.Scenario{})
 	s.Destructive, s.Restrict = cfg.Servers[0].Destructive, cfg.Servers[0].Restrict
-	audit := &syncBuffer{}
+	audit := &syncbuf.Buffer{}
 	tb := startBridgeLog(t, zerolog.New(audit), nil, s)
 	ctx, cancel := context.WithTimeout(context.Background(), backstop)
 	defer cancel()

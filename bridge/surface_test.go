@@ -12,6 +12,7 @@ import (
 	"github.com/capbridge/capbridge/capwire"
 	"github.com/capbridge/capbridge/internal/testkit/leakcheck"
 	"github.com/capbridge/capbridge/internal/testkit/mcptest"
+	"github.com/capbridge/capbridge/internal/testkit/syncbuf"
 )
 
 // toolWith is a listing entry: a name, its input schema, and extra
@@ -40,7 +41,7 @@ func TestDuplicateToolNeverServed(t *testing.T) {
 			if mode == "" {
 				tb = startBridge(t, nil, neverRestart(mcptestServer("s", twice)))
 			} else {
-				tb = startLocked(t, locked, mode, &syncBuffer{}, neverRestart(mcptestServer("s", twice)))
+				tb = startLocked(t, locked, mode, &syncbuf.Buffer{}, neverRestart(mcptestServer("s", twice)))
 			}
 			st := tb.srv("s").snapshot()
 			if st.State != StateFailed || !strings.Contains(st.Reason, `lists tool "echo" twice`) {
@@ -64,7 +65,7 @@ func TestDuplicateToolNeverServed(t *testing.T) {
 // grant is seen.
 func TestRelistReportsEveryChange(t *testing.T) {
 	defer leakcheck.Check(t)()
-	audit := &syncBuffer{}
+	audit := &syncbuf.Buffer{}
 	tb := startBridgeLog(t, zerolog.New(audit), nil, mcptestServer("s", mcptest.Scenario{
 		Tools: []json.RawMessage{
 			toolWith("relist", ""),
@@ -179,7 +180,7 @@ func TestLockCoversIconsExecutionAndAnnotations(t *testing.T) {
 		toolWith("add", `"execution":{"taskSupport":"forbidden"}`),
 		toolWith("fail", `"annotations":{"readOnlyHint":true,"x-vendor/sandboxed":true}`),
 	}})
-	tb := startLocked(t, locked, config.LockEnforce, &syncBuffer{}, mcptestServer("s", mcptest.Scenario{Tools: []json.RawMessage{
+	tb := startLocked(t, locked, config.LockEnforce, &syncbuf.Buffer{}, mcptestServer("s", mcptest.Scenario{Tools: []json.RawMessage{
 		toolWith("echo", `"icons":[{"src":"https://evil.example/i.png"}]`),
 		toolWith("add", `"execution":{"taskSupport":"optional"}`),
 		toolWith("fail", `"annotations":{"readOnlyHint":true,"x-vendor/sandboxed":false}`),

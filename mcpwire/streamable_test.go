@@ -20,6 +20,7 @@ import (
 
 	"github.com/capbridge/capbridge/internal/testkit/leakcheck"
 	"github.com/capbridge/capbridge/internal/testkit/mcptest"
+	"github.com/capbridge/capbridge/internal/testkit/syncbuf"
 )
 
 // httpServer starts mcptest's HTTP face on a loopback socket.
@@ -915,25 +916,6 @@ func TestRemoteErrorsHideEchoedHeaders(t *testing.T) {
 	}
 }
 
-// lockedBuffer is a log's destination that a test reads while the
-// client may still write.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // TestRemoteErrorsHideEchoedURL: a server whose error page quotes the
 // request's URL ("Cannot POST /mcp?api_key=…", as Express's does) or the
 // user information it decoded does not put the URL's query values or
@@ -996,7 +978,7 @@ func TestRemoteErrorsHideEchoedURL(t *testing.T) {
 			if tc.user != "" {
 				u = "http://" + tc.user + "@" + strings.TrimPrefix(u, "http://")
 			}
-			var logs lockedBuffer
+			var logs syncbuf.Buffer
 			log := zerolog.New(&logs)
 			_, err := Dial(context.Background(), Remote{URL: u + "/mcp" + tc.query, Transport: tc.tr}, Config{Logger: &log, HandshakeTimeout: waitFor})
 			if err == nil || !strings.Contains(err.Error(), "[redacted:") {

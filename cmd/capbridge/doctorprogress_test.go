@@ -11,6 +11,7 @@ import (
 	"github.com/capbridge/capbridge/bridge"
 	"github.com/capbridge/capbridge/bridge/config"
 	"github.com/capbridge/capbridge/internal/testkit/fakeclock"
+	"github.com/capbridge/capbridge/internal/testkit/syncbuf"
 )
 
 // While servers boot, doctor says every progressEvery which are still
@@ -27,7 +28,7 @@ func TestDoctorBootProgress(t *testing.T) {
 			}
 			events.Write(b)
 		}
-		var out syncBuffer
+		var out syncbuf.Buffer
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan struct{})
 		start := time.Now()
@@ -88,7 +89,7 @@ func TestDoctorBootProgressRedacts(t *testing.T) {
 		events := &bootEvents{byServer: map[string]*serverEvents{}}
 		b, _ := json.Marshal(map[string]any{"server": "memory", "message": evStderr, "stderr": "connecting with API_TOKEN=" + secret})
 		events.Write(b)
-		var out syncBuffer
+		var out syncbuf.Buffer
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan struct{})
 		go func() {

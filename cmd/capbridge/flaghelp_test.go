@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/capbridge/capbridge/internal/testkit/mcptest"
+	"github.com/capbridge/capbridge/internal/testkit/syncbuf"
 )
 
 // Every flag whose help says "(required)" is: the command, given every
@@ -139,7 +140,7 @@ func TestFrontStrict(t *testing.T) {
 		if _, _, ok := fs.parse(args, io.Discard, io.Discard); !ok {
 			t.Fatal("flags refused")
 		}
-		var log syncBuffer
+		var log syncbuf.Buffer
 		f, code := ff.start(context.Background(), &log)
 		if f == nil {
 			t.Fatalf("mcp --strict=%v did not start (exit %d):\n%s", strict, code, log.String())

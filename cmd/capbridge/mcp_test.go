@@ -17,6 +17,7 @@ import (
 
 	"github.com/capbridge/capbridge/internal/testkit/interop"
 	"github.com/capbridge/capbridge/internal/testkit/leakcheck"
+	"github.com/capbridge/capbridge/internal/testkit/syncbuf"
 )
 
 // TestMCPEndToEnd drives `capbridge mcp` as an MCP host would, with the
@@ -168,7 +169,7 @@ func TestMCPStopsOnSignal(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	stderr := &syncBuffer{}
+	stderr := &syncbuf.Buffer{}
 	cmd.Stderr = stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

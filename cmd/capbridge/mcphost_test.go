@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/capbridge/capbridge/internal/testkit/need"
+	"github.com/capbridge/capbridge/internal/testkit/syncbuf"
 
 	"github.com/capbridge/capbridge/bridge/control"
 	"github.com/capbridge/capbridge/capwire"
@@ -37,7 +38,7 @@ type mcpHost struct {
 	cmd    *exec.Cmd
 	in     io.WriteCloser
 	msgs   chan map[string]any
-	stderr syncBuffer
+	stderr syncbuf.Buffer
 	waited bool
 }
 

@@ -9,6 +9,7 @@ import (
 
 	"github.com/capbridge/capbridge/internal/mcpserver"
 	"github.com/capbridge/capbridge/internal/testkit/leakcheck"
+	"github.com/capbridge/capbridge/internal/testkit/syncbuf"
 )
 
 // --listen on the loopback without a token is allowed, and warns: on a
@@ -26,7 +27,7 @@ func TestMCPListenWarnsWithoutToken(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		var logs syncBuffer
+		var logs syncbuf.Buffer
 		ctx, cancel := context.WithCancel(context.Background())
 		cancel() // serve says what it serves, then stops at once
 		web.serve(ctx, &mcpserver.Server{Name: "t", Version: "1"}, zerolog.New(&logs))

@@ -3,32 +3,14 @@ package main
 import (
 	"bytes"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/capbridge/capbridge/bridge"
 	"github.com/capbridge/capbridge/bridge/bridgetest"
 	"github.com/capbridge/capbridge/bridge/config"
+	"github.com/capbridge/capbridge/internal/testkit/syncbuf"
 )
-
-// syncBuffer is a bytes.Buffer safe for the bridge's goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // The progress lines serve writes on a terminal follow each server's
 // boot: starting, then ready with its tools, or failed with the reason.
@@ -36,7 +18,7 @@ func (s *syncBuffer) String() string {
 // handshake) and reports through the hook as serve wires it; then each
 // state's line is checked as the hook formats it.
 func TestProgressLines(t *testing.T) {
-	var out syncBuffer
+	var out syncbuf.Buffer
 	bad := config.NewServer("broken", "/bin/true")
 	bad.Restart = config.RestartNever
 	srv := bridgetest.NewServer(t, bridgetest.WithServers(bad), bridgetest.AllowFailedBoot(),

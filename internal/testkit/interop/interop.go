@@ -8,17 +8,17 @@
 package interop
 
 import (
-	"bytes"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strconv"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/capbridge/capbridge/internal/testkit/syncbuf"
 )
 
 // The pinned servers, by the name of their executable in node_modules/.bin.
@@ -114,7 +114,7 @@ func HTTP(t testing.TB, argv []string, env ...string) string {
 	_ = ln.Close()
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Env = append(append(os.Environ(), "PORT="+port), env...)
-	var stderr syncBuffer
+	var stderr syncbuf.Buffer
 	cmd.Stdout, cmd.Stderr = &stderr, &stderr
 	cmd.SysProcAttr = groupAttr()
 	if err := cmd.Start(); err != nil {
@@ -144,22 +144,4 @@ func HTTP(t testing.TB, argv []string, env ...string) string {
 			t.Fatalf("interop: %v did not listen on %s within a minute: %s", argv, port, stderr.String())
 		}
 	}
-}
-
-// syncBuffer is a bytes.Buffer a child writes and a test reads.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }

@@ -9,38 +9,20 @@ import (
 	"io"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
 
 	"github.com/capbridge/capbridge/internal/testkit/leakcheck"
+	"github.com/capbridge/capbridge/internal/testkit/syncbuf"
 )
-
-// lockedBuffer is errw for in-process servers.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // inproc is a Serve run over io.Pipes, driven by the same raw peer.
 type inproc struct {
 	peer
 	inW    *io.PipeWriter
 	outR   *io.PipeReader
-	stderr *lockedBuffer
+	stderr *syncbuf.Buffer
 	cancel context.CancelFunc
 	done   chan struct{} // closed when Serve returned err
 	err    error
@@ -55,7 +37,7 @@ func startServe(t *testing.T, sc Scenario) *inproc {
 		peer:   peer{t: t, w: inW, lines: lineReader(outR)},
 		inW:    inW,
 		outR:   outR,
-		stderr: &lockedBuffer{},
+		stderr: &syncbuf.Buffer{},
 		cancel: cancel,
 		done:   make(chan struct{}),
 	}
