@@ -200,8 +200,8 @@ func testSecretUnresolved(t *testing.T, bin string) {
 	noSecrets(t, "doctor", out)
 }
 
-// lock, skew and mcp boot the servers too, and log a server that fails
-// to boot with its stderr: a server that prints its secrets as it dies
+// lock, skew, mcp and doctor boot the servers too, and report a server
+// that fails to boot with its stderr: a server that prints its secrets as it dies
 // leaves them redacted in those logs as in serve's (an MCP host keeps
 // mcp's stderr in its own log files). serve's ready line names a failed
 // server's reason, which holds them when the server refused the
@@ -232,10 +232,11 @@ func testBootLogsRedacted(t *testing.T, bin string) {
 		{"lock", "-c", cfg, "--out", filepath.Join(dir, "other.lock")},
 		{"skew", "-c", cfg, "--lock", lockFile},
 		{"mcp", "-c", cfg, "--warm", "0"},
+		{"doctor", "-c", cfg},
 	} {
 		out, errOut, _ := runCLI(t, bin, env, args...)
-		if !strings.Contains(errOut, "SECRET_FILE=[redacted:") {
-			t.Errorf("%s: the server's dying words are not in the log, redacted:\n%s", args[0], errOut)
+		if !strings.Contains(out+errOut, "SECRET_FILE=[redacted:") {
+			t.Errorf("%s: the server's dying words are not in what it wrote, redacted:\n%s%s", args[0], out, errOut)
 		}
 		noSecrets(t, args[0], out+errOut)
 	}

@@ -106,7 +106,7 @@ func TestServe(t *testing.T) {
 	t.Run("a secret that does not resolve", func(t *testing.T) { testSecretUnresolved(t, bin) })
 	t.Run("a reload's secrets are redacted in the audit file", func(t *testing.T) { testReloadSecretsRedacted(t, bin) })
 	t.Run("skew names a dropped tool", func(t *testing.T) { testSkewNamesDroppedTool(t, bin) })
-	t.Run("a failing server's secrets are redacted by lock, skew, mcp and serve", func(t *testing.T) { testBootLogsRedacted(t, bin) })
+	t.Run("a failing server's secrets are redacted by lock, skew, mcp, doctor and serve", func(t *testing.T) { testBootLogsRedacted(t, bin) })
 	t.Run("profiles", func(t *testing.T) { testProfiles(t, bin) })
 	t.Run("ready when the sockets are open", func(t *testing.T) {
 		dir := shortTempDir(t)
