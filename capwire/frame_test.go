@@ -205,3 +205,65 @@ func TestAppendFramed(t *testing.T) {
 		t.Fatalf("body error: %q, %v", out, err)
 	}
 }
+
+// frameInAll cuts frames out of r with the client's frameIn, as its
+// reading side does: next until it needs more, then one fill.
+func frameInAll(r io.Reader, max int) ([][]byte, error) {
+	f := newFrameIn(max)
+	var out [][]byte
+	for range 1 << 20 {
+		p, inPlace, err := f.next()
+		if err != nil {
+			return out, err
+		}
+		if p != nil {
+			if inPlace {
+				p = bytes.Clone(p) // valid only until the next fill
+			}
+			out = append(out, p)
+			continue
+		}
+		if err := f.fill(r); err != nil {
+			return out, err
+		}
+	}
+	panic("frameIn made no progress")
+}
+
+// FuzzFrameIn: the client's frame reader, fed in pieces of any size,
+// cuts the same frames as FrameReader and ends the same way: io.EOF
+// between frames, a fatal *WireError inside one or for a bad length.
+func FuzzFrameIn(f *testing.F) {
+	for _, tc := range frameCases {
+		f.Add(tc.in, uint8(1))
+		f.Add(tc.in, uint8(0))
+	}
+	f.Fuzz(func(t *testing.T, in []byte, piece uint8) {
+		const max = 1 << 10
+		want, wantErr := readAll(bytes.NewReader(in), max)
+		var r io.Reader = bytes.NewReader(in)
+		switch piece {
+		case 0: // whole
+		case 1:
+			r = iotest.OneByteReader(r)
+		default:
+			r = &pieceReader{r: r, n: int(piece)}
+		}
+		got, err := frameInAll(r, max)
+		var we *WireError
+		if err != io.EOF && (!errors.As(err, &we) || !we.Fatal) {
+			t.Fatalf("error %v is neither io.EOF nor a fatal WireError", err)
+		}
+		if !reflect.DeepEqual(got, want) || (err == io.EOF) != (wantErr == io.EOF) {
+			t.Fatalf("frameIn: %d frames, %v; FrameReader: %d frames, %v", len(got), err, len(want), wantErr)
+		}
+	})
+}
+
+// pieceReader reads at most n bytes at a time.
+type pieceReader struct {
+	r io.Reader
+	n int
+}
+
+func (p *pieceReader) Read(b []byte) (int, error) { return p.r.Read(b[:min(len(b), p.n)]) }
