@@ -91,7 +91,7 @@ func (b *Bridge) start(g *Grant, peer PeerCred, a startArgs, traceparent string)
 	// The frame a.Args came in goes back to its pool when this returns.
 	args := bytes.Clone(a.Args)
 	tp, span := b.startCallTrace(traceparent, capwire.CapPrefix+a.Server)
-	go func() {
+	b.startedCalls.Go(func() {
 		defer stop(nil)
 		begun := time.Now()
 		o := b.call(ctx, callRequest{server: a.Server, tool: a.Tool, args: args, timeoutMS: a.TimeoutMS, grant: g, peer: peer, traceparent: tp, span: span})
@@ -105,7 +105,7 @@ func (b *Bridge) start(g *Grant, peer PeerCred, a startArgs, traceparent string)
 		close(sc.done)
 		b.auditCall(g, peer, a.Server, a.Tool, sc.o, took)
 		endCallTrace(span, g, a.Server, a.Tool, &sc.o)
-	}()
+	})
 	o := textOutcome(h)
 	mp, _ := msgpack.Marshal(map[string]string{"handle": h})
 	o.result.Structured = mp

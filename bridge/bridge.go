@@ -177,6 +177,11 @@ type Bridge struct {
 	// closes it and waits on reported.
 	reportStop chan struct{}
 	reported   sync.WaitGroup
+	// startedCalls are the goroutines of started calls (async.go): each
+	// audits and traces its call after answering its collectors, so
+	// Shutdown waits for them before it closes the trail and the
+	// exporter. The grants' end cancels them.
+	startedCalls sync.WaitGroup
 }
 
 // New prepares a bridge for cfg. It starts nothing: the census of servers
@@ -508,6 +513,7 @@ func (b *Bridge) shutdown(graceOver <-chan time.Time, connBound time.Duration) e
 	}
 	wg.Wait()
 	b.drainers.Wait()
+	b.startedCalls.Wait()
 	b.lingerWG.Wait()
 	b.reported.Wait()
 	if b.auditOut != nil {
