@@ -327,7 +327,7 @@ var emptyMap = []byte{0x80}
 func isMsgPackMap(b byte) bool { return b&0xf0 == 0x80 || b == 0xde || b == 0xdf }
 
 // failed translates an error from the MCP call into a denial. What the
-// server said, or what was said about it, is passed through s.redact:
+// server said, or what was said about it, is passed through s.redactor():
 // none of its env's values reaches the caller.
 func (b *Bridge) failed(ctx context.Context, s *server, req callRequest, err error) outcome {
 	var rpc *mcpwire.RPCError
@@ -337,37 +337,37 @@ func (b *Bridge) failed(ctx context.Context, s *server, req callRequest, err err
 	case ctx.Err() != nil:
 		return b.ended(context.Cause(ctx), req)
 	case errors.Is(err, mcpwire.ErrInputRequired):
-		return deny(capwire.CodeInputRequired, "server "+quote(req.server)+" asked for client input capbridge cannot give: "+s.redact.Cut(err.Error(), 1024))
+		return deny(capwire.CodeInputRequired, "server "+quote(req.server)+" asked for client input capbridge cannot give: "+s.redactor().Cut(err.Error(), 1024))
 	case errors.As(err, &reqErr):
 		// A 2026-07-28 refusal naming what the server requires (client
 		// capabilities, a protocol version): its own words say more
 		// than the bare code.
-		o := deny(capwire.CodeServerError, "server "+quote(req.server)+" refused "+quote(req.tool)+": "+s.redact.Cut(reqErr.Error(), 1024))
+		o := deny(capwire.CodeServerError, "server "+quote(req.server)+" refused "+quote(req.tool)+": "+s.redactor().Cut(reqErr.Error(), 1024))
 		o.denial.RPCCode = int(reqErr.RPC.Code)
 		return o
 	case errors.As(err, &rpc):
-		o := deny(capwire.CodeServerError, "server "+quote(req.server)+" answered error "+strconv.FormatInt(rpc.Code, 10)+": "+s.redact.Cut(rpc.Message, 1024))
+		o := deny(capwire.CodeServerError, "server "+quote(req.server)+" answered error "+strconv.FormatInt(rpc.Code, 10)+": "+s.redactor().Cut(rpc.Message, 1024))
 		o.denial.RPCCode = int(rpc.Code)
 		return o
 	case errors.As(err, &dead):
-		return deny(capwire.CodeServerUnavailable, "server "+quote(req.server)+" died: "+s.redact.Text(dead.Reason.Error())+s.callerStderr(dead.Stderr))
+		return deny(capwire.CodeServerUnavailable, "server "+quote(req.server)+" died: "+s.redactor().Text(dead.Reason.Error())+s.callerStderr(dead.Stderr))
 	case errors.Is(err, mcpwire.ErrTimeout):
 		return deny(capwire.CodeTimeout, "server "+quote(req.server)+" did not answer "+quote(req.tool)+" in time")
 	case errors.Is(err, mcpwire.ErrInvalidArgument):
 		return deny(capwire.CodeBadArguments, "the arguments cannot be sent: "+err.Error())
 	case errors.Is(err, mcpwire.ErrTaskCancelled):
-		return deny(capwire.CodeCancelled, "server "+quote(req.server)+" cancelled the task running "+quote(req.tool)+": "+s.redact.Cut(err.Error(), 1024))
+		return deny(capwire.CodeCancelled, "server "+quote(req.server)+" cancelled the task running "+quote(req.tool)+": "+s.redactor().Cut(err.Error(), 1024))
 	case errors.Is(err, mcpwire.ErrBusy):
 		return deny(capwire.CodeOverloaded, "server "+quote(req.server)+" has too many calls in flight")
 	case errors.Is(err, mcpwire.ErrProtocol):
-		o := deny(capwire.CodeResultMalformed, "server "+quote(req.server)+" sent a malformed result: "+s.redact.Text(err.Error()))
+		o := deny(capwire.CodeResultMalformed, "server "+quote(req.server)+" sent a malformed result: "+s.redactor().Text(err.Error()))
 		var pf *mcpwire.ProtocolFault
 		if errors.As(err, &pf) {
 			o.denial.Path = pf.Path
 		}
 		return o
 	default:
-		return deny(capwire.CodeServerUnavailable, "server "+quote(req.server)+": "+s.redact.Text(withoutTail(err)))
+		return deny(capwire.CodeServerUnavailable, "server "+quote(req.server)+": "+s.redactor().Text(withoutTail(err)))
 	}
 }
 

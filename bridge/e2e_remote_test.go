@@ -378,3 +378,54 @@ func TestRemoteRedactsQuotedCredentials(t *testing.T) {
 	c.Close()
 	tb.shutdown()
 }
+
+// A server that quotes a person's login back (its access token, bare,
+// in a JSON-RPC error) does not pass it on: the server's redactor holds
+// the credentials of the login in use, as a refresh rotates them.
+func TestRemoteRedactsLoginToken(t *testing.T) {
+	t.Cleanup(leakcheck.Check(t))
+	const access, refresh = "login-access-0123456789abcdef", "login-refresh-fedcba9876543210"
+	face := mcptest.NewHTTP(mcptest.Scenario{}, mcptest.HTTPOptions{})
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Mcp-Method") != "tools/call" {
+			face.ServeHTTP(w, r)
+			return
+		}
+		var req struct {
+			ID json.RawMessage `json:"id"`
+		}
+		_ = json.NewDecoder(io.LimitReader(r.Body, 1<<20)).Decode(&req)
+		tok := strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ")
+		b, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": req.ID, "error": map[string]any{"code": -32000, "message": "credential " + tok + " lacks the scope; refresh with " + refresh}})
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write(b)
+	}))
+	t.Cleanup(func() {
+		face.Close()
+		ts.Close()
+	})
+	dir := t.TempDir()
+	url := ts.URL + "/mcp"
+	if err := (mcpauth.Store{Dir: dir}).Save(&mcpauth.Saved{Server: "web", URL: url, Resource: url, ClientID: "capbridge-cli", TokenEndpoint: ts.URL + "/token",
+		AccessToken: access, RefreshToken: refresh}); err != nil {
+		t.Fatal(err)
+	}
+	remote := config.NewServer("web", "")
+	remote.Remote = &config.Remote{URL: url, Transport: config.TransportAuto}
+	tb := startBridgeOpts(t, Options{Log: zerolog.Nop(), Audit: zerolog.Nop(), TokenDir: dir}, nil, remote)
+	c := tb.dial(tb.grant(map[string][]string{"web": nil}))
+	ctx, cancel := context.WithTimeout(context.Background(), backstop)
+	defer cancel()
+	_, err := c.Call(ctx, "web", "echo", map[string]any{"text": "x"})
+	d := denial(t, err)
+	if !strings.Contains(d.Message, "lacks the scope") {
+		t.Fatalf("the denial does not quote the server: %s", d.Message)
+	}
+	for _, secret := range []string{access, refresh} {
+		if strings.Contains(d.Message, secret) {
+			t.Errorf("the program was shown %q: %s", secret, d.Message)
+		}
+	}
+	c.Close()
+	tb.shutdown()
+}

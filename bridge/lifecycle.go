@@ -328,6 +328,7 @@ func (s *server) dial(ctx context.Context) (*mcpwire.Client, error) {
 		s.mu.Lock()
 		s.login = login
 		s.mu.Unlock()
+		s.loginAuth.Store(login)
 	}
 	return mcpwire.Dial(ctx, r, s.clientConfig())
 }
@@ -755,7 +756,7 @@ func (s *server) failed(err error) {
 	if errors.As(err, &dead) {
 		tail = dead.Stderr
 	}
-	state, reason := StateFailed, s.redact.Text(withoutTail(err))
+	state, reason := StateFailed, s.redactor().Text(withoutTail(err))
 	if errors.Is(err, mcpauth.ErrNeedsLogin) {
 		state, reason = StateNeedsLogin, fmt.Sprintf("it needs a person's authorization: run `capbridge login %s` (%s)", s.cfg().Name, reason)
 	}
@@ -784,7 +785,7 @@ func (s *server) died(client *mcpwire.Client, err error) (clean bool) {
 		tail = dead.Stderr
 	}
 	s.mu.Lock()
-	s.state, s.reason, s.tail = StateDead, "died: "+s.redact.Text(withoutTail(err)), tail
+	s.state, s.reason, s.tail = StateDead, "died: "+s.redactor().Text(withoutTail(err)), tail
 	st := s.statusLocked()
 	s.mu.Unlock()
 	s.log.Error().Str("error", st.Reason).Str("stderr_tail", st.StderrTail).Msg("server died")

@@ -105,7 +105,7 @@ func (h *controlHandler) Resources(ctx context.Context, r *control.ResourcesRequ
 		case errors.As(err, &rpc) && rpc.Code == -32601:
 			items = nil
 		case err != nil:
-			return nil, &control.Error{Code: control.CodeInternal, Message: "server " + quote(r.Server) + ": " + s.redact.Cut(err.Error(), 1024)}
+			return nil, &control.Error{Code: control.CodeInternal, Message: "server " + quote(r.Server) + ": " + s.redactor().Cut(err.Error(), 1024)}
 		}
 		*l.dst = "[" + string(bytes.Join(items, []byte(","))) + "]"
 	}

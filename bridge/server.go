@@ -86,6 +86,14 @@ type server struct {
 	log    zerolog.Logger
 	logs   *auditlog.Limiter // log's limiter; flushed when the server ends
 	redact *redact.Redactor  // the values of its environment (secretsOf), for what callers are told
+	// redactSecrets are redact's values, kept to build withLogin from.
+	redactSecrets map[string]string
+	// loginAuth is login, for redactor, which may not take mu: its
+	// callers include mu's holders.
+	loginAuth atomic.Pointer[mcpauth.StoredAuthorizer]
+	// withLogin is redact with the login's credentials too, for the
+	// credentials it was built from (redactor).
+	withLogin atomic.Pointer[loginRedactor]
 	// secrets replaces the values its secret references resolved to
 	// (config.ResolveSecrets) in what the operator is told: status's
 	// reason and stderr tail, whose ring may begin or end within one,
@@ -166,24 +174,54 @@ type server struct {
 func newServer(cfg config.Server, log, audit zerolog.Logger, o bootOptions, progress func(Progress)) *server {
 	log, logs := auditlog.Limit(log.With().Str("server", cfg.Name).Logger())
 	s := &server{
-		log:        log,
-		logs:       logs,
-		redact:     redact.New(secretsOf(cfg, os.LookupEnv, config.ReadSecretFile)),
-		secrets:    redact.New(cfg.SecretValues()),
-		audit:      audit,
-		opts:       o,
-		jitter:     equalJitter,
-		onProgress: progress,
-		state:      StateStarting,
-		firstDone:  make(chan struct{}),
-		runDone:    make(chan struct{}),
-		drained:    make(chan struct{}),
-		rebuild:    make(chan chan error),
-		adm:        fairshare.New[*Grant](fairshare.Limits{Max: cfg.MaxInflight, PerKey: cfg.InflightPerGrant(), MaxQueue: cfg.MaxQueue, QueuePerKey: cfg.QueuePerGrant()}),
+		log:           log,
+		logs:          logs,
+		redactSecrets: secretsOf(cfg, os.LookupEnv, config.ReadSecretFile),
+		secrets:       redact.New(cfg.SecretValues()),
+		audit:         audit,
+		opts:          o,
+		jitter:        equalJitter,
+		onProgress:    progress,
+		state:         StateStarting,
+		firstDone:     make(chan struct{}),
+		runDone:       make(chan struct{}),
+		drained:       make(chan struct{}),
+		rebuild:       make(chan chan error),
+		adm:           fairshare.New[*Grant](fairshare.Limits{Max: cfg.MaxInflight, PerKey: cfg.InflightPerGrant(), MaxQueue: cfg.MaxQueue, QueuePerKey: cfg.QueuePerGrant()}),
 	}
+	s.redact = redact.New(s.redactSecrets)
 	s.conf.Store(&cfg)
 	s.launch = s.start
 	return s
+}
+
+// loginRedactor is a server's redactor with a login's credentials.
+type loginRedactor struct {
+	creds *mcpauth.Credentials
+	r     *redact.Redactor
+}
+
+// redactor is what the server's words are redacted with: redact, and
+// the credentials of a person's login (capbridge login) when it uses
+// one, which a server may quote back and which rotate with each refresh:
+// built again when they change, else reused. It takes no lock.
+func (s *server) redactor() *redact.Redactor {
+	a := s.loginAuth.Load()
+	if a == nil {
+		return s.redact
+	}
+	creds := a.Credentials()
+	if creds == nil {
+		return s.redact
+	}
+	if lr := s.withLogin.Load(); lr != nil && lr.creds == creds {
+		return lr.r
+	}
+	all := maps.Clone(s.redactSecrets)
+	maps.Copy(all, creds.Values)
+	lr := &loginRedactor{creds: creds, r: redact.New(all)}
+	s.withLogin.Store(lr)
+	return lr.r
 }
 
 // cfg is the server's configuration in force.
@@ -449,7 +487,7 @@ func (e *unavailableError) Error() string {
 // of the server's env redacted, and the end of its stderr only when
 // stderr_to_caller is set.
 func (s *server) unavailableMessage(err error) string {
-	msg := s.redact.Text(err.Error())
+	msg := s.redactor().Text(err.Error())
 	var u *unavailableError
 	if errors.As(err, &u) {
 		msg += s.callerStderr(u.tail)
@@ -467,7 +505,7 @@ func (s *server) callerStderr(tail []byte) string {
 	if !s.cfg().StderrToCaller {
 		return " (its stderr is in capbridge's status and logs)"
 	}
-	return "; stderr tail: " + s.redact.Tail(tail)
+	return "; stderr tail: " + s.redactor().Tail(tail)
 }
 
 // admit waits for a call slot for grant g (nil: operator authority) in
@@ -654,7 +692,7 @@ func (s *server) statusLocked() (st serverStatus) {
 		case <-s.cur.client.Done():
 			// Dead, and the supervisor has yet to act on it: ready
 			// would be a lie, with the pid of a process that is gone.
-			st.State, st.Reason = string(StateDead), "died: "+s.redact.Text(withoutTail(s.cur.client.Err()))
+			st.State, st.Reason = string(StateDead), "died: "+s.redactor().Text(withoutTail(s.cur.client.Err()))
 		default:
 			st.PID = s.cur.client.Pid()
 		}

@@ -87,7 +87,7 @@ func (s *server) endOp(op *telemetry.Op, t *table, err error) {
 		return
 	}
 	if err != nil {
-		op.End(0, s.redact.Cut(withoutTail(err), 1024))
+		op.End(0, s.redactor().Cut(withoutTail(err), 1024))
 		return
 	}
 	op.End(len(t.tools), "")

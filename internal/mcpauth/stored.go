@@ -38,6 +38,10 @@ type StoredAuthorizer struct {
 	// not wait behind a token refresh that holds mu for a network
 	// request.
 	stepUp atomic.Pointer[[]string]
+	// creds is what the login in use lets a server echo (Credentials),
+	// replaced with saved: read without mu, which a refresh holds for a
+	// network request.
+	creds atomic.Pointer[Credentials]
 	// looked: the store was read once. Without a saved login nothing is
 	// sent, and the store is read again only when the server refuses a
 	// request (Challenge), not on every request: a server that needs no
@@ -198,8 +202,28 @@ func (a *StoredAuthorizer) StepUp() []string {
 	return nil
 }
 
+// Credentials are the secrets of the login a StoredAuthorizer uses, by
+// name ("login access_token"), for redacting what a server quotes of
+// them. A value is replaced, never changed, when the login is (a refresh
+// rotates the tokens): the pointer tells a caller whether what it built
+// from them is still current.
+type Credentials struct {
+	Values map[string]string
+}
+
+// Credentials returns the credentials of the login in use; nil before
+// one is loaded or after it is gone. It never waits behind a refresh.
+func (a *StoredAuthorizer) Credentials() *Credentials { return a.creds.Load() }
+
 func (a *StoredAuthorizer) setSavedLocked(sv *Saved) {
 	a.saved = sv
+	if sv == nil {
+		a.creds.Store(nil)
+	} else {
+		a.creds.Store(&Credentials{Values: map[string]string{
+			"login access_token": sv.AccessToken, "login refresh_token": sv.RefreshToken, "login client_secret": sv.ClientSecret,
+		}})
+	}
 	if sv == nil || len(sv.StepUp) == 0 {
 		a.stepUp.Store(nil)
 		return
