@@ -325,10 +325,7 @@ func (s *server) dial(ctx context.Context) (*mcpwire.Client, error) {
 		// needs_login.
 		login := mcpauth.NewStoredAuthorizer(mcpauth.Store{Dir: s.opts.tokenDir}, s.cfg().Name, rm.URL, hc)
 		r.Auth = login
-		s.mu.Lock()
-		s.login = login
-		s.mu.Unlock()
-		s.loginAuth.Store(login)
+		s.login.Store(login)
 	}
 	return mcpwire.Dial(ctx, r, s.clientConfig())
 }

@@ -88,9 +88,11 @@ type server struct {
 	redact *redact.Redactor  // the values of its environment (secretsOf), for what callers are told
 	// redactSecrets are redact's values, kept to build withLogin from.
 	redactSecrets map[string]string
-	// loginAuth is login, for redactor, which may not take mu: its
-	// callers include mu's holders.
-	loginAuth atomic.Pointer[mcpauth.StoredAuthorizer]
+	// login is the authorizer of a person's saved login the last
+	// connection used, for the step-up status shows and for redactor;
+	// nil for others. Atomic, not under mu: redactor's callers include
+	// mu's holders.
+	login atomic.Pointer[mcpauth.StoredAuthorizer]
 	// withLogin is redact with the login's credentials too, for the
 	// credentials it was built from (redactor).
 	withLogin atomic.Pointer[loginRedactor]
@@ -118,9 +120,6 @@ type server struct {
 	// the client run has not shut down yet; retire closes it.
 	cur  *table
 	live *mcpwire.Client
-	// login is the authorizer of a person's saved login the last
-	// connection used, for the step-up status shows; nil for others.
-	login *mcpauth.StoredAuthorizer
 	// The restart record, for status: the last exit's wait status, the
 	// current backoff wait and when it ends.
 	lastExit    string
@@ -206,7 +205,7 @@ type loginRedactor struct {
 // one, which a server may quote back and which rotate with each refresh:
 // built again when they change, else reused. It takes no lock.
 func (s *server) redactor() *redact.Redactor {
-	a := s.loginAuth.Load()
+	a := s.login.Load()
 	if a == nil {
 		return s.redact
 	}
@@ -676,8 +675,8 @@ func (s *server) statusLocked() (st serverStatus) {
 	if rm := s.cfg().Remote; rm != nil {
 		st.Transport, st.URL = rm.Transport, shownURL(rm.URL)
 	}
-	if s.login != nil {
-		if want := s.login.StepUp(); len(want) > 0 {
+	if login := s.login.Load(); login != nil {
+		if want := login.StepUp(); len(want) > 0 {
 			st.Login = fmt.Sprintf("calls need the scopes %q, which the login's token lacks: run `capbridge login %s`", strings.Join(want, " "), s.cfg().Name)
 		}
 	}
