@@ -339,24 +339,8 @@ func TestRemoteRedactsQuotedCredentials(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	face := mcptest.NewHTTP(mcptest.Scenario{}, mcptest.HTTPOptions{})
-	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Header.Get("Mcp-Method") != "tools/call" {
-			face.ServeHTTP(w, r)
-			return
-		}
-		var req struct {
-			ID json.RawMessage `json:"id"`
-		}
-		_ = json.NewDecoder(io.LimitReader(r.Body, 1<<20)).Decode(&req)
-		msg := "refused " + r.Header.Get("Authorization") + " with " + r.Header.Get("X-Api-Key") + " for " + r.URL.RawQuery
-		b, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": req.ID, "error": map[string]any{"code": -32000, "message": msg}})
-		w.Header().Set("Content-Type", "application/json")
-		_, _ = w.Write(b)
-	}))
-	t.Cleanup(func() {
-		face.Close()
-		ts.Close()
+	ts := quotingServer(t, func(r *http.Request) string {
+		return "refused " + r.Header.Get("Authorization") + " with " + r.Header.Get("X-Api-Key") + " for " + r.URL.RawQuery
 	})
 	remote := config.NewServer("web", "")
 	remote.Remote = &config.Remote{URL: ts.URL + "/mcp?key=" + key, Transport: config.TransportAuto,
@@ -385,24 +369,8 @@ func TestRemoteRedactsQuotedCredentials(t *testing.T) {
 func TestRemoteRedactsLoginToken(t *testing.T) {
 	t.Cleanup(leakcheck.Check(t))
 	const access, refresh = "login-access-0123456789abcdef", "login-refresh-fedcba9876543210"
-	face := mcptest.NewHTTP(mcptest.Scenario{}, mcptest.HTTPOptions{})
-	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Header.Get("Mcp-Method") != "tools/call" {
-			face.ServeHTTP(w, r)
-			return
-		}
-		var req struct {
-			ID json.RawMessage `json:"id"`
-		}
-		_ = json.NewDecoder(io.LimitReader(r.Body, 1<<20)).Decode(&req)
-		tok := strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ")
-		b, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": req.ID, "error": map[string]any{"code": -32000, "message": "credential " + tok + " lacks the scope; refresh with " + refresh}})
-		w.Header().Set("Content-Type", "application/json")
-		_, _ = w.Write(b)
-	}))
-	t.Cleanup(func() {
-		face.Close()
-		ts.Close()
+	ts := quotingServer(t, func(r *http.Request) string {
+		return "credential " + strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ") + " lacks the scope; refresh with " + refresh
 	})
 	dir := t.TempDir()
 	url := ts.URL + "/mcp"
@@ -428,4 +396,30 @@ func TestRemoteRedactsLoginToken(t *testing.T) {
 	}
 	c.Close()
 	tb.shutdown()
+}
+
+// quotingServer is mcptest's HTTP server, but for tools/call, which it
+// fails with a JSON-RPC error whose message is quote's words for the
+// request: a server that quotes what it was sent in its own words.
+func quotingServer(t *testing.T, quote func(*http.Request) string) *httptest.Server {
+	t.Helper()
+	face := mcptest.NewHTTP(mcptest.Scenario{}, mcptest.HTTPOptions{})
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Mcp-Method") != "tools/call" {
+			face.ServeHTTP(w, r)
+			return
+		}
+		var req struct {
+			ID json.RawMessage `json:"id"`
+		}
+		_ = json.NewDecoder(io.LimitReader(r.Body, 1<<20)).Decode(&req)
+		b, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": req.ID, "error": map[string]any{"code": -32000, "message": quote(r)}})
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write(b)
+	}))
+	t.Cleanup(func() {
+		face.Close()
+		ts.Close()
+	})
+	return ts
 }
