@@ -1,7 +1,6 @@
 package bridge
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -18,26 +17,16 @@ import (
 	"github.com/capbridge/capbridge/capwire"
 	"github.com/capbridge/capbridge/internal/testkit/leakcheck"
 	"github.com/capbridge/capbridge/internal/testkit/mcptest"
+	"github.com/capbridge/capbridge/internal/testkit/syncbuf"
 )
 
 // lockedBuffer is a log sink written by the bridge's goroutines and read
 // by the test.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
+type lockedBuffer struct{ syncbuf.Buffer }
 
 func (l *lockedBuffer) lines(event string) []map[string]any {
-	l.mu.Lock()
-	defer l.mu.Unlock()
 	var out []map[string]any
-	for _, line := range strings.Split(l.b.String(), "\n") {
+	for _, line := range strings.Split(l.String(), "\n") {
 		var m map[string]any
 		if json.Unmarshal([]byte(line), &m) == nil && m["event"] == event {
 			out = append(out, m)
@@ -73,7 +62,7 @@ func TestAuditLine(t *testing.T) {
 
 			calls := sink.lines("call")
 			if len(calls) != 2 {
-				t.Fatalf("%d audit call lines, want 2:\n%s", len(calls), sink.b.String())
+				t.Fatalf("%d audit call lines, want 2:\n%s", len(calls), sink.String())
 			}
 			// A call's audit line is written after its reply, so the two
 			// lines may come in either order: find each by its tool.
@@ -93,14 +82,14 @@ func TestAuditLine(t *testing.T) {
 					t.Errorf("audit line lacks %q: %v", k, ok)
 				}
 			}
-			if ok["grant"] != g.ID || strings.Contains(sink.b.String(), token) {
+			if ok["grant"] != g.ID || strings.Contains(sink.String(), token) {
 				t.Errorf("audit names grant %v, want the id %s and never the token", ok["grant"], g.ID)
 			}
 			if ok["arg_bytes"].(float64) != float64(len(`{"text":"secret value"}`)) {
 				t.Errorf("arg_bytes = %v", ok["arg_bytes"])
 			}
-			if leaked := strings.Contains(sink.b.String(), "secret value"); leaked != values {
-				t.Errorf("values in the audit trail: %v, want %v:\n%s", leaked, values, sink.b.String())
+			if leaked := strings.Contains(sink.String(), "secret value"); leaked != values {
+				t.Errorf("values in the audit trail: %v, want %v:\n%s", leaked, values, sink.String())
 			}
 			if values && ok["result_text"] != "secret value" {
 				t.Errorf("result_text = %v", ok["result_text"])
@@ -203,7 +192,7 @@ func TestAuditRefusedHandshake(t *testing.T) {
 	if len(refused) != 1 || refused[0]["grant"] != g.ID || !strings.Contains(refused[0]["error"].(string), "grant token") {
 		t.Fatalf("refused lines: %v", refused)
 	}
-	if strings.Contains(sink.b.String(), token[len(token)-22:]) {
+	if strings.Contains(sink.String(), token[len(token)-22:]) {
 		t.Error("the token's secret reached the audit trail")
 	}
 }

@@ -58,9 +58,7 @@ func TestAuditCannotBeFlooded(t *testing.T) {
 					t.Fatalf("a made-up server: %v", err)
 				}
 			}
-			sink.mu.Lock()
-			size := sink.b.Len()
-			sink.mu.Unlock()
+			size := sink.Len()
 			if size > 8*1024 {
 				t.Fatalf("8 calls naming 256 KiB names wrote %d bytes of audit trail", size)
 			}
@@ -85,9 +83,7 @@ func TestAuditCannotBeFlooded(t *testing.T) {
 			eventually(t, "a line counted lost", func() bool {
 				return tb.counter(`capbridge_audit_lines_lost_total{reason="budget"}`) > 0
 			})
-			sink.mu.Lock()
-			size = sink.b.Len()
-			sink.mu.Unlock()
+			size = sink.Len()
 			lost := tb.counter(`capbridge_audit_lines_lost_total{reason="budget"}`)
 			switch {
 			case size > budget+4096:
@@ -198,9 +194,7 @@ func TestAuditWriteFailure(t *testing.T) {
 			if lost := tb.counter(`capbridge_audit_lines_lost_total{reason="write"}`); lost < 1 || tb.counter("capbridge_audit_writable") != 0 {
 				t.Fatalf("%v lines counted lost, writable %v", lost, tb.counter("capbridge_audit_writable"))
 			}
-			logs.mu.Lock()
-			logged := logs.b.String()
-			logs.mu.Unlock()
+			logged := logs.String()
 			if !strings.Contains(logged, "cannot write the audit trail") {
 				t.Fatalf("no error logged:\n%s", logged)
 			}
@@ -213,9 +207,7 @@ func TestAuditWriteFailure(t *testing.T) {
 			}
 			c.Close()
 			tb.shutdown()
-			w.good.mu.Lock()
-			good := w.good.b.String()
-			w.good.mu.Unlock()
+			good := w.good.String()
 			if !strings.Contains(good, `"event":"call"`) {
 				t.Fatalf("nothing audited once there was room:\n%s", good)
 			}

@@ -1,13 +1,11 @@
 package bridge
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"io"
 	"net"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -16,20 +14,12 @@ import (
 	"github.com/capbridge/capbridge/bridge/internal/auditlog"
 	"github.com/capbridge/capbridge/internal/testkit/leakcheck"
 	"github.com/capbridge/capbridge/internal/testkit/mcptest"
+	"github.com/capbridge/capbridge/internal/testkit/syncbuf"
 )
 
 // logLines is a log sink safe for concurrent writers that reads back as
 // decoded JSON lines.
-type logLines struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (l *logLines) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.Write(p)
-}
+type logLines struct{ syncbuf.Buffer }
 
 type logLine struct {
 	Message    string `json:"message"`
@@ -41,10 +31,8 @@ type logLine struct {
 
 func (l *logLines) lines(t *testing.T) []logLine {
 	t.Helper()
-	l.mu.Lock()
-	defer l.mu.Unlock()
 	var out []logLine
-	for line := range strings.Lines(l.buf.String()) {
+	for line := range strings.Lines(l.String()) {
 		var ll logLine
 		if err := json.Unmarshal([]byte(line), &ll); err != nil {
 			t.Fatalf("log line %q: %v", line, err)
@@ -55,9 +43,7 @@ func (l *logLines) lines(t *testing.T) []logLine {
 }
 
 func (l *logLines) size() int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.Len()
+	return l.Len()
 }
 
 // count returns how many lines of msg were logged, and how many the

@@ -96,7 +96,7 @@ func TestRemoteCustody(t *testing.T) {
 	if seen["stdio"] != 1 || seen["streamable-http"] != 1 || seen["streamable-http 500"] != 1 {
 		t.Fatalf("audit lines by transport and status: %v", seen)
 	}
-	if strings.Contains(sink.b.String(), "s3cret-token") {
+	if strings.Contains(sink.String(), "s3cret-token") {
 		t.Fatal("the bearer token reached the audit trail")
 	}
 	if face.LastHeaders("POST tools/call").Get("Authorization") != "Bearer s3cret-token" {
@@ -188,9 +188,7 @@ func TestRemoteOAuthClientCredentials(t *testing.T) {
 		t.Fatalf("%d token requests, want 1", n)
 	}
 	tb.shutdown()
-	logs.mu.Lock()
-	defer logs.mu.Unlock()
-	if strings.Contains(logs.b.String(), "cl1ent-s3cret") {
+	if strings.Contains(logs.String(), "cl1ent-s3cret") {
 		t.Fatal("the client secret reached the logs")
 	}
 }

@@ -1,7 +1,6 @@
 package codemode
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -9,12 +8,12 @@ import (
 	"os"
 	"slices"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/capbridge/capbridge/internal/testkit/need"
+	"github.com/capbridge/capbridge/internal/testkit/syncbuf"
 
 	"github.com/rs/zerolog"
 
@@ -24,23 +23,12 @@ import (
 )
 
 // lockedBuffer is an audit sink the bridge writes while the test reads.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
+type lockedBuffer struct{ syncbuf.Buffer }
 
 // lines are the audit lines whose event is ev, decoded.
 func (l *lockedBuffer) lines(ev string) []map[string]any {
-	l.mu.Lock()
-	defer l.mu.Unlock()
 	var out []map[string]any
-	for line := range strings.Lines(l.b.String()) {
+	for line := range strings.Lines(l.String()) {
 		var m map[string]any
 		if json.Unmarshal([]byte(line), &m) == nil && m["event"] == ev {
 			out = append(out, m)

@@ -6,26 +6,17 @@ import (
 	"errors"
 	"os"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"testing/synctest"
 	"time"
 
+	"github.com/capbridge/capbridge/internal/testkit/syncbuf"
 	"github.com/rs/zerolog"
 )
 
 // lockedBuffer is a sink safe for concurrent writers.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
+type lockedBuffer struct{ syncbuf.Buffer }
 
 // A batch is written when its delay has passed since its first line, at
 // once when it reaches its size, in order, and in full at Close, after
@@ -34,7 +25,7 @@ func TestLineBatch(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var out lockedBuffer
 		l := NewBatch(&out, 64, 5*time.Millisecond)
-		text := func() string { out.mu.Lock(); defer out.mu.Unlock(); return out.b.String() }
+		text := out.String
 
 		l.Write([]byte("a\n"))
 		time.Sleep(4 * time.Millisecond)
@@ -78,10 +69,8 @@ type logLine struct {
 
 func (l *lockedBuffer) lines(t *testing.T) []logLine {
 	t.Helper()
-	l.mu.Lock()
-	defer l.mu.Unlock()
 	var out []logLine
-	for line := range strings.Lines(l.b.String()) {
+	for line := range strings.Lines(l.String()) {
 		var ll logLine
 		if err := json.Unmarshal([]byte(line), &ll); err != nil {
 			t.Fatalf("log line %q: %v", line, err)

@@ -7,8 +7,8 @@ import (
 	"sync"
 )
 
-// Buffer is a bytes.Buffer behind a mutex: Write and String may be
-// called from any goroutines at once. The zero Buffer is empty and ready.
+// Buffer is a bytes.Buffer behind a mutex: its methods may be called
+// from any goroutines at once. The zero Buffer is empty and ready.
 type Buffer struct {
 	mu sync.Mutex
 	b  bytes.Buffer
@@ -19,6 +19,13 @@ func (b *Buffer) Write(p []byte) (int, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.b.Write(p)
+}
+
+// Len is how many bytes have been written so far.
+func (b *Buffer) Len() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Len()
 }
 
 // String returns what has been written so far.
