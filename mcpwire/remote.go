@@ -470,12 +470,15 @@ func sameOrigin(req *http.Request, via []*http.Request) error {
 	return nil
 }
 
+// origin is u's origin as RFC 6454 compares them: scheme, host and
+// port, the default port spelled out, the host in lower case (a DNS name
+// is case-insensitive; url.Parse lowers only the scheme).
 func origin(u *url.URL) string {
 	port := u.Port()
 	if port == "" {
 		port = map[string]string{"http": "80", "https": "443"}[u.Scheme]
 	}
-	return u.Scheme + "://" + u.Hostname() + ":" + port
+	return u.Scheme + "://" + strings.ToLower(u.Hostname()) + ":" + port
 }
 
 // shownURL is u without credentials, query or fragment: what a log line
