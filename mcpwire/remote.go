@@ -6,7 +6,6 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
-	"encoding/base64"
 	"errors"
 	"fmt"
 	"net"
@@ -18,6 +17,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/capbridge/capbridge/internal/httpcred"
 	"github.com/capbridge/capbridge/internal/regular"
 	"github.com/capbridge/capbridge/internal/truncate"
 )
@@ -258,9 +258,8 @@ const minQueryValue = 8
 // scrubSent takes out of b what req, and each request redirected to it,
 // carried:
 //   - the value of any header but those of HTTP and MCP themselves, so a
-//     configured header of any name counts, and also its part after a
-//     scheme ("Bearer TOKEN": the token alone) and a Basic one's decoded
-//     password (its user when it has none);
+//     configured header of any name counts, in each of httpcred.Parts'
+//     forms ("Bearer TOKEN": the token alone; a Basic one's password);
 //   - the URL's userinfo password (its user when it has none), and its
 //     query's values, as sent and decoded (a value under minQueryValue
 //     bytes is left).
@@ -275,18 +274,8 @@ func scrubSent(b []byte, req *http.Request) []byte {
 			}
 			marker := "[redacted:" + name + "]"
 			for _, v := range vs {
-				b = scrub(b, v, marker)
-				scheme, token, ok := strings.Cut(v, " ")
-				if !ok {
-					continue
-				}
-				token = strings.TrimSpace(token)
-				b = scrub(b, token, marker)
-				if strings.EqualFold(scheme, "Basic") {
-					if dec, err := base64.StdEncoding.DecodeString(token); err == nil {
-						user, pass, _ := strings.Cut(string(dec), ":")
-						b = scrub(b, cmp.Or(pass, user), marker)
-					}
+				for _, p := range httpcred.Parts(v) {
+					b = scrub(b, p.Value, marker)
 				}
 			}
 		}

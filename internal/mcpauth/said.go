@@ -2,7 +2,6 @@ package mcpauth
 
 import (
 	"cmp"
-	"encoding/base64"
 	"io"
 	"mime"
 	"net/http"
@@ -10,6 +9,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/capbridge/capbridge/internal/httpcred"
 	"github.com/capbridge/capbridge/internal/truncate"
 )
 
@@ -67,8 +67,7 @@ func said(text string, req *http.Request, named ...credential) string {
 }
 
 // sentCredentials are the credentials req carried: its Authorization
-// (whole, after its scheme, and a Basic one's password, or its user
-// when it has none), and its form's parameters but formProtocol's, read
+// in each of httpcred.Parts' forms, and its form's parameters but formProtocol's, read
 // again through GetBody (what net/http resends a body with). Values are
 // as sent and, where they were escaped, as their sender knew them.
 func sentCredentials(req *http.Request) []credential {
@@ -76,26 +75,8 @@ func sentCredentials(req *http.Request) []credential {
 		return nil
 	}
 	var out []credential
-	if v := req.Header.Get("Authorization"); v != "" {
-		out = append(out, credential{"Authorization", v})
-		scheme, token, _ := strings.Cut(v, " ")
-		token = strings.TrimSpace(token)
-		out = append(out, credential{"Authorization", token})
-		if strings.EqualFold(scheme, "Basic") {
-			if b, err := base64.StdEncoding.DecodeString(token); err == nil {
-				// x/oauth2 form-escapes the client's id and secret
-				// before encoding them (RFC 6749 §2.3.1).
-				user, pass, _ := strings.Cut(string(b), ":")
-				what, v := "password", pass
-				if pass == "" {
-					what, v = "user", user
-				}
-				out = append(out, credential{"Authorization " + what, v})
-				if u, err := url.QueryUnescape(v); err == nil && u != v {
-					out = append(out, credential{"Authorization " + what, u})
-				}
-			}
-		}
+	for _, p := range httpcred.Parts(req.Header.Get("Authorization")) {
+		out = append(out, credential{strings.TrimSpace("Authorization " + p.What), p.Value})
 	}
 	mt, _, _ := mime.ParseMediaType(req.Header.Get("Content-Type"))
 	if req.GetBody == nil || mt != "application/x-www-form-urlencoded" {
