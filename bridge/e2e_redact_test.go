@@ -106,3 +106,30 @@ func TestStderrCutsRedacted(t *testing.T) {
 		t.Errorf("no stderr line was logged cut short:\n%s", logs.String())
 	}
 }
+
+// learn adds what changed and keeps what was: the value read at setup,
+// which a server may still quote, and the one read since; learning
+// nothing new builds no new redactor.
+func TestLearnRotatedSecret(t *testing.T) {
+	cfg := config.NewServer("web", "")
+	cfg.Env = map[string]string{"API_KEY": "setup-value-0123"}
+	s := newServer(cfg, zerolog.Nop(), zerolog.Nop(), bootOptions{}, nil)
+	if s.redactor() != s.redact {
+		t.Fatal("a server that learned nothing has a redactor of its own")
+	}
+	s.learn(map[string]string{"API_KEY": "setup-value-0123"})
+	if s.learned.Load() != nil {
+		t.Fatal("learning the setup value changed what is learned")
+	}
+	s.learn(map[string]string{"API_KEY": "rotated-value-4567", "token_file": "new-file-token-89"})
+	r := s.redactor()
+	got := r.Text("a setup-value-0123 b rotated-value-4567 c new-file-token-89")
+	if want := "a [redacted:API_KEY] b [redacted:API_KEY (rotated)] c [redacted:token_file]"; got != want {
+		t.Fatalf("redacted %q, want %q", got, want)
+	}
+	learned := s.learned.Load()
+	s.learn(map[string]string{"API_KEY": "rotated-value-4567"})
+	if s.learned.Load() != learned || s.redactor() != r {
+		t.Fatal("learning a known value again built a new redactor")
+	}
+}

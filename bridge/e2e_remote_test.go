@@ -1,6 +1,7 @@
 package bridge
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -420,4 +421,70 @@ func quotingServer(t *testing.T, quote func(*http.Request) string) *httptest.Ser
 		ts.Close()
 	})
 	return ts
+}
+
+// A header file rotated while capbridge runs is read again when the
+// server's session is next set up, and from then on the server's
+// redactor knows the new value too: a server that quotes it back does
+// not pass it on. (A key with no shape a redactor knows: a bearer
+// token's is redacted by its "Bearer" anyway.)
+func TestRemoteRedactsRotatedHeaderFile(t *testing.T) {
+	t.Cleanup(leakcheck.Check(t))
+	const first, rotated = "first-key-0123456789", "rotated-key-9876543210"
+	file := filepath.Join(t.TempDir(), "token")
+	if err := os.WriteFile(file, []byte(first+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	face := mcptest.NewHTTP(mcptest.Scenario{}, mcptest.HTTPOptions{})
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(io.LimitReader(r.Body, 1<<20))
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		if r.Header.Get("Mcp-Method") != "tools/call" || bytes.Contains(body, []byte(mcptest.HTTPFaultPrefix)) {
+			face.ServeHTTP(w, r)
+			return
+		}
+		var req struct {
+			ID json.RawMessage `json:"id"`
+		}
+		_ = json.Unmarshal(body, &req)
+		b, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": req.ID, "error": map[string]any{"code": -32000, "message": "refused " + r.Header.Get("X-Api-Key")}})
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write(b)
+	}))
+	t.Cleanup(func() {
+		face.Close()
+		ts.Close()
+	})
+	remote := config.NewServer("web", "")
+	remote.Remote = &config.Remote{URL: ts.URL + "/mcp", Transport: config.TransportAuto, HeaderFile: map[string]string{"X-Api-Key": file}}
+	remote.RestartBackoff = time.Millisecond
+	tb := startBridge(t, nil, remote)
+	c := tb.dial(tb.grant(map[string][]string{"web": nil}))
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), backstop)
+	defer cancel()
+
+	if err := os.WriteFile(file, []byte(rotated+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	// The server ends the session; the next one is set up with the
+	// rotated token.
+	_, err := c.Call(ctx, "web", "echo", map[string]any{"text": mcptest.HTTPFaultPrefix + "expire"})
+	if d := denial(t, err); d.Code != capwire.CodeServerUnavailable {
+		t.Fatalf("the call that found the session gone: %v", err)
+	}
+	eventually(t, "a new session", func() bool {
+		return face.Requests("POST initialize") == 2 && tb.srv("web").snapshot().State == StateReady
+	})
+	_, err = c.Call(ctx, "web", "echo", map[string]any{"text": "x"})
+	d := denial(t, err)
+	if !strings.Contains(d.Message, "refused") || !strings.Contains(d.Message, "[redacted") {
+		t.Fatalf("the denial does not quote the server, redacted: %s", d.Message)
+	}
+	if strings.Contains(d.Message, rotated) || strings.Contains(d.Message, first) {
+		t.Fatalf("the program was shown a token: %s", d.Message)
+	}
+	if got := face.LastHeaders("POST initialize").Get("X-Api-Key"); got != rotated {
+		t.Fatalf("the new session was set up with %q, not the rotated token", got)
+	}
 }

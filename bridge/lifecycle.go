@@ -295,13 +295,15 @@ func (s *server) clientConfig() mcpwire.Config {
 }
 
 // dial connects to a remote server: its headers and credentials are
-// resolved at each attempt (a rotated token file is read again), and its
+// resolved at each attempt (a rotated token file is read again, once,
+// and what it holds is redacted from then on: learn), and its
 // HTTP client keeps a connection for each of max_inflight calls and a
 // few more for the long-lived streams (the GET or listen stream) and the
 // notifications posted beside the calls.
 func (s *server) dial(ctx context.Context) (*mcpwire.Client, error) {
 	rm := s.cfg().Remote
-	headers, err := rm.Secrets(s.cfg().Name, os.LookupEnv, config.ReadSecretFile)
+	read := readOnce(config.ReadSecretFile)
+	headers, err := rm.Secrets(s.cfg().Name, os.LookupEnv, read)
 	if err != nil {
 		return nil, err
 	}
@@ -316,7 +318,7 @@ func (s *server) dial(ctx context.Context) (*mcpwire.Client, error) {
 	r := mcpwire.Remote{URL: rm.URL, Transport: transportOf(rm.Transport), Header: h, Client: hc}
 	switch {
 	case rm.OAuth != nil && rm.OAuth.Grant != config.GrantAuthorizationCode:
-		if r.Auth, err = s.authorizer(rm, hc); err != nil {
+		if r.Auth, err = s.authorizer(rm, hc, read); err != nil {
 			return nil, err
 		}
 	case headers["Authorization"] == "" && s.opts.tokenDir != "":
@@ -327,21 +329,42 @@ func (s *server) dial(ctx context.Context) (*mcpwire.Client, error) {
 		r.Auth = login
 		s.login.Store(login)
 	}
+	s.learn(secretsOf(*s.cfg(), os.LookupEnv, read))
 	return mcpwire.Dial(ctx, r, s.clientConfig())
 }
 
+// readOnce returns read remembering each path's answer: one boot reads a
+// secret file once, so the value it sends is the value it redacts. It is
+// for one goroutine.
+func readOnce(read func(string) ([]byte, error)) func(string) ([]byte, error) {
+	type answer struct {
+		b   []byte
+		err error
+	}
+	seen := map[string]answer{}
+	return func(path string) ([]byte, error) {
+		if a, ok := seen[path]; ok {
+			return a.b, a.err
+		}
+		b, err := read(path)
+		seen[path] = answer{b, err}
+		return b, err
+	}
+}
+
 // authorizer builds the OAuth client of a remote server from its
-// [mcp.<name>.oauth] table; the secret or key is read at each boot.
-func (s *server) authorizer(rm *config.Remote, hc *http.Client) (*mcpauth.Authorizer, error) {
+// [mcp.<name>.oauth] table; the secret or key is read at each boot, with
+// read, and the ID token at each exchange (and learnt then).
+func (s *server) authorizer(rm *config.Remote, hc *http.Client, read func(string) ([]byte, error)) (*mcpauth.Authorizer, error) {
 	o := rm.OAuth
 	creds := mcpauth.ClientCredentials{ClientID: o.ClientID, KeyID: o.KeyID, Scopes: o.Scopes}
-	secret, err := o.ClientSecret(s.cfg().Name, os.LookupEnv, config.ReadSecretFile)
+	secret, err := o.ClientSecret(s.cfg().Name, os.LookupEnv, read)
 	if err != nil {
 		return nil, err
 	}
 	creds.Secret = secret
 	if o.PrivateKeyFile != "" {
-		pem, err := config.ReadSecretFile(o.PrivateKeyFile)
+		pem, err := read(o.PrivateKeyFile)
 		if err != nil {
 			return nil, fmt.Errorf("[mcp.%s] oauth.private_key_file: %w", s.cfg().Name, err)
 		}
@@ -350,13 +373,19 @@ func (s *server) authorizer(rm *config.Remote, hc *http.Client) (*mcpauth.Author
 		}
 	}
 	if o.Grant == config.GrantIDJAG {
-		idpSecret, err := o.IDPClientSecret(s.cfg().Name, os.LookupEnv, config.ReadSecretFile)
+		idpSecret, err := o.IDPClientSecret(s.cfg().Name, os.LookupEnv, read)
 		if err != nil {
 			return nil, err
 		}
 		name := s.cfg().Name
 		creds.IdentityAssertion = &mcpauth.IdentityAssertion{IDPIssuer: o.IDPIssuer, IDPClientID: o.IDPClientID, IDPClientSecret: idpSecret,
-			IDToken: func() (string, error) { return o.IDToken(name, os.LookupEnv, config.ReadSecretFile) }}
+			IDToken: func() (string, error) {
+				v, err := o.IDToken(name, os.LookupEnv, config.ReadSecretFile)
+				if err == nil {
+					s.learn(map[string]string{"id_token": v})
+				}
+				return v, err
+			}}
 	}
 	return mcpauth.NewAuthorizer(rm.URL, creds, hc)
 }

@@ -86,16 +86,22 @@ type server struct {
 	log    zerolog.Logger
 	logs   *auditlog.Limiter // log's limiter; flushed when the server ends
 	redact *redact.Redactor  // the values of its environment (secretsOf), for what callers are told
-	// redactSecrets are redact's values, kept to build withLogin from.
+	// redactSecrets are redact's values, kept to build withLater from.
 	redactSecrets map[string]string
 	// login is the authorizer of a person's saved login the last
 	// connection used, for the step-up status shows and for redactor;
 	// nil for others. Atomic, not under mu: redactor's callers include
 	// mu's holders.
 	login atomic.Pointer[mcpauth.StoredAuthorizer]
-	// withLogin is redact with the login's credentials too, for the
-	// credentials it was built from (redactor).
-	withLogin atomic.Pointer[loginRedactor]
+	// learned are credentials a boot read that redactSecrets lacks: a
+	// header or secret file rotated, or a variable changed, since the
+	// server was set up (learn). Replaced whole under learnMu, never
+	// changed.
+	learned atomic.Pointer[map[string]string]
+	learnMu sync.Mutex
+	// withLater is redact with the login's credentials and learned too,
+	// for the values it was built from (redactor).
+	withLater atomic.Pointer[laterRedactor]
 	// secrets replaces the values its secret references resolved to
 	// (config.ResolveSecrets) in what the operator is told: status's
 	// reason and stderr tail, whose ring may begin or end within one,
@@ -194,33 +200,72 @@ func newServer(cfg config.Server, log, audit zerolog.Logger, o bootOptions, prog
 	return s
 }
 
-// loginRedactor is a server's redactor with a login's credentials.
-type loginRedactor struct {
-	creds *mcpauth.Credentials
-	r     *redact.Redactor
+// laterRedactor is a server's redactor with what it learned after setup.
+type laterRedactor struct {
+	creds   *mcpauth.Credentials
+	learned *map[string]string
+	r       *redact.Redactor
 }
 
-// redactor is what the server's words are redacted with: redact, and
-// the credentials of a person's login (capbridge login) when it uses
-// one, which a server may quote back and which rotate with each refresh:
-// built again when they change, else reused. It takes no lock.
+// redactor is what the server's words are redacted with: redact, the
+// credentials a boot read again and found changed (learn), and those of
+// a person's login (capbridge login) when it uses one, which a server
+// may quote back and which rotate with each refresh. It is built again
+// when either changes, else reused. It takes no lock.
 func (s *server) redactor() *redact.Redactor {
-	a := s.login.Load()
-	if a == nil {
+	var creds *mcpauth.Credentials
+	if a := s.login.Load(); a != nil {
+		creds = a.Credentials()
+	}
+	learned := s.learned.Load()
+	if creds == nil && learned == nil {
 		return s.redact
 	}
-	creds := a.Credentials()
-	if creds == nil {
-		return s.redact
-	}
-	if lr := s.withLogin.Load(); lr != nil && lr.creds == creds {
+	if lr := s.withLater.Load(); lr != nil && lr.creds == creds && lr.learned == learned {
 		return lr.r
 	}
 	all := maps.Clone(s.redactSecrets)
-	maps.Copy(all, creds.Values)
-	lr := &loginRedactor{creds: creds, r: redact.New(all)}
-	s.withLogin.Store(lr)
+	if learned != nil {
+		maps.Copy(all, *learned)
+	}
+	if creds != nil {
+		maps.Copy(all, creds.Values)
+	}
+	lr := &laterRedactor{creds: creds, learned: learned, r: redact.New(all)}
+	s.withLater.Store(lr)
 	return lr.r
+}
+
+// learn records the credentials a boot read (name and value, as
+// secretsOf names them), so that the server's words are redacted of a
+// value that changed since setup: a token file rotated, a variable set
+// again. The value read at setup stays redacted as well, and the latest
+// beside it: a server may still quote a token that was valid until
+// now. It may be called from any goroutine.
+func (s *server) learn(found map[string]string) {
+	s.learnMu.Lock()
+	defer s.learnMu.Unlock()
+	prev := s.learned.Load()
+	next := map[string]string{}
+	if prev != nil {
+		next = maps.Clone(*prev)
+	}
+	changed := false
+	for name, v := range found {
+		if v == "" || s.redactSecrets[name] == v || next[name] == v {
+			continue
+		}
+		if _, ok := s.redactSecrets[name]; ok {
+			name += " (rotated)"
+			if next[name] == v {
+				continue
+			}
+		}
+		next[name], changed = v, true
+	}
+	if changed {
+		s.learned.Store(&next)
+	}
 }
 
 // cfg is the server's configuration in force.
@@ -237,8 +282,8 @@ func (s *server) name() string { return s.cfg().Name }
 // password and query values of its URL, and those taken from
 // capbridge's environment or from files. A server may print any of them,
 // and a remote one may quote what it was sent in its errors. A file is
-// read as it is when the server is set up; one rotated later is
-// redacted by its shape, if it has one, until the next reload.
+// read as it is when the server is set up; a remote server's boot reads
+// its files again, and learn adds what changed.
 func secretsOf(cfg config.Server, lookup func(string) (string, bool), readFile func(string) ([]byte, error)) map[string]string {
 	out := make(map[string]string, len(cfg.Env)+len(cfg.InheritEnv))
 	for _, name := range cfg.InheritEnv {
@@ -254,13 +299,7 @@ func secretsOf(cfg config.Server, lookup func(string) (string, bool), readFile f
 	if rm == nil {
 		return out
 	}
-	value := func(name, v string) {
-		out[name] = v
-		if scheme, rest, ok := strings.Cut(v, " "); ok && len(scheme) < len(v)/2 {
-			// "Bearer TOKEN": the token alone too.
-			out[name+" credential"] = strings.TrimSpace(rest)
-		}
-	}
+	value := func(name, v string) { addCredential(out, name, v) }
 	env := func(name, variable string) {
 		if v, ok := lookup(variable); ok && variable != "" {
 			value(name, v)
@@ -312,6 +351,15 @@ func secretsOf(cfg config.Server, lookup func(string) (string, bool), readFile f
 		file("id_token", o.IDTokenFile)
 	}
 	return out
+}
+
+// addCredential puts v into out under name, and, for a value with an
+// auth scheme ("Bearer TOKEN"), the token alone too.
+func addCredential(out map[string]string, name, v string) {
+	out[name] = v
+	if scheme, rest, ok := strings.Cut(v, " "); ok && len(scheme) < len(v)/2 {
+		out[name+" credential"] = strings.TrimSpace(rest)
+	}
 }
 
 // bootOptions carry what boot needs beyond the server's own config.
