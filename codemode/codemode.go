@@ -357,25 +357,32 @@ func (r *Runner) Run(ctx context.Context, req Request) (*Result, error) {
 		}
 		return fmt.Errorf("%w: the run's setup took longer than its timeout and %s more: %v", ErrUnavailable, grantSlack, err)
 	}
-	servers, err := r.servers(setup, req.Servers)
-	if err != nil {
-		return nil, late(err)
-	}
-	callSocket, err := r.socket(setup)
-	if err != nil {
-		return nil, late(err)
-	}
-	files, err := r.facades(setup, rt, servers)
-	if err != nil {
-		return nil, late(err)
-	}
-	sum := sha256.Sum256([]byte(req.Code))
-	runID := newRunID()
+	// One control connection carries the whole run, setup to revocation:
+	// the bridge admits a bounded number, which its operator and harness
+	// share with every run.
 	cc, err := control.Dial(setup, r.cfg.Control)
 	if err != nil {
 		return nil, late(fmt.Errorf("%w: %v", ErrUnavailable, err))
 	}
 	defer cc.Close()
+	st, err := cc.Status(setup)
+	if err != nil {
+		return nil, late(fmt.Errorf("%w: %v", ErrUnavailable, err))
+	}
+	servers, err := r.serversFrom(st, req.Servers)
+	if err != nil {
+		return nil, late(err)
+	}
+	callSocket, err := r.socketFrom(st)
+	if err != nil {
+		return nil, late(err)
+	}
+	files, err := r.facades(setup, cc, rt, servers)
+	if err != nil {
+		return nil, late(err)
+	}
+	sum := sha256.Sum256([]byte(req.Code))
+	runID := newRunID()
 	grantServers := map[string][]string{}
 	for _, s := range servers {
 		grantServers[s] = nil
@@ -436,10 +443,16 @@ func (r *Runner) Run(ctx context.Context, req Request) (*Result, error) {
 
 // servers resolves a request's servers against those offered.
 func (r *Runner) servers(ctx context.Context, asked []string) ([]string, error) {
-	offered, err := r.Offered(ctx)
+	st, err := r.status(ctx)
 	if err != nil {
 		return nil, err
 	}
+	return r.serversFrom(st, asked)
+}
+
+// serversFrom resolves asked against the servers st offers.
+func (r *Runner) serversFrom(st *control.Status, asked []string) ([]string, error) {
+	offered := r.offeredFrom(st)
 	if len(asked) == 0 {
 		if len(offered) == 0 {
 			return nil, fmt.Errorf("%w: no server is ready", ErrUnavailable)
@@ -465,6 +478,11 @@ func (r *Runner) Offered(ctx context.Context) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
+	return r.offeredFrom(st), nil
+}
+
+// offeredFrom is Offered's list, from a status.
+func (r *Runner) offeredFrom(st *control.Status) []string {
 	var out []string
 	for _, s := range st.Servers {
 		if s.State != "ready" || (r.cfg.Servers != nil && !slices.Contains(r.cfg.Servers, s.Name)) {
@@ -472,7 +490,7 @@ func (r *Runner) Offered(ctx context.Context) ([]string, error) {
 		}
 		out = append(out, s.Name)
 	}
-	return out, nil
+	return out
 }
 
 func (r *Runner) status(ctx context.Context) (*control.Status, error) {
@@ -500,6 +518,18 @@ func (r *Runner) socket(ctx context.Context) (string, error) {
 	if err != nil {
 		return "", err
 	}
+	return r.socketFrom(st)
+}
+
+// socketFrom is socket's answer given a status: configured, else the one
+// st names.
+func (r *Runner) socketFrom(st *control.Status) (string, error) {
+	r.mu.Lock()
+	s := r.callSocket
+	r.mu.Unlock()
+	if s != "" {
+		return s, nil
+	}
 	if st.CallSocket == "" {
 		return "", fmt.Errorf("%w: the bridge does not name its call socket; give it (--call-socket)", ErrUnavailable)
 	}
@@ -509,14 +539,9 @@ func (r *Runner) socket(ctx context.Context) (string, error) {
 	return st.CallSocket, nil
 }
 
-// facades fetches the façades of servers in rt's language, as the files a
-// program imports.
-func (r *Runner) facades(ctx context.Context, rt *runtimeInfo, servers []string) ([]jail.File, error) {
-	cc, err := control.Dial(ctx, r.cfg.Control)
-	if err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrUnavailable, err)
-	}
-	defer cc.Close()
+// facades fetches the façades of servers in rt's language over cc, as
+// the files a program imports.
+func (r *Runner) facades(ctx context.Context, cc *control.Client, rt *runtimeInfo, servers []string) ([]jail.File, error) {
 	var files []jail.File
 	for _, s := range servers {
 		f, err := cc.Facade(ctx, &control.FacadeRequest{Server: s, Lang: rt.codegenLang})

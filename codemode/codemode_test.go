@@ -3,10 +3,13 @@ package codemode
 import (
 	"context"
 	"errors"
+	"io"
 	"net"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -198,5 +201,61 @@ out`})
 (await t.echo(text="still here")).text()`})
 	if err != nil || !res.OK() || string(res.Value) != `"still here"` || res.Calls != 1 {
 		t.Fatalf("the next run's call: %+v, %v", res, err)
+	}
+}
+
+// A run uses one control connection, setup to revocation: the bridge
+// admits a bounded number, shared with its operator and harness, and a
+// run that dialled one for each step held several at once, as the
+// bridge sees them, while it started. Counted by a relay in front of
+// the control socket.
+func TestRunUsesOneControlConnection(t *testing.T) {
+	defer leakcheck.Check(t)()
+	need.Command(t, "python3", "the README names Python >= 3.10")
+	relay := filepath.Join(t.TempDir(), "relay.sock")
+	ln, err := net.Listen("unix", relay)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var dials atomic.Int64
+	var wg sync.WaitGroup
+	defer func() {
+		ln.Close()
+		wg.Wait()
+	}()
+	r, srv := newRunner(t, func(c *Config) {
+		target := c.Control
+		wg.Go(func() {
+			for {
+				in, err := ln.Accept()
+				if err != nil {
+					return
+				}
+				dials.Add(1)
+				out, err := net.Dial("unix", target)
+				if err != nil {
+					in.Close()
+					continue
+				}
+				wg.Go(func() { _, _ = io.Copy(out, in); out.Close() })
+				wg.Go(func() { _, _ = io.Copy(in, out); in.Close() })
+			}
+		})
+		c.Control = relay
+		c.Languages = []string{Python}
+	})
+	defer srv.Close()
+	defer r.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for i := range 2 {
+		before := dials.Load()
+		res, err := r.Run(ctx, Request{Language: Python, Code: "import t\nr = await t.echo(text='one')\nprint(r.text())", Timeout: 30 * time.Second})
+		if err != nil || !res.OK() || res.Calls != 1 {
+			t.Fatalf("run %d: %+v, %v", i, res, err)
+		}
+		if n := dials.Load() - before; n != 1 {
+			t.Errorf("run %d dialled the control socket %d times, want once", i, n)
+		}
 	}
 }
