@@ -41,10 +41,18 @@ import (
 
 // Bounds of the HTTP carrier.
 const (
-	maxBody        = 4 << 20 // one JSON-RPC message in a POST
-	maxSessions    = 64      // live legacy sessions; the longest idle goes first
-	maxRunning     = 64      // tool calls running at once, every session's and the sessionless era's
-	sessionIdle    = 30 * time.Minute
+	maxBody     = 4 << 20 // one JSON-RPC message in a POST
+	maxSessions = 64      // live legacy sessions; the longest idle goes first
+	// maxRunning bounds the tool calls running at once, every session's
+	// and the sessionless era's. A run holds one of the bridge's control
+	// connections while it runs, of the 64 the bridge admits: half stay
+	// for its operator and harness.
+	maxRunning  = 32
+	sessionIdle = 30 * time.Minute
+	// writeTimeout bounds each write of a response (each event of a
+	// stream): a client that stops reading is cut off then, rather than
+	// holding its handler, its session's call and the reply for ever.
+	writeTimeout   = 30 * time.Second
 	codeHeaderMism = -32020
 )
 
@@ -69,6 +77,8 @@ type HTTP struct {
 	sessions map[string]*session
 	closed   bool
 	now      func() time.Time
+	// writeWait is writeTimeout but in tests.
+	writeWait time.Duration
 }
 
 // session is a legacy client's session.
@@ -89,6 +99,9 @@ func (h *HTTP) init() {
 		h.running = make(chan struct{}, maxRunning)
 		if h.now == nil {
 			h.now = time.Now
+		}
+		if h.writeWait == 0 {
+			h.writeWait = writeTimeout
 		}
 	})
 }
@@ -121,6 +134,10 @@ func (s *session) end() {
 func (h *HTTP) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h.init()
 	if !h.hostAllowed(r) {
+		// Refused before any credential is checked: the connection is
+		// not kept for a next request, so that refusals cannot hold
+		// connections idle for as long as the server keeps them.
+		w.Header().Set("Connection", "close")
 		httpError(w, http.StatusForbidden, codeInvalidRequest, "this Host or Origin may not reach the server")
 		return
 	}
@@ -150,6 +167,7 @@ func (h *HTTP) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		tok = strings.TrimLeft(tok, " ")
 		if !ok || !strings.EqualFold(scheme, "Bearer") || subtle.ConstantTimeCompare([]byte(tok), []byte(h.Token)) != 1 {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="capbridge"`)
+			w.Header().Set("Connection", "close")
 			httpError(w, http.StatusUnauthorized, codeInvalidRequest, "a bearer token is required")
 			return
 		}
@@ -233,7 +251,7 @@ func (h *HTTP) post(w http.ResponseWriter, r *http.Request) {
 // modern serves one 2026-07-28 message.
 func (h *HTTP) modern(w http.ResponseWriter, r *http.Request, req request, m meta, isRequest bool) {
 	mismatch := func(what, got, want string) {
-		reply(w, http.StatusBadRequest, errorMsg(req.ID, codeHeaderMism,
+		h.reply(w, http.StatusBadRequest, errorMsg(req.ID, codeHeaderMism,
 			fmt.Sprintf("Header mismatch: %s header value %q does not match body value %q", what, got, want), nil))
 	}
 	if v := r.Header.Get("Mcp-Protocol-Version"); v != m.Meta.Version {
@@ -241,7 +259,7 @@ func (h *HTTP) modern(w http.ResponseWriter, r *http.Request, req request, m met
 		return
 	}
 	if m.Meta.Version != modernVersion {
-		reply(w, http.StatusBadRequest, errorMsg(req.ID, codeUnsupportedVer, "Unsupported protocol version",
+		h.reply(w, http.StatusBadRequest, errorMsg(req.ID, codeUnsupportedVer, "Unsupported protocol version",
 			map[string]any{"supported": []string{modernVersion}, "requested": m.Meta.Version}))
 		return
 	}
@@ -256,13 +274,13 @@ func (h *HTTP) modern(w http.ResponseWriter, r *http.Request, req request, m met
 	s := h.Server
 	switch req.Method {
 	case "server/discover":
-		reply(w, http.StatusOK, resultMsg(req.ID, s.stamp(true, s.discover())))
+		h.reply(w, http.StatusOK, resultMsg(req.ID, s.stamp(true, s.discover())))
 	case "tools/list":
-		reply(w, http.StatusOK, resultMsg(req.ID, s.stamp(true, s.list(true))))
+		h.reply(w, http.StatusOK, resultMsg(req.ID, s.stamp(true, s.list(true))))
 	case "tools/call":
 		var p callParams
 		if err := json.Unmarshal(req.Params, &p); err != nil {
-			reply(w, http.StatusOK, errorMsg(req.ID, codeInvalidParams, "tools/call params: "+err.Error(), nil))
+			h.reply(w, http.StatusOK, errorMsg(req.ID, codeInvalidParams, "tools/call params: "+err.Error(), nil))
 			return
 		}
 		if got := headerValue(r.Header.Get("Mcp-Name")); got != p.Name {
@@ -272,7 +290,7 @@ func (h *HTTP) modern(w http.ResponseWriter, r *http.Request, req request, m met
 		// Closing the response stream is the cancellation.
 		h.call(w, r.Context(), req, m, p, true)
 	default:
-		reply(w, http.StatusNotFound, errorMsg(req.ID, codeNoMethod, "method not found: "+req.Method, nil))
+		h.reply(w, http.StatusNotFound, errorMsg(req.ID, codeNoMethod, "method not found: "+req.Method, nil))
 	}
 }
 
@@ -302,11 +320,11 @@ func (h *HTTP) legacy(w http.ResponseWriter, r *http.Request, req request, m met
 		res, v := h.Server.initialize(req.Params)
 		s, err := h.open(v)
 		if err != nil {
-			reply(w, http.StatusServiceUnavailable, errorMsg(req.ID, codeInternal, err.Error(), nil))
+			h.reply(w, http.StatusServiceUnavailable, errorMsg(req.ID, codeInternal, err.Error(), nil))
 			return
 		}
 		w.Header().Set("Mcp-Session-Id", s.id)
-		reply(w, http.StatusOK, resultMsg(req.ID, res))
+		h.reply(w, http.StatusOK, resultMsg(req.ID, res))
 		return
 	}
 	s, status := h.session(r)
@@ -334,13 +352,13 @@ func (h *HTTP) legacy(w http.ResponseWriter, r *http.Request, req request, m met
 	srv := h.Server
 	switch req.Method {
 	case "ping":
-		reply(w, http.StatusOK, resultMsg(req.ID, map[string]any{}))
+		h.reply(w, http.StatusOK, resultMsg(req.ID, map[string]any{}))
 	case "tools/list":
-		reply(w, http.StatusOK, resultMsg(req.ID, srv.list(false)))
+		h.reply(w, http.StatusOK, resultMsg(req.ID, srv.list(false)))
 	case "tools/call":
 		var p callParams
 		if err := json.Unmarshal(req.Params, &p); err != nil {
-			reply(w, http.StatusOK, errorMsg(req.ID, codeInvalidParams, "tools/call params: "+err.Error(), nil))
+			h.reply(w, http.StatusOK, errorMsg(req.ID, codeInvalidParams, "tools/call params: "+err.Error(), nil))
 			return
 		}
 		key := string(req.ID)
@@ -364,10 +382,10 @@ func (h *HTTP) legacy(w http.ResponseWriter, r *http.Request, req request, m met
 			httpError(w, http.StatusNotFound, codeInvalidRequest, http.StatusText(http.StatusNotFound)+": Mcp-Session-Id")
 			return
 		case dup:
-			reply(w, http.StatusOK, errorMsg(req.ID, codeInvalidRequest, "a request with this id is still in flight", nil))
+			h.reply(w, http.StatusOK, errorMsg(req.ID, codeInvalidRequest, "a request with this id is still in flight", nil))
 			return
 		case full:
-			reply(w, http.StatusOK, errorMsg(req.ID, codeInternal, fmt.Sprintf("%d calls are running already; try again when one ends", maxInFlight), nil))
+			h.reply(w, http.StatusOK, errorMsg(req.ID, codeInternal, fmt.Sprintf("%d calls are running already; try again when one ends", maxInFlight), nil))
 			return
 		}
 		defer func() {
@@ -378,7 +396,7 @@ func (h *HTTP) legacy(w http.ResponseWriter, r *http.Request, req request, m met
 		}()
 		h.call(w, ctx, req, m, p, false)
 	default:
-		reply(w, http.StatusOK, errorMsg(req.ID, codeNoMethod, "method not found: "+req.Method, nil))
+		h.reply(w, http.StatusOK, errorMsg(req.ID, codeNoMethod, "method not found: "+req.Method, nil))
 	}
 }
 
@@ -393,26 +411,25 @@ func (h *HTTP) legacy(w http.ResponseWriter, r *http.Request, req request, m met
 func (h *HTTP) call(w http.ResponseWriter, ctx context.Context, req request, m meta, p callParams, modern bool) {
 	tool := h.Server.tool(p.Name)
 	if tool == nil {
-		reply(w, http.StatusOK, errorMsg(req.ID, codeInvalidParams, "unknown tool: "+p.Name, nil))
+		h.reply(w, http.StatusOK, errorMsg(req.ID, codeInvalidParams, "unknown tool: "+p.Name, nil))
 		return
 	}
 	select {
 	case h.running <- struct{}{}:
-		defer func() { <-h.running }()
 	default:
-		reply(w, http.StatusOK, errorMsg(req.ID, codeInternal, fmt.Sprintf("%d calls are running already; try again when one ends", maxRunning), nil))
+		h.reply(w, http.StatusOK, errorMsg(req.ID, codeInternal, fmt.Sprintf("%d calls are running already; try again when one ends", maxRunning), nil))
 		return
 	}
 	progress := func(float64, float64, string) {}
 	var stream *sse
 	if tok := m.Meta.ProgressToken; len(tok) > 0 && string(tok) != "null" {
-		stream = startSSE(w)
+		stream = h.startSSE(w)
 		progress = progressFunc(ctx, tok, stream.send)
 	}
-	res, err := tool.Call(ctx, p.args(), progress)
+	res, err := h.run(ctx, tool, p.args(), progress)
 	if ctx.Err() != nil {
 		if stream == nil {
-			startSSE(w)
+			h.startSSE(w)
 		}
 		return
 	}
@@ -426,7 +443,15 @@ func (h *HTTP) call(w http.ResponseWriter, ctx context.Context, req request, m m
 		stream.send(msg)
 		return
 	}
-	reply(w, http.StatusOK, msg)
+	h.reply(w, http.StatusOK, msg)
+}
+
+// run runs a call that holds one of h.running's slots, and gives the
+// slot back when the tool returns (or panics): writing the reply, which
+// a client that does not read holds up to writeTimeout, holds none.
+func (h *HTTP) run(ctx context.Context, tool *Tool, args json.RawMessage, progress Progress) (*Result, error) {
+	defer func() { <-h.running }()
+	return tool.Call(ctx, args, progress)
 }
 
 // progressFunc sends notifications/progress for tok through emit until
@@ -451,31 +476,43 @@ func progressFunc(ctx context.Context, tok json.RawMessage, emit func(any)) Prog
 }
 
 // sse is a response written as Server-Sent Events, one message each.
+// Each event is written within wait; once one is not, the rest are
+// dropped: the client stopped reading.
 type sse struct {
-	mu sync.Mutex
-	w  http.ResponseWriter
-	rc *http.ResponseController
+	mu     sync.Mutex
+	w      http.ResponseWriter
+	rc     *http.ResponseController
+	wait   time.Duration
+	broken bool
 }
 
-func startSSE(w http.ResponseWriter) *sse {
+func (h *HTTP) startSSE(w http.ResponseWriter) *sse {
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.Header().Set("Cache-Control", "no-cache")
 	w.Header().Set("X-Accel-Buffering", "no")
+	s := &sse{w: w, rc: http.NewResponseController(w), wait: h.writeWait}
+	_ = s.rc.SetWriteDeadline(time.Now().Add(s.wait))
 	w.WriteHeader(http.StatusOK)
-	s := &sse{w: w, rc: http.NewResponseController(w)}
-	_ = s.rc.Flush()
+	s.broken = s.rc.Flush() != nil
 	return s
 }
 
 func (s *sse) send(msg any) {
-	b, err := json.Marshal(msg)
+	b, err := marshal(msg)
 	if err != nil {
 		return
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	_, _ = fmt.Fprintf(s.w, "event: message\ndata: %s\n\n", b)
-	_ = s.rc.Flush()
+	if s.broken {
+		return
+	}
+	_ = s.rc.SetWriteDeadline(time.Now().Add(s.wait))
+	if _, err := fmt.Fprintf(s.w, "event: message\ndata: %s\n\n", b); err != nil {
+		s.broken = true
+		return
+	}
+	s.broken = s.rc.Flush() != nil
 }
 
 // open makes a session, ending the longest idle one when there are
@@ -540,12 +577,22 @@ func (h *HTTP) session(r *http.Request) (*session, int) {
 		return nil, http.StatusBadRequest
 	}
 	h.mu.Lock()
-	defer h.mu.Unlock()
 	s := h.sessions[id]
 	if s == nil {
+		h.mu.Unlock()
 		return nil, http.StatusNotFound
 	}
-	s.lastUsed = h.now()
+	now := h.now()
+	if now.Sub(s.lastUsed) > sessionIdle && s.idle() {
+		// Idle past its time: over, whether or not a new session has
+		// swept it yet.
+		delete(h.sessions, id)
+		h.mu.Unlock()
+		s.end()
+		return nil, http.StatusNotFound
+	}
+	s.lastUsed = now
+	h.mu.Unlock()
 	return s, 0
 }
 
@@ -574,15 +621,36 @@ func errorMsg(id json.RawMessage, code int, msg string, data any) map[string]any
 
 // httpError answers status with a JSON-RPC error that has no id.
 func httpError(w http.ResponseWriter, status, code int, msg string) {
-	reply(w, status, errorMsg(nil, code, msg, nil))
+	reply(w, status, errorMsg(nil, code, msg, nil), writeTimeout)
 }
 
-func reply(w http.ResponseWriter, status int, msg map[string]any) {
-	b, err := json.Marshal(msg)
+// reply writes msg as the response, within h's write wait.
+func (h *HTTP) reply(w http.ResponseWriter, status int, msg map[string]any) {
+	reply(w, status, msg, h.writeWait)
+}
+
+// reply writes msg as the response, within wait: a client that does not
+// read it is cut off then.
+func reply(w http.ResponseWriter, status int, msg map[string]any, wait time.Duration) {
+	b, err := marshal(msg)
 	if err != nil {
 		status, b = http.StatusInternalServerError, []byte(`{"jsonrpc":"2.0","id":null,"error":{"code":-32603,"message":"encoding the reply"}}`)
 	}
+	_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(wait))
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
 	_, _ = w.Write(b)
+}
+
+// marshal is json.Marshal without its HTML escaping: a reply is read by
+// an MCP client, never put into a page, and "<" as "\u003c" made a
+// program's output six times its size.
+func marshal(v any) ([]byte, error) {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(b.Bytes(), []byte("\n")), nil
 }

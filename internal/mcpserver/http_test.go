@@ -7,10 +7,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -484,5 +486,142 @@ func TestHTTPAllowedOriginCORS(t *testing.T) {
 		decode(t, resp, 200)
 		ts.Close()
 		h.Close()
+	}
+}
+
+// eventuallyTrue waits for cond, polling, with a minute's backstop.
+func eventuallyTrue(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	backstop := time.Now().Add(time.Minute)
+	for !cond() {
+		if time.Now().After(backstop) {
+			t.Fatalf("%s: not within a minute", what)
+		}
+		time.Sleep(time.Millisecond) // polling a condition, not a synchronisation
+	}
+}
+
+// A client that posts a call and never reads its reply holds neither a
+// running slot once the tool has returned, nor its handler and session
+// call past the write timeout: 32 such clients used to take every slot
+// (and the replies' memory) for as long as they kept their connections.
+func TestHTTPUnreadReplyHoldsNothing(t *testing.T) {
+	defer leakcheck.Check(t)()
+	big := strings.Repeat("<", 8<<20) // 8 MiB, unescaped: more than the sockets buffer
+	returned := make(chan struct{}, 1)
+	srv := &Server{Name: "t", Version: "1", Tools: []Tool{{Name: "big", InputSchema: json.RawMessage(`{"type":"object"}`),
+		Call: func(context.Context, json.RawMessage, Progress) (*Result, error) {
+			defer func() { returned <- struct{}{} }()
+			return &Result{Text: big}, nil
+		}}}}
+	h := &HTTP{Server: srv, Local: true, writeWait: 100 * time.Millisecond}
+	ts := httptest.NewServer(h)
+	defer ts.Close()
+	defer h.Close()
+	c := &httpClient{t: t, url: ts.URL + "/mcp", hdr: http.Header{}}
+	resp := c.post(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25"}}`)
+	sid := resp.Header.Get("Mcp-Session-Id")
+	decode(t, resp, 200)
+
+	// A connection whose receive buffer is small, which never reads.
+	d := net.Dialer{Control: func(_, _ string, rc syscall.RawConn) error {
+		return rc.Control(func(fd uintptr) { _ = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 4096) })
+	}}
+	conn, err := d.Dial("tcp", ts.Listener.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	body := `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"big"}}`
+	fmt.Fprintf(conn, "POST /mcp HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\nMcp-Session-Id: %s\r\nContent-Length: %d\r\n\r\n%s",
+		ts.Listener.Addr(), sid, len(body), body)
+	<-returned
+	eventuallyTrue(t, "the running slot given back", func() bool { return len(h.running) == 0 })
+	h.mu.Lock()
+	s := h.sessions[sid]
+	h.mu.Unlock()
+	eventuallyTrue(t, "the session's call over after the write timeout", s.idle)
+}
+
+// A session idle past sessionIdle is over when it is next used, whether
+// or not a new session has swept it.
+func TestHTTPSessionExpiresUnused(t *testing.T) {
+	defer leakcheck.Check(t)()
+	now := time.Unix(1_700_000_000, 0)
+	var mu sync.Mutex
+	clock := func() time.Time {
+		mu.Lock()
+		defer mu.Unlock()
+		return now
+	}
+	h := &HTTP{Server: testServer(nil), Local: true, now: clock}
+	ts := httptest.NewServer(h)
+	defer ts.Close()
+	defer h.Close()
+	c := &httpClient{t: t, url: ts.URL + "/mcp", hdr: http.Header{}}
+	resp := c.post(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25"}}`)
+	c.hdr.Set("Mcp-Session-Id", resp.Header.Get("Mcp-Session-Id"))
+	decode(t, resp, 200)
+	ping := `{"jsonrpc":"2.0","id":2,"method":"ping"}`
+	mu.Lock()
+	now = now.Add(sessionIdle)
+	mu.Unlock()
+	decode(t, c.post(ping), 200) // used within its time: it lives on
+	mu.Lock()
+	now = now.Add(sessionIdle + time.Second)
+	mu.Unlock()
+	decode(t, c.post(ping), 404)
+	decode(t, c.post(ping), 404)
+}
+
+// A request refused before its credentials are checked (no token, or a
+// Host or Origin that may not reach the server) gets a connection that
+// closes after the answer, so refusals cannot hold connections idle.
+func TestHTTPRefusalClosesConnection(t *testing.T) {
+	defer leakcheck.Check(t)()
+	h := &HTTP{Server: testServer(nil), Local: true, Token: "s3cret-token"}
+	ts := httptest.NewServer(h)
+	defer ts.Close()
+	defer h.Close()
+	hc := &http.Client{Transport: &http.Transport{}}
+	defer hc.CloseIdleConnections()
+	for _, tc := range []struct {
+		name   string
+		header http.Header
+		status int
+	}{
+		{"no token", http.Header{}, http.StatusUnauthorized},
+		{"another origin", http.Header{"Origin": {"https://evil.example"}, "Authorization": {"Bearer s3cret-token"}}, http.StatusForbidden},
+	} {
+		req, _ := http.NewRequest(http.MethodPost, ts.URL+"/mcp", strings.NewReader(`{}`))
+		req.Header = tc.header
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := hc.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != tc.status || !resp.Close {
+			t.Errorf("%s: status %d, connection closed %v; want %d, closed", tc.name, resp.StatusCode, resp.Close, tc.status)
+		}
+	}
+}
+
+// Replies are not HTML-escaped: "<" stays one byte.
+func TestHTTPReplyNotEscaped(t *testing.T) {
+	defer leakcheck.Check(t)()
+	h := &HTTP{Server: testServer(nil), Local: true}
+	ts := httptest.NewServer(h)
+	defer ts.Close()
+	defer h.Close()
+	c := &httpClient{t: t, url: ts.URL + "/mcp", hdr: http.Header{}}
+	resp := c.post(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25"}}`)
+	c.hdr.Set("Mcp-Session-Id", resp.Header.Get("Mcp-Session-Id"))
+	decode(t, resp, 200)
+	resp = c.post(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"echo","arguments":{"a":"<&>"}}}`)
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !strings.Contains(string(b), `<&>`) || strings.Contains(string(b), `\u003c`) {
+		t.Fatalf("reply %s", b)
 	}
 }
