@@ -18,6 +18,7 @@ import (
 
 	"github.com/capbridge/capbridge/bridge/internal/quota"
 	"github.com/capbridge/capbridge/capwire"
+	"github.com/capbridge/capbridge/internal/netlimit"
 	"github.com/capbridge/capbridge/internal/truncate"
 )
 
@@ -550,7 +551,7 @@ func (b *Bridge) ServeMetrics(l net.Listener) error {
 	}
 	// Scrapes go on while Shutdown drains the calls; b.ctx ends after.
 	defer context.AfterFunc(b.ctx, func() { srv.Close() })()
-	if err := srv.Serve(newLimitListener(l, maxMetricsConns, &b.metricsOpen)); !errors.Is(err, http.ErrServerClosed) {
+	if err := srv.Serve(netlimit.New(l, maxMetricsConns, &b.metricsOpen)); !errors.Is(err, http.ErrServerClosed) {
 		return fmt.Errorf("bridge: serving metrics: %w", err)
 	}
 	return nil

@@ -4,8 +4,6 @@ import (
 	"fmt"
 	"net"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -53,56 +51,6 @@ func (b *Bridge) ListenMetrics() (net.Listener, string, error) {
 	return l, l.Addr().String(), nil
 }
 
-// limitListener accepts at most n connections at once: Accept waits
-// while n are open, leaving further ones in the kernel's backlog.
-type limitListener struct {
-	net.Listener
-	slots chan struct{}
-	open  *atomic.Int64
-	done  chan struct{} // closed by Close: a waiting Accept returns
-	once  sync.Once
-}
-
-func newLimitListener(l net.Listener, n int, open *atomic.Int64) *limitListener {
-	return &limitListener{Listener: l, slots: make(chan struct{}, n), open: open, done: make(chan struct{})}
-}
-
-func (l *limitListener) Accept() (net.Conn, error) {
-	select {
-	case l.slots <- struct{}{}:
-	case <-l.done:
-		return nil, net.ErrClosed
-	}
-	c, err := l.Listener.Accept()
-	if err != nil {
-		<-l.slots
-		return nil, err
-	}
-	l.open.Add(1)
-	return &limitConn{Conn: c, l: l}, nil
-}
-
-func (l *limitListener) Close() error {
-	l.once.Do(func() { close(l.done) })
-	return l.Listener.Close()
-}
-
-// limitConn gives its slot back when closed, once.
-type limitConn struct {
-	net.Conn
-	l    *limitListener
-	once sync.Once
-}
-
-func (c *limitConn) Close() error {
-	err := c.Conn.Close()
-	c.once.Do(func() {
-		c.l.open.Add(-1)
-		<-c.l.slots
-	})
-	return err
-}
-
 // descriptorsNeeded is how many descriptors the bridge's own budgets let
 // it hold at once: every connection the call socket, the control socket
 // and the metrics listener admit, the listeners, about six per server
@@ -115,14 +63,16 @@ func (b *Bridge) descriptorsNeeded() uint64 {
 	return uint64(c.MaxConnections+c.MaxUnauthConnections+maxControlConns+maxMetricsConns+perServer*len(b.serverList())) + reserve
 }
 
-// ReserveDescriptors makes room for descriptorsNeeded: it raises the
-// soft RLIMIT_NOFILE as far as the hard limit allows, and says, as an
+// ReserveDescriptors makes room for descriptorsNeeded and extra, what
+// the caller's own listeners may hold beside the bridge's (capbridge
+// mcp's HTTP front): it raises the soft RLIMIT_NOFILE as far as the hard
+// limit allows, and says, as an
 // error the caller logs, when even that is short: then a flood of
 // connections within the budgets could leave the call and control
 // sockets unable to accept, and the fix is a higher hard limit (systemd's
 // LimitNOFILE) or lower budgets.
-func (b *Bridge) ReserveDescriptors() error {
-	need := b.descriptorsNeeded()
+func (b *Bridge) ReserveDescriptors(extra int) error {
+	need := b.descriptorsNeeded() + uint64(max(extra, 0))
 	var lim unix.Rlimit
 	if err := unix.Getrlimit(unix.RLIMIT_NOFILE, &lim); err != nil {
 		return fmt.Errorf("bridge: reading RLIMIT_NOFILE: %w", err)

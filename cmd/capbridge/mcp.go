@@ -60,6 +60,7 @@ Logs go to stderr. Add it to Claude Code with:
 			return exitConfig
 		}
 		defer web.ln.Close()
+		ff.reserve = maxFrontConns
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
@@ -96,6 +97,9 @@ type frontFlags struct {
 	timeout, maxTimeout                   time.Duration
 	wrap                                  string
 	warm                                  int
+	// reserve is the descriptors the front's own listener may hold
+	// beside the bridge's budgets (the HTTP front's connections).
+	reserve int
 }
 
 func addFrontFlags(fs *cmdFlags) *frontFlags {
@@ -187,6 +191,9 @@ func (ff *frontFlags) start(ctx context.Context, stderr io.Writer) (*front, int)
 		}
 		f.b = bridge.New(bridge.Options{Config: cfg, Log: log, Audit: log.With().Str("log", "audit").Logger(), ClientVersion: version()})
 		f.dir, f.grace = dir, cfg.Bridge.ShutdownGrace
+		if err := f.b.ReserveDescriptors(ff.reserve); err != nil {
+			log.Warn().Err(err).Msg("not enough file descriptors for every budget")
+		}
 		if err := f.b.Listen(); err != nil {
 			log.Error().Err(err).Msg("cannot open the sockets")
 			_ = f.b.Shutdown(0)

@@ -4,17 +4,28 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	stdlog "log"
 	"net"
 	"net/http"
 	"os"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/rs/zerolog"
 
 	"github.com/capbridge/capbridge/internal/loopback"
 	"github.com/capbridge/capbridge/internal/mcpserver"
+	"github.com/capbridge/capbridge/internal/netlimit"
 )
+
+// maxFrontConns bounds the HTTP front's open connections. Its port may
+// be reached by anyone on the loopback (or the network, with a token):
+// without a bound, clients holding connections open took the process,
+// which shares its descriptors with the bridge's sockets and the jails,
+// to its descriptor limit, and no request was served. Beyond it,
+// connections wait in the kernel's backlog.
+const maxFrontConns = 128
 
 // httpFront is capbridge mcp's Streamable HTTP listener, opened before the
 // bridge boots so a bad address fails at once.
@@ -23,6 +34,7 @@ type httpFront struct {
 	local   bool
 	token   string
 	origins []string
+	open    atomic.Int64 // connections open, at most maxFrontConns
 }
 
 // newHTTPFront opens addr. Off the loopback a bearer token is required:
@@ -67,7 +79,11 @@ func (h *httpFront) serve(ctx context.Context, srv *mcpserver.Server, log zerolo
 	mux.Handle("/mcp", handler)
 	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: time.Minute,
 		IdleTimeout: 2 * time.Minute, MaxHeaderBytes: 64 << 10,
-		BaseContext: func(net.Listener) context.Context { return ctx }}
+		BaseContext: func(net.Listener) context.Context { return ctx },
+		// net/http's own complaints (a failed accept, a handler's
+		// panic) go where the rest of the log goes, through its secret
+		// filter, not raw to stderr.
+		ErrorLog: stdlog.New(httpLogWriter{log}, "", 0)}
 	url := "http://" + h.ln.Addr().String() + "/mcp"
 	log.Info().Str("url", url).Bool("token", h.token != "").Msg("serving MCP on Streamable HTTP")
 	if h.token == "" {
@@ -77,7 +93,7 @@ func (h *httpFront) serve(ctx context.Context, srv *mcpserver.Server, log zerolo
 		log.Warn().Msg("no bearer token: any local user can reach this port; on a shared machine give --token-file FILE or $CAPBRIDGE_MCP_TOKEN")
 	}
 	errc := make(chan error, 1)
-	go func() { errc <- hs.Serve(h.ln) }()
+	go func() { errc <- hs.Serve(netlimit.New(h.ln, maxFrontConns, &h.open)) }()
 	select {
 	case err := <-errc:
 		log.Error().Err(err).Msg("the HTTP server stopped")
@@ -93,4 +109,12 @@ func (h *httpFront) serve(ctx context.Context, srv *mcpserver.Server, log zerolo
 		_ = hs.Close()
 	}
 	return exitOK
+}
+
+// httpLogWriter logs each line net/http writes as a warning.
+type httpLogWriter struct{ log zerolog.Logger }
+
+func (w httpLogWriter) Write(p []byte) (int, error) {
+	w.log.Warn().Str("error", strings.TrimSpace(string(p))).Msg("the HTTP server")
+	return len(p), nil
 }

@@ -2,8 +2,10 @@ package main
 
 import (
 	"context"
+	"net"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/rs/zerolog"
 
@@ -36,4 +38,44 @@ func TestMCPListenWarnsWithoutToken(t *testing.T) {
 			t.Errorf("token %q: the log:\n%s", token, logs.String())
 		}
 	}
+}
+
+// The front holds at most maxFrontConns connections open, however many
+// clients connect and wait: the rest stay in the kernel's backlog, and
+// the process's descriptors stay the bridge's.
+func TestMCPListenBoundsConnections(t *testing.T) {
+	defer leakcheck.Check(t)()
+	t.Setenv("CAPBRIDGE_MCP_TOKEN", "")
+	web, err := newHTTPFront("127.0.0.1:0", "", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	served := make(chan int, 1)
+	go func() { served <- web.serve(ctx, &mcpserver.Server{Name: "t", Version: "1"}, zerolog.Nop()) }()
+	var held []net.Conn
+	for range maxFrontConns + 32 {
+		c, err := net.Dial("tcp", web.ln.Addr().String()) // sends nothing: a slow client
+		if err != nil {
+			t.Fatal(err)
+		}
+		held = append(held, c)
+	}
+	backstop := time.Now().Add(time.Minute)
+	for web.open.Load() < maxFrontConns {
+		if time.Now().After(backstop) {
+			t.Fatalf("%d connections accepted in a minute, want %d", web.open.Load(), maxFrontConns)
+		}
+		time.Sleep(time.Millisecond) // polling a count, not a synchronisation
+	}
+	time.Sleep(50 * time.Millisecond) // the absence of more: a bound, not a synchronisation
+	if n := web.open.Load(); n != maxFrontConns {
+		t.Fatalf("%d connections open, at most %d may be", n, maxFrontConns)
+	}
+	for _, c := range held {
+		c.Close()
+	}
+	cancel()
+	<-served
+	web.ln.Close()
 }

@@ -228,7 +228,7 @@ cannot be opened, 5 shutdown that could not confirm every server exited.`)
 	}
 	opts.Tracer = tracer
 	b := bridge.New(opts)
-	if err := b.ReserveDescriptors(); err != nil {
+	if err := b.ReserveDescriptors(0); err != nil {
 		log.Warn().Err(err).Msg("not enough file descriptors for every budget")
 	}
 	hupDone := make(chan struct{})
