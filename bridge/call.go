@@ -99,19 +99,34 @@ func (b *Bridge) call(ctx context.Context, req callRequest) outcome {
 		return deny(capwire.CodeShuttingDown, "capbridge is shutting down")
 	}
 	defer b.flight.Retire()
+	o, again := b.checkedCall(ctx, req)
+	if again {
+		// A reload changed the server's policy, or removed the server,
+		// while the call waited for its slot: checked again, once.
+		if o, again = b.checkedCall(ctx, req); again {
+			return deny(capwire.CodeServerUnavailable, "server "+quote(req.server)+" changed its policy twice while the call waited; try again")
+		}
+	}
+	return o
+}
+
+// checkedCall checks and makes one call, or reports (again) that the
+// policy it was checked under changed while it waited for admission,
+// having given back its slot and its quota.
+func (b *Bridge) checkedCall(ctx context.Context, req callRequest) (outcome, bool) {
 	if o, blocked := b.auditBlocked(req.grant); blocked {
-		return o
+		return o, false
 	}
 	s, ok := b.lookup(req.server)
 	switch {
 	case !ok:
-		return deny(capwire.CodeUnknownCapability, "no MCP server is called "+quote(req.server))
+		return deny(capwire.CodeUnknownCapability, "no MCP server is called "+quote(req.server)), false
 	case req.grant != nil && !req.grant.Reaches(req.server):
-		return deny(capwire.CodeNotGranted, "this grant does not reach server "+quote(req.server))
+		return deny(capwire.CodeNotGranted, "this grant does not reach server "+quote(req.server)), false
 	}
 	s, t, refused := b.enter(req.server, s)
 	if refused != nil {
-		return *refused
+		return *refused, false
 	}
 	defer s.leave()
 	tool, ok := t.tools[req.tool]
@@ -119,21 +134,21 @@ func (b *Bridge) call(ctx context.Context, req callRequest) outcome {
 		if d, withheld := t.drift[req.tool]; withheld {
 			o := deny(capwire.CodeSurfaceChanged, "tool "+quote(req.tool)+" of server "+quote(req.server)+" is withheld: it differs from the lock ("+d+"); the operator must review it (capbridge skew) and lock it again")
 			o.policy = policyWithheld
-			return o
+			return o, false
 		}
-		return deny(capwire.CodeUnknownTool, "server "+quote(req.server)+" has no tool "+quote(req.tool))
+		return deny(capwire.CodeUnknownTool, "server "+quote(req.server)+" has no tool "+quote(req.tool)), false
 	}
 	if req.grant != nil && !req.grant.Allows(req.server, req.tool) {
-		return deny(capwire.CodeNotGranted, "this grant does not allow tool "+quote(req.tool)+" on server "+quote(req.server))
+		return deny(capwire.CodeNotGranted, "this grant does not allow tool "+quote(req.tool)+" on server "+quote(req.server)), false
 	}
 	if req.grant != nil && !sameSurface(req.grant.seen[req.server], t, tool) {
-		return deny(capwire.CodeSurfaceChanged, "server "+quote(req.server)+" re-listed its tools since this grant was issued, and "+quote(req.tool)+" is not the tool this grant's façade describes; get a new grant")
+		return deny(capwire.CodeSurfaceChanged, "server "+quote(req.server)+" re-listed its tools since this grant was issued, and "+quote(req.tool)+" is not the tool this grant's façade describes; get a new grant"), false
 	}
 	policy, ok := destructiveDecision(t, req.grant, req.server, req.tool)
 	if !ok {
 		o := deny(capwire.CodeNotGranted, "tool "+quote(req.tool)+" of server "+quote(req.server)+" is destructive: only a grant that names it, or allows destructive tools, may call it")
 		o.policy = policy
-		return o
+		return o, false
 	}
 
 	if len(req.args) == 0 {
@@ -144,7 +159,7 @@ func (b *Bridge) call(ctx context.Context, req callRequest) outcome {
 		// socket's does not. MCP's tools/call arguments are an object.
 		o := deny(capwire.CodeBadArguments, "args must be a map of argument names to values")
 		o.denial.Path = ""
-		return o
+		return o, false
 	}
 
 	bufp := jsonBufs.Get().(*[]byte)
@@ -157,19 +172,27 @@ func (b *Bridge) call(ctx context.Context, req callRequest) outcome {
 	// check: the converter's output is valid by construction.
 	callArgs, err := mcpwire.ConvertArgs((*bufp)[:0], req.args)
 	if err != nil {
-		return conversionDenial(capwire.CodeBadArguments, "the arguments cannot be converted to JSON", "", err)
+		return conversionDenial(capwire.CodeBadArguments, "the arguments cannot be converted to JSON", "", err), false
 	}
 	args := callArgs.JSON()
 	*bufp = args[:0]
 	// One configuration for the whole call, though a reload may publish
 	// another meanwhile: its guards and its timeouts agree.
 	conf := s.cfg()
+	if t.conf != conf || t.lock != s.lock.Load() {
+		// A reload set a policy its server has not rebuilt its table
+		// under yet (its supervisor is busy re-listing, within
+		// startup_timeout): the table's tools, allow and deny lists and
+		// destructive decisions are the old policy's, and no call goes
+		// out under them once the reload has returned.
+		return deny(capwire.CodeServerUnavailable, "server "+quote(req.server)+" is taking a new policy from a reload; try again"), false
+	}
 	guards := conf.Guards(req.tool)
 	if v := config.CheckArgs(guards, args); v != nil {
 		o := deny(capwire.CodeNotGranted, "the arguments break the operator's policy at "+quote(v.Pointer)+": "+v.Rule)
 		o.denial.Path = v.Pointer
 		o.policy = policyGuardRefused
-		return o
+		return o, false
 	}
 	if f := t.check(req.tool).Check(req.args); f != nil {
 		// The server never sees arguments its own schema refuses (the
@@ -177,7 +200,7 @@ func (b *Bridge) call(ctx context.Context, req callRequest) outcome {
 		// where, and what was wanted.
 		o := deny(capwire.CodeBadArguments, "the arguments do not fit the input schema of tool "+quote(req.tool)+" at "+quote(f.Path)+": want "+f.Want+", got "+f.Got)
 		o.denial.Path = f.Path
-		return o
+		return o, false
 	}
 	switch {
 	case t.drift[req.tool] != "":
@@ -193,7 +216,17 @@ func (b *Bridge) call(ctx context.Context, req callRequest) outcome {
 	// it waits for admission.
 	m, denied, ok := b.meter(ctx, s, req, conf, len(args))
 	if !ok {
-		return denied
+		return denied, false
+	}
+	if m.waited && !s.still(t, conf) {
+		// The checks above were made under a policy a reload replaced
+		// while the call waited (one that did not wait was checked an
+		// instant ago).
+		m.release()
+		if m.q != nil {
+			m.q.Refund(m.charge)
+		}
+		return outcome{}, true
 	}
 	s.calls.Add(1)
 	// A call given up on after it reached the server keeps its slot
@@ -230,7 +263,7 @@ func (b *Bridge) call(ctx context.Context, req callRequest) outcome {
 		o.argValues = append([]byte(nil), args...)
 	}
 	m.settle(b, o.resultBytes)
-	return o
+	return o, false
 }
 
 // metered is a call's (or a resource read's) passage through its grant's
@@ -242,6 +275,7 @@ type metered struct {
 	began      time.Time
 	release    func()
 	idle, hard time.Duration
+	waited     bool // admission queued it
 }
 
 // meter charges req's grant's quotas for a call of req.tool on s with
@@ -280,6 +314,7 @@ func (b *Bridge) meter(ctx context.Context, s *server, req callRequest, conf *co
 	}
 	// Zero would mean mcpwire's default: at least a millisecond is left.
 	m.release, m.idle, m.hard = release, max(idle-waited, time.Millisecond), max(hard-waited, time.Millisecond)
+	m.waited = waited > 0
 	return m, outcome{}, true
 }
 

@@ -600,13 +600,8 @@ func (s *server) serve(ctx context.Context, t *table) error {
 		case done := <-s.rebuild:
 			// A reload changed the policy: the same listing, filtered,
 			// locked and guarded anew, for the next call.
-			nt, err := s.underPolicy(t)
-			if err == nil && nt != t {
-				s.publish(nt)
-				s.reportRelist("reload", t, nt)
-				s.metrics.listed(nt)
-				t = nt
-			}
+			var err error
+			t, err = s.repolicied(t)
 			done <- err
 		case <-t.client.ToolsChanged():
 			ctxL, cancel := context.WithTimeout(ctx, s.cfg().StartupTimeout)
@@ -619,6 +614,12 @@ func (s *server) serve(ctx context.Context, t *table) error {
 				if ctx.Err() == nil && t.client.Err() == nil {
 					s.log.Error().Err(err).Msg("re-listing after tools/list_changed failed; the previous tools stay")
 				}
+				// A reload that came meanwhile found this loop busy and
+				// gave up waiting: the tools that stay take its policy
+				// now (until then the call path refuses their calls).
+				if t, err = s.repolicied(t); err != nil {
+					s.log.Error().Err(err).Msg("the policy a reload set does not fit the listing; calls wait for one it fits")
+				}
 				continue
 			}
 			if nt, err = s.underPolicy(nt); err != nil {
@@ -630,6 +631,19 @@ func (s *server) serve(ctx context.Context, t *table) error {
 			t = nt
 		}
 	}
+}
+
+// repolicied publishes t rebuilt under the policy in force, when a
+// reload changed it since t was built, and returns the live table.
+func (s *server) repolicied(t *table) (*table, error) {
+	nt, err := s.underPolicy(t)
+	if err == nil && nt != t {
+		s.publish(nt)
+		s.reportRelist("reload", t, nt)
+		s.metrics.listed(nt)
+		return nt, nil
+	}
+	return t, err
 }
 
 // underPolicy returns t, rebuilt from its listing if a reload changed the

@@ -2,6 +2,7 @@ package bridge
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"net/http/httptest"
 	"os"
@@ -502,5 +503,130 @@ func setNonZero(t *testing.T, v reflect.Value) {
 		t.Fatalf("%s has no field to set", v.Type())
 	default:
 		t.Fatalf("no non-zero value for a %s", v.Type())
+	}
+}
+
+// A call waiting in its server's admission queue when a reload denies
+// its tool, restricts its arguments or removes its server is held to the
+// reload: it does not reach the server once the reload has returned.
+// (Its checks were made before it queued; it is checked again once
+// admitted.)
+func TestReloadHoldsQueuedCalls(t *testing.T) {
+	defer leakcheck.Check(t)()
+	lim := "max_inflight = 1\nmax_inflight_per_grant = 1\n"
+	for _, tc := range []struct {
+		name, next, code string
+	}{
+		{"deny", tomlServer("s", mcptest.Scenario{}, lim+`tools.deny = ["echo"]`), capwire.CodeUnknownTool},
+		{"restrict", tomlServer("s", mcptest.Scenario{}, lim+`restrict.echo."/text" = { prefix = "/tmp/" }`), capwire.CodeNotGranted},
+		{"remove", "", capwire.CodeUnknownCapability},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			gate := filepath.Join(t.TempDir(), "open")
+			other := tomlServer("other", mcptest.Scenario{}, "")
+			r := startReloadable(t, tomlServer("s", mcptest.Scenario{}, lim)+other)
+			defer r.shutdown()
+			ctx, cancel := context.WithTimeout(context.Background(), backstop)
+			defer cancel()
+			ctl := r.control()
+			defer ctl.Close()
+			g, err := ctl.Grant(ctx, &control.GrantRequest{Servers: map[string][]string{"s": nil}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			c := r.dial(g.Token)
+			defer c.Close()
+			held := make(chan error, 1)
+			go func() {
+				_, err := c.Call(ctx, "s", "gate", map[string]any{"path": gate, "text": "held"})
+				held <- err
+			}()
+			s := r.srv("s")
+			eventually(t, "the gate call holding the slot", func() bool { return s.status().Inflight == 1 })
+			queued := make(chan error, 1)
+			go func() {
+				_, err := c.Call(ctx, "s", "echo", map[string]any{"text": "/etc/shadow"})
+				queued <- err
+			}()
+			eventually(t, "the echo call queued", func() bool { return s.adm.Queued() == 1 })
+			r.write(t, tc.next+other)
+			if _, err := ctl.Reload(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(gate, nil, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			if err := <-held; err != nil {
+				t.Fatalf("the held call: %v", err)
+			}
+			err = <-queued
+			var d *capwire.Denied
+			if !errors.As(err, &d) || d.Code != tc.code {
+				t.Fatalf("the queued call after the reload: %v; want denied %s", err, tc.code)
+			}
+		})
+	}
+}
+
+// A reload that finds its server's supervisor busy re-listing (a server
+// that announces tools/list_changed and never answers tools/list) and
+// gives up waiting for it still holds the next call to its policy: the
+// call is refused until the table is rebuilt under it, never served
+// under the old one.
+func TestReloadPolicyHoldsWhileRelisting(t *testing.T) {
+	defer leakcheck.Check(t)()
+	asked := filepath.Join(t.TempDir(), "asked")
+	sc := mcptest.Scenario{Relisted: []json.RawMessage{json.RawMessage(`{"name":"echo","inputSchema":{"type":"object"}}`)}, RelistHangs: asked}
+	server := func(extra string) string {
+		return "[mcp.s]\n" + mcptest.TOML(sc) + "startup_timeout = \"1s\"\n" + extra + "\n"
+	}
+	r := startReloadable(t, server(""))
+	defer r.shutdown()
+	ctx, cancel := context.WithTimeout(context.Background(), backstop)
+	defer cancel()
+	ctl := r.control()
+	defer ctl.Close()
+	g, err := ctl.Grant(ctx, &control.GrantRequest{Servers: map[string][]string{"s": nil}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := r.dial(g.Token)
+	defer c.Close()
+	if _, err := c.Call(ctx, "s", "relist", nil); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the re-listing asked", func() bool { _, err := os.Stat(asked); return err == nil })
+	r.write(t, server(`tools.deny = ["echo"]`))
+	if _, err := ctl.Reload(ctx); err != nil {
+		t.Fatal(err)
+	}
+	_, err = c.Call(ctx, "s", "echo", map[string]any{"text": "denied now"})
+	var d *capwire.Denied
+	if !errors.As(err, &d) || (d.Code != capwire.CodeServerUnavailable && d.Code != capwire.CodeUnknownTool) {
+		t.Fatalf("echo after the reload that denied it: %v", err)
+	}
+}
+
+// The call path's side of the above, without the race: once a policy is
+// in force, a call is never made under a table built for another.
+func TestCallRefusedUnderStaleTable(t *testing.T) {
+	defer leakcheck.Check(t)()
+	tb := startBridge(t, nil, mcptestServer("t", mcptest.Scenario{}))
+	defer tb.shutdown()
+	ctx, cancel := context.WithTimeout(context.Background(), backstop)
+	defer cancel()
+	c := tb.dial(tb.grant(map[string][]string{"t": nil}))
+	defer c.Close()
+	if _, err := c.Call(ctx, "t", "echo", map[string]any{"text": "before"}); err != nil {
+		t.Fatal(err)
+	}
+	s := tb.srv("t")
+	next := *s.cfg()
+	next.ToolsDeny = []string{"echo"}
+	s.conf.Store(&next) // as repolicy stores it, the table not rebuilt yet
+	_, err := c.Call(ctx, "t", "echo", map[string]any{"text": "after"})
+	var d *capwire.Denied
+	if !errors.As(err, &d) || d.Code != capwire.CodeServerUnavailable || !strings.Contains(d.Message, "new policy") {
+		t.Fatalf("a call under the old table: %v", err)
 	}
 }

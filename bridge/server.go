@@ -457,6 +457,15 @@ func (s *server) enter() (*table, error) {
 	return s.cur, nil
 }
 
+// still reports whether t and conf are still the server's table and
+// policy, and the server still takes calls: nothing a reload does has
+// happened since a call was checked against them.
+func (s *server) still(t *table, conf *config.Server) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return !s.draining.Load() && s.cur == t && s.conf.Load() == conf
+}
+
 // leave ends a call enter counted.
 func (s *server) leave() {
 	if s.active.Add(-1) == 0 && s.draining.Load() {

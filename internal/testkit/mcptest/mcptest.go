@@ -44,6 +44,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"strconv"
 	"sync"
 	"time"
@@ -106,6 +107,11 @@ type Scenario struct {
 	// notifications/tools/list_changed, so a test can change a server's
 	// tools mid-run.
 	Relisted []json.RawMessage `json:"relisted,omitempty"`
+	// RelistHangs, when set, leaves every tools/list after relist
+	// unanswered, creating a file at this path when one arrives and
+	// sending notifications/tools/list_changed again: a server that
+	// keeps its client re-listing.
+	RelistHangs string `json:"relist_hangs,omitempty"`
 
 	// Era is "" for a legacy-only server (server/discover is -32601, as
 	// every legacy server answers it), EraModern for a dual-era server
@@ -264,6 +270,7 @@ type server struct {
 	nextID      int64                  // server→client request and unknown_id counter
 	initialized bool                   // notifications/initialized seen
 	listing     []json.RawMessage      // what tools/list pages through; relist replaces it
+	relisted    bool                   // relist was called
 	m           modernState            // the era and the listen streams (modern.go)
 	// cancelled records the notifications/cancelled received, newest
 	// last, at most MaxCancellations (older ones are dropped); the
@@ -678,8 +685,13 @@ func (s *server) toolsList(f inbound) {
 		return
 	}
 	s.mu.Lock()
-	listing := s.listing
+	listing, hang := s.listing, s.relisted && s.sc.RelistHangs != ""
 	s.mu.Unlock()
+	if hang {
+		_ = os.WriteFile(s.sc.RelistHangs, nil, 0o600)
+		s.listChanged() // and asks for another
+		return
+	}
 	start := 0
 	if p.Cursor != nil {
 		n, err := parseCursor(*p.Cursor, s.sc.RepeatCursor, len(listing))

@@ -465,7 +465,7 @@ func (s *server) relist(c *call) {
 		return
 	}
 	s.mu.Lock()
-	s.listing = s.sc.Relisted
+	s.listing, s.relisted = s.sc.Relisted, true
 	s.mu.Unlock()
 	s.listChanged()
 	s.answer(c, textResult("ok"))
