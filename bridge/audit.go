@@ -237,11 +237,16 @@ func account(g *Grant, o outcome, took time.Duration) {
 	}
 }
 
-// refusedAudit is the logger of audit lines no grant pays for: a
-// handshake refused for a token whose grant is not live. It is
-// rate-limited, and what it drops is counted.
-func (b *Bridge) refusedAudit(grantID string) *zerolog.Event {
-	if g := b.grants.live1(grantID); g != nil {
+// refusedAudit is the logger of a refused handshake's audit line. The
+// grant the token named pays for it only when the token's secret was
+// right (verified: refused for its peer uid or a connection budget),
+// since a grant's id is no secret (status and metrics show it) and
+// whoever can reach the call socket could otherwise spend the grant's
+// audit budget, and under audit_fail = "closed" cut off its calls, with
+// hellos that name it. Every other refusal is the strangers': rate-
+// limited, and what it drops is counted.
+func (b *Bridge) refusedAudit(grantID string, verified bool) *zerolog.Event {
+	if g := b.grants.live1(grantID); g != nil && verified {
 		if !b.charge(g, auditLineCost) {
 			return nil
 		}

@@ -245,3 +245,41 @@ func TestAuditBatchShutdownFlushes(t *testing.T) {
 		t.Errorf("%d connect lines, want %d", n, conns)
 	}
 }
+
+// Hellos that name a live grant with a wrong secret are not paid for by
+// the grant: its id is no secret, and under audit_fail = "closed" whoever
+// reaches the call socket could otherwise spend its audit budget and so
+// cut off its calls (100 000 forged hellos took 6 s). They are the
+// strangers' lines, rate-limited, and still audited.
+func TestForgedHellosSpendNoGrantBudget(t *testing.T) {
+	defer leakcheck.Check(t)()
+	var sink lockedBuffer
+	tb := startBridge(t, nil, mcptestServer("t", mcptest.Scenario{}))
+	tb.audit = zerolog.New(&sink)
+	g, token, err := tb.Grant(GrantSpec{Servers: map[string][]string{"t": nil}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	live := tb.grants.live1(g.ID)
+	before := live.auditLeft.Load()
+	forged := "cbt1." + g.ID + ".AAAAAAAAAAAAAAAAAAAAAA"
+	ctx, cancel := context.WithTimeout(context.Background(), backstop)
+	defer cancel()
+	for range 20 {
+		if c, err := capwire.Dial(ctx, tb.CallSocket(), forged); err == nil {
+			c.Close()
+			t.Fatal("a forged token was welcomed")
+		}
+	}
+	if left := live.auditLeft.Load(); left != before {
+		t.Fatalf("20 forged hellos spent %d bytes of the grant's audit budget", before-left)
+	}
+	c := tb.dial(token)
+	if _, err := c.Call(ctx, "t", "echo", map[string]any{"text": "still mine"}); err != nil {
+		t.Fatal(err)
+	}
+	tb.shutdown()
+	if refused := sink.lines("refused"); len(refused) == 0 || refused[0]["grant"] != g.ID {
+		t.Fatalf("the forged hellos are not audited: %v", refused)
+	}
+}

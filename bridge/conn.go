@@ -82,6 +82,7 @@ func (b *Bridge) serveCallConn(nc net.Conn, peer PeerCred, st *stranger, done fu
 	// flood of those cannot flood the audit trail.
 	var refusal error
 	var tokenGrant string
+	verified := false // the token's secret was the grant's
 	_, err := sc.Handshake(b.ctx, func(h *capwire.HelloMsg) ([]string, error) {
 		tokenGrant = grantIDOf(h.Token)
 		g, err := b.grants.lookup(h.Token)
@@ -89,6 +90,7 @@ func (b *Bridge) serveCallConn(nc net.Conn, peer PeerCred, st *stranger, done fu
 			refusal = err
 			return nil, err
 		}
+		verified = true
 		if g.PeerUID != nil && *g.PeerUID != peer.UID {
 			refusal = errors.New("bridge: peer uid is not the grant's peer_uid")
 			return nil, ErrBadToken
@@ -109,7 +111,7 @@ func (b *Bridge) serveCallConn(nc net.Conn, peer PeerCred, st *stranger, done fu
 			b.refusals.hello.Add(1)
 		}
 		if tokenGrant != "" {
-			b.refusedAudit(tokenGrant).Str("event", "refused").Str("grant", tokenGrant).Int32("peer_pid", peer.PID).Uint32("peer_uid", peer.UID).Err(refusal).Msg("handshake failed")
+			b.refusedAudit(tokenGrant, verified).Str("event", "refused").Str("grant", tokenGrant).Int32("peer_pid", peer.PID).Uint32("peer_uid", peer.UID).Err(refusal).Msg("handshake failed")
 		}
 		sc.Close()
 		done()

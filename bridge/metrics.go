@@ -192,8 +192,6 @@ func newMetrics(b *Bridge) *metrics {
 	for _, k := range quota.Kinds {
 		m.quotaBy[k] = set.NewCounter(`capbridge_quota_exceeded_total{quota="` + string(k) + `"}`)
 	}
-	// Each busy live grant's usage and quotas, read when scraped.
-	set.RegisterMetricsWriter(b.writeGrantSeries)
 	set.NewGauge("capbridge_audit_writable", func() float64 {
 		if b.auditOut != nil && b.auditOut.Broken() {
 			return 0
@@ -519,10 +517,18 @@ func labelValue(s string) string {
 var labelEscaper = strings.NewReplacer(`\`, `\\`, `"`, `\"`, "\n", `\n`)
 
 // WriteMetrics writes every series in the Prometheus text exposition
-// format (version 0.0.4).
-func (b *Bridge) WriteMetrics(w io.Writer) {
-	if b.metrics != nil {
-		b.metrics.set.WritePrometheus(w)
+// format (version 0.0.4), each busy live grant's usage and quotas
+// included.
+func (b *Bridge) WriteMetrics(w io.Writer) { b.writeMetrics(w, true) }
+
+// writeMetrics writes the series, the per-grant ones when perGrant.
+func (b *Bridge) writeMetrics(w io.Writer, perGrant bool) {
+	if b.metrics == nil {
+		return
+	}
+	b.metrics.set.WritePrometheus(w)
+	if perGrant {
+		b.writeGrantSeries(w)
 	}
 }
 
@@ -534,11 +540,17 @@ const MetricsContentType = "text/plain; version=0.0.4; charset=utf-8"
 // At most maxMetricsConns connections are open at once, and each is
 // bounded in time (metrics_listen.go): whatever the port is sent, the
 // call and control sockets keep accepting.
+//
+// On a TCP port, which every local user can reach, the per-grant series
+// are left out: their labels are the live grants' ids, and other users
+// are not to learn which grants exist. A Unix socket (mode 0600) and the
+// control socket's metrics have them.
 func (b *Bridge) ServeMetrics(l net.Listener) error {
+	perGrant := l.Addr().Network() == "unix"
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /metrics", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", MetricsContentType)
-		b.WriteMetrics(w)
+		b.writeMetrics(w, perGrant)
 	})
 	srv := &http.Server{
 		Handler:           mux,

@@ -211,6 +211,15 @@ func TestMetricsScrape(t *testing.T) {
 	if fams["go_goroutines"] == nil {
 		t.Error("no Go runtime series")
 	}
+	// Every local user can read a TCP port: no grant's id is on it,
+	// where the control socket's metrics name the live one.
+	if strings.Contains(string(body), `grant="`) || fams["capbridge_grant_calls_total"] != nil {
+		t.Errorf("the TCP port shows per-grant series:\n%s", body)
+	}
+	full, err := ctl.Metrics(ctx)
+	if err != nil || !strings.Contains(full.Text, `capbridge_grant_calls_total{grant="`) {
+		t.Errorf("the control socket's metrics lack the per-grant series: %v", err)
+	}
 
 	narrow.Close()
 	ctl.Close()
