@@ -13,6 +13,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/capbridge/capbridge/bridge/config"
+	"github.com/capbridge/capbridge/bridge/control"
 	"github.com/capbridge/capbridge/bridge/internal/auditlog"
 	"github.com/capbridge/capbridge/capwire"
 	"github.com/capbridge/capbridge/internal/testkit/leakcheck"
@@ -281,5 +282,49 @@ func TestForgedHellosSpendNoGrantBudget(t *testing.T) {
 	tb.shutdown()
 	if refused := sink.lines("refused"); len(refused) == 0 || refused[0]["grant"] != g.ID {
 		t.Fatalf("the forged hellos are not audited: %v", refused)
+	}
+}
+
+// A revoke given a mistyped token (a space before it, its prefix in
+// capitals) still revokes the grant, and one given something that is
+// neither an id nor a token (the prefix cut off) writes no part of it to
+// the audit trail: what was given may hold the token's secret whole.
+func TestRevokeMistypedToken(t *testing.T) {
+	defer leakcheck.Check(t)()
+	var sink lockedBuffer
+	tb := startBridge(t, nil, mcptestServer("t", mcptest.Scenario{}))
+	tb.audit = zerolog.New(&sink)
+	ctx, cancel := context.WithTimeout(context.Background(), backstop)
+	defer cancel()
+	ctl := tb.control()
+	defer ctl.Close()
+	for _, mistype := range []func(string) string{
+		func(tok string) string { return " " + tok + "\n" },
+		func(tok string) string { return "CBT1." + strings.TrimPrefix(tok, "cbt1.") },
+		func(tok string) string { return strings.TrimPrefix(tok, "cbt1.") },
+	} {
+		g, err := ctl.Grant(ctx, &control.GrantRequest{Servers: map[string][]string{"t": nil}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		given := mistype(g.Token)
+		rv, err := ctl.Revoke(ctx, &control.RevokeRequest{Grant: given})
+		if err != nil {
+			t.Fatal(err)
+		}
+		secret := g.Token[strings.LastIndexByte(g.Token, '.')+1:]
+		if strings.Contains(sink.String(), secret) {
+			t.Errorf("revoke(%q) wrote the token's secret to the audit trail:\n%s", given, sink.String())
+		}
+		if strings.HasPrefix(strings.ToLower(strings.TrimSpace(given)), "cbt1.") != rv.Found {
+			t.Errorf("revoke(%q): found %v", given, rv.Found)
+		}
+		if !rv.Found {
+			ctl.Revoke(ctx, &control.RevokeRequest{Grant: g.Grant})
+		}
+	}
+	tb.shutdown()
+	if !strings.Contains(sink.String(), `"grant":"(malformed)"`) {
+		t.Errorf("the malformed revoke is not audited as such:\n%s", sink.String())
 	}
 }

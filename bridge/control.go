@@ -127,13 +127,22 @@ func (h *controlHandler) Grant(_ context.Context, r *control.GrantRequest) (*con
 }
 
 func (h *controlHandler) Revoke(ctx context.Context, r *control.RevokeRequest) (*control.Revoked, error) {
-	g := h.b.grants.revoke(r.Grant)
-	id := grantIDOf(r.Grant)
-	if id == "" && !strings.HasPrefix(r.Grant, tokenPrefix) {
-		id = r.Grant // given as an id, which is public; a malformed token is never logged
+	given := strings.TrimSpace(r.Grant)
+	g := h.b.grants.revoke(given)
+	// The audit line names the grant's id, from an id or a token, and
+	// nothing else that was given: a token mistyped (a space before it,
+	// its prefix in capitals or cut off) would carry its secret whole.
+	id := "(malformed)"
+	switch {
+	case g != nil:
+		id = g.ID
+	case grantIDOf(given) != "":
+		id = grantIDOf(given)
+	case isGrantID(given):
+		id = given
 	}
 	if g == nil {
-		h.b.audit.Info().Str("event", "revoke").Str("grant", truncate.Ellipsis(id, 64)).Bool("found", false).Msg("grant revoked")
+		h.b.audit.Info().Str("event", "revoke").Str("grant", id).Bool("found", false).Msg("grant revoked")
 		return &control.Revoked{}, nil
 	}
 	// The calls still running under the grant end now, answered revoked

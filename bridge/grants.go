@@ -363,10 +363,16 @@ func grantIDOf(token string) string {
 		return ""
 	}
 	id, _, _ := strings.Cut(rest, ".")
-	if _, err := hex.DecodeString(id); err != nil || len(id) != 16 {
+	if !isGrantID(id) {
 		return ""
 	}
 	return id
+}
+
+// isGrantID reports whether s has a grant id's shape: 16 hex digits.
+func isGrantID(s string) bool {
+	_, err := hex.DecodeString(s)
+	return err == nil && len(s) == 16
 }
 
 // live1 returns the live grant with id, or nil.
@@ -383,8 +389,10 @@ func (t *grantTable) live1(id string) *Grant {
 // ended, or nil when no live grant was found.
 func (t *grantTable) revoke(idOrToken string) *Grant {
 	id := idOrToken
-	if rest, ok := strings.CutPrefix(idOrToken, tokenPrefix); ok {
-		id, _, _ = strings.Cut(rest, ".")
+	if len(id) > len(tokenPrefix) && strings.EqualFold(id[:len(tokenPrefix)], tokenPrefix) {
+		// A token's prefix in any case: a revocation that a mistyped
+		// prefix made miss would leave the grant live.
+		id, _, _ = strings.Cut(id[len(tokenPrefix):], ".")
 	}
 	return t.endGrant(id, ErrRevoked)
 }
