@@ -91,6 +91,9 @@ func (b *Bridge) start(g *Grant, peer PeerCred, a startArgs, traceparent string)
 	// The frame a.Args came in goes back to its pool when this returns.
 	args := bytes.Clone(a.Args)
 	tp, span := b.startCallTrace(traceparent, capwire.CapPrefix+a.Server)
+	// Counted as running under the grant until accounted, as a call on
+	// a connection is: a revoke waits for it, so its totals have it.
+	g.usage.begin()
 	b.startedCalls.Go(func() {
 		defer stop(nil)
 		begun := time.Now()
@@ -102,6 +105,7 @@ func (b *Bridge) start(g *Grant, peer PeerCred, a startArgs, traceparent string)
 		sc.o = o
 		took := time.Since(begun)
 		account(g, sc.o, took)
+		g.usage.end()
 		close(sc.done)
 		b.auditCall(g, peer, a.Server, a.Tool, sc.o, took)
 		endCallTrace(span, g, a.Server, a.Tool, &sc.o)

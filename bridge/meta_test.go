@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/capbridge/capbridge/bridge/control"
 	"github.com/capbridge/capbridge/capwire"
 	"github.com/capbridge/capbridge/internal/testkit/leakcheck"
 	"github.com/capbridge/capbridge/internal/testkit/mcptest"
@@ -198,5 +199,34 @@ func TestStartCollect(t *testing.T) {
 	// A grant that ends takes its started calls with it.
 	c.Close()
 	c2.Close()
+	tb.shutdown()
+}
+
+// A revoke's totals count a started call running at its server when the
+// grant ends, as they count a call on a connection: the revoke waits for
+// it to end (the grant's end ends it) and be counted.
+func TestRevokeCountsStartedCalls(t *testing.T) {
+	defer leakcheck.Check(t)()
+	tb := startBridge(t, nil, mcptestServer("t", mcptest.Scenario{}))
+	ctx, cancel := context.WithTimeout(context.Background(), backstop)
+	defer cancel()
+	ctl := tb.control()
+	defer ctl.Close()
+	g, err := ctl.Grant(ctx, &control.GrantRequest{Servers: map[string][]string{"t": nil}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := tb.dial(g.Token)
+	if _, err := c.Start(ctx, "t", "hang", nil); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the started call at the server", func() bool { return tb.srv("t").status().Inflight == 1 })
+	rv, err := ctl.Revoke(ctx, &control.RevokeRequest{Grant: g.Grant})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rv.Calls != 2 {
+		t.Errorf("revoke counted %d calls; the program made 2 (start, and the call it started)", rv.Calls)
+	}
 	tb.shutdown()
 }
