@@ -201,7 +201,7 @@ func readLock(path string) (*lock.File, error) {
 		return nil, err
 	}
 	defer f.Close()
-	if err := trustedFile(f, path); err != nil {
+	if err := trustedFile(f, path, "lock file", "decides which tools are served"); err != nil {
 		return nil, err
 	}
 	data, err := io.ReadAll(io.LimitReader(f, lock.MaxFileSize+1))
@@ -270,20 +270,22 @@ func plural(n int, noun string) string {
 	return fmt.Sprintf("%d %ss", n, noun)
 }
 
-// trustedFile checks who may have written the open file f (at path): a
-// lock decides which tools are served, and its digests detect damage,
-// not forgery (whoever can write the file can compute them). So it must
-// belong to capbridge's user or root and be writable by no one else,
-// and so must its directory, whose writers can replace it: the group's
-// write bit is allowed only for capbridge's own group (a user-private
-// group, as many systems give each user), and a directory writable by
-// everyone only when it is sticky, as /tmp is.
-func trustedFile(f *os.File, path string) error {
+// trustedFile checks who may have written the open file f (at path), a
+// what whose writer has power (what it lets its writer do): a lock
+// decides which tools are served, and its digests detect damage, not
+// forgery (whoever can write the file can compute them); a config names
+// the commands capbridge runs. So it must belong to capbridge's user or
+// root and be writable by no one else, and so must its directory, whose
+// writers can replace it: the group's write bit is allowed only for
+// capbridge's own group (a user-private group, as many systems give each
+// user), and a directory writable by everyone only when it is sticky, as
+// /tmp is.
+func trustedFile(f *os.File, path, what, power string) error {
 	fi, err := f.Stat()
 	if err != nil {
 		return err
 	}
-	if err := writableByOthers(fi, path, "lock file"); err != nil {
+	if err := writableByOthers(fi, path, what, power); err != nil {
 		return err
 	}
 	dir := filepath.Dir(path)
@@ -291,12 +293,12 @@ func trustedFile(f *os.File, path string) error {
 	if err != nil {
 		return err
 	}
-	return writableByOthers(di, dir, "the lock's directory")
+	return writableByOthers(di, dir, "the "+what+"'s directory", power)
 }
 
 // writableByOthers says how someone other than capbridge's user (or
 // root) could write fi, or nil.
-func writableByOthers(fi os.FileInfo, path, what string) error {
+func writableByOthers(fi os.FileInfo, path, what, power string) error {
 	st, ok := fi.Sys().(*syscall.Stat_t)
 	if !ok {
 		return fmt.Errorf("%s %s: cannot read its owner", what, path)
@@ -305,11 +307,11 @@ func writableByOthers(fi os.FileInfo, path, what string) error {
 	sticky := fi.IsDir() && mode&os.ModeSticky != 0
 	switch {
 	case int(st.Uid) != os.Geteuid() && st.Uid != 0:
-		return fmt.Errorf("%s %s belongs to uid %d, not to capbridge's user (uid %d) or root: its owner decides which tools are served; chown it", what, path, st.Uid, os.Geteuid())
+		return fmt.Errorf("%s %s belongs to uid %d, not to capbridge's user (uid %d) or root: its owner %s; chown it", what, path, st.Uid, os.Geteuid(), power)
 	case mode.Perm()&0o002 != 0 && !sticky:
-		return fmt.Errorf("%s %s is writable by every user (mode %04o): any of them decides which tools are served; chmod o-w %s", what, path, mode.Perm(), path)
+		return fmt.Errorf("%s %s is writable by every user (mode %04o): any of them %s; chmod o-w %s", what, path, mode.Perm(), power, path)
 	case mode.Perm()&0o020 != 0 && int(st.Gid) != os.Getegid() && !sticky:
-		return fmt.Errorf("%s %s is writable by group %d (mode %04o), not capbridge's own: its members decide which tools are served; chmod g-w %s", what, path, st.Gid, mode.Perm(), path)
+		return fmt.Errorf("%s %s is writable by group %d (mode %04o), not capbridge's own: any of its members %s; chmod g-w %s", what, path, st.Gid, mode.Perm(), power, path)
 	}
 	return nil
 }

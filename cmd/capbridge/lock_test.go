@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/capbridge/capbridge/bridge/config"
 	"github.com/capbridge/capbridge/internal/lock"
 	"github.com/capbridge/capbridge/internal/testkit/leakcheck"
 	"github.com/capbridge/capbridge/internal/testkit/mcptest"
@@ -343,5 +344,49 @@ func testSkewNamesDroppedTool(t *testing.T, bin string) {
 	}
 	if _, err := srv.stop(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// A config names the commands capbridge runs, and a reload or --watch
+// reads it again: serve refuses one (capbridge.toml or an editor's MCP
+// config) that another user could have written, as it refuses such a
+// lock, naming the fix.
+func TestConfigTrust(t *testing.T) {
+	dir := shortTempDir(t)
+	cfg := filepath.Join(dir, "capbridge.toml")
+	editor := filepath.Join(dir, "mcp.json")
+	if err := os.WriteFile(cfg, []byte("[mcp.x]\ncommand = \"/bin/true\"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(editor, []byte(`{"mcpServers":{"y":{"command":"/bin/true"}}}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, _, err := loadConfigFiles(cfg, editor, config.EditorOptions{}); err != nil {
+		t.Fatalf("a config only its owner can write: %v", err)
+	}
+	for _, c := range []struct {
+		name    string
+		path    string
+		prepare func() error
+		want    string
+	}{
+		{"world-writable config", cfg, func() error { return os.Chmod(cfg, 0o666) }, "chmod o-w " + cfg},
+		{"world-writable MCP config", editor, func() error { return os.Chmod(editor, 0o666) }, "chmod o-w " + editor},
+		{"directory others can write", cfg, func() error { return os.Chmod(dir, 0o777) }, "chmod o-w " + dir},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			defer func() {
+				_ = os.Chmod(dir, 0o700)
+				_ = os.Chmod(cfg, 0o644)
+				_ = os.Chmod(editor, 0o644)
+			}()
+			if err := c.prepare(); err != nil {
+				t.Fatal(err)
+			}
+			_, _, _, err := loadConfigFiles(cfg, editor, config.EditorOptions{})
+			if err == nil || !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), "commands capbridge runs") {
+				t.Fatalf("loading: %v; want a refusal naming %q", err, c.want)
+			}
+		})
 	}
 }

@@ -548,7 +548,7 @@ func loadServeConfig(cfgPath, mcpConfig string, opts config.EditorOptions) (cfg 
 func loadConfigFiles(cfgPath, mcpConfig string, opts config.EditorOptions) (cfg *config.Config, demo bool, warnings config.ErrorList, err error) {
 	cfg = config.Defaults()
 	if cfgPath != "" {
-		data, err := readBounded(cfgPath)
+		data, err := readTrusted(cfgPath, "config file")
 		if err != nil {
 			return nil, false, nil, err
 		}
@@ -557,7 +557,7 @@ func loadConfigFiles(cfgPath, mcpConfig string, opts config.EditorOptions) (cfg 
 		}
 	}
 	if mcpConfig != "" {
-		data, err := readBounded(mcpConfig)
+		data, err := readTrusted(mcpConfig, "MCP config")
 		if err != nil {
 			return nil, false, nil, err
 		}
@@ -597,6 +597,27 @@ func readBounded(path string) ([]byte, error) {
 		return nil, fmt.Errorf("capbridge: %v; check the path", err)
 	}
 	defer f.Close()
+	return readConfig(f, path)
+}
+
+// readTrusted is readBounded for a config serve runs (and a reload or
+// --watch reads again): it names the commands capbridge runs, so it is
+// refused when anyone but capbridge's user or root could have written it
+// or its directory (trustedFile).
+func readTrusted(path, what string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("capbridge: %v; check the path", err)
+	}
+	defer f.Close()
+	if err := trustedFile(f, path, what, "decides which commands capbridge runs"); err != nil {
+		return nil, fmt.Errorf("capbridge: %w", err)
+	}
+	return readConfig(f, path)
+}
+
+// readConfig reads an open config file, bounded.
+func readConfig(f *os.File, path string) ([]byte, error) {
 	data, err := io.ReadAll(io.LimitReader(f, maxConfigFile+1))
 	if err != nil {
 		return nil, fmt.Errorf("%s: %v", path, err)
