@@ -68,7 +68,22 @@ func newHTTPFront(addr, tokenFile, origins string) (*httpFront, error) {
 	if h.ln, err = net.Listen("tcp", addr); err != nil {
 		return nil, fmt.Errorf("--listen: %v", err)
 	}
+	if err := boundAsNamed(addr, local, h.ln.Addr()); err != nil {
+		h.ln.Close()
+		return nil, err
+	}
 	return h, nil
+}
+
+// boundAsNamed checks that a listener on a loopback name (localhost) is
+// on the loopback: a name resolves as /etc/hosts says, which may be to
+// an address others reach, where no token and a loopback's Host checks
+// would be wrong.
+func boundAsNamed(addr string, local bool, bound net.Addr) error {
+	if ta, ok := bound.(*net.TCPAddr); !local || (ok && ta.IP.IsLoopback()) {
+		return nil
+	}
+	return fmt.Errorf("--listen %s bound %s, which is not on the loopback; listen on 127.0.0.1, or on the address itself with a bearer token", addr, bound)
 }
 
 // serve serves srv until ctx ends, then stops taking requests, ends the

@@ -79,3 +79,25 @@ func TestMCPListenBoundsConnections(t *testing.T) {
 	<-served
 	web.ln.Close()
 }
+
+// A loopback name that resolved off the loopback (an edited /etc/hosts)
+// is refused: its listener would take requests others send, without the
+// token the address would need.
+func TestMCPListenBoundAsNamed(t *testing.T) {
+	for _, c := range []struct {
+		addr  string
+		local bool
+		bound net.Addr
+		ok    bool
+	}{
+		{"localhost:8080", true, &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 8080}, true},
+		{"localhost:8080", true, &net.TCPAddr{IP: net.IPv6loopback, Port: 8080}, true},
+		{"localhost:8080", true, &net.TCPAddr{IP: net.IPv4(192, 168, 1, 20), Port: 8080}, false},
+		{"0.0.0.0:8080", false, &net.TCPAddr{IP: net.IPv4zero, Port: 8080}, true},
+	} {
+		err := boundAsNamed(c.addr, c.local, c.bound)
+		if (err == nil) != c.ok || (err != nil && !strings.Contains(err.Error(), "not on the loopback")) {
+			t.Errorf("%s bound %s: %v", c.addr, c.bound, err)
+		}
+	}
+}
