@@ -388,8 +388,13 @@ func (b *Bridge) admitCall(c *net.UnixConn) {
 // admitControl admits a control-socket connection within its own
 // budget.
 func (b *Bridge) admitControl(c *net.UnixConn) {
-	if !b.trackControl(c) {
-		c.Close()
+	if ok, closing := b.trackControl(c); !ok {
+		if closing {
+			c.Close()
+			return
+		}
+		// The socket buffer is empty: the write does not wait.
+		control.Refuse(c, &control.Error{Code: control.CodeBusy, Message: fmt.Sprintf("capbridge has %d control connections open, as many as it allows; close one (a harness may keep one for its life) and try again", maxControlConns)}, time.Second)
 		return
 	}
 	go func() {
@@ -398,9 +403,9 @@ func (b *Bridge) admitControl(c *net.UnixConn) {
 	}()
 }
 
-// track admits a control connection unless the bridge is closing or
-// maxControlConns are open.
-func (b *Bridge) trackControl(c net.Conn) bool {
+// trackControl admits a control connection unless the bridge is closing
+// or maxControlConns are open; it says which refused it.
+func (b *Bridge) trackControl(c net.Conn) (ok, closing bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.closing || b.ctlOpen >= maxControlConns {
@@ -408,12 +413,12 @@ func (b *Bridge) trackControl(c net.Conn) bool {
 		if !b.closing {
 			b.log.Warn().Int("limit", maxControlConns).Msg("refusing a control connection: at the socket's connection limit")
 		}
-		return false
+		return false, b.closing
 	}
 	b.open[c] = struct{}{}
 	b.metrics.connAccepted(true)
 	b.ctlOpen++
-	return true
+	return true, false
 }
 
 func (b *Bridge) untrackControl(c net.Conn) {

@@ -1,6 +1,7 @@
 package bridge
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"io"
@@ -11,7 +12,9 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/capbridge/capbridge/bridge/control"
 	"github.com/capbridge/capbridge/bridge/internal/auditlog"
+	"github.com/capbridge/capbridge/capwire"
 	"github.com/capbridge/capbridge/internal/testkit/leakcheck"
 	"github.com/capbridge/capbridge/internal/testkit/mcptest"
 	"github.com/capbridge/capbridge/internal/testkit/syncbuf"
@@ -124,7 +127,8 @@ func TestLogsCannotBeInflated(t *testing.T) {
 // Connections refused at the socket's limit are logged within the rate,
 // and every refusal is accounted for once the bridge has shut down. The
 // control socket refuses at accept, one warning each, once its
-// connections are all taken.
+// connections are all taken, answering busy: its client learns why,
+// rather than finding the connection reset.
 func TestRefusedConnectionsRateLimited(t *testing.T) {
 	defer leakcheck.Check(t)()
 	var sink logLines
@@ -144,15 +148,29 @@ func TestRefusedConnectionsRateLimited(t *testing.T) {
 		held = append(held, nc)
 	}
 	const tries = 100
-	for range tries {
+	ctx, cancel := context.WithTimeout(context.Background(), backstop)
+	defer cancel()
+	ctl, err := control.Dial(ctx, tb.ControlSocket())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ctl.Status(ctx); !errors.Is(err, &control.Error{Code: control.CodeBusy}) || !strings.Contains(err.Error(), "control connections open") {
+		t.Fatalf("a request over the limit: %v, want busy", err)
+	}
+	ctl.Close()
+	for range tries - 1 {
 		nc, err := net.Dial("unix", tb.ControlSocket())
 		if err != nil {
 			t.Fatal(err)
 		}
-		// Refused: closed by the bridge without a word.
+		// Refused: answered busy, then closed by the bridge.
 		_ = nc.SetReadDeadline(time.Now().Add(backstop))
+		fr := capwire.NewFrameReader(nc, control.MaxFrame)
+		if _, err := fr.ReadFrame(nil); err != nil {
+			t.Fatalf("a connection over the limit: %v, want its refusal", err)
+		}
 		if _, err := nc.Read(make([]byte, 1)); !errors.Is(err, io.EOF) {
-			t.Fatalf("a connection over the limit: read %v, want EOF", err)
+			t.Fatalf("a connection over the limit: read %v after the refusal, want EOF", err)
 		}
 		nc.Close()
 	}

@@ -104,6 +104,15 @@ func retain(b []byte) []byte {
 	return b
 }
 
+// Refuse answers a connection that will not be served with e, as the
+// reply to whatever it asks (id 0), within wait, and closes it: its
+// client learns why rather than finding the connection reset.
+func Refuse(conn net.Conn, e *Error, wait time.Duration) {
+	_ = conn.SetWriteDeadline(time.Now().Add(wait))
+	_, _ = conn.Write(appendError(nil, 0, e))
+	_ = conn.Close()
+}
+
 func (s *Server) write(conn net.Conn, frame []byte) bool {
 	if s.WriteTimeout > 0 {
 		_ = conn.SetWriteDeadline(time.Now().Add(s.WriteTimeout))

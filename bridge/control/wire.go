@@ -424,6 +424,7 @@ const (
 	CodeUnknownTool    = "unknown_tool"    // the server has no such tool
 	CodeUnavailable    = "unavailable"     // the server is not serving (boot failed, dead, retired)
 	CodeTooManyGrants  = "too_many_grants" // the live-grant budget is spent
+	CodeBusy           = "busy"            // the control socket's connections are all open; the connection is closed
 	CodeTooLarge       = "too_large"       // the reply does not fit in a control frame
 	CodeBadConfig      = "bad_config"      // a reload found a configuration that does not validate; the running one stays
 	CodeInternal       = "internal"        // capbridge failed in a way the request did not cause
@@ -433,6 +434,7 @@ const (
 var codes = map[string]bool{
 	CodeBadRequest: true, CodeUnknownRequest: true, CodeUnknownServer: true, CodeUnknownTool: true,
 	CodeUnavailable: true, CodeTooManyGrants: true, CodeTooLarge: true, CodeBadConfig: true, CodeInternal: true,
+	CodeBusy: true,
 }
 
 // Error is an "error" reply: the request was refused or failed. A Handler
