@@ -27,6 +27,10 @@ import (
 // connections wait in the kernel's backlog.
 const maxFrontConns = 128
 
+// minFrontToken is the shortest bearer token the HTTP front takes: the
+// port answers every guess, so a token must be one no one guesses.
+const minFrontToken = 16
+
 // httpFront is capbridge mcp's Streamable HTTP listener, opened before the
 // bridge boots so a bad address fails at once.
 type httpFront struct {
@@ -55,6 +59,9 @@ func newHTTPFront(addr, tokenFile, origins string) (*httpFront, error) {
 		if h.token == "" {
 			return nil, fmt.Errorf("--token-file %s is empty", tokenFile)
 		}
+	}
+	if h.token != "" && len(h.token) < minFrontToken {
+		return nil, fmt.Errorf("the bearer token is %d bytes; give one of at least %d (openssl rand -hex 16), as anyone who reaches the port may guess at it", len(h.token), minFrontToken)
 	}
 	if !local && h.token == "" {
 		return nil, fmt.Errorf("--listen %s is not on the loopback: anyone who reaches it could run programs with your servers; "+

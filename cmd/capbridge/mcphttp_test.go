@@ -23,7 +23,11 @@ func TestMCPListenWarnsWithoutToken(t *testing.T) {
 	if _, err := newHTTPFront("0.0.0.0:0", "", ""); err == nil || !strings.Contains(err.Error(), "bearer token") {
 		t.Fatalf("off the loopback without a token: %v", err)
 	}
-	for _, token := range []string{"", "s3cret"} {
+	t.Setenv("CAPBRIDGE_MCP_TOKEN", "s3cret")
+	if _, err := newHTTPFront("127.0.0.1:0", "", ""); err == nil || !strings.Contains(err.Error(), "at least 16") {
+		t.Fatalf("a 6-byte token: %v", err)
+	}
+	for _, token := range []string{"", "s3cret-0123456789abcdef"} {
 		t.Setenv("CAPBRIDGE_MCP_TOKEN", token)
 		web, err := newHTTPFront("127.0.0.1:0", "", "")
 		if err != nil {
