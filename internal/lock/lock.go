@@ -36,6 +36,8 @@ import (
 	"maps"
 	"slices"
 	"strings"
+
+	"github.com/capbridge/capbridge/internal/jsonout"
 )
 
 // Version is the lock format this package writes and reads.
@@ -325,15 +327,7 @@ func Canonical(raw []byte) ([]byte, error) {
 // canonicalOf marshals v with sorted keys (encoding/json sorts map keys
 // and keeps struct order, which this package's structs fix) and without
 // HTML escaping.
-func canonicalOf(v any) ([]byte, error) {
-	var b bytes.Buffer
-	enc := json.NewEncoder(&b)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
-		return nil, err
-	}
-	return bytes.TrimSuffix(b.Bytes(), []byte("\n")), nil
-}
+func canonicalOf(v any) ([]byte, error) { return jsonout.Marshal(v) }
 
 func digest(b []byte) string {
 	sum := sha256.Sum256(b)

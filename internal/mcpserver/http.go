@@ -19,6 +19,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/capbridge/capbridge/internal/jsonout"
 	"github.com/capbridge/capbridge/internal/loopback"
 )
 
@@ -498,7 +499,7 @@ func (h *HTTP) startSSE(w http.ResponseWriter) *sse {
 }
 
 func (s *sse) send(msg any) {
-	b, err := marshal(msg)
+	b, err := jsonout.Marshal(msg)
 	if err != nil {
 		return
 	}
@@ -632,7 +633,7 @@ func (h *HTTP) reply(w http.ResponseWriter, status int, msg map[string]any) {
 // reply writes msg as the response, within wait: a client that does not
 // read it is cut off then.
 func reply(w http.ResponseWriter, status int, msg map[string]any, wait time.Duration) {
-	b, err := marshal(msg)
+	b, err := jsonout.Marshal(msg)
 	if err != nil {
 		status, b = http.StatusInternalServerError, []byte(`{"jsonrpc":"2.0","id":null,"error":{"code":-32603,"message":"encoding the reply"}}`)
 	}
@@ -640,17 +641,4 @@ func reply(w http.ResponseWriter, status int, msg map[string]any, wait time.Dura
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
 	_, _ = w.Write(b)
-}
-
-// marshal is json.Marshal without its HTML escaping: a reply is read by
-// an MCP client, never put into a page, and "<" as "\u003c" made a
-// program's output six times its size.
-func marshal(v any) ([]byte, error) {
-	var b bytes.Buffer
-	enc := json.NewEncoder(&b)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
-		return nil, err
-	}
-	return bytes.TrimSuffix(b.Bytes(), []byte("\n")), nil
 }

@@ -19,6 +19,7 @@ import (
 	"sync"
 
 	"github.com/capbridge/capbridge/internal/bound"
+	"github.com/capbridge/capbridge/internal/jsonout"
 )
 
 // Revisions this server speaks: the legacy ones (initialize), newest
@@ -417,7 +418,7 @@ func (c *conn) writeErrorData(id json.RawMessage, code int, msg string, data any
 // write sends one message on its own line. A write error is left for the
 // reader to see as the session's end.
 func (c *conn) write(msg any) {
-	b, err := json.Marshal(msg)
+	b, err := jsonout.Marshal(msg)
 	if err != nil {
 		b, _ = json.Marshal(map[string]any{"jsonrpc": "2.0", "id": nil, "error": map[string]any{"code": codeInternal, "message": "encoding a reply: " + err.Error()}})
 	}
