@@ -25,6 +25,7 @@ import (
 	"strings"
 
 	"github.com/capbridge/capbridge/internal/loopback"
+	"github.com/capbridge/capbridge/internal/truncate"
 )
 
 // ErrAuth is matched by every error this package returns.
@@ -199,6 +200,13 @@ func DiscoverResource(ctx context.Context, hc *http.Client, server string, ch Ch
 	}
 	var tries []string
 	if ch.ResourceMetadata != "" {
+		// The server names where its metadata is, and the metadata names
+		// where capbridge's client secret goes: it must not come in the
+		// clear, nor from anywhere but the server itself over http.
+		mu, err := url.Parse(ch.ResourceMetadata)
+		if err != nil || mu.Host == "" || (mu.Scheme != "https" && (mu.Scheme != "http" || origin(mu) != origin(u))) {
+			return nil, fail("the server's WWW-Authenticate", fmt.Errorf("names resource metadata at %q: not https, nor http on the server's own origin", shownRaw(ch.ResourceMetadata)))
+		}
 		tries = []string{ch.ResourceMetadata}
 	} else {
 		if p := strings.TrimRight(u.Path, "/"); p != "" {
@@ -221,7 +229,12 @@ func DiscoverResource(ctx context.Context, hc *http.Client, server string, ch Ch
 		if len(md.AuthorizationServers) == 0 {
 			return nil, fail("protected resource metadata at "+t, errors.New("names no authorization server"))
 		}
-		if md.Resource != "" && !sameResource(md.Resource, u) {
+		if md.Resource == "" {
+			// REQUIRED, and what binds the document to this server (RFC
+			// 9728 §2, §3.3).
+			return nil, fail("protected resource metadata at "+t, errors.New("names no resource"))
+		}
+		if !sameResource(md.Resource, u) {
 			return nil, fail("protected resource metadata at "+t, fmt.Errorf("is for the resource %q, not %s", md.Resource, shown(u)))
 		}
 		return &md, nil
@@ -253,16 +266,16 @@ func sameResource(resource string, server *url.URL) bool {
 // spec: all authorization server endpoints over HTTPS): client secrets,
 // codes and tokens go there.
 func DiscoverServer(ctx context.Context, hc *http.Client, issuer string) (*ServerMetadata, error) {
-	return discoverServer(ctx, hc, issuer, "")
+	// The operator named it: a loopback host may be reached in the clear.
+	return discoverServer(ctx, hc, issuer, plainHTTP{loopback: true})
 }
 
-// discoverServer is DiscoverServer, which also takes plain http on the
-// origin allowed ("" for none): a server the config allows plain http,
-// whose own authorization server it is.
-func discoverServer(ctx context.Context, hc *http.Client, issuer, allowed string) (*ServerMetadata, error) {
+// discoverServer is DiscoverServer, where plain http may go where plain
+// says.
+func discoverServer(ctx context.Context, hc *http.Client, issuer string, plain plainHTTP) (*ServerMetadata, error) {
 	u, err := url.Parse(issuer)
-	if err != nil || u.Host == "" || !reachable(u, allowed) {
-		return nil, fail("the authorization server", fmt.Errorf("%q is not an https URL (or http on a loopback host)", issuer))
+	if err != nil || u.Host == "" || !reachable(u, plain) {
+		return nil, fail("the authorization server", fmt.Errorf("%q is not an https URL (nor http where it may be: %s)", issuer, plain))
 	}
 	o, p := origin(u), strings.TrimRight(u.Path, "/")
 	tries := []string{o + "/.well-known/oauth-authorization-server", o + "/.well-known/openid-configuration"}
@@ -275,13 +288,13 @@ func discoverServer(ctx context.Context, hc *http.Client, issuer, allowed string
 		if last = getJSON(ctx, hc, t, &md); last != nil {
 			continue
 		}
-		if strings.TrimRight(md.Issuer, "/") != strings.TrimRight(issuer, "/") {
+		if !sameIssuer(md.Issuer, issuer) {
 			return nil, fail("authorization server metadata at "+t, fmt.Errorf("names the issuer %q, not %q", md.Issuer, issuer))
 		}
 		if md.TokenEndpoint == "" {
 			return nil, fail("authorization server metadata at "+t, errors.New("has no token_endpoint"))
 		}
-		if err := md.endpointsOn(allowed); err != nil {
+		if err := md.endpointsOn(plain); err != nil {
 			return nil, fail("authorization server metadata at "+t, err)
 		}
 		return &md, nil
@@ -289,10 +302,40 @@ func discoverServer(ctx context.Context, hc *http.Client, issuer, allowed string
 	return nil, fail("discovering the authorization server's metadata", last)
 }
 
-// endpointsOn checks md's endpoints: each is https, or http on a
-// loopback host or on the origin allowed (a server the config allows
-// plain http, whose own authorization server it is; "" for none).
-func (md *ServerMetadata) endpointsOn(allowed string) error {
+// sameIssuer reports whether a metadata document's issuer is the one
+// asked for. RFC 8414 §3.3 has them identical; one trailing slash more
+// or less is let through, as servers publish both forms of a bare
+// origin.
+func sameIssuer(got, want string) bool {
+	return got == want || got == want+"/" || got+"/" == want
+}
+
+// plainHTTP says where secrets, codes and tokens may go over plain http:
+// to origin ("" for none), a server the config allows plain http whose
+// own authorization server it is; and to loopback hosts when whoever
+// named the destination is local too (the operator, or a server on the
+// loopback), never because a remote server named one: any local user
+// may be listening on a loopback port.
+type plainHTTP struct {
+	origin   string
+	loopback bool
+}
+
+func (p plainHTTP) String() string {
+	switch {
+	case p.origin != "" && p.loopback:
+		return "on a loopback host or on " + p.origin
+	case p.origin != "":
+		return "on " + p.origin
+	case p.loopback:
+		return "on a loopback host"
+	}
+	return "nowhere, for a remote server"
+}
+
+// endpointsOn checks md's endpoints: each is https, or http where plain
+// allows it.
+func (md *ServerMetadata) endpointsOn(plain plainHTTP) error {
 	for _, e := range []struct{ name, url string }{
 		{"authorization_endpoint", md.AuthorizationEndpoint}, {"token_endpoint", md.TokenEndpoint},
 		{"registration_endpoint", md.RegistrationEndpoint}, {"revocation_endpoint", md.RevocationEndpoint},
@@ -304,21 +347,21 @@ func (md *ServerMetadata) endpointsOn(allowed string) error {
 		if err != nil || u.Host == "" || (u.Scheme != "https" && u.Scheme != "http") {
 			return fmt.Errorf("its %s %q is not an http(s) URL", e.name, e.url)
 		}
-		if !reachable(u, allowed) {
-			return fmt.Errorf("its %s %q is plain http to a host that is not loopback: secrets would cross the network in the clear", e.name, e.url)
+		if !reachable(u, plain) {
+			return fmt.Errorf("its %s %q is plain http where it may not be (only %s): secrets would cross in the clear", e.name, e.url, plain)
 		}
 	}
 	return nil
 }
 
-// reachable reports whether secrets may go to u: https, or http to a
-// loopback host or on the origin allowed ("" for none).
-func reachable(u *url.URL, allowed string) bool {
+// reachable reports whether secrets may go to u: https, or http where
+// plain allows it.
+func reachable(u *url.URL, plain plainHTTP) bool {
 	switch u.Scheme {
 	case "https":
 		return true
 	case "http":
-		return loopback.Host(u.Hostname()) || origin(u) == allowed
+		return (plain.loopback && loopback.Host(u.Hostname())) || (plain.origin != "" && origin(u) == plain.origin)
 	}
 	return false
 }
@@ -363,11 +406,11 @@ func Discover(ctx context.Context, hc *http.Client, server string, ch Challenge)
 	}
 	rm, err := DiscoverResource(ctx, hc, server, ch)
 	if err == nil {
-		allowed := ""
+		plain := plainHTTP{loopback: loopback.Host(u.Hostname())}
 		if u.Scheme == "http" {
-			allowed = origin(u) // the config allowed this server plain http
+			plain.origin = origin(u) // the config allowed this server plain http
 		}
-		meta, err := discoverServer(ctx, hc, rm.AuthorizationServers[0], allowed)
+		meta, err := discoverServer(ctx, hc, rm.AuthorizationServers[0], plain)
 		if err != nil {
 			return nil, err
 		}
@@ -389,7 +432,7 @@ func Discover(ctx context.Context, hc *http.Client, server string, ch Challenge)
 		if perr != nil || origin(iu) != o || md.TokenEndpoint == "" {
 			return nil, fail("authorization server metadata at "+o, fmt.Errorf("names the issuer %q and token endpoint %q: not of the server's origin %s", md.Issuer, md.TokenEndpoint, o))
 		}
-		if err := md.endpointsOn(o); err != nil {
+		if err := md.endpointsOn(plainHTTP{origin: o, loopback: loopback.Host(u.Hostname())}); err != nil {
 			return nil, fail("authorization server metadata at "+o, err)
 		}
 		d.Server = &md
@@ -433,4 +476,14 @@ func origin(u *url.URL) string { return u.Scheme + "://" + u.Host }
 
 func shown(u *url.URL) string {
 	return (&url.URL{Scheme: u.Scheme, Host: u.Host, Path: u.Path}).String()
+}
+
+// shownRaw is shown for a URL a server gave as text: without its query
+// and fragment, bounded, "(unparsable)" when it is not a URL.
+func shownRaw(s string) string {
+	u, err := url.Parse(s)
+	if err != nil {
+		return "(unparsable)"
+	}
+	return truncate.Ellipsis(strings.ToValidUTF8(shown(u), "\uFFFD"), 200)
 }
