@@ -260,8 +260,38 @@ func (a *Authorizer) fetchLocked(ctx context.Context) error {
 	if err != nil {
 		return fail(grant+" at "+a.meta.TokenEndpoint, tokenError(err, sent...))
 	}
+	if tok, err = bearer(tok, a.now()); err != nil {
+		return fail(grant+" at "+a.meta.TokenEndpoint, err)
+	}
 	a.token, a.fetched = tok, a.now()
 	return nil
+}
+
+// bearer vets a token endpoint's answer before it is sent as a bearer
+// token. Its type must be Bearer, in any case, or none (which x/oauth2
+// reads as Bearer): a client must not use a token whose type it does not
+// understand (RFC 6749 §7.1), and capbridge sends only Bearer tokens.
+// Its expiry is when it is renewed, renewBefore ahead; one that would
+// have it renewed before every request is moved: an expiry not in the
+// future (an expires_in of zero or less, or one so large x/oauth2
+// wrapped it into the past) is taken as none, the token renewed when
+// the server refuses it; a lifetime under twice renewBefore is renewed
+// at its half.
+func bearer(tok *oauth2.Token, now time.Time) (*oauth2.Token, error) {
+	if t := tok.TokenType; t != "" && !strings.EqualFold(t, "bearer") {
+		return nil, fmt.Errorf("it issued a token of type %q; capbridge sends only Bearer tokens", said(t, nil))
+	}
+	life := tok.Expiry.Sub(now)
+	if tok.Expiry.IsZero() || life >= 2*renewBefore {
+		return tok, nil
+	}
+	t := *tok
+	if life <= 0 {
+		t.Expiry = time.Time{}
+	} else {
+		t.Expiry = now.Add(life/2 + renewBefore)
+	}
+	return &t, nil
 }
 
 // identityAssertionLocked exchanges the person's ID token at the IdP for

@@ -166,19 +166,24 @@ func Login(ctx context.Context, o LoginOptions) (*Saved, error) {
 	}
 	switch {
 	case q.Get("error") != "":
-		return nil, fail("the authorization server refused", fmt.Errorf("%s: %s", q.Get("error"), q.Get("error_description")))
+		// Its words, bounded and without control characters: they
+		// reach a terminal.
+		return nil, fail("the authorization server refused", errors.New(said(q.Get("error")+": "+q.Get("error_description"), nil)))
 	case q.Get("code") == "":
 		return nil, fail("the authorization response", errors.New("carries no code"))
 	}
 	// RFC 9207: a server that says it sends iss must send its own, and
 	// any iss sent must be the issuer's (a mix-up attack otherwise).
-	if iss := q.Get("iss"); (meta.IssParameterSupported && iss == "") || (iss != "" && strings.TrimRight(iss, "/") != strings.TrimRight(meta.Issuer, "/")) {
-		return nil, fail("the authorization response", fmt.Errorf("its iss %q is not the authorization server's %q", iss, meta.Issuer))
+	if iss := q.Get("iss"); (meta.IssParameterSupported && iss == "") || (iss != "" && !sameIssuer(iss, meta.Issuer)) {
+		return nil, fail("the authorization response", fmt.Errorf("its iss %q is not the authorization server's %q", said(iss, nil), meta.Issuer))
 	}
 	tok, err := cfg.Exchange(context.WithValue(ctx, oauth2.HTTPClient, o.HTTP), q.Get("code"), oauth2.VerifierOption(verifier), oauth2.SetAuthURLParam("resource", d.Resource))
 	if err != nil {
 		return nil, fail("exchanging the code at "+meta.TokenEndpoint, tokenError(err,
 			credential{"code", q.Get("code")}, credential{"code_verifier", verifier}, credential{"client_secret", cl.secret}))
+	}
+	if tok, err = bearer(tok, time.Now()); err != nil {
+		return nil, fail("exchanging the code at "+meta.TokenEndpoint, err)
 	}
 	sv := &Saved{Server: o.Server, URL: o.URL, Issuer: meta.Issuer, TokenEndpoint: meta.TokenEndpoint, RevocationEndpoint: meta.RevocationEndpoint,
 		ClientID: cl.id, ClientSecret: cl.secret, TokenAuth: cl.method, Registered: cl.registered,
@@ -318,6 +323,10 @@ func probe(ctx context.Context, o LoginOptions) (Challenge, bool, error) {
 		}
 		resp, err := o.HTTP.Do(req)
 		if err != nil {
+			var ue *url.Error
+			if errors.As(err, &ue) {
+				ue.URL = shownRaw(ue.URL) // its query may be an API key
+			}
 			return Challenge{}, false, fail("reaching the server", err)
 		}
 		// A stream that opened is not read: closing it ends it.
@@ -370,7 +379,7 @@ func register(ctx context.Context, hc *http.Client, meta *ServerMetadata, redire
 		Error        string `json:"error"`
 	}
 	if err := json.Unmarshal(b, &out); err != nil || resp.StatusCode/100 != 2 || out.ClientID == "" {
-		return loginClient{}, fail("client registration", fmt.Errorf("HTTP %d %s", resp.StatusCode, out.Error))
+		return loginClient{}, fail("client registration", fmt.Errorf("HTTP %d %s", resp.StatusCode, said(out.Error, req)))
 	}
 	switch out.Method {
 	case authNone, authBasic, authPost:

@@ -38,7 +38,7 @@ func browser(hc *http.Client) func(string) error {
 func TestLogin(t *testing.T) {
 	t.Cleanup(leakcheck.Check(t))
 	for _, preRegistered := range []bool{true, false} {
-		as := oauthtest.New(oauthtest.Options{TokenLifespan: 20 * time.Second}) // under renewBefore: every use refreshes
+		as := oauthtest.New(oauthtest.Options{})
 		t.Cleanup(as.Close)
 		as.AddPublicClient("capbridge-cli", "mcp:read", "offline_access")
 		_, url := guarded(t, as, mcptest.HTTPOptions{})
@@ -69,6 +69,13 @@ func TestLogin(t *testing.T) {
 			t.Fatalf("store dir: %v, %v", di.Mode(), err)
 		}
 
+		// Saved long enough ago for its access token to have expired:
+		// serve's authorizer refreshes it before use.
+		old := *sv
+		old.Expiry = time.Now().Add(-time.Minute)
+		if err := store.Save(&old); err != nil {
+			t.Fatal(err)
+		}
 		call(t, url, NewStoredAuthorizer(store, "web", url, as.Client()))
 		after, err := store.Load("web")
 		if err != nil || after.AccessToken == sv.AccessToken || after.RefreshToken == sv.RefreshToken {

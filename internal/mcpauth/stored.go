@@ -277,6 +277,9 @@ func (a *StoredAuthorizer) refreshLocked(ctx context.Context, sent string) error
 		}
 		return fail("refreshing the token", err)
 	}
+	if tok, err = bearer(tok, time.Now()); err != nil {
+		return fail("refreshing the token", err)
+	}
 	next := *a.saved
 	next.AccessToken, next.Expiry = tok.AccessToken, tok.Expiry
 	if s, ok := tok.Extra("scope").(string); ok && s != "" {
