@@ -2,6 +2,7 @@ package mcpauth
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/base64"
@@ -49,10 +50,19 @@ type LoginOptions struct {
 	HTTP *http.Client
 	// Header is sent with the probe (the server's other headers).
 	Header http.Header
+
+	// fetchTimeout is loginFetchTimeout but in tests.
+	fetchTimeout time.Duration
 }
 
 // maxLoginWait bounds how long Login waits for the person.
 const maxLoginWait = 10 * time.Minute
+
+// loginFetchTimeout bounds each of a login's requests (the probe, the
+// discoveries, the registration, the code's exchange) whatever client
+// it is given: a server that accepts and never answers ends the login
+// then, not when the person gives up.
+const loginFetchTimeout = 30 * time.Second
 
 // The token endpoint authentication methods (RFC 7591 §2) a login's
 // client may use.
@@ -73,6 +83,14 @@ const (
 // code for tokens bound to the server's resource (RFC 8707). It returns
 // what to save.
 func Login(ctx context.Context, o LoginOptions) (*Saved, error) {
+	limit := cmp.Or(o.fetchTimeout, loginFetchTimeout)
+	if o.HTTP == nil {
+		o.HTTP = http.DefaultClient
+	}
+	if hc := *o.HTTP; hc.Timeout == 0 || hc.Timeout > limit {
+		hc.Timeout = limit
+		o.HTTP = &hc
+	}
 	ch, challenged, err := probe(ctx, o)
 	if err != nil {
 		return nil, err

@@ -125,3 +125,32 @@ func TestLoginErrorsShownSafely(t *testing.T) {
 	}
 	hc.CloseIdleConnections()
 }
+
+// Each of a login's requests is bounded: a server that accepts the probe
+// and never answers ends the login with an error, not at the person's
+// Ctrl-C.
+func TestLoginFetchBounded(t *testing.T) {
+	t.Cleanup(leakcheck.Check(t))
+	release := make(chan struct{})
+	silent := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { <-release }))
+	defer silent.Close()
+	defer close(release)
+	hc, err := mcpwire.HTTPClient(mcpwire.HTTPOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer hc.CloseIdleConnections()
+	done := make(chan error, 1)
+	go func() {
+		_, err := Login(context.Background(), LoginOptions{Server: "web", URL: silent.URL + "/mcp", HTTP: hc, fetchTimeout: 50 * time.Millisecond})
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if err == nil || !strings.Contains(err.Error(), "reaching the server") {
+			t.Fatalf("Login: %v", err)
+		}
+	case <-time.After(time.Minute): // a backstop: the bound is 50 ms
+		t.Fatal("Login still waits on a server that never answers")
+	}
+}
