@@ -45,7 +45,7 @@ login's token carries (status says so), login asks for them too.
 --client-metadata URL prints the client metadata document to publish at
 URL (an https URL of your own) for oauth.client_metadata_url.`)
 	sf := addRemoteConfigFlags(fs, "the capbridge.toml where NAME is defined (with neither this nor --mcp-config there is only the built-in demo, which has no remote server)")
-	browser := fs.String("browser", "", "the command that opens the authorization URL, given as its last argument (default: $BROWSER, else xdg-open)")
+	browser := fs.String("browser", "", "the command that opens the authorization URL, given as its last argument (default: $BROWSER, else xdg-open); none opens nothing: open the printed URL yourself (the URL, with the login's state, is on a command's arguments, which other local users can read, while it runs)")
 	metadata := fs.String("client-metadata", "", "print capbridge's client metadata document for this https URL, and exit")
 	pos, code, ok := fs.parse(args, stdout, stderr)
 	if !ok {
@@ -234,6 +234,9 @@ func remoteServer(sf *surfaceFlags, name string) (config.Server, error) {
 // argument), else $BROWSER, else xdg-open. A failure to open is reported;
 // the URL was printed anyway.
 func opener(cmd string, stderr io.Writer) func(string) error {
+	if cmd == "none" {
+		return func(string) error { return nil }
+	}
 	if cmd == "" {
 		cmd = os.Getenv("BROWSER")
 	}

@@ -100,3 +100,17 @@ func TestLoginLogout(t *testing.T) {
 		t.Fatalf("an unknown server: exit %d %s", code, stderr)
 	}
 }
+
+// --browser none runs no command: the authorization URL, with the
+// login's state, is then on no command's arguments for other local
+// users to read; the person opens the printed URL.
+func TestLoginBrowserNone(t *testing.T) {
+	var out strings.Builder
+	if err := opener("none", &out)("https://as.example/authorize?state=s"); err != nil || out.Len() != 0 {
+		t.Fatalf("--browser none: %v, wrote %q", err, out.String())
+	}
+	// A command is run: one that does not exist says so.
+	if err := opener(filepath.Join(t.TempDir(), "no-such-browser"), &out)("https://as.example/"); err != nil || !strings.Contains(out.String(), "could not run") {
+		t.Fatalf("a missing browser: %v, wrote %q", err, out.String())
+	}
+}
