@@ -184,6 +184,15 @@ func (s Store) Save(sv *Saved) error {
 		_ = os.Remove(tmp)
 		return fail("writing the token store", werr)
 	}
+	// The rename is durable once the directory is: after a crash the file
+	// must not come back with a refresh token the server has rotated.
+	if d, err := os.Open(s.Dir); err == nil {
+		werr = d.Sync()
+		_ = d.Close()
+	}
+	if werr != nil {
+		return fail("writing the token store", werr)
+	}
 	return nil
 }
 
