@@ -564,3 +564,54 @@ func refuseMountSetattr() error {
 	prog := unix.SockFprog{Len: uint16(len(p)), Filter: &p[0]}
 	return unix.Prctl(unix.PR_SET_SECCOMP, unix.SECCOMP_MODE_FILTER, uintptr(unsafe.Pointer(&prog)), 0, 0)
 }
+
+// The address-space limit is the program's alone, never the jail's
+// init's: the init is a Go process, which reserves more than a GiB of
+// address space at start, and one that set a lower limit on itself died
+// at its next mapping ("runtime: cannot allocate memory": seen building
+// the seccomp filter under load), before its program ran; a warm jail's
+// init, which stays to reap, was under it for the whole run. The
+// program, cold or warm, is held to the limit; the warm init is not.
+func TestAddressSpaceLimitIsTheProgramsAlone(t *testing.T) {
+	defer leakcheck.Check(t)()
+	needJail(t)
+	const limit = 160 << 20
+	c := Config{Limits: Limits{AddressSpace: limit}}
+	asOf := func(limits string) string {
+		for _, l := range strings.Split(limits, "\n") {
+			if strings.HasPrefix(l, "Max address space") {
+				return strings.Fields(l)[3]
+			}
+		}
+		return "(none)"
+	}
+	probe := `
+print(open("/proc/self/limits").read())
+print("----")
+print(open("/proc/1/limits").read())
+try:
+    b = bytearray(256 << 20)
+    print("allocated")
+except MemoryError:
+    print("refused")`
+	out := runPy(t, &c, probe, 20*time.Second, nil)
+	self, _, _ := strings.Cut(string(out.Stdout), "----")
+	if got := asOf(self); got != strconv.Itoa(limit) || !strings.Contains(string(out.Stdout), "refused") {
+		t.Errorf("cold: the program's address-space limit %s, want %d:\n%s%s", got, limit, out.Stdout, out.Stderr)
+	}
+	w, err := c.Prestart(&Program{Argv: warmPy, Env: []string{"PATH=/usr/bin:/bin"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err = w.Run(context.Background(), &Program{Files: []File{{Path: "/work/main.py", Data: []byte(probe)}}, WallClock: 30 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	self, init, _ := strings.Cut(string(out.Stdout), "----")
+	if got := asOf(self); got != strconv.Itoa(limit) || !strings.Contains(string(out.Stdout), "refused") {
+		t.Errorf("warm: the program's address-space limit %s, want %d:\n%s%s", got, limit, out.Stdout, out.Stderr)
+	}
+	if got := asOf(init); got != "unlimited" {
+		t.Errorf("warm: the init's address-space limit %s, want unlimited:\n%s%s", got, out.Stdout, out.Stderr)
+	}
+}

@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -108,7 +109,7 @@ func initMain(t Transformer) int {
 	if sp.Warm {
 		return warmMain(&sp, t, status, dec, fail)
 	}
-	err := unix.Exec(sp.Argv[0], sp.Argv, sp.Env)
+	err := execLimited(sp.Argv[0], sp.Argv, sp.Env, asLimit(&sp))
 	return fail("executing "+sp.Argv[0], err)
 }
 
@@ -140,7 +141,8 @@ func warmMain(sp *spec, t Transformer, status *os.File, dec *json.Decoder, fail 
 		dir = "/tmp"
 	}
 	// Forked from this thread, the hardened one: the runtime inherits its
-	// limits, its empty capabilities, no_new_privs and the filter.
+	// limits, its empty capabilities, no_new_privs and the filter; its
+	// address-space limit is set on it below.
 	result := os.NewFile(fdResult, "result")
 	proc, err := os.StartProcess(sp.Argv[0], sp.Argv, &os.ProcAttr{Dir: dir, Env: sp.Env,
 		Files: []*os.File{os.Stdin, os.Stdout, os.Stderr, theirs, result}})
@@ -152,6 +154,13 @@ func warmMain(sp *spec, t Transformer, status *os.File, dec *json.Decoder, fail 
 		return fail("starting "+sp.Argv[0], err)
 	}
 	kill := func() { _ = proc.Kill() }
+	// The runtime's address-space limit, its own (asLimit): set before it
+	// is given its program, which it cannot have yet.
+	if err := unix.Prlimit(proc.Pid, unix.RLIMIT_AS, asLimit(sp), nil); err != nil {
+		kill()
+		reapUntil(proc.Pid)
+		return fail("limiting "+sp.Argv[0]+"'s address space", err)
+	}
 	if t != nil {
 		// The transformer's first use pays for its tables: now, not in
 		// the run.
@@ -685,9 +694,10 @@ const (
 	secbitNoCapAmbientRaiseLocked = 1 << 7
 )
 
-// harden applies the limits, drops every capability for good, sets
-// no_new_privs and installs the seccomp filter, on this thread, which then
-// executes the program.
+// harden applies the limits but the address space's (asLimit: the
+// program's alone), drops every capability for good, sets no_new_privs
+// and installs the seccomp filter, on this thread, which then executes
+// the program.
 func harden(sp *spec) error {
 	l := sp.Limits
 	for _, r := range []struct {
@@ -695,7 +705,6 @@ func harden(sp *spec) error {
 		v   uint64
 	}{
 		{unix.RLIMIT_CPU, uint64((l.CPU + 999999999) / 1e9)},
-		{unix.RLIMIT_AS, uint64(l.AddressSpace)},
 		{unix.RLIMIT_FSIZE, uint64(l.FileSize)},
 		{unix.RLIMIT_NOFILE, uint64(l.OpenFiles)},
 		{unix.RLIMIT_NPROC, uint64(l.Procs)},
@@ -744,4 +753,42 @@ func harden(sp *spec) error {
 		}
 	}
 	return nil
+}
+
+// asLimit is the program's address-space limit (RLIMIT_AS), as far as
+// the hard limit allows. It is set on the program alone, never on this
+// process: a Go runtime reserves more than a GiB of address space at
+// start, and one that runs on under a lower limit dies at its next
+// mapping ("runtime: cannot allocate memory"), which building the
+// filter, starting a warm runtime or reaping may need at any moment.
+func asLimit(sp *spec) *unix.Rlimit {
+	v := uint64(sp.Limits.AddressSpace)
+	var cur unix.Rlimit
+	if err := unix.Getrlimit(unix.RLIMIT_AS, &cur); err == nil && v > cur.Max {
+		v = cur.Max
+	}
+	return &unix.Rlimit{Cur: v, Max: v}
+}
+
+// execLimited executes argv0 as syscall.Exec does, with the address
+// space limited to lim from the instant before: everything execve needs
+// is allocated first, so that this process maps nothing under the limit.
+func execLimited(argv0 string, argv, env []string, lim *unix.Rlimit) error {
+	argv0p, err := unix.BytePtrFromString(argv0)
+	if err != nil {
+		return err
+	}
+	argvp, err := syscall.SlicePtrFromStrings(argv)
+	if err != nil {
+		return err
+	}
+	envp, err := syscall.SlicePtrFromStrings(env)
+	if err != nil {
+		return err
+	}
+	if _, _, e := unix.RawSyscall6(unix.SYS_PRLIMIT64, 0, unix.RLIMIT_AS, uintptr(unsafe.Pointer(lim)), 0, 0, 0); e != 0 {
+		return fmt.Errorf("setting the address-space limit: %w", e)
+	}
+	_, _, e := unix.RawSyscall(unix.SYS_EXECVE, uintptr(unsafe.Pointer(argv0p)), uintptr(unsafe.Pointer(&argvp[0])), uintptr(unsafe.Pointer(&envp[0])))
+	return e
 }
