@@ -357,7 +357,7 @@ func readOnce(read func(string) ([]byte, error)) func(string) ([]byte, error) {
 // read, and the ID token at each exchange (and learnt then).
 func (s *server) authorizer(rm *config.Remote, hc *http.Client, read func(string) ([]byte, error)) (*mcpauth.Authorizer, error) {
 	o := rm.OAuth
-	creds := mcpauth.ClientCredentials{ClientID: o.ClientID, KeyID: o.KeyID, Scopes: o.Scopes}
+	creds := mcpauth.ClientCredentials{ClientID: o.ClientID, KeyID: o.KeyID, Scopes: o.Scopes, Issuer: o.Issuer}
 	secret, err := o.ClientSecret(s.cfg().Name, os.LookupEnv, read)
 	if err != nil {
 		return nil, err

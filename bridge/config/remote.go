@@ -66,6 +66,7 @@ type Remote struct {
 //	key_id            = "k1"                     # the key's kid, if the server wants one
 //	scopes            = ["read"]                 # when the challenge names none
 //	client_metadata_url = "https://example.com/capbridge.json" # a login's client ID metadata document
+//	issuer            = "https://auth.linear.app"  # the one authorization server the secret may go to
 //	idp_issuer        = "https://idp.example.com" # grant = "id_jag": the enterprise IdP
 //	idp_client_id     = "capbridge"
 //	id_token_file     = "/run/capbridge/id-token" # the person's ID token from the IdP
@@ -86,6 +87,10 @@ type OAuth struct {
 	// --client-metadata URL prints it): a login uses it as its
 	// client_id where the authorization server takes such documents.
 	ClientMetadataURL string
+	// Issuer, when set, is the one authorization server the client's
+	// credentials may go to: a server whose discovery names another is
+	// refused, whatever its metadata says.
+	Issuer string
 	// The enterprise IdP of GrantIDJAG: its issuer, capbridge's client
 	// there (a secret only for a confidential one), and the person's ID
 	// token it issued (from a variable or a file, read at each token
@@ -118,7 +123,7 @@ var remoteSpec = []keySpec{
 	{name: "ca_file", kind: kindPath, doc: "with url: PEM certificate authorities trusted beside the system's"},
 	{name: "client_cert", kind: kindPath, doc: "with url: a PEM client certificate, for mutual TLS (with client_key)"},
 	{name: "client_key", kind: kindPath, doc: "with url: the PEM key of client_cert"},
-	{name: "oauth", kind: kindOAuth, doc: "with url: a client of the server's authorization server, found by the MCP authorization discovery from the server's 401: for a person's login (grant = \"authorization_code\"; client_id and a secret if registered beforehand, client_metadata_url, scopes), the client credentials grant (client_id; client_secret_env, client_secret_file or private_key_file with key_id; scopes) or enterprise-managed authorization (grant = \"id_jag\"; the client's, plus idp_issuer, idp_client_id and id_token_env or id_token_file)"},
+	{name: "oauth", kind: kindOAuth, doc: "with url: a client of the server's authorization server, found by the MCP authorization discovery from the server's 401: for a person's login (grant = \"authorization_code\"; client_id and a secret if registered beforehand, client_metadata_url, scopes), the client credentials grant (client_id; client_secret_env, client_secret_file or private_key_file with key_id; scopes) or enterprise-managed authorization (grant = \"id_jag\"; the client's, plus idp_issuer, idp_client_id and id_token_env or id_token_file); issuer, when set, is the one authorization server the client's credentials may go to"},
 	{name: "allow_http", kind: kindBool, doc: "with url: allow plain http:// to a host that is not loopback (the traffic and any token cross the network in clear); default false"},
 }
 
@@ -615,7 +620,7 @@ const (
 )
 
 var oauthKeys = []string{"grant", "client_id", "client_secret_env", "client_secret_file", "private_key_file", "key_id", "scopes",
-	"client_metadata_url", "idp_issuer", "idp_client_id", "idp_client_secret_env", "idp_client_secret_file", "id_token_env", "id_token_file"}
+	"client_metadata_url", "issuer", "idp_issuer", "idp_client_id", "idp_client_secret_env", "idp_client_secret_file", "id_token_env", "id_token_file"}
 
 func (r *reader) oauth(key string, v any, rm *Remote) {
 	t, ok := r.table(key, v)
@@ -642,6 +647,11 @@ func (r *reader) oauth(key string, v any, rm *Remote) {
 			r.strs(k2, t[k], &o.Scopes)
 		case "client_metadata_url":
 			r.str(k2, t[k], &o.ClientMetadataURL)
+		case "issuer":
+			r.str(k2, t[k], &o.Issuer)
+			if u, err := url.Parse(o.Issuer); err != nil || u.Host == "" || (u.Scheme != "https" && !(u.Scheme == "http" && loopback.Host(u.Hostname()))) {
+				r.fail(k2, "use the authorization server's https issuer URL", "%s is not an https URL", quoteURL(o.Issuer))
+			}
 		case "idp_issuer":
 			r.str(k2, t[k], &o.IDPIssuer)
 		case "idp_client_id":

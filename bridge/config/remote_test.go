@@ -75,6 +75,7 @@ func TestRemoteServerMistakes(t *testing.T) {
 		{"metadata document over http", "url = \"https://h/mcp\"\noauth = { client_metadata_url = \"http://example.com/c.json\" }", "mcp.s.oauth.client_metadata_url", "is not an https URL"},
 		{"metadata document without a path", "url = \"https://h/mcp\"\noauth = { client_metadata_url = \"https://example.com\" }", "mcp.s.oauth.client_metadata_url", "has no path"},
 		{"metadata document for a sidecar", "url = \"https://h/mcp\"\noauth = { client_id = \"c\", client_secret_env = \"HOME\", client_metadata_url = \"https://example.com/c.json\" }", "mcp.s.oauth.client_metadata_url", "identifies a login's client"},
+		{"issuer over http", "url = \"https://h/mcp\"\noauth = { client_id = \"c\", client_secret_env = \"HOME\", issuer = \"http://as.example\" }", "mcp.s.oauth.issuer", "is not an https URL"},
 		{"id_jag without an IdP", "url = \"https://h/mcp\"\noauth = { grant = \"id_jag\", client_id = \"c\", client_secret_env = \"HOME\" }", "mcp.s.oauth.idp_issuer", "needs the IdP"},
 		{"id_jag without an ID token", "url = \"https://h/mcp\"\noauth = { grant = \"id_jag\", client_id = \"c\", client_secret_env = \"HOME\", idp_issuer = \"https://idp\", idp_client_id = \"i\" }", "mcp.s.oauth.id_token_file", "the person's ID token"},
 		{"id_jag, missing ID token file", "url = \"https://h/mcp\"\noauth = { grant = \"id_jag\", client_id = \"c\", client_secret_env = \"HOME\", idp_issuer = \"https://idp\", idp_client_id = \"i\", id_token_file = \"/nonexistent/t\" }", "mcp.s.oauth.id_token_file", "cannot read /nonexistent/t"},
@@ -122,7 +123,7 @@ func TestRemoteOAuth(t *testing.T) {
 	cfg, err := Load("c.toml", []byte(`
 [mcp.s]
 url = "https://h/mcp"
-oauth = { client_id = "c", client_secret_env = "CAPBRIDGE_TEST_SECRET", scopes = ["read"] }
+oauth = { client_id = "c", client_secret_env = "CAPBRIDGE_TEST_SECRET", scopes = ["read"], issuer = "https://as.example" }
 
 [mcp.k]
 url = "https://h/mcp"
@@ -135,7 +136,7 @@ key_id = "k1"
 		t.Fatal(err)
 	}
 	k, s := cfg.Servers[0].Remote.OAuth, cfg.Servers[1].Remote.OAuth
-	if s.ClientID != "c" || s.Scopes[0] != "read" || k.PrivateKeyFile != key || k.KeyID != "k1" {
+	if s.ClientID != "c" || s.Scopes[0] != "read" || s.Issuer != "https://as.example" || k.PrivateKeyFile != key || k.KeyID != "k1" || k.Issuer != "" {
 		t.Fatalf("oauth = %+v, %+v", s, k)
 	}
 	if v, err := s.ClientSecret("s", os.LookupEnv, os.ReadFile); err != nil || v != "s" {

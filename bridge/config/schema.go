@@ -228,7 +228,7 @@ func (k keySpec) schema() map[string]any {
 			"grant":     map[string]any{"enum": []string{GrantAuthorizationCode, GrantClientCredentials, GrantIDJAG}},
 			"client_id": str, "client_secret_env": str, "client_secret_file": str, "private_key_file": str, "key_id": str,
 			"scopes":              map[string]any{"type": "array", "items": str},
-			"client_metadata_url": str, "idp_issuer": str, "idp_client_id": str, "idp_client_secret_env": str,
+			"client_metadata_url": str, "issuer": str, "idp_issuer": str, "idp_client_id": str, "idp_client_secret_env": str,
 			"idp_client_secret_file": str, "id_token_env": str, "id_token_file": str,
 		}}
 	case kindHeaders:

@@ -100,7 +100,7 @@ URL (an https URL of your own) for oauth.client_metadata_url.`)
 			fmt.Fprintf(stderr, "capbridge login: [mcp.%s] uses grant = %q: serve gets its tokens itself, no login is needed\n", s.Name, oa.Grant)
 			return exitError
 		}
-		o.ClientID, o.Scopes, o.ClientMetadataURL = oa.ClientID, oa.Scopes, oa.ClientMetadataURL
+		o.ClientID, o.Scopes, o.ClientMetadataURL, o.Issuer = oa.ClientID, oa.Scopes, oa.ClientMetadataURL, oa.Issuer
 		if o.ClientSecret, err = oa.ClientSecret(s.Name, os.LookupEnv, config.ReadSecretFile); err != nil {
 			fmt.Fprintln(stderr, err)
 			return exitError

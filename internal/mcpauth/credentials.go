@@ -42,6 +42,9 @@ type ClientCredentials struct {
 	// Scopes are asked for when the server's challenge names none; nil
 	// falls back to the resource's scopes_supported (and to none).
 	Scopes []string
+	// Issuer, when set, is the one authorization server the credentials
+	// may go to (Discovery.Pinned).
+	Issuer string
 	// IdentityAssertion, when set, gets tokens with enterprise-managed
 	// authorization (the MCP extension for cross-app access) instead of
 	// the client credentials grant: a person's ID token from their
@@ -202,6 +205,9 @@ func (a *Authorizer) Challenge(ctx context.Context, resp *http.Response) (bool, 
 func (a *Authorizer) discoverLocked(ctx context.Context, ch Challenge) error {
 	d, err := Discover(ctx, a.hc, a.server, ch)
 	if err != nil {
+		return err
+	}
+	if err := d.Pinned(a.creds.Issuer); err != nil {
 		return err
 	}
 	a.meta, a.resource = d.Server, d.Resource

@@ -391,6 +391,18 @@ type Discovery struct {
 	Legacy2025 bool
 }
 
+// Pinned checks the authorization server d found against the one the
+// operator named (issuer; "" takes any): discovery follows the MCP
+// server's metadata, and a client's secret, registered at one
+// authorization server, must not reach another because an MCP server
+// named it.
+func (d *Discovery) Pinned(issuer string) error {
+	if issuer == "" || sameIssuer(d.Server.Issuer, issuer) {
+		return nil
+	}
+	return fail("the authorization server", fmt.Errorf("the server's metadata names %q, not the issuer configured (oauth.issuer = %q): refused", said(d.Server.Issuer, nil), issuer))
+}
+
 // Discover finds the authorization server of the MCP endpoint server:
 // from its protected resource metadata (DiscoverResource, then
 // DiscoverServer), or, for a server that publishes none (every

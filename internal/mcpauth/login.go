@@ -50,6 +50,9 @@ type LoginOptions struct {
 	HTTP *http.Client
 	// Header is sent with the probe (the server's other headers).
 	Header http.Header
+	// Issuer, when set, is the one authorization server the login may
+	// use (Discovery.Pinned).
+	Issuer string
 
 	// fetchTimeout is loginFetchTimeout but in tests.
 	fetchTimeout time.Duration
@@ -100,6 +103,9 @@ func Login(ctx context.Context, o LoginOptions) (*Saved, error) {
 		return nil, fail("the server", errors.New("answered without asking for authorization, and publishes no protected resource metadata: it asks for no login"))
 	}
 	if err != nil {
+		return nil, err
+	}
+	if err := d.Pinned(o.Issuer); err != nil {
 		return nil, err
 	}
 	meta := d.Server

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/capbridge/capbridge/internal/testkit/leakcheck"
 )
@@ -150,5 +151,54 @@ func TestIssuerMatchesExactly(t *testing.T) {
 		if (err == nil) != tc.ok {
 			t.Errorf("issuer %q for https://as.example: %v", tc.named, err)
 		}
+	}
+}
+
+// An issuer the operator pins is the only authorization server the
+// client's credentials go to: a server whose metadata names another is
+// refused, before anything is sent there, for a sidecar's client
+// credentials and for a person's login; the one pinned is used.
+func TestIssuerPinned(t *testing.T) {
+	t.Cleanup(leakcheck.Check(t))
+	const secret = "s3cr3t-client-secret"
+	serve := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Host + r.URL.Path {
+		case "mcp.example.com/.well-known/oauth-protected-resource/mcp":
+			fmt.Fprint(w, `{"resource":"https://mcp.example.com/mcp","authorization_servers":["https://other-as.example"]}`)
+		case "other-as.example/.well-known/oauth-authorization-server":
+			fmt.Fprint(w, `{"issuer":"https://other-as.example","token_endpoint":"https://other-as.example/token","authorization_endpoint":"https://other-as.example/authorize","code_challenge_methods_supported":["S256"]}`)
+		case "other-as.example/token":
+			w.Header().Set("Content-Type", "application/json")
+			fmt.Fprint(w, `{"access_token":"a","token_type":"Bearer","expires_in":3600}`)
+		case "mcp.example.com/mcp":
+			w.Header().Set("Www-Authenticate", "Bearer")
+			w.WriteHeader(http.StatusUnauthorized)
+		default:
+			http.NotFound(w, r)
+		}
+	})
+	for _, pin := range []string{"https://as.example", "https://other-as.example"} {
+		rt := &recordingTransport{h: serve}
+		a, err := NewAuthorizer("https://mcp.example.com/mcp", ClientCredentials{ClientID: "cb", Secret: secret, Issuer: pin}, &http.Client{Transport: rt})
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = a.Challenge(context.Background(), refusal("https://mcp.example.com/mcp", http.StatusUnauthorized, "", ""))
+		pinnedElsewhere := pin != "https://other-as.example"
+		if pinnedElsewhere != (err != nil && strings.Contains(err.Error(), "oauth.issuer")) {
+			t.Errorf("pinned to %s: Challenge %v", pin, err)
+		}
+		if sent := rt.sent(base64.StdEncoding.EncodeToString([]byte("cb:" + secret))); sent == pinnedElsewhere {
+			t.Errorf("pinned to %s: the secret was sent: %v, want %v (%v)", pin, sent, !pinnedElsewhere, rt.seen)
+		}
+	}
+	rt := &recordingTransport{h: serve}
+	// A backstop: a login not refused would wait for the person.
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	_, err := Login(ctx, LoginOptions{Server: "web", URL: "https://mcp.example.com/mcp", ClientID: "cb", Issuer: "https://as.example",
+		HTTP: &http.Client{Transport: rt}, Open: func(string) error { t.Error("a login pinned elsewhere opened the browser"); return nil }})
+	if err == nil || !strings.Contains(err.Error(), "oauth.issuer") {
+		t.Errorf("a login whose server names another authorization server: %v", err)
 	}
 }
