@@ -39,6 +39,9 @@ type httpFront struct {
 	token   string
 	origins []string
 	open    atomic.Int64 // connections open, at most maxFrontConns
+	// connState, when set (by tests), is told of each connection's
+	// changes of state, as http.Server.ConnState.
+	connState func(net.Conn, http.ConnState)
 }
 
 // newHTTPFront opens addr. Off the loopback a bearer token is required:
@@ -105,7 +108,8 @@ func (h *httpFront) serve(ctx context.Context, srv *mcpserver.Server, log zerolo
 		// net/http's own complaints (a failed accept, a handler's
 		// panic) go where the rest of the log goes, through its secret
 		// filter, not raw to stderr.
-		ErrorLog: stdlog.New(httpLogWriter{log}, "", 0)}
+		ErrorLog:  stdlog.New(httpLogWriter{log}, "", 0),
+		ConnState: h.connState}
 	url := "http://" + h.ln.Addr().String() + "/mcp"
 	log.Info().Str("url", url).Bool("token", h.token != "").Msg("serving MCP on Streamable HTTP")
 	if h.token == "" {

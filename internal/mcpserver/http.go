@@ -78,8 +78,10 @@ type HTTP struct {
 	sessions map[string]*session
 	closed   bool
 	now      func() time.Time
-	// writeWait is writeTimeout but in tests.
+	// writeWait is writeTimeout but in tests; released, when set (by
+	// tests), is told each time a call gives back its running slot.
 	writeWait time.Duration
+	released  func()
 }
 
 // session is a legacy client's session.
@@ -451,7 +453,12 @@ func (h *HTTP) call(w http.ResponseWriter, ctx context.Context, req request, m m
 // slot back when the tool returns (or panics): writing the reply, which
 // a client that does not read holds up to writeTimeout, holds none.
 func (h *HTTP) run(ctx context.Context, tool *Tool, args json.RawMessage, progress Progress) (*Result, error) {
-	defer func() { <-h.running }()
+	defer func() {
+		<-h.running
+		if h.released != nil {
+			h.released()
+		}
+	}()
 	return tool.Call(ctx, args, progress)
 }
 

@@ -489,58 +489,74 @@ func TestHTTPAllowedOriginCORS(t *testing.T) {
 	}
 }
 
-// eventuallyTrue waits for cond, polling, with a minute's backstop.
-func eventuallyTrue(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	backstop := time.Now().Add(time.Minute)
-	for !cond() {
-		if time.Now().After(backstop) {
-			t.Fatalf("%s: not within a minute", what)
-		}
-		time.Sleep(time.Millisecond) // polling a condition, not a synchronisation
-	}
-}
-
 // A client that posts a call and never reads its reply holds neither a
-// running slot once the tool has returned, nor its handler and session
-// call past the write timeout: 32 such clients used to take every slot
-// (and the replies' memory) for as long as they kept their connections.
+// running slot once the tool has returned (the reply still unwritten),
+// nor its handler and session call past the write timeout: 32 such
+// clients used to take every slot (and the replies' memory) for as long
+// as they kept their connections.
 func TestHTTPUnreadReplyHoldsNothing(t *testing.T) {
 	defer leakcheck.Check(t)()
 	big := strings.Repeat("<", 8<<20) // 8 MiB, unescaped: more than the sockets buffer
-	returned := make(chan struct{}, 1)
 	srv := &Server{Name: "t", Version: "1", Tools: []Tool{{Name: "big", InputSchema: json.RawMessage(`{"type":"object"}`),
-		Call: func(context.Context, json.RawMessage, Progress) (*Result, error) {
-			defer func() { returned <- struct{}{} }()
-			return &Result{Text: big}, nil
-		}}}}
-	h := &HTTP{Server: srv, Local: true, writeWait: 100 * time.Millisecond}
-	ts := httptest.NewServer(h)
-	defer ts.Close()
-	defer h.Close()
-	c := &httpClient{t: t, url: ts.URL + "/mcp", hdr: http.Header{}}
-	resp := c.post(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25"}}`)
-	sid := resp.Header.Get("Mcp-Session-Id")
-	decode(t, resp, 200)
+		Call: func(context.Context, json.RawMessage, Progress) (*Result, error) { return &Result{Text: big}, nil }}}}
+	for _, tc := range []struct {
+		name string
+		wait time.Duration
+	}{
+		{"slot given back before the reply is written", time.Hour},
+		{"handler ends at the write timeout", 100 * time.Millisecond},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			released := make(chan struct{}, 1)
+			h := &HTTP{Server: srv, Local: true, writeWait: tc.wait, released: func() { released <- struct{}{} }}
+			ts := httptest.NewServer(h)
+			defer ts.Close()
+			defer h.Close()
+			c := &httpClient{t: t, url: ts.URL + "/mcp", hdr: http.Header{}}
+			resp := c.post(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25"}}`)
+			sid := resp.Header.Get("Mcp-Session-Id")
+			decode(t, resp, 200)
+			h.mu.Lock()
+			s := h.sessions[sid]
+			h.mu.Unlock()
 
-	// A connection whose receive buffer is small, which never reads.
-	d := net.Dialer{Control: func(_, _ string, rc syscall.RawConn) error {
-		return rc.Control(func(fd uintptr) { _ = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 4096) })
-	}}
-	conn, err := d.Dial("tcp", ts.Listener.Addr().String())
-	if err != nil {
-		t.Fatal(err)
+			// A connection whose receive buffer is small, which never reads.
+			d := net.Dialer{Control: func(_, _ string, rc syscall.RawConn) error {
+				return rc.Control(func(fd uintptr) { _ = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 4096) })
+			}}
+			conn, err := d.Dial("tcp", ts.Listener.Addr().String())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer conn.Close()
+			body := `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"big"}}`
+			fmt.Fprintf(conn, "POST /mcp HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\nMcp-Session-Id: %s\r\nContent-Length: %d\r\n\r\n%s",
+				ts.Listener.Addr(), sid, len(body), body)
+			select {
+			case <-released:
+			case <-time.After(time.Minute): // a backstop
+				t.Fatal("the running slot was not given back")
+			}
+			if tc.wait == time.Hour {
+				// The reply, unread, is still being written: the call is
+				// the session's, its slot no longer.
+				if s.idle() || len(h.running) != 0 {
+					t.Fatalf("session idle %v, %d slots held", s.idle(), len(h.running))
+				}
+				return
+			}
+			ended := make(chan struct{})
+			go func() {
+				s.wg.Wait()
+				close(ended)
+			}()
+			select {
+			case <-ended:
+			case <-time.After(time.Minute): // a backstop: the write timeout is 100 ms
+				t.Fatal("the session's call outlived the write timeout")
+			}
+		})
 	}
-	defer conn.Close()
-	body := `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"big"}}`
-	fmt.Fprintf(conn, "POST /mcp HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\nMcp-Session-Id: %s\r\nContent-Length: %d\r\n\r\n%s",
-		ts.Listener.Addr(), sid, len(body), body)
-	<-returned
-	eventuallyTrue(t, "the running slot given back", func() bool { return len(h.running) == 0 })
-	h.mu.Lock()
-	s := h.sessions[sid]
-	h.mu.Unlock()
-	eventuallyTrue(t, "the session's call over after the write timeout", s.idle)
 }
 
 // A session idle past sessionIdle is over when it is next used, whether
