@@ -141,7 +141,7 @@ func (h *HTTP) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// not kept for a next request, so that refusals cannot hold
 		// connections idle for as long as the server keeps them.
 		w.Header().Set("Connection", "close")
-		httpError(w, http.StatusForbidden, codeInvalidRequest, "this Host or Origin may not reach the server")
+		h.httpError(w, http.StatusForbidden, codeInvalidRequest, "this Host or Origin may not reach the server")
 		return
 	}
 	if o := r.Header.Get("Origin"); o != "" && slices.Contains(h.Origins, o) {
@@ -171,7 +171,7 @@ func (h *HTTP) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if !ok || !strings.EqualFold(scheme, "Bearer") || subtle.ConstantTimeCompare([]byte(tok), []byte(h.Token)) != 1 {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="capbridge"`)
 			w.Header().Set("Connection", "close")
-			httpError(w, http.StatusUnauthorized, codeInvalidRequest, "a bearer token is required")
+			h.httpError(w, http.StatusUnauthorized, codeInvalidRequest, "a bearer token is required")
 			return
 		}
 	}
@@ -181,14 +181,14 @@ func (h *HTTP) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case http.MethodDelete:
 		s, status := h.session(r)
 		if s == nil {
-			httpError(w, status, codeInvalidRequest, http.StatusText(status)+": Mcp-Session-Id")
+			h.httpError(w, status, codeInvalidRequest, http.StatusText(status)+": Mcp-Session-Id")
 			return
 		}
 		h.end(s)
 		w.WriteHeader(http.StatusNoContent)
 	default:
 		w.Header().Set("Allow", "POST, DELETE")
-		httpError(w, http.StatusMethodNotAllowed, codeInvalidRequest, "this server sends nothing unasked: POST requests")
+		h.httpError(w, http.StatusMethodNotAllowed, codeInvalidRequest, "this server sends nothing unasked: POST requests")
 	}
 }
 
@@ -216,26 +216,26 @@ func (h *HTTP) hostAllowed(r *http.Request) bool {
 
 func (h *HTTP) post(w http.ResponseWriter, r *http.Request) {
 	if ct, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type")); ct != "application/json" {
-		httpError(w, http.StatusUnsupportedMediaType, codeInvalidRequest, "the body must be application/json")
+		h.httpError(w, http.StatusUnsupportedMediaType, codeInvalidRequest, "the body must be application/json")
 		return
 	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
 	if err != nil {
-		httpError(w, http.StatusRequestEntityTooLarge, codeInvalidRequest, fmt.Sprintf("a message of at most %d bytes", maxBody))
+		h.httpError(w, http.StatusRequestEntityTooLarge, codeInvalidRequest, fmt.Sprintf("a message of at most %d bytes", maxBody))
 		return
 	}
 	var req request
 	if err := json.Unmarshal(body, &req); err != nil {
 		if t := bytes.TrimSpace(body); len(t) > 0 && t[0] == '[' {
-			httpError(w, http.StatusBadRequest, codeInvalidRequest, "batches are not supported")
+			h.httpError(w, http.StatusBadRequest, codeInvalidRequest, "batches are not supported")
 			return
 		}
-		httpError(w, http.StatusBadRequest, codeParse, "parse error: "+err.Error())
+		h.httpError(w, http.StatusBadRequest, codeParse, "parse error: "+err.Error())
 		return
 	}
 	isRequest := len(req.ID) > 0 && string(req.ID) != "null"
 	if req.JSONRPC != "2.0" || (req.Method == "" && !isRequest) {
-		httpError(w, http.StatusBadRequest, codeInvalidRequest, "not a JSON-RPC 2.0 message")
+		h.httpError(w, http.StatusBadRequest, codeInvalidRequest, "not a JSON-RPC 2.0 message")
 		return
 	}
 	if req.Method == "" {
@@ -312,12 +312,12 @@ func headerValue(v string) string {
 // legacy serves one message of a 2025-03-26..2025-11-25 client.
 func (h *HTTP) legacy(w http.ResponseWriter, r *http.Request, req request, m meta, isRequest bool) {
 	if v := r.Header.Get("Mcp-Protocol-Version"); v != "" && !slices.Contains(legacyVersions, v) {
-		httpError(w, http.StatusBadRequest, codeInvalidRequest, "unsupported MCP-Protocol-Version "+v+"; supported: "+strings.Join(append([]string{modernVersion}, legacyVersions...), ", "))
+		h.httpError(w, http.StatusBadRequest, codeInvalidRequest, "unsupported MCP-Protocol-Version "+v+"; supported: "+strings.Join(append([]string{modernVersion}, legacyVersions...), ", "))
 		return
 	}
 	if req.Method == "initialize" {
 		if !isRequest {
-			httpError(w, http.StatusBadRequest, codeInvalidRequest, "initialize is a request")
+			h.httpError(w, http.StatusBadRequest, codeInvalidRequest, "initialize is a request")
 			return
 		}
 		res, v := h.Server.initialize(req.Params)
@@ -332,7 +332,7 @@ func (h *HTTP) legacy(w http.ResponseWriter, r *http.Request, req request, m met
 	}
 	s, status := h.session(r)
 	if s == nil {
-		httpError(w, status, codeInvalidRequest, http.StatusText(status)+": Mcp-Session-Id")
+		h.httpError(w, status, codeInvalidRequest, http.StatusText(status)+": Mcp-Session-Id")
 		return
 	}
 	if !isRequest {
@@ -382,7 +382,7 @@ func (h *HTTP) legacy(w http.ResponseWriter, r *http.Request, req request, m met
 		switch {
 		case ended:
 			// Ended (DELETE, eviction, shutdown) since it was looked up.
-			httpError(w, http.StatusNotFound, codeInvalidRequest, http.StatusText(http.StatusNotFound)+": Mcp-Session-Id")
+			h.httpError(w, http.StatusNotFound, codeInvalidRequest, http.StatusText(http.StatusNotFound)+": Mcp-Session-Id")
 			return
 		case dup:
 			h.reply(w, http.StatusOK, errorMsg(req.ID, codeInvalidRequest, "a request with this id is still in flight", nil))
@@ -628,23 +628,18 @@ func errorMsg(id json.RawMessage, code int, msg string, data any) map[string]any
 }
 
 // httpError answers status with a JSON-RPC error that has no id.
-func httpError(w http.ResponseWriter, status, code int, msg string) {
-	reply(w, status, errorMsg(nil, code, msg, nil), writeTimeout)
+func (h *HTTP) httpError(w http.ResponseWriter, status, code int, msg string) {
+	h.reply(w, status, errorMsg(nil, code, msg, nil))
 }
 
-// reply writes msg as the response, within h's write wait.
+// reply writes msg as the response, within h's write wait: a client
+// that does not read it is cut off then.
 func (h *HTTP) reply(w http.ResponseWriter, status int, msg map[string]any) {
-	reply(w, status, msg, h.writeWait)
-}
-
-// reply writes msg as the response, within wait: a client that does not
-// read it is cut off then.
-func reply(w http.ResponseWriter, status int, msg map[string]any, wait time.Duration) {
 	b, err := jsonout.Marshal(msg)
 	if err != nil {
 		status, b = http.StatusInternalServerError, []byte(`{"jsonrpc":"2.0","id":null,"error":{"code":-32603,"message":"encoding the reply"}}`)
 	}
-	_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(wait))
+	_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(h.writeWait))
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
 	_, _ = w.Write(b)
