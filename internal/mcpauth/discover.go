@@ -205,7 +205,7 @@ func DiscoverResource(ctx context.Context, hc *http.Client, server string, ch Ch
 		// clear, nor from anywhere but the server itself over http.
 		mu, err := url.Parse(ch.ResourceMetadata)
 		if err != nil || mu.Host == "" || (mu.Scheme != "https" && (mu.Scheme != "http" || origin(mu) != origin(u))) {
-			return nil, fail("the server's WWW-Authenticate", fmt.Errorf("names resource metadata at %q: not https, nor http on the server's own origin", shownRaw(ch.ResourceMetadata)))
+			return nil, fail("the server's WWW-Authenticate", fmt.Errorf("names resource metadata at %q: not https, nor http on the server's own origin", truncate.Ellipsis(shownURL(ch.ResourceMetadata), 200)))
 		}
 		tries = []string{ch.ResourceMetadata}
 	} else {
@@ -488,14 +488,4 @@ func origin(u *url.URL) string { return u.Scheme + "://" + u.Host }
 
 func shown(u *url.URL) string {
 	return (&url.URL{Scheme: u.Scheme, Host: u.Host, Path: u.Path}).String()
-}
-
-// shownRaw is shown for a URL a server gave as text: without its query
-// and fragment, bounded, "(unparsable)" when it is not a URL.
-func shownRaw(s string) string {
-	u, err := url.Parse(s)
-	if err != nil {
-		return "(unparsable)"
-	}
-	return truncate.Ellipsis(strings.ToValidUTF8(shown(u), "\uFFFD"), 200)
 }

@@ -349,7 +349,7 @@ func probe(ctx context.Context, o LoginOptions) (Challenge, bool, error) {
 		if err != nil {
 			var ue *url.Error
 			if errors.As(err, &ue) {
-				ue.URL = shownRaw(ue.URL) // its query may be an API key
+				ue.URL = shownURL(ue.URL) // its query may be an API key
 			}
 			return Challenge{}, false, fail("reaching the server", err)
 		}
