@@ -337,7 +337,7 @@ func (r *reader) idpKeys(k string, o *OAuth, want bool) {
 	case countSet(o.IDPClientSecretEnv, o.IDPClientSecretFile) > 1:
 		r.fail(k+".idp_client_secret_env", "keep one of idp_client_secret_env and idp_client_secret_file", "both give the IdP client's secret")
 	default:
-		if u, err := url.Parse(o.IDPIssuer); err != nil || u.Host == "" || (u.Scheme != "https" && !(u.Scheme == "http" && loopback.Host(u.Hostname()))) {
+		if !issuerURL(o.IDPIssuer) {
 			r.fail(k+".idp_issuer", "use the IdP's https issuer URL", "%s is not an https URL", quoteURL(o.IDPIssuer))
 		}
 		for _, e := range []struct{ key, v string }{{"id_token_env", o.IDTokenEnv}, {"idp_client_secret_env", o.IDPClientSecretEnv}} {
@@ -649,7 +649,7 @@ func (r *reader) oauth(key string, v any, rm *Remote) {
 			r.str(k2, t[k], &o.ClientMetadataURL)
 		case "issuer":
 			r.str(k2, t[k], &o.Issuer)
-			if u, err := url.Parse(o.Issuer); err != nil || u.Host == "" || (u.Scheme != "https" && !(u.Scheme == "http" && loopback.Host(u.Hostname()))) {
+			if !issuerURL(o.Issuer) {
 				r.fail(k2, "use the authorization server's https issuer URL", "%s is not an https URL", quoteURL(o.Issuer))
 			}
 		case "idp_issuer":
@@ -675,6 +675,13 @@ func (r *reader) oauth(key string, v any, rm *Remote) {
 		}
 	}
 	rm.OAuth = o
+}
+
+// issuerURL reports whether s can name an OAuth issuer the operator
+// configures: https, or http on a loopback host.
+func issuerURL(s string) bool {
+	u, err := url.Parse(s)
+	return err == nil && u.Host != "" && (u.Scheme == "https" || (u.Scheme == "http" && loopback.Host(u.Hostname())))
 }
 
 // ClientSecret resolves the OAuth client's secret (from its variable or
