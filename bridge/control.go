@@ -132,14 +132,15 @@ func (h *controlHandler) Revoke(ctx context.Context, r *control.RevokeRequest) (
 	// The audit line names the grant's id, from an id or a token, and
 	// nothing else that was given: a token mistyped (a space before it,
 	// its prefix in capitals or cut off) would carry its secret whole.
-	id := "(malformed)"
+	id := grantIDOf(given)
 	switch {
 	case g != nil:
 		id = g.ID
-	case grantIDOf(given) != "":
-		id = grantIDOf(given)
+	case id != "":
 	case isGrantID(given):
 		id = given
+	default:
+		id = "(malformed)"
 	}
 	if g == nil {
 		h.b.audit.Info().Str("event", "revoke").Str("grant", id).Bool("found", false).Msg("grant revoked")
