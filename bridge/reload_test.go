@@ -530,12 +530,7 @@ func TestReloadHoldsQueuedCalls(t *testing.T) {
 			defer cancel()
 			ctl := r.control()
 			defer ctl.Close()
-			g, err := ctl.Grant(ctx, &control.GrantRequest{Servers: map[string][]string{"s": nil}})
-			if err != nil {
-				t.Fatal(err)
-			}
-			c := r.dial(g.Token)
-			defer c.Close()
+			c := r.dial(r.grant(map[string][]string{"s": nil}))
 			held := make(chan error, 1)
 			go func() {
 				_, err := c.Call(ctx, "s", "gate", map[string]any{"path": gate, "text": "held"})
@@ -559,7 +554,7 @@ func TestReloadHoldsQueuedCalls(t *testing.T) {
 			if err := <-held; err != nil {
 				t.Fatalf("the held call: %v", err)
 			}
-			err = <-queued
+			err := <-queued
 			var d *capwire.Denied
 			if !errors.As(err, &d) || d.Code != tc.code {
 				t.Fatalf("the queued call after the reload: %v; want denied %s", err, tc.code)
@@ -586,12 +581,7 @@ func TestReloadPolicyHoldsWhileRelisting(t *testing.T) {
 	defer cancel()
 	ctl := r.control()
 	defer ctl.Close()
-	g, err := ctl.Grant(ctx, &control.GrantRequest{Servers: map[string][]string{"s": nil}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := r.dial(g.Token)
-	defer c.Close()
+	c := r.dial(r.grant(map[string][]string{"s": nil}))
 	if _, err := c.Call(ctx, "s", "relist", nil); err != nil {
 		t.Fatal(err)
 	}
@@ -600,7 +590,7 @@ func TestReloadPolicyHoldsWhileRelisting(t *testing.T) {
 	if _, err := ctl.Reload(ctx); err != nil {
 		t.Fatal(err)
 	}
-	_, err = c.Call(ctx, "s", "echo", map[string]any{"text": "denied now"})
+	_, err := c.Call(ctx, "s", "echo", map[string]any{"text": "denied now"})
 	var d *capwire.Denied
 	if !errors.As(err, &d) || (d.Code != capwire.CodeServerUnavailable && d.Code != capwire.CodeUnknownTool) {
 		t.Fatalf("echo after the reload that denied it: %v", err)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"strings"
 	"sync"
 	"testing"
@@ -56,61 +57,43 @@ func TestSecretGoesOnlyWhereTheServerIsBound(t *testing.T) {
 	t.Cleanup(leakcheck.Check(t))
 	const secret = "s3cr3t-client-secret"
 	basic := "Basic " + base64.StdEncoding.EncodeToString([]byte("cb:"+secret))
-	asMetadata := func(w http.ResponseWriter, issuer string) {
-		fmt.Fprintf(w, `{"issuer":%q,"token_endpoint":%q}`, issuer, issuer+"/token")
-	}
-	token := func(w http.ResponseWriter) {
-		w.Header().Set("Content-Type", "application/json")
-		fmt.Fprint(w, `{"access_token":"a","token_type":"Bearer","expires_in":3600}`)
+	// asAt is an authorization server's metadata at its well-known URI;
+	// every */token answers a token.
+	asAt := func(issuer string) (string, string) {
+		u, _ := url.Parse(issuer)
+		return u.Host + "/.well-known/oauth-authorization-server", fmt.Sprintf(`{"issuer":%q,"token_endpoint":%q}`, issuer, issuer+"/token")
 	}
 	for _, tc := range []struct {
 		name      string
 		challenge string
-		serve     func(w http.ResponseWriter, r *http.Request)
+		resource  [2]string // where the resource metadata is, and what it says
+		issuer    string
 		want      string
 	}{
 		{"metadata named over http elsewhere", `Bearer resource_metadata="http://169.254.169.254/latest/meta-data/x"`,
-			func(w http.ResponseWriter, r *http.Request) {
-				switch r.URL.Host + r.URL.Path {
-				case "169.254.169.254/latest/meta-data/x":
-					fmt.Fprint(w, `{"resource":"https://mcp.example.com/mcp","authorization_servers":["https://evil-as.example"]}`)
-				case "evil-as.example/.well-known/oauth-authorization-server":
-					asMetadata(w, "https://evil-as.example")
-				case "evil-as.example/token":
-					token(w)
-				default:
-					http.NotFound(w, r)
-				}
-			}, "not https"},
+			[2]string{"169.254.169.254/latest/meta-data/x", `{"resource":"https://mcp.example.com/mcp","authorization_servers":["https://evil-as.example"]}`},
+			"https://evil-as.example", "not https"},
 		{"metadata naming no resource", `Bearer resource_metadata="https://mcp.example.com/.well-known/oauth-protected-resource/mcp"`,
-			func(w http.ResponseWriter, r *http.Request) {
-				switch r.URL.Host + r.URL.Path {
-				case "mcp.example.com/.well-known/oauth-protected-resource/mcp":
-					fmt.Fprint(w, `{"authorization_servers":["https://evil-as.example"]}`)
-				case "evil-as.example/.well-known/oauth-authorization-server":
-					asMetadata(w, "https://evil-as.example")
-				case "evil-as.example/token":
-					token(w)
-				default:
-					http.NotFound(w, r)
-				}
-			}, "names no resource"},
+			[2]string{"mcp.example.com/.well-known/oauth-protected-resource/mcp", `{"authorization_servers":["https://evil-as.example"]}`},
+			"https://evil-as.example", "names no resource"},
 		{"a remote server naming a loopback http authorization server", `Bearer`,
-			func(w http.ResponseWriter, r *http.Request) {
-				switch r.URL.Host + r.URL.Path {
-				case "mcp.example.com/.well-known/oauth-protected-resource/mcp":
-					fmt.Fprint(w, `{"resource":"https://mcp.example.com/mcp","authorization_servers":["http://127.0.0.1:9"]}`)
-				case "127.0.0.1:9/.well-known/oauth-authorization-server":
-					asMetadata(w, "http://127.0.0.1:9")
-				case "127.0.0.1:9/token":
-					token(w)
-				default:
-					http.NotFound(w, r)
-				}
-			}, "not an https URL"},
+			[2]string{"mcp.example.com/.well-known/oauth-protected-resource/mcp", `{"resource":"https://mcp.example.com/mcp","authorization_servers":["http://127.0.0.1:9"]}`},
+			"http://127.0.0.1:9", "not an https URL"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			rt := &recordingTransport{h: http.HandlerFunc(tc.serve)}
+			asPath, asDoc := asAt(tc.issuer)
+			docs := map[string]string{tc.resource[0]: tc.resource[1], asPath: asDoc}
+			rt := &recordingTransport{h: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				switch doc, ok := docs[r.URL.Host+r.URL.Path]; {
+				case ok:
+					fmt.Fprint(w, doc)
+				case strings.HasSuffix(r.URL.Path, "/token"):
+					w.Header().Set("Content-Type", "application/json")
+					fmt.Fprint(w, `{"access_token":"a","token_type":"Bearer","expires_in":3600}`)
+				default:
+					http.NotFound(w, r)
+				}
+			})}
 			a, err := NewAuthorizer("https://mcp.example.com/mcp", ClientCredentials{ClientID: "cb", Secret: secret}, &http.Client{Transport: rt})
 			if err != nil {
 				t.Fatal(err)
