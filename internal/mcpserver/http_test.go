@@ -46,6 +46,16 @@ func (c *httpClient) post(body string, extra ...string) *http.Response {
 	return resp
 }
 
+// open initializes a legacy session and sends its id from then on.
+func (c *httpClient) open() string {
+	c.t.Helper()
+	resp := c.post(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25"}}`)
+	id := resp.Header.Get("Mcp-Session-Id")
+	decode(c.t, resp, 200)
+	c.hdr.Set("Mcp-Session-Id", id)
+	return id
+}
+
 // decode reads a JSON response's body, checking its status.
 func decode(t *testing.T, resp *http.Response, status int) map[string]any {
 	t.Helper()
@@ -392,14 +402,12 @@ func TestHTTPCancelledCallAnswered(t *testing.T) {
 	defer ts.Close()
 	defer h.Close()
 	c := &httpClient{t: t, url: ts.URL + "/mcp", hdr: http.Header{}}
-	resp := c.post(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25"}}`)
-	c.hdr.Set("Mcp-Session-Id", resp.Header.Get("Mcp-Session-Id"))
-	decode(t, resp, 200)
+	c.open()
 	got := make(chan *http.Response, 1)
 	go func() { got <- c.post(`{"jsonrpc":"2.0","id":"b","method":"tools/call","params":{"name":"block"}}`) }()
 	<-started
 	decode(t, c.post(`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":"b"}}`), 202)
-	resp = <-got
+	resp := <-got
 	b, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
 	if ct := resp.Header.Get("Content-Type"); resp.StatusCode != 200 || ct != "text/event-stream" || len(b) != 0 {
@@ -513,9 +521,7 @@ func TestHTTPUnreadReplyHoldsNothing(t *testing.T) {
 			defer ts.Close()
 			defer h.Close()
 			c := &httpClient{t: t, url: ts.URL + "/mcp", hdr: http.Header{}}
-			resp := c.post(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25"}}`)
-			sid := resp.Header.Get("Mcp-Session-Id")
-			decode(t, resp, 200)
+			sid := c.open()
 			h.mu.Lock()
 			s := h.sessions[sid]
 			h.mu.Unlock()
@@ -575,9 +581,7 @@ func TestHTTPSessionExpiresUnused(t *testing.T) {
 	defer ts.Close()
 	defer h.Close()
 	c := &httpClient{t: t, url: ts.URL + "/mcp", hdr: http.Header{}}
-	resp := c.post(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25"}}`)
-	c.hdr.Set("Mcp-Session-Id", resp.Header.Get("Mcp-Session-Id"))
-	decode(t, resp, 200)
+	c.open()
 	ping := `{"jsonrpc":"2.0","id":2,"method":"ping"}`
 	mu.Lock()
 	now = now.Add(sessionIdle)
@@ -631,10 +635,8 @@ func TestHTTPReplyNotEscaped(t *testing.T) {
 	defer ts.Close()
 	defer h.Close()
 	c := &httpClient{t: t, url: ts.URL + "/mcp", hdr: http.Header{}}
-	resp := c.post(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25"}}`)
-	c.hdr.Set("Mcp-Session-Id", resp.Header.Get("Mcp-Session-Id"))
-	decode(t, resp, 200)
-	resp = c.post(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"echo","arguments":{"a":"<&>"}}}`)
+	c.open()
+	resp := c.post(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"echo","arguments":{"a":"<&>"}}}`)
 	b, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
 	if !strings.Contains(string(b), `<&>`) || strings.Contains(string(b), `\u003c`) {
