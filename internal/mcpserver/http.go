@@ -17,6 +17,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/capbridge/capbridge/internal/jsonout"
@@ -42,8 +43,16 @@ import (
 
 // Bounds of the HTTP carrier.
 const (
-	maxBody     = 4 << 20 // one JSON-RPC message in a POST
-	maxSessions = 64      // live legacy sessions; the longest idle goes first
+	maxBody = 4 << 20 // one JSON-RPC message in a POST
+	// maxBodies bounds the bytes of the request bodies being read at
+	// once, every connection's together. A client may send a message of
+	// maxBody as slowly as the server's read timeout allows; with every
+	// connection the listener admits doing that, the bodies alone held
+	// over half a GiB. Eight messages of the largest size fit; a request
+	// that finds the budget spent is refused (503, Retry-After) and
+	// holds nothing.
+	maxBodies   = 32 << 20
+	maxSessions = 64 // live legacy sessions; the longest idle goes first
 	// maxRunning bounds the tool calls running at once, every session's
 	// and the sessionless era's. A run holds one of the bridge's control
 	// connections while it runs, of the 64 the bridge admits: half stay
@@ -78,10 +87,17 @@ type HTTP struct {
 	sessions map[string]*session
 	closed   bool
 	now      func() time.Time
+	// bodyLeft is what is left of the budget for bodies being read
+	// (maxBodies).
+	bodyLeft atomic.Int64
 	// writeWait is writeTimeout but in tests; released, when set (by
-	// tests), is told each time a call gives back its running slot.
+	// tests), is told each time a call gives back its running slot;
+	// bodies is maxBodies but in tests; bodyMoved, when set, is told of
+	// each part of the budget for bodies taken (n > 0) and given back.
 	writeWait time.Duration
 	released  func()
+	bodies    int64
+	bodyMoved func(n int64)
 }
 
 // session is a legacy client's session.
@@ -106,6 +122,10 @@ func (h *HTTP) init() {
 		if h.writeWait == 0 {
 			h.writeWait = writeTimeout
 		}
+		if h.bodies == 0 {
+			h.bodies = maxBodies
+		}
+		h.bodyLeft.Store(h.bodies)
 	})
 }
 
@@ -219,14 +239,24 @@ func (h *HTTP) post(w http.ResponseWriter, r *http.Request) {
 		h.httpError(w, http.StatusUnsupportedMediaType, codeInvalidRequest, "the body must be application/json")
 		return
 	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
+	body, held, err := h.readBody(w, r)
 	if err != nil {
+		h.giveBody(held)
+		if errors.Is(err, errBodiesFull) {
+			w.Header().Set("Retry-After", "1")
+			h.httpError(w, http.StatusServiceUnavailable, codeInvalidRequest, "the server is reading as many requests as it holds at once: try again")
+			return
+		}
 		h.httpError(w, http.StatusRequestEntityTooLarge, codeInvalidRequest, fmt.Sprintf("a message of at most %d bytes", maxBody))
 		return
 	}
 	var req request
-	if err := json.Unmarshal(body, &req); err != nil {
-		if t := bytes.TrimSpace(body); len(t) > 0 && t[0] == '[' {
+	err = json.Unmarshal(body, &req)
+	batch := err != nil && bytes.HasPrefix(bytes.TrimSpace(body), []byte("["))
+	// What the request needs is decoded (copied): the body is garbage.
+	h.giveBody(held)
+	if err != nil {
+		if batch {
 			h.httpError(w, http.StatusBadRequest, codeInvalidRequest, "batches are not supported")
 			return
 		}
@@ -249,6 +279,82 @@ func (h *HTTP) post(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	h.legacy(w, r, req, m, isRequest)
+}
+
+// errBodiesFull is readBody's when the budget for bodies is spent.
+var errBodiesFull = errors.New("mcpserver: the budget for request bodies is spent")
+
+// readBody reads r's body, at most maxBody bytes, within the budget for
+// bodies being read: a body of known length takes its length before
+// anything is read, one of unknown length what each read brings. It
+// returns what it took, to be given back (giveBody) once the body is no
+// longer needed, whatever the error.
+func (h *HTTP) readBody(w http.ResponseWriter, r *http.Request) ([]byte, int64, error) {
+	if r.ContentLength > maxBody {
+		return nil, 0, &http.MaxBytesError{Limit: maxBody}
+	}
+	br := &budgeted{h: h, r: http.MaxBytesReader(w, r.Body, maxBody)}
+	if n := r.ContentLength; n > 0 {
+		if !h.takeBody(n) {
+			return nil, 0, errBodiesFull
+		}
+		br.held = n
+		// Read into a buffer of its size: io.ReadAll's doubling would
+		// hold up to twice what was taken.
+		body := make([]byte, n)
+		_, err := io.ReadFull(br, body)
+		return body, br.held, err
+	}
+	body, err := io.ReadAll(br)
+	return body, br.held, err
+}
+
+// budgeted reads a body within the budget for bodies: what it reads
+// beyond what was taken before reading it takes as it goes.
+type budgeted struct {
+	h    *HTTP
+	r    io.Reader
+	held int64 // taken from the budget
+	read int64
+}
+
+func (b *budgeted) Read(p []byte) (int, error) {
+	n, err := b.r.Read(p)
+	b.read += int64(n)
+	if over := b.read - b.held; over > 0 {
+		if !b.h.takeBody(over) {
+			return 0, errBodiesFull
+		}
+		b.held += over
+	}
+	return n, err
+}
+
+// takeBody takes n bytes of the budget for bodies, if it has them.
+func (h *HTTP) takeBody(n int64) bool {
+	for {
+		left := h.bodyLeft.Load()
+		if left < n {
+			return false
+		}
+		if h.bodyLeft.CompareAndSwap(left, left-n) {
+			if h.bodyMoved != nil {
+				h.bodyMoved(n)
+			}
+			return true
+		}
+	}
+}
+
+// giveBody gives n bytes back to the budget for bodies.
+func (h *HTTP) giveBody(n int64) {
+	if n == 0 {
+		return
+	}
+	h.bodyLeft.Add(n)
+	if h.bodyMoved != nil {
+		h.bodyMoved(-n)
+	}
 }
 
 // modern serves one 2026-07-28 message.

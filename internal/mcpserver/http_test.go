@@ -643,3 +643,104 @@ func TestHTTPReplyNotEscaped(t *testing.T) {
 		t.Fatalf("reply %s", b)
 	}
 }
+
+// The bodies being read at once are bounded all together: while a slow
+// client holds most of the budget, a request that does not fit is
+// refused 503 with Retry-After, whether its length is declared or not,
+// and is served once the budget is given back. A body declared larger
+// than a message may be is refused before any of it is read. Without the
+// budget, every connection could hold a message of maxBody for the
+// read timeout.
+func TestHTTPBodiesBounded(t *testing.T) {
+	defer leakcheck.Check(t)()
+	moved := make(chan int64, 16)
+	h := &HTTP{Server: testServer(nil), Local: true, bodies: 1000, bodyMoved: func(n int64) { moved <- n }}
+	ts := httptest.NewServer(h)
+	defer ts.Close()
+	defer h.Close()
+	wait := func(want int64) {
+		t.Helper()
+		select {
+		case n := <-moved:
+			if n != want {
+				t.Fatalf("the budget moved by %d, want %d", n, want)
+			}
+		case <-time.After(time.Minute): // a backstop
+			t.Fatalf("the budget did not move by %d", want)
+		}
+	}
+	c := &httpClient{t: t, url: ts.URL + "/mcp", hdr: http.Header{}}
+	c.open()
+	wait(int64(len(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25"}}`)))
+	<-moved
+
+	// A slow client declares 900 bytes and sends 10.
+	slow, err := net.Dial("tcp", ts.Listener.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	fmt.Fprintf(slow, "POST /mcp HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\nContent-Length: 900\r\n\r\n{\"jsonrpc\"", ts.Listener.Addr())
+	wait(900)
+
+	ping := `{"jsonrpc":"2.0","id":2,"method":"ping","params":{"pad":"` + strings.Repeat("x", 150) + `"}}`
+	resp := c.post(ping)
+	if resp.Header.Get("Retry-After") == "" {
+		t.Error("a 503 without Retry-After")
+	}
+	decode(t, resp, http.StatusServiceUnavailable)
+
+	// Of unknown length (chunked): refused at the read that overdraws.
+	req, _ := http.NewRequest(http.MethodPost, c.url, io.MultiReader(strings.NewReader(ping)))
+	req.Header = c.hdr.Clone()
+	req.Header.Set("Content-Type", "application/json")
+	if req.ContentLength != 0 || req.TransferEncoding != nil {
+		t.Fatalf("the request declares its length (%d, %v)", req.ContentLength, req.TransferEncoding)
+	}
+	resp, err = http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	decode(t, resp, http.StatusServiceUnavailable)
+	// What its reads took before the one refused, if they arrived in
+	// pieces, was given back before the answer.
+	var sum int64
+	for drained := false; !drained; {
+		select {
+		case n := <-moved:
+			sum += n
+		default:
+			drained = true
+		}
+	}
+	if sum != 0 {
+		t.Fatalf("the refused body left %d taken", sum)
+	}
+
+	// Declared larger than any message: refused, the budget untouched.
+	big, err := net.Dial("tcp", ts.Listener.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer big.Close()
+	fmt.Fprintf(big, "POST /mcp HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n", ts.Listener.Addr(), maxBody+1)
+	r, err := http.ReadResponse(bufio.NewReader(big), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Body.Close()
+	if r.StatusCode != http.StatusRequestEntityTooLarge {
+		t.Errorf("a body declared at maxBody+1: status %d, want 413", r.StatusCode)
+	}
+
+	slow.Close() // its handler gives its 900 bytes back
+	wait(-900)
+	resp = c.post(ping)
+	wait(int64(len(ping)))
+	wait(-int64(len(ping)))
+	decode(t, resp, http.StatusOK)
+	select {
+	case n := <-moved:
+		t.Fatalf("the budget moved by %d more", n)
+	default:
+	}
+}
