@@ -16,6 +16,7 @@ import (
 	"github.com/tidwall/gjson"
 
 	"github.com/capbridge/capbridge/internal/testkit/mcptest"
+	"github.com/capbridge/capbridge/internal/weborigin"
 )
 
 // memTransport is an http.RoundTripper that answers in memory: answer
@@ -208,7 +209,7 @@ func FuzzLegacyEndpoint(f *testing.F) {
 			}
 			defer s.end(ErrClosed)
 			ep, err := url.Parse(s.endpoint)
-			if err != nil || origin(ep) != origin(base) {
+			if err != nil || weborigin.Of(ep) != weborigin.Of(base) {
 				t.Fatalf("endpoint %q accepted for a stream at %s", s.endpoint, base)
 			}
 		})
@@ -242,31 +243,4 @@ func TestMemTransportIsUsed(t *testing.T) {
 			t.Fatalf("the face saw %s tools/call", strconv.Itoa(n))
 		}
 	})
-}
-
-// TestOrigin: two URLs are one origin when scheme, host (in any case)
-// and port (default or spelled out) match.
-func TestOrigin(t *testing.T) {
-	for _, tc := range []struct {
-		a, b string
-		same bool
-	}{
-		{"http://a.test/x", "http://a.test:80/y", true},
-		{"https://a.test/x", "https://A.Test:443/y", true},
-		{"HTTP://a.test/x", "http://a.test/", true},
-		{"http://a.test/x", "https://a.test/x", false},
-		{"http://a.test/x", "http://a.test:8080/x", false},
-		{"http://a.test/x", "http://b.test/x", false},
-		{"http://a.test/x", "http://a.test@b.test/x", false},
-		{"http://[::1]:80/x", "http://[::1]/x", true},
-	} {
-		a, errA := url.Parse(tc.a)
-		b, errB := url.Parse(tc.b)
-		if errA != nil || errB != nil {
-			t.Fatal(errA, errB)
-		}
-		if got := origin(a) == origin(b); got != tc.same {
-			t.Errorf("%s and %s: same origin %v, want %v (%s, %s)", tc.a, tc.b, got, tc.same, origin(a), origin(b))
-		}
-	}
 }

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/capbridge/capbridge/internal/sse"
+	"github.com/capbridge/capbridge/internal/weborigin"
 )
 
 // sseConn is the legacy HTTP+SSE transport (2024-11-05) as a Conn, so
@@ -111,10 +112,10 @@ func openSSE(ctx context.Context, u *url.URL, r Remote, cfg Config) (*sseConn, e
 			continue
 		}
 		ep, err := u.Parse(string(bytes.TrimSpace(ev.Data)))
-		if err != nil || origin(ep) != origin(u) {
+		if err != nil || weborigin.Of(ep) != weborigin.Of(u) {
 			_ = resp.Body.Close()
 			cancel()
-			return nil, fmt.Errorf("mcpwire: the SSE stream's endpoint %q is not on the stream's origin %s: refused", answerPreview(resp, ev.Data), origin(u))
+			return nil, fmt.Errorf("mcpwire: the SSE stream's endpoint %q is not on the stream's origin %s: refused", answerPreview(resp, ev.Data), weborigin.Of(u))
 		}
 		if !stop() {
 			_ = resp.Body.Close()

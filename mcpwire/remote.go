@@ -20,6 +20,7 @@ import (
 	"github.com/capbridge/capbridge/internal/httpcred"
 	"github.com/capbridge/capbridge/internal/regular"
 	"github.com/capbridge/capbridge/internal/truncate"
+	"github.com/capbridge/capbridge/internal/weborigin"
 )
 
 // Transport names how a remote server is reached.
@@ -453,21 +454,10 @@ func sameOrigin(req *http.Request, via []*http.Request) error {
 	if len(via) >= 5 {
 		return errors.New("mcpwire: more than 5 redirects")
 	}
-	if origin(req.URL) != origin(via[0].URL) {
-		return fmt.Errorf("mcpwire: redirect to another origin (%s) refused; set the server's url to where it lives", origin(req.URL))
+	if weborigin.Of(req.URL) != weborigin.Of(via[0].URL) {
+		return fmt.Errorf("mcpwire: redirect to another origin (%s) refused; set the server's url to where it lives", weborigin.Of(req.URL))
 	}
 	return nil
-}
-
-// origin is u's origin as RFC 6454 compares them: scheme, host and
-// port, the default port spelled out, the host in lower case (a DNS name
-// is case-insensitive; url.Parse lowers only the scheme).
-func origin(u *url.URL) string {
-	port := u.Port()
-	if port == "" {
-		port = map[string]string{"http": "80", "https": "443"}[u.Scheme]
-	}
-	return u.Scheme + "://" + strings.ToLower(u.Hostname()) + ":" + port
 }
 
 // shownURL is u without credentials, query or fragment: what a log line

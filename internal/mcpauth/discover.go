@@ -26,6 +26,7 @@ import (
 
 	"github.com/capbridge/capbridge/internal/loopback"
 	"github.com/capbridge/capbridge/internal/truncate"
+	"github.com/capbridge/capbridge/internal/weborigin"
 )
 
 // ErrAuth is matched by every error this package returns.
@@ -204,15 +205,15 @@ func DiscoverResource(ctx context.Context, hc *http.Client, server string, ch Ch
 		// where capbridge's client secret goes: it must not come in the
 		// clear, nor from anywhere but the server itself over http.
 		mu, err := url.Parse(ch.ResourceMetadata)
-		if err != nil || mu.Host == "" || (mu.Scheme != "https" && (mu.Scheme != "http" || origin(mu) != origin(u))) {
+		if err != nil || mu.Host == "" || (mu.Scheme != "https" && (mu.Scheme != "http" || weborigin.Of(mu) != weborigin.Of(u))) {
 			return nil, fail("the server's WWW-Authenticate", fmt.Errorf("names resource metadata at %q: not https, nor http on the server's own origin", truncate.Ellipsis(shownURL(ch.ResourceMetadata), 200)))
 		}
 		tries = []string{ch.ResourceMetadata}
 	} else {
 		if p := strings.TrimRight(u.Path, "/"); p != "" {
-			tries = append(tries, origin(u)+"/.well-known/oauth-protected-resource"+p)
+			tries = append(tries, root(u)+"/.well-known/oauth-protected-resource"+p)
 		}
-		tries = append(tries, origin(u)+"/.well-known/oauth-protected-resource")
+		tries = append(tries, root(u)+"/.well-known/oauth-protected-resource")
 	}
 	var last error
 	for _, t := range tries {
@@ -249,7 +250,7 @@ func DiscoverResource(ctx context.Context, hc *http.Client, server string, ch Ch
 // server: the same origin, and a path the server's is within.
 func sameResource(resource string, server *url.URL) bool {
 	r, err := url.Parse(resource)
-	if err != nil || origin(r) != origin(server) {
+	if err != nil || weborigin.Of(r) != weborigin.Of(server) {
 		return false
 	}
 	rp, sp := strings.TrimRight(r.Path, "/"), strings.TrimRight(server.Path, "/")
@@ -277,7 +278,7 @@ func discoverServer(ctx context.Context, hc *http.Client, issuer string, plain p
 	if err != nil || u.Host == "" || !reachable(u, plain) {
 		return nil, fail("the authorization server", fmt.Errorf("%q is not an https URL (nor http where it may be: %s)", issuer, plain))
 	}
-	o, p := origin(u), strings.TrimRight(u.Path, "/")
+	o, p := root(u), strings.TrimRight(u.Path, "/")
 	tries := []string{o + "/.well-known/oauth-authorization-server", o + "/.well-known/openid-configuration"}
 	if p != "" {
 		tries = []string{o + "/.well-known/oauth-authorization-server" + p, o + "/.well-known/openid-configuration" + p, o + p + "/.well-known/openid-configuration"}
@@ -361,7 +362,7 @@ func reachable(u *url.URL, plain plainHTTP) bool {
 	case "https":
 		return true
 	case "http":
-		return (plain.loopback && loopback.Host(u.Hostname())) || (plain.origin != "" && origin(u) == plain.origin)
+		return (plain.loopback && loopback.Host(u.Hostname())) || (plain.origin != "" && weborigin.Of(u) == plain.origin)
 	}
 	return false
 }
@@ -420,7 +421,7 @@ func Discover(ctx context.Context, hc *http.Client, server string, ch Challenge)
 	if err == nil {
 		plain := plainHTTP{loopback: loopback.Host(u.Hostname())}
 		if u.Scheme == "http" {
-			plain.origin = origin(u) // the config allowed this server plain http
+			plain.origin = weborigin.Of(u) // the config allowed this server plain http
 		}
 		meta, err := discoverServer(ctx, hc, rm.AuthorizationServers[0], plain)
 		if err != nil {
@@ -435,16 +436,16 @@ func Discover(ctx context.Context, hc *http.Client, server string, ch Challenge)
 	if !errors.Is(err, ErrNoResourceMetadata) {
 		return nil, err
 	}
-	o := origin(u)
+	o := root(u)
 	d := &Discovery{Resource: shown(u), Legacy2025: true}
 	var md ServerMetadata
 	switch err := getJSON(ctx, hc, o+"/.well-known/oauth-authorization-server", &md); {
 	case err == nil:
 		iu, perr := url.Parse(md.Issuer)
-		if perr != nil || origin(iu) != o || md.TokenEndpoint == "" {
+		if perr != nil || weborigin.Of(iu) != weborigin.Of(u) || md.TokenEndpoint == "" {
 			return nil, fail("authorization server metadata at "+o, fmt.Errorf("names the issuer %q and token endpoint %q: not of the server's origin %s", md.Issuer, md.TokenEndpoint, o))
 		}
-		if err := md.endpointsOn(plainHTTP{origin: o, loopback: loopback.Host(u.Hostname())}); err != nil {
+		if err := md.endpointsOn(plainHTTP{origin: weborigin.Of(u), loopback: loopback.Host(u.Hostname())}); err != nil {
 			return nil, fail("authorization server metadata at "+o, err)
 		}
 		d.Server = &md
@@ -484,7 +485,9 @@ func getJSON(ctx context.Context, hc *http.Client, target string, v any) error {
 	return nil
 }
 
-func origin(u *url.URL) string { return u.Scheme + "://" + u.Host }
+// root is u's scheme and host as given: where its well-known documents
+// are. Origins are compared with weborigin.Of.
+func root(u *url.URL) string { return u.Scheme + "://" + u.Host }
 
 func shown(u *url.URL) string {
 	return (&url.URL{Scheme: u.Scheme, Host: u.Host, Path: u.Path}).String()

@@ -185,3 +185,42 @@ func TestIssuerPinned(t *testing.T) {
 		t.Errorf("a login whose server names another authorization server: %v", err)
 	}
 }
+
+// Origins are compared as RFC 6454 compares them: a server configured
+// with its host in capitals, or with its scheme's port spelled out, is
+// the resource its metadata names in lower case and without the port,
+// and its plain-http metadata on its own origin is its own.
+func TestOriginsCompareWithoutCaseOrDefaultPort(t *testing.T) {
+	t.Cleanup(leakcheck.Check(t))
+	serve := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch strings.ToLower(r.URL.Hostname()) + r.URL.Path {
+		case "mcp.example.com/.well-known/oauth-protected-resource/mcp":
+			fmt.Fprint(w, `{"resource":"https://mcp.example.com/mcp","authorization_servers":["https://as.example"]}`)
+		case "local.test/meta":
+			fmt.Fprint(w, `{"resource":"http://local.test/mcp","authorization_servers":["https://as.example"]}`)
+		case "as.example/.well-known/oauth-authorization-server":
+			fmt.Fprint(w, `{"issuer":"https://as.example","token_endpoint":"https://as.example/token"}`)
+		case "as.example/token":
+			w.Header().Set("Content-Type", "application/json")
+			fmt.Fprint(w, `{"access_token":"a","token_type":"Bearer","expires_in":3600}`)
+		default:
+			http.NotFound(w, r)
+		}
+	})
+	for _, tc := range []struct{ server, challenge string }{
+		{"https://MCP.Example.COM/mcp", "Bearer"},
+		{"https://mcp.example.com:443/mcp", "Bearer"},
+		{"http://LOCAL.test/mcp", `Bearer resource_metadata="http://local.test:80/meta"`},
+	} {
+		rt := &recordingTransport{h: serve}
+		a, err := NewAuthorizer(tc.server, ClientCredentials{ClientID: "cb", Secret: "s3cr3t-client-secret"}, &http.Client{Transport: rt})
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp := refusal(tc.server, http.StatusUnauthorized, "", "")
+		resp.Header.Set("Www-Authenticate", tc.challenge)
+		if _, err := a.Challenge(context.Background(), resp); err != nil {
+			t.Errorf("%s: %v (%v)", tc.server, err, rt.seen)
+		}
+	}
+}
