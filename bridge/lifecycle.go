@@ -326,6 +326,7 @@ func (s *server) dial(ctx context.Context) (*mcpwire.Client, error) {
 		// needed until the server answers 401, which then says
 		// needs_login.
 		login := mcpauth.NewStoredAuthorizer(mcpauth.Store{Dir: s.opts.tokenDir}, s.cfg().Name, rm.URL, hc)
+		login.Warn = func(err error) { s.log.Warn().Err(err).Msg("the login's token store") }
 		r.Auth = login
 		s.login.Store(login)
 	}

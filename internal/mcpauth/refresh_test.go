@@ -3,6 +3,7 @@ package mcpauth
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -11,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -175,4 +177,113 @@ func TestStepUpDuringRefresh(t *testing.T) {
 		<-got
 	}
 	<-refreshed
+}
+
+// rotatingAS is an authorization server's token endpoint that rotates
+// refresh tokens: each refresh_token grant with the current refresh
+// token answers access token aN and refresh token rN, and spends the one
+// it was given; any other is invalid_grant.
+type rotatingAS struct {
+	mu      sync.Mutex
+	current string
+	n       int
+	grants  int
+}
+
+func (as *rotatingAS) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	as.mu.Lock()
+	defer as.mu.Unlock()
+	as.grants++
+	w.Header().Set("Content-Type", "application/json")
+	if r.FormValue("grant_type") != "refresh_token" || r.FormValue("refresh_token") != as.current {
+		w.WriteHeader(http.StatusBadRequest)
+		fmt.Fprint(w, `{"error":"invalid_grant"}`)
+		return
+	}
+	as.n++
+	as.current = fmt.Sprintf("r%d", as.n)
+	fmt.Fprintf(w, `{"access_token":"a%d","refresh_token":%q,"token_type":"Bearer","expires_in":3600}`, as.n, as.current)
+}
+
+// A refreshed login the store cannot take is not lost: the server has
+// rotated the refresh token, so the store's is spent. The new tokens are
+// sent, Warn is told, and the next refresh uses them and saves its own.
+// A logout or a new login in the store meanwhile is the store's word.
+func TestRefreshedLoginUnsaved(t *testing.T) {
+	t.Cleanup(leakcheck.Check(t))
+	const url = "http://127.0.0.1:1/mcp"
+	for _, then := range []string{"the next refresh saves", "a logout meanwhile", "a new login meanwhile"} {
+		t.Run(then, func(t *testing.T) {
+			as := &rotatingAS{current: "r0"}
+			ts := httptest.NewServer(as)
+			defer ts.Close()
+			store := Store{Dir: filepath.Join(t.TempDir(), "oauth")}
+			login := func(access, refresh string, life time.Duration) {
+				t.Helper()
+				if err := store.Save(&Saved{Server: "web", URL: url, TokenEndpoint: ts.URL + "/token", ClientID: "c",
+					AccessToken: access, RefreshToken: refresh, Expiry: time.Now().Add(life)}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			login("a0", "r0", time.Second) // about to expire: the first use refreshes it
+			a := NewStoredAuthorizer(store, "web", url, ts.Client())
+			var warned []error
+			a.Warn = func(err error) { warned = append(warned, err) }
+			full := errors.New("no space left on device")
+			a.save = func(*Saved) error { return full }
+
+			h := http.Header{}
+			if err := a.Authorize(context.Background(), h); err != nil {
+				t.Fatalf("Authorize, the store refusing the refreshed login: %v", err)
+			}
+			if got := h.Get("Authorization"); got != "Bearer a1" {
+				t.Fatalf("sent %q, want the refreshed token", got)
+			}
+			if len(warned) != 1 || !errors.Is(warned[0], full) {
+				t.Fatalf("Warn told %v", warned)
+			}
+			a.save = store.Save
+
+			switch then {
+			case "a logout meanwhile":
+				if err := store.Delete("web"); err != nil {
+					t.Fatal(err)
+				}
+			case "a new login meanwhile":
+				login("b0", "s0", time.Hour)
+			}
+			resp := refusal(url, http.StatusUnauthorized, "a1", "")
+			retry, err := a.Challenge(context.Background(), resp)
+			switch then {
+			case "the next refresh saves":
+				if !retry || err != nil {
+					t.Fatalf("Challenge: %v, %v", retry, err)
+				}
+				sv, err := store.Load("web")
+				if err != nil || sv.AccessToken != "a2" || sv.RefreshToken != "r2" {
+					t.Fatalf("saved %+v, %v; want a2, r2", sv, err)
+				}
+			case "a logout meanwhile":
+				if retry || !errors.Is(err, ErrNeedsLogin) {
+					t.Fatalf("Challenge: %v, %v; want needs login", retry, err)
+				}
+				if _, err := store.Load("web"); !errors.Is(err, ErrNeedsLogin) {
+					t.Fatalf("the logout was undone: %v", err)
+				}
+			case "a new login meanwhile":
+				if !retry || err != nil {
+					t.Fatalf("Challenge: %v, %v", retry, err)
+				}
+			}
+			h = http.Header{}
+			err = a.Authorize(context.Background(), h)
+			want := map[string]string{"the next refresh saves": "Bearer a2", "a logout meanwhile": "", "a new login meanwhile": "Bearer b0"}[then]
+			if got := h.Get("Authorization"); got != want {
+				t.Errorf("then sent %q (%v), want %q", got, err, want)
+			}
+			if then != "the next refresh saves" && as.grants != 1 {
+				t.Errorf("%d refresh grants, want the first only", as.grants)
+			}
+		})
+	}
 }

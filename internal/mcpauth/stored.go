@@ -25,12 +25,22 @@ import (
 // refresh token, or the refresh is refused. A login saved for another
 // URL under the server's name (the config's url changed since) is never
 // sent, and one removed (capbridge logout) is not refreshed back into
-// the store. Safe for concurrent use.
+// the store. A refreshed login that cannot be saved is used from memory
+// (the server has rotated the refresh token, so the store's is spent)
+// and saved at the next chance, for as long as the store still holds the
+// login it replaced. Safe for concurrent use.
 type StoredAuthorizer struct {
+	// Warn, when set before first use, is told of a failure that leaves
+	// the login working but the store behind it: a refreshed login that
+	// could not be saved. It is called under the authorizer's lock and
+	// must not call the authorizer.
+	Warn func(error)
+
 	store  Store
 	server string
 	url    string // the server's URL, which the saved login must be for
 	hc     *http.Client
+	save   func(*Saved) error // store.Save but in tests
 
 	mu    sync.Mutex
 	saved *Saved // set by setSavedLocked alone
@@ -47,12 +57,57 @@ type StoredAuthorizer struct {
 	// request (Challenge), not on every request: a server that needs no
 	// login costs no file access per call.
 	looked bool
+	// unsaved is a refreshed login the store could not take, and
+	// unsavedFrom the refresh token of the store's login it replaces:
+	// while the store holds that login, unsaved is the current one.
+	unsaved     *Saved
+	unsavedFrom string
 }
 
 // NewStoredAuthorizer returns the authorizer of the login saved for the
 // server named server at url.
 func NewStoredAuthorizer(store Store, server, url string, hc *http.Client) *StoredAuthorizer {
-	return &StoredAuthorizer{store: store, server: server, url: url, hc: hc}
+	return &StoredAuthorizer{store: store, server: server, url: url, hc: hc, save: store.Save}
+}
+
+// currentLocked returns the login in force: the store's, or the
+// refreshed one it could not take while it still holds the login that
+// one replaced. A login removed (capbridge logout) or replaced (a login,
+// another process's refresh) since is the store's word, and the unsaved
+// one is dropped.
+func (a *StoredAuthorizer) currentLocked() (*Saved, error) {
+	sv, err := a.load()
+	if a.unsaved == nil {
+		return sv, err
+	}
+	switch {
+	case err != nil && !errors.Is(err, ErrNeedsLogin):
+		return nil, err // the store could not be read: the unsaved login stays
+	case err != nil || sv.RefreshToken != a.unsavedFrom:
+		a.unsaved = nil
+		return sv, err
+	}
+	next := *a.unsaved
+	return &next, nil
+}
+
+// saveLocked saves sv, the login in force from now on, under the
+// store's lock. Should the store not take it, sv is kept as unsaved, in
+// force over the store's login from (that login's refresh token), and
+// Warn is told.
+func (a *StoredAuthorizer) saveLocked(sv *Saved, from string) {
+	if err := a.save(sv); err != nil {
+		if a.unsaved == nil {
+			a.unsavedFrom = from
+		}
+		a.unsaved = sv
+		if a.Warn != nil {
+			a.Warn(fmt.Errorf("%w; the refreshed login is used from memory until it can be saved, and is lost if capbridge stops or reconnects to the server first", err))
+		}
+	} else {
+		a.unsaved = nil
+	}
+	a.setSavedLocked(sv)
 }
 
 // load reads the saved login, which must be for this server's URL.
@@ -124,7 +179,7 @@ func (a *StoredAuthorizer) Challenge(ctx context.Context, resp *http.Response) (
 	sent := strings.TrimPrefix(resp.Request.Header.Get("Authorization"), "Bearer ")
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	sv, err := a.load()
+	sv, err := a.currentLocked()
 	if err == nil && sv.AccessToken != sent {
 		a.setSavedLocked(sv) // a newer token, from a login or another process's refresh
 		return true, nil
@@ -179,14 +234,15 @@ func (a *StoredAuthorizer) stepUpLocked(ch Challenge) error {
 		return err
 	}
 	defer unlock()
-	sv, err := a.load()
+	sv, err := a.currentLocked()
 	if err != nil {
 		return err
 	}
 	sv.StepUp = union(sv.StepUp, need)
-	if err := a.store.Save(sv); err != nil {
+	if err := a.save(sv); err != nil {
 		return err
 	}
+	a.unsaved = nil
 	a.setSavedLocked(sv)
 	return &stepUpError{want: need, missing: missing}
 }
@@ -243,7 +299,7 @@ func (a *StoredAuthorizer) refreshLocked(ctx context.Context, sent string) error
 		return err
 	}
 	defer unlock()
-	sv, err := a.load()
+	sv, err := a.currentLocked()
 	if errors.Is(err, ErrNeedsLogin) {
 		a.setSavedLocked(nil)
 		if err == ErrNeedsLogin {
@@ -256,6 +312,9 @@ func (a *StoredAuthorizer) refreshLocked(ctx context.Context, sent string) error
 	}
 	a.setSavedLocked(sv) // what another process may have saved
 	if a.saved.AccessToken != sent && (a.saved.Expiry.IsZero() || time.Until(a.saved.Expiry) >= renewBefore) {
+		if a.unsaved != nil {
+			a.saveLocked(sv, a.unsavedFrom) // another chance to save it
+		}
 		return nil
 	}
 	if a.saved.RefreshToken == "" {
@@ -288,10 +347,9 @@ func (a *StoredAuthorizer) refreshLocked(ctx context.Context, sent string) error
 	if tok.RefreshToken != "" {
 		next.RefreshToken = tok.RefreshToken // rotated
 	}
-	if err := a.store.Save(&next); err != nil {
-		return err
-	}
-	a.setSavedLocked(&next)
+	// The server may have rotated the refresh token: from here the
+	// store's is spent, and next must be used whether or not it is saved.
+	a.saveLocked(&next, a.saved.RefreshToken)
 	return nil
 }
 
