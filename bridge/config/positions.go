@@ -2,6 +2,7 @@ package config
 
 import (
 	"bytes"
+	"sort"
 	"strings"
 
 	"github.com/pelletier/go-toml/v2/unstable"
@@ -13,46 +14,69 @@ import (
 // gives the same precision to the checks this package makes itself.
 type positions map[string]int
 
+// maxIndexed bounds the parts of a key path the index records.
+// capbridge's own keys are a few parts deep, and a deeper path is an
+// error at one of its first parts, which is indexed. Unbounded, a dotted
+// key or inline tables nested n deep cost n² (every prefix of every path
+// joined and kept): a 32 KiB file took over a second and 270 MB.
+const maxIndexed = 16
+
 // indexPositions walks the document's expressions. It is called only on a
 // document that has already decoded, so parse errors are not expected;
 // should one occur, the index is simply incomplete and errors fall back to
-// naming the key without a line.
+// naming the key without a line. Its work is linear in the document.
 func indexPositions(doc []byte) positions {
-	pos := positions{}
+	x := indexer{pos: positions{}, lines: newlines(doc), size: len(doc)}
 	p := unstable.Parser{}
 	p.Reset(doc)
 	var table []string
+	tableDeep := false // the table's path is longer than maxIndexed
 	for p.NextExpression() {
 		e := p.Expression()
 		switch e.Kind {
 		case unstable.Table, unstable.ArrayTable:
-			table = keyParts(e.Key())
+			table, tableDeep = keyParts(e.Key(), maxIndexed)
 			first := e.Key()
 			if first.Next() {
-				pos.add(strings.Join(table, "."), lineOf(doc, first.Node().Raw))
+				x.pos.add(strings.Join(table, "."), x.line(first.Node().Raw))
 			}
 		case unstable.KeyValue:
-			pos.addKeyValue(doc, table, e)
+			if !tableDeep {
+				x.addKeyValue(table, e)
+			}
 		}
 	}
-	return pos
+	return x.pos
 }
 
-func (pos positions) addKeyValue(doc []byte, prefix []string, kv *unstable.Node) {
+// indexer builds the positions of one document.
+type indexer struct {
+	pos   positions
+	lines []int // the offset of each '\n' in the document
+	size  int
+}
+
+func (x *indexer) addKeyValue(prefix []string, kv *unstable.Node) {
 	it := kv.Key()
 	if !it.Next() {
 		return
 	}
-	line := lineOf(doc, it.Node().Raw)
-	path := append(append([]string(nil), prefix...), keyParts(kv.Key())...)
+	line := x.line(it.Node().Raw)
+	parts, deep := keyParts(kv.Key(), maxIndexed-len(prefix))
+	path := append(append(make([]string, 0, len(prefix)+len(parts)), prefix...), parts...)
 	// A dotted key (a.b.c = 1) defines every prefix on its own line.
-	for i := len(prefix) + 1; i <= len(path); i++ {
-		pos.add(strings.Join(path[:i], "."), line)
+	joined := strings.Join(prefix, ".")
+	for i, part := range parts {
+		if i > 0 || joined != "" {
+			joined += "."
+		}
+		joined += part
+		x.pos.add(joined, line)
 	}
-	if v := kv.Value(); v.Kind == unstable.InlineTable {
+	if v := kv.Value(); v.Kind == unstable.InlineTable && !deep && len(path) < maxIndexed {
 		for c := v.Children(); c.Next(); {
 			if c.Node().Kind == unstable.KeyValue {
-				pos.addKeyValue(doc, path, c.Node())
+				x.addKeyValue(path, c.Node())
 			}
 		}
 	}
@@ -82,17 +106,38 @@ func (pos positions) line(path string) int {
 	}
 }
 
-func keyParts(it unstable.Iterator) []string {
+// keyParts returns a key's parts, at most max of them, and whether it
+// has more.
+func keyParts(it unstable.Iterator, max int) ([]string, bool) {
 	var parts []string
 	for it.Next() {
+		if len(parts) >= max {
+			return parts, true
+		}
 		parts = append(parts, string(it.Node().Data))
 	}
-	return parts
+	return parts, false
 }
 
-func lineOf(doc []byte, r unstable.Range) int {
-	if int(r.Offset) > len(doc) {
+// newlines returns the offset of each '\n' in doc.
+func newlines(doc []byte) []int {
+	var nl []int
+	for off := 0; ; {
+		i := bytes.IndexByte(doc[off:], '\n')
+		if i < 0 {
+			return nl
+		}
+		nl = append(nl, off+i)
+		off += i + 1
+	}
+}
+
+// line returns the 1-based line of r's start, or 0 if it is not in the
+// document.
+func (x *indexer) line(r unstable.Range) int {
+	off := int(r.Offset)
+	if off > x.size {
 		return 0
 	}
-	return 1 + bytes.Count(doc[:r.Offset], []byte{'\n'})
+	return 1 + sort.SearchInts(x.lines, off)
 }
