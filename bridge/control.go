@@ -330,6 +330,14 @@ func (h *controlHandler) Search(_ context.Context, r *control.SearchRequest) (*c
 			}
 		}
 	} else {
+		// Each server once, however often it is named: a search costs
+		// what the servers' listings do, not what the request repeats.
+		seen := make(map[string]bool, len(names))
+		names = slices.DeleteFunc(slices.Clone(names), func(n string) bool {
+			dup := seen[n]
+			seen[n] = true
+			return dup
+		})
 		for _, name := range names {
 			gen, err := h.generated(name, r.Lang)
 			if err != nil {

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -68,6 +69,13 @@ func TestControlDescribeSearch(t *testing.T) {
 	one, err := cc.Search(ctx, &control.SearchRequest{Servers: []string{"u"}, Query: "answers sum integers", Limit: 1})
 	if err != nil || len(one.Matches) != 1 || one.Matches[0].Server != "u" || one.Matches[0].Tool != "add" {
 		t.Errorf("search one server, limit 1: %+v, %v", one, err)
+	}
+	// A server named again is searched once: 20 000 names cost one
+	// search (they cost one each, and the matches repeated).
+	again, err := cc.Search(ctx, &control.SearchRequest{Servers: slices.Repeat([]string{"u", "t"}, 10_000), Query: "echo", Limit: 100})
+	twice, err2 := cc.Search(ctx, &control.SearchRequest{Servers: []string{"u", "t"}, Query: "echo", Limit: 100})
+	if err != nil || err2 != nil || !slices.Equal(again.Matches, twice.Matches) {
+		t.Errorf("search of servers named again: %d matches (%v), want the %d of each once (%v)", len(again.Matches), err, len(twice.Matches), err2)
 	}
 	none, err := cc.Search(ctx, &control.SearchRequest{Query: "zzzqqq"})
 	if err != nil || none.Matches == nil || len(none.Matches) != 0 {

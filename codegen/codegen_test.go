@@ -596,6 +596,20 @@ func TestDescribeSearch(t *testing.T) {
 	if m := g.Search("zzzz", 5); len(m) != 0 {
 		t.Errorf("Search for nothing found %+v", m)
 	}
+	// A tool named again, by either name, is described once, where it was
+	// first asked: 100 000 names asked cost one declaration (they built
+	// one each, 366 MB for 800 KB of names).
+	many := []string{"list_directory"}
+	for range 50_000 {
+		many = append(many, "ReadTextFile", "read_text_file")
+	}
+	once, err := g.Describe("list_directory", "ReadTextFile")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d, err := g.Describe(many...); err != nil || d != once {
+		t.Errorf("Describe of names repeated: %v, %d bytes, want the %d of each once", err, len(d), len(once))
+	}
 }
 
 func TestListingDigest(t *testing.T) {

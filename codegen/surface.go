@@ -306,24 +306,44 @@ func unionTell(d *typeDef, mark string) string {
 }
 
 // Describe returns the full declarations of the named tools, by function
-// name or wire name, in the order asked (none named: every tool, in
-// listing order): what a lean rung of the surface leaves out. It is the
-// pure half of the control plane's describe request. For a listing
-// whose plans Generate did not keep (see retainBytes) it plans the
-// listing again, as Generate did, so its text is the same either way.
+// name or wire name, in the order first asked, each once (none named:
+// every tool, in listing order): what a lean rung of the surface leaves
+// out. It is the pure half of the control plane's describe request, so
+// its cost is bounded by the listing, not by how often a name repeats.
+// For a listing whose plans Generate did not keep (see retainBytes) it
+// plans the listing again, as Generate did, so its text is the same
+// either way.
 func (g *Generated) Describe(names ...string) (string, error) {
-	at := make([]int, 0, max(len(names), len(g.docs)))
+	at := make([]int, 0, min(max(len(names), len(g.docs)), len(g.docs)))
 	if len(names) == 0 {
 		for i := range g.docs {
 			at = append(at, i)
 		}
 	}
+	var index map[string]int // by name and wire name, once many are asked
+	if len(names) > 8 {
+		index = make(map[string]int, 2*len(g.docs))
+		// From the last: each string keeps the first tool it names, as
+		// the scan below finds.
+		for i := len(g.docs) - 1; i >= 0; i-- {
+			index[g.docs[i].wire] = i
+			index[g.docs[i].name] = i
+		}
+	}
+	seen := make(map[int]bool, min(len(names), len(g.docs)))
 	for _, n := range names {
-		k := slices.IndexFunc(g.docs, func(d toolDoc) bool { return d.name == n || d.wire == n })
-		if k < 0 {
+		k, ok := index[n]
+		if index == nil {
+			k = slices.IndexFunc(g.docs, func(d toolDoc) bool { return d.name == n || d.wire == n })
+			ok = k >= 0
+		}
+		if !ok {
 			return "", fmt.Errorf("%w: %s", ErrNoSuchTool, strconv.QuoteToASCII(truncate.Ellipsis(n, 80)))
 		}
-		at = append(at, k)
+		if !seen[k] {
+			seen[k] = true
+			at = append(at, k)
+		}
 	}
 	ds, err := g.declarations()
 	if err != nil {

@@ -244,7 +244,7 @@ func (r *Runner) searchTool(ctx context.Context, args json.RawMessage, _ mcpserv
 		if a.Servers, err = r.Offered(ctx); err != nil {
 			return nil, err
 		}
-	} else if _, err := r.servers(ctx, a.Servers); err != nil {
+	} else if a.Servers, err = r.servers(ctx, a.Servers); err != nil {
 		return nil, fmt.Errorf("%w: %v", mcpserver.ErrBadParams, err)
 	}
 	cc, err := control.Dial(ctx, r.cfg.Control)
