@@ -33,6 +33,11 @@ var (
 const (
 	maxLine     = bound.MaxMessage // one JSON-RPC message
 	maxInFlight = 32               // tools/call running at once; more are refused
+	// maxQueued bounds the messages waiting for the host to take them. A
+	// call keeps its place among the maxInFlight until its reply is
+	// queued, and a full queue stops the reading of requests, so a host
+	// that stops reading holds at most maxQueued + maxInFlight replies.
+	maxQueued = 16
 )
 
 // JSON-RPC error codes (MCP's schema).
@@ -83,16 +88,27 @@ var ErrBadParams = errors.New("mcpserver: invalid params")
 
 // Serve speaks MCP over r and w (newline-delimited JSON-RPC, as the stdio
 // transport says) until r ends or ctx does, whichever is first: a host
-// that holds its end of r open while capbridge is told to stop (a signal)
-// does not keep it serving. Calls still running then are cancelled and
-// waited for. It returns nil when r ended cleanly or ctx did; if ctx
-// did, the goroutine reading r ends when r does (close r to end it).
+// that holds its end of r open, or leaves w unread, while capbridge is
+// told to stop (a signal) does not keep it serving. Calls still running
+// then are cancelled and waited for. Once r ends, the replies queued are
+// written before Serve returns, unless ctx ends first. It returns nil
+// when r ended cleanly or ctx did; if ctx did, the goroutine reading r
+// ends when r does and the one writing w when its write returns (close
+// them to end those).
 func (s *Server) Serve(ctx context.Context, r io.Reader, w io.Writer) error {
-	ctx, cancel := context.WithCancel(ctx)
-	c := &conn{srv: s, w: w, inflight: map[string]context.CancelFunc{}}
+	sess, cancel := context.WithCancel(ctx)
+	c := &conn{srv: s, stop: ctx.Done(), out: make(chan []byte, maxQueued), slots: make(chan struct{}, maxInFlight),
+		inflight: map[string]context.CancelFunc{}}
+	written := make(chan struct{})
+	go c.writeAll(w, written)
 	defer func() {
 		cancel()
 		c.wg.Wait()
+		close(c.out) // nothing writes any more: the calls and the reading are over
+		select {
+		case <-written:
+		case <-ctx.Done():
+		}
 	}()
 	type read struct {
 		line []byte
@@ -105,7 +121,7 @@ func (s *Server) Serve(ctx context.Context, r io.Reader, w io.Writer) error {
 			line, err := readLine(br)
 			select {
 			case lines <- read{line, err}:
-			case <-ctx.Done():
+			case <-sess.Done():
 				return
 			}
 			if err != nil {
@@ -115,11 +131,11 @@ func (s *Server) Serve(ctx context.Context, r io.Reader, w io.Writer) error {
 	}()
 	for {
 		select {
-		case <-ctx.Done():
+		case <-sess.Done():
 			return nil
 		case in := <-lines:
 			if len(in.line) > 0 {
-				c.handle(ctx, in.line)
+				c.handle(sess, in.line)
 			}
 			if in.err == io.EOF {
 				return nil
@@ -154,9 +170,14 @@ func readLine(br *bufio.Reader) ([]byte, error) {
 // conn is one session's state.
 type conn struct {
 	srv *Server
-	wmu sync.Mutex
-	w   io.Writer
-	wg  sync.WaitGroup
+	// out is the queue of messages for the host, in order, written by
+	// writeAll alone; stop is Serve's ctx ending, which drops what is
+	// still to be queued. slots holds a place for each call from its
+	// admission until its reply is queued.
+	out   chan []byte
+	stop  <-chan struct{}
+	slots chan struct{}
+	wg    sync.WaitGroup
 
 	mu       sync.Mutex
 	inflight map[string]context.CancelFunc // by the JSON of the request id
@@ -358,9 +379,14 @@ func (c *conn) call(ctx context.Context, req request, m meta, modern bool) {
 	callCtx, cancel := context.WithCancel(ctx)
 	c.mu.Lock()
 	_, dup := c.inflight[key]
-	full := len(c.inflight) >= maxInFlight
-	if !dup && !full {
-		c.inflight[key] = cancel
+	full := false
+	if !dup {
+		select {
+		case c.slots <- struct{}{}:
+			c.inflight[key] = cancel
+		default:
+			full = true
+		}
 	}
 	c.mu.Unlock()
 	switch {
@@ -378,6 +404,7 @@ func (c *conn) call(ctx context.Context, req request, m meta, modern bool) {
 		progress = progressFunc(callCtx, tok, c.write)
 	}
 	c.wg.Go(func() {
+		defer func() { <-c.slots }() // its reply is queued (or dropped)
 		defer cancel()
 		res, err := tool.Call(callCtx, args, progress)
 		c.mu.Lock()
@@ -415,15 +442,29 @@ func (c *conn) writeErrorData(id json.RawMessage, code int, msg string, data any
 	c.write(map[string]any{"jsonrpc": "2.0", "id": id, "error": e})
 }
 
-// write sends one message on its own line. A write error is left for the
-// reader to see as the session's end.
+// write queues one message for the host, to be written on its own line;
+// it waits for room, and drops the message once Serve's ctx has ended.
 func (c *conn) write(msg any) {
 	b, err := jsonout.Marshal(msg)
 	if err != nil {
 		b, _ = json.Marshal(map[string]any{"jsonrpc": "2.0", "id": nil, "error": map[string]any{"code": codeInternal, "message": "encoding a reply: " + err.Error()}})
 	}
 	b = append(b, '\n')
-	c.wmu.Lock()
-	defer c.wmu.Unlock()
-	_, _ = c.w.Write(b)
+	select {
+	case c.out <- b:
+	case <-c.stop:
+	}
+}
+
+// writeAll writes the queued messages to w in order until the queue is
+// closed, then closes done. After a failed write it drops the rest: the
+// reader sees the session's end.
+func (c *conn) writeAll(w io.Writer, done chan<- struct{}) {
+	defer close(done)
+	var err error
+	for b := range c.out {
+		if err == nil {
+			_, err = w.Write(b)
+		}
+	}
 }

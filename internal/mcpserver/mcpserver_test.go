@@ -4,9 +4,12 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/capbridge/capbridge/internal/testkit/leakcheck"
@@ -187,4 +190,74 @@ func TestServeEndsWithContext(t *testing.T) {
 	case <-time.After(time.Minute): // a backstop: it returns at once
 		t.Fatal("Serve went on after its context ended, its input open")
 	}
+}
+
+// stalled is a host's end of capbridge's output that takes nothing: each
+// Write waits until the host goes (close).
+type stalled struct {
+	gone  chan struct{}
+	tried atomic.Int32
+}
+
+func (s *stalled) Write(p []byte) (int, error) {
+	s.tried.Add(1)
+	<-s.gone
+	return 0, io.ErrClosedPipe
+}
+
+// A host that stops reading holds a bounded number of replies, and its
+// requests wait: the server stops reading them. Its calls keep their
+// places until their replies are queued, so no more run than there are
+// places, queued replies and the one being written; the calls sent after
+// are neither run nor read. And the host
+// does not keep the server from stopping: once ctx ends, Serve returns
+// with the reply it was writing still untaken. Before, every call ran
+// and kept its reply in a goroutine of its own (2000 for 2000 calls),
+// and Serve waited for the host for ever.
+func TestStdioHostNotReading(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var ran atomic.Int32
+		s := &Server{Name: "t", Version: "1", Tools: []Tool{{Name: "echo", InputSchema: json.RawMessage(`{"type":"object"}`),
+			Call: func(_ context.Context, args json.RawMessage, _ Progress) (*Result, error) {
+				ran.Add(1)
+				return &Result{Text: string(args)}, nil
+			}}}}
+		inR, inW := io.Pipe()
+		out := &stalled{gone: make(chan struct{})}
+		ctx, stop := context.WithCancel(context.Background())
+		served := make(chan error, 1)
+		go func() { served <- s.Serve(ctx, inR, out) }()
+		const calls = 200
+		var sent atomic.Int32
+		go func() {
+			for i := range calls {
+				if _, err := fmt.Fprintf(inW, `{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"echo","arguments":{"n":%d}}}`+"\n", i, i); err != nil {
+					return
+				}
+				sent.Add(1)
+			}
+		}()
+		synctest.Wait() // everything is waiting for the host
+		if n := ran.Load(); n > maxInFlight+maxQueued+1 {
+			t.Errorf("%d calls ran with no reply taken, want at most %d", n, maxInFlight+maxQueued+1)
+		}
+		if n := sent.Load(); n == calls {
+			t.Errorf("all %d calls were read with no reply taken", n)
+		}
+		if out.tried.Load() != 1 {
+			t.Errorf("%d writes tried, want the one the host does not take", out.tried.Load())
+		}
+		stop() // SIGTERM
+		synctest.Wait()
+		select {
+		case err := <-served:
+			if err != nil {
+				t.Errorf("Serve: %v", err)
+			}
+		default:
+			t.Error("Serve went on after its context ended, waiting for the host to read")
+		}
+		close(out.gone)
+		inR.Close()
+	})
 }
