@@ -184,7 +184,9 @@ func (l *editorLoader) entry(e *editorEntry) (Server, bool) {
 	}
 	s := NewServer(e.name, l.expand(e, "command", *e.Command))
 	for i, a := range e.Args {
-		s.Args = append(s.Args, l.expand(e, fmt.Sprintf("args[%d]", i), a))
+		// A key passed as an argument ("--api-key", "${API_KEY}") is as
+		// secret as one in env.
+		s.Args = append(s.Args, l.expandSecret(e, fmt.Sprintf("args[%d]", i), a, &s.Secrets, true))
 	}
 	if e.Env != nil {
 		s.Env = make(map[string]string, len(e.Env))
@@ -193,7 +195,7 @@ func (l *editorLoader) entry(e *editorEntry) (Server, bool) {
 				s.Env[k] = e.Env[k]
 				continue
 			}
-			s.Env[k] = l.expandSecret(e, "env."+k, e.Env[k], &s.Secrets)
+			s.Env[k] = l.expandSecret(e, "env."+k, e.Env[k], &s.Secrets, true)
 		}
 	}
 	if e.Cwd != "" {
@@ -227,13 +229,13 @@ func (l *editorLoader) deferred(e *editorEntry, field, v string, refs *[]Ref) bo
 	return true
 }
 
-// expandSecret is expand for an env or header value, which is where a
-// token exported for the server arrives: what each variable in it
-// resolved to, and the whole value when one did, is recorded in
-// *secrets for redaction, as ResolveSecrets records what capbridge.toml's
-// references resolve to. The workspace and the home directory are
-// paths, not recorded (expander.found).
-func (l *editorLoader) expandSecret(e *editorEntry, field, v string, secrets *map[string]string) string {
+// expandSecret is expand for where a token exported for the server
+// arrives (an env or header value, an argument, a remote URL): what each
+// variable in it resolved to, and with whole the whole value when one
+// did, is recorded in *secrets for redaction, as ResolveSecrets records
+// what capbridge.toml's references resolve to. The workspace and the
+// home directory are paths, not recorded (expander.found).
+func (l *editorLoader) expandSecret(e *editorEntry, field, v string, secrets *map[string]string, whole bool) string {
 	x := l.x
 	recorded := false
 	record := func(key, val string) {
@@ -251,7 +253,7 @@ func (l *editorLoader) expandSecret(e *editorEntry, field, v string, secrets *ma
 		l.fail(e.line, e.path+"."+field, u.fix, "%s", u.msg)
 		return out
 	}
-	if recorded {
+	if recorded && whole {
 		record(field, out)
 	}
 	return out

@@ -228,18 +228,23 @@ func TestMerge(t *testing.T) {
 	}
 }
 
-// What an editor's env and header values take from variables is
-// recorded for redaction, as capbridge.toml's references are: a token
-// exported for the server, whole or inside a longer value; paths (the
-// workspace, the home directory) and values written out are not.
+// What an editor's env and header values, arguments and remote URL take
+// from variables is recorded for redaction, as capbridge.toml's
+// references are: a token exported for the server, whole or inside a
+// longer value (an argument or header whole; not a URL, whose key is
+// the variable's part); paths (the workspace, the home directory) and
+// values written out are not. Arguments and URLs were not recorded, and
+// doctor printed a key passed as "--api-key", "${KEY}" or in a URL's
+// path.
 func TestEditorVariablesRecordedAsSecrets(t *testing.T) {
 	env := func(k string) (string, bool) {
-		v, ok := map[string]string{"TOK": "tok-secret-0001", "TOK2": "tok-secret-0002", "HOME": "/home/me", "HDR": "hdr-secret-0003"}[k]
+		v, ok := map[string]string{"TOK": "tok-secret-0001", "TOK2": "tok-secret-0002", "HOME": "/home/me", "HDR": "hdr-secret-0003",
+			"ARG": "arg-secret-0004", "PATHKEY": "url-secret-0005"}[k]
 		return v, ok
 	}
 	doc := `{"mcpServers": {
-  "s": {"command": "/bin/srv", "env": {"A": "${env:TOK}", "B": "pre-${TOK2}", "C": "${workspaceFolder}/x", "D": "${HOME}/y", "E": "written"}},
-  "r": {"url": "https://h.example/mcp", "headers": {"X-Key": "k=${HDR}"}}}}`
+  "s": {"command": "/bin/srv", "args": ["--key=${ARG}", "${workspaceFolder}/data", "plain"], "env": {"A": "${env:TOK}", "B": "pre-${TOK2}", "C": "${workspaceFolder}/x", "D": "${HOME}/y", "E": "written"}},
+  "r": {"url": "https://h.example/s/${PATHKEY}/mcp", "headers": {"X-Key": "k=${HDR}"}}}}`
 	servers, _, err := LoadEditor("mcp.json", []byte(doc), EditorOptions{Workspace: "/work/proj", LookupEnv: env})
 	if err != nil {
 		t.Fatal(err)
@@ -253,12 +258,14 @@ func TestEditorVariablesRecordedAsSecrets(t *testing.T) {
 			all = append(all, v)
 		}
 	}
-	for _, want := range []string{"tok-secret-0001", "tok-secret-0002", "pre-tok-secret-0002", "k=hdr-secret-0003", "hdr-secret-0003"} {
+	for _, want := range []string{"tok-secret-0001", "tok-secret-0002", "pre-tok-secret-0002", "k=hdr-secret-0003", "hdr-secret-0003",
+		"arg-secret-0004", "--key=arg-secret-0004", "url-secret-0005"} {
 		if !slices.Contains(all, want) {
 			t.Errorf("%q is not recorded as a secret: %q", want, all)
 		}
 	}
-	for _, not := range []string{"/work/proj/x", "/work/proj", "/home/me", "/home/me/y", "written"} {
+	for _, not := range []string{"/work/proj/x", "/work/proj", "/home/me", "/home/me/y", "written", "/work/proj/data", "plain",
+		"https://h.example/s/url-secret-0005/mcp"} {
 		if slices.Contains(all, not) {
 			t.Errorf("%q is recorded as a secret: %q", not, all)
 		}

@@ -469,9 +469,11 @@ func (l *editorLoader) remoteEntry(e *editorEntry, url string) (Server, bool) {
 	if e.Command != nil {
 		l.fail(e.line, e.path, "keep command (a server capbridge starts) or url (a remote server), not both", "has both command and url")
 	}
-	rm := &Remote{URL: l.expand(e, "url", url), Transport: TransportAuto, BearerTokenEnv: e.bearerEnv, HeaderEnv: e.headerVars}
 	var refs []Ref
 	var secrets map[string]string
+	// A per-user URL may carry its key in the path: the variable's value
+	// is recorded, not the whole URL, which status and doctor show.
+	rm := &Remote{URL: l.expandSecret(e, "url", url, &secrets, false), Transport: TransportAuto, BearerTokenEnv: e.bearerEnv, HeaderEnv: e.headerVars}
 	switch e.Type {
 	case "sse":
 		rm.Transport = TransportSSE
@@ -508,7 +510,7 @@ func (l *editorLoader) remoteEntry(e *editorEntry, url string) (Server, bool) {
 			rm.Headers[h] = v
 			continue
 		}
-		x := l.expandSecret(e, "headers."+h, v, &secrets)
+		x := l.expandSecret(e, "headers."+h, v, &secrets, true)
 		if strings.ContainsAny(x, "\r\n") {
 			// A variable brought it; its value stays out of the message.
 			l.fail(e.line, e.path+".headers."+h, "give the variable a one-line value", "a variable it uses expands to a value with a line break, which a header cannot carry")

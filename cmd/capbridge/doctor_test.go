@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/base64"
 	"encoding/json"
 	"encoding/pem"
@@ -412,5 +413,27 @@ func TestConnectThroughAuthenticates(t *testing.T) {
 	}
 	if g, want := <-got, "CONNECT mcp.example.test:443 Basic "+base64.StdEncoding.EncodeToString([]byte("alice:pw")); g != want {
 		t.Fatalf("the proxy got %q, want %q", g, want)
+	}
+}
+
+// A variable an editor entry uses outside env and headers (in args, or in
+// a URL's path, as per-user URLs carry keys) is a credential as much as
+// one in env: doctor does not print its value, in the server's URL, the
+// reason it failed, or the command it suggests running by hand.
+func TestDoctorHidesVariableValuesOutsideEnv(t *testing.T) {
+	const key = "sk_live_rt_9f8e7d6c5b4a3921"
+	t.Setenv("RT_API_KEY", key)
+	mcp := filepath.Join(t.TempDir(), "mcp.json")
+	if err := os.WriteFile(mcp, []byte(`{"mcpServers": {
+  "api": {"command": "/bin/sh", "args": ["-c", "exit 1", "${RT_API_KEY}"]},
+  "zap": {"url": "http://127.0.0.1:1/api/mcp/s/${RT_API_KEY}/mcp"}}}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var stdout, stderr bytes.Buffer
+	runDoctor([]string{"--mcp-config", mcp, "--json"}, &stdout, &stderr)
+	for _, line := range strings.Split(stdout.String()+stderr.String(), "\n") {
+		if strings.Contains(line, key) {
+			t.Errorf("doctor printed the value: %s", strings.TrimSpace(line))
+		}
 	}
 }
