@@ -58,6 +58,17 @@ func jsoncDepth(data []byte) int64 {
 	return -1
 }
 
+// TooDeep reports the line of the first array or object of the JSONC
+// text data nested more than bound.MaxDepth deep, if any: a JSONC parser
+// must not be given it (see jsoncDepth).
+func TooDeep(data []byte) (line int, deep bool) {
+	off := jsoncDepth(data)
+	if off < 0 {
+		return 0, false
+	}
+	return lineAt(data, off), true
+}
+
 // DuplicateKey reports the first member of the JSON value data (standard
 // JSON) that repeats a key of its object: its key and the lines of both
 // members. JSON readers disagree on which of the two counts (most keep
@@ -124,11 +135,10 @@ func duplicateMember(data []byte) (at, first int64, key string) {
 // checkDepth is the jsonFile's use of jsoncDepth, as an error at the
 // line of the bracket too deep.
 func (l *editorLoader) checkDepth(data []byte) bool {
-	off := jsoncDepth(data)
-	if off < 0 {
-		return true
+	line, deep := TooDeep(data)
+	if deep {
+		l.fail(line, "", "an editor's MCP config nests a few levels; check what wrote this file",
+			"arrays and objects nested more than %s deep", fmt.Sprint(bound.MaxDepth))
 	}
-	l.fail(lineAt(data, off), "", "an editor's MCP config nests a few levels; check what wrote this file",
-		"arrays and objects nested more than %s deep", fmt.Sprint(bound.MaxDepth))
-	return false
+	return !deep
 }

@@ -13,6 +13,8 @@ import (
 	"github.com/tailscale/hujson"
 
 	"github.com/capbridge/capbridge/bridge/config"
+	"github.com/capbridge/capbridge/internal/bound"
+	"github.com/capbridge/capbridge/internal/regular"
 )
 
 // The MCP hosts whose entry `capbridge init --mcp-host` writes, and the key
@@ -84,7 +86,7 @@ func mcpHostEntry(host, cfg, into string, force bool, stdout io.Writer) error {
 
 // addHostEntry adds e as key.capbridge in the host config at path.
 func addHostEntry(path, key string, e hostEntry, force bool, stdout io.Writer) error {
-	data, err := os.ReadFile(path)
+	data, err := regular.ReadFile(path, maxConfigFile)
 	mode := os.FileMode(0o644)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
@@ -95,6 +97,9 @@ func addHostEntry(path, key string, e hostEntry, force bool, stdout io.Writer) e
 		if fi, err := os.Stat(path); err == nil {
 			mode = fi.Mode().Perm()
 		}
+	}
+	if line, deep := config.TooDeep(data); deep {
+		return fmt.Errorf("capbridge init: %s:%d: arrays and objects nested more than %d deep; a host's config nests a few levels, check what wrote this file", path, line, bound.MaxDepth)
 	}
 	v, err := hujson.Parse(data)
 	if err != nil {

@@ -254,3 +254,23 @@ func TestHostEntryNonUTF8Path(t *testing.T) {
 		t.Fatal("the host config was written")
 	}
 }
+
+// A host config nested deeper than any host writes is refused with its
+// line before it is parsed: the JSONC parser recurses once per level, and
+// a 1 MiB file of '[' was a stack overflow, a crash of init.
+func TestInitMCPHostConfigTooDeep(t *testing.T) {
+	dir := t.TempDir()
+	host := filepath.Join(dir, "mcp.json")
+	deep := "{\"mcpServers\": {},\n\"x\": " + strings.Repeat("[", 1<<20) + "\n}"
+	if err := os.WriteFile(host, []byte(deep), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "capbridge.toml"), nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var stdout, stderr bytes.Buffer
+	code := runInit([]string{"--mcp-host", "cursor", "-c", filepath.Join(dir, "capbridge.toml"), "--mcp-host-config", host}, &stdout, &stderr)
+	if code == 0 || !strings.Contains(stderr.String(), host+":2: arrays and objects nested more than") {
+		t.Errorf("exit %d: %s", code, stderr.String())
+	}
+}

@@ -23,6 +23,7 @@ import (
 	"github.com/capbridge/capbridge/cmd/capbridge/internal/confwatch"
 	"github.com/capbridge/capbridge/cmd/capbridge/internal/demoserver"
 	"github.com/capbridge/capbridge/internal/lock"
+	"github.com/capbridge/capbridge/internal/regular"
 	"github.com/capbridge/capbridge/internal/telemetry"
 	"github.com/capbridge/capbridge/mcpwire"
 )
@@ -591,8 +592,10 @@ func loadConfigFiles(cfgPath, mcpConfig string, opts config.EditorOptions) (cfg 
 	return cfg, demo, warnings, nil
 }
 
+// readBounded reads a config file: a regular file (a FIFO or a device
+// named by mistake is refused, not waited on), bounded.
 func readBounded(path string) ([]byte, error) {
-	f, err := os.Open(path)
+	f, err := regular.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("capbridge: %v; check the path", err)
 	}
@@ -605,7 +608,7 @@ func readBounded(path string) ([]byte, error) {
 // refused when anyone but capbridge's user or root could have written it
 // or its directory (trustedFile).
 func readTrusted(path, what string) ([]byte, error) {
-	f, err := os.Open(path)
+	f, err := regular.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("capbridge: %v; check the path", err)
 	}

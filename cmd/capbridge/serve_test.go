@@ -691,3 +691,33 @@ func testSIGHUP(t *testing.T, bin string) {
 		}
 	}
 }
+
+// A config path that names a FIFO (or a device) is refused at once, by
+// everything that reads a config: serve, doctor, reload and --watch
+// (readTrusted), status -c and init --from (readBounded). They waited
+// for a writer for ever, before any timeout had started.
+func TestConfigFIFORefused(t *testing.T) {
+	fifo := filepath.Join(t.TempDir(), "capbridge.toml")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for what, read := range map[string]func(string) ([]byte, error){
+		"readTrusted": func(p string) ([]byte, error) { return readTrusted(p, "config file") },
+		"readBounded": readBounded,
+	} {
+		done := make(chan error, 1)
+		go func() { _, err := read(fifo); done <- err }()
+		select {
+		case err := <-done:
+			if err == nil || !strings.Contains(err.Error(), "not a regular file but a named pipe (FIFO)") {
+				t.Errorf("%s of a FIFO: %v", what, err)
+			}
+		case <-time.After(time.Minute): // a backstop: it answers at once
+			t.Errorf("%s: still waiting on the FIFO", what)
+			if w, err := os.OpenFile(fifo, os.O_WRONLY, 0); err == nil {
+				w.Close()
+			}
+			<-done
+		}
+	}
+}
