@@ -281,7 +281,7 @@ func (l *editorLoader) loadJSON(raw []byte) []*editorEntry {
 		// hujson reports "hujson: line N, column M: …" and exports no
 		// position; without one the message still stands.
 		_, _ = fmt.Sscanf(err.Error(), "hujson: line %d, column %d", &line, &col)
-		l.fail(line, "", "fix the JSON syntax (comments and trailing commas are fine)", "JSON: %s", strings.TrimPrefix(err.Error(), "hujson: "))
+		l.fail(line, "", "fix the JSON syntax (comments and trailing commas are fine)", "JSON: %s", JSONCSyntax(err))
 		return nil
 	}
 	j := &jsonFile{l: l, data: data}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"strings"
 
 	"github.com/capbridge/capbridge/internal/bound"
 )
@@ -56,6 +57,19 @@ func jsoncDepth(data []byte) int64 {
 		}
 	}
 	return -1
+}
+
+// JSONCSyntax says what a JSONC parser's (hujson's) syntax error is, at
+// its line and column, without the token hujson quotes for an invalid
+// literal: that token is usually a string (a password with a backslash,
+// a token pasted with its line break), and may be megabytes long. The
+// other errors quote one character at most.
+func JSONCSyntax(err error) string {
+	msg := strings.TrimPrefix(err.Error(), "hujson: ")
+	if i := strings.Index(msg, "invalid literal: "); i >= 0 {
+		msg = msg[:i] + "not a JSON value: a string with a bad escape or a raw line break (write \\\\ or \\n), or a word other than true, false and null"
+	}
+	return msg
 }
 
 // TooDeep reports the line of the first array or object of the JSONC

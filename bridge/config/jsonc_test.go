@@ -187,3 +187,22 @@ func FuzzExpand(f *testing.F) {
 		}
 	})
 }
+
+// A syntax error in an editor's file says where, and what is wrong,
+// without quoting the string it is in: that is usually a credential (a
+// password with a backslash, a token pasted with its line break), and it
+// was quoted whole.
+func TestEditorSyntaxErrorDoesNotQuoteValue(t *testing.T) {
+	for _, src := range []string{
+		"{\"mcpServers\": {\"db\": {\"command\": \"mcp-postgres\",\n  \"env\": {\"PGPASSWORD\": \"Tr0ub4dor\\&3-prod-db\"}}}}",
+		"{\"mcpServers\": {\"db\": {\"command\": \"mcp-postgres\",\n  \"env\": {\"PGPASSWORD\": \"Tr0ub4dor-prod-db\n\"}}}}",
+	} {
+		_, _, err := LoadEditor("mcp.json", []byte(src), EditorOptions{Workspace: "/w"})
+		if err == nil {
+			t.Fatal("loaded")
+		}
+		if msg := err.Error(); strings.Contains(msg, "Tr0ub4dor") || !strings.Contains(msg, "mcp.json:2: JSON: line 2, column") || !strings.Contains(msg, "bad escape") {
+			t.Errorf("%q: %v", src, err)
+		}
+	}
+}

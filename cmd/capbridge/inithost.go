@@ -103,7 +103,7 @@ func addHostEntry(path, key string, e hostEntry, force bool, stdout io.Writer) e
 	}
 	v, err := hujson.Parse(data)
 	if err != nil {
-		return fmt.Errorf("capbridge init: %s is not JSON (with comments): %w", path, err)
+		return fmt.Errorf("capbridge init: %s is not JSON (with comments): %s", path, config.JSONCSyntax(err))
 	}
 	// A repeated key: hosts read the last, the patch would change the
 	// first, and init would report an entry the host never sees.
