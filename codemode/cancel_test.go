@@ -1,17 +1,21 @@
 package codemode
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"slices"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+	"unicode/utf8"
 
+	"github.com/capbridge/capbridge/internal/mcpserver"
 	"github.com/capbridge/capbridge/internal/testkit/need"
 	"github.com/capbridge/capbridge/internal/testkit/syncbuf"
 
@@ -137,5 +141,41 @@ await t.hang()
 	runs := audit.lines("run")
 	if len(runs) != 1 || runs[0]["run"] != got.res.Run || runs[0]["ended"] != "cancelled" || runs[0]["calls"] != float64(got.res.Calls) {
 		t.Errorf("run audit lines %v, want one for %s, ended cancelled, %d calls", runs, got.res.Run, got.res.Calls)
+	}
+}
+
+// A run's returned value reaches the host only as JSON in UTF-8: a
+// program that writes other bytes to its result channel has its value
+// left out, and the reply is UTF-8. json.Valid let "\xff" through, raw,
+// into the reply's structured content.
+func TestRunReplyIsUTF8WhateverTheResultChannelHolds(t *testing.T) {
+	defer leakcheck.Check(t)()
+	r, srv := newRunner(t, nil)
+	defer srv.Close()
+	if !slices.Contains(r.Languages(), Python) {
+		need.Missing(t, "python3", "the README names Python >= 3.10", errors.New("the runner offers no Python"))
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute) // a backstop
+	defer cancel()
+	tools, err := r.Tools(ctx, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &mcpserver.Server{Name: "capbridge", Version: "t", Tools: tools}
+	inR, inW := io.Pipe()
+	outR, outW := io.Pipe()
+	served := make(chan error, 1)
+	go func() { served <- s.Serve(ctx, inR, outW); outW.Close() }()
+	code, _ := json.Marshal("import os\nos.write(4, b'\"\\xff\"')\nos._exit(0)\n")
+	go io.WriteString(inW, `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"run","arguments":{"language":"python","code":`+string(code)+`}}}`+"\n")
+	line, err := bufio.NewReaderSize(outR, 1<<20).ReadBytes('\n')
+	if err != nil {
+		t.Fatal(err)
+	}
+	inW.Close()
+	go io.Copy(io.Discard, outR)
+	<-served
+	if !utf8.Valid(line) || !strings.Contains(string(line), "was not valid JSON (UTF-8)") {
+		t.Fatalf("the reply: %q", line)
 	}
 }

@@ -22,6 +22,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/capbridge/capbridge/bridge/control"
 	tsclient "github.com/capbridge/capbridge/capwire/ts"
@@ -430,10 +431,12 @@ func (r *Runner) Run(ctx context.Context, req Request) (*Result, error) {
 	res := &Result{Run: runID, Language: req.Language, Servers: servers, Ended: string(out.Ended), ExitCode: out.ExitCode,
 		Signal: out.Signal, Stdout: string(out.Stdout), Stderr: string(out.Stderr), StdoutBytes: out.StdoutBytes,
 		StderrBytes: out.StderrBytes, TookMS: time.Since(start).Milliseconds(), Cgroup: r.cgroup, Warm: warm}
-	if len(out.Result) > 0 && !out.ResultTruncated && json.Valid(out.Result) {
+	// JSON must be UTF-8 (RFC 8259, 8.1), which json.Valid does not
+	// check: the program's bytes would reach the host's reply raw.
+	if len(out.Result) > 0 && !out.ResultTruncated && json.Valid(out.Result) && utf8.Valid(out.Result) {
 		res.Value = out.Result
 	} else if len(out.Result) > 0 {
-		res.Stderr += fmt.Sprintf("\n[capbridge: the returned value was not valid JSON or passed %d bytes, and is left out]", jail.MaxResult)
+		res.Stderr += fmt.Sprintf("\n[capbridge: the returned value was not valid JSON (UTF-8) or passed %d bytes, and is left out]", jail.MaxResult)
 	}
 	if revErr == nil {
 		res.Calls, res.Denied, res.ArgBytes, res.ResultBytes = rv.Calls, rv.Denied, rv.ArgBytes, rv.ResultBytes

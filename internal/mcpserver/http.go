@@ -19,6 +19,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"github.com/capbridge/capbridge/internal/jsonout"
 	"github.com/capbridge/capbridge/internal/loopback"
@@ -248,6 +249,12 @@ func (h *HTTP) post(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		h.httpError(w, http.StatusRequestEntityTooLarge, codeInvalidRequest, fmt.Sprintf("a message of at most %d bytes", maxBody))
+		return
+	}
+	if !utf8.Valid(body) {
+		// The id and a progress token are echoed (see conn.handle).
+		h.giveBody(held)
+		h.httpError(w, http.StatusBadRequest, codeParse, "parse error: the message is not UTF-8")
 		return
 	}
 	var req request

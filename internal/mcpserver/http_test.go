@@ -744,3 +744,19 @@ func TestHTTPBodiesBounded(t *testing.T) {
 	default:
 	}
 }
+
+// Over HTTP too, a message that is not UTF-8 is a parse error (400),
+// its id not echoed.
+func TestHTTPRepliesAreUTF8(t *testing.T) {
+	defer leakcheck.Check(t)()
+	h := &HTTP{Server: testServer(nil), Local: true}
+	ts := httptest.NewServer(h)
+	defer ts.Close()
+	defer h.Close()
+	c := &httpClient{t: t, url: ts.URL + "/mcp", hdr: http.Header{}}
+	c.open()
+	m := decode(t, c.post("{\"jsonrpc\":\"2.0\",\"id\":\"\xff\",\"method\":\"ping\"}"), http.StatusBadRequest)
+	if m["id"] != nil || errCode(m) != float64(codeParse) {
+		t.Errorf("reply %v", m)
+	}
+}

@@ -17,6 +17,7 @@ import (
 	"io"
 	"slices"
 	"sync"
+	"unicode/utf8"
 
 	"github.com/capbridge/capbridge/internal/bound"
 	"github.com/capbridge/capbridge/internal/jsonout"
@@ -198,6 +199,12 @@ type meta struct {
 }
 
 func (c *conn) handle(ctx context.Context, line []byte) {
+	// JSON-RPC's text is UTF-8 (RFC 8259, 8.1); the id and a progress
+	// token are echoed, so bytes that are not would reach the reply.
+	if !utf8.Valid(line) {
+		c.writeError(nil, codeParse, "parse error: the message is not UTF-8")
+		return
+	}
 	var req request
 	if err := json.Unmarshal(line, &req); err != nil {
 		if len(line) > 0 && line[0] == '[' {

@@ -261,3 +261,25 @@ func TestStdioHostNotReading(t *testing.T) {
 		inR.Close()
 	})
 }
+
+// A message that is not UTF-8 is a parse error, answered with a null id:
+// its id (or progress token) would otherwise be echoed, and the reply
+// would not be UTF-8 either.
+func TestStdioRepliesAreUTF8(t *testing.T) {
+	defer leakcheck.Check(t)()
+	send, next, done := stdioSession(t, testServer(make(chan struct{}, 1)))
+	defer done()
+	for _, line := range []string{
+		"{\"jsonrpc\":\"2.0\",\"id\":\"\xff\",\"method\":\"ping\"}",
+		"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/call\",\"params\":{\"name\":\"echo\",\"_meta\":{\"progressToken\":\"\xfe\"}}}",
+	} {
+		send(line)
+		if m := next(); m["id"] != nil || errCode(m) != float64(codeParse) {
+			t.Errorf("%q: %v", line, m)
+		}
+	}
+	send(`{"jsonrpc":"2.0","id":"é","method":"ping"}`)
+	if m := next(); m["id"] != "é" || m["error"] != nil {
+		t.Errorf("a UTF-8 id: %v", m)
+	}
+}
