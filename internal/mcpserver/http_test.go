@@ -56,6 +56,20 @@ func (c *httpClient) open() string {
 	return id
 }
 
+// serveLegacy serves h on a test server for the rest of the test and
+// returns a client with a legacy session open on it.
+func serveLegacy(t *testing.T, h *HTTP) *httpClient {
+	t.Helper()
+	ts := httptest.NewServer(h)
+	t.Cleanup(func() {
+		h.Close()
+		ts.Close()
+	})
+	c := &httpClient{t: t, url: ts.URL + "/mcp", hdr: http.Header{}}
+	c.open()
+	return c
+}
+
 // decode reads a JSON response's body, checking its status.
 func decode(t *testing.T, resp *http.Response, status int) map[string]any {
 	t.Helper()
@@ -629,13 +643,8 @@ func TestHTTPRefusalClosesConnection(t *testing.T) {
 
 // Replies are not HTML-escaped: "<" stays one byte.
 func TestHTTPReplyNotEscaped(t *testing.T) {
-	defer leakcheck.Check(t)()
-	h := &HTTP{Server: testServer(nil), Local: true}
-	ts := httptest.NewServer(h)
-	defer ts.Close()
-	defer h.Close()
-	c := &httpClient{t: t, url: ts.URL + "/mcp", hdr: http.Header{}}
-	c.open()
+	t.Cleanup(leakcheck.Check(t))
+	c := serveLegacy(t, &HTTP{Server: testServer(nil), Local: true})
 	resp := c.post(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"echo","arguments":{"a":"<&>"}}}`)
 	b, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
@@ -748,13 +757,8 @@ func TestHTTPBodiesBounded(t *testing.T) {
 // Over HTTP too, a message that is not UTF-8 is a parse error (400),
 // its id not echoed.
 func TestHTTPRepliesAreUTF8(t *testing.T) {
-	defer leakcheck.Check(t)()
-	h := &HTTP{Server: testServer(nil), Local: true}
-	ts := httptest.NewServer(h)
-	defer ts.Close()
-	defer h.Close()
-	c := &httpClient{t: t, url: ts.URL + "/mcp", hdr: http.Header{}}
-	c.open()
+	t.Cleanup(leakcheck.Check(t))
+	c := serveLegacy(t, &HTTP{Server: testServer(nil), Local: true})
 	m := decode(t, c.post("{\"jsonrpc\":\"2.0\",\"id\":\"\xff\",\"method\":\"ping\"}"), http.StatusBadRequest)
 	if m["id"] != nil || errCode(m) != float64(codeParse) {
 		t.Errorf("reply %v", m)
