@@ -37,7 +37,8 @@ const (
 	// maxQueued bounds the messages waiting for the host to take them. A
 	// call keeps its place among the maxInFlight until its reply is
 	// queued, and a full queue stops the reading of requests, so a host
-	// that stops reading holds at most maxQueued + maxInFlight replies.
+	// that stops reading holds at most maxQueued + maxInFlight replies,
+	// and the one being written.
 	maxQueued = 16
 )
 
