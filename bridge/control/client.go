@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"syscall"
 	"time"
 
 	"github.com/vmihailenco/msgpack/v5"
@@ -194,6 +195,17 @@ func (c *Client) exchange(ctx context.Context, op string, req any) (uint64, []by
 	stop := context.AfterFunc(ctx, func() { _ = c.conn.SetDeadline(time.Unix(1, 0)) })
 	defer stop()
 	if _, err := c.conn.Write(frame); err != nil {
+		if errors.Is(err, syscall.EPIPE) || errors.Is(err, syscall.ECONNRESET) {
+			// A server that will not serve the connection (Refuse)
+			// answers and closes it without reading the request: the
+			// answer may be waiting, and says why.
+			reply, rerr := c.fr.ReadFrame(nil)
+			werr := c.fail(c.ioErr(ctx, op, err))
+			if rerr != nil {
+				return 0, nil, werr
+			}
+			return id, reply, nil
+		}
 		return 0, nil, c.fail(c.ioErr(ctx, op, err))
 	}
 	reply, err := c.fr.ReadFrame(nil)

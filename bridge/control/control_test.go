@@ -466,3 +466,39 @@ func FuzzAnswer(f *testing.F) {
 		}
 	})
 }
+
+// A server that refuses a connection (Refuse) answers and closes it
+// without reading the request; a client whose request then finds the
+// connection closed (EPIPE) reads the answer, which says why, rather than
+// reporting a broken pipe.
+func TestRefusalReadAfterClosedWrite(t *testing.T) {
+	defer leakcheck.Check(t)()
+	l, err := net.Listen("unix", filepath.Join(t.TempDir(), "c.sock"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	refused := make(chan struct{})
+	go func() {
+		defer close(refused)
+		conn, err := l.Accept()
+		if err != nil {
+			return
+		}
+		Refuse(conn, &Error{Code: CodeBusy, Message: "every connection is open"}, time.Minute)
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute) // a backstop
+	defer cancel()
+	c, err := Dial(ctx, l.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	<-refused // answered and closed before the request is written
+	if _, err := c.Status(ctx); !errors.Is(err, &Error{Code: CodeBusy}) {
+		t.Fatalf("Status on a refused connection: %v, want busy", err)
+	}
+	if _, err := c.Status(ctx); err == nil {
+		t.Error("the refused connection served a second request")
+	}
+}
