@@ -36,7 +36,8 @@ type expander struct {
 	// expander only checks their form (dry).
 	refs bool
 	src  *SecretSources
-	dir  string // where a relative ${file:…} path starts
+	runs *secretRuns // the commands run, with src
+	dir  string      // where a relative ${file:…} path starts
 	// dry checks every placeholder's form and resolves none: a variable
 	// reads as set and empty, a file or command is not read or run.
 	dry bool

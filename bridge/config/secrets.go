@@ -53,6 +53,11 @@ const (
 	// SecretTimeout bounds each command (a password manager that waits
 	// for a person to unlock it, an agent that is not running).
 	SecretTimeout = 10 * time.Second
+	// SecretsTimeout bounds the commands of one resolution together: a
+	// password manager that waits for its unlock would otherwise hold a
+	// boot or a reload for SecretTimeout per reference, one after
+	// another (64 servers, over ten minutes).
+	SecretsTimeout = 30 * time.Second
 	// minSecret is the shortest resolved value recorded for redaction:
 	// redacting "1" or "yes" everywhere would garble logs and hide
 	// nothing (the same bound as the redactor's).
@@ -108,18 +113,63 @@ func (x *expander) secret(ph, kind, arg string) (string, *unresolved) {
 		if x.dry {
 			return "", nil
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), SecretTimeout)
-		defer cancel()
-		out, err := x.src.Run(ctx, argv)
-		if err != nil {
-			fix := "run the command by hand as capbridge's user to see why"
-			if ctx.Err() != nil {
-				fix = fmt.Sprintf("it must print the secret within %s, without waiting for input (unlock the password manager, or start its agent, before capbridge)", SecretTimeout)
-			}
-			return "", &unresolved{placeholder: ph, msg: fmt.Sprintf("command %s failed: %v", argv[0], err), fix: fix}
+		r := x.runs.run(x.src, arg, argv)
+		if r.err != nil {
+			return "", &unresolved{placeholder: ph, msg: fmt.Sprintf("command %s failed: %v", argv[0], r.err), fix: r.fix}
 		}
-		return secretText(ph, "command "+argv[0], out)
+		return secretText(ph, "command "+argv[0], r.out)
 	}
+}
+
+// secretRuns are the commands one resolution ran, by their text: a
+// command named by several references runs once, and all of them share
+// one deadline (SecretsTimeout). For one goroutine.
+type secretRuns struct {
+	deadline time.Time
+	ran      map[string]secretRun
+}
+
+// secretRun is what one command gave: its output, or why it failed and
+// the fix.
+type secretRun struct {
+	out []byte
+	err error
+	fix string
+}
+
+func newSecretRuns() *secretRuns {
+	return &secretRuns{deadline: time.Now().Add(SecretsTimeout), ran: map[string]secretRun{}}
+}
+
+// run runs argv (the command's text is cmd), within SecretTimeout and
+// what is left of the resolution's SecretsTimeout, or returns what it
+// gave before.
+func (rs *secretRuns) run(src *SecretSources, cmd string, argv []string) secretRun {
+	if r, ok := rs.ran[cmd]; ok {
+		return r
+	}
+	var r secretRun
+	if !time.Now().Before(rs.deadline) {
+		r.err = fmt.Errorf("not run: the secret commands before it took the %s they may take together", SecretsTimeout)
+		r.fix = "unlock the password manager, or start its agent, before capbridge; check the commands that did not finish in time"
+		rs.ran[cmd] = r
+		return r
+	}
+	dl := time.Now().Add(SecretTimeout)
+	if rs.deadline.Before(dl) {
+		dl = rs.deadline
+	}
+	ctx, cancel := context.WithDeadline(context.Background(), dl)
+	defer cancel()
+	r.out, r.err = src.Run(ctx, argv)
+	if r.err != nil {
+		r.fix = "run the command by hand as capbridge's user to see why"
+		if ctx.Err() != nil {
+			r.fix = fmt.Sprintf("it must print the secret within %s, without waiting for input (unlock the password manager, or start its agent, before capbridge)", SecretTimeout)
+		}
+	}
+	rs.ran[cmd] = r
+	return r
 }
 
 // secretText is a file's or command's output as a value: valid UTF-8, at
@@ -204,8 +254,9 @@ func (r *reader) template(key, refKey, v string, refs *[]Ref) {
 // naming its file and line; the values are never in a message.
 func ResolveSecrets(cfg *Config, src SecretSources) error {
 	var errs ErrorList
+	runs := newSecretRuns()
 	for i := range cfg.Servers {
-		errs = append(errs, cfg.Servers[i].resolveSecrets(src)...)
+		errs = append(errs, cfg.Servers[i].resolveSecrets(src, runs)...)
 	}
 	if len(errs) > 0 {
 		slices.SortStableFunc(errs, func(a, b *Error) int { return strings.Compare(a.File, b.File)*1_000_000 + a.Line - b.Line })
@@ -214,7 +265,7 @@ func ResolveSecrets(cfg *Config, src SecretSources) error {
 	return nil
 }
 
-func (s *Server) resolveSecrets(src SecretSources) ErrorList {
+func (s *Server) resolveSecrets(src SecretSources, runs *secretRuns) ErrorList {
 	var errs ErrorList
 	// An editor's file records what its variables expanded to at load
 	// (editorLoader.expandSecret): kept beside what resolves here.
@@ -223,7 +274,7 @@ func (s *Server) resolveSecrets(src SecretSources) ErrorList {
 	}
 	for _, ref := range s.Refs {
 		key := "mcp." + s.Name + "." + ref.Key
-		x := expander{lookup: src.LookupEnv, refs: true, src: &src, dir: filepath.Dir(s.File)}
+		x := expander{lookup: src.LookupEnv, refs: true, src: &src, runs: runs, dir: filepath.Dir(s.File)}
 		x.found = func(ph, v string) {
 			if len(v) >= minSecret {
 				s.Secrets[ref.Key+" "+ph] = v
