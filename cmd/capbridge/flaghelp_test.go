@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
 	"io"
 	"os"
 	"path/filepath"
@@ -116,12 +117,11 @@ func TestFlagsThatWouldLie(t *testing.T) {
 	}
 }
 
-// mcp and run --strict do what serve --strict does (the flag once only
-// reached the editor-config reader, which refuses nothing more under it):
-// a tools.deny entry that names no tool of the server fails its boot.
-func TestFrontStrict(t *testing.T) {
-	dir := shortTempDir(t)
-	cfg := filepath.Join(dir, "capbridge.toml")
+// frontConfig writes a capbridge.toml of one server, s (mcptest's),
+// with more of its keys, and returns its path.
+func frontConfig(t *testing.T, more string) string {
+	t.Helper()
+	cfg := filepath.Join(shortTempDir(t), "capbridge.toml")
 	argv, env := mcptest.Command(mcptest.Scenario{})
 	var envs []string
 	for _, kv := range env {
@@ -129,10 +129,18 @@ func TestFrontStrict(t *testing.T) {
 		envs = append(envs, k+" = "+strconv.Quote(v))
 	}
 	toml := "[mcp.s]\ncommand = " + strconv.Quote(argv[0]) + "\nargs = " + tomlList(argv[1:]) + "\nrestart = \"never\"\n" +
-		"env = { " + strings.Join(envs, ", ") + " }\ntools.deny = [\"no_such_tool\"]\n"
+		"env = { " + strings.Join(envs, ", ") + " }\n" + more
 	if err := os.WriteFile(cfg, []byte(toml), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	return cfg
+}
+
+// mcp and run --strict do what serve --strict does (the flag once only
+// reached the editor-config reader, which refuses nothing more under it):
+// a tools.deny entry that names no tool of the server fails its boot.
+func TestFrontStrict(t *testing.T) {
+	cfg := frontConfig(t, "tools.deny = [\"no_such_tool\"]\n")
 	for _, strict := range []bool{false, true} {
 		fs := newCmdFlags("mcp", "capbridge mcp", "")
 		ff := addFrontFlags(fs)
@@ -150,5 +158,39 @@ func TestFrontStrict(t *testing.T) {
 		if failed != strict {
 			t.Errorf("mcp --strict=%v: the server's boot failed: %v; log:\n%s", strict, failed, log.String())
 		}
+	}
+}
+
+// mcp makes its sockets' directory under a name nobody can know in
+// advance: another user who made the directory mcp would use (its name
+// was the uid and the pid) kept it from starting.
+func TestMCPSocketDirUnguessable(t *testing.T) {
+	taken := filepath.Join(os.TempDir(), "capbridge-mcp-"+strconv.Itoa(os.Getuid())+"-"+strconv.Itoa(os.Getpid()))
+	if err := os.Mkdir(taken, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(taken)
+	if os.Getuid() == 0 {
+		if err := os.Chown(taken, 65534, 65534); err != nil {
+			t.Fatal(err)
+		}
+	}
+	flags := newCmdFlags("mcp", "capbridge mcp", "")
+	ff := addFrontFlags(flags)
+	if _, _, ok := flags.parse([]string{"-c", frontConfig(t, ""), "--warm", "0", "--languages", "python"}, io.Discard, io.Discard); !ok {
+		t.Fatal("flags refused")
+	}
+	var log syncbuf.Buffer
+	f, code := ff.start(context.Background(), &log)
+	if f == nil {
+		t.Fatalf("mcp did not start (exit %d) beside another user's %s:\n%s", code, taken, log.String())
+	}
+	dir := f.dir
+	f.close()
+	if dir == taken || !strings.HasPrefix(filepath.Base(dir), "capbridge-mcp-") {
+		t.Errorf("sockets in %s", dir)
+	}
+	if _, err := os.Stat(dir); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("%s left behind: %v", dir, err)
 	}
 }

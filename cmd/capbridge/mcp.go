@@ -177,9 +177,16 @@ func (ff *frontFlags) start(ctx context.Context, stderr io.Writer) (*front, int)
 			cfg.Servers[i].Strict = ff.strict
 		}
 		// Sockets of its own, so it never meets a serve on the configured
-		// paths. Under root the jail runs as another uid (jail.Config.UID),
-		// which must be able to connect.
-		dir := filepath.Join(os.TempDir(), "capbridge-mcp-"+strconv.Itoa(os.Getuid())+"-"+strconv.Itoa(os.Getpid()))
+		// paths, in a directory made here under a name nobody can guess
+		// (another user who took a name known in advance, uid and pid,
+		// kept mcp from starting). Under root the jail runs as another
+		// uid (jail.Config.UID), which must be able to connect: Listen
+		// lets it search the directory.
+		dir, err := os.MkdirTemp("", "capbridge-mcp-"+strconv.Itoa(os.Getuid())+"-")
+		if err != nil {
+			log.Error().Err(err).Msg("cannot make the sockets' directory")
+			return nil, exitBoot
+		}
 		cfg.Bridge.CallSocket = filepath.Join(dir, "call.sock")
 		cfg.Bridge.ControlSocket = filepath.Join(dir, "control.sock")
 		if os.Getuid() == 0 {
@@ -197,6 +204,7 @@ func (ff *frontFlags) start(ctx context.Context, stderr io.Writer) (*front, int)
 		if err := f.b.Listen(); err != nil {
 			log.Error().Err(err).Msg("cannot open the sockets")
 			_ = f.b.Shutdown(0)
+			os.RemoveAll(dir)
 			return nil, exitBoot
 		}
 		f.served = make(chan struct{})
