@@ -153,6 +153,16 @@ func (x *expander) variable(ph, body string, depth int) (string, *unresolved) {
 			fix: "write ${VAR}, ${VAR:-default}, ${env:VAR}, ${HOME} or ${workspaceFolder} (and in env and header values ${file:PATH} or ${cmd:PROG ARG…}), or the value itself"}
 	}
 	if x.dry {
+		// A default is checked too, though whether it is used is known
+		// only when the variable is read: a mistyped reference in it
+		// would otherwise pass until the day it is.
+		if hasDef {
+			if depth >= maxNesting {
+				return "", &unresolved{placeholder: ph, msg: fmt.Sprintf("nests placeholders more than %d deep", maxNesting), fix: "write fewer nested defaults"}
+			}
+			_, u := x.expandDepth(def, depth+1)
+			return "", u
+		}
 		return "", nil
 	}
 	if v, ok := x.lookup(name); ok && (v != "" || !hasDef) {

@@ -145,6 +145,11 @@ func TestSecretRefForms(t *testing.T) {
 		{`env = { A = "${cmd:op ${env:X}}" }`, "holds a placeholder"},
 		{`env = { A = "${nope:x}" }`, "which capbridge does not expand"},
 		{`env = { A = "${A" }`, "unterminated ${"},
+		// In a default, which a set variable leaves unused: they passed
+		// until the day the variable was not set.
+		{`env = { A = "${X:-${cmd:}}" }`, "names no command"},
+		{`env = { A = "${X:-pre-${file:}}" }`, "${file:} names no file"},
+		{`env = { A = "${X:-${Y:-${cmd:op read 'x}}}" }`, "an unterminated '"},
 	} {
 		_, err := Load("f.toml", []byte("[mcp.a]\ncommand = \"/a\"\n"+tc.toml+"\n"))
 		if err == nil || !strings.Contains(err.Error(), "f.toml:3: mcp.a.env.A: ") || !strings.Contains(err.Error(), tc.want) {
