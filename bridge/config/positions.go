@@ -29,20 +29,24 @@ func indexPositions(doc []byte) positions {
 	x := indexer{pos: positions{}, lines: newlines(doc), size: len(doc)}
 	p := unstable.Parser{}
 	p.Reset(doc)
-	var table []string
-	tableDeep := false // the table's path is longer than maxIndexed
+	var table string // the current table's path
+	depth := 0       // its parts, or more than maxIndexed
 	for p.NextExpression() {
 		e := p.Expression()
 		switch e.Kind {
 		case unstable.Table, unstable.ArrayTable:
-			table, tableDeep = keyParts(e.Key(), maxIndexed)
+			parts, deep := keyParts(e.Key(), maxIndexed)
+			table, depth = strings.Join(parts, "."), len(parts)
+			if deep {
+				depth = maxIndexed + 1
+			}
 			first := e.Key()
 			if first.Next() {
-				x.pos.add(strings.Join(table, "."), x.line(first.Node().Raw))
+				x.pos.add(table, x.line(first.Node().Raw))
 			}
 		case unstable.KeyValue:
-			if !tableDeep {
-				x.addKeyValue(table, e)
+			if depth <= maxIndexed {
+				x.addKeyValue(table, depth, e)
 			}
 		}
 	}
@@ -56,27 +60,29 @@ type indexer struct {
 	size  int
 }
 
-func (x *indexer) addKeyValue(prefix []string, kv *unstable.Node) {
+// addKeyValue indexes kv, under prefix, the path of depth parts it is
+// in.
+func (x *indexer) addKeyValue(prefix string, depth int, kv *unstable.Node) {
 	it := kv.Key()
 	if !it.Next() {
 		return
 	}
 	line := x.line(it.Node().Raw)
-	parts, deep := keyParts(kv.Key(), maxIndexed-len(prefix))
-	path := append(append(make([]string, 0, len(prefix)+len(parts)), prefix...), parts...)
+	parts, deep := keyParts(kv.Key(), maxIndexed-depth)
 	// A dotted key (a.b.c = 1) defines every prefix on its own line.
-	joined := strings.Join(prefix, ".")
-	for i, part := range parts {
-		if i > 0 || joined != "" {
-			joined += "."
+	path := prefix
+	for _, part := range parts {
+		if depth > 0 {
+			path += "."
 		}
-		joined += part
-		x.pos.add(joined, line)
+		path += part
+		depth++
+		x.pos.add(path, line)
 	}
-	if v := kv.Value(); v.Kind == unstable.InlineTable && !deep && len(path) < maxIndexed {
+	if v := kv.Value(); v.Kind == unstable.InlineTable && !deep && depth < maxIndexed {
 		for c := v.Children(); c.Next(); {
 			if c.Node().Kind == unstable.KeyValue {
-				x.addKeyValue(path, c.Node())
+				x.addKeyValue(path, depth, c.Node())
 			}
 		}
 	}
