@@ -152,29 +152,24 @@ func (x *expander) variable(ph, body string, depth int) (string, *unresolved) {
 		return "", &unresolved{placeholder: ph, msg: fmt.Sprintf("uses %s, which capbridge does not expand", ph),
 			fix: "write ${VAR}, ${VAR:-default}, ${env:VAR}, ${HOME} or ${workspaceFolder} (and in env and header values ${file:PATH} or ${cmd:PROG ARG…}), or the value itself"}
 	}
-	if x.dry {
-		// A default is checked too, though whether it is used is known
-		// only when the variable is read: a mistyped reference in it
-		// would otherwise pass until the day it is.
-		if hasDef {
-			if depth >= maxNesting {
-				return "", &unresolved{placeholder: ph, msg: fmt.Sprintf("nests placeholders more than %d deep", maxNesting), fix: "write fewer nested defaults"}
-			}
-			_, u := x.expandDepth(def, depth+1)
-			return "", u
+	if !x.dry {
+		if v, ok := x.lookup(name); ok && (v != "" || !hasDef) {
+			return v, nil
 		}
-		return "", nil
-	}
-	if v, ok := x.lookup(name); ok && (v != "" || !hasDef) {
-		return v, nil
 	}
 	if hasDef {
 		// The default is expanded only when it is used, as a shell does:
-		// ${A:-${B}} needs B only when A is unset or empty.
+		// ${A:-${B}} needs B only when A is unset or empty. Checking
+		// (dry), whether it is used is not known, so its form is
+		// checked: a mistyped reference in it would otherwise pass until
+		// the day it is.
 		if depth >= maxNesting {
 			return "", &unresolved{placeholder: ph, msg: fmt.Sprintf("nests placeholders more than %d deep", maxNesting), fix: "write fewer nested defaults"}
 		}
 		return x.expandDepth(def, depth+1)
+	}
+	if x.dry {
+		return "", nil
 	}
 	return "", &unresolved{placeholder: ph, msg: fmt.Sprintf("uses %s and %s is not set", ph, name),
 		fix: fmt.Sprintf("export %s before starting capbridge, or write ${%s:-default}", name, name)}
