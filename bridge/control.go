@@ -136,10 +136,9 @@ func (h *controlHandler) Revoke(ctx context.Context, r *control.RevokeRequest) (
 	switch {
 	case g != nil:
 		id = g.ID
-	case id != "":
-	case isGrantID(given):
+	case id == "" && isGrantID(given):
 		id = given
-	default:
+	case id == "":
 		id = "(malformed)"
 	}
 	if g == nil {
