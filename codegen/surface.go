@@ -314,7 +314,7 @@ func unionTell(d *typeDef, mark string) string {
 // plans the listing again, as Generate did, so its text is the same
 // either way.
 func (g *Generated) Describe(names ...string) (string, error) {
-	at := make([]int, 0, min(max(len(names), len(g.docs)), len(g.docs)))
+	at := make([]int, 0, len(g.docs)) // each tool at most once
 	if len(names) == 0 {
 		for i := range g.docs {
 			at = append(at, i)
