@@ -240,34 +240,9 @@ func (h *HTTP) post(w http.ResponseWriter, r *http.Request) {
 		h.httpError(w, http.StatusUnsupportedMediaType, codeInvalidRequest, "the body must be application/json")
 		return
 	}
-	body, held, err := h.readBody(w, r)
-	if err != nil {
-		h.giveBody(held)
-		if errors.Is(err, errBodiesFull) {
-			w.Header().Set("Retry-After", "1")
-			h.httpError(w, http.StatusServiceUnavailable, codeInvalidRequest, "the server is reading as many requests as it holds at once: try again")
-			return
-		}
-		h.httpError(w, http.StatusRequestEntityTooLarge, codeInvalidRequest, fmt.Sprintf("a message of at most %d bytes", maxBody))
-		return
-	}
-	if !utf8.Valid(body) {
-		// The id and a progress token are echoed (see conn.handle).
-		h.giveBody(held)
-		h.httpError(w, http.StatusBadRequest, codeParse, "parse error: the message is not UTF-8")
-		return
-	}
-	var req request
-	err = json.Unmarshal(body, &req)
-	batch := err != nil && bytes.HasPrefix(bytes.TrimSpace(body), []byte("["))
-	// What the request needs is decoded (copied): the body is garbage.
-	h.giveBody(held)
-	if err != nil {
-		if batch {
-			h.httpError(w, http.StatusBadRequest, codeInvalidRequest, "batches are not supported")
-			return
-		}
-		h.httpError(w, http.StatusBadRequest, codeParse, "parse error: "+err.Error())
+	req, status, code, msg := h.readRequest(w, r)
+	if status != 0 {
+		h.httpError(w, status, code, msg)
 		return
 	}
 	isRequest := len(req.ID) > 0 && string(req.ID) != "null"
@@ -286,6 +261,32 @@ func (h *HTTP) post(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	h.legacy(w, r, req, m, isRequest)
+}
+
+// readRequest reads and decodes r's message, or says how to refuse it
+// (status, code, message). The budget its body took is given back
+// before it returns: what the request needs is decoded (copied), and
+// the body is garbage.
+func (h *HTTP) readRequest(w http.ResponseWriter, r *http.Request) (req request, status, code int, msg string) {
+	body, held, err := h.readBody(w, r)
+	defer h.giveBody(held)
+	switch {
+	case errors.Is(err, errBodiesFull):
+		w.Header().Set("Retry-After", "1")
+		return req, http.StatusServiceUnavailable, codeInvalidRequest, "the server is reading as many requests as it holds at once: try again"
+	case err != nil:
+		return req, http.StatusRequestEntityTooLarge, codeInvalidRequest, fmt.Sprintf("a message of at most %d bytes", maxBody)
+	case !utf8.Valid(body):
+		// The id and a progress token are echoed (see conn.handle).
+		return req, http.StatusBadRequest, codeParse, "parse error: the message is not UTF-8"
+	}
+	if err := json.Unmarshal(body, &req); err != nil {
+		if bytes.HasPrefix(bytes.TrimSpace(body), []byte("[")) {
+			return req, http.StatusBadRequest, codeInvalidRequest, "batches are not supported"
+		}
+		return req, http.StatusBadRequest, codeParse, "parse error: " + err.Error()
+	}
+	return req, 0, 0, ""
 }
 
 // errBodiesFull is readBody's when the budget for bodies is spent.
