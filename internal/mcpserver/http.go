@@ -1,7 +1,6 @@
 package mcpserver
 
 import (
-	"bytes"
 	"context"
 	"crypto/rand"
 	"crypto/subtle"
@@ -19,7 +18,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-	"unicode/utf8"
 
 	"github.com/capbridge/capbridge/internal/jsonout"
 	"github.com/capbridge/capbridge/internal/loopback"
@@ -276,15 +274,9 @@ func (h *HTTP) readRequest(w http.ResponseWriter, r *http.Request) (req request,
 		return req, http.StatusServiceUnavailable, codeInvalidRequest, "the server is reading as many requests as it holds at once: try again"
 	case err != nil:
 		return req, http.StatusRequestEntityTooLarge, codeInvalidRequest, fmt.Sprintf("a message of at most %d bytes", maxBody)
-	case !utf8.Valid(body):
-		// The id and a progress token are echoed (see conn.handle).
-		return req, http.StatusBadRequest, codeParse, "parse error: the message is not UTF-8"
 	}
-	if err := json.Unmarshal(body, &req); err != nil {
-		if bytes.HasPrefix(bytes.TrimSpace(body), []byte("[")) {
-			return req, http.StatusBadRequest, codeInvalidRequest, "batches are not supported"
-		}
-		return req, http.StatusBadRequest, codeParse, "parse error: " + err.Error()
+	if req, code, msg = decodeMessage(body); code != 0 {
+		return req, http.StatusBadRequest, code, msg
 	}
 	return req, 0, 0, ""
 }

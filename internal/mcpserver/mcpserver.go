@@ -10,6 +10,7 @@ package mcpserver
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -199,20 +200,27 @@ type meta struct {
 	} `json:"_meta"`
 }
 
-func (c *conn) handle(ctx context.Context, line []byte) {
+// decodeMessage reads one JSON-RPC message, or says why it is refused: a
+// JSON-RPC error code and its message, answered with a null id.
+func decodeMessage(b []byte) (req request, code int, msg string) {
 	// JSON-RPC's text is UTF-8 (RFC 8259, 8.1); the id and a progress
 	// token are echoed, so bytes that are not would reach the reply.
-	if !utf8.Valid(line) {
-		c.writeError(nil, codeParse, "parse error: the message is not UTF-8")
-		return
+	if !utf8.Valid(b) {
+		return req, codeParse, "parse error: the message is not UTF-8"
 	}
-	var req request
-	if err := json.Unmarshal(line, &req); err != nil {
-		if len(line) > 0 && line[0] == '[' {
-			c.writeError(nil, codeInvalidRequest, "batches are not supported")
-			return
+	if err := json.Unmarshal(b, &req); err != nil {
+		if bytes.HasPrefix(bytes.TrimSpace(b), []byte("[")) {
+			return req, codeInvalidRequest, "batches are not supported"
 		}
-		c.writeError(nil, codeParse, "parse error: "+err.Error())
+		return req, codeParse, "parse error: " + err.Error()
+	}
+	return req, 0, ""
+}
+
+func (c *conn) handle(ctx context.Context, line []byte) {
+	req, code, msg := decodeMessage(line)
+	if code != 0 {
+		c.writeError(nil, code, msg)
 		return
 	}
 	if req.JSONRPC != "2.0" || req.Method == "" {
