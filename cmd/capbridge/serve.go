@@ -594,33 +594,27 @@ func loadConfigFiles(cfgPath, mcpConfig string, opts config.EditorOptions) (cfg 
 
 // readBounded reads a config file: a regular file (a FIFO or a device
 // named by mistake is refused, not waited on), bounded.
-func readBounded(path string) ([]byte, error) {
-	f, err := regular.Open(path)
-	if err != nil {
-		return nil, fmt.Errorf("capbridge: %v; check the path", err)
-	}
-	defer f.Close()
-	return readConfig(f, path)
-}
+func readBounded(path string) ([]byte, error) { return readConfig(path, "") }
 
 // readTrusted is readBounded for a config serve runs (and a reload or
 // --watch reads again): it names the commands capbridge runs, so it is
 // refused when anyone but capbridge's user or root could have written it
-// or its directory (trustedFile).
-func readTrusted(path, what string) ([]byte, error) {
+// or its directory (trustedFile); what names it in that refusal.
+func readTrusted(path, what string) ([]byte, error) { return readConfig(path, what) }
+
+// readConfig reads the config file at path, held to trustedFile unless
+// what is "".
+func readConfig(path, what string) ([]byte, error) {
 	f, err := regular.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("capbridge: %v; check the path", err)
 	}
 	defer f.Close()
-	if err := trustedFile(f, path, what, "decides which commands capbridge runs"); err != nil {
-		return nil, fmt.Errorf("capbridge: %w", err)
+	if what != "" {
+		if err := trustedFile(f, path, what, "decides which commands capbridge runs"); err != nil {
+			return nil, fmt.Errorf("capbridge: %w", err)
+		}
 	}
-	return readConfig(f, path)
-}
-
-// readConfig reads an open config file, bounded.
-func readConfig(f *os.File, path string) ([]byte, error) {
 	data, err := io.ReadAll(io.LimitReader(f, maxConfigFile+1))
 	if err != nil {
 		return nil, fmt.Errorf("%s: %v", path, err)
