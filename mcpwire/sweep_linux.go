@@ -173,6 +173,66 @@ func scanProcs() map[int]procStat {
 	return procs
 }
 
+// procScans shares /proc scans between the sweeps of servers retired
+// together. A scan reads every process's stat, so a bridge stopping 64
+// servers on a host of 1000 processes, one scan each, read 64 000 of
+// them and took 0.9 s to stop.
+var procScans = scanShare{read: scanProcs}
+
+// scanShare runs one scan of /proc at a time and gives its result to
+// every caller that asked before it began. A caller needs a scan begun
+// after it asked (what it looks for was running by then), so callers
+// that ask while a scan runs wait for it to end and share the next one,
+// which the first of them to find the scanner free runs. So however many
+// sweeps run at once, each waits for at most two scans.
+//
+// Concurrency: scan may be called from any goroutine; the map it
+// returns is shared and must not be modified.
+type scanShare struct {
+	read func() map[int]procStat
+
+	mu      sync.Mutex
+	next    *sharedScan // the scan that callers asking now will share; nil until one asks
+	running *sharedScan // the scan under way, or nil
+}
+
+// A sharedScan is one scan and the callers waiting for it.
+type sharedScan struct {
+	started bool
+	done    chan struct{} // closed once procs is set
+	procs   map[int]procStat
+}
+
+// scan returns a scan of /proc begun after the call.
+func (s *scanShare) scan() map[int]procStat {
+	s.mu.Lock()
+	if s.next == nil {
+		s.next = &sharedScan{done: make(chan struct{})}
+	}
+	r := s.next
+	for {
+		if r.started {
+			s.mu.Unlock()
+			<-r.done // bounded: one scan of /proc
+			return r.procs
+		}
+		if s.running == nil {
+			r.started, s.running, s.next = true, r, nil
+			s.mu.Unlock()
+			procs := s.read()
+			s.mu.Lock()
+			r.procs, s.running = procs, nil
+			close(r.done)
+			s.mu.Unlock()
+			return procs
+		}
+		busy := s.running.done
+		s.mu.Unlock()
+		<-busy // bounded: one scan of /proc
+		s.mu.Lock()
+	}
+}
+
 // bootTicks is the time since boot in the clock ticks that
 // /proc/PID/stat counts a process's start in, rounded down, so a process
 // forked after the call has a starttime no lower: the kernel converts a
@@ -223,7 +283,7 @@ func carries(pid int, token string) bool {
 // pages of another process). A process forked before the leader that is
 // told the token and execs with it is not found; it is no descendant.
 func custody(token string, self int, since uint64) map[int]procStat {
-	procs := scanProcs()
+	procs := procScans.scan()
 	kids := make(map[int][]int, len(procs))
 	found := make(map[int]procStat)
 	var todo []int

@@ -7,9 +7,12 @@ import (
 	"math"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -326,6 +329,51 @@ func FuzzParseStat(f *testing.F) {
 		got, ok := parseStat(line)
 		if want := (procStat{ppid: int(ppid), state: state, start: 4242}); !ok || got != want {
 			t.Fatalf("parseStat(%q) = %+v, %v; want %+v", line, got, ok, want)
+		}
+	})
+}
+
+// TestScanShare holds the sharing of /proc scans to its two promises:
+// sweeps that ask while a scan runs share one scan, not one each, and
+// none of them is given a scan begun before it asked.
+func TestScanShare(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		release := make(chan struct{})
+		scans := 0
+		s := scanShare{read: func() map[int]procStat {
+			scans++
+			n := scans
+			if n == 1 {
+				<-release
+			}
+			return map[int]procStat{n: {}}
+		}}
+		got := make([]int, 9)
+		var wg sync.WaitGroup
+		asks := func(from, to int) {
+			for i := from; i < to; i++ {
+				wg.Go(func() {
+					for n := range s.scan() {
+						got[i] = n
+					}
+				})
+			}
+		}
+		asks(0, 1)
+		synctest.Wait() // the first scan is under way
+		asks(1, len(got))
+		synctest.Wait() // the other eight wait for it
+		if scans != 1 {
+			t.Errorf("%d scans began while the first ran, want none", scans-1)
+		}
+		close(release)
+		wg.Wait()
+		if scans != 2 {
+			t.Errorf("9 sweeps took %d scans, want 2", scans)
+		}
+		want := []int{1, 2, 2, 2, 2, 2, 2, 2, 2}
+		if !slices.Equal(got, want) {
+			t.Errorf("sweeps got scans %v, want %v: the first alone on its scan, the eight that asked during it sharing the next", got, want)
 		}
 	})
 }
