@@ -5,12 +5,16 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net"
+	"os"
+	"path/filepath"
 	"syscall"
 	"time"
 
 	"github.com/vmihailenco/msgpack/v5"
 
+	"github.com/capbridge/capbridge/bridge/internal/unixsock"
 	"github.com/capbridge/capbridge/capwire"
 )
 
@@ -36,6 +40,48 @@ func Dial(ctx context.Context, path string) (*Client, error) {
 		return nil, fmt.Errorf("control: socket %s: %w (is capbridge serve running?)", path, err)
 	}
 	return &Client{conn: conn, fr: capwire.NewFrameReader(conn, MaxFrame)}, nil
+}
+
+// DialOwn is Dial for a socket at a path nobody named, the default one:
+// its directory may be /tmp/capbridge-UID, which any local user can create
+// before capbridge does, and a request carries tokens and a call's
+// arguments. It refuses, before sending anything, a directory that is
+// not ours or root's or that others may write to (as serve refuses to
+// listen in one), and a socket that neither we nor root serve. A
+// bridge run as another user is reached by naming its socket.
+func DialOwn(ctx context.Context, path string) (*Client, error) {
+	if err := unixsock.CheckDir(filepath.Dir(path)); err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, fmt.Errorf("control: socket %s: %w (is capbridge serve running?)", path, err)
+		}
+		return nil, &UntrustedError{Path: path, Reason: err.Error()}
+	}
+	c, err := Dial(ctx, path)
+	if err != nil {
+		return nil, err
+	}
+	uc, _ := c.conn.(*net.UnixConn) // a "unix" dial's connection
+	cred, err := unixsock.ReadPeerCred(uc)
+	if err != nil {
+		c.Close()
+		return nil, fmt.Errorf("control: socket %s: %w", path, err)
+	}
+	if cred.UID != 0 && int(cred.UID) != os.Geteuid() {
+		c.Close()
+		return nil, &UntrustedError{Path: path, Reason: fmt.Sprintf("it is served by uid %d, not by us (uid %d) or root", cred.UID, os.Geteuid())}
+	}
+	return c, nil
+}
+
+// An UntrustedError is DialOwn's refusal of a socket that another user
+// may have put at the default path. Nothing was sent to it.
+type UntrustedError struct {
+	Path   string
+	Reason string // the directory's owner or mode, or the uid serving the socket
+}
+
+func (e *UntrustedError) Error() string {
+	return "control: socket " + e.Path + " may be another user's: " + e.Reason
 }
 
 // Close closes the connection. A call in progress at the server is then

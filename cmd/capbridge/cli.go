@@ -119,28 +119,30 @@ func addClientFlags(fs *cmdFlags, withJSON bool) *clientFlags {
 	return cf
 }
 
-// socket returns the control socket's path and how it was chosen.
-func (cf *clientFlags) socket() (path, how string, err error) {
+// socket returns the control socket's path, how it was chosen, and
+// whether the user named it (with --control, -c or $CAPBRIDGE_CONTROL)
+// rather than left it to the default.
+func (cf *clientFlags) socket() (path, how string, named bool, err error) {
 	switch {
 	case cf.control != "":
-		return cf.control, "from --control", nil
+		return cf.control, "from --control", true, nil
 	case cf.config != "":
 		data, err := readBounded(cf.config)
 		if err != nil {
-			return "", "", err
+			return "", "", false, err
 		}
 		cfg, err := config.Load(cf.config, data)
 		if err != nil {
-			return "", "", err
+			return "", "", false, err
 		}
 		if cfg.Bridge.ControlSocket != "" {
-			return cfg.Bridge.ControlSocket, "from " + cf.config, nil
+			return cfg.Bridge.ControlSocket, "from " + cf.config, true, nil
 		}
-		return defaultControl(), "the default, as " + cf.config + " names no control_socket", nil
+		return defaultControl(), "the default, as " + cf.config + " names no control_socket", false, nil
 	case os.Getenv(envControl) != "":
-		return os.Getenv(envControl), "from $" + envControl, nil
+		return os.Getenv(envControl), "from $" + envControl, true, nil
 	}
-	return defaultControl(), "the default", nil
+	return defaultControl(), "the default", false, nil
 }
 
 func defaultControl() string {
@@ -152,13 +154,17 @@ func defaultControl() string {
 // whole exchange bounded by --timeout.
 func withControl[R any](cf *clientFlags, request func(context.Context, *control.Client) (R, error)) (R, error) {
 	var zero R
-	path, how, err := cf.socket()
+	path, how, named, err := cf.socket()
 	if err != nil {
 		return zero, err
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), cf.timeout)
 	defer cancel()
-	c, err := control.Dial(ctx, path)
+	dial := control.DialOwn // a default path may be another user's
+	if named {
+		dial = control.Dial
+	}
+	c, err := dial(ctx, path)
 	if err != nil {
 		return zero, dialError(path, how, err)
 	}
@@ -168,6 +174,9 @@ func withControl[R any](cf *clientFlags, request func(context.Context, *control.
 
 // dialError says which socket was tried, why that one, and what to do.
 func dialError(path, how string, err error) error {
+	if ue, ok := errors.AsType[*control.UntrustedError](err); ok {
+		return fmt.Errorf("will not use %s (%s): %s; nothing was sent to it. Remove it if it is not yours, or name the socket you mean with --control PATH, -c capbridge.toml or $%s", path, how, ue.Reason, envControl)
+	}
 	next := "start it with `capbridge serve`, or name its socket with --control PATH, -c capbridge.toml or $" + envControl
 	switch {
 	case errors.Is(err, syscall.ECONNREFUSED):

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -85,6 +86,61 @@ func TestControlResolution(t *testing.T) {
 		if !ok {
 			t.Errorf("status %q with $%s=%q: exit %d, stderr %q; want it to say %q", tc.args, envControl, tc.env, code, errOut.String(), tc.says)
 		}
+	}
+}
+
+// A client command left to the default control socket sends nothing to
+// one in a directory another local user could have made or may write to
+// (/tmp/capbridge-UID, where $XDG_RUNTIME_DIR is unset, is anyone's to
+// create first): a request carries tokens and a call's arguments. It
+// says why, and how to name the socket meant.
+func TestDefaultControlSquatted(t *testing.T) {
+	defer leakcheck.Check(t)()
+	rt := shortTempDir(t)
+	t.Setenv("XDG_RUNTIME_DIR", rt)
+	t.Setenv(envControl, "")
+	dir := filepath.Join(rt, "capbridge")
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(dir, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, "control.sock")
+	l, err := net.Listen("unix", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	heard := make(chan string, 1)
+	go func() {
+		conn, err := l.Accept()
+		if err != nil {
+			return
+		}
+		defer conn.Close()
+		buf := make([]byte, 64)
+		n, _ := conn.Read(buf)
+		heard <- string(buf[:n])
+	}()
+	var errOut bytes.Buffer
+	code := run([]string{"status"}, &bytes.Buffer{}, &errOut)
+	for _, want := range []string{"will not use " + path + " (the default)", "mode 0777", "nothing was sent", "--control"} {
+		if !strings.Contains(errOut.String(), want) {
+			t.Errorf("status at a squatted default: exit %d, stderr %q; want it to say %q", code, errOut.String(), want)
+		}
+	}
+	// Ours comes first in the listener's queue unless status connected.
+	mark, err := net.Dial("unix", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mark.Close()
+	if _, err := mark.Write([]byte("mark")); err != nil {
+		t.Fatal(err)
+	}
+	if got := <-heard; got != "mark" {
+		t.Errorf("the squatter heard %q from status before our mark", got)
 	}
 }
 
