@@ -179,7 +179,19 @@ func callArgs(cf *clientFlags, server, tool string, words []string, stdin io.Rea
 	if err != nil {
 		return nil, err
 	}
-	return typedArgs(schema, tool, words, os.ReadFile)
+	return typedArgs(schema, tool, words, readArgFile)
+}
+
+// readArgFile reads key=@file's file: at most maxArgFile bytes and one
+// more, to tell a larger file, so that /dev/zero or a growing log is
+// refused rather than read until memory runs out.
+func readArgFile(name string) ([]byte, error) {
+	f, err := os.Open(name)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return io.ReadAll(io.LimitReader(f, maxArgFile+1))
 }
 
 // inputSchema fetches tool's input schema from the running capbridge.

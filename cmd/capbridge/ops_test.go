@@ -243,6 +243,7 @@ func TestOperatorCLI(t *testing.T) {
 		{[]string{"call", "--timeout", "30s", "demo", "echo", `{"text":"raw"}`}, exitOK, "raw\n", ""},
 		{[]string{"call", "demo", "add", "a=two", "b=1"}, exitUsage, "", `a wants a number, not "two"`},
 		{[]string{"call", "demo", "add", "a=1"}, exitUsage, "", "add requires b; add b=…"},
+		{[]string{"call", "demo", "echo", "text=@/dev/zero"}, exitUsage, "", "text=@/dev/zero: more than"},
 		{[]string{"call", "demo", "nope", "x=1"}, exitUsage, "", `server "demo" has no tool "nope"; its tools: add,`},
 		{[]string{"call", "ghost", "echo", "text=x"}, exitError, "", "unknown_server"},
 		{[]string{"tools", "demo"}, exitOK, "      a  number  required  first addend", ""},
