@@ -194,6 +194,11 @@ func authorizedDo(ctx context.Context, hc *http.Client, auth Authorizer, method 
 		}
 		if auth != nil {
 			if err := auth.Authorize(ctx, req.Header); err != nil {
+				if ctx.Err() != nil {
+					// The request's own end, not a refusal: it gave up
+					// waiting behind another request's token fetch.
+					return nil, context.Cause(ctx)
+				}
 				return nil, &HTTPError{Method: method, Reason: err.Error(), Err: err, Unauthorized: true}
 			}
 		}

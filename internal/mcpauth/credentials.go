@@ -19,7 +19,6 @@ import (
 	"net/url"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	"golang.org/x/oauth2"
@@ -107,9 +106,10 @@ type Authorizer struct {
 	creds  ClientCredentials
 	hc     *http.Client
 
-	now func() time.Time // time.Now but in tests
+	now   func() time.Time // time.Now but in tests
+	limit time.Duration    // bounds discovery and each fetch: loginFetchTimeout but in tests
 
-	mu       sync.Mutex
+	turn     turn // held by Authorize and Challenge, discovery and fetches included
 	meta     *ServerMetadata
 	idpToken string // the IdP's token endpoint, once found
 	resource string // the resource indicator
@@ -131,7 +131,7 @@ func NewAuthorizer(server string, creds ClientCredentials, hc *http.Client) (*Au
 	case creds.IdentityAssertion != nil && (creds.IdentityAssertion.IDPIssuer == "" || creds.IdentityAssertion.IDToken == nil):
 		return nil, fail("enterprise-managed authorization", errors.New("give the IdP's issuer and the person's ID token"))
 	}
-	return &Authorizer{server: server, creds: creds, hc: hc, now: time.Now}, nil
+	return &Authorizer{server: server, creds: creds, hc: hc, now: time.Now, limit: loginFetchTimeout, turn: newTurn()}, nil
 }
 
 // Authorize puts the current token on h, fetching one first when the
@@ -139,8 +139,10 @@ func NewAuthorizer(server string, creds ClientCredentials, hc *http.Client) (*Au
 // about to expire. Before the first challenge nothing is sent: the
 // server's 401 says where to get a token.
 func (a *Authorizer) Authorize(ctx context.Context, h http.Header) error {
-	a.mu.Lock()
-	defer a.mu.Unlock()
+	if err := a.turn.take(ctx); err != nil {
+		return err
+	}
+	defer a.turn.give()
 	if a.meta == nil {
 		return nil
 	}
@@ -165,8 +167,10 @@ func (a *Authorizer) Challenge(ctx context.Context, resp *http.Response) (bool, 
 	if resp.StatusCode == http.StatusForbidden && !stepUp {
 		return false, nil // forbidden for another reason: the caller sees the 403
 	}
-	a.mu.Lock()
-	defer a.mu.Unlock()
+	if err := a.turn.take(ctx); err != nil {
+		return false, err
+	}
+	defer a.turn.give()
 	if a.token != nil && sent != a.token.AccessToken {
 		return true, nil // another request has fetched a newer token already
 	}
@@ -203,6 +207,8 @@ func (a *Authorizer) Challenge(ctx context.Context, resp *http.Response) (bool, 
 // picks the scopes: the challenge's, else the configured ones, else the
 // resource's scopes_supported, else none (the spec's order).
 func (a *Authorizer) discoverLocked(ctx context.Context, ch Challenge) error {
+	ctx, cancel := context.WithTimeout(ctx, a.limit) // the turn is held meanwhile
+	defer cancel()
 	d, err := Discover(ctx, a.hc, a.server, ch)
 	if err != nil {
 		return err
@@ -225,6 +231,8 @@ func (a *Authorizer) discoverLocked(ctx context.Context, ch Challenge) error {
 // fetchLocked gets a token: with the client credentials grant, or with
 // the JWT bearer grant of an identity assertion the IdP issued.
 func (a *Authorizer) fetchLocked(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, a.limit) // the turn is held meanwhile
+	defer cancel()
 	ctx = context.WithValue(ctx, oauth2.HTTPClient, a.hc)
 	cfg := clientcredentials.Config{
 		ClientID:       a.creds.ClientID,

@@ -287,3 +287,56 @@ func TestRefreshedLoginUnsaved(t *testing.T) {
 		})
 	}
 }
+
+// A token endpoint that never answers holds a refresh no longer than its
+// bound, though the request that needed it (a listen stream) has no
+// deadline: the authorizer's turn and the store's lock are held
+// meanwhile, and capbridge login and logout need that lock. A request
+// that arrives meanwhile waits no longer than its own context.
+func TestRefreshBounded(t *testing.T) {
+	t.Cleanup(leakcheck.Check(t))
+	hit, release := make(chan struct{}, 1), make(chan struct{})
+	as := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case hit <- struct{}{}:
+		default:
+		}
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+	}))
+	t.Cleanup(as.Close)
+	t.Cleanup(func() { close(release) })
+	const url = "http://127.0.0.1:1/mcp"
+	store := Store{Dir: filepath.Join(t.TempDir(), "oauth")}
+	if err := store.Save(&Saved{Server: "web", URL: url, TokenEndpoint: as.URL + "/token", ClientID: "c",
+		AccessToken: "access", RefreshToken: "refresh", Expiry: time.Now().Add(time.Second)}); err != nil {
+		t.Fatal(err)
+	}
+	a := NewStoredAuthorizer(store, "web", url, as.Client())
+	a.limit = 200 * time.Millisecond
+	refreshed := make(chan error, 1)
+	// A listen stream's request, which has no deadline.
+	go func() { refreshed <- a.Authorize(context.Background(), http.Header{}) }()
+	<-hit // the refresh holds the turn, waiting
+
+	ended, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := a.Authorize(ended, http.Header{}); !errors.Is(err, context.Canceled) {
+		t.Errorf("a request whose context ended, behind the refresh: %v, want its own cancellation", err)
+	}
+	select {
+	case err := <-refreshed:
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("the refresh against a silent token endpoint: %v, want its bound's deadline", err)
+		}
+	case <-time.After(time.Minute): // a backstop: the bound is 200 ms
+		t.Fatal("the refresh still waits on a token endpoint that never answers")
+	}
+	unlock, err := store.Lock("web") // what login and logout take
+	if err != nil {
+		t.Fatalf("the store's lock after the refresh gave up: %v", err)
+	}
+	unlock()
+}

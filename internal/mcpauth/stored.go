@@ -10,7 +10,6 @@ import (
 	"net/url"
 	"slices"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -32,7 +31,7 @@ import (
 type StoredAuthorizer struct {
 	// Warn, when set before first use, is told of a failure that leaves
 	// the login working but the store behind it: a refreshed login that
-	// could not be saved. It is called under the authorizer's lock and
+	// could not be saved. It is called while the authorizer holds its turn and
 	// must not call the authorizer.
 	Warn func(error)
 
@@ -41,15 +40,17 @@ type StoredAuthorizer struct {
 	url    string // the server's URL, which the saved login must be for
 	hc     *http.Client
 	save   func(*Saved) error // store.Save but in tests
+	// limit bounds a refresh's request: loginFetchTimeout but in tests.
+	limit time.Duration
 
-	mu    sync.Mutex
+	turn  turn   // held by Authorize and Challenge, a refresh's request included
 	saved *Saved // set by setSavedLocked alone
 	// stepUp is saved.StepUp, for StepUp: a status asks for it, and must
-	// not wait behind a token refresh that holds mu for a network
+	// not wait behind a token refresh that holds the turn for a network
 	// request.
 	stepUp atomic.Pointer[[]string]
 	// creds is what the login in use lets a server echo (Credentials),
-	// replaced with saved: read without mu, which a refresh holds for a
+	// replaced with saved: read without the turn, which a refresh holds for a
 	// network request.
 	creds atomic.Pointer[Credentials]
 	// looked: the store was read once. Without a saved login nothing is
@@ -67,7 +68,7 @@ type StoredAuthorizer struct {
 // NewStoredAuthorizer returns the authorizer of the login saved for the
 // server named server at url.
 func NewStoredAuthorizer(store Store, server, url string, hc *http.Client) *StoredAuthorizer {
-	return &StoredAuthorizer{store: store, server: server, url: url, hc: hc, save: store.Save}
+	return &StoredAuthorizer{store: store, server: server, url: url, hc: hc, save: store.Save, limit: loginFetchTimeout, turn: newTurn()}
 }
 
 // currentLocked returns the login in force: the store's, or the
@@ -138,8 +139,10 @@ func shownURL(raw string) string {
 // about to expire. With no saved login it sends nothing: a server that
 // needs none is served, and one that does answers 401 (Challenge).
 func (a *StoredAuthorizer) Authorize(ctx context.Context, h http.Header) error {
-	a.mu.Lock()
-	defer a.mu.Unlock()
+	if err := a.turn.take(ctx); err != nil {
+		return err
+	}
+	defer a.turn.give()
 	if a.saved == nil {
 		if a.looked {
 			return nil
@@ -177,8 +180,10 @@ func (a *StoredAuthorizer) Challenge(ctx context.Context, resp *http.Response) (
 		return false, nil // forbidden for another reason: the caller sees the 403
 	}
 	sent := strings.TrimPrefix(resp.Request.Header.Get("Authorization"), "Bearer ")
-	a.mu.Lock()
-	defer a.mu.Unlock()
+	if err := a.turn.take(ctx); err != nil {
+		return false, err
+	}
+	defer a.turn.give()
 	sv, err := a.currentLocked()
 	if err == nil && sv.AccessToken != sent {
 		a.setSavedLocked(sv) // a newer token, from a login or another process's refresh
@@ -327,6 +332,10 @@ func (a *StoredAuthorizer) refreshLocked(ctx context.Context, sent string) error
 	if a.saved.Resource != "" {
 		hc = withFormParam(a.hc, "resource", a.saved.Resource)
 	}
+	// Bounded whatever the caller's deadline: the turn and the store's
+	// lock are held meanwhile, and a listen stream's context has none.
+	ctx, cancel := context.WithTimeout(ctx, a.limit)
+	defer cancel()
 	tok, err := cfg.TokenSource(context.WithValue(ctx, oauth2.HTTPClient, hc), old).Token()
 	if err != nil {
 		var re *oauth2.RetrieveError
