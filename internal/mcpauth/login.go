@@ -19,6 +19,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/capbridge/capbridge/internal/netlimit"
 	"golang.org/x/oauth2"
 )
 
@@ -60,6 +61,13 @@ type LoginOptions struct {
 
 // maxLoginWait bounds how long Login waits for the person.
 const maxLoginWait = 10 * time.Minute
+
+// Bounds of the loopback listener the browser is redirected to.
+const (
+	callbackTimeout   = 10 * time.Second // to read a request, or write its page
+	maxCallbackHeader = 16 << 10         // a redirect's query is a code, a state and an issuer
+	callbackConns     = 32               // open at once; more wait in the backlog
+)
 
 // loginFetchTimeout bounds each of a login's requests (the probe, the
 // discoveries, the registration, the code's exchange) whatever client
@@ -141,7 +149,15 @@ func Login(ctx context.Context, o LoginOptions) (*Saved, error) {
 	// request to the listener (a stale tab, a forged redirect, another
 	// local process) is refused and the wait goes on.
 	got := make(chan url.Values, 1)
-	srv := &http.Server{ReadHeaderTimeout: 10 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	srv := &http.Server{
+		// Any local process can reach the listener: each connection
+		// carries one request with a small header, in bounded time, and
+		// at most callbackConns are open at once.
+		ReadHeaderTimeout: callbackTimeout, ReadTimeout: callbackTimeout, WriteTimeout: callbackTimeout,
+		MaxHeaderBytes: maxCallbackHeader,
+	}
+	srv.SetKeepAlivesEnabled(false)
+	srv.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path != redirectPath {
 			http.NotFound(w, r)
 			return
@@ -161,10 +177,15 @@ func Login(ctx context.Context, o LoginOptions) (*Saved, error) {
 			return
 		}
 		fmt.Fprint(w, "<p>capbridge is authorized. You may close this page.</p>")
-	})}
+	})
 	var served sync.WaitGroup
-	served.Go(func() { _ = srv.Serve(ln) })
+	served.Go(func() { _ = srv.Serve(netlimit.New(ln, callbackConns, nil)) })
 	defer func() {
+		// The page of the redirect taken is still being written: let it
+		// reach the browser, bounded.
+		end, cancel := context.WithTimeout(context.Background(), callbackTimeout)
+		_ = srv.Shutdown(end)
+		cancel()
 		_ = srv.Close()
 		served.Wait()
 	}()

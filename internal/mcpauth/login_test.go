@@ -1,9 +1,12 @@
 package mcpauth
 
 import (
+	"bufio"
 	"context"
 	"errors"
+	"fmt"
 	"io"
+	"net"
 	"net/http"
 	neturl "net/url"
 	"os"
@@ -162,5 +165,96 @@ func TestLoginState(t *testing.T) {
 	_, err = Login(context.Background(), LoginOptions{Server: "web", URL: url, ClientID: "capbridge-cli", HTTP: as.Client(), Open: mixUp})
 	if err == nil || !strings.Contains(err.Error(), "iss") {
 		t.Fatalf("another issuer: %v", err)
+	}
+}
+
+// Any local process can reach the loopback listener while a login waits
+// (up to maxLoginWait): it answers each connection's one request and
+// closes it, refuses a header larger than a redirect's, and the refused
+// redirect that ends a login still gets its page.
+func TestCallbackListenerBounded(t *testing.T) {
+	t.Cleanup(leakcheck.Check(t))
+	as := oauthtest.New(oauthtest.Options{})
+	t.Cleanup(as.Close)
+	as.AddPublicClient("capbridge-cli", "mcp:read", "offline_access")
+	_, url := guarded(t, as, mcptest.HTTPOptions{})
+	listener := func(u string) string {
+		q, _ := neturl.Parse(u)
+		r, _ := neturl.Parse(q.Query().Get("redirect_uri"))
+		return r.Host
+	}
+	// exchange sends req on a new connection and returns the status line
+	// of the answer, and whether the connection was closed after it.
+	exchange := func(addr, req string) (status string, closed bool, err error) {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			return "", false, err
+		}
+		defer c.Close()
+		_ = c.SetDeadline(time.Now().Add(time.Minute)) // a backstop
+		if _, err := io.WriteString(c, req); err != nil {
+			return "", false, err
+		}
+		br := bufio.NewReader(c)
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil {
+			return "", false, err
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		_, err = br.ReadByte()
+		return resp.Status, err == io.EOF, nil
+	}
+	var problems []string
+	probe := func(u string) error {
+		addr := listener(u)
+		status, closed, err := exchange(addr, "GET /callback?state=nope HTTP/1.1\r\nHost: x\r\n\r\n")
+		if err != nil || !strings.HasPrefix(status, "400") || !closed {
+			problems = append(problems, fmt.Sprintf("a refused redirect: %q, closed %v, %v; want 400 and the connection closed", status, closed, err))
+		}
+		big := "GET /callback?state=nope HTTP/1.1\r\nHost: x\r\nX: " + strings.Repeat("a", 64<<10) + "\r\n\r\n"
+		status, _, err = exchange(addr, big)
+		if err != nil || !strings.HasPrefix(status, "431") {
+			problems = append(problems, fmt.Sprintf("a 64 KiB header: %q, %v; want 431", status, err))
+		}
+		return browser(as.Client())(u)
+	}
+	if _, err := Login(context.Background(), LoginOptions{Server: "web", URL: url, ClientID: "capbridge-cli", HTTP: as.Client(), Open: probe}); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range problems {
+		t.Error(p)
+	}
+
+	// A refused authorization ends Login as its page is written: the
+	// page must still reach the browser.
+	lost := 0
+	for range 200 {
+		page := make(chan error, 1)
+		refuse := func(u string) error {
+			q, _ := neturl.Parse(u)
+			go func() {
+				resp, err := as.Client().Get(q.Query().Get("redirect_uri") + "?error=access_denied&state=" + neturl.QueryEscape(q.Query().Get("state")))
+				if err == nil {
+					var b []byte
+					b, err = io.ReadAll(resp.Body)
+					resp.Body.Close()
+					if err == nil && !strings.Contains(string(b), "You may close this page") {
+						err = fmt.Errorf("the page reads %q", b)
+					}
+				}
+				page <- err
+			}()
+			return nil
+		}
+		if _, err := Login(context.Background(), LoginOptions{Server: "web", URL: url, ClientID: "capbridge-cli", HTTP: as.Client(), Open: refuse}); err == nil {
+			t.Fatal("a refused authorization logged in")
+		}
+		if err := <-page; err != nil {
+			lost++
+		}
+	}
+	if lost > 0 {
+		t.Errorf("the page of a refused authorization was lost %d times in 200", lost)
 	}
 }
