@@ -357,7 +357,13 @@ func (a *Authorizer) identityAssertionLocked(ctx context.Context, ia *IdentityAs
 func tokenError(err error, named ...credential) error {
 	var re *oauth2.RetrieveError
 	if !errors.As(err, &re) {
-		return err
+		if _, ok := errors.AsType[*url.Error](err); ok {
+			return err // the transport's: the endpoint and why it was not reached
+		}
+		// x/oauth2's own, about an answer it could not use (a 200 whose
+		// JSON does not parse), quotes the answer: the server's words,
+		// which may echo what was sent.
+		return errors.New(said(err.Error(), nil, named...))
 	}
 	msg := fmt.Sprintf("HTTP %d", re.Response.StatusCode)
 	text := re.ErrorCode

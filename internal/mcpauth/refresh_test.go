@@ -340,3 +340,31 @@ func TestRefreshBounded(t *testing.T) {
 	}
 	unlock()
 }
+
+// A token endpoint's 200 whose JSON does not parse makes x/oauth2 quote
+// the answer in its error; a server that echoes the refresh token there
+// must not put it, or an unbounded answer, into the errors that status,
+// logs and a program's denial repeat.
+func TestRefreshAnswerQuotedSafely(t *testing.T) {
+	t.Cleanup(leakcheck.Check(t))
+	const refresh = "refresh-token-secret-0123456789"
+	as := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_ = r.ParseForm()
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprintf(w, `{"access_token":"a","expires_in":"%s%s"}`, r.PostForm.Get("refresh_token"), strings.Repeat("9", 200<<10))
+	}))
+	t.Cleanup(as.Close)
+	const url = "http://127.0.0.1:1/mcp"
+	store := Store{Dir: filepath.Join(t.TempDir(), "oauth")}
+	if err := store.Save(&Saved{Server: "web", URL: url, TokenEndpoint: as.URL + "/token", ClientID: "c",
+		AccessToken: "access", RefreshToken: refresh, Expiry: time.Now().Add(-time.Hour)}); err != nil {
+		t.Fatal(err)
+	}
+	err := NewStoredAuthorizer(store, "web", url, as.Client()).Authorize(context.Background(), http.Header{})
+	if err == nil {
+		t.Fatal("an unusable answer refreshed the token")
+	}
+	if msg := err.Error(); strings.Contains(msg, refresh) || len(msg) > 1024 || !strings.Contains(msg, "[redacted:refresh_token]") {
+		t.Errorf("the refresh's error (%d bytes) quotes the refresh token or the whole answer: %.300q", len(msg), msg)
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"slices"
 	"strings"
+	"unicode"
 
 	"github.com/capbridge/capbridge/internal/httpcred"
 	"github.com/capbridge/capbridge/internal/truncate"
@@ -38,7 +39,8 @@ var formProtocol = map[string]bool{
 // replaced by "[redacted:NAME]" (an authorization server that quotes a
 // revoked refresh token or a wrong secret in its answer must not put it
 // into the errors that status, logs and a program's denial repeat),
-// control characters by spaces, and the whole is bounded. The
+// control and bidirectional-override characters by spaces, and the whole
+// is bounded. The
 // credentials are taken out before the text is cut, so no part of one
 // survives the cut.
 func said(text string, req *http.Request, named ...credential) string {
@@ -58,7 +60,9 @@ func said(text string, req *http.Request, named ...credential) string {
 		}
 	}
 	text = strings.Map(func(r rune) rune {
-		if r < 0x20 || r == 0x7f {
+		// C0 and C1 controls (a terminal acts on both: U+009B is CSI)
+		// and the bidirectional overrides that make text read otherwise.
+		if unicode.IsControl(r) || unicode.Is(unicode.Bidi_Control, r) {
 			return ' '
 		}
 		return r

