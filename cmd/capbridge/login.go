@@ -231,8 +231,8 @@ func remoteServer(sf *surfaceFlags, name string) (config.Server, error) {
 }
 
 // opener opens a URL with cmd (split on spaces; the URL is its last
-// argument), else $BROWSER, else xdg-open. A failure to open is reported;
-// the URL was printed anyway.
+// argument), else $BROWSER, else xdg-open, and returns without waiting for
+// it to exit. A failure to open is reported; the URL was printed anyway.
 func opener(cmd string, stderr io.Writer) func(string) error {
 	if cmd == "none" {
 		return func(string) error { return nil }
@@ -246,10 +246,24 @@ func opener(cmd string, stderr io.Writer) func(string) error {
 	return func(u string) error {
 		argv := append(strings.Fields(cmd), u)
 		c := exec.Command(argv[0], argv[1:]...)
-		c.Stdout, c.Stderr = stderr, stderr
-		if err := c.Run(); err != nil {
-			fmt.Fprintf(stderr, "(could not run %s: %v; open the URL above yourself)\n", argv[0], err)
+		// Its output goes to our stderr when that is a file, and
+		// otherwise nowhere: no goroutine copies it after the login.
+		f, _ := stderr.(*os.File)
+		if f != nil {
+			c.Stdout, c.Stderr = f, f
 		}
+		// Started, not waited for: a browser may stay in the foreground
+		// until the person quits it, long after its redirect, whose code
+		// would expire while the login waited.
+		if err := c.Start(); err != nil {
+			fmt.Fprintf(stderr, "(could not run %s: %v; open the URL above yourself)\n", argv[0], err)
+			return nil
+		}
+		go func() {
+			if err := c.Wait(); err != nil && f != nil {
+				fmt.Fprintf(f, "(%s: %v; if no browser opened, open the URL above yourself)\n", argv[0], err)
+			}
+		}()
 		return nil
 	}
 }

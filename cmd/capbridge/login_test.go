@@ -7,7 +7,9 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/capbridge/capbridge/internal/testkit/leakcheck"
 	"github.com/capbridge/capbridge/internal/testkit/mcptest"
@@ -112,5 +114,66 @@ func TestLoginBrowserNone(t *testing.T) {
 	// A command is run: one that does not exist says so.
 	if err := opener(filepath.Join(t.TempDir(), "no-such-browser"), &out)("https://as.example/"); err != nil || !strings.Contains(out.String(), "could not run") {
 		t.Fatalf("a missing browser: %v, wrote %q", err, out.String())
+	}
+}
+
+// A browser that stays in the foreground after its redirect (firefox
+// started with none running, w3m, lynx) does not hold the login, whose
+// code would expire meanwhile: login ends at the redirect.
+func TestLoginDoesNotWaitForTheBrowser(t *testing.T) {
+	t.Cleanup(leakcheck.Check(t))
+	as := oauthtest.New(oauthtest.Options{})
+	t.Cleanup(as.Close)
+	g := as.Guard(mcptest.Scenario{}, mcptest.HTTPOptions{})
+	t.Cleanup(g.Close)
+	t.Setenv("XDG_STATE_HOME", t.TempDir())
+	t.Setenv(browseEnv, "1")
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "c.toml")
+	if err := os.WriteFile(cfg, []byte("[mcp.web]\nurl = \""+g.URL+"\"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The browser approves, then stays until the test lets it go.
+	quit := filepath.Join(dir, "quit")
+	if err := syscall.Mkfifo(quit, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	browser := filepath.Join(dir, "browser")
+	script := "#!/bin/sh\n\"" + exe + "\" -test.run='^$' \"$1\" || exit 1\nread line < \"" + quit + "\"\n"
+	if err := os.WriteFile(browser, []byte(script), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	released := false
+	release := func() {
+		if !released {
+			released = true
+			if err := os.WriteFile(quit, []byte("quit\n"), 0); err != nil { // waits for the browser to read
+				t.Error(err)
+			}
+		}
+	}
+	defer release()
+	type result struct {
+		stdout, stderr string
+		code           int
+	}
+	done := make(chan result, 1)
+	go func() {
+		stdout, stderr, code := runInProcess("login", "-c", cfg, "--browser", browser, "web")
+		done <- result{stdout, stderr, code}
+	}()
+	select {
+	case r := <-done:
+		if r.code != exitOK || !strings.Contains(r.stdout, "logged in to web") {
+			t.Fatalf("login: exit %d\nstdout %s\nstderr %s", r.code, r.stdout, r.stderr)
+		}
+	case <-time.After(time.Minute): // a backstop: login ends at the redirect
+		release()
+		<-done
+		t.Fatal("login waited for the browser to exit")
 	}
 }
