@@ -13,6 +13,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode"
 
 	vm "github.com/VictoriaMetrics/metrics"
 
@@ -507,11 +508,19 @@ func (ss *serverSeries) listed(t *table) {
 }
 
 // labelValue escapes s for a label value of the text exposition format
-// (backslash, double quote and line feed), after making it valid UTF-8
-// and cutting it to maxLabelValue bytes: a tool's name is the server's
-// choice.
+// (backslash, double quote and line feed), after making it valid UTF-8,
+// replacing what a terminal would act on (controls, escapes, bidi and
+// other format characters) and cutting it to maxLabelValue bytes: a
+// tool's name is the server's choice, and an operator reads the metrics
+// with curl and capbridge metrics.
 func labelValue(s string) string {
-	return labelEscaper.Replace(truncate.String(strings.ToValidUTF8(s, "\uFFFD"), maxLabelValue))
+	s = strings.Map(func(r rune) rune {
+		if r == '\n' || unicode.IsPrint(r) {
+			return r
+		}
+		return unicode.ReplacementChar
+	}, s)
+	return labelEscaper.Replace(truncate.String(s, maxLabelValue))
 }
 
 var labelEscaper = strings.NewReplacer(`\`, `\\`, `"`, `\"`, "\n", `\n`)

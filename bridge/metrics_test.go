@@ -230,14 +230,15 @@ func TestMetricsScrape(t *testing.T) {
 }
 
 // Tool labels name only tools a server listed, escaped whatever their
-// bytes, and at most maxToolSeries of them: past the budget, calls are
-// counted in the server's series with an empty tool label.
+// bytes, with nothing a terminal would act on (an operator reads them
+// with curl), and at most maxToolSeries of them: past the budget, calls
+// are counted in the server's series with an empty tool label.
 func TestMetricsToolLabels(t *testing.T) {
 	cfg := config.Defaults()
 	cfg.Servers = []config.Server{config.NewServer("s", "/bin/true")}
 	b := New(Options{Config: cfg, Log: zerolog.Nop(), Audit: zerolog.Nop()})
 	m, s := b.metrics, b.srv("s")
-	hostile := "q\"uote\\back\nline\xff"
+	hostile := "q\"uote\\back\nline\xff\x1b]0;T\x07\u009b\u202e"
 	tb := &table{tools: map[string]mcpwire.Tool{"ok": {}, hostile: {}, "late": {}}}
 	s.metrics.booted(time.Now(), tb)
 	ok := outcome{result: &capwire.Result{}}
@@ -252,7 +253,7 @@ func TestMetricsToolLabels(t *testing.T) {
 	b.WriteMetrics(&buf)
 	fams := families(t, &buf)
 	wantSample(t, fams, "capbridge_calls_total", map[string]string{"server": "s", "tool": "ok", "outcome": "result"}, 2)
-	wantSample(t, fams, "capbridge_calls_total", map[string]string{"server": "s", "tool": "q\"uote\\back\nline\uFFFD", "outcome": "is_error"}, 1)
+	wantSample(t, fams, "capbridge_calls_total", map[string]string{"server": "s", "tool": "q\"uote\\back\nline\uFFFD\uFFFD]0;T\uFFFD\uFFFD\uFFFD", "outcome": "is_error"}, 1)
 	wantSample(t, fams, "capbridge_calls_total", map[string]string{"server": "s", "outcome": "result"}, 2)
 	if n := len(fams["capbridge_calls_total"].GetMetric()); n != 3 {
 		t.Errorf("%d calls_total series, want 3", n)

@@ -91,9 +91,9 @@ tool reports an error.`)
 		return printCallJSON(r, denied, stdout, stderr)
 	}
 	if denied != nil {
-		fmt.Fprintf(stderr, "denied: %s: %s", denied.Code, denied.Message)
+		fmt.Fprintf(stderr, "denied: %s: %s", printable(denied.Code), printable(denied.Message))
 		if denied.Path != "" {
-			fmt.Fprintf(stderr, " (at %s)", denied.Path)
+			fmt.Fprintf(stderr, " (at %s)", printable(denied.Path))
 		}
 		if denied.RPCCode != 0 {
 			fmt.Fprintf(stderr, " [rpc %d]", denied.RPCCode)
@@ -106,9 +106,9 @@ tool reports an error.`)
 	}
 	for _, b := range r.Content {
 		if b.Type == capwire.BlockText {
-			fmt.Fprintln(stdout, b.Text)
+			fmt.Fprintln(stdout, forTerminal(stdout, b.Text))
 		} else {
-			fmt.Fprintf(stdout, "[%s]\n", b.Kind)
+			fmt.Fprintf(stdout, "[%s]\n", printable(b.Kind))
 		}
 	}
 	if len(r.Structured) > 0 {
@@ -118,7 +118,7 @@ tool reports an error.`)
 			if json.Indent(&out, js, "", "  ") == nil {
 				js = out.Bytes()
 			}
-			fmt.Fprintf(stdout, "structured: %s\n", js)
+			fmt.Fprintf(stdout, "structured: %s\n", forTerminal(stdout, string(js)))
 		}
 	}
 	if r.Truncated {

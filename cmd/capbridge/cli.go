@@ -196,12 +196,13 @@ func dialError(path, how string, err error) error {
 // explain returns err's message with what to do next, for an error a
 // client command prints.
 func explain(err error) string {
+	msg := printable(err.Error()) // it may quote a server
 	var ce *control.Error
 	if !errors.As(err, &ce) {
 		if errors.Is(err, context.DeadlineExceeded) {
-			return err.Error() + "; raise --timeout"
+			return msg + "; raise --timeout"
 		}
-		return err.Error()
+		return msg
 	}
 	hint := map[string]string{
 		control.CodeUnknownServer: "`capbridge status` lists the configured servers",
@@ -213,7 +214,7 @@ func explain(err error) string {
 		control.CodeInternal:      "capbridge's log has the details",
 	}[ce.Code]
 	if hint == "" {
-		return err.Error()
+		return msg
 	}
-	return err.Error() + "; " + hint
+	return msg + "; " + hint
 }

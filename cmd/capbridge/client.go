@@ -324,7 +324,7 @@ of its stderr), the live grants and the open connections.`)
 	for _, s := range r.Servers {
 		fmt.Fprintf(stdout, "%-20s %-8s pid=%d tools=%d inflight=%d abandoned=%d queued=%d calls=%d errors=%d\n", s.Name, s.State, s.PID, s.Tools, s.Inflight, s.Abandoned, s.Queued, s.Calls, s.Errors)
 		if s.Reason != "" {
-			fmt.Fprintf(stdout, "  reason: %s\n", s.Reason)
+			fmt.Fprintf(stdout, "  reason: %s\n", printable(s.Reason))
 		}
 		if s.URL != "" {
 			fmt.Fprintf(stdout, "  remote: %s (%s)\n", s.URL, s.Transport)
@@ -336,7 +336,7 @@ of its stderr), the live grants and the open connections.`)
 			fmt.Fprintf(stdout, "  mcp: %s %s, server %q %q\n", s.Era, s.Protocol, s.ServerName, s.ServerVersion)
 		}
 		if s.StderrTail != "" {
-			fmt.Fprintf(stdout, "  stderr: %s\n", strings.ReplaceAll(strings.TrimSpace(s.StderrTail), "\n", "\n          "))
+			fmt.Fprintf(stdout, "  stderr: %s\n", strings.ReplaceAll(printableLines(strings.TrimSpace(s.StderrTail)), "\n", "\n          "))
 		}
 	}
 	for _, s := range r.Draining {

@@ -5,9 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"strings"
 	"text/tabwriter"
-	"unicode"
 
 	"github.com/tidwall/gjson"
 
@@ -73,17 +71,4 @@ func printResources(w io.Writer, title, key string, entries []gjson.Result) {
 			printable(e.Get("mimeType").String()), printable(firstLine(e.Get("description").String())))
 	}
 	tw.Flush()
-}
-
-// printable is server text made safe for a terminal: every rune that is
-// not printable (controls, escapes, bidi and other format characters,
-// tabs) becomes U+FFFD, so a server cannot move the cursor, recolour or
-// reorder what an operator reads, nor break the columns.
-func printable(s string) string {
-	return strings.Map(func(r rune) rune {
-		if unicode.IsPrint(r) {
-			return r
-		}
-		return unicode.ReplacementChar
-	}, s)
 }

@@ -519,9 +519,9 @@ func progressLines(w io.Writer) func(bridge.Progress) {
 		case bridge.StateReady:
 			line += fmt.Sprintf(", %d tools", p.Tools)
 		case bridge.StateBackoff:
-			line += fmt.Sprintf(" (%s), next attempt in %s", p.Reason, p.Backoff)
+			line += fmt.Sprintf(" (%s), next attempt in %s", printable(p.Reason), p.Backoff)
 		case bridge.StateFailed, bridge.StateDead, bridge.StateNeedsLogin:
-			line += ": " + p.Reason
+			line += ": " + printable(p.Reason)
 		}
 		mu.Lock()
 		defer mu.Unlock()

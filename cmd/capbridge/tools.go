@@ -100,9 +100,9 @@ func printTools(w io.Writer, server string, tools gjson.Result, schema bool) {
 	list := tools.Array()
 	fmt.Fprintf(w, "%s: %d tool(s)\n", server, len(list))
 	for _, t := range list {
-		fmt.Fprintf(w, "\n  %s", t.Get("name").String())
+		fmt.Fprintf(w, "\n  %s", printable(t.Get("name").String()))
 		if d := firstLine(t.Get("description").String()); d != "" {
-			fmt.Fprintf(w, ": %s", d)
+			fmt.Fprintf(w, ": %s", printable(d))
 		}
 		fmt.Fprintln(w)
 		in := t.Get("inputSchema")
@@ -122,7 +122,7 @@ func printTools(w io.Writer, server string, tools gjson.Result, schema bool) {
 			if d := p.Get("default"); d.Exists() {
 				doc = strings.TrimSpace(doc + " (default " + d.Raw + ")")
 			}
-			fmt.Fprintf(tw, "      %s\t%s\t%s\t%s\n", k.String(), typeText(p), req, doc)
+			fmt.Fprintf(tw, "      %s\t%s\t%s\t%s\n", printable(k.String()), printable(typeText(p)), req, printable(doc))
 			return true
 		})
 		tw.Flush()
@@ -132,7 +132,7 @@ func printTools(w io.Writer, server string, tools gjson.Result, schema bool) {
 		if schema {
 			var b bytes.Buffer
 			if json.Indent(&b, []byte(in.Raw), "      ", "  ") == nil {
-				fmt.Fprintf(w, "      schema: %s\n", b.String())
+				fmt.Fprintf(w, "      schema: %s\n", printableLines(b.String()))
 			}
 		}
 	}
@@ -222,6 +222,6 @@ Save it to regenerate the façade offline with capbridge gen --listing FILE.`)
 		fmt.Fprintln(stderr, "capbridge listing:", explain(err))
 		return exitError
 	}
-	fmt.Fprintln(stdout, listing)
+	fmt.Fprintln(stdout, forTerminal(stdout, listing))
 	return exitOK
 }
