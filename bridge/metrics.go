@@ -19,6 +19,7 @@ import (
 
 	"github.com/capbridge/capbridge/bridge/internal/quota"
 	"github.com/capbridge/capbridge/capwire"
+	"github.com/capbridge/capbridge/internal/loopback"
 	"github.com/capbridge/capbridge/internal/netlimit"
 	"github.com/capbridge/capbridge/internal/truncate"
 )
@@ -553,11 +554,17 @@ const MetricsContentType = "text/plain; version=0.0.4; charset=utf-8"
 // On a TCP port, which every local user can reach, the per-grant series
 // are left out: their labels are the live grants' ids, and other users
 // are not to learn which grants exist. A Unix socket (mode 0600) and the
-// control socket's metrics have them.
+// control socket's metrics have them. There a request must also name
+// the loopback in its Host: a web page the operator visits could
+// otherwise read the metrics through a name it rebinds to 127.0.0.1.
 func (b *Bridge) ServeMetrics(l net.Listener) error {
 	perGrant := l.Addr().Network() == "unix"
 	mux := http.NewServeMux()
-	mux.HandleFunc("GET /metrics", func(w http.ResponseWriter, _ *http.Request) {
+	mux.HandleFunc("GET /metrics", func(w http.ResponseWriter, r *http.Request) {
+		if !perGrant && !loopback.HostPort(r.Host) {
+			http.Error(w, "capbridge: the metrics are served to a Host naming the loopback (127.0.0.1, [::1], localhost)", http.StatusForbidden)
+			return
+		}
 		w.Header().Set("Content-Type", MetricsContentType)
 		b.writeMetrics(w, perGrant)
 	})

@@ -220,6 +220,22 @@ func TestMetricsScrape(t *testing.T) {
 	if err != nil || !strings.Contains(full.Text, `capbridge_grant_calls_total{grant="`) {
 		t.Errorf("the control socket's metrics lack the per-grant series: %v", err)
 	}
+	// A web page the operator visits may reach the port through a name
+	// it rebinds to 127.0.0.1: a Host that is not the loopback is refused.
+	for host, want := range map[string]int{"attacker.example": http.StatusForbidden, "attacker.example:80": http.StatusForbidden,
+		"localhost:9464": http.StatusOK, "[::1]:9464": http.StatusOK, "127.0.0.1": http.StatusOK} {
+		req, _ := http.NewRequest("GET", "http://"+l.Addr().String()+"/metrics", nil)
+		req.Host = host
+		resp, err := scraper.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != want {
+			t.Errorf("a scrape with Host %q: %s, want %d", host, resp.Status, want)
+		}
+	}
 
 	narrow.Close()
 	ctl.Close()
