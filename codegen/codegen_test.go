@@ -269,6 +269,7 @@ var hostile = map[string]error{
 	"names-long":                   nil,
 	"names-options-clash":          nil,
 	"names-separators":             nil,
+	"notes-cut-open-quote":         nil,
 	"names-unicode":                nil,
 	"params-field-collide":         nil,
 	"params-label-collide":         nil,
@@ -378,11 +379,32 @@ func checkSurface(t *testing.T, s string) {
 		// Hostile listings write Evil only where server text is prose, and
 		// Bad where it also names things: an identifier may hold Bad but
 		// never a call.
-		code, _, _ := strings.Cut(line, "//")
+		code, comment, _ := strings.Cut(line, "//")
 		if strings.Contains(code, "Evil") || forgedCall.MatchString(code) || strings.ContainsAny(code, "\"`'") {
 			t.Errorf("forged surface line: %q", line)
 		}
+		if unquoted(comment, "Evil") {
+			t.Errorf("server text outside quotes: %q", line)
+		}
 	}
+}
+
+// unquoted reports whether word occurs in s outside its double-quoted
+// strings.
+func unquoted(s, word string) bool {
+	var out strings.Builder
+	open := false
+	for i := 0; i < len(s); i++ {
+		switch {
+		case open && s[i] == '\\':
+			i++
+		case s[i] == '"':
+			open = !open
+		case !open:
+			out.WriteByte(s[i])
+		}
+	}
+	return strings.Contains(out.String(), word)
 }
 
 // intentFor recomputes, independently of the source, what the façade of

@@ -660,7 +660,7 @@ func compactNotes(notes []string, max int) []string {
 	for _, n := range notes {
 		for _, l := range noteLabels {
 			if v, ok := strings.CutPrefix(n, l+" "); ok {
-				val[l] = cleanText(v, max)
+				val[l] = noteValue(v, max)
 				break
 			}
 		}
@@ -698,4 +698,33 @@ func compactNotes(notes []string, max int) []string {
 		}
 	}
 	return out
+}
+
+// noteValue is cleanText(v, max) for a note's JSON value, with a string
+// the cut left open closed again in the same length: the next note's
+// opening quote would otherwise close it, leaving that note's text, the
+// server's words, outside any quotes.
+func noteValue(v string, max int) string {
+	c := cleanText(v, max)
+	if !openString(c) {
+		return c
+	}
+	if c = cleanText(v, max-1); openString(c) {
+		c += `"`
+	}
+	return c
+}
+
+// openString reports whether v ends inside a JSON string.
+func openString(v string) bool {
+	open := false
+	for i := 0; i < len(v); i++ {
+		switch {
+		case open && v[i] == '\\':
+			i++
+		case v[i] == '"':
+			open = !open
+		}
+	}
+	return open
 }
