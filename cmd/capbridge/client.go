@@ -124,9 +124,13 @@ rate (calls per second, or N/m, N/h), burst, calls, bytes_in and bytes_out
 		}
 		req.TTLMS = new(uint64(ttl.d / time.Millisecond))
 	}
-	if *peerUID >= 0 {
-		u := uint32(*peerUID)
-		req.PeerUID = &u
+	switch {
+	case *peerUID < -1 || *peerUID >= math.MaxUint32:
+		// uid_t is 32 bits and (uid_t)-1 is no uid: a value outside would
+		// wrap to another user's uid, or to none.
+		return fs.usageError(stderr, "--peer-uid %d is not a uid (0 to %d, or -1 for any peer)", *peerUID, uint32(math.MaxUint32-1))
+	case *peerUID >= 0:
+		req.PeerUID = new(uint32(*peerUID))
 	}
 	r, err := withControl(cf, func(ctx context.Context, c *control.Client) (*control.Granted, error) { return c.Grant(ctx, req) })
 	if err != nil {

@@ -110,6 +110,30 @@ func TestGrantTTL(t *testing.T) {
 	}
 }
 
+// --peer-uid takes a uid or -1: a value that would wrap to another uid,
+// or to (uid_t)-1, is refused, and nothing reaches capbridge.
+func TestGrantPeerUID(t *testing.T) {
+	rec, sock := serveRecorder(t)
+	for _, uid := range []string{"4294968296", "4294967295", "-2", "-4294966296"} {
+		var errOut bytes.Buffer
+		if code := run([]string{"grant", "--control", sock, "--servers", "demo", "--peer-uid", uid}, &bytes.Buffer{}, &errOut); code != exitUsage || !strings.Contains(errOut.String(), "--peer-uid "+uid+" is not a uid") {
+			t.Errorf("--peer-uid %s: exit %d, stderr %q; want a usage error", uid, code, errOut.String())
+		}
+	}
+	if len(rec.grants) != 0 {
+		t.Fatalf("refused uids reached capbridge: %+v", rec.grants)
+	}
+	for uid, want := range map[string]*uint32{"1000": new(uint32(1000)), "0": new(uint32(0)), "4294967294": new(uint32(4294967294)), "-1": nil} {
+		if code := run([]string{"grant", "--control", sock, "--servers", "demo", "--peer-uid", uid}, &bytes.Buffer{}, &bytes.Buffer{}); code != exitOK {
+			t.Fatalf("--peer-uid %s: exit %d", uid, code)
+		}
+		got := rec.grants[len(rec.grants)-1].PeerUID
+		if (got == nil) != (want == nil) || got != nil && *got != *want {
+			t.Errorf("--peer-uid %s sent %v, want %v", uid, got, want)
+		}
+	}
+}
+
 // --resources names the servers whose resources the grant may read.
 func TestGrantResources(t *testing.T) {
 	rec, sock := serveRecorder(t)
