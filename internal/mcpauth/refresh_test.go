@@ -368,3 +368,47 @@ func TestRefreshAnswerQuotedSafely(t *testing.T) {
 		t.Errorf("the refresh's error (%d bytes) quotes the refresh token or the whole answer: %.300q", len(msg), msg)
 	}
 }
+
+// The client-credentials Authorizer holds its turn across a token
+// request too: a silent token endpoint holds the fetch no longer than
+// its bound, and a request that arrives meanwhile waits no longer than
+// its own context.
+func TestClientCredentialsFetchBounded(t *testing.T) {
+	t.Cleanup(leakcheck.Check(t))
+	hit, release := make(chan struct{}, 1), make(chan struct{})
+	as := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case hit <- struct{}{}:
+		default:
+		}
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+	}))
+	t.Cleanup(as.Close)
+	t.Cleanup(func() { close(release) })
+	a, err := NewAuthorizer("http://127.0.0.1:1/mcp", ClientCredentials{ClientID: "c", Secret: "s3cret"}, as.Client())
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.meta = &ServerMetadata{Issuer: as.URL, TokenEndpoint: as.URL + "/token"} // as a first challenge's discovery leaves it
+	a.limit = 200 * time.Millisecond
+	fetched := make(chan error, 1)
+	go func() { fetched <- a.Authorize(context.Background(), http.Header{}) }()
+	<-hit // the fetch holds the turn, waiting
+
+	ended, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := a.Authorize(ended, http.Header{}); !errors.Is(err, context.Canceled) {
+		t.Errorf("a request whose context ended, behind the fetch: %v, want its own cancellation", err)
+	}
+	select {
+	case err := <-fetched:
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("the fetch from a silent token endpoint: %v, want its bound's deadline", err)
+		}
+	case <-time.After(time.Minute): // a backstop: the bound is 200 ms
+		t.Fatal("the fetch still waits on a token endpoint that never answers")
+	}
+}
