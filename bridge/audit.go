@@ -3,6 +3,7 @@ package bridge
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"strconv"
 	"strings"
@@ -54,6 +55,20 @@ func clipAll(ss []string) []string {
 		out[i] = clip(s)
 	}
 	return out
+}
+
+// maxAuditNames bounds the names one audit line lists: a server's
+// listing may hold thousands of tools, all of them changed at each
+// announcement.
+const maxAuditNames = 64
+
+// auditNames is clip of each of the first maxAuditNames of ss, and then
+// how many more there are.
+func auditNames(ss []string) []string {
+	if len(ss) <= maxAuditNames {
+		return clipAll(ss)
+	}
+	return append(clipAll(ss[:maxAuditNames]), fmt.Sprintf("… and %d more", len(ss)-maxAuditNames))
 }
 
 // charge takes cost bytes of g's audit budget and reports whether its

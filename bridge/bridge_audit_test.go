@@ -328,3 +328,25 @@ func TestRevokeMistypedToken(t *testing.T) {
 		t.Errorf("the malformed revoke is not audited as such:\n%s", sink.String())
 	}
 }
+
+// An audit line lists at most maxAuditNames names, each clipped, and
+// then how many more there are: a listing of thousands of tools, all
+// changed, makes a line of bounded size.
+func TestAuditNamesBounded(t *testing.T) {
+	many := make([]string, 2000)
+	for i := range many {
+		many[i] = fmt.Sprintf("%0200d", i)
+	}
+	got := auditNames(many)
+	if len(got) != maxAuditNames+1 || got[maxAuditNames] != "… and 1936 more" {
+		t.Errorf("2000 names: %d listed, ending %q", len(got), got[len(got)-1])
+	}
+	for _, n := range got[:maxAuditNames] {
+		if len(n) > maxAuditString+len("…") {
+			t.Errorf("a name of %d bytes", len(n))
+		}
+	}
+	if got := auditNames([]string{"a", "b"}); len(got) != 2 || got[1] != "b" {
+		t.Errorf("two names: %q", got)
+	}
+}

@@ -591,7 +591,23 @@ func (l *lazyChecks) get(name string, tools map[string]mcpwire.Tool) *argcheck.S
 // tools/list_changed and publishes the new table, and returns the
 // client's death, or nil once ctx ends. A re-listing that fails leaves
 // the old table in place (the server still answers its calls).
+//
+// A server announces changes as often as it likes, and each re-listing
+// costs a listing's planning and an audit line: announcements are
+// honoured at most once per gap, those that come sooner coalescing into
+// one re-listing when the gap has passed. The gap starts at relistGap,
+// doubles while announcements keep coming early, up to maxRelistGap, and
+// halves again after each quiet stretch.
 func (s *server) serve(ctx context.Context, t *table) error {
+	var (
+		last    time.Time                         // when the last re-listing began
+		gap     = relistGap                       // the least time from one to the next
+		changed = t.client.ToolsChanged()         // nil while one waits for due
+		due     <-chan time.Time                  // the waiting re-listing's time
+		timer   = time.NewTimer(time.Duration(0)) // armed for due
+	)
+	timer.Stop()
+	defer timer.Stop()
 	for {
 		select {
 		case <-ctx.Done():
@@ -604,34 +620,62 @@ func (s *server) serve(ctx context.Context, t *table) error {
 			var err error
 			t, err = s.repolicied(t)
 			done <- err
-		case <-t.client.ToolsChanged():
-			ctxL, cancel := context.WithTimeout(ctx, s.cfg().StartupTimeout)
-			ctxL, op := s.startOp(ctxL, relistOp)
-			nt, err := s.list(ctxL, t.client)
-			err = s.bounded(ctxL, err)
-			s.endOp(op, nt, err)
-			cancel()
-			if err != nil {
-				if ctx.Err() == nil && t.client.Err() == nil {
-					s.log.Error().Err(err).Msg("re-listing after tools/list_changed failed; the previous tools stay")
-				}
-				// A reload that came meanwhile found this loop busy and
-				// gave up waiting: the tools that stay take its policy
-				// now (until then the call path refuses their calls).
-				if t, err = s.repolicied(t); err != nil {
-					s.log.Error().Err(err).Msg("the policy a reload set does not fit the listing; calls wait for one it fits")
-				}
+		case <-changed:
+			since := time.Since(last)
+			if since < gap {
+				timer.Reset(gap - since)
+				changed, due = nil, timer.C
+				gap = min(2*gap, maxRelistGap)
 				continue
 			}
-			if nt, err = s.underPolicy(nt); err != nil {
-				s.log.Error().Err(err).Msg("the policy a reload set does not fit the new listing; it keeps the one it was listed under")
+			if since >= 2*gap {
+				gap = max(gap/2, relistGap)
 			}
-			s.publish(nt)
-			s.reportRelist("list_changed", t, nt)
-			s.metrics.listed(nt)
-			t = nt
+			last = time.Now()
+			t = s.relist(ctx, t)
+		case <-due:
+			changed, due = t.client.ToolsChanged(), nil
+			last = time.Now()
+			t = s.relist(ctx, t)
 		}
 	}
+}
+
+// Bounds of how often a server's announcements are re-listed.
+const (
+	relistGap    = time.Second
+	maxRelistGap = time.Minute
+)
+
+// relist lists the server's tools again and publishes them, returning
+// the live table: t's rebuilt under a reload's policy when the listing
+// fails.
+func (s *server) relist(ctx context.Context, t *table) *table {
+	ctxL, cancel := context.WithTimeout(ctx, s.cfg().StartupTimeout)
+	defer cancel()
+	ctxL, op := s.startOp(ctxL, relistOp)
+	nt, err := s.list(ctxL, t.client)
+	err = s.bounded(ctxL, err)
+	s.endOp(op, nt, err)
+	if err != nil {
+		if ctx.Err() == nil && t.client.Err() == nil {
+			s.log.Error().Err(err).Msg("re-listing after tools/list_changed failed; the previous tools stay")
+		}
+		// A reload that came meanwhile found this loop busy and gave up
+		// waiting: the tools that stay take its policy now (until then
+		// the call path refuses their calls).
+		if t, err = s.repolicied(t); err != nil {
+			s.log.Error().Err(err).Msg("the policy a reload set does not fit the listing; calls wait for one it fits")
+		}
+		return t
+	}
+	if nt, err = s.underPolicy(nt); err != nil {
+		s.log.Error().Err(err).Msg("the policy a reload set does not fit the new listing; it keeps the one it was listed under")
+	}
+	s.publish(nt)
+	s.reportRelist("list_changed", t, nt)
+	s.metrics.listed(nt)
+	return nt
 }
 
 // repolicied publishes t rebuilt under the policy in force, when a
@@ -750,7 +794,7 @@ func (s *server) reportRelist(cause string, old, nt *table) {
 	names := slices.Sorted(maps.Keys(changed))
 	classes := make([]string, len(names))
 	for i, name := range names {
-		classes[i] = clip(name) + ": " + changed[name]
+		classes[i] = name + ": " + changed[name]
 		ev := s.log.Warn().Str("tool", clip(name)).Str("changes", changed[name]).Str("cause", cause)
 		if before, after := destructiveHint(old.tools[name]), destructiveHint(nt.tools[name]); before != after {
 			ev = ev.Str("destructive_hint", before+" → "+after)
@@ -758,7 +802,7 @@ func (s *server) reportRelist(cause string, old, nt *table) {
 		ev.Msg("a tool changed since the server last listed it; review it (capbridge describe), and lock the surface to withhold such changes")
 	}
 	s.audit.Info().Str("event", "relist").Str("server", s.cfg().Name).Str("cause", cause).Int("tools", len(nt.tools)).
-		Strs("added", clipAll(added)).Strs("removed", clipAll(removed)).Strs("changed", clipAll(names)).Strs("changes", classes).Msg("server tools changed")
+		Strs("added", auditNames(added)).Strs("removed", auditNames(removed)).Strs("changed", auditNames(names)).Strs("changes", auditNames(classes)).Msg("server tools changed")
 }
 
 func destructiveHint(t mcpwire.Tool) string {

@@ -129,8 +129,8 @@ func (s *server) reportDrift(ctx context.Context, p *lockPolicy, drift map[strin
 		telemetry.Drift(ctx, s.cfg().Name, clip(name), driftClasses(d), action)
 	}
 	if len(absent) > 0 && p.entry != nil {
-		s.log.Warn().Strs("tools", clipAll(absent)).Msg("tools the lock does not name are not served; run capbridge lock to approve them")
-		s.audit.Warn().Str("event", "lock_absent").Str("server", s.cfg().Name).Strs("tools", clipAll(absent)).Msg("tools not in the lock")
+		s.log.Warn().Strs("tools", auditNames(absent)).Msg("tools the lock does not name are not served; run capbridge lock to approve them")
+		s.audit.Warn().Str("event", "lock_absent").Str("server", s.cfg().Name).Strs("tools", auditNames(absent)).Msg("tools not in the lock")
 	}
 }
 

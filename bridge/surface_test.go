@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/rs/zerolog"
 
@@ -189,5 +190,36 @@ func TestLockCoversIconsExecutionAndAnnotations(t *testing.T) {
 	if want := "add: execution_changed|echo: icons_changed|fail: annotations_changed"; got != want {
 		t.Fatalf("withheld: %q, want %q", got, want)
 	}
+	tb.shutdown()
+}
+
+// A server that announces tools/list_changed without pause is re-listed
+// at most once per relistGap, and less often while it keeps on, not once
+// per announcement: each re-listing costs a listing's planning and an
+// audit line, and a reload waits for the supervisor.
+func TestListChangedStormRelistsBounded(t *testing.T) {
+	defer leakcheck.Check(t)()
+	audit := &syncbuf.Buffer{}
+	tb := startBridgeLog(t, zerolog.New(audit), nil, mcptestServer("s", mcptest.Scenario{}))
+	c := tb.dial(tb.grant(map[string][]string{"s": nil}))
+	ctx, cancel := context.WithTimeout(context.Background(), backstop)
+	defer cancel()
+	const storm = 300
+	start := time.Now()
+	for range storm {
+		if _, err := c.Call(ctx, "s", "notify", map[string]any{"method": "notifications/tools/list_changed"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	took := time.Since(start)
+	relists := strings.Count(audit.String(), `"event":"relist"`)
+	// One at the first announcement, then at most one per gap passed.
+	if most := 1 + int(took/relistGap) + 1; relists > most {
+		t.Errorf("%d announcements in %v were re-listed %d times, want at most %d", storm, took, relists, most)
+	}
+	if relists == 0 {
+		t.Error("the announcements were never re-listed")
+	}
+	c.Close()
 	tb.shutdown()
 }
