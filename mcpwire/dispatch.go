@@ -16,8 +16,12 @@ import (
 // handleLine acts on one line of the server's stdout, as the holder of
 // the reading side: a response settles its call, a server request is
 // answered, a notification is acted on; under 2025-03-26 a batch is each
-// of its elements in turn.
-func (c *Client) handleLine(line []byte, m *mcpproto.Message) {
+// of its elements in turn. A line read from the answer to one request
+// (an HTTP POST's, or its resumption's) names that request's id in only,
+// and a response there to any other request is stray: a server or proxy
+// that misroutes answers must not settle another call in flight, maybe
+// another program's, with them. only is 0 where any response may come.
+func (c *Client) handleLine(line []byte, m *mcpproto.Message, only int64) {
 	if c.batch.Load() {
 		if i := jsonlex.SkipSpace(line, 0); i < len(line) && line[i] == '[' {
 			elems, err := mcpproto.SplitBatch(line)
@@ -26,15 +30,18 @@ func (c *Client) handleLine(line []byte, m *mcpproto.Message) {
 				return
 			}
 			for _, e := range elems {
-				c.handleMessage(e, m)
+				c.handleMessage(e, m, only)
 			}
 			return
 		}
 	}
-	c.handleMessage(line, m)
+	c.handleMessage(line, m, only)
 }
 
-func (c *Client) handleMessage(line []byte, m *mcpproto.Message) {
+// errOtherAnswer is why a response on another request's answer is stray.
+var errOtherAnswer = errors.New("mcpwire: a response to another request, on this request's answer")
+
+func (c *Client) handleMessage(line []byte, m *mcpproto.Message, only int64) {
 	if err := mcpproto.DecodeMessage(line, m); err != nil {
 		// A broken line whose id we can read fails that one call: a
 		// faulty envelope (e.g. both "result" and "error") has its id
@@ -45,7 +52,7 @@ func (c *Client) handleMessage(line []byte, m *mcpproto.Message) {
 		if !ok && errors.As(err, &mf) && !mf.JSON {
 			id, ok = mcpproto.PeekResponseID(line)
 		}
-		if ok && c.failCall(id, line, err) {
+		if ok && (only == 0 || id == only) && c.failCall(id, line, err) {
 			return
 		}
 		c.stray(line, err)
@@ -53,6 +60,10 @@ func (c *Client) handleMessage(line []byte, m *mcpproto.Message) {
 	}
 	switch m.Kind {
 	case mcpproto.KindResponse:
+		if only != 0 && (!m.ID.IsInt || m.ID.Int != only) {
+			c.stray(line, errOtherAnswer)
+			return
+		}
 		c.handleResponse(m)
 	case mcpproto.KindRequest:
 		c.handleServerRequest(m)

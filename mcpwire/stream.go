@@ -268,7 +268,7 @@ func (s *streamCarrier) readChunk() bool {
 			if line == nil {
 				break
 			}
-			c.handleLine(line, &s.rs.m)
+			c.handleLine(line, &s.rs.m, 0)
 		}
 	}
 	if err != nil {

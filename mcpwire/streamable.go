@@ -348,7 +348,7 @@ func (h *httpCarrier) answer(ctx context.Context, cl *call, o outbound, resp *ht
 	}
 	switch {
 	case resp.StatusCode == http.StatusOK && mt == "text/event-stream":
-		return h.readEvents(ctx, resp, m, func() bool { return h.waiting(cl) }, o.method)
+		return h.readEvents(ctx, resp, m, func() bool { return h.waiting(cl) }, o.method, cl.id)
 	case resp.StatusCode/100 == 2 && mt == "application/json":
 		return "", 0, 0, h.readJSON(resp, cl, o, m)
 	case resp.StatusCode/100 == 2:
@@ -397,9 +397,14 @@ func (h *httpCarrier) handleJSON(body []byte, readErr error, resp *http.Response
 	if len(body) > h.c.cfg.MaxLineBytes {
 		return &MalformedResultError{ID: cl.id, Reason: fmt.Sprintf("a response body longer than %d bytes", h.c.cfg.MaxLineBytes), Err: ErrProtocol}
 	}
-	h.c.handleLine(body, m)
+	h.c.handleLine(body, m, cl.id)
 	if !h.waiting(cl) || resp.StatusCode/100 != 2 {
 		return nil
+	}
+	if id, ok := mcpproto.PeekResponseID(body); ok && id != cl.id {
+		// Another request's reply is not quoted in this one's error: it
+		// may be another program's result.
+		return &HTTPError{Method: o.method, Status: resp.StatusCode, ContentType: "application/json", Reason: fmt.Sprintf("the body is the reply to request %d, not to this one (%d)", id, cl.id)}
 	}
 	return &HTTPError{Method: o.method, Status: resp.StatusCode, ContentType: "application/json", Reason: "the body is not the reply to the request", Body: answerPreview(resp, body)}
 }
@@ -431,8 +436,10 @@ func readBody(dst []byte, resp *http.Response, limit int) ([]byte, error) {
 
 // readEvents hands the messages of an SSE stream to the client until
 // more() says to stop or the stream ends, returning the last event id and
-// the retry wait it asked for. A malformed stream is an error.
-func (h *httpCarrier) readEvents(ctx context.Context, resp *http.Response, m *mcpproto.Message, more func() bool, method string) (last string, retry time.Duration, n int, err error) {
+// the retry wait it asked for. A malformed stream is an error. only is
+// the id of the request whose answer the stream is, 0 for none
+// (handleLine).
+func (h *httpCarrier) readEvents(ctx context.Context, resp *http.Response, m *mcpproto.Message, more func() bool, method string, only int64) (last string, retry time.Duration, n int, err error) {
 	dec := sse.NewDecoder(resp.Body, h.lim)
 	// The id and retry fields count whether or not their event is
 	// dispatched: a server primes a stream with an id alone and sends a
@@ -461,7 +468,7 @@ func (h *httpCarrier) readEvents(ctx context.Context, resp *http.Response, m *mc
 			continue // a priming event, or one MCP does not define
 		}
 		n++
-		h.c.handleLine(ev.Data, m)
+		h.c.handleLine(ev.Data, m, only)
 	}
 	last, retry = ended()
 	return last, retry, n, nil
@@ -663,7 +670,7 @@ func (h *httpCarrier) getStream(opened chan struct{}) {
 			drainBody(resp)
 			return
 		case resp.StatusCode == http.StatusOK && mediaType(resp) == "text/event-stream":
-			id, r, n, err := h.readEvents(h.base, resp, m, func() bool { return true }, "GET stream")
+			id, r, n, err := h.readEvents(h.base, resp, m, func() bool { return true }, "GET stream", 0)
 			_ = resp.Body.Close()
 			if id != "" {
 				last = id
@@ -758,7 +765,7 @@ func (h *httpCarrier) listenStream(ctx context.Context, id int64, line []byte, o
 			drainBody(resp)
 			return
 		case resp.StatusCode == http.StatusOK && mediaType(resp) == "text/event-stream":
-			_, r, n, err := h.readEvents(ctx, resp, m, func() bool { return h.c.m.subID.Load() == id }, o.method)
+			_, r, n, err := h.readEvents(ctx, resp, m, func() bool { return h.c.m.subID.Load() == id }, o.method, id)
 			_ = resp.Body.Close()
 			if err != nil {
 				h.c.log.Warn().Err(err).Msg("mcpwire: the subscriptions/listen stream was malformed; reopening")
@@ -773,7 +780,7 @@ func (h *httpCarrier) listenStream(ctx context.Context, id int64, line []byte, o
 			// client's dispatch logs which.
 			b, _ := io.ReadAll(io.LimitReader(resp.Body, int64(h.c.cfg.MaxLineBytes)))
 			_ = resp.Body.Close()
-			h.c.handleLine(b, m)
+			h.c.handleLine(b, m, id)
 			return
 		default:
 			err := h.httpErr(o, resp, "")

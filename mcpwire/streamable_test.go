@@ -1030,3 +1030,69 @@ func TestHTTPUnsentCallNotAbandoned(t *testing.T) {
 		}
 	}
 }
+
+// A POST's answer settles only the request it carried: an answer that
+// names another call in flight (a misrouting proxy, a confused gateway)
+// is stray, and fails the call it answered without quoting the other's
+// result. Both calls may be different programs'.
+func TestStreamableAnswerSettlesOnlyItsRequest(t *testing.T) {
+	defer leakcheck.Check(t)()
+	for _, shape := range []string{"application/json", "text/event-stream"} {
+		t.Run(shape, func(t *testing.T) {
+			bArrived, aAnswered := make(chan json.RawMessage, 1), make(chan struct{})
+			u := interceptedServer(t, mcptest.HTTPOptions{}, func(w http.ResponseWriter, r *http.Request, body []byte) bool {
+				var m struct {
+					ID     json.RawMessage `json:"id"`
+					Method string          `json:"method"`
+					Params struct {
+						Arguments struct{ Text string } `json:"arguments"`
+					} `json:"params"`
+				}
+				if json.Unmarshal(body, &m) != nil || m.Method != "tools/call" {
+					return false
+				}
+				answer := func(id json.RawMessage, text string) {
+					line := fmt.Sprintf(`{"jsonrpc":"2.0","id":%s,"result":{"content":[{"type":"text","text":%q}]}}`, id, text)
+					w.Header().Set("Content-Type", shape)
+					if shape == "text/event-stream" {
+						line = "data: " + line + "\n\n"
+					}
+					io.WriteString(w, line)
+				}
+				switch m.Params.Arguments.Text {
+				case "A": // answers with B's id, once B is in flight
+					answer(<-bArrived, "A's result")
+				case "B":
+					bArrived <- m.ID
+					<-aAnswered
+					answer(m.ID, "B's result")
+				}
+				return true
+			})
+			c := dial(t, u, Remote{}, Config{})
+			defer closeHTTP(t, c)
+			ctx, cancel := context.WithTimeout(context.Background(), waitFor)
+			defer cancel()
+			call := func(text string) (string, error) {
+				res, err := c.CallTool(ctx, "echo", JSONArgs([]byte(`{"text":"`+text+`"}`)), CallOptions{})
+				if err != nil {
+					return "", err
+				}
+				return res.Content[0].Text, nil
+			}
+			b := make(chan string, 1)
+			go func() {
+				text, err := call("B")
+				b <- fmt.Sprint(text, err)
+			}()
+			textA, errA := call("A")
+			close(aAnswered)
+			if errA == nil || strings.Contains(errA.Error(), "result") {
+				t.Errorf("call A, answered with B's id: %q, %v; want its failure, quoting nothing of the answer", textA, errA)
+			}
+			if got := <-b; got != "B's result<nil>" {
+				t.Errorf("call B: %q, want its own result", got)
+			}
+		})
+	}
+}
