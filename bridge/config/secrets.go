@@ -2,6 +2,7 @@ package config
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"path/filepath"
@@ -31,6 +32,9 @@ import (
 // SecretSources is where ResolveSecrets reads secrets: the process's
 // environment, files and commands (package main wires the real ones; a
 // test, its own).
+//
+// A source left nil resolves nothing: a reference that needs it is
+// unresolved, and says so.
 type SecretSources struct {
 	LookupEnv func(string) (string, bool)
 	// ReadFile reads a file of at most MaxSecret bytes (ReadSecretFile).
@@ -39,6 +43,20 @@ type SecretSources struct {
 	// its stdout (at most MaxSecret+1 bytes); an error says how it
 	// failed (its exit status and the start of its stderr).
 	Run func(ctx context.Context, argv []string) ([]byte, error)
+}
+
+// fill gives each source left nil one that resolves nothing.
+func (src *SecretSources) fill() {
+	none := errors.New("capbridge was given no way to resolve such a reference here")
+	if src.LookupEnv == nil {
+		src.LookupEnv = func(string) (string, bool) { return "", false }
+	}
+	if src.ReadFile == nil {
+		src.ReadFile = func(string) ([]byte, error) { return nil, none }
+	}
+	if src.Run == nil {
+		src.Run = func(context.Context, []string) ([]byte, error) { return nil, none }
+	}
 }
 
 // ReadSecretFile reads the secret in the file at path: a regular file of
@@ -253,6 +271,7 @@ func (r *reader) template(key, refKey, v string, refs *[]Ref) {
 // server's Secrets. Every reference that does not resolve is an *Error
 // naming its file and line; the values are never in a message.
 func ResolveSecrets(cfg *Config, src SecretSources) error {
+	src.fill()
 	var errs ErrorList
 	runs := newSecretRuns()
 	for i := range cfg.Servers {

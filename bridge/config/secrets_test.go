@@ -134,6 +134,17 @@ headers = { "X-K" = "${file:/two-lines}" }
 	if strings.Contains(err.Error(), "line2-secret") {
 		t.Errorf("an error quotes a secret: %v", err)
 	}
+	// Sources left nil resolve nothing, and say so, where they crashed.
+	err = ResolveSecrets(cfg, SecretSources{})
+	for _, want := range []string{
+		"mcp.a.env.A: cannot read /missing: capbridge was given no way to resolve such a reference here",
+		"mcp.a.env.B: command false failed: capbridge was given no way",
+		"mcp.a.env.C: uses ${env:UNSET} and UNSET is not set",
+	} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("with no sources, errors %v lack %q", err, want)
+		}
+	}
 }
 
 // The forms are checked as the file is read, before anything is run.
