@@ -95,9 +95,17 @@ func (b *Bridge) reload(ctx context.Context, trigger string) (*control.Reloaded,
 	}
 	if b.onSecrets != nil {
 		// Before anything of the new configuration runs: its secrets, and
-		// the old one's, whose servers may still be draining.
-		all := Secrets(old)
-		maps.Copy(all, Secrets(cfg))
+		// those of every server that may still be running: the old
+		// configuration's, and those an earlier reload took out of the set
+		// that still drain. A secret rotated keeps its earlier value: the
+		// server that was given it drains with it.
+		all := Secrets(cfg)
+		for _, s := range old.Servers {
+			addSecrets(all, s)
+		}
+		for _, s := range b.outsiders() {
+			addSecrets(all, *s.cfg())
+		}
 		b.onSecrets(all)
 	}
 	// Policy first: it cannot fail now (the plan built each table dry),
@@ -324,6 +332,14 @@ func (b *Bridge) outsideSet(fresh map[string]*server) bool {
 		b.outside[s] = false
 	}
 	return true
+}
+
+// outsiders are the servers outside the set: booting before they join
+// it, or draining after a reload took them out.
+func (b *Bridge) outsiders() []*server {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return slices.Collect(maps.Keys(b.outside))
 }
 
 // drainAndRetire retires s, which a reload took out of the set, once

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"maps"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
@@ -37,8 +38,9 @@ func tomlServer(name string, sc mcptest.Scenario, extra string) string {
 // sockets and timings set over it.
 type reloadable struct {
 	*testBridge
-	path string
-	lock atomic.Pointer[lock.File] // the lock a reload reads; nil: none
+	path    string
+	lock    atomic.Pointer[lock.File]         // the lock a reload reads; nil: none
+	secrets atomic.Pointer[map[string]string] // what the last reload gave Options.Secrets
 }
 
 func startReloadable(t *testing.T, text string) *reloadable {
@@ -62,13 +64,16 @@ func startReloadable(t *testing.T, text string) *reloadable {
 		b := tb.cfg.Bridge
 		cfg.Bridge.CallSocket, cfg.Bridge.ControlSocket = b.CallSocket, b.ControlSocket
 		cfg.Bridge.ShutdownGrace, cfg.Bridge.WriteTimeout = b.ShutdownGrace, b.WriteTimeout
-		return cfg, r.lock.Load(), config.ResolveSecrets(cfg, config.SecretSources{LookupEnv: os.LookupEnv})
+		return cfg, r.lock.Load(), config.ResolveSecrets(cfg, config.SecretSources{LookupEnv: os.LookupEnv, ReadFile: config.ReadSecretFile})
 	}
 	data, err := os.ReadFile(r.path)
 	if err != nil {
 		t.Fatal(err)
 	}
 	first, err := config.Load(r.path, data)
+	if err == nil {
+		err = config.ResolveSecrets(first, config.SecretSources{LookupEnv: os.LookupEnv, ReadFile: config.ReadSecretFile})
+	}
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -76,7 +81,8 @@ func startReloadable(t *testing.T, text string) *reloadable {
 	if testing.Verbose() {
 		log = zerolog.New(zerolog.NewTestWriter(t))
 	}
-	tb = startBridgeOpts(t, Options{Log: log, Audit: log, Reload: load}, nil, first.Servers...)
+	secrets := func(m map[string]string) { r.secrets.Store(&m) }
+	tb = startBridgeOpts(t, Options{Log: log, Audit: log, Reload: load, Secrets: secrets}, nil, first.Servers...)
 	once.Do(func() { close(ready) })
 	r.testBridge = tb
 	return r
@@ -619,4 +625,67 @@ func TestCallRefusedUnderStaleTable(t *testing.T) {
 	if !errors.As(err, &d) || d.Code != capwire.CodeServerUnavailable || !strings.Contains(d.Message, "new policy") {
 		t.Fatalf("a call under the old table: %v", err)
 	}
+}
+
+// A reload that rotates a secret (the file a ${file:…} names, changed)
+// replaces the server, whose earlier process drains with the earlier
+// value: what capbridge writes is redacted of every value a running
+// server holds, the earlier ones of servers that drain through later
+// reloads included.
+func TestReloadKeepsRotatedSecrets(t *testing.T) {
+	defer leakcheck.Check(t)()
+	dir := t.TempDir()
+	tok, gate := filepath.Join(dir, "token"), filepath.Join(dir, "open")
+	values := []string{"first-secret-value-1", "second-secret-value-2", "third-secret-value-3"}
+	rotate := func(v string) {
+		if err := os.WriteFile(tok, []byte(v), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rotate(values[0])
+	conf := "[mcp.s]\n" + mcptest.TOML(mcptest.Scenario{}, `TOKEN = "${file:`+tok+`}"`) + "startup_timeout = \"30s\"\n"
+	r := startReloadable(t, conf)
+	ctx, cancel := context.WithTimeout(context.Background(), backstop)
+	defer cancel()
+	ctl := r.control()
+	g, err := ctl.Grant(ctx, &control.GrantRequest{Servers: map[string][]string{"s": nil}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := r.dial(g.Token)
+	held := make(chan error, 1)
+	go func() {
+		_, err := c.Call(ctx, "s", "gate", map[string]any{"path": gate})
+		held <- err
+	}()
+	eventually(t, "a call held on the first server", func() bool {
+		select {
+		case err := <-held:
+			t.Fatalf("the call to hold ended: %v", err)
+		default:
+		}
+		return r.srv("s").status().Inflight == 1
+	})
+	for i, v := range values[1:] {
+		rotate(v)
+		rl, err := ctl.Reload(ctx)
+		if err != nil || !slices.Contains(rl.Replaced, "s") {
+			t.Fatalf("reload %d: %+v, %v; want s replaced", i+1, rl, err)
+		}
+		got := slices.Collect(maps.Values(*r.secrets.Load()))
+		for _, want := range values[:i+2] {
+			if !slices.Contains(got, want) {
+				t.Errorf("after reload %d the secrets redacted are %q, without %q, which a running server holds", i+1, got, want)
+			}
+		}
+	}
+	if err := os.WriteFile(gate, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-held; err != nil {
+		t.Fatal(err)
+	}
+	c.Close()
+	ctl.Close()
+	r.shutdown()
 }

@@ -1,6 +1,7 @@
 package bridge
 
 import (
+	"fmt"
 	"io"
 
 	"github.com/capbridge/capbridge/bridge/config"
@@ -33,9 +34,24 @@ func NewSecretWriterOf(w io.Writer, secrets map[string]string) *SecretWriter {
 func Secrets(cfg *config.Config) map[string]string {
 	out := map[string]string{}
 	for _, s := range cfg.Servers {
-		for where, v := range s.SecretValues() {
-			out[s.Name+" "+where] = v
-		}
+		addSecrets(out, s)
 	}
 	return out
+}
+
+// addSecrets adds s's secrets to into, each under its name, or, where
+// into holds another value under that name (a secret a reload rotated,
+// whose earlier value a draining server still holds), under the name
+// marked as an earlier one: no value is ever dropped for another.
+func addSecrets(into map[string]string, s config.Server) {
+	for where, v := range s.SecretValues() {
+		name := s.Name + " " + where
+		for n := 1; ; n++ {
+			if cur, ok := into[name]; !ok || cur == v {
+				into[name] = v
+				break
+			}
+			name = fmt.Sprintf("%s %s (earlier %d)", s.Name, where, n)
+		}
+	}
 }
