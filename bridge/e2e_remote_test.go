@@ -332,17 +332,18 @@ func TestRemoteTokenFileNotRegular(t *testing.T) {
 func TestRemoteRedactsQuotedCredentials(t *testing.T) {
 	t.Cleanup(leakcheck.Check(t))
 	dir := t.TempDir()
-	const token, header, key = "file-token-0123456789", "header-file-secret-42", "query-key-abcdef012"
+	// Some hosted servers put the key in the URL's path.
+	const token, header, key, pathKey = "file-token-0123456789", "header-file-secret-42", "query-key-abcdef012", "k3f9a1c0e7b2d4a6f8e1b7c5d"
 	for name, v := range map[string]string{"token": token, "header": header} {
 		if err := os.WriteFile(filepath.Join(dir, name), []byte(v+"\n"), 0o600); err != nil {
 			t.Fatal(err)
 		}
 	}
 	ts := quotingServer(t, func(r *http.Request) string {
-		return "refused " + r.Header.Get("Authorization") + " with " + r.Header.Get("X-Api-Key") + " for " + r.URL.RawQuery
+		return "refused " + r.Header.Get("Authorization") + " with " + r.Header.Get("X-Api-Key") + " for " + r.URL.Path + "?" + r.URL.RawQuery
 	})
 	remote := config.NewServer("web", "")
-	remote.Remote = &config.Remote{URL: ts.URL + "/mcp?key=" + key, Transport: config.TransportAuto,
+	remote.Remote = &config.Remote{URL: ts.URL + "/mcp/" + pathKey + "/sse?key=" + key, Transport: config.TransportAuto,
 		BearerTokenFile: filepath.Join(dir, "token"), HeaderFile: map[string]string{"X-Api-Key": filepath.Join(dir, "header")}}
 	tb := startBridge(t, nil, remote)
 	c := tb.dial(tb.grant(map[string][]string{"web": nil}))
@@ -353,7 +354,7 @@ func TestRemoteRedactsQuotedCredentials(t *testing.T) {
 	if !strings.Contains(d.Message, "refused") {
 		t.Fatalf("the denial does not quote the server: %s", d.Message)
 	}
-	for _, secret := range []string{token, header, key} {
+	for _, secret := range []string{token, header, key, pathKey} {
 		if strings.Contains(d.Message, secret) {
 			t.Errorf("the program was shown %q: %s", secret, d.Message)
 		}
