@@ -288,17 +288,13 @@ func TestRefreshedLoginUnsaved(t *testing.T) {
 	}
 }
 
-// A token endpoint that never answers holds a refresh no longer than its
-// bound, though the request that needed it (a listen stream) has no
-// deadline: the authorizer's turn and the store's lock are held
-// meanwhile, and capbridge login and logout need that lock. A request
-// that arrives meanwhile waits no longer than its own context.
-func TestRefreshBounded(t *testing.T) {
-	t.Cleanup(leakcheck.Check(t))
-	hit, release := make(chan struct{}, 1), make(chan struct{})
-	as := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+// silentServer is an endpoint that accepts every request and answers
+// none until the test ends; hit receives once a request has arrived.
+func silentServer(t *testing.T) (as *httptest.Server, hit <-chan struct{}) {
+	arrived, release := make(chan struct{}, 1), make(chan struct{})
+	as = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		select {
-		case hit <- struct{}{}:
+		case arrived <- struct{}{}:
 		default:
 		}
 		select {
@@ -308,6 +304,17 @@ func TestRefreshBounded(t *testing.T) {
 	}))
 	t.Cleanup(as.Close)
 	t.Cleanup(func() { close(release) })
+	return as, arrived
+}
+
+// A token endpoint that never answers holds a refresh no longer than its
+// bound, though the request that needed it (a listen stream) has no
+// deadline: the authorizer's turn and the store's lock are held
+// meanwhile, and capbridge login and logout need that lock. A request
+// that arrives meanwhile waits no longer than its own context.
+func TestRefreshBounded(t *testing.T) {
+	t.Cleanup(leakcheck.Check(t))
+	as, hit := silentServer(t)
 	const url = "http://127.0.0.1:1/mcp"
 	store := Store{Dir: filepath.Join(t.TempDir(), "oauth")}
 	if err := store.Save(&Saved{Server: "web", URL: url, TokenEndpoint: as.URL + "/token", ClientID: "c",
@@ -375,19 +382,7 @@ func TestRefreshAnswerQuotedSafely(t *testing.T) {
 // its own context.
 func TestClientCredentialsFetchBounded(t *testing.T) {
 	t.Cleanup(leakcheck.Check(t))
-	hit, release := make(chan struct{}, 1), make(chan struct{})
-	as := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		select {
-		case hit <- struct{}{}:
-		default:
-		}
-		select {
-		case <-release:
-		case <-r.Context().Done():
-		}
-	}))
-	t.Cleanup(as.Close)
-	t.Cleanup(func() { close(release) })
+	as, hit := silentServer(t)
 	a, err := NewAuthorizer("http://127.0.0.1:1/mcp", ClientCredentials{ClientID: "c", Secret: "s3cret"}, as.Client())
 	if err != nil {
 		t.Fatal(err)
