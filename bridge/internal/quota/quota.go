@@ -69,12 +69,14 @@ func (l Limits) Over(o Limits) Limits {
 	return l
 }
 
-// Check says what is wrong with l, or "": a rate must be positive and
-// finite, a burst needs a rate, nothing is negative.
+// Check says what is wrong with l, or "": a rate must be from MinRate
+// to MaxRate, a burst needs a rate, nothing is negative.
 func (l Limits) Check() string {
 	switch {
 	case l.Rate < 0 || math.IsNaN(l.Rate) || math.IsInf(l.Rate, 0):
 		return "rate must be a positive number of calls per second"
+	case l.Rate > 0 && l.Rate < MinRate:
+		return fmt.Sprintf("rate %g is less than %s calls per second (a call every %s); for a few calls in all, set calls", l.Rate, strconv.FormatFloat(MinRate, 'f', -1, 64), time.Duration(1/MinRate)*time.Second)
 	case l.Rate > MaxRate:
 		return fmt.Sprintf("rate %g is more than %d calls per second", l.Rate, MaxRate)
 	case l.Burst < 0 || l.Burst > MaxBurst:
@@ -87,19 +89,43 @@ func (l Limits) Check() string {
 	return ""
 }
 
-// Bounds of a rate, so a typo cannot make a bucket that overflows.
+// Bounds of a rate, so a typo cannot make a bucket that overflows. The
+// least rate is about a call a day: slower than that a grant is better
+// bounded by a total of calls, and below about 1e-10 the time between
+// calls is no longer a time.Duration. It is the round decimal just under
+// 1/86400, so that "one a day" passes however it is rounded.
 const (
+	MinRate  = 0.00001
 	MaxRate  = 1_000_000
 	MaxBurst = 1_000_000
 )
 
 // BucketSize is the rate bucket's size: Burst, or by default the rate
-// rounded up, at least 1.
+// rounded up, at least 1; and at most the calls the rate earns in the
+// longest time.Duration (about 292 years), since the bucket keeps its
+// fill as a time ahead of now. Only a burst of more than 92,233 at a
+// rate under a call every 2.5 hours reaches that bound.
 func (l Limits) BucketSize() float64 {
+	size := max(1, math.Ceil(l.Rate))
 	if l.Burst > 0 {
-		return float64(l.Burst)
+		size = float64(l.Burst)
 	}
-	return max(1, math.Ceil(l.Rate))
+	if l.Rate > 0 {
+		size = min(size, float64(math.MaxInt64/interval(l.Rate)))
+	}
+	return size
+}
+
+// interval is the time between a rate's calls, 1/rate, in whole
+// nanoseconds from 1 to the longest time.Duration: a rate too small for
+// that (Check refuses it) gets the longest, not a conversion that wraps
+// negative and so allows every call.
+func interval(rate float64) time.Duration {
+	iv := float64(time.Second) / rate
+	if !(iv < math.MaxInt64) { // 2^63 as a float64; also NaN
+		return math.MaxInt64
+	}
+	return max(1, time.Duration(iv))
 }
 
 // String renders the limits as the CLI and the docs write them:
@@ -169,8 +195,19 @@ func New(limits map[Scope]Limits, now time.Time) *Set {
 		}
 		m := &meter{scope: scope, lim: l, tat: now}
 		if l.Rate > 0 {
-			m.interval = max(1, time.Duration(float64(time.Second)/l.Rate))
-			m.tolerance = time.Duration(l.BucketSize()-1) * m.interval
+			// tat runs up to tolerance+interval ahead of now, and that must
+			// be a time.Duration: were it more, check's Sub would saturate
+			// and never pass the tolerance (every call allowed); were the
+			// product to wrap, the tolerance would be negative (every call
+			// refused). BucketSize keeps it within; k is bounded here as
+			// well, since New is also given pairs no Check saw (a
+			// request's burst over a configured rate).
+			m.interval = interval(l.Rate)
+			k := math.MaxInt64/m.interval - 1
+			if size := l.BucketSize() - 1; size < float64(k) {
+				k = time.Duration(size)
+			}
+			m.tolerance = k * m.interval
 		}
 		if scope == "" {
 			s.grant = m

@@ -1,6 +1,8 @@
 package quota
 
 import (
+	"fmt"
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -211,5 +213,67 @@ func TestLimitsOverAndCheck(t *testing.T) {
 	}
 	if s := def.String(); s != "rate=5,burst=10,calls=100,time=1m0s" {
 		t.Errorf("String = %q", s)
+	}
+}
+
+// A rate's bucket holds what it says at both ends of the rates Check
+// accepts and with any burst, and a rate below them, which Check refuses,
+// still makes a bucket that refuses: the time between calls (1/rate) is
+// a whole number of nanoseconds, and neither it nor the bucket's
+// tolerance ((burst-1) of them) may overflow. Overflowing, a rate of
+// 1e-10 allowed a call every nanosecond, and a rate of 0.0001 with a
+// burst of a million refused the first call of a full bucket.
+func TestRateExtremes(t *testing.T) {
+	const forever = time.Duration(math.MaxInt64)
+	for _, tc := range []struct {
+		name   string
+		lim    Limits
+		check  bool          // Check accepts it
+		atOnce int           // the calls a full bucket allows
+		refill time.Duration // then the wait for the next
+	}{
+		{"the least rate", Limits{Rate: MinRate}, true, 1, 99_999_999_999_999},
+		{"the least rate, 292 years of calls", Limits{Rate: MinRate, Burst: 92_233}, true, 92_233, 99_999_999_999_999},
+		{"the least rate, the largest burst: cut to 292 years of calls", Limits{Rate: MinRate, Burst: MaxBurst}, true, 92_233, 99_999_999_999_999},
+		{"a slow rate, the largest burst", Limits{Rate: 0.0001, Burst: MaxBurst}, true, 922_337, 10_000 * time.Second},
+		{"the largest rate", Limits{Rate: MaxRate, Burst: 10}, true, 10, time.Microsecond},
+		{"below the least rate", Limits{Rate: MinRate * 0.99}, false, 1, 101_010_101_010_101},
+		{"a call every 317 years", Limits{Rate: 1e-10}, false, 1, forever},
+		{"a call every 317 years, the largest burst", Limits{Rate: 1e-10, Burst: MaxBurst}, false, 1, forever},
+		{"next to nothing", Limits{Rate: 5e-324, Burst: MaxBurst}, false, 1, forever},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if msg := tc.lim.Check(); (msg == "") != tc.check {
+				t.Errorf("Check = %q, want accepted %v", msg, tc.check)
+			}
+			s := New(map[Scope]Limits{"": tc.lim}, t0)
+			if got := s.Usage(t0)[0].Tokens; got != float64(tc.atOnce) {
+				t.Errorf("a full bucket holds %g tokens, want %d", got, tc.atOnce)
+			}
+			now := t0
+			for i := range tc.atOnce {
+				if _, e := s.Take("a", "x", 0, now); e != nil {
+					t.Fatalf("call %d of a full bucket refused: %s", i, e.Message())
+				}
+			}
+			// No time has passed: the next is refused, until its token.
+			_, e := s.Take("a", "x", 0, now)
+			if e == nil || e.Kind != Rate || e.RefillIn != tc.refill {
+				t.Fatalf("call %d: %+v, want a refusal for %s", tc.atOnce, e, tc.refill)
+			}
+			if !strings.Contains(e.Message(), fmt.Sprintf("(burst %d)", tc.atOnce)) {
+				t.Errorf("message %q does not give the bucket's size, %d", e.Message(), tc.atOnce)
+			}
+			now = now.Add(tc.refill - 1)
+			if _, e := s.Take("a", "x", 0, now); e == nil {
+				t.Fatalf("a call 1ns before its token was allowed")
+			}
+			if tc.refill == forever {
+				return
+			}
+			if _, e := s.Take("a", "x", 0, now.Add(1)); e != nil {
+				t.Fatalf("the call when its token is due was refused: %s", e.Message())
+			}
+		})
 	}
 }
