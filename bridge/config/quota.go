@@ -5,6 +5,8 @@ import (
 	"maps"
 	"math"
 	"slices"
+	"strconv"
+	"time"
 
 	"github.com/capbridge/capbridge/bridge/internal/quota"
 )
@@ -27,7 +29,7 @@ import (
 //	calls = 10
 
 var quotaSpec = []keySpec{
-	{name: "rate", kind: kindRate, doc: "calls per second, a token bucket that starts full; default none"},
+	{name: "rate", kind: kindRate, doc: "calls per second, from 0.00001 (a call every 27h46m40s) to 1000000; a token bucket that starts full; default none"},
 	{name: "burst", kind: kindCount, doc: "the bucket's size: calls allowed at once; default the rate rounded up, at least 1"},
 	{name: "calls", kind: kindTotal, doc: "calls in all, for the grant's life; default none"},
 	{name: "bytes_in", kind: kindSize, lo: 1, hi: maxQuotaBytes, doc: `the calls' arguments in all, as JSON bytes; a call that would pass it is refused; default none`},
@@ -104,15 +106,25 @@ func (r *reader) toolQuotas(key string, v any, dst *map[string]quota.Limits) {
 	*dst = out
 }
 
-// rate reads calls per second: a positive number, whole or not.
+// rate reads calls per second: a number, whole or not, from
+// quota.MinRate to quota.MaxRate.
 func (r *reader) rate(key string, v any, dst *float64) {
 	f := number(v)
-	if !(f > 0) || math.IsInf(f, 0) || f > quota.MaxRate {
-		r.fail(key, fmt.Sprintf("write calls per second as a number above 0 and at most %d, such as 10 or 0.5", quota.MaxRate), "bad rate %s", describe(v))
-		return
+	switch {
+	case !(f > 0) || math.IsInf(f, 0) || f > quota.MaxRate:
+		r.fail(key, fmt.Sprintf("write calls per second as a number from %s to %d, such as 10 or 0.5", minRate, quota.MaxRate), "bad rate %s", describe(v))
+	case f < quota.MinRate:
+		// A positive rate this small is a slip of a decimal place, or a
+		// total meant as a rate.
+		r.fail(key, fmt.Sprintf("write at least %s (a call every %s); for a few calls in all, set calls = N", minRate, time.Duration(1/quota.MinRate)*time.Second),
+			"rate %s is less than the least, %s calls per second", strconv.FormatFloat(f, 'g', -1, 64), minRate)
+	default:
+		*dst = f
 	}
-	*dst = f
 }
+
+// minRate is quota.MinRate as it is written in capbridge.toml.
+var minRate = strconv.FormatFloat(quota.MinRate, 'f', -1, 64)
 
 // number is a TOML number, whole or not, as a float64; -1 for anything
 // else.

@@ -60,6 +60,9 @@ func TestQuotaMistakes(t *testing.T) {
 	for _, tc := range []struct{ toml, want string }{
 		{"[quota]\nrate = 0\n", "q.toml:2: quota.rate: bad rate the number 0"},
 		{"[quota]\nrate = \"fast\"\n", "q.toml:2: quota.rate: bad rate"},
+		{"[quota]\nrate = 1e-10\n", "q.toml:2: quota.rate: rate 1e-10 is less than the least, 0.00001 calls per second; write at least 0.00001 (a call every 27h46m40s); for a few calls in all, set calls = N"},
+		{"[mcp.a]\ncommand = \"/a\"\nquota.tools.x = { rate = 0.000001 }\n", "q.toml:3: mcp.a.quota.tools.x.rate: rate 1e-06 is less than the least"},
+		{"[quota]\nrate = 1000001\n", "q.toml:2: quota.rate: bad rate the number 1000001; write calls per second as a number from 0.00001 to 1000000"},
 		{"[quota]\nburst = 3\n", "quota.burst: burst needs a rate"},
 		{"[quota]\ncalls = -1\n", "q.toml:2: quota.calls: bad count"},
 		{"[quota]\nbytes_out = \"lots\"\n", "quota.bytes_out: bad size"},
@@ -71,6 +74,43 @@ func TestQuotaMistakes(t *testing.T) {
 		var el ErrorList
 		if !errors.As(err, &el) || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%q: error %v, want one containing %q", tc.toml, err, tc.want)
+		}
+	}
+}
+
+// A rate is read from quota.MinRate, about a call a day (however "one a
+// day" is rounded, it passes), to quota.MaxRate. Below the least, a
+// bucket's time between calls overflowed, and a rate meant as a call a
+// century allowed every call.
+func TestQuotaRates(t *testing.T) {
+	for _, tc := range []struct {
+		rate string
+		want float64 // 0: refused
+	}{
+		{"0.00001", quota.MinRate},
+		{"0.0000115740740740", 0.0000115740740740}, // 1/86400, rounded down
+		{"1.1574074074074073e-05", 1.0 / 86400},
+		{"1000000", quota.MaxRate},
+		{"0.0000099999", 0},
+		{"1e-10", 0},
+		{"5e-324", 0},
+		{"0", 0},
+		{"-1", 0},
+		{"inf", 0},
+		{"nan", 0},
+	} {
+		cfg, err := Load("q.toml", []byte("[quota]\nrate = "+tc.rate+"\n"))
+		switch {
+		case tc.want == 0 && err == nil:
+			t.Errorf("rate = %s was read as %g", tc.rate, cfg.Quota.Rate)
+		case tc.want == 0:
+			if !strings.Contains(err.Error(), "q.toml:2: quota.rate: ") || !strings.Contains(err.Error(), "0.00001") {
+				t.Errorf("rate = %s: error %q does not name the key and the least rate", tc.rate, err)
+			}
+		case err != nil:
+			t.Errorf("rate = %s: %v", tc.rate, err)
+		case cfg.Quota.Rate != tc.want || cfg.Quota.Check() != "":
+			t.Errorf("rate = %s read as %g (Check %q), want %g", tc.rate, cfg.Quota.Rate, cfg.Quota.Check(), tc.want)
 		}
 	}
 }
