@@ -236,7 +236,7 @@ func (k keySpec) schema() map[string]any {
 	case kindTools:
 		return map[string]any{"type": "object", "additionalProperties": false, "properties": map[string]any{"allow": strs, "deny": strs}}
 	case kindRate:
-		return map[string]any{"type": "number", "exclusiveMinimum": 0, "maximum": quota.MaxRate}
+		return map[string]any{"type": "number", "minimum": quota.MinRate, "maximum": quota.MaxRate}
 	case kindTotal:
 		return map[string]any{"type": "integer", "minimum": 1, "maximum": int64(maxQuotaCalls)}
 	case kindURL:
