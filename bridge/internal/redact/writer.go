@@ -18,7 +18,23 @@ import (
 // credential shapes alone: it is for capbridge's own output to the
 // operator, whose logs name what they name.
 func Values(secrets map[string]string) *strings.Replacer {
-	type pair struct{ value, marker string }
+	if r := values(secrets); r != nil {
+		return r.Replacer
+	}
+	return nil
+}
+
+// replacer is a strings.Replacer with the pairs it was made of, in its
+// order, which Writer needs to tell where a short write stopped.
+type replacer struct {
+	*strings.Replacer
+	pairs []pair
+}
+
+type pair struct{ value, marker string }
+
+// values is Values with the pairs its Replacer was made of.
+func values(secrets map[string]string) *replacer {
 	var pairs []pair
 	for _, name := range slices.Sorted(maps.Keys(secrets)) {
 		v := secrets[name]
@@ -41,7 +57,31 @@ func Values(secrets map[string]string) *strings.Replacer {
 	for _, p := range pairs {
 		flat = append(flat, p.value, p.marker)
 	}
-	return strings.NewReplacer(flat...)
+	return &replacer{strings.NewReplacer(flat...), pairs}
+}
+
+// consumed is how many bytes of s the first m bytes of r.Replace(s)
+// began to write: the end of the last part of s (a byte left alone, or a
+// value replaced) of which at least one output byte is among the m. It
+// matches as a strings.Replacer of its pairs does: from the left, at
+// each byte the first pair whose value starts there, else the byte
+// alone; the pairs are longest first, so the first is the longest.
+func (r *replacer) consumed(s string, m int) int {
+	out := 0 // the output bytes s[:i] became
+	for i := 0; i < len(s); {
+		if out >= m {
+			return i
+		}
+		in, o := 1, 1
+		for _, pr := range r.pairs {
+			if strings.HasPrefix(s[i:], pr.value) {
+				in, o = len(pr.value), len(pr.marker)
+				break
+			}
+		}
+		i, out = i+in, out+o
+	}
+	return len(s)
 }
 
 // lines are the lines of a value of several (a private key, a
@@ -79,7 +119,7 @@ func jsonEscaped(v string) string {
 // secrets may be replaced at any time (Set).
 type Writer struct {
 	w io.Writer
-	r atomic.Pointer[strings.Replacer]
+	r atomic.Pointer[replacer]
 }
 
 // NewWriter returns a Writer to w that replaces secrets.
@@ -90,17 +130,36 @@ func NewWriter(w io.Writer, secrets map[string]string) *Writer {
 }
 
 // Set makes secrets the values replaced from now on.
-func (w *Writer) Set(secrets map[string]string) { w.r.Store(Values(secrets)) }
+func (w *Writer) Set(secrets map[string]string) { w.r.Store(values(secrets)) }
 
 // Write writes p with the secrets replaced, reporting all of p written
 // when the redacted text was.
+//
+// When only some of it was (a full disk), n counts the bytes of p whose
+// redacted form began to be written: a secret counts as written once any
+// byte of its marker was. So p[n:] starts between two parts of p, never
+// inside a secret, and written again it continues the text without
+// repeating any of it or sending any part of a secret. And a caller
+// learns the write was cut where it was: n is above 0 when anything was
+// written, below len(p) unless all that is missing is the end of the
+// marker of a secret that ends p, and, unless a secret itself ends with
+// a newline, p[n-1] is a newline just when the last byte written is one
+// (a marker holds none). auditlog.Batch needs that to end a cut line
+// before the next; counting only what was wholly written would say 0, or
+// a line's end, for a line cut inside a marker at its start.
 func (w *Writer) Write(p []byte) (int, error) {
 	r := w.r.Load()
 	if r == nil {
 		return w.w.Write(p)
 	}
-	if _, err := io.WriteString(w.w, r.Replace(string(p))); err != nil {
-		return 0, err
+	in := string(p)
+	out := r.Replace(in)
+	m, err := io.WriteString(w.w, out)
+	if err == nil && m < len(out) {
+		err = io.ErrShortWrite
+	}
+	if err != nil {
+		return r.consumed(in, max(0, min(m, len(out)))), err
 	}
 	return len(p), nil
 }
