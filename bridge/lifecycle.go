@@ -600,11 +600,11 @@ func (l *lazyChecks) get(name string, tools map[string]mcpwire.Tool) *argcheck.S
 // halves again after each quiet stretch.
 func (s *server) serve(ctx context.Context, t *table) error {
 	var (
-		last    time.Time                         // when the last re-listing began
-		gap     = relistGap                       // the least time from one to the next
-		changed = t.client.ToolsChanged()         // nil while one waits for due
-		due     <-chan time.Time                  // the waiting re-listing's time
-		timer   = time.NewTimer(time.Duration(0)) // armed for due
+		last    time.Time                  // when the last re-listing began
+		gap     = relistGap                // the least time from one to the next
+		changed = t.client.ToolsChanged()  // nil while one waits for due
+		due     <-chan time.Time           // the waiting re-listing's time
+		timer   = time.NewTimer(relistGap) // armed for due
 	)
 	timer.Stop()
 	defer timer.Stop()
