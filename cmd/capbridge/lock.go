@@ -21,6 +21,7 @@ import (
 	"github.com/capbridge/capbridge/bridge/config"
 	"github.com/capbridge/capbridge/bridge/control"
 	"github.com/capbridge/capbridge/internal/lock"
+	"github.com/capbridge/capbridge/internal/regular"
 )
 
 // defaultLockFile is where lock writes and skew and serve read when
@@ -191,14 +192,18 @@ written, 2 bad command line, 4 configuration error.`)
 }
 
 // readLock reads and decodes a lock file, once it has checked who may
-// have written it (trustedFile).
+// have written it (trustedFile). It opens without waiting (regular.Open):
+// a reload reads the lock while it holds the bridge's reload lock, so a
+// FIFO planted at the path (in a sticky directory others may write)
+// would otherwise hold that reload, every later one and the shutdown
+// for ever.
 func readLock(path string) (*lock.File, error) {
-	f, err := os.Open(path)
+	f, err := regular.Open(path)
 	if err != nil {
 		if errors.Is(err, os.ErrNotExist) {
 			return nil, fmt.Errorf("%s: no lock file; write one with capbridge lock", path)
 		}
-		return nil, err
+		return nil, fmt.Errorf("lock file: %w", err)
 	}
 	defer f.Close()
 	if err := trustedFile(f, path, "lock file", "decides which tools are served"); err != nil {

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -388,5 +389,78 @@ func TestConfigTrust(t *testing.T) {
 				t.Fatalf("loading: %v; want a refusal naming %q", err, c.want)
 			}
 		})
+	}
+}
+
+// A FIFO at the lock's path (whose directory may be sticky and writable
+// by others) is refused at once, naming the path: serve does not start,
+// and a reload is refused while the running lock stays; with the file
+// back, a reload applies and SIGTERM ends serve. Both waited on the FIFO
+// for a writer for ever, the reload holding every later reload and the
+// shutdown behind it.
+func testServeLockFIFO(t *testing.T, bin string) {
+	dir := shortTempDir(t)
+	cfg := writeLockConfig(t, dir, approved, "")
+	path := filepath.Join(dir, "capbridge.lock")
+	if _, errOut, code := runInProcess("lock", "-c", cfg); code != exitOK {
+		t.Fatalf("lock: %s", errOut)
+	}
+	real := path + ".real"
+	plant := func() {
+		t.Helper()
+		if err := os.Rename(path, real); err != nil {
+			t.Fatal(err)
+		}
+		if err := syscall.Mkfifo(path, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	restore := func() {
+		t.Helper()
+		if err := os.Remove(path); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(real, path); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := "lock file: open " + path + ": not a regular file but a named pipe (FIFO)"
+
+	plant()
+	// runCLI's bound is the backstop: serve answers at once.
+	if _, errOut, code := runCLI(t, bin, nil, "serve", "-c", cfg); code != exitConfig || !strings.Contains(errOut, want) {
+		t.Errorf("serve with a FIFO for its lock: exit %d, stderr %q; want exit %d and %q", code, errOut, exitConfig, want)
+	}
+	restore()
+
+	srv, line := startServe(t, bin, nil, "serve", "-c", cfg)
+	if !strings.Contains(line, `"s":"ready"`) {
+		t.Fatalf("ready line %s", line)
+	}
+	// Should serve wait on the FIFO after all, a writer that comes and
+	// goes releases it, so that the test ends with no process left.
+	t.Cleanup(func() {
+		if fi, err := os.Lstat(path); err == nil && fi.Mode()&os.ModeNamedPipe != 0 {
+			if w, err := os.OpenFile(path, os.O_WRONLY|syscall.O_NONBLOCK, 0); err == nil {
+				w.Close()
+			}
+		}
+	})
+	env := []string{"CAPBRIDGE_CONTROL=" + dir + "/control.sock"}
+	plant()
+	// The timeout is a backstop: the refusal is at once.
+	_, errOut, code := runCLI(t, bin, env, "reload", "--timeout", "30s")
+	if code != exitError || !strings.Contains(errOut, want) {
+		t.Fatalf("reload with a FIFO for the lock: exit %d, stderr %q; want exit %d and %q", code, errOut, exitError, want)
+	}
+	if out, errOut, code := runCLI(t, bin, env, "status", "--json"); code != 0 || !strings.Contains(out, `"tools":3`) {
+		t.Errorf("after the refused reload: exit %d\n%s%s", code, out, errOut)
+	}
+	restore()
+	if out, errOut, code := runCLI(t, bin, env, "reload", "--timeout", "30s"); code != exitOK {
+		t.Fatalf("reload with the lock back: exit %d\n%s%s", code, out, errOut)
+	}
+	if rest, err := srv.stop(); err != nil || len(rest) != 0 {
+		t.Fatalf("serve after SIGTERM: %v, %q; stderr:\n%s", err, rest, srv.stderr.String())
 	}
 }

@@ -101,6 +101,7 @@ func TestServe(t *testing.T) {
 	t.Run("metrics on a unix socket", func(t *testing.T) { testMetricsUnixSocket(t, bin) })
 	t.Run("lock", func(t *testing.T) { testServeLock(t, bin) })
 	t.Run("lock others can write", func(t *testing.T) { testServeLockTrust(t, bin) })
+	t.Run("a FIFO at the lock's path", func(t *testing.T) { testServeLockFIFO(t, bin) })
 	t.Run("lock a running capbridge", func(t *testing.T) { testLockRunning(t, bin) })
 	t.Run("secrets are never written", func(t *testing.T) { testSecretsNeverWritten(t, bin) })
 	t.Run("a secret that does not resolve", func(t *testing.T) { testSecretUnresolved(t, bin) })
