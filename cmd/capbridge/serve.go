@@ -409,11 +409,24 @@ type readyLine struct {
 // mode 0600. An existing file must be a regular file (not a symlink:
 // whoever controls one could send the trail elsewhere) owned by us and
 // readable by nobody else, since the trail names every grant and call.
+//
+// It opens without waiting: a FIFO at the path (planted after a
+// logrotate rename) would otherwise hold the open until something reads
+// it, and with it the SIGHUP that asked for it and serve's exit. A FIFO
+// no one reads is refused by the open (ENXIO), one someone reads by the
+// regular-file check.
 func openAudit(path string) (*os.File, error) {
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE|unix.O_NOFOLLOW|unix.O_CLOEXEC|unix.O_NONBLOCK, 0o600)
 	if err != nil {
-		if errors.Is(err, unix.ELOOP) {
+		switch {
+		case errors.Is(err, unix.ELOOP):
 			return nil, fmt.Errorf("capbridge serve: audit_path %s is a symlink; give the file's own path", path)
+		case errors.Is(err, unix.ENXIO):
+			// What the open refuses without waiting: a FIFO with no
+			// reader, a socket, a device with nothing behind it.
+			if fi, lerr := os.Lstat(path); lerr == nil && !fi.Mode().IsRegular() {
+				return nil, fmt.Errorf("capbridge serve: audit_path %s is not a regular file (%s)", path, fi.Mode().Type())
+			}
 		}
 		return nil, fmt.Errorf("capbridge serve: audit_path: %w", err)
 	}
@@ -431,11 +444,33 @@ func openAudit(path string) (*os.File, error) {
 	case fi.Mode().Perm()&0o077 != 0:
 		err = fmt.Errorf("capbridge serve: audit_path %s has mode %04o: others could read the audit trail; chmod 600 %s", path, fi.Mode().Perm(), path)
 	}
+	if err == nil {
+		// Writes to a regular file never wait whatever the flag says,
+		// but the trail's must block rather than fail with EAGAIN on a
+		// file system that honours it.
+		err = setBlocking(f)
+	}
 	if err != nil {
 		f.Close()
 		return nil, err
 	}
 	return f, nil
+}
+
+// setBlocking clears O_NONBLOCK on f's descriptor.
+func setBlocking(f *os.File) error {
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return err
+	}
+	var serr error
+	if err := rc.Control(func(fd uintptr) { serr = unix.SetNonblock(int(fd), false) }); err != nil {
+		return err
+	}
+	if serr != nil {
+		return fmt.Errorf("capbridge serve: audit_path: %w", serr)
+	}
+	return nil
 }
 
 // auditFile is serve's audit file, which SIGHUP reopens.

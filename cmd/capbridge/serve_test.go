@@ -25,6 +25,7 @@ import (
 	"github.com/capbridge/capbridge/capwire"
 	"github.com/capbridge/capbridge/internal/testkit/leakcheck"
 	"github.com/capbridge/capbridge/internal/testkit/mcptest"
+	"github.com/capbridge/capbridge/internal/testkit/syncbuf"
 )
 
 // serve spawns processes (the demo server, the built binary): a child that
@@ -96,6 +97,7 @@ func TestServe(t *testing.T) {
 	t.Run("audit_path", func(t *testing.T) { testAuditPath(t, bin) })
 	t.Run("the pod manifest's config", func(t *testing.T) { testPodConfig(t, bin) })
 	t.Run("SIGHUP reopens the audit file", func(t *testing.T) { testSIGHUP(t, bin) })
+	t.Run("SIGHUP refuses a FIFO at audit_path", func(t *testing.T) { testSIGHUPFIFO(t, bin) })
 	t.Run("reload and watch", func(t *testing.T) { testReloadAndWatch(t, bin) })
 	t.Run("metrics port flooded", func(t *testing.T) { testMetricsFlood(t, bin) })
 	t.Run("metrics on a unix socket", func(t *testing.T) { testMetricsUnixSocket(t, bin) })
@@ -429,11 +431,12 @@ func testProfiles(t *testing.T, bin string) {
 
 // servedBinary is a running `capbridge serve`. A test that ends with it
 // still running (a failed check) stops it the documented way, with
-// SIGTERM, and logs what it said.
+// SIGTERM, and logs what it said. Its stderr may be read while it runs,
+// to wait for a line.
 type servedBinary struct {
 	cmd    *exec.Cmd
 	stdout *bufio.Reader
-	stderr bytes.Buffer
+	stderr syncbuf.Buffer
 	exited bool
 }
 
@@ -481,6 +484,31 @@ func (s *servedBinary) stop() (rest []byte, err error) {
 	err = s.cmd.Wait()
 	s.exited = true
 	return rest, err
+}
+
+// stopWithin is stop, failing the test should serve not have exited
+// within backstop; unstick then releases whatever serve waits on, so
+// that it exits and no process outlives the test.
+func (s *servedBinary) stopWithin(t *testing.T, unstick func()) (rest []byte, err error) {
+	t.Helper()
+	type stopped struct {
+		rest []byte
+		err  error
+	}
+	done := make(chan stopped, 1)
+	go func() {
+		rest, err := s.stop()
+		done <- stopped{rest, err}
+	}()
+	select {
+	case r := <-done:
+		return r.rest, r.err
+	case <-time.After(backstop):
+		unstick()
+		<-done
+		t.Fatalf("serve had not exited %v after SIGTERM; stderr:\n%s", backstop, s.stderr.String())
+		return nil, nil
+	}
 }
 
 // grantDial issues a grant through the control socket env names
@@ -690,6 +718,84 @@ func testSIGHUP(t *testing.T, bin string) {
 		if _, err := os.Lstat(filepath.Join(dir, sock)); !errors.Is(err, os.ErrNotExist) {
 			t.Errorf("%s left behind: %v", sock, err)
 		}
+	}
+}
+
+// After logrotate's rename, a FIFO planted at audit_path is refused by
+// the SIGHUP that would reopen it, at once and saying why, whether
+// something reads it or not: the trail stays in the file it was in, and
+// SIGTERM still ends serve; a serve started with it there exits 3. The
+// reopen waited for a reader for ever, and serve's exit waited on the
+// reopen.
+func testSIGHUPFIFO(t *testing.T, bin string) {
+	dir := shortTempDir(t)
+	audit := filepath.Join(dir, "audit.log")
+	cfg := demoConfig(t, dir, bin, "audit_path = \""+audit+"\"\nlog_format = \"json\"\n")
+	srv, _ := startServe(t, bin, nil, "serve", "-c", cfg)
+	// Should serve wait on the FIFO after all, a reader that comes and
+	// goes releases it, so that the test ends with no process left.
+	unstick := func() {
+		if r, err := os.OpenFile(audit, os.O_RDONLY|syscall.O_NONBLOCK, 0); err == nil {
+			r.Close()
+		}
+	}
+	t.Cleanup(unstick)
+	calls := 0
+	call := func() {
+		t.Helper()
+		calls++
+		if out, errOut, code := runCLI(t, bin, nil, "call", "-c", cfg, "demo", "echo", fmt.Sprintf(`{"text":"call %d"}`, calls)); code != 0 {
+			t.Fatalf("call: exit %d, %q, %q", code, out, errOut)
+		}
+	}
+	call()
+	rotated := audit + ".1"
+	if err := os.Rename(audit, rotated); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Mkfifo(audit, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	refused := func(n int) {
+		t.Helper()
+		if err := srv.cmd.Process.Signal(syscall.SIGHUP); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, fmt.Sprintf("refused reopen %d", n), func() bool {
+			return strings.Count(srv.stderr.String(), "SIGHUP: cannot reopen the audit trail; it stays in the file it was in") == n
+		})
+		call()
+	}
+	refused(1) // no one reads the FIFO
+	r, err := os.OpenFile(audit, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	refused(2) // someone does
+	r.Close()
+
+	rest, err := srv.stopWithin(t, unstick)
+	if err != nil || len(rest) != 0 {
+		t.Fatalf("serve after SIGHUP and SIGTERM: %v, stdout %q; stderr:\n%s", err, rest, srv.stderr.String())
+	}
+	log := srv.stderr.String()
+	if want := "audit_path " + audit + " is not a regular file"; strings.Count(log, want) != 2 {
+		t.Errorf("the refusals do not say %q twice:\n%s", want, log)
+	}
+	if strings.Contains(log, "SIGHUP: reopened the audit trail") {
+		t.Errorf("serve says it reopened the trail:\n%s", log)
+	}
+	data, _ := os.ReadFile(rotated)
+	if n := strings.Count(string(data), `"event":"call"`); n != calls {
+		t.Errorf("%d call lines in the file the trail was in, want all %d", n, calls)
+	}
+	if fi, err := os.Lstat(audit); err != nil || fi.Mode().Type() != os.ModeNamedPipe {
+		t.Errorf("the FIFO: %v, %v; want it left as it was", fi, err)
+	}
+	// At start too, before anything starts; runCLI's bound is the
+	// backstop.
+	if _, errOut, code := runCLI(t, bin, nil, "serve", "-c", cfg); code != exitConfig || !strings.Contains(errOut, "audit_path "+audit+" is not a regular file") {
+		t.Errorf("serve with a FIFO at audit_path: exit %d, stderr %q; want exit %d, the path named", code, errOut, exitConfig)
 	}
 }
 
