@@ -3,7 +3,9 @@ package main
 import (
 	"encoding/json"
 	"os"
+	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -107,4 +109,85 @@ func testReloadAndWatch(t *testing.T, bin string) {
 	if !strings.Contains(srv.stderr.String(), `"event":"reload"`) {
 		t.Errorf("no reload in the audit trail:\n%s", srv.stderr.String())
 	}
+}
+
+// serve --watch applies a save made while the servers boot, once serve
+// is ready: the change is measured from the config serve loaded, not
+// from the file as it is when the watch starts after the boot. The
+// boot is held by the server's shell reading a FIFO, which the test
+// opens (so the boot is under way), then saves the config, then
+// releases. Such a save was taken for the starting point and never
+// applied.
+func testWatchSaveDuringBoot(t *testing.T, bin string) {
+	dir := shortTempDir(t)
+	gate := filepath.Join(dir, "gate")
+	if err := syscall.Mkfifo(gate, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg := filepath.Join(dir, "capbridge.toml")
+	base := "[bridge]\ncall_socket = \"" + dir + "/call.sock\"\ncontrol_socket = \"" + dir + "/control.sock\"\n\n" +
+		"[mcp.demo]\ncommand = \"/bin/sh\"\nargs = [\"-c\", \"read line < '" + gate + "' && exec '" + bin + "' demo-server\"]\n"
+	if err := os.WriteFile(cfg, []byte(base), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	added := base + "\n[mcp.second]\ncommand = \"" + bin + "\"\nargs = [\"demo-server\"]\n"
+
+	saved := make(chan error, 1)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		// The open returns once the server's shell has opened the FIFO:
+		// serve has loaded its config and is booting.
+		w, err := os.OpenFile(gate, os.O_WRONLY, 0)
+		if err != nil {
+			saved <- err
+			return
+		}
+		err = os.WriteFile(cfg, []byte(added), 0o644)
+		if _, werr := w.WriteString("go\n"); err == nil {
+			err = werr
+		}
+		if cerr := w.Close(); err == nil {
+			err = cerr
+		}
+		saved <- err
+	}()
+	// Should the shell never open the FIFO, a reader that comes and
+	// goes releases the goroutine waiting to.
+	t.Cleanup(func() {
+		if r, err := os.OpenFile(gate, os.O_RDONLY|syscall.O_NONBLOCK, 0); err == nil {
+			r.Close()
+		}
+		<-done
+	})
+
+	srv, line := startServe(t, bin, nil, "serve", "-c", cfg, "--watch")
+	if err := <-saved; err != nil {
+		t.Fatalf("saving the config during the boot: %v", err)
+	}
+	if !strings.Contains(line, `"servers":{"demo":"ready"}`) {
+		t.Fatalf("ready line %s; want the config as loaded, demo alone and ready", line)
+	}
+	env := []string{"CAPBRIDGE_CONTROL=" + dir + "/control.sock"}
+	// Each status is an event; the limit is a backstop.
+	limit := time.Now().Add(60 * time.Second)
+	var st control.Status
+	for {
+		st = statusOf(t, bin, env)
+		if st.Reloaded != nil && len(st.Servers) == 2 && st.Servers[1].State == "ready" {
+			break
+		}
+		if time.Now().After(limit) {
+			t.Fatalf("the watch did not apply the save made during the boot within 60 s: %+v; stderr:\n%s", st, srv.stderr.String())
+		}
+	}
+	if r := st.Reloaded; r.Trigger != "watch" || strings.Join(r.Added, ",") != "second" || strings.Join(r.Unchanged, ",") != "demo" {
+		t.Errorf("reloaded %+v, want second added by the watch, demo unchanged", r)
+	}
+	got := pids(st)
+	if rest, err := srv.stop(); err != nil || len(rest) != 0 {
+		t.Fatalf("serve after SIGTERM: %v, %q; stderr:\n%s", err, rest, srv.stderr.String())
+	}
+	demoGone(t, got["demo"])
+	demoGone(t, got["second"])
 }

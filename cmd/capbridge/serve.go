@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -91,6 +92,23 @@ cannot be opened, 5 shutdown that could not confirm every server exited.`)
 		serveOverrides(cfg, *strict, *callSocket, *controlSocket)
 		return cfg, demo, warnings, nil
 	}
+	// What --watch measures a change from: each file as it was when
+	// serve read it, not when the watch starts after the boot (which
+	// takes up to startup_timeout), so that a save during the boot is
+	// applied once serve is ready. Each is read just before load (or
+	// serveLock) reads it: a save between the two reads is at worst
+	// applied once more, never missed.
+	loaded := map[string][]byte{}
+	snapshot := func(path string) {
+		if !*watch || path == "" {
+			return
+		}
+		if data, err := readBounded(path); err == nil {
+			loaded[path] = data
+		}
+	}
+	snapshot(*cfgPath)
+	snapshot(*mcpConfig)
 	cfg, demo, warnings, err := load()
 	if err != nil {
 		fmt.Fprintln(stderr, err)
@@ -114,6 +132,7 @@ cannot be opened, 5 shutdown that could not confirm every server exited.`)
 	for _, w := range warnings {
 		log.Warn().Str("file", w.File).Int("line", w.Line).Str("key", w.Key).Str("fix", w.Fix).Msg(w.Msg)
 	}
+	snapshot(cmp.Or(*lockFlag, cfg.Bridge.Lock))
 	locked, err := serveLock(cfg, *lockFlag, log)
 	if err != nil {
 		fmt.Fprintln(stderr, err)
@@ -348,7 +367,7 @@ cannot be opened, 5 shutdown that could not confirm every server exited.`)
 		log.Info().Strs("files", paths).Msg("watching the configuration: a change is applied once it has held for a second")
 		go func() {
 			defer close(watchDone)
-			confwatch.Watch(watchCtx, confwatch.Options{Paths: paths, Read: readBounded}, func() {
+			confwatch.Watch(watchCtx, confwatch.Options{Paths: paths, Read: readBounded, Loaded: loaded}, func() {
 				// Reload logs and audits what changed, or why it refused.
 				_, _ = b.Reload(watchCtx, "watch")
 			})

@@ -99,6 +99,7 @@ func TestServe(t *testing.T) {
 	t.Run("SIGHUP reopens the audit file", func(t *testing.T) { testSIGHUP(t, bin) })
 	t.Run("SIGHUP refuses a FIFO at audit_path", func(t *testing.T) { testSIGHUPFIFO(t, bin) })
 	t.Run("reload and watch", func(t *testing.T) { testReloadAndWatch(t, bin) })
+	t.Run("watch applies a save made during the boot", func(t *testing.T) { testWatchSaveDuringBoot(t, bin) })
 	t.Run("metrics port flooded", func(t *testing.T) { testMetricsFlood(t, bin) })
 	t.Run("metrics on a unix socket", func(t *testing.T) { testMetricsUnixSocket(t, bin) })
 	t.Run("lock", func(t *testing.T) { testServeLock(t, bin) })

@@ -8,6 +8,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"fmt"
+	"io/fs"
 	"time"
 )
 
@@ -35,14 +36,23 @@ type Options struct {
 	// Read reads one file, within a bound: serve gives the reader it
 	// loads its config with, the tests an in-memory one.
 	Read func(path string) ([]byte, error)
+	// Loaded, when not nil, is what each path held when serve loaded
+	// it, the contents a change is measured from. Serve loads long
+	// before it can watch (its servers boot in between, for up to their
+	// startup timeout): a save in between would otherwise be taken for
+	// the starting point and never applied. A path Loaded lacks (it
+	// could not be read then) counts as changed once it can be read.
+	// When nil, the contents Watch reads when called are the start.
+	Loaded map[string][]byte
 }
 
 // Watch calls changed each time the files' contents differ from those
-// it last reported (at first, those it read when called) and have stayed
-// so for Quiet. While a file cannot be read (an editor between removing
-// and writing it) nothing is reported: the change counts once it can be
-// read again. Watch returns when ctx is done; changed runs on its
-// goroutine, so a slow reload delays the next look, never overlaps it.
+// it last reported (at first, Loaded, or those it read when called) and
+// have stayed so for Quiet. While a file cannot be read (an editor
+// between removing and writing it) nothing is reported: the change
+// counts once it can be read again. Watch returns when ctx is done;
+// changed runs on its goroutine, so a slow reload delays the next look,
+// never overlaps it.
 func Watch(ctx context.Context, o Options, changed func()) {
 	if o.Every <= 0 {
 		o.Every = DefaultEvery
@@ -50,7 +60,18 @@ func Watch(ctx context.Context, o Options, changed func()) {
 	if o.Quiet <= 0 {
 		o.Quiet = DefaultQuiet
 	}
-	reported, _ := digest(o)
+	var reported []byte // nil, which no digest equals, when unknown
+	if o.Loaded != nil {
+		reported, _ = digest(o.Paths, func(path string) ([]byte, error) {
+			data, ok := o.Loaded[path]
+			if !ok {
+				return nil, fs.ErrNotExist
+			}
+			return data, nil
+		})
+	} else {
+		reported, _ = digest(o.Paths, o.Read)
+	}
 	var pending []byte
 	var since time.Time
 	tick := time.NewTicker(o.Every)
@@ -61,7 +82,7 @@ func Watch(ctx context.Context, o Options, changed func()) {
 			return
 		case <-tick.C:
 		}
-		d, ok := digest(o)
+		d, ok := digest(o.Paths, o.Read)
 		switch {
 		case !ok:
 			// Unreadable: looked at again on the next tick.
@@ -76,12 +97,12 @@ func Watch(ctx context.Context, o Options, changed func()) {
 	}
 }
 
-// digest is a hash of every file's name and contents; ok is false when
-// one cannot be read.
-func digest(o Options) (d []byte, ok bool) {
+// digest is a hash of every file's name and contents, as read reads
+// them; ok is false when one cannot be read.
+func digest(paths []string, read func(string) ([]byte, error)) (d []byte, ok bool) {
 	h := sha256.New()
-	for _, p := range o.Paths {
-		data, err := o.Read(p)
+	for _, p := range paths {
+		data, err := read(p)
 		if err != nil {
 			return nil, false
 		}

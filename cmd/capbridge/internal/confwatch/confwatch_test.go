@@ -40,9 +40,9 @@ func (f *files) read(path string) ([]byte, error) {
 }
 
 // watching runs Watch over fs's a.toml and b.lock in a synctest bubble,
-// and returns how many changes it has reported so far (read once the
-// bubble is idle) and a stop.
-func watching(t *testing.T, f *files) (count func() int, stop func()) {
+// from loaded (Options.Loaded), and returns how many changes it has
+// reported so far (read once the bubble is idle) and a stop.
+func watching(t *testing.T, f *files, loaded map[string][]byte) (count func() int, stop func()) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(t.Context())
 	var mu sync.Mutex
@@ -50,7 +50,7 @@ func watching(t *testing.T, f *files) (count func() int, stop func()) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		Watch(ctx, Options{Paths: []string{"a.toml", "b.lock"}, Every: 100 * time.Millisecond, Quiet: time.Second, Read: f.read}, func() {
+		Watch(ctx, Options{Paths: []string{"a.toml", "b.lock"}, Every: 100 * time.Millisecond, Quiet: time.Second, Read: f.read, Loaded: loaded}, func() {
 			mu.Lock()
 			n++
 			mu.Unlock()
@@ -72,7 +72,7 @@ func watching(t *testing.T, f *files) (count func() int, stop func()) {
 func TestWatch(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		f := &files{m: map[string]string{"a.toml": "one", "b.lock": "lock"}}
-		count, stop := watching(t, f)
+		count, stop := watching(t, f, nil)
 		defer stop()
 
 		fakeclock.Advance(5 * time.Second)
@@ -129,4 +129,36 @@ func TestWatch(t *testing.T) {
 			t.Fatalf("%d changes once the file came back, want 3", n)
 		}
 	})
+}
+
+// A change is measured from Loaded, what serve loaded, when it is given:
+// files that differ from it when Watch starts (saved while serve booted)
+// are a change, reported once it has held; files that match it are none;
+// a file Loaded lacks is a change once it can be read.
+func TestWatchFromLoaded(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		loaded map[string][]byte
+		want   int
+	}{
+		{"saved since loaded", map[string][]byte{"a.toml": []byte("one"), "b.lock": []byte("lock")}, 1},
+		{"as loaded", map[string][]byte{"a.toml": []byte("two"), "b.lock": []byte("lock")}, 0},
+		{"unreadable when loaded", map[string][]byte{"a.toml": []byte("two")}, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				f := &files{m: map[string]string{"a.toml": "two", "b.lock": "lock"}}
+				count, stop := watching(t, f, tc.loaded)
+				defer stop()
+				fakeclock.Advance(900 * time.Millisecond)
+				if n := count(); n != 0 {
+					t.Fatalf("reported before the change held for Quiet: %d", n)
+				}
+				fakeclock.Advance(5 * time.Second)
+				if n := count(); n != tc.want {
+					t.Fatalf("%d changes reported, want %d", n, tc.want)
+				}
+			})
+		})
+	}
 }
