@@ -401,9 +401,12 @@ func (h *httpCarrier) handleJSON(body []byte, readErr error, resp *http.Response
 	if !h.waiting(cl) || resp.StatusCode/100 != 2 {
 		return nil
 	}
+	// Another request's reply is not quoted in this one's error: it may
+	// be another program's result. A batch may hold one anywhere.
+	if i := jsonlex.SkipSpace(body, 0); i < len(body) && body[i] == '[' {
+		return &HTTPError{Method: o.method, Status: resp.StatusCode, ContentType: "application/json", Reason: "the body is a batch without the reply to the request"}
+	}
 	if id, ok := mcpproto.PeekResponseID(body); ok && id != cl.id {
-		// Another request's reply is not quoted in this one's error: it
-		// may be another program's result.
 		return &HTTPError{Method: o.method, Status: resp.StatusCode, ContentType: "application/json", Reason: fmt.Sprintf("the body is the reply to request %d, not to this one (%d)", id, cl.id)}
 	}
 	return &HTTPError{Method: o.method, Status: resp.StatusCode, ContentType: "application/json", Reason: "the body is not the reply to the request", Body: answerPreview(resp, body)}

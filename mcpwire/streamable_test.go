@@ -40,7 +40,13 @@ func httpServer(t *testing.T, sc mcptest.Scenario, o mcptest.HTTPOptions) (*mcpt
 // (true); the face answers the rest. It returns the URL of /mcp.
 func interceptedServer(t *testing.T, o mcptest.HTTPOptions, intercept func(w http.ResponseWriter, r *http.Request, body []byte) bool) string {
 	t.Helper()
-	face := mcptest.NewHTTP(mcptest.Scenario{}, o)
+	return interceptedServerOf(t, mcptest.Scenario{}, o, intercept)
+}
+
+// interceptedServerOf is interceptedServer of the server sc describes.
+func interceptedServerOf(t *testing.T, sc mcptest.Scenario, o mcptest.HTTPOptions, intercept func(w http.ResponseWriter, r *http.Request, body []byte) bool) string {
+	t.Helper()
+	face := mcptest.NewHTTP(sc, o)
 	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
 		if intercept(w, r, body) {
@@ -1034,13 +1040,18 @@ func TestHTTPUnsentCallNotAbandoned(t *testing.T) {
 // A POST's answer settles only the request it carried: an answer that
 // names another call in flight (a misrouting proxy, a confused gateway)
 // is stray, and fails the call it answered without quoting the other's
-// result. Both calls may be different programs'.
+// result. Both calls may be different programs'. Under 2025-03-26 the
+// answer may be a batch.
 func TestStreamableAnswerSettlesOnlyItsRequest(t *testing.T) {
 	defer leakcheck.Check(t)()
-	for _, shape := range []string{"application/json", "text/event-stream"} {
+	for _, shape := range []string{"application/json", "text/event-stream", "batch"} {
 		t.Run(shape, func(t *testing.T) {
+			sc := mcptest.Scenario{}
+			if shape == "batch" {
+				sc.ProtocolVersion = "2025-03-26"
+			}
 			bArrived, aAnswered := make(chan json.RawMessage, 1), make(chan struct{})
-			u := interceptedServer(t, mcptest.HTTPOptions{}, func(w http.ResponseWriter, r *http.Request, body []byte) bool {
+			u := interceptedServerOf(t, sc, mcptest.HTTPOptions{}, func(w http.ResponseWriter, r *http.Request, body []byte) bool {
 				var m struct {
 					ID     json.RawMessage `json:"id"`
 					Method string          `json:"method"`
@@ -1053,9 +1064,15 @@ func TestStreamableAnswerSettlesOnlyItsRequest(t *testing.T) {
 				}
 				answer := func(id json.RawMessage, text string) {
 					line := fmt.Sprintf(`{"jsonrpc":"2.0","id":%s,"result":{"content":[{"type":"text","text":%q}]}}`, id, text)
-					w.Header().Set("Content-Type", shape)
-					if shape == "text/event-stream" {
+					switch shape {
+					case "text/event-stream":
 						line = "data: " + line + "\n\n"
+						w.Header().Set("Content-Type", shape)
+					case "batch":
+						line = "[" + line + "]"
+						w.Header().Set("Content-Type", "application/json")
+					default:
+						w.Header().Set("Content-Type", shape)
 					}
 					io.WriteString(w, line)
 				}
