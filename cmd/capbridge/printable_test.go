@@ -28,10 +28,10 @@ func actedOn(s string) bool {
 	})
 }
 
-// What servers say (a tool's description and parameters, a failure's
-// reason and stderr, a call's error) reaches the operator's terminal
-// with nothing a terminal acts on, while a result piped elsewhere keeps
-// its exact bytes.
+// What servers say (a tool's name, description and parameters, a
+// failure's reason and stderr, a call's error, what changed since the
+// lock) reaches the operator's terminal with nothing a terminal acts on,
+// while a result piped elsewhere keeps its exact bytes.
 func TestServerTextShownSafely(t *testing.T) {
 	defer leakcheck.Check(t)()
 	bin := filepath.Join(t.TempDir(), "capbridge")
@@ -46,14 +46,35 @@ func TestServerTextShownSafely(t *testing.T) {
 		`"text":{"type":"string","description":` + quoted(hostileText) + `},` +
 		quoted("x"+hostileText) + `:{"type":"string","default":` + quoted(hostileText) + `}},"required":["text"]}}`
 	rpcError := `{"name":"rpc_error","inputSchema":{"type":"object","properties":{"message":{"type":"string"}}}}`
+	named := `{"name":` + quoted("x"+hostileText) + `,"inputSchema":{"type":"object","properties":{` + quoted("p"+hostileText) + `:{"type":"string"}}}}`
 	dir := shortTempDir(t)
 	stderrScript := `printf '\033]0;PWNED\007\302\233 2J \342\200\256 gnp.exe\n' >&2; exit 3`
 	cfg := filepath.Join(dir, "capbridge.toml")
 	toml := "[bridge]\ncall_socket = \"" + dir + "/call.sock\"\ncontrol_socket = \"" + dir + "/control.sock\"\n\n" +
-		"[mcp.evil]\n" + mcptest.TOML(mcptest.Scenario{Tools: []json.RawMessage{json.RawMessage(echo), json.RawMessage(rpcError)}}) + "\n" +
+		"[mcp.evil]\n" + mcptest.TOML(mcptest.Scenario{Tools: []json.RawMessage{json.RawMessage(echo), json.RawMessage(rpcError), json.RawMessage(named)}}) + "\n" +
 		"[mcp.broken]\ncommand = \"/bin/sh\"\nargs = [\"-c\", " + quoted(stderrScript) + "]\nrestart = \"never\"\n"
 	if err := os.WriteFile(cfg, []byte(toml), 0o600); err != nil {
 		t.Fatal(err)
+	}
+	// lock names the tools it locked; skew, against a lock of another
+	// listing, what changed, in the server's words. (Their stderr is the
+	// boot's log, JSON lines for a program to read when it is not a
+	// terminal; on one it is the console format, which quotes.)
+	lockFile := filepath.Join(dir, "capbridge.lock")
+	other := filepath.Join(dir, "other.toml")
+	otherTOML := "[mcp.evil]\n" + mcptest.TOML(mcptest.Scenario{Tools: []json.RawMessage{json.RawMessage(echo), json.RawMessage(rpcError),
+		json.RawMessage(`{"name":` + quoted("x"+hostileText) + `,"inputSchema":{"type":"object"}}`)}}) + "\n"
+	if err := os.WriteFile(other, []byte(otherTOML), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{
+		{"lock", "-c", other, "--out", lockFile},
+		{"skew", "-c", cfg, "--lock", lockFile},
+	} {
+		out, _, _ := runCLI(t, bin, nil, args...)
+		if !strings.Contains(out, "PWNED") || actedOn(out) {
+			t.Errorf("capbridge %s, which should show the server's text inert: %q", args[0], out)
+		}
 	}
 	srv, _ := startServe(t, bin, nil, "serve", "-c", cfg)
 

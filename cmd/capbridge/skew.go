@@ -120,18 +120,19 @@ cannot be read or is invalid.`)
 
 func printSkew(w io.Writer, r skewReport) {
 	for _, d := range r.Drift {
+		// The tool's name and the detail are the server's words.
 		where := d.Server
 		if d.Tool != "" {
-			where += "." + d.Tool
+			where += "." + printable(d.Tool)
 		}
 		if d.Detail != "" {
-			fmt.Fprintf(w, "%s: %s: %s\n", where, d.Class, d.Detail)
+			fmt.Fprintf(w, "%s: %s: %s\n", where, d.Class, printable(d.Detail))
 		} else {
 			fmt.Fprintf(w, "%s: %s\n", where, d.Class)
 		}
 	}
 	for _, name := range slices.Sorted(maps.Keys(r.Down)) {
-		fmt.Fprintf(w, "%s: not compared: %s\n", name, r.Down[name])
+		fmt.Fprintf(w, "%s: not compared: %s\n", name, printable(r.Down[name]))
 	}
 	switch {
 	case len(r.Drift) > 0:
