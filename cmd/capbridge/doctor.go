@@ -517,10 +517,12 @@ func (r *doctorReport) shutdown(err error) {
 }
 
 func (r *doctorReport) print(w io.Writer) {
+	// What the servers said (a failure's reason, the end of its stderr)
+	// is in the texts: each is shown inert.
 	line := func(section, status, text string) {
-		fmt.Fprintf(w, "%-9s %-5s %s\n", section, status, text)
+		fmt.Fprintf(w, "%-9s %-5s %s\n", section, status, printable(text))
 	}
-	more := func(text string) { fmt.Fprintf(w, "%16s%s\n", "", text) }
+	more := func(text string) { fmt.Fprintf(w, "%16s%s\n", "", printable(text)) }
 	status := func(ok bool) string {
 		if ok {
 			return "ok"
@@ -604,7 +606,7 @@ func (r *doctorReport) print(w io.Writer) {
 		}
 		fmt.Fprintf(w, "\n%s:\n", title)
 		for _, f := range fs {
-			fmt.Fprintf(w, "  %s: %s\n    fix: %s\n", f.Where, f.Problem, f.Fix)
+			fmt.Fprintf(w, "  %s: %s\n    fix: %s\n", printable(f.Where), printable(f.Problem), printable(f.Fix))
 		}
 	}
 	list("warnings", r.Warnings)
@@ -705,7 +707,7 @@ func (l *bootEvents) watch(ctx context.Context, w io.Writer, servers []string, s
 		case now := <-tick.C:
 			for _, name := range servers {
 				if line, ok := l.progress(name, now.Sub(start)); ok {
-					fmt.Fprintln(w, line)
+					fmt.Fprintln(w, printable(line)) // it quotes the server's stderr
 				}
 			}
 		}

@@ -70,6 +70,7 @@ func TestServerTextShownSafely(t *testing.T) {
 	for _, args := range [][]string{
 		{"lock", "-c", other, "--out", lockFile},
 		{"skew", "-c", cfg, "--lock", lockFile},
+		{"doctor", "-c", cfg},
 	} {
 		out, _, _ := runCLI(t, bin, nil, args...)
 		if !strings.Contains(out, "PWNED") || actedOn(out) {
