@@ -64,11 +64,15 @@ const maxAuditNames = 64
 
 // auditNames is clip of each of the first maxAuditNames of ss, and then
 // how many more there are.
-func auditNames(ss []string) []string {
+func auditNames(ss []string) []string { return auditFirst(clipAll(ss)) }
+
+// auditFirst is the first maxAuditNames of ss, and then how many more
+// there are.
+func auditFirst(ss []string) []string {
 	if len(ss) <= maxAuditNames {
-		return clipAll(ss)
+		return ss
 	}
-	return append(clipAll(ss[:maxAuditNames]), fmt.Sprintf("… and %d more", len(ss)-maxAuditNames))
+	return append(ss[:maxAuditNames:maxAuditNames], fmt.Sprintf("… and %d more", len(ss)-maxAuditNames))
 }
 
 // charge takes cost bytes of g's audit budget and reports whether its

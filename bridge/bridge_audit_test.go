@@ -349,4 +349,9 @@ func TestAuditNamesBounded(t *testing.T) {
 	if got := auditNames([]string{"a", "b"}); len(got) != 2 || got[1] != "b" {
 		t.Errorf("two names: %q", got)
 	}
+	// A change's classes follow its clipped name whole.
+	long := strings.Repeat("n", 200)
+	if got := auditFirst([]string{clip(long) + ": description_changed,annotations_changed"}); !strings.HasSuffix(got[0], ": description_changed,annotations_changed") {
+		t.Errorf("a long name's change: %q", got[0])
+	}
 }

@@ -794,7 +794,7 @@ func (s *server) reportRelist(cause string, old, nt *table) {
 	names := slices.Sorted(maps.Keys(changed))
 	classes := make([]string, len(names))
 	for i, name := range names {
-		classes[i] = name + ": " + changed[name]
+		classes[i] = clip(name) + ": " + changed[name]
 		ev := s.log.Warn().Str("tool", clip(name)).Str("changes", changed[name]).Str("cause", cause)
 		if before, after := destructiveHint(old.tools[name]), destructiveHint(nt.tools[name]); before != after {
 			ev = ev.Str("destructive_hint", before+" → "+after)
@@ -802,7 +802,7 @@ func (s *server) reportRelist(cause string, old, nt *table) {
 		ev.Msg("a tool changed since the server last listed it; review it (capbridge describe), and lock the surface to withhold such changes")
 	}
 	s.audit.Info().Str("event", "relist").Str("server", s.cfg().Name).Str("cause", cause).Int("tools", len(nt.tools)).
-		Strs("added", auditNames(added)).Strs("removed", auditNames(removed)).Strs("changed", auditNames(names)).Strs("changes", auditNames(classes)).Msg("server tools changed")
+		Strs("added", auditNames(added)).Strs("removed", auditNames(removed)).Strs("changed", auditNames(names)).Strs("changes", auditFirst(classes)).Msg("server tools changed")
 }
 
 func destructiveHint(t mcpwire.Tool) string {
