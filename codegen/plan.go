@@ -952,8 +952,13 @@ func (p *planner) mergeAllOf(s *node) (*node, string) {
 			}
 		}
 		if pr := target.get("properties"); pr != nil && pr.kind == kindObject {
+			// Full, the merge looks no further: a wide member's keys
+			// would each be looked up among maxFields for nothing.
 			for j, k := range pr.keys {
-				if props.get(k) == nil && len(props.keys) < maxFields {
+				if len(props.keys) == maxFields {
+					break
+				}
+				if props.get(k) == nil {
 					props.keys = append(props.keys, k)
 					props.vals = append(props.vals, pr.vals[j])
 				}
