@@ -218,6 +218,9 @@ func authorizedDo(ctx context.Context, hc *http.Client, auth Authorizer, method 
 		retry, aerr := auth.Challenge(ctx, resp)
 		if aerr != nil {
 			drainBody(resp)
+			if ctx.Err() != nil {
+				return nil, context.Cause(ctx) // as for Authorize, above
+			}
 			return nil, &HTTPError{Method: method, Status: resp.StatusCode, ContentType: shownType(resp), Reason: aerr.Error(), Err: aerr, Unauthorized: true}
 		}
 		if !retry {
