@@ -3,6 +3,11 @@ package bridge
 import (
 	"fmt"
 	"io"
+	"maps"
+	"net/url"
+	"strconv"
+	"strings"
+	"unicode"
 
 	"github.com/capbridge/capbridge/bridge/config"
 	"github.com/capbridge/capbridge/bridge/internal/redact"
@@ -39,12 +44,36 @@ func Secrets(cfg *config.Config) map[string]string {
 	return out
 }
 
+// pathKeys are the segments of u's path that look like a key, by their
+// place: some hosted servers hand out URLs with the key in the path
+// (https://host/mcp/KEY/sse), so a segment long enough to be one, of
+// letters and digits both, is taken as one.
+func pathKeys(u *url.URL) map[string]string {
+	keys := map[string]string{}
+	for i, seg := range strings.Split(u.Path, "/") {
+		if len(seg) >= 16 && strings.ContainsAny(seg, "0123456789") && strings.IndexFunc(seg, unicode.IsLetter) >= 0 {
+			keys["url path "+strconv.Itoa(i)] = seg
+		}
+	}
+	return keys
+}
+
 // addSecrets adds s's secrets to into, each under its name, or, where
 // into holds another value under that name (a secret a reload rotated,
 // whose earlier value a draining server still holds), under the name
 // marked as an earlier one: no value is ever dropped for another.
 func addSecrets(into map[string]string, s config.Server) {
-	for where, v := range s.SecretValues() {
+	secrets := s.SecretValues()
+	if s.Remote != nil {
+		// A key written in the URL itself is no reference, but a log
+		// line quoting the URL must not show it either.
+		if u, err := url.Parse(s.Remote.URL); err == nil {
+			keys := pathKeys(u)
+			maps.Copy(keys, secrets)
+			secrets = keys
+		}
+	}
+	for where, v := range secrets {
 		name := s.Name + " " + where
 		for n := 1; ; n++ {
 			if cur, ok := into[name]; !ok || cur == v {

@@ -8,12 +8,10 @@ import (
 	"net/url"
 	"os"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
-	"unicode"
 
 	"github.com/rs/zerolog"
 
@@ -336,14 +334,7 @@ func secretsOf(cfg config.Server, lookup func(string) (string, bool), readFile f
 		if p, ok := u.User.Password(); ok {
 			out["url password"] = p
 		}
-		// Some hosted servers hand out URLs with the key in the path
-		// (https://host/mcp/KEY/sse): a segment long enough to be one,
-		// of letters and digits both, is taken as one.
-		for i, seg := range strings.Split(u.Path, "/") {
-			if len(seg) >= 16 && strings.ContainsAny(seg, "0123456789") && strings.IndexFunc(seg, unicode.IsLetter) >= 0 {
-				out["url path "+strconv.Itoa(i)] = seg
-			}
-		}
+		maps.Copy(out, pathKeys(u))
 		for k, vs := range u.Query() {
 			for _, v := range vs {
 				if len(v) >= written {
