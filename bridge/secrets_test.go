@@ -30,3 +30,15 @@ func TestSecretsHoldPathKeys(t *testing.T) {
 		t.Errorf("secrets %q, want the key alone", got)
 	}
 }
+
+// status shows where a remote server is, without a key in its path.
+func TestShownURLHidesPathKeys(t *testing.T) {
+	for raw, want := range map[string]string{
+		"https://mcp.example.com/mcp/k3f9a1c0e7b2d4a6f8e1b7c5d/sse?key=x": "https://mcp.example.com/mcp/[redacted:url path 2]/sse",
+		"https://mcp.example.com/v1/organizations/acme/mcp":               "https://mcp.example.com/v1/organizations/acme/mcp",
+	} {
+		if got := shownURL(raw); got != want {
+			t.Errorf("shownURL(%s) = %s, want %s", raw, got, want)
+		}
+	}
+}

@@ -781,13 +781,18 @@ func (s *server) snapshot() Status {
 }
 
 // shownURL is a configured URL as status may show it: without
-// credentials, query or fragment (a query may hold an API key).
+// credentials, query or fragment (a query may hold an API key), and
+// with a path segment that looks like a key (pathKeys) replaced.
 func shownURL(raw string) string {
 	u, err := url.Parse(raw)
 	if err != nil {
 		return ""
 	}
-	return (&url.URL{Scheme: u.Scheme, Host: u.Host, Path: u.Path}).String()
+	shown := (&url.URL{Scheme: u.Scheme, Host: u.Host, Path: u.Path}).String()
+	for name, key := range pathKeys(u) {
+		shown = strings.ReplaceAll(shown, key, "[redacted:"+name+"]")
+	}
+	return shown
 }
 
 func nonNil(s []string) []string {
