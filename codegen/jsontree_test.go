@@ -212,36 +212,34 @@ func wideObject(n int) string {
 // of that schema at each of its records × props uses: scanned key by
 // key, it took 6.6 s.
 func wideRefSchema(junk, records, props int) []byte {
-	var b strings.Builder
-	b.WriteString(`{"type":"object","properties":{`)
-	for r := range records {
-		if r > 0 {
-			b.WriteByte(',')
+	return wideUses(records, props, "b", func(b *strings.Builder) {
+		b.WriteString(`"b":{`)
+		for j := range junk {
+			fmt.Fprintf(b, `"%04x":0,`, j) // as long as "type"
 		}
-		fmt.Fprintf(&b, `"r%d":{"$ref":"#/$defs/R%d"}`, r, r)
-	}
-	b.WriteString(`},"$defs":{"b":{`)
-	for j := range junk {
-		fmt.Fprintf(&b, `"%04x":0,`, j) // as long as "type"
-	}
-	b.WriteString(`"type":"string"}`)
-	for r := range records {
-		fmt.Fprintf(&b, `,"R%d":{"type":"object","properties":{`, r)
-		for p := range props {
-			if p > 0 {
-				b.WriteByte(',')
-			}
-			fmt.Fprintf(&b, `"%d":{"$ref":"#/$defs/b"}`, p)
-		}
-		b.WriteString(`}}`)
-	}
-	b.WriteString(`}}`)
-	return []byte(b.String())
+		b.WriteString(`"type":"string"}`)
+	})
 }
 
 // wideAllOfSchema is wideRefSchema whose records' properties are each an
 // allOf of one object of junk properties, merged at every use.
 func wideAllOfSchema(junk, records, props int) []byte {
+	return wideUses(records, props, "M", func(b *strings.Builder) {
+		b.WriteString(`"W":{"type":"object","properties":{`)
+		for j := range junk {
+			if j > 0 {
+				b.WriteByte(',')
+			}
+			fmt.Fprintf(b, `"%04x":0`, j)
+		}
+		b.WriteString(`}},"M":{"allOf":[{"$ref":"#/$defs/W"}]}`)
+	})
+}
+
+// wideUses is an object schema of records properties, each a $ref to a
+// record of props properties, each a $ref to the definition named used,
+// which defs writes among the $defs.
+func wideUses(records, props int, used string, defs func(*strings.Builder)) []byte {
 	var b strings.Builder
 	b.WriteString(`{"type":"object","properties":{`)
 	for r := range records {
@@ -250,21 +248,15 @@ func wideAllOfSchema(junk, records, props int) []byte {
 		}
 		fmt.Fprintf(&b, `"r%d":{"$ref":"#/$defs/R%d"}`, r, r)
 	}
-	b.WriteString(`},"$defs":{"W":{"type":"object","properties":{`)
-	for j := range junk {
-		if j > 0 {
-			b.WriteByte(',')
-		}
-		fmt.Fprintf(&b, `"%04x":0`, j)
-	}
-	b.WriteString(`}},"M":{"allOf":[{"$ref":"#/$defs/W"}]}`)
+	b.WriteString(`},"$defs":{`)
+	defs(&b)
 	for r := range records {
 		fmt.Fprintf(&b, `,"R%d":{"type":"object","properties":{`, r)
 		for p := range props {
 			if p > 0 {
 				b.WriteByte(',')
 			}
-			fmt.Fprintf(&b, `"%d":{"$ref":"#/$defs/M"}`, p)
+			fmt.Fprintf(&b, `"%d":{"$ref":"#/$defs/%s"}`, p, used)
 		}
 		b.WriteString(`}}`)
 	}

@@ -58,18 +58,7 @@ func testReloadAndWatch(t *testing.T, bin string) {
 	if err := os.WriteFile(cfg, []byte(added), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	// Each status is an event; the limit is a backstop.
-	limit := time.Now().Add(60 * time.Second)
-	var st control.Status
-	for {
-		st = statusOf(t, bin, env)
-		if st.Reloaded != nil && len(st.Servers) == 2 && st.Servers[1].State == "ready" {
-			break
-		}
-		if time.Now().After(limit) {
-			t.Fatalf("the watch did not apply the added server within 60 s: %+v; stderr:\n%s", st, srv.stderr.String())
-		}
-	}
+	st := watchedSecond(t, bin, env, srv, "the added server")
 	if r := st.Reloaded; r.Trigger != "watch" || strings.Join(r.Added, ",") != "second" || strings.Join(r.Unchanged, ",") != "demo" {
 		t.Errorf("reloaded %+v, want second added by the watch, demo unchanged", r)
 	}
@@ -169,18 +158,7 @@ func testWatchSaveDuringBoot(t *testing.T, bin string) {
 		t.Fatalf("ready line %s; want the config as loaded, demo alone and ready", line)
 	}
 	env := []string{"CAPBRIDGE_CONTROL=" + dir + "/control.sock"}
-	// Each status is an event; the limit is a backstop.
-	limit := time.Now().Add(60 * time.Second)
-	var st control.Status
-	for {
-		st = statusOf(t, bin, env)
-		if st.Reloaded != nil && len(st.Servers) == 2 && st.Servers[1].State == "ready" {
-			break
-		}
-		if time.Now().After(limit) {
-			t.Fatalf("the watch did not apply the save made during the boot within 60 s: %+v; stderr:\n%s", st, srv.stderr.String())
-		}
-	}
+	st := watchedSecond(t, bin, env, srv, "the save made during the boot")
 	if r := st.Reloaded; r.Trigger != "watch" || strings.Join(r.Added, ",") != "second" || strings.Join(r.Unchanged, ",") != "demo" {
 		t.Errorf("reloaded %+v, want second added by the watch, demo unchanged", r)
 	}
@@ -190,4 +168,22 @@ func testWatchSaveDuringBoot(t *testing.T, bin string) {
 	}
 	demoGone(t, got["demo"])
 	demoGone(t, got["second"])
+}
+
+// watchedSecond waits until the watch has reloaded the config into a
+// second server, ready, and returns the status that says so; what names
+// the change for the failure.
+func watchedSecond(t *testing.T, bin string, env []string, srv *servedBinary, what string) control.Status {
+	t.Helper()
+	// Each status is an event; the limit is a backstop.
+	limit := time.Now().Add(60 * time.Second)
+	for {
+		st := statusOf(t, bin, env)
+		if st.Reloaded != nil && len(st.Servers) == 2 && st.Servers[1].State == "ready" {
+			return st
+		}
+		if time.Now().After(limit) {
+			t.Fatalf("the watch did not apply %s within 60 s: %+v; stderr:\n%s", what, st, srv.stderr.String())
+		}
+	}
 }
