@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/capbridge/capbridge/internal/testkit/leakcheck"
+	"github.com/capbridge/capbridge/internal/testkit/need"
 )
 
 // squatterEnv makes the test binary a squatter: it listens on the path
@@ -48,6 +49,16 @@ func squat(path string) int {
 	return 0
 }
 
+// needRoot ends the test unless it runs as root, which what needs:
+// under the test command (CI runs it as root) the test fails, run by
+// hand it is skipped (need.Missing).
+func needRoot(t *testing.T, what string) {
+	t.Helper()
+	if uid := os.Getuid(); uid != 0 {
+		need.Missing(t, "root", what+" needs it: run the tests as root, as CI does", fmt.Errorf("running as uid %d", uid))
+	}
+}
+
 // nobody is the uid a squatter runs as.
 const nobody = 65534
 
@@ -60,7 +71,6 @@ func TestDialOwn(t *testing.T) {
 	defer leakcheck.Check(t)()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute) // a backstop
 	defer cancel()
-	root := os.Getuid() == 0
 
 	// refusedUnheard dials path with DialOwn, wants it refused, then
 	// checks that the listener l met no connection before ours.
@@ -116,9 +126,7 @@ func TestDialOwn(t *testing.T) {
 	})
 
 	t.Run("the directory is another user's", func(t *testing.T) {
-		if !root {
-			t.Skip("giving a directory to another uid needs root (CI runs as root)")
-		}
+		needRoot(t, "giving a directory to another uid")
 		dir := filepath.Join(t.TempDir(), "capbridge")
 		if err := os.Mkdir(dir, 0o755); err != nil {
 			t.Fatal(err)
@@ -131,9 +139,7 @@ func TestDialOwn(t *testing.T) {
 	})
 
 	t.Run("another user serves the socket", func(t *testing.T) {
-		if !root {
-			t.Skip("running a process as another uid needs root (CI runs as root)")
-		}
+		needRoot(t, "running a process as another uid")
 		base := t.TempDir()
 		for _, d := range []string{filepath.Dir(base), base} {
 			if err := os.Chmod(d, 0o755); err != nil { // for nobody to reach its own
