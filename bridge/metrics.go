@@ -13,12 +13,12 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-	"unicode"
 
 	vm "github.com/VictoriaMetrics/metrics"
 
 	"github.com/capbridge/capbridge/bridge/internal/quota"
 	"github.com/capbridge/capbridge/capwire"
+	"github.com/capbridge/capbridge/internal/inert"
 	"github.com/capbridge/capbridge/internal/loopback"
 	"github.com/capbridge/capbridge/internal/netlimit"
 	"github.com/capbridge/capbridge/internal/truncate"
@@ -515,13 +515,7 @@ func (ss *serverSeries) listed(t *table) {
 // tool's name is the server's choice, and an operator reads the metrics
 // with curl and capbridge metrics.
 func labelValue(s string) string {
-	s = strings.Map(func(r rune) rune {
-		if r == '\n' || unicode.IsPrint(r) {
-			return r
-		}
-		return unicode.ReplacementChar
-	}, s)
-	return labelEscaper.Replace(truncate.String(s, maxLabelValue))
+	return labelEscaper.Replace(truncate.String(inert.Lines(s), maxLabelValue))
 }
 
 var labelEscaper = strings.NewReplacer(`\`, `\\`, `"`, `\"`, "\n", `\n`)

@@ -19,6 +19,7 @@ import (
 	"github.com/capbridge/capbridge/bridge/control"
 	"github.com/capbridge/capbridge/capwire"
 	"github.com/capbridge/capbridge/interchange"
+	"github.com/capbridge/capbridge/internal/inert"
 )
 
 // maxArgFile bounds what key=@file and `-` read: a tool's arguments travel
@@ -91,9 +92,9 @@ tool reports an error.`)
 		return printCallJSON(r, denied, stdout, stderr)
 	}
 	if denied != nil {
-		fmt.Fprintf(stderr, "denied: %s: %s", printable(denied.Code), printable(denied.Message))
+		fmt.Fprintf(stderr, "denied: %s: %s", inert.Line(denied.Code), inert.Line(denied.Message))
 		if denied.Path != "" {
-			fmt.Fprintf(stderr, " (at %s)", printable(denied.Path))
+			fmt.Fprintf(stderr, " (at %s)", inert.Line(denied.Path))
 		}
 		if denied.RPCCode != 0 {
 			fmt.Fprintf(stderr, " [rpc %d]", denied.RPCCode)
@@ -108,7 +109,7 @@ tool reports an error.`)
 		if b.Type == capwire.BlockText {
 			fmt.Fprintln(stdout, forTerminal(stdout, b.Text))
 		} else {
-			fmt.Fprintf(stdout, "[%s]\n", printable(b.Kind))
+			fmt.Fprintf(stdout, "[%s]\n", inert.Line(b.Kind))
 		}
 	}
 	if len(r.Structured) > 0 {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/capbridge/capbridge/bridge/config"
 	"github.com/capbridge/capbridge/bridge/control"
+	"github.com/capbridge/capbridge/internal/inert"
 )
 
 // cmdFlags is a command's flag set with the text its help prints. Every
@@ -196,7 +197,7 @@ func dialError(path, how string, err error) error {
 // explain returns err's message with what to do next, for an error a
 // client command prints.
 func explain(err error) string {
-	msg := printable(err.Error()) // it may quote a server
+	msg := inert.Line(err.Error()) // it may quote a server
 	var ce *control.Error
 	if !errors.As(err, &ce) {
 		if errors.Is(err, context.DeadlineExceeded) {

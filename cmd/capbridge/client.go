@@ -16,6 +16,7 @@ import (
 	"github.com/capbridge/capbridge/bridge/control"
 	"github.com/capbridge/capbridge/capwire"
 	"github.com/capbridge/capbridge/interchange"
+	"github.com/capbridge/capbridge/internal/inert"
 )
 
 // printCallJSON prints the outcome (r, or denied when the call was
@@ -328,7 +329,7 @@ of its stderr), the live grants and the open connections.`)
 	for _, s := range r.Servers {
 		fmt.Fprintf(stdout, "%-20s %-8s pid=%d tools=%d inflight=%d abandoned=%d queued=%d calls=%d errors=%d\n", s.Name, s.State, s.PID, s.Tools, s.Inflight, s.Abandoned, s.Queued, s.Calls, s.Errors)
 		if s.Reason != "" {
-			fmt.Fprintf(stdout, "  reason: %s\n", printable(s.Reason))
+			fmt.Fprintf(stdout, "  reason: %s\n", inert.Line(s.Reason))
 		}
 		if s.URL != "" {
 			fmt.Fprintf(stdout, "  remote: %s (%s)\n", s.URL, s.Transport)
@@ -340,7 +341,7 @@ of its stderr), the live grants and the open connections.`)
 			fmt.Fprintf(stdout, "  mcp: %s %s, server %q %q\n", s.Era, s.Protocol, s.ServerName, s.ServerVersion)
 		}
 		if s.StderrTail != "" {
-			fmt.Fprintf(stdout, "  stderr: %s\n", strings.ReplaceAll(printableLines(strings.TrimSpace(s.StderrTail)), "\n", "\n          "))
+			fmt.Fprintf(stdout, "  stderr: %s\n", strings.ReplaceAll(inert.Lines(strings.TrimSpace(s.StderrTail)), "\n", "\n          "))
 		}
 	}
 	for _, s := range r.Draining {

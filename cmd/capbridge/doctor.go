@@ -22,6 +22,7 @@ import (
 
 	"github.com/capbridge/capbridge/bridge"
 	"github.com/capbridge/capbridge/bridge/config"
+	"github.com/capbridge/capbridge/internal/inert"
 	"github.com/capbridge/capbridge/internal/truncate"
 	"github.com/capbridge/capbridge/jail"
 	"github.com/capbridge/capbridge/mcpwire"
@@ -520,9 +521,9 @@ func (r *doctorReport) print(w io.Writer) {
 	// What the servers said (a failure's reason, the end of its stderr)
 	// is in the texts: each is shown inert.
 	line := func(section, status, text string) {
-		fmt.Fprintf(w, "%-9s %-5s %s\n", section, status, printable(text))
+		fmt.Fprintf(w, "%-9s %-5s %s\n", section, status, inert.Line(text))
 	}
-	more := func(text string) { fmt.Fprintf(w, "%16s%s\n", "", printable(text)) }
+	more := func(text string) { fmt.Fprintf(w, "%16s%s\n", "", inert.Line(text)) }
 	status := func(ok bool) string {
 		if ok {
 			return "ok"
@@ -606,7 +607,7 @@ func (r *doctorReport) print(w io.Writer) {
 		}
 		fmt.Fprintf(w, "\n%s:\n", title)
 		for _, f := range fs {
-			fmt.Fprintf(w, "  %s: %s\n    fix: %s\n", printable(f.Where), printable(f.Problem), printable(f.Fix))
+			fmt.Fprintf(w, "  %s: %s\n    fix: %s\n", inert.Line(f.Where), inert.Line(f.Problem), inert.Line(f.Fix))
 		}
 	}
 	list("warnings", r.Warnings)
@@ -707,7 +708,7 @@ func (l *bootEvents) watch(ctx context.Context, w io.Writer, servers []string, s
 		case now := <-tick.C:
 			for _, name := range servers {
 				if line, ok := l.progress(name, now.Sub(start)); ok {
-					fmt.Fprintln(w, printable(line)) // it quotes the server's stderr
+					fmt.Fprintln(w, inert.Line(line)) // it quotes the server's stderr
 				}
 			}
 		}

@@ -20,6 +20,7 @@ import (
 	"github.com/capbridge/capbridge/bridge"
 	"github.com/capbridge/capbridge/bridge/config"
 	"github.com/capbridge/capbridge/bridge/control"
+	"github.com/capbridge/capbridge/internal/inert"
 	"github.com/capbridge/capbridge/internal/lock"
 	"github.com/capbridge/capbridge/internal/regular"
 )
@@ -171,7 +172,7 @@ written, 2 bad command line, 4 configuration error.`)
 	}
 	if len(down) > 0 {
 		for _, name := range slices.Sorted(maps.Keys(down)) {
-			fmt.Fprintf(stderr, "capbridge lock: server %s did not boot: %s\n", name, printable(fmt.Sprint(down[name])))
+			fmt.Fprintf(stderr, "capbridge lock: server %s did not boot: %s\n", name, inert.Line(fmt.Sprint(down[name])))
 		}
 		fmt.Fprintln(stderr, "capbridge lock: nothing written; fix the servers (capbridge doctor) and lock again")
 		return exitError
@@ -185,7 +186,7 @@ written, 2 bad command line, 4 configuration error.`)
 	for _, name := range slices.Sorted(maps.Keys(live.Servers)) {
 		s := live.Servers[name]
 		tools += len(s.Tools)
-		fmt.Fprintf(stdout, "%s: %d tools, revision %s (%s)\n", name, len(s.Tools), lock.Short(s.Revision), printable(strings.Join(slices.Sorted(maps.Keys(s.Tools)), ", ")))
+		fmt.Fprintf(stdout, "%s: %d tools, revision %s (%s)\n", name, len(s.Tools), lock.Short(s.Revision), inert.Line(strings.Join(slices.Sorted(maps.Keys(s.Tools)), ", ")))
 	}
 	fmt.Fprintf(stdout, "locked %s, %s in %s (digest %s)\n", plural(len(live.Servers), "server"), plural(tools, "tool"), path, lock.Short(live.Digest))
 	return exitOK

@@ -11,6 +11,7 @@ import (
 	"unicode"
 
 	"github.com/capbridge/capbridge/bridge"
+	"github.com/capbridge/capbridge/internal/inert"
 	"github.com/capbridge/capbridge/internal/testkit/leakcheck"
 	"github.com/capbridge/capbridge/internal/testkit/mcptest"
 )
@@ -105,8 +106,8 @@ func TestServerTextShownSafely(t *testing.T) {
 // On a terminal a result keeps its lines and loses what the terminal
 // would act on; elsewhere it is left as it is.
 func TestForTerminal(t *testing.T) {
-	if got := printableLines("a\x1b[2Jb\nc\u202ed\te"); got != "a\ufffd[2Jb\nc\ufffdd\ufffde" {
-		t.Errorf("printableLines: %q", got)
+	if got := inert.Lines("a\x1b[2Jb\nc\u202ed\te"); got != "a\ufffd[2Jb\nc\ufffdd\ufffde" {
+		t.Errorf("inert.Lines: %q", got)
 	}
 	var buf bytes.Buffer
 	if got := forTerminal(&buf, hostileText); got != hostileText {

@@ -10,6 +10,7 @@ import (
 	"github.com/tidwall/gjson"
 
 	"github.com/capbridge/capbridge/bridge/control"
+	"github.com/capbridge/capbridge/internal/inert"
 )
 
 // runResources is `capbridge resources [--json] SERVER`: the resources
@@ -52,7 +53,7 @@ first line of its description; --json prints {"resources": [...],
 		return exitOK
 	}
 	resources, templates := gjson.Parse(list.Resources).Array(), gjson.Parse(list.Templates).Array()
-	fmt.Fprintf(stdout, "%s: %d resource(s), %d template(s)\n", printable(pos[0]), len(resources), len(templates))
+	fmt.Fprintf(stdout, "%s: %d resource(s), %d template(s)\n", inert.Line(pos[0]), len(resources), len(templates))
 	printResources(stdout, "resources", "uri", resources)
 	printResources(stdout, "templates", "uriTemplate", templates)
 	return exitOK
@@ -67,8 +68,8 @@ func printResources(w io.Writer, title, key string, entries []gjson.Result) {
 	fmt.Fprintf(w, "\n%s:\n", title)
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	for _, e := range entries {
-		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\n", printable(e.Get(key).String()), printable(e.Get("name").String()),
-			printable(e.Get("mimeType").String()), printable(firstLine(e.Get("description").String())))
+		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\n", inert.Line(e.Get(key).String()), inert.Line(e.Get("name").String()),
+			inert.Line(e.Get("mimeType").String()), inert.Line(firstLine(e.Get("description").String())))
 	}
 	tw.Flush()
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/capbridge/capbridge/bridge/bridgetest"
 	"github.com/capbridge/capbridge/bridge/control"
+	"github.com/capbridge/capbridge/internal/inert"
 	"github.com/capbridge/capbridge/internal/testkit/interop"
 	"github.com/capbridge/capbridge/internal/testkit/leakcheck"
 	"github.com/capbridge/capbridge/internal/testkit/mcptest"
@@ -100,8 +101,8 @@ func TestPrintable(t *testing.T) {
 		"a\tb\nc":            "a\ufffdb\ufffdc",
 		"x\u202eevil":        "x\ufffdevil",
 	} {
-		if got := printable(in); got != want {
-			t.Errorf("printable(%q) = %q, want %q", in, got, want)
+		if got := inert.Line(in); got != want {
+			t.Errorf("inert.Line(%q) = %q, want %q", in, got, want)
 		}
 	}
 }

@@ -23,6 +23,7 @@ import (
 	"github.com/capbridge/capbridge/bridge/config"
 	"github.com/capbridge/capbridge/cmd/capbridge/internal/confwatch"
 	"github.com/capbridge/capbridge/cmd/capbridge/internal/demoserver"
+	"github.com/capbridge/capbridge/internal/inert"
 	"github.com/capbridge/capbridge/internal/lock"
 	"github.com/capbridge/capbridge/internal/regular"
 	"github.com/capbridge/capbridge/internal/telemetry"
@@ -573,9 +574,9 @@ func progressLines(w io.Writer) func(bridge.Progress) {
 		case bridge.StateReady:
 			line += fmt.Sprintf(", %d tools", p.Tools)
 		case bridge.StateBackoff:
-			line += fmt.Sprintf(" (%s), next attempt in %s", printable(p.Reason), p.Backoff)
+			line += fmt.Sprintf(" (%s), next attempt in %s", inert.Line(p.Reason), p.Backoff)
 		case bridge.StateFailed, bridge.StateDead, bridge.StateNeedsLogin:
-			line += ": " + printable(p.Reason)
+			line += ": " + inert.Line(p.Reason)
 		}
 		mu.Lock()
 		defer mu.Unlock()

@@ -7,6 +7,7 @@ import (
 	"maps"
 	"slices"
 
+	"github.com/capbridge/capbridge/internal/inert"
 	"github.com/capbridge/capbridge/internal/lock"
 )
 
@@ -123,16 +124,16 @@ func printSkew(w io.Writer, r skewReport) {
 		// The tool's name and the detail are the server's words.
 		where := d.Server
 		if d.Tool != "" {
-			where += "." + printable(d.Tool)
+			where += "." + inert.Line(d.Tool)
 		}
 		if d.Detail != "" {
-			fmt.Fprintf(w, "%s: %s: %s\n", where, d.Class, printable(d.Detail))
+			fmt.Fprintf(w, "%s: %s: %s\n", where, d.Class, inert.Line(d.Detail))
 		} else {
 			fmt.Fprintf(w, "%s: %s\n", where, d.Class)
 		}
 	}
 	for _, name := range slices.Sorted(maps.Keys(r.Down)) {
-		fmt.Fprintf(w, "%s: not compared: %s\n", name, printable(r.Down[name]))
+		fmt.Fprintf(w, "%s: not compared: %s\n", name, inert.Line(r.Down[name]))
 	}
 	switch {
 	case len(r.Drift) > 0:

@@ -14,6 +14,7 @@ import (
 	"github.com/capbridge/capbridge/bridge"
 	"github.com/capbridge/capbridge/bridge/control"
 	"github.com/capbridge/capbridge/codegen"
+	"github.com/capbridge/capbridge/internal/inert"
 )
 
 // runTools is `capbridge tools [SERVER...]`: each tool of the named
@@ -100,9 +101,9 @@ func printTools(w io.Writer, server string, tools gjson.Result, schema bool) {
 	list := tools.Array()
 	fmt.Fprintf(w, "%s: %d tool(s)\n", server, len(list))
 	for _, t := range list {
-		fmt.Fprintf(w, "\n  %s", printable(t.Get("name").String()))
+		fmt.Fprintf(w, "\n  %s", inert.Line(t.Get("name").String()))
 		if d := firstLine(t.Get("description").String()); d != "" {
-			fmt.Fprintf(w, ": %s", printable(d))
+			fmt.Fprintf(w, ": %s", inert.Line(d))
 		}
 		fmt.Fprintln(w)
 		in := t.Get("inputSchema")
@@ -122,7 +123,7 @@ func printTools(w io.Writer, server string, tools gjson.Result, schema bool) {
 			if d := p.Get("default"); d.Exists() {
 				doc = strings.TrimSpace(doc + " (default " + d.Raw + ")")
 			}
-			fmt.Fprintf(tw, "      %s\t%s\t%s\t%s\n", printable(k.String()), printable(typeText(p)), req, printable(doc))
+			fmt.Fprintf(tw, "      %s\t%s\t%s\t%s\n", inert.Line(k.String()), inert.Line(typeText(p)), req, inert.Line(doc))
 			return true
 		})
 		tw.Flush()
@@ -132,7 +133,7 @@ func printTools(w io.Writer, server string, tools gjson.Result, schema bool) {
 		if schema {
 			var b bytes.Buffer
 			if json.Indent(&b, []byte(in.Raw), "      ", "  ") == nil {
-				fmt.Fprintf(w, "      schema: %s\n", printableLines(b.String()))
+				fmt.Fprintf(w, "      schema: %s\n", inert.Lines(b.String()))
 			}
 		}
 	}
