@@ -659,20 +659,13 @@ func testSIGHUP(t *testing.T, bin string) {
 	audit := filepath.Join(dir, "audit.log")
 	cfg := demoConfig(t, dir, bin, "audit_path = \""+audit+"\"\nlog_format = \"json\"\n")
 	srv, _ := startServe(t, bin, nil, "serve", "-c", cfg)
-	calls := 0
-	call := func() {
-		t.Helper()
-		calls++
-		if out, errOut, code := runCLI(t, bin, nil, "call", "-c", cfg, "demo", "echo", fmt.Sprintf(`{"text":"call %d"}`, calls)); code != 0 {
-			t.Fatalf("call: exit %d, %q, %q", code, out, errOut)
-		}
-	}
+	calls := &demoCalls{t: t, bin: bin, cfg: cfg}
 	callLines := func(path string) int {
 		data, _ := os.ReadFile(path)
 		return strings.Count(string(data), `"event":"call"`)
 	}
 	for range 3 {
-		call()
+		calls.call()
 	}
 	rotated := audit + ".1"
 	if err := os.Rename(audit, rotated); err != nil {
@@ -693,11 +686,11 @@ func testSIGHUP(t *testing.T, bin string) {
 	limit := time.Now().Add(60 * time.Second)
 	for callLines(audit) == 0 {
 		if time.Now().After(limit) {
-			t.Fatalf("after SIGHUP and %d calls, nothing in a new %s; serve stderr:\n%s", calls, audit, srv.stderr.String())
+			t.Fatalf("after SIGHUP and %d calls, nothing in a new %s; serve stderr:\n%s", calls.n, audit, srv.stderr.String())
 		}
-		call()
+		calls.call()
 	}
-	call()
+	calls.call()
 	// The reopen came first: it is what the calls waited for.
 	if st := statusOf(t, bin, []string{"CAPBRIDGE_CONTROL=" + dir + "/control.sock"}); len(st.Servers) != 1 || st.Reloaded != nil {
 		t.Errorf("SIGHUP reloaded the config: %d servers, last reload %+v", len(st.Servers), st.Reloaded)
@@ -706,8 +699,8 @@ func testSIGHUP(t *testing.T, bin string) {
 	if err != nil || len(rest) != 0 {
 		t.Fatalf("serve after SIGHUP and SIGTERM: %v, stdout %q; stderr:\n%s", err, rest, srv.stderr.String())
 	}
-	if old, cur := callLines(rotated), callLines(audit); old < 3 || old+cur != calls {
-		t.Errorf("%d call lines in the rotated file, %d in the new one; want at least 3 and %d in all", old, cur, calls)
+	if old, cur := callLines(rotated), callLines(audit); old < 3 || old+cur != calls.n {
+		t.Errorf("%d call lines in the rotated file, %d in the new one; want at least 3 and %d in all", old, cur, calls.n)
 	}
 	if fi, err := os.Stat(audit); err != nil || fi.Mode().Perm() != 0o600 {
 		t.Errorf("the reopened file: %v, %v; want mode 0600", fi, err)
@@ -741,15 +734,8 @@ func testSIGHUPFIFO(t *testing.T, bin string) {
 		}
 	}
 	t.Cleanup(unstick)
-	calls := 0
-	call := func() {
-		t.Helper()
-		calls++
-		if out, errOut, code := runCLI(t, bin, nil, "call", "-c", cfg, "demo", "echo", fmt.Sprintf(`{"text":"call %d"}`, calls)); code != 0 {
-			t.Fatalf("call: exit %d, %q, %q", code, out, errOut)
-		}
-	}
-	call()
+	calls := &demoCalls{t: t, bin: bin, cfg: cfg}
+	calls.call()
 	rotated := audit + ".1"
 	if err := os.Rename(audit, rotated); err != nil {
 		t.Fatal(err)
@@ -765,7 +751,7 @@ func testSIGHUPFIFO(t *testing.T, bin string) {
 		waitFor(t, fmt.Sprintf("refused reopen %d", n), func() bool {
 			return strings.Count(srv.stderr.String(), "SIGHUP: cannot reopen the audit trail; it stays in the file it was in") == n
 		})
-		call()
+		calls.call()
 	}
 	refused(1) // no one reads the FIFO
 	r, err := os.OpenFile(audit, os.O_RDONLY|syscall.O_NONBLOCK, 0)
@@ -787,8 +773,8 @@ func testSIGHUPFIFO(t *testing.T, bin string) {
 		t.Errorf("serve says it reopened the trail:\n%s", log)
 	}
 	data, _ := os.ReadFile(rotated)
-	if n := strings.Count(string(data), `"event":"call"`); n != calls {
-		t.Errorf("%d call lines in the file the trail was in, want all %d", n, calls)
+	if n := strings.Count(string(data), `"event":"call"`); n != calls.n {
+		t.Errorf("%d call lines in the file the trail was in, want all %d", n, calls.n)
 	}
 	if fi, err := os.Lstat(audit); err != nil || fi.Mode().Type() != os.ModeNamedPipe {
 		t.Errorf("the FIFO: %v, %v; want it left as it was", fi, err)
@@ -827,5 +813,21 @@ func TestConfigFIFORefused(t *testing.T) {
 			}
 			<-done
 		}
+	}
+}
+
+// demoCalls calls the demo's echo through the CLI, each call's text its
+// number, and counts the calls (n).
+type demoCalls struct {
+	t        *testing.T
+	bin, cfg string
+	n        int
+}
+
+func (d *demoCalls) call() {
+	d.t.Helper()
+	d.n++
+	if out, errOut, code := runCLI(d.t, d.bin, nil, "call", "-c", d.cfg, "demo", "echo", fmt.Sprintf(`{"text":"call %d"}`, d.n)); code != 0 {
+		d.t.Fatalf("call: exit %d, %q, %q", code, out, errOut)
 	}
 }
